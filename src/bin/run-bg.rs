@@ -1,0 +1,521 @@
+//! The `run-bg` CLI: parses arguments, calls the core, prints. Also the
+//! supervisor (`run-bg __supervise`, started by the core, not by users).
+
+use clap::{Args, Parser, Subcommand};
+use proc_manager::core::duration::{format_duration_ms, parse_duration_ms};
+use proc_manager::core::job::{Job, JobStatus};
+use proc_manager::core::ops::{Context, ListFilter, TailQuery};
+use proc_manager::core::spawn::{parse_env_assignment, start_job, StartRequest};
+use proc_manager::core::view::{shell_exit_code, CheckView, JobView};
+use proc_manager::core::{logs, now_ms, supervisor, Error, Result};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+const SUBCOMMANDS: &[&str] = &["check", "logs", "list", "wait", "kill", "prune", "reconcile", "help"];
+
+const START_HELP: &str = "\
+Commands:
+  run-bg check <id> [-n 20] [--grep <regex>]   status, exit code, runtime, last lines
+  run-bg logs <id> [-n <lines> | --all] [--follow]
+  run-bg list [--all] [--status <s>] [--owner <name>]
+  run-bg wait <id>... [--timeout <dur>]
+  run-bg kill <id>... | --all [--owner <name>]  [--grace <dur>] [--force]
+  run-bg prune [--older-than <dur>]            forget finished jobs, delete their logs
+  run-bg reconcile                             mark jobs whose supervisor died
+
+Durations: 500ms, 90s, 10m, 2h, 1h30m. Every subcommand takes --json.
+State lives in $PROC_MANAGER_HOME (default ~/.local/state/proc-manager).
+Exit status: 0 done, 1 failed, 2 bad usage; `wait` exits with the job's own code.";
+
+/// Run a command in the background under a small supervisor: bounded logs,
+/// a job registry, whole-tree kills.
+#[derive(Parser, Debug)]
+#[command(name = "run-bg", version, after_help = START_HELP, override_usage = "run-bg [options] -- <program> [args...]\n       run-bg <command> [options]")]
+struct StartCli {
+    /// Human name for the job (default: the program's name)
+    #[arg(long, value_name = "NAME")]
+    label: Option<String>,
+    /// Working directory (default: the current one)
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// Extra environment variable, repeatable
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    env: Vec<String>,
+    /// Kill the job's tree after this long (90s, 10m, 2h)
+    #[arg(long, value_name = "DUR")]
+    timeout: Option<String>,
+    /// The agent or thread that owns the job
+    #[arg(long, value_name = "NAME")]
+    owner: Option<String>,
+    /// Arbitrary JSON kept with the job
+    #[arg(long, value_name = "JSON")]
+    context: Option<String>,
+    /// No exit notification for this job
+    #[arg(long)]
+    no_notify: bool,
+    /// Run this (with /bin/sh -c) when the job ends
+    #[arg(long, value_name = "COMMAND")]
+    on_exit: Option<String>,
+    /// Stay in the foreground up to DUR: if the job ends by then, print what
+    /// `check` prints and exit with its code; else print the ack
+    #[arg(long = "yield", value_name = "DUR")]
+    yield_for: Option<String>,
+    /// Machine-readable output
+    #[arg(long)]
+    json: bool,
+    /// The program and its arguments, after `--`
+    #[arg(last = true, value_name = "PROGRAM")]
+    command: Vec<String>,
+}
+
+#[derive(Parser, Debug)]
+#[command(name = "run-bg", version)]
+struct SubCli {
+    #[command(subcommand)]
+    command: Sub,
+}
+
+#[derive(Args, Debug)]
+struct JsonFlag {
+    /// Machine-readable output
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Sub {
+    /// Status, exit code, runtime and the last lines of a job's output
+    Check {
+        id: String,
+        /// How many lines to show
+        #[arg(short = 'n', long = "lines", default_value_t = 20)]
+        lines: usize,
+        /// Only lines matching this regular expression
+        #[arg(long, value_name = "REGEX")]
+        grep: Option<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// A job's output
+    Logs {
+        id: String,
+        /// How many lines from the end (default 100)
+        #[arg(short = 'n', long = "lines", conflicts_with = "all")]
+        lines: Option<usize>,
+        /// The whole log, rotated files included
+        #[arg(long)]
+        all: bool,
+        /// Keep printing new output until the job ends
+        #[arg(long, short = 'f')]
+        follow: bool,
+    },
+    /// Jobs in the registry (running ones and those ended within the hour)
+    List {
+        /// Every job in the registry
+        #[arg(long)]
+        all: bool,
+        /// Only jobs with this status
+        #[arg(long, value_name = "STATUS")]
+        status: Option<String>,
+        /// Only jobs of this owner
+        #[arg(long, value_name = "NAME")]
+        owner: Option<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Block until jobs end; exits with the job's own exit code
+    Wait {
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+        /// Give up after this long (exit status 124)
+        #[arg(long, value_name = "DUR")]
+        timeout: Option<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// SIGTERM a job's process tree, SIGKILL what is left after the grace period
+    Kill {
+        #[arg(value_name = "ID", required_unless_present = "all", conflicts_with = "all")]
+        ids: Vec<String>,
+        /// Every running job (of --owner, when given)
+        #[arg(long)]
+        all: bool,
+        /// With --all: only this owner's jobs
+        #[arg(long, value_name = "NAME", requires = "all")]
+        owner: Option<String>,
+        /// Time between SIGTERM and SIGKILL (default: kill.grace_ms, 5s)
+        #[arg(long, value_name = "DUR")]
+        grace: Option<String>,
+        /// SIGKILL at once
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Forget finished jobs and delete their logs
+    Prune {
+        /// Only jobs that ended longer ago than this
+        #[arg(long, value_name = "DUR")]
+        older_than: Option<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Verify running jobs: supervisor gone → orphaned or lost
+    Reconcile {
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("__supervise") {
+        std::process::exit(supervisor::supervise_main());
+    }
+    let code = match run(&args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("run-bg: {e}");
+            e.exit_code()
+        }
+    };
+    let _ = std::io::stdout().flush();
+    std::process::exit(code);
+}
+
+fn run(args: &[String]) -> Result<i32> {
+    let first = args.get(1).map(String::as_str);
+    match first {
+        Some(word) if !word.starts_with('-') => {
+            if !SUBCOMMANDS.contains(&word) {
+                return Err(Error::Usage(format!(
+                    "unknown command `{word}`; to run a program, put it after `--`: run-bg -- {word} … (see run-bg --help)"
+                )));
+            }
+            let cli = SubCli::try_parse_from(args).unwrap_or_else(|e| e.exit());
+            run_sub(cli.command)
+        }
+        _ => {
+            let cli = StartCli::try_parse_from(args).unwrap_or_else(|e| e.exit());
+            run_start(cli)
+        }
+    }
+}
+
+fn parse_dur(flag: &str, text: &Option<String>) -> Result<Option<Duration>> {
+    text.as_ref()
+        .map(|t| {
+            parse_duration_ms(t)
+                .map(Duration::from_millis)
+                .map_err(|e| Error::Usage(format!("{flag}: {e}")))
+        })
+        .transpose()
+}
+
+fn print_json<T: serde::Serialize>(value: &T) {
+    let mut out = std::io::stdout().lock();
+    let _ = serde_json::to_writer(&mut out, value);
+    let _ = out.write_all(b"\n");
+}
+
+fn run_start(cli: StartCli) -> Result<i32> {
+    let mut request = StartRequest::program(cli.command);
+    request.label = cli.label;
+    request.cwd = cli.cwd;
+    for assignment in &cli.env {
+        let (key, value) = parse_env_assignment(assignment)?;
+        request.env.insert(key, value);
+    }
+    request.timeout_ms = parse_dur("--timeout", &cli.timeout)?.map(|d| d.as_millis() as u64);
+    request.owner = cli.owner;
+    request.context = cli
+        .context
+        .map(|text| {
+            serde_json::from_str(&text).map_err(|e| Error::Usage(format!("bad --context: not valid JSON ({e})")))
+        })
+        .transpose()?;
+    request.notify = !cli.no_notify;
+    request.on_exit = cli.on_exit;
+    let yield_for = parse_dur("--yield", &cli.yield_for)?;
+
+    let context = Context::load()?;
+    let exe = std::env::current_exe().map_err(|e| Error::io("find own executable", "/proc/self/exe", e))?;
+    let started = match start_job(&context, request, &exe) {
+        Ok(started) => started,
+        Err(Error::StartFailed { job_id, message }) => {
+            if cli.json {
+                print_json(&serde_json::json!({ "jobId": job_id, "status": "failed", "error": message }));
+            }
+            eprintln!("run-bg: {message} (recorded as failed job {job_id})");
+            return Ok(1);
+        }
+        Err(e) => return Err(e),
+    };
+
+    if let Some(wait_for) = yield_for {
+        let outcome = context.wait(std::slice::from_ref(&started.job_id), Some(wait_for))?;
+        if !outcome.timed_out {
+            let check = context.check(&started.job_id, &TailQuery::new(None, None)?)?;
+            print_check(&check.job, &check.tail, cli.json);
+            return Ok(shell_exit_code(&check.job));
+        }
+    }
+    if cli.json {
+        print_json(&serde_json::json!({
+            "jobId": started.job_id, "pid": started.pid, "logPath": started.log_path,
+            "label": started.label, "status": "running",
+        }));
+    } else {
+        println!("{}", ack_line(&started.job_id, started.pid, &started.command));
+    }
+    Ok(0)
+}
+
+/// One line, well under 200 characters: what started and how to look at it.
+fn ack_line(job_id: &str, pid: u32, command: &str) -> String {
+    let shown = shorten(command, 70);
+    format!("started {job_id} (pid {pid}): {shown} — run-bg check {job_id}")
+}
+
+fn shorten(text: &str, max_chars: usize) -> String {
+    let one_line = text.replace('\n', " ");
+    if one_line.chars().count() <= max_chars {
+        return one_line;
+    }
+    let cut: String = one_line.chars().take(max_chars - 1).collect();
+    format!("{cut}…")
+}
+
+fn outcome_text(job: &Job) -> String {
+    let now = now_ms();
+    let runtime = format_duration_ms(job.duration_ms(now));
+    match job.status {
+        JobStatus::Running => format!("running for {runtime}"),
+        JobStatus::Orphaned => format!("orphaned (supervisor gone, processes still running) after {runtime}"),
+        status => {
+            let how = match (job.exit_code, &job.signal) {
+                (Some(code), _) => format!("exit {code}"),
+                (None, Some(signal)) => format!("signal {signal}"),
+                _ => "no exit status".to_string(),
+            };
+            format!("{status} ({how}) after {runtime}")
+        }
+    }
+}
+
+fn header_line(job: &Job) -> String {
+    let mut line = format!("{}: {}", job.id, outcome_text(job));
+    if let Some(pid) = job.pid() {
+        line.push_str(&format!(" · pid {pid}"));
+    }
+    line.push_str(&format!(" · {}", shorten(&job.command, 80)));
+    if let Some(error) = &job.error {
+        line.push_str(&format!("\n  error: {error}"));
+    }
+    line
+}
+
+fn print_check(job: &Job, tail: &[String], json: bool) {
+    if json {
+        print_json(&CheckView { job: JobView::from(job), tail: tail.to_vec() });
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", header_line(job));
+    if tail.is_empty() {
+        let _ = writeln!(out, "(no output{})", if job.status == JobStatus::Running { " yet" } else { "" });
+    }
+    for line in tail {
+        let _ = writeln!(out, "{line}");
+    }
+}
+
+fn run_sub(command: Sub) -> Result<i32> {
+    let context = Context::load()?;
+    match command {
+        Sub::Check { id, lines, grep, json } => {
+            let query = TailQuery::new(Some(lines), grep.as_deref())?;
+            let check = context.check(&id, &query)?;
+            print_check(&check.job, &check.tail, json.json);
+            Ok(0)
+        }
+        Sub::Logs { id, lines, all, follow } => run_logs(&context, &id, lines, all, follow),
+        Sub::List { all, status, owner, json } => {
+            let status = status
+                .map(|s| {
+                    JobStatus::parse(&s).ok_or_else(|| {
+                        let names: Vec<&str> = JobStatus::ALL.iter().map(|s| s.as_str()).collect();
+                        Error::Usage(format!("bad --status `{s}`: expected one of {}", names.join(", ")))
+                    })
+                })
+                .transpose()?;
+            let jobs = context.list(&ListFilter { status, owner, all: all || status.is_some() })?;
+            if json.json {
+                print_json(&jobs.iter().map(JobView::from).collect::<Vec<_>>());
+            } else if jobs.is_empty() {
+                println!("no jobs{}", if all { "" } else { " running or ended within the hour (--all for every job)" });
+            } else {
+                for job in &jobs {
+                    println!("{}  {}  {}", job.id, outcome_text(job), shorten(&job.command, 60));
+                }
+            }
+            Ok(0)
+        }
+        Sub::Wait { ids, timeout, json } => {
+            let timeout = parse_dur("--timeout", &timeout)?;
+            let outcome = context.wait(&ids, timeout)?;
+            if json.json {
+                print_json(&serde_json::json!({
+                    "timedOut": outcome.timed_out,
+                    "jobs": outcome.jobs.iter().map(JobView::from).collect::<Vec<_>>(),
+                }));
+            } else {
+                for job in &outcome.jobs {
+                    println!("{}", header_line(job));
+                }
+            }
+            if outcome.timed_out {
+                if !json.json {
+                    eprintln!("run-bg: wait timed out; the job is still running");
+                }
+                return Ok(124);
+            }
+            Ok(match outcome.jobs.as_slice() {
+                [job] => shell_exit_code(job),
+                jobs if jobs.iter().all(|j| j.status == JobStatus::Success) => 0,
+                _ => 1,
+            })
+        }
+        Sub::Kill { ids, all, owner, grace, force, json } => {
+            let grace = parse_dur("--grace", &grace)?;
+            let results = if all {
+                context.kill_all(owner.as_deref(), grace, force)?
+            } else {
+                for id in &ids {
+                    proc_manager::core::ids::validate_job_id(id)?;
+                }
+                ids.iter().map(|id| context.kill(id, grace, force)).collect()
+            };
+            let mut failed = false;
+            let mut views = Vec::new();
+            for result in results {
+                match result {
+                    Ok(outcome) => {
+                        if !json.json {
+                            println!("{}", outcome.message);
+                        }
+                        views.push(serde_json::json!({
+                            "jobId": outcome.job.id, "status": outcome.job.status.as_str(),
+                            "signalled": outcome.signalled, "message": outcome.message,
+                        }));
+                    }
+                    Err(e) => {
+                        failed = true;
+                        eprintln!("run-bg: {e}");
+                        views.push(serde_json::json!({ "error": e.to_string() }));
+                    }
+                }
+            }
+            if json.json {
+                print_json(&views);
+            } else if views.is_empty() {
+                println!("no running jobs to kill");
+            }
+            Ok(if failed { 1 } else { 0 })
+        }
+        Sub::Prune { older_than, json } => {
+            let older_than = parse_dur("--older-than", &older_than)?;
+            let removed = context.prune(older_than)?;
+            if json.json {
+                print_json(&serde_json::json!({ "removed": removed }));
+            } else {
+                println!("removed {} finished job(s)", removed.len());
+            }
+            Ok(0)
+        }
+        Sub::Reconcile { json } => {
+            let (orphaned, lost) = context.reconcile()?;
+            if json.json {
+                print_json(&serde_json::json!({
+                    "orphaned": orphaned.iter().map(JobView::from).collect::<Vec<_>>(),
+                    "lost": lost.iter().map(JobView::from).collect::<Vec<_>>(),
+                }));
+            } else {
+                println!("{} orphaned, {} lost", orphaned.len(), lost.len());
+                for job in orphaned.iter().chain(&lost) {
+                    println!("{}", header_line(job));
+                }
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn run_logs(context: &Context, id: &str, lines: Option<usize>, all: bool, follow: bool) -> Result<i32> {
+    let job = context.job(id)?;
+    let log = PathBuf::from(&job.log_path);
+    let mut out = std::io::stdout().lock();
+    if all {
+        logs::copy_all(&log, &mut out).map_err(|e| Error::io("read log", &log, e))?;
+    } else {
+        for line in logs::tail_lines(&log, lines.unwrap_or(100), |_| true) {
+            let _ = out.write_all(&line);
+            let _ = out.write_all(b"\n");
+        }
+    }
+    let _ = out.flush();
+    if follow {
+        follow_log(context, &job, &log, &mut out)?;
+    }
+    Ok(0)
+}
+
+/// Streams new output until the job has ended and its supervisor is gone.
+/// Holds the open file across rotations: a renamed file stays readable, so
+/// nothing written between two polls is skipped.
+fn follow_log(context: &Context, job: &Job, log: &std::path::Path, out: &mut dyn Write) -> Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::unix::fs::MetadataExt;
+    let open = || std::fs::File::open(log).ok();
+    let mut file = open();
+    if let Some(f) = file.as_mut() {
+        let _ = f.seek(SeekFrom::End(0));
+    }
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let mut progressed = false;
+        if let Some(f) = file.as_mut() {
+            loop {
+                match f.read(&mut buffer) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        out.write_all(&buffer[..n]).map_err(|e| Error::io("write", "stdout", e))?;
+                        progressed = true;
+                    }
+                }
+            }
+            let _ = out.flush();
+            let rotated = match (f.metadata(), std::fs::metadata(log)) {
+                (Ok(held), Ok(current)) => held.ino() != current.ino(),
+                _ => false,
+            };
+            if rotated {
+                file = open();
+                continue;
+            }
+        } else {
+            file = open();
+        }
+        if !progressed {
+            let current = context.registry().get(&job.id)?;
+            let supervised = current
+                .supervisor
+                .is_some_and(|s| proc_manager::core::procinfo::is_same_process_alive(&s));
+            if current.status.is_final() && !supervised {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}

@@ -1,0 +1,195 @@
+use super::{Error, Result};
+use serde::Deserialize;
+use std::path::Path;
+
+/// Settings from `<home>/config.json`; every key is optional. Unknown keys are
+/// refused so that a typo (`max_byte`) is reported instead of silently ignored.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub logs: LogsConfig,
+    pub registry: RegistryConfig,
+    pub kill: KillConfig,
+    pub notify: NotifyConfig,
+    pub diagnostics: DiagnosticsConfig,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogsConfig {
+    pub max_bytes: u64,
+    pub keep: u32,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RegistryConfig {
+    pub max_jobs: usize,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct KillConfig {
+    pub grace_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct NotifyConfig {
+    /// `null` turns the HTTP notification off.
+    pub url: Option<String>,
+    pub command: Option<String>,
+    pub source: String,
+    pub level: String,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct DiagnosticsConfig {
+    pub resource_tracking: ResourceTrackingConfig,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ResourceTrackingConfig {
+    pub enabled: bool,
+    pub memory_threshold_mb: f64,
+    pub mcp_patterns: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            logs: LogsConfig::default(),
+            registry: RegistryConfig::default(),
+            kill: KillConfig::default(),
+            notify: NotifyConfig::default(),
+            diagnostics: DiagnosticsConfig::default(),
+        }
+    }
+}
+
+impl Default for LogsConfig {
+    fn default() -> Self {
+        LogsConfig { max_bytes: 10 * 1024 * 1024, keep: 3 }
+    }
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        RegistryConfig { max_jobs: 200 }
+    }
+}
+
+impl Default for KillConfig {
+    fn default() -> Self {
+        KillConfig { grace_ms: 5000 }
+    }
+}
+
+impl Default for NotifyConfig {
+    fn default() -> Self {
+        NotifyConfig {
+            url: Some("http://127.0.0.1:7600/trigger".to_string()),
+            command: None,
+            source: "run-bg".to_string(),
+            level: "warn".to_string(),
+        }
+    }
+}
+
+impl Default for ResourceTrackingConfig {
+    fn default() -> Self {
+        ResourceTrackingConfig {
+            enabled: true,
+            memory_threshold_mb: 100.0,
+            mcp_patterns: ["playwright", "chromium", "chrome", "firefox", "webkit", "headless_shell"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        }
+    }
+}
+
+impl Config {
+    /// Reads `path`; a missing file means all defaults.
+    pub fn load(path: &Path) -> Result<Config> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+            Err(e) => {
+                return Err(Error::Config { path: path.to_path_buf(), message: format!("cannot read it: {e}") })
+            }
+        };
+        Self::parse(&text).map_err(|message| Error::Config { path: path.to_path_buf(), message })
+    }
+
+    pub fn parse(text: &str) -> std::result::Result<Config, String> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let config: Config = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let key = e.path().to_string();
+            if key == "." || key.is_empty() {
+                format!("not valid JSON settings: {}", e.inner())
+            } else {
+                format!("key `{key}`: {}", e.inner())
+            }
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> std::result::Result<(), String> {
+        if self.logs.max_bytes < 4096 {
+            return Err(format!("key `logs.max_bytes`: {} is too small; use at least 4096 bytes", self.logs.max_bytes));
+        }
+        if self.logs.keep > 100 {
+            return Err(format!("key `logs.keep`: {} is too many; use 0 to 100 rotated files", self.logs.keep));
+        }
+        if self.registry.max_jobs == 0 {
+            return Err("key `registry.max_jobs`: must be at least 1".to_string());
+        }
+        if !matches!(self.notify.level.as_str(), "debug" | "info" | "warn" | "error") {
+            return Err(format!(
+                "key `notify.level`: `{}` is not one of debug, info, warn, error",
+                self.notify.level
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_object_gives_spec_defaults() {
+        let config = Config::parse("{}").unwrap();
+        assert_eq!(config, Config::default());
+        assert_eq!(config.logs.max_bytes, 10_485_760);
+        assert_eq!(config.logs.keep, 3);
+        assert_eq!(config.registry.max_jobs, 200);
+        assert_eq!(config.kill.grace_ms, 5000);
+        assert_eq!(config.notify.url.as_deref(), Some("http://127.0.0.1:7600/trigger"));
+    }
+
+    #[test]
+    fn partial_settings_keep_other_defaults() {
+        let config = Config::parse(r#"{"logs": {"keep": 1}, "notify": {"url": null}}"#).unwrap();
+        assert_eq!(config.logs.keep, 1);
+        assert_eq!(config.logs.max_bytes, 10_485_760);
+        assert_eq!(config.notify.url, None);
+    }
+
+    #[test]
+    fn errors_name_the_wrong_key() {
+        let err = Config::parse(r#"{"logs": {"max_bytes": "big"}}"#).unwrap_err();
+        assert!(err.contains("logs.max_bytes"), "{err}");
+        let err = Config::parse(r#"{"logs": {"max_byte": 5}}"#).unwrap_err();
+        assert!(err.contains("max_byte") && err.contains("max_bytes"), "{err}");
+        let err = Config::parse(r#"{"registry": {"max_jobs": 0}}"#).unwrap_err();
+        assert!(err.contains("registry.max_jobs"), "{err}");
+        let err = Config::parse("{not json").unwrap_err();
+        assert!(err.contains("JSON"), "{err}");
+    }
+}

@@ -1,0 +1,151 @@
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobStatus {
+    Running,
+    /// Main process exited 0.
+    Success,
+    /// Exited non-zero, died of a signal nobody here sent, or could not start.
+    Failed,
+    /// Ended by `kill`.
+    Killed,
+    /// Ended by its time limit.
+    Timeout,
+    /// Its supervisor is gone but processes of the job still run.
+    Orphaned,
+    /// Supervisor and processes gone, no exit status recorded.
+    Lost,
+}
+
+impl JobStatus {
+    pub const ALL: [JobStatus; 7] = [
+        JobStatus::Running,
+        JobStatus::Success,
+        JobStatus::Failed,
+        JobStatus::Killed,
+        JobStatus::Timeout,
+        JobStatus::Orphaned,
+        JobStatus::Lost,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Running => "running",
+            JobStatus::Success => "success",
+            JobStatus::Failed => "failed",
+            JobStatus::Killed => "killed",
+            JobStatus::Timeout => "timeout",
+            JobStatus::Orphaned => "orphaned",
+            JobStatus::Lost => "lost",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<JobStatus> {
+        JobStatus::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// Finished: the main process has an outcome and nothing of ours supervises it.
+    pub fn is_final(self) -> bool {
+        !matches!(self, JobStatus::Running | JobStatus::Orphaned)
+    }
+}
+
+impl std::fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A process we may signal later, known by pid *and* start time so that a
+/// reused pid is never mistaken for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessIdentity {
+    pub pid: u32,
+    /// Clock ticks since boot (field 22 of /proc/<pid>/stat).
+    pub start_ticks: u64,
+}
+
+/// One job as recorded in `jobs.json` (and mirrored in `jobs/<id>/job.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub id: String,
+    pub label: String,
+    /// The argv executed (for a shell command: `/bin/sh -c <line>`).
+    pub argv: Vec<String>,
+    /// The command as the user gave it, for display.
+    pub command: String,
+    pub cwd: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<serde_json::Value>,
+    pub status: JobStatus,
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    /// Name of the signal the main process died of (`SIGTERM`).
+    #[serde(default)]
+    pub signal: Option<String>,
+    #[serde(default)]
+    pub main: Option<ProcessIdentity>,
+    #[serde(default)]
+    pub supervisor: Option<ProcessIdentity>,
+    pub started_at: u64,
+    #[serde(default)]
+    pub ended_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(default = "default_true")]
+    pub notify: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_exit: Option<String>,
+    /// Why the job could not start, or what went wrong around it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub log_path: String,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl Job {
+    pub fn pid(&self) -> Option<u32> {
+        self.main.map(|m| m.pid)
+    }
+
+    pub fn duration_ms(&self, now_ms: u64) -> u64 {
+        self.ended_at.unwrap_or(now_ms).saturating_sub(self.started_at)
+    }
+}
+
+pub fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        _ => return format!("SIG{sig}"),
+    };
+    name.to_string()
+}
+
+pub fn signal_number(name: &str) -> Option<i32> {
+    (1..32).find(|&n| signal_name(n) == name)
+}

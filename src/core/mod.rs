@@ -1,0 +1,27 @@
+//! The pure-Rust core shared by the napi addon and the `run-bg` CLI.
+//! Nothing in here names a napi type; `src/lib.rs` converts.
+
+pub mod config;
+pub mod duration;
+pub mod error;
+pub mod ids;
+pub mod job;
+pub mod kill;
+pub mod logs;
+pub mod ops;
+pub mod paths;
+pub mod procinfo;
+pub mod registry;
+pub mod spawn;
+pub mod supervisor;
+pub mod view;
+
+pub use error::{Error, Result};
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

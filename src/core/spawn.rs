@@ -1,0 +1,244 @@
+//! The caller's side of starting a job: validate, allocate an id, hand the
+//! job to a fresh supervisor and wait for its ready line.
+
+use super::ids::{id_prefix_from_label, random_suffix};
+use super::job::{Job, JobStatus};
+use super::ops::Context;
+use super::supervisor::{parse_ready_line, SupervisorSpec};
+use super::{now_ms, Error, Result};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+#[derive(Debug, Clone, Default)]
+pub struct StartRequest {
+    /// The argv to execute; `argv[0]` is looked up in PATH.
+    pub argv: Vec<String>,
+    /// How the command is shown (the shell line for shell commands).
+    pub display: Option<String>,
+    pub label: Option<String>,
+    pub cwd: Option<PathBuf>,
+    pub env: BTreeMap<String, String>,
+    pub owner: Option<String>,
+    pub context: Option<serde_json::Value>,
+    pub timeout_ms: Option<u64>,
+    pub notify: bool,
+    pub on_exit: Option<String>,
+}
+
+impl StartRequest {
+    /// `command` run by `/bin/sh -c`, as the JS API does without `args`.
+    pub fn shell(command: &str) -> StartRequest {
+        StartRequest {
+            argv: vec!["/bin/sh".into(), "-c".into(), command.into()],
+            display: Some(command.to_string()),
+            notify: true,
+            ..Default::default()
+        }
+    }
+
+    pub fn program(argv: Vec<String>) -> StartRequest {
+        StartRequest { argv, notify: true, ..Default::default() }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Started {
+    pub job_id: String,
+    pub pid: u32,
+    pub log_path: String,
+    pub label: String,
+    pub command: String,
+}
+
+/// Quotes an argv for display the way a shell user would type it.
+pub fn display_argv(argv: &[String]) -> String {
+    argv.iter()
+        .map(|arg| {
+            let plain = !arg.is_empty()
+                && arg.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:@%+,".contains(&b));
+            if plain { arg.clone() } else { format!("'{}'", arg.replace('\'', "'\\''")) }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn default_label(request: &StartRequest) -> String {
+    let word = match &request.display {
+        Some(line) => line.split_whitespace().next().unwrap_or("job").to_string(),
+        None => request.argv[0].clone(),
+    };
+    Path::new(&word).file_name().and_then(|n| n.to_str()).unwrap_or("job").to_string()
+}
+
+pub fn validate_env_key(key: &str) -> Result<()> {
+    if key.is_empty() || key.contains('=') || key.contains('\0') {
+        return Err(Error::Usage(format!(
+            "bad environment variable name `{key}`: expected a non-empty name without `=` (KEY=VALUE)"
+        )));
+    }
+    Ok(())
+}
+
+/// Parses one `--env KEY=VALUE`.
+pub fn parse_env_assignment(text: &str) -> Result<(String, String)> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => {
+            validate_env_key(key)?;
+            if value.contains('\0') {
+                return Err(Error::Usage(format!("bad --env `{key}`: the value contains a NUL byte")));
+            }
+            Ok((key.to_string(), value.to_string()))
+        }
+        _ => Err(Error::Usage(format!("bad --env `{text}`: expected KEY=VALUE, e.g. --env NODE_ENV=test"))),
+    }
+}
+
+fn validate(request: &StartRequest) -> Result<()> {
+    match request.argv.first() {
+        None => {
+            return Err(Error::Usage(
+                "no command given: put the program and its arguments after `--`, e.g. run-bg -- npm install".into(),
+            ))
+        }
+        Some(program) if program.trim().is_empty() => {
+            return Err(Error::Usage("empty program name: give the program to run after `--`".into()))
+        }
+        _ => {}
+    }
+    if request.argv.iter().any(|a| a.contains('\0')) {
+        return Err(Error::Usage("the command contains a NUL byte".into()));
+    }
+    for (key, value) in &request.env {
+        validate_env_key(key)?;
+        if value.contains('\0') {
+            return Err(Error::Usage(format!("bad env `{key}`: the value contains a NUL byte")));
+        }
+    }
+    if let Some(label) = &request.label {
+        if label.trim().is_empty() || label.chars().count() > 200 || label.contains('\n') {
+            return Err(Error::Usage("bad label: give 1 to 200 characters on one line".into()));
+        }
+    }
+    if let Some(owner) = &request.owner {
+        if owner.trim().is_empty() || owner.chars().count() > 200 || owner.contains('\n') {
+            return Err(Error::Usage("bad owner: give 1 to 200 characters on one line".into()));
+        }
+    }
+    if request.timeout_ms == Some(0) {
+        return Err(Error::Usage("bad timeout: it must be greater than zero".into()));
+    }
+    Ok(())
+}
+
+/// Starts a job under its own supervisor and returns once its main process
+/// runs, or with the reason it could not start (then recorded as `failed`).
+pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path) -> Result<Started> {
+    validate(&request)?;
+    let cwd = match &request.cwd {
+        Some(dir) if dir.is_absolute() => dir.clone(),
+        Some(dir) => std::env::current_dir().map_err(|e| Error::io("read the current directory", ".", e))?.join(dir),
+        None => std::env::current_dir().map_err(|e| Error::io("read the current directory", ".", e))?,
+    };
+    let label = request.label.clone().unwrap_or_else(|| default_label(&request));
+    let job_id = allocate_job_dir(context, &label)?;
+    let log_path = context.home.log_path(&job_id);
+    let command = request.display.clone().unwrap_or_else(|| display_argv(&request.argv));
+    let job = Job {
+        id: job_id.clone(),
+        label: label.clone(),
+        argv: request.argv,
+        command: command.clone(),
+        cwd: cwd.to_string_lossy().into_owned(),
+        env: request.env,
+        owner: request.owner,
+        context: request.context,
+        status: JobStatus::Running,
+        exit_code: None,
+        signal: None,
+        main: None,
+        supervisor: None,
+        started_at: now_ms(),
+        ended_at: None,
+        timeout_ms: request.timeout_ms,
+        notify: request.notify,
+        on_exit: request.on_exit,
+        error: None,
+        log_path: log_path.to_string_lossy().into_owned(),
+    };
+    let spec = SupervisorSpec {
+        home: context.home.root.clone(),
+        job: job.clone(),
+        log_max_bytes: context.config.logs.max_bytes,
+        log_keep: context.config.logs.keep,
+        max_jobs: context.config.registry.max_jobs,
+        grace_ms: context.config.kill.grace_ms,
+    };
+    match run_supervisor(context, &spec, supervisor_exe) {
+        Ok(pid) => Ok(Started { job_id, pid, log_path: job.log_path, label, command }),
+        Err(message) => {
+            // The supervisor records its own start failures; cover the case
+            // where it died before it could.
+            let registry = context.registry();
+            if registry.get(&job_id).is_err() {
+                let mut failed = job;
+                failed.status = JobStatus::Failed;
+                failed.error = Some(message.clone());
+                failed.ended_at = Some(now_ms());
+                let _ = registry.upsert(&failed);
+            }
+            Err(Error::StartFailed { job_id, message })
+        }
+    }
+}
+
+fn allocate_job_dir(context: &Context, label: &str) -> Result<String> {
+    let prefix = id_prefix_from_label(label);
+    let mut last_error = None;
+    for _ in 0..16 {
+        let id = format!("{prefix}-{}", random_suffix());
+        let dir = context.home.job_dir(&id);
+        // Exclusive creation makes the id unique even among concurrent callers.
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(id),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => last_error = Some(Error::io("create job directory", dir, e)),
+        }
+    }
+    Err(last_error.unwrap_or_else(|| Error::Other("could not find a free job id after 16 tries".into())))
+}
+
+fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::result::Result<u32, String> {
+    let job_dir = context.home.job_dir(&spec.job.id);
+    let stderr = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(job_dir.join("supervisor.log"))
+        .map(Stdio::from)
+        .unwrap_or_else(|_| Stdio::null());
+    let mut child = Command::new(exe)
+        .arg("__supervise")
+        .arg(&spec.job.id)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .map_err(|e| format!("cannot start the supervisor {}: {e}", exe.display()))?;
+    let payload = serde_json::to_vec(spec).map_err(|e| e.to_string())?;
+    let write_result = child.stdin.take().map(|mut stdin| stdin.write_all(&payload));
+    let mut ready = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        let _ = stdout.read_to_string(&mut ready);
+    }
+    // The intermediate process exits right after forking the real supervisor.
+    let _ = child.wait();
+    if let Some(Err(e)) = write_result {
+        if ready.is_empty() {
+            return Err(format!("cannot hand the job to the supervisor: {e}"));
+        }
+    }
+    parse_ready_line(ready.lines().next().unwrap_or(""))
+}

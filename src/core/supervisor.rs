@@ -1,0 +1,556 @@
+//! The per-job supervisor: the `run-bg` binary in its hidden `__supervise`
+//! mode. It starts the main process, is the only writer of the job's log,
+//! reaps every descendant (as a child subreaper on Linux), performs kills and
+//! the timeout, and records the outcome in the registry.
+//!
+//! It idles in `poll(2)` on two pipes (the job's output and a self-pipe fed by
+//! signal handlers), so it costs no CPU while the job runs.
+
+use super::job::{signal_name, Job, JobStatus, ProcessIdentity};
+use super::logs::RotatingWriter;
+use super::paths::Home;
+use super::procinfo::{self, JOB_COOKIE};
+use super::registry::Registry;
+use super::{kill, now_ms, Error, Result};
+use serde::{Deserialize, Serialize};
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+/// What the caller hands the supervisor on its stdin.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SupervisorSpec {
+    pub home: PathBuf,
+    pub job: Job,
+    pub log_max_bytes: u64,
+    pub log_keep: u32,
+    pub max_jobs: usize,
+    pub grace_ms: u64,
+}
+
+/// What a killer writes to `jobs/<id>/kill-request.json` before sending SIGUSR1.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct KillRequest {
+    pub grace_ms: u64,
+    pub force: bool,
+}
+
+pub const KILL_REQUEST_FILE: &str = "kill-request.json";
+
+/// The first line the supervisor writes on its stdout pipe: `ok <pid>` or `err <message>`.
+pub const READY_OK: &str = "ok ";
+pub const READY_ERR: &str = "err ";
+
+static SIGNAL_PIPE_WRITE: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_signal(signal: libc::c_int) {
+    let fd = SIGNAL_PIPE_WRITE.load(Ordering::Relaxed);
+    if fd >= 0 {
+        let byte = signal as u8;
+        // Async-signal-safe; a full pipe just drops the wake-up, which is
+        // harmless because one pending byte is enough to wake the loop.
+        unsafe { libc::write(fd, &byte as *const u8 as *const libc::c_void, 1) };
+    }
+}
+
+fn new_pipe(flags: libc::c_int) -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    #[cfg(target_os = "linux")]
+    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), flags | libc::O_CLOEXEC) };
+    #[cfg(not(target_os = "linux"))]
+    let rc = unsafe {
+        let rc = libc::pipe(fds.as_mut_ptr());
+        if rc == 0 {
+            for fd in fds {
+                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+                if flags & libc::O_NONBLOCK != 0 {
+                    libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK);
+                }
+            }
+        }
+        rc
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn install_signal_handlers() -> std::io::Result<OwnedFd> {
+    let (read, write) = new_pipe(libc::O_NONBLOCK)?;
+    SIGNAL_PIPE_WRITE.store(write.as_raw_fd(), Ordering::Relaxed);
+    std::mem::forget(write); // lives as long as the process
+    for signal in [libc::SIGCHLD, libc::SIGUSR1, libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as *const () as usize;
+            action.sa_flags = libc::SA_RESTART | if signal == libc::SIGCHLD { libc::SA_NOCLDSTOP } else { 0 };
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+    }
+    Ok(read)
+}
+
+fn redirect_to_dev_null(fd: RawFd) {
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            libc::dup2(null, fd);
+            libc::close(null);
+        }
+    }
+}
+
+fn become_subreaper() {
+    #[cfg(target_os = "linux")]
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
+/// Entry point of `run-bg __supervise`. Never returns to the CLI's parser.
+pub fn supervise_main() -> i32 {
+    let mut input = Vec::new();
+    let spec: SupervisorSpec = match std::io::stdin()
+        .read_to_end(&mut input)
+        .map_err(|e| e.to_string())
+        .and_then(|_| serde_json::from_slice(&input).map_err(|e| e.to_string()))
+    {
+        Ok(spec) => spec,
+        Err(e) => {
+            report_ready(&format!("{READY_ERR}supervisor received a bad start request: {e}"));
+            return 1;
+        }
+    };
+
+    // A new session: no terminal's hang-up or Ctrl-C reaches the job.
+    unsafe { libc::setsid() };
+    // Fork once more so the caller reaps the intermediate at once and is never
+    // left holding a zombie; the job's supervisor is then nobody's child.
+    match unsafe { libc::fork() } {
+        -1 => {
+            report_ready(&format!("{READY_ERR}cannot fork supervisor: {}", std::io::Error::last_os_error()));
+            return 1;
+        }
+        0 => {}
+        _ => unsafe { libc::_exit(0) },
+    }
+    redirect_to_dev_null(0);
+    become_subreaper();
+    match Supervisor::start(spec) {
+        Ok(mut supervisor) => {
+            supervisor.run();
+            0
+        }
+        Err(message) => {
+            report_ready(&format!("{READY_ERR}{message}"));
+            1
+        }
+    }
+}
+
+/// Tells the waiting caller how the start went, then lets go of its pipe.
+fn report_ready(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(line.replace('\n', " ").as_bytes());
+    let _ = out.write_all(b"\n");
+    let _ = out.flush();
+    redirect_to_dev_null(1);
+}
+
+enum KillReason {
+    Requested,
+    Timeout,
+}
+
+struct KillInProgress {
+    reason: KillReason,
+    hard_deadline: Instant,
+    hard_sent: bool,
+}
+
+struct Supervisor {
+    job: Job,
+    registry: Registry,
+    home: Home,
+    log: RotatingWriter,
+    output: Option<OwnedFd>,
+    signals: OwnedFd,
+    main_pid: libc::pid_t,
+    /// (exit code, signal) once the main process is reaped.
+    main_exit: Option<(Option<i32>, Option<i32>)>,
+    recorded: bool,
+    has_children: bool,
+    timeout_at: Option<Instant>,
+    kill: Option<KillInProgress>,
+    default_grace_ms: u64,
+    buffer: Vec<u8>,
+}
+
+fn describe_spawn_error(program: &str, error: &std::io::Error) -> String {
+    match error.kind() {
+        std::io::ErrorKind::NotFound if program.contains('/') => format!("cannot start `{program}`: no such file"),
+        std::io::ErrorKind::NotFound => format!("cannot start `{program}`: command not found in PATH"),
+        std::io::ErrorKind::PermissionDenied => {
+            format!("cannot start `{program}`: permission denied (is it executable?)")
+        }
+        _ => format!("cannot start `{program}`: {error}"),
+    }
+}
+
+fn check_cwd(cwd: &Path) -> std::result::Result<(), String> {
+    match std::fs::metadata(cwd) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(format!("working directory `{}` is not a directory", cwd.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(format!("working directory `{}` does not exist", cwd.display()))
+        }
+        Err(e) => Err(format!("working directory `{}`: {e}", cwd.display())),
+    }
+}
+
+impl Supervisor {
+    fn start(spec: SupervisorSpec) -> std::result::Result<Supervisor, String> {
+        let home = Home { root: spec.home.clone() };
+        let registry = Registry::new(&home, spec.max_jobs);
+        let mut job = spec.job;
+        job.supervisor = procinfo::identify(std::process::id());
+
+        let fail = |mut job: Job, message: String| -> String {
+            job.status = JobStatus::Failed;
+            job.error = Some(message.clone());
+            job.ended_at = Some(now_ms());
+            if let Err(e) = registry.upsert(&job) {
+                return format!("{message} (and could not record the job: {e})");
+            }
+            message
+        };
+
+        let log = match RotatingWriter::create(Path::new(&job.log_path), spec.log_max_bytes, spec.log_keep) {
+            Ok(log) => log,
+            Err(e) => return Err(fail(job, e.to_string())),
+        };
+        if let Err(message) = check_cwd(Path::new(&job.cwd)) {
+            return Err(fail(job, message));
+        }
+        let signals = install_signal_handlers().map_err(|e| format!("cannot set up signal handling: {e}"))?;
+        let (output_read, output_write) = new_pipe(0).map_err(|e| format!("cannot create output pipe: {e}"))?;
+        #[cfg(target_os = "linux")]
+        unsafe {
+            // A bigger pipe means fewer wake-ups for chatty jobs; best effort.
+            libc::fcntl(output_read.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20);
+        }
+        let stderr_write = output_write.try_clone().map_err(|e| format!("cannot duplicate output pipe: {e}"))?;
+
+        let mut command = Command::new(&job.argv[0]);
+        command
+            .args(&job.argv[1..])
+            .current_dir(&job.cwd)
+            .envs(&job.env)
+            .env(JOB_COOKIE, &job.id)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(output_write))
+            .stderr(Stdio::from(stderr_write))
+            .process_group(0);
+        unsafe {
+            command.pre_exec(|| {
+                // Our handlers reset on exec, but the mask and ignored signals would be inherited.
+                let mut all: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut all);
+                libc::sigprocmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        let child = match command.spawn() {
+            Ok(child) => child,
+            Err(e) => {
+                let message = describe_spawn_error(&job.argv[0], &e);
+                return Err(fail(job, message));
+            }
+        };
+        drop(command); // closes our copies of the pipe's write end, so EOF means "all writers gone"
+        let main_pid = child.id() as libc::pid_t;
+        job.main = Some(
+            procinfo::identify(child.id()).unwrap_or(ProcessIdentity { pid: child.id(), start_ticks: 0 }),
+        );
+        job.status = JobStatus::Running;
+        if let Err(e) = registry.upsert(&job) {
+            unsafe { libc::killpg(main_pid, libc::SIGKILL) };
+            return Err(format!("cannot record the job in the registry: {e}"));
+        }
+        report_ready(&format!("{READY_OK}{main_pid}"));
+
+        let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
+        Ok(Supervisor {
+            job,
+            registry,
+            home,
+            log,
+            output: Some(output_read),
+            signals,
+            main_pid,
+            main_exit: None,
+            recorded: false,
+            has_children: true,
+            timeout_at,
+            kill: None,
+            default_grace_ms: spec.grace_ms,
+            buffer: vec![0u8; 256 * 1024],
+        })
+    }
+
+    fn run(&mut self) {
+        loop {
+            if !self.recorded && self.main_exit.is_some() && self.kill_settled() {
+                self.drain_output_nonblocking();
+                self.record_end();
+            }
+            if self.recorded && self.output.is_none() && !self.has_children {
+                return;
+            }
+            let timeout_ms = self.poll_timeout_ms();
+            let mut fds = vec![libc::pollfd { fd: self.signals.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+            if let Some(output) = &self.output {
+                fds.push(libc::pollfd { fd: output.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+            }
+            let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+            if ready < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                // Should not happen; avoid a busy loop if it does.
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            if fds.len() > 1 && fds[1].revents != 0 {
+                self.read_output_once();
+            }
+            if fds[0].revents != 0 {
+                self.handle_signals();
+            }
+            self.advance_timers();
+        }
+    }
+
+    fn poll_timeout_ms(&self) -> i32 {
+        let now = Instant::now();
+        let mut wait: Option<Duration> = None;
+        let mut consider = |at: Instant| {
+            let d = at.saturating_duration_since(now);
+            wait = Some(wait.map_or(d, |w| w.min(d)));
+        };
+        if let (Some(at), None) = (self.timeout_at, &self.kill) {
+            consider(at);
+        }
+        if let Some(kill) = &self.kill {
+            if !kill.hard_sent {
+                consider(kill.hard_deadline);
+            }
+            // While killing, look at the tree often so we finish as soon as it is gone.
+            consider(now + Duration::from_millis(10));
+        }
+        if !self.has_children && self.output.is_some() {
+            // Descendants outside our reach (no subreaper) may hold the pipe;
+            // nothing to tick for, the pipe's EOF wakes us.
+        }
+        match wait {
+            None => -1,
+            Some(d) => d.as_millis().min(i32::MAX as u128) as i32 + 1,
+        }
+    }
+
+    fn read_output_once(&mut self) {
+        let Some(output) = &self.output else { return };
+        let n = unsafe {
+            libc::read(output.as_raw_fd(), self.buffer.as_mut_ptr() as *mut libc::c_void, self.buffer.len())
+        };
+        if n > 0 {
+            if let Err(e) = self.log.write_all(&self.buffer[..n as usize]) {
+                self.note_error(&e.to_string());
+            }
+        } else if n == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            self.output = None;
+        }
+    }
+
+    /// Takes whatever the main process wrote before it exited, without waiting
+    /// for descendants that may keep the pipe open.
+    fn drain_output_nonblocking(&mut self) {
+        let Some(output) = &self.output else { return };
+        let fd = output.as_raw_fd();
+        loop {
+            let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+            if unsafe { libc::poll(&mut pfd, 1, 0) } <= 0 || pfd.revents == 0 {
+                return;
+            }
+            self.read_output_once();
+            if self.output.is_none() {
+                return;
+            }
+        }
+    }
+
+    fn handle_signals(&mut self) {
+        let mut bytes = [0u8; 64];
+        let mut got = [false; 65];
+        loop {
+            let n = unsafe {
+                libc::read(self.signals.as_raw_fd(), bytes.as_mut_ptr() as *mut libc::c_void, bytes.len())
+            };
+            if n <= 0 {
+                break;
+            }
+            for &b in &bytes[..n as usize] {
+                got[(b as usize).min(64)] = true;
+            }
+        }
+        if got[libc::SIGCHLD as usize] {
+            self.reap();
+        }
+        if got[libc::SIGUSR1 as usize] {
+            let path = self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE);
+            let request = std::fs::read(&path)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<KillRequest>(&bytes).ok())
+                .unwrap_or(KillRequest { grace_ms: self.default_grace_ms, force: false });
+            self.begin_kill(KillReason::Requested, request);
+        }
+        if got[libc::SIGTERM as usize] || got[libc::SIGINT as usize] || got[libc::SIGHUP as usize] {
+            let request = KillRequest { grace_ms: self.default_grace_ms, force: false };
+            self.begin_kill(KillReason::Requested, request);
+        }
+    }
+
+    /// Reaps every exited child: the main process and any adopted descendant.
+    fn reap(&mut self) {
+        loop {
+            let mut status = 0;
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if pid > 0 {
+                if pid == self.main_pid {
+                    self.main_exit = Some(if libc::WIFEXITED(status) {
+                        (Some(libc::WEXITSTATUS(status)), None)
+                    } else if libc::WIFSIGNALED(status) {
+                        (None, Some(libc::WTERMSIG(status)))
+                    } else {
+                        (None, None)
+                    });
+                }
+                continue;
+            }
+            if pid < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
+                self.has_children = false;
+            }
+            return;
+        }
+    }
+
+    fn begin_kill(&mut self, reason: KillReason, request: KillRequest) {
+        let pgid = self.main_pid as u32;
+        let now = Instant::now();
+        match &mut self.kill {
+            Some(kill) => {
+                // A second request can only make the kill sooner.
+                let deadline = if request.force { now } else { now + Duration::from_millis(request.grace_ms) };
+                if deadline < kill.hard_deadline {
+                    kill.hard_deadline = deadline;
+                }
+            }
+            None => {
+                let killing_running_job = self.main_exit.is_none();
+                let grace = if request.force { Duration::ZERO } else { Duration::from_millis(request.grace_ms) };
+                self.kill = Some(KillInProgress {
+                    reason: if killing_running_job { reason } else { KillReason::Requested },
+                    hard_deadline: now + grace,
+                    hard_sent: false,
+                });
+                if !request.force {
+                    kill::signal_tree(pgid, &self.job.id, libc::SIGTERM);
+                }
+            }
+        }
+        self.advance_timers();
+    }
+
+    fn advance_timers(&mut self) {
+        let now = Instant::now();
+        if self.kill.is_none() && self.main_exit.is_none() {
+            if let Some(at) = self.timeout_at {
+                if now >= at {
+                    let grace_ms = self.default_grace_ms;
+                    self.begin_kill(KillReason::Timeout, KillRequest { grace_ms, force: false });
+                    return;
+                }
+            }
+        }
+        let pgid = self.main_pid as u32;
+        if let Some(kill) = &mut self.kill {
+            if !kill.hard_sent && now >= kill.hard_deadline {
+                kill.hard_sent = true;
+                kill::signal_tree(pgid, &self.job.id, libc::SIGKILL);
+            }
+        }
+        // Children may have exited without our SIGCHLD byte being seen yet.
+        if self.kill.is_some() {
+            self.reap();
+        }
+    }
+
+    /// A kill counts as done when the whole tree is gone (or SIGKILL was sent).
+    fn kill_settled(&self) -> bool {
+        match &self.kill {
+            None => true,
+            Some(kill) => kill.hard_sent || !kill::tree_alive(self.main_pid as u32, &self.job.id),
+        }
+    }
+
+    fn record_end(&mut self) {
+        self.recorded = true;
+        let (code, signal) = self.main_exit.unwrap_or((None, None));
+        let status = match (&self.kill, code) {
+            (Some(KillInProgress { reason: KillReason::Timeout, .. }), _) => JobStatus::Timeout,
+            (Some(KillInProgress { reason: KillReason::Requested, .. }), _) => JobStatus::Killed,
+            (None, Some(0)) => JobStatus::Success,
+            (None, _) => JobStatus::Failed,
+        };
+        let ended_at = now_ms();
+        let signal_text = signal.map(signal_name);
+        let apply = |job: &mut Job| {
+            job.status = status;
+            job.exit_code = code;
+            job.signal = signal_text.clone();
+            job.ended_at = Some(ended_at);
+        };
+        apply(&mut self.job);
+        let result = match self.registry.modify(&self.job.id, apply) {
+            Err(Error::UnknownJob(_)) => self.registry.upsert(&self.job),
+            other => other.map(|_| ()),
+        };
+        if let Err(e) = result {
+            self.note_error(&format!("cannot record the job's end: {e}"));
+        }
+        let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
+    }
+
+    fn note_error(&self, message: &str) {
+        eprintln!("run-bg supervisor {}: {message}", self.job.id);
+    }
+}
+
+/// Reads the supervisor's ready line from its stdout pipe.
+pub fn parse_ready_line(line: &str) -> Result<u32, String> {
+    let line = line.trim_end();
+    if let Some(pid) = line.strip_prefix(READY_OK) {
+        return pid.trim().parse().map_err(|_| format!("supervisor sent a bad ready line: {line}"));
+    }
+    if let Some(message) = line.strip_prefix(READY_ERR) {
+        return Err(message.to_string());
+    }
+    Err(if line.is_empty() {
+        "the supervisor exited before starting the job".to_string()
+    } else {
+        format!("supervisor sent a bad ready line: {line}")
+    })
+}

@@ -1,0 +1,65 @@
+//! The public shape of a job (camelCase, as SPEC.md names the fields), shared
+//! by the CLI's `--json` output and the JS API.
+
+use super::job::Job;
+use super::now_ms;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobView {
+    pub job_id: String,
+    pub label: String,
+    pub command: String,
+    pub status: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    pub pid: Option<u32>,
+    pub started_at: u64,
+    pub ended_at: Option<u64>,
+    pub duration_ms: u64,
+    pub log_path: String,
+    pub cwd: String,
+    pub owner: Option<String>,
+    pub context: Option<serde_json::Value>,
+    pub error: Option<String>,
+}
+
+impl From<&Job> for JobView {
+    fn from(job: &Job) -> JobView {
+        JobView {
+            job_id: job.id.clone(),
+            label: job.label.clone(),
+            command: job.command.clone(),
+            status: job.status.as_str().to_string(),
+            exit_code: job.exit_code,
+            signal: job.signal.clone(),
+            pid: job.pid(),
+            started_at: job.started_at,
+            ended_at: job.ended_at,
+            duration_ms: job.duration_ms(now_ms()),
+            log_path: job.log_path.clone(),
+            cwd: job.cwd.clone(),
+            owner: job.owner.clone(),
+            context: job.context.clone(),
+            error: job.error.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckView {
+    #[serde(flatten)]
+    pub job: JobView,
+    pub tail: Vec<String>,
+}
+
+/// The exit status a shell would report for this job's main process.
+pub fn shell_exit_code(job: &Job) -> i32 {
+    match (job.exit_code, job.signal.as_deref().and_then(super::job::signal_number)) {
+        (Some(code), _) => code,
+        (None, Some(signal)) => 128 + signal,
+        _ => 1,
+    }
+}
