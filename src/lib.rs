@@ -1,1 +1,407 @@
+//! The napi face: converts JS options and results to and from the core.
+//! Nothing here decides behaviour; `core` does.
+
 pub mod core;
+
+use crate::core::ops::{Context, KillOutcome, ListFilter, TailQuery};
+use crate::core::spawn::{start_job, StartRequest};
+use crate::core::view::{JobView, shell_exit_code};
+use crate::core::job::JobStatus;
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn to_js_error(error: crate::core::Error) -> napi::Error {
+    match error {
+        crate::core::Error::StartFailed { job_id, message } => {
+            napi::Error::from_reason(format!("{message} (recorded as failed job {job_id})"))
+        }
+        other => napi::Error::from_reason(other.to_string()),
+    }
+}
+
+fn context() -> Result<Context> {
+    Context::load().map_err(to_js_error)
+}
+
+/// The supervisor is the `run-bg` binary; find it next to this addon.
+fn supervisor_exe() -> Result<PathBuf> {
+    if let Some(explicit) = std::env::var_os("PROC_MANAGER_SUPERVISOR") {
+        return Ok(PathBuf::from(explicit));
+    }
+    let addon = addon_path().ok_or_else(|| napi::Error::from_reason("cannot locate the proc-manager addon file"))?;
+    let dir = addon.parent().map(PathBuf::from).unwrap_or_default();
+    let candidates = [
+        dir.join("native/run-bg"),
+        dir.join("target/release/run-bg"),
+        dir.join(format!("target/{}/release/run-bg", env!("PROC_MANAGER_TARGET"))),
+    ];
+    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
+        napi::Error::from_reason(format!(
+            "cannot find the run-bg binary (looked for {}); run `npm run build` or set PROC_MANAGER_SUPERVISOR",
+            candidates[0].display()
+        ))
+    })
+}
+
+fn addon_path() -> Option<PathBuf> {
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let found = unsafe { libc::dladdr(addon_path as *const () as *const libc::c_void, &mut info) };
+    if found == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+    Some(PathBuf::from(std::ffi::OsStr::from_encoded_bytes_unchecked_helper(name.to_bytes())))
+}
+
+trait FromBytes {
+    fn from_encoded_bytes_unchecked_helper(bytes: &[u8]) -> &std::ffi::OsStr;
+}
+impl FromBytes for std::ffi::OsStr {
+    fn from_encoded_bytes_unchecked_helper(bytes: &[u8]) -> &std::ffi::OsStr {
+        use std::os::unix::ffi::OsStrExt;
+        std::ffi::OsStr::from_bytes(bytes)
+    }
+}
+
+fn millis(ms: Option<f64>, what: &str) -> Result<Option<Duration>> {
+    match ms {
+        None => Ok(None),
+        Some(v) if v.is_finite() && v >= 0.0 => Ok(Some(Duration::from_millis(v as u64))),
+        Some(v) => Err(napi::Error::from_reason(format!("bad {what}: {v}; give a number of milliseconds >= 0"))),
+    }
+}
+
+/// Options of `runBackground`; they mirror the CLI's flags.
+#[napi(object)]
+#[derive(Default)]
+pub struct RunOptions {
+    /// When given, `command` is a program and `args` its argv (no shell).
+    pub args: Option<Vec<String>>,
+    /// Human name (default: the program's name).
+    pub label: Option<String>,
+    /// Working directory (default: the current one).
+    pub cwd: Option<String>,
+    /// Extra environment variables.
+    pub env: Option<HashMap<String, String>>,
+    /// Kill the job's tree after this many milliseconds.
+    pub timeout_ms: Option<f64>,
+    /// The agent or thread that owns the job.
+    pub owner: Option<String>,
+    /// Arbitrary JSON kept with the job.
+    pub context: Option<serde_json::Value>,
+    /// `false`: no exit notification for this job.
+    pub notify: Option<bool>,
+    /// Run this (with /bin/sh -c) when the job ends.
+    pub on_exit: Option<String>,
+}
+
+#[napi(object)]
+pub struct RunResult {
+    pub job_id: String,
+    pub pid: u32,
+    pub log_path: String,
+    pub label: String,
+}
+
+/// A job as recorded, with its status verified against the OS.
+#[napi(object)]
+pub struct JobSummary {
+    pub job_id: String,
+    pub label: String,
+    pub command: String,
+    /// running | success | failed | killed | timeout | orphaned | lost
+    pub status: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    pub pid: Option<u32>,
+    /// Milliseconds since the epoch.
+    pub started_at: f64,
+    pub ended_at: Option<f64>,
+    pub duration_ms: f64,
+    pub log_path: String,
+    pub cwd: String,
+    pub owner: Option<String>,
+    pub context: Option<serde_json::Value>,
+    /// Why the job could not start, or what went wrong around it.
+    pub error: Option<String>,
+}
+
+impl From<JobView> for JobSummary {
+    fn from(v: JobView) -> JobSummary {
+        JobSummary {
+            job_id: v.job_id,
+            label: v.label,
+            command: v.command,
+            status: v.status,
+            exit_code: v.exit_code,
+            signal: v.signal,
+            pid: v.pid,
+            started_at: v.started_at as f64,
+            ended_at: v.ended_at.map(|t| t as f64),
+            duration_ms: v.duration_ms as f64,
+            log_path: v.log_path,
+            cwd: v.cwd,
+            owner: v.owner,
+            context: v.context,
+            error: v.error,
+        }
+    }
+}
+
+fn summary_of(job: &crate::core::job::Job) -> JobSummary {
+    JobSummary::from(JobView::from(job))
+}
+
+/// `checkJob`'s answer: the job plus the last lines of its output.
+#[napi(object)]
+pub struct CheckResult {
+    pub job_id: String,
+    pub label: String,
+    pub command: String,
+    pub status: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    pub pid: Option<u32>,
+    pub started_at: f64,
+    pub ended_at: Option<f64>,
+    pub duration_ms: f64,
+    pub log_path: String,
+    pub error: Option<String>,
+    /// Last lines of output, oldest first.
+    pub tail: Vec<String>,
+}
+
+#[napi(object)]
+pub struct CheckOptions {
+    /// How many lines (default 20).
+    pub lines: Option<u32>,
+    /// Only lines matching this regular expression.
+    pub grep: Option<String>,
+}
+
+#[napi(object)]
+pub struct ListOptions {
+    pub status: Option<String>,
+    pub owner: Option<String>,
+    /// Include jobs that ended over an hour ago.
+    pub all: Option<bool>,
+}
+
+#[napi(object)]
+pub struct KillOptions {
+    /// Milliseconds between SIGTERM and SIGKILL (default: kill.grace_ms).
+    pub grace_ms: Option<f64>,
+    /// SIGKILL at once.
+    pub force: Option<bool>,
+}
+
+#[napi(object)]
+pub struct KillAllOptions {
+    pub owner: Option<String>,
+    pub grace_ms: Option<f64>,
+    pub force: Option<bool>,
+}
+
+#[napi(object)]
+pub struct KillResult {
+    pub job_id: String,
+    pub status: String,
+    /// Whether a signal was sent (false when the job had already ended).
+    pub signalled: bool,
+    pub message: String,
+}
+
+impl From<KillOutcome> for KillResult {
+    fn from(o: KillOutcome) -> KillResult {
+        KillResult { job_id: o.job.id, status: o.job.status.as_str().into(), signalled: o.signalled, message: o.message }
+    }
+}
+
+#[napi(object)]
+pub struct WaitOptions {
+    /// Give up after this many milliseconds; the result then has `timedOut: true`.
+    pub timeout_ms: Option<f64>,
+}
+
+#[napi(object)]
+pub struct JobResult {
+    pub job_id: String,
+    pub status: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    pub duration_ms: f64,
+    pub timed_out: bool,
+    /// The exit status a shell would report (128+signal for a signal).
+    pub shell_exit_code: i32,
+}
+
+#[napi(object)]
+pub struct ReconcileResult {
+    pub orphaned: Vec<JobSummary>,
+    pub lost: Vec<JobSummary>,
+}
+
+/// Starts `command` in the background under its own supervisor. Returns once
+/// the main process has started; throws if it cannot (then recorded as a
+/// `failed` job). Without `options.args`, `command` runs with `/bin/sh -c`.
+#[napi]
+pub fn run_background(command: String, options: Option<RunOptions>) -> Result<RunResult> {
+    let options = options.unwrap_or_default();
+    let mut request = match options.args {
+        Some(args) => {
+            let mut argv = vec![command];
+            argv.extend(args);
+            StartRequest::program(argv)
+        }
+        None => {
+            if command.trim().is_empty() {
+                return Err(napi::Error::from_reason("empty command: give the command line to run"));
+            }
+            StartRequest::shell(&command)
+        }
+    };
+    request.label = options.label;
+    request.cwd = options.cwd.map(PathBuf::from);
+    request.env = options.env.unwrap_or_default().into_iter().collect();
+    request.timeout_ms = millis(options.timeout_ms, "timeoutMs")?.map(|d| d.as_millis() as u64);
+    if request.timeout_ms == Some(0) {
+        return Err(napi::Error::from_reason("bad timeoutMs: it must be greater than zero"));
+    }
+    request.owner = options.owner;
+    request.context = options.context;
+    request.notify = options.notify.unwrap_or(true);
+    request.on_exit = options.on_exit;
+    let context = context()?;
+    let started = start_job(&context, request, &supervisor_exe()?).map_err(to_js_error)?;
+    Ok(RunResult { job_id: started.job_id, pid: started.pid, log_path: started.log_path, label: started.label })
+}
+
+/// Status, exit code, runtime and the last lines of a job's output.
+#[napi]
+pub fn check_job(job_id: String, options: Option<CheckOptions>) -> Result<CheckResult> {
+    let (lines, grep) = options.map(|o| (o.lines, o.grep)).unwrap_or((None, None));
+    let query = TailQuery::new(lines.map(|n| n as usize), grep.as_deref()).map_err(to_js_error)?;
+    let check = context()?.check(&job_id, &query).map_err(to_js_error)?;
+    let v = JobView::from(&check.job);
+    Ok(CheckResult {
+        job_id: v.job_id,
+        label: v.label,
+        command: v.command,
+        status: v.status,
+        exit_code: v.exit_code,
+        signal: v.signal,
+        pid: v.pid,
+        started_at: v.started_at as f64,
+        ended_at: v.ended_at.map(|t| t as f64),
+        duration_ms: v.duration_ms as f64,
+        log_path: v.log_path,
+        error: v.error,
+        tail: check.tail,
+    })
+}
+
+/// Jobs in the registry: running ones and those that ended within the hour,
+/// or every job with `all: true`.
+#[napi]
+pub fn list_jobs(options: Option<ListOptions>) -> Result<Vec<JobSummary>> {
+    let options = options.unwrap_or(ListOptions { status: None, owner: None, all: None });
+    let status = options
+        .status
+        .map(|s| {
+            JobStatus::parse(&s).ok_or_else(|| {
+                let names: Vec<&str> = JobStatus::ALL.iter().map(|s| s.as_str()).collect();
+                napi::Error::from_reason(format!("bad status `{s}`: expected one of {}", names.join(", ")))
+            })
+        })
+        .transpose()?;
+    let filter = ListFilter { status, owner: options.owner, all: options.all.unwrap_or(false) || status.is_some() };
+    Ok(context()?.list(&filter).map_err(to_js_error)?.iter().map(summary_of).collect())
+}
+
+/// Runs blocking `work` on its own thread and settles a promise with it, so
+/// a long wait never occupies one of libuv's few pool threads.
+fn spawn_promise<T, F>(env: &Env, work: F) -> Result<Object<'_>>
+where
+    T: ToNapiValue + Send + 'static,
+    F: FnOnce() -> std::result::Result<T, crate::core::Error> + Send + 'static,
+{
+    let (deferred, promise) = env.create_deferred()?;
+    std::thread::Builder::new()
+        .name("proc-manager-wait".into())
+        .spawn(move || match work() {
+            Ok(value) => deferred.resolve(move |_| Ok(value)),
+            Err(e) => deferred.reject(to_js_error(e)),
+        })
+        .map_err(|e| napi::Error::from_reason(format!("cannot start a thread: {e}")))?;
+    Ok(promise)
+}
+
+/// SIGTERM to the job's whole tree, SIGKILL after the grace period (at once
+/// with `force`). Resolves once the tree is gone.
+#[napi(ts_return_type = "Promise<KillResult>")]
+pub fn kill_job<'env>(env: &'env Env, job_id: String, options: Option<KillOptions>) -> Result<Object<'env>> {
+    let (grace, force) = match options {
+        Some(o) => (millis(o.grace_ms, "graceMs")?, o.force.unwrap_or(false)),
+        None => (None, false),
+    };
+    let context = context()?;
+    crate::core::ids::validate_job_id(&job_id).map_err(to_js_error)?;
+    spawn_promise(env, move || context.kill(&job_id, grace, force).map(KillResult::from))
+}
+
+/// Kills every running job (of `owner`, when given), all at once.
+#[napi(ts_return_type = "Promise<KillResult[]>")]
+pub fn kill_all<'env>(env: &'env Env, options: Option<KillAllOptions>) -> Result<Object<'env>> {
+    let (owner, grace, force) = match options {
+        Some(o) => (o.owner, millis(o.grace_ms, "graceMs")?, o.force.unwrap_or(false)),
+        None => (None, None, false),
+    };
+    let context = context()?;
+    spawn_promise(env, move || {
+        let results = context.kill_all(owner.as_deref(), grace, force)?;
+        results.into_iter().map(|r| r.map(KillResult::from)).collect::<std::result::Result<Vec<_>, _>>()
+    })
+}
+
+/// Resolves when the job ends (or `timeoutMs` passes: `timedOut: true`).
+#[napi(ts_return_type = "Promise<JobResult>")]
+pub fn wait_job<'env>(env: &'env Env, job_id: String, options: Option<WaitOptions>) -> Result<Object<'env>> {
+    let timeout = millis(options.and_then(|o| o.timeout_ms), "timeoutMs")?;
+    let context = context()?;
+    crate::core::ids::validate_job_id(&job_id).map_err(to_js_error)?;
+    spawn_promise(env, move || {
+        let outcome = context.wait(std::slice::from_ref(&job_id), timeout)?;
+        let job = &outcome.jobs[0];
+        Ok(JobResult {
+            job_id: job.id.clone(),
+            status: job.status.as_str().into(),
+            exit_code: job.exit_code,
+            signal: job.signal.clone(),
+            duration_ms: job.duration_ms(crate::core::now_ms()) as f64,
+            timed_out: outcome.timed_out,
+            shell_exit_code: shell_exit_code(job),
+        })
+    })
+}
+
+/// Verifies running jobs against the OS: supervisor gone but processes alive
+/// → `orphaned`; both gone with no exit status → `lost`.
+#[napi]
+pub fn reconcile() -> Result<ReconcileResult> {
+    let (orphaned, lost) = context()?.reconcile().map_err(to_js_error)?;
+    Ok(ReconcileResult {
+        orphaned: orphaned.iter().map(summary_of).collect(),
+        lost: lost.iter().map(summary_of).collect(),
+    })
+}
+
+/// Forgets finished jobs (that ended over `olderThanMs` ago, when given) and
+/// deletes their logs. Returns the ids removed.
+#[napi]
+pub fn prune_jobs(older_than_ms: Option<f64>) -> Result<Vec<String>> {
+    let older_than = millis(older_than_ms, "olderThanMs")?;
+    context()?.prune(older_than).map_err(to_js_error)
+}

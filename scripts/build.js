@@ -1,0 +1,47 @@
+#!/usr/bin/env node
+// Builds the Rust core from source (no prebuilt binaries are downloaded) and
+// puts the two artifacts where index.js and the run-bg shim look for them:
+//   proc-manager.<platform>.node   the Node addon (loaded by index.js)
+//   native/run-bg                  the CLI, which is also each job's supervisor
+'use strict'
+const { spawnSync } = require('node:child_process')
+const fs = require('node:fs')
+const path = require('node:path')
+
+const root = path.resolve(__dirname, '..')
+
+function platformSuffix() {
+  const { platform, arch } = process
+  if (platform === 'linux') {
+    const glibc = process.report?.getReport?.().header?.glibcVersionRuntime
+    return `linux-${arch}-${glibc ? 'gnu' : 'musl'}`
+  }
+  return `${platform}-${arch}`
+}
+
+const cargo = spawnSync('cargo', ['build', '--release', '--lib', '--bin', 'run-bg'], {
+  cwd: root,
+  stdio: 'inherit',
+})
+if (cargo.error) {
+  console.error(`proc-manager: cannot run cargo (${cargo.error.message}); install Rust from https://rustup.rs`)
+  process.exit(1)
+}
+if (cargo.status !== 0) process.exit(cargo.status ?? 1)
+
+const release = path.join(root, 'target', 'release')
+const library = process.platform === 'darwin' ? 'libproc_manager.dylib' : 'libproc_manager.so'
+const addon = path.join(root, `proc-manager.${platformSuffix()}.node`)
+const native = path.join(root, 'native')
+
+// Copy to a temp name and rename: a running Node process that has the old
+// addon mapped keeps its inode instead of seeing the file change under it.
+function install(from, to, mode) {
+  const tmp = `${to}.tmp-${process.pid}`
+  fs.copyFileSync(from, tmp)
+  fs.chmodSync(tmp, mode)
+  fs.renameSync(tmp, to)
+}
+fs.mkdirSync(native, { recursive: true })
+install(path.join(release, library), addon, 0o755)
+install(path.join(release, 'run-bg'), path.join(native, 'run-bg'), 0o755)
