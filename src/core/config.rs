@@ -128,7 +128,7 @@ impl Config {
         let mut de = serde_json::Deserializer::from_str(text);
         let config: Config = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let key = e.path().to_string();
-            if key == "." || key.is_empty() {
+            if e.inner().is_syntax() || e.inner().is_eof() || key == "." || key.is_empty() {
                 format!("not valid JSON settings: {}", e.inner())
             } else {
                 format!("key `{key}`: {}", e.inner())

@@ -1,0 +1,336 @@
+// Drives the real run-bg binary against a private home per test.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import path from 'node:path'
+import {
+  makeHome, runBg, startJob, readRegistry, checkJson, waitFor, isAlive, logBytes,
+} from './helpers.mjs'
+
+test('a job that succeeds: ack, wait exit 0, check shows status and its lines', (t) => {
+  const { home } = makeHome(t)
+  const ack = runBg(home, ['--label', 'demo', '--', 'sh', '-c', 'echo hi; echo there'])
+  assert.equal(ack.code, 0, ack.stderr)
+  assert.ok(ack.stdout.length < 200 && ack.stdout.trim().split('\n').length === 1, `one short line: ${ack.stdout}`)
+  const id = ack.stdout.match(/started (\S+) \(pid (\d+)\)/)[1]
+  assert.match(id, /^demo-[0-9a-f]{6}$/)
+  const wait = runBg(home, ['wait', id])
+  assert.equal(wait.code, 0, wait.stdout + wait.stderr)
+  const check = runBg(home, ['check', id])
+  assert.equal(check.code, 0)
+  const lines = check.stdout.trim().split('\n')
+  assert.match(lines[0], new RegExp(`^${id}: success \\(exit 0\\)`))
+  assert.deepEqual(lines.slice(1), ['hi', 'there'])
+  const json = checkJson(home, id)
+  assert.equal(json.status, 'success')
+  assert.equal(json.exitCode, 0)
+  assert.equal(json.label, 'demo')
+  assert.ok(json.durationMs >= 0 && json.endedAt >= json.startedAt)
+  assert.deepEqual(json.tail, ['hi', 'there'])
+})
+
+test('a job that fails with exit 3: wait exits 3, status failed', (t) => {
+  const { home } = makeHome(t)
+  const { jobId } = startJob(home, ['sh', '-c', 'echo boom >&2; exit 3'])
+  const wait = runBg(home, ['wait', jobId])
+  assert.equal(wait.code, 3)
+  const json = checkJson(home, jobId)
+  assert.equal(json.status, 'failed')
+  assert.equal(json.exitCode, 3)
+  assert.deepEqual(json.tail, ['boom'])
+})
+
+test('a job that dies of a signal nobody here sent is failed with the signal', (t) => {
+  const { home } = makeHome(t)
+  const { jobId } = startJob(home, ['sh', '-c', 'kill -SEGV $$'])
+  const wait = runBg(home, ['wait', jobId])
+  assert.equal(wait.code, 128 + 11)
+  const json = checkJson(home, jobId)
+  assert.equal(json.status, 'failed')
+  assert.equal(json.signal, 'SIGSEGV')
+  assert.equal(json.exitCode, null)
+})
+
+test('stdout and stderr share one log in the order written; bytes survive', (t) => {
+  const { home } = makeHome(t)
+  const { jobId, logPath } = startJob(home, ['sh', '-c', "echo 1; echo 2 >&2; echo 3; printf '\\377\\376 raw\\n'"])
+  assert.equal(runBg(home, ['wait', jobId]).code, 0)
+  const bytes = fs.readFileSync(logPath)
+  assert.deepEqual(bytes, Buffer.concat([Buffer.from('1\n2\n3\n'), Buffer.from([0xff, 0xfe]), Buffer.from(' raw\n')]))
+  assert.equal((fs.statSync(logPath).mode & 0o777).toString(8), '600')
+  assert.equal((fs.statSync(home).mode & 0o777).toString(8), '700')
+})
+
+test('the CLI returns while its job runs, and the end is recorded later', (t) => {
+  const { home } = makeHome(t)
+  const started = Date.now()
+  const { jobId, pid } = startJob(home, ['sh', '-c', 'sleep 1; echo late'])
+  assert.ok(Date.now() - started < 900, 'run-bg returned before the job ended')
+  assert.ok(isAlive(pid))
+  assert.equal(checkJson(home, jobId).status, 'running')
+  assert.equal(runBg(home, ['wait', jobId, '--timeout', '20s']).code, 0)
+  const json = checkJson(home, jobId)
+  assert.equal(json.status, 'success')
+  assert.deepEqual(json.tail, ['late'])
+})
+
+test('label, cwd, env, owner and context reach the job and the record', (t) => {
+  const { home } = makeHome(t)
+  const dir = fs.mkdtempSync(path.join(home, 'cwd-'))
+  const { jobId } = startJob(home, ['sh', '-c', 'pwd; echo "$GREETING"; echo "$PROC_MANAGER_JOB"'], [
+    '--label', 'env test', '--cwd', dir, '--env', 'GREETING=hello world', '--owner', 'agent-7',
+    '--context', '{"task": 12}',
+  ])
+  assert.match(jobId, /^env-test-/)
+  runBg(home, ['wait', jobId])
+  const json = checkJson(home, jobId)
+  assert.deepEqual(json.tail, [fs.realpathSync(dir), 'hello world', jobId])
+  assert.equal(json.owner, 'agent-7')
+  assert.deepEqual(json.context, { task: 12 })
+  const mine = JSON.parse(runBg(home, ['list', '--owner', 'agent-7', '--json']).stdout)
+  assert.deepEqual(mine.map((j) => j.jobId), [jobId])
+  assert.deepEqual(JSON.parse(runBg(home, ['list', '--owner', 'nobody', '--json']).stdout), [])
+})
+
+test('a missing program or a bad --cwd fails at once and is recorded as failed', (t) => {
+  const { home } = makeHome(t)
+  const missing = runBg(home, ['--', 'no-such-program-xyz', 'arg'])
+  assert.equal(missing.code, 1)
+  assert.match(missing.stderr, /cannot start `no-such-program-xyz`: command not found in PATH/)
+  const badCwd = runBg(home, ['--cwd', '/no/such/dir', '--', 'ls'])
+  assert.equal(badCwd.code, 1)
+  assert.match(badCwd.stderr, /working directory `\/no\/such\/dir` does not exist/)
+  const jobs = readRegistry(home)
+  assert.deepEqual(jobs.map((j) => j.status), ['failed', 'failed'])
+  assert.match(jobs[0].error, /command not found/)
+  const check = runBg(home, ['check', jobs[1].id])
+  assert.match(check.stdout, /failed/)
+  assert.match(check.stdout, /does not exist/)
+})
+
+test('kill: SIGTERM to the group, and it returns as soon as the job is gone', (t) => {
+  const { home } = makeHome(t)
+  const { jobId, pid } = startJob(home, ['sh', '-c', 'sleep 60 & sleep 60; wait'])
+  const before = Date.now()
+  const kill = runBg(home, ['kill', jobId, '--grace', '10s'])
+  const took = Date.now() - before
+  assert.equal(kill.code, 0, kill.stderr)
+  assert.ok(took < 5000, `kill took ${took} ms; the job exits on SIGTERM, so no grace wait`)
+  const json = checkJson(home, jobId)
+  assert.equal(json.status, 'killed')
+  assert.equal(json.signal, 'SIGTERM')
+  assert.ok(!isAlive(pid))
+  const again = runBg(home, ['kill', jobId])
+  assert.equal(again.code, 0)
+  assert.match(again.stdout, /not running \(killed\)/)
+})
+
+test('kill: a process that ignores SIGTERM gets SIGKILL after the grace period; --force skips it', (t) => {
+  const { home } = makeHome(t)
+  const stubborn = startJob(home, ['sh', '-c', 'trap "" TERM; echo ready; while :; do sleep 1; done'])
+  await_ready(home, stubborn.jobId)
+  const before = Date.now()
+  assert.equal(runBg(home, ['kill', stubborn.jobId, '--grace', '700ms']).code, 0)
+  const took = Date.now() - before
+  assert.ok(took >= 650, `waited the grace period (${took} ms)`)
+  const json = checkJson(home, stubborn.jobId)
+  assert.equal(json.status, 'killed')
+  assert.equal(json.signal, 'SIGKILL')
+  assert.ok(!isAlive(stubborn.pid))
+
+  const forced = startJob(home, ['sh', '-c', 'trap "" TERM; echo ready; while :; do sleep 1; done'])
+  await_ready(home, forced.jobId)
+  const start2 = Date.now()
+  assert.equal(runBg(home, ['kill', forced.jobId, '--force', '--grace', '30s']).code, 0)
+  assert.ok(Date.now() - start2 < 5000)
+  assert.equal(checkJson(home, forced.jobId).signal, 'SIGKILL')
+})
+
+function await_ready(home, id) {
+  const deadline = Date.now() + 10_000
+  while (Date.now() < deadline) {
+    if (checkJson(home, id).tail.includes('ready')) return
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20)
+  }
+  throw new Error(`${id} never printed ready`)
+}
+
+test('--timeout kills the job and records timeout', (t) => {
+  const { home } = makeHome(t)
+  const { jobId, pid } = startJob(home, ['sleep', '30'], ['--timeout', '300ms'])
+  const wait = runBg(home, ['wait', jobId, '--timeout', '20s'])
+  assert.notEqual(wait.code, 124)
+  const json = checkJson(home, jobId)
+  assert.equal(json.status, 'timeout')
+  assert.ok(json.durationMs >= 300 && json.durationMs < 10_000, `${json.durationMs}`)
+  assert.ok(!isAlive(pid))
+})
+
+test('wait --timeout gives up with 124 and leaves the job running', (t) => {
+  const { home } = makeHome(t)
+  const { jobId, pid } = startJob(home, ['sleep', '30'])
+  const wait = runBg(home, ['wait', jobId, '--timeout', '200ms'])
+  assert.equal(wait.code, 124)
+  assert.ok(isAlive(pid))
+  assert.equal(checkJson(home, jobId).status, 'running')
+})
+
+test('50 MB of output with max_bytes 1 MiB and keep 2 stays under 3 MiB; check shows the last lines', (t) => {
+  const { home } = makeHome(t, { logs: { max_bytes: 1048576, keep: 2 } })
+  // seq 1 7000000 prints about 52 MB
+  const { jobId, logPath } = startJob(home, ['seq', '1', '7000000'])
+  assert.equal(runBg(home, ['wait', jobId, '--timeout', '120s']).code, 0)
+  const used = logBytes(logPath)
+  assert.ok(used <= 3 * 1048576, `disk use ${used}`)
+  assert.ok(used > 2 * 1048576, `rotated files are kept (${used})`)
+  assert.ok(fs.existsSync(`${logPath}.2`) && !fs.existsSync(`${logPath}.3`))
+  const json = checkJson(home, jobId, ['-n', '3'])
+  assert.deepEqual(json.tail, ['6999998', '6999999', '7000000'])
+  // The last 200,000 lines span the rotated files, in order.
+  const many = checkJson(home, jobId, ['-n', '200000']).tail
+  assert.equal(many.length, 200_000)
+  assert.equal(many[0], '6800001')
+  assert.ok(many.every((line, i) => line === String(6800001 + i)))
+  assert.equal(runBg(home, ['check', jobId, '--grep', '^699999[0-9]$', '-n', '2', '--json']).code, 0)
+  const grep = checkJson(home, jobId, ['--grep', '^699999[0-9]$', '-n', '2'])
+  assert.deepEqual(grep.tail, ['6999998', '6999999'])
+})
+
+test('logs prints the tail, --all the whole log across rotated files', (t) => {
+  const { home } = makeHome(t, { logs: { max_bytes: 4096, keep: 5 } })
+  const { jobId } = startJob(home, ['seq', '1', '3000'])
+  runBg(home, ['wait', jobId])
+  const tail = runBg(home, ['logs', jobId, '-n', '2'])
+  assert.equal(tail.stdout, '2999\n3000\n')
+  const all = runBg(home, ['logs', jobId, '--all'])
+  const lines = all.stdout.trim().split('\n')
+  // 5 rotated files + current, 4 KiB each, hold the newest ~24 KiB of 13.9 KB: all of it.
+  assert.equal(lines.length, 3000)
+  assert.equal(lines[0], '1')
+  assert.equal(lines.at(-1), '3000')
+})
+
+test('the registry keeps at most max_jobs entries, evicting the oldest finished with their logs', (t) => {
+  const { home } = makeHome(t, { registry: { max_jobs: 4 } })
+  const running = startJob(home, ['sleep', '30'])
+  const finished = []
+  for (let i = 0; i < 5; i++) {
+    const job = startJob(home, ['true'])
+    runBg(home, ['wait', job.jobId])
+    finished.push(job)
+  }
+  const ids = readRegistry(home).map((j) => j.id)
+  assert.equal(ids.length, 4)
+  assert.ok(ids.includes(running.jobId), 'the running job is never evicted')
+  assert.deepEqual(ids.slice(1), finished.slice(2).map((j) => j.jobId))
+  assert.ok(!fs.existsSync(path.dirname(finished[0].logPath)), 'evicted job directory deleted')
+  assert.equal(runBg(home, ['check', finished[0].jobId]).code, 1)
+})
+
+test('a corrupt jobs.json is moved aside, never overwritten, and running jobs survive', (t) => {
+  const { home } = makeHome(t)
+  const running = startJob(home, ['sh', '-c', 'sleep 1; echo survived; exit 4'], ['--label', 'survivor'])
+  const done = startJob(home, ['true'])
+  runBg(home, ['wait', done.jobId])
+  const garbage = '{"version": 1, "jobs": [ {"id": "trunc'
+  fs.writeFileSync(path.join(home, 'jobs.json'), garbage)
+
+  const list = runBg(home, ['list', '--json'])
+  assert.equal(list.code, 0, list.stderr)
+  assert.match(list.stderr, /could not be read.*moved it to .*jobs\.json\.corrupt-\d+/)
+  const listed = JSON.parse(list.stdout)
+  assert.deepEqual(listed.map((j) => j.jobId).sort(), [running.jobId, done.jobId].sort())
+  assert.equal(listed.find((j) => j.jobId === running.jobId).status, 'running')
+  const aside = fs.readdirSync(home).filter((n) => n.startsWith('jobs.json.corrupt-'))
+  assert.equal(aside.length, 1)
+  assert.equal(fs.readFileSync(path.join(home, aside[0]), 'utf8'), garbage)
+  // The running job's end still lands in the rebuilt registry.
+  assert.equal(runBg(home, ['wait', running.jobId, '--timeout', '20s']).code, 4)
+  assert.deepEqual(checkJson(home, running.jobId).tail, ['survived'])
+})
+
+test('bad input gets a clear error and changes nothing', (t) => {
+  const { home } = makeHome(t)
+  const { jobId } = startJob(home, ['true'])
+  runBg(home, ['wait', jobId])
+  const registry = () => fs.readFileSync(path.join(home, 'jobs.json'))
+  const before = registry()
+  const cases = [
+    [['check', '../../etc'], 2, /invalid job id `\.\.\/\.\.\/etc`: a job id is 1 to 64 characters/],
+    [['check', ''], 2, /invalid job id ``/],
+    [['kill', 'x'.repeat(200)], 2, /invalid job id `x{40}…`/],
+    [['wait', 'a/b'], 2, /invalid job id/],
+    [['logs', '..'], 2, /invalid job id/],
+    [['check', 'no-such-job'], 1, /no job with id `no-such-job`/],
+    [['kill', 'no-such-job'], 1, /no job with id/],
+    [['wait', jobId, '--timeout', '5'], 2, /bad duration `5`: give a number with a unit/],
+    [['kill', jobId, '--grace', 'soon'], 2, /--grace: bad duration `soon`/],
+    [['--timeout=-1s', '--', 'true'], 2, /bad duration `-1s`/],
+    [['--env', 'NOEQUALS', '--', 'true'], 2, /bad --env `NOEQUALS`: expected KEY=VALUE/],
+    [['--env', '=x', '--', 'true'], 2, /bad --env `=x`/],
+    [['--'], 2, /no command given: put the program and its arguments after `--`/],
+    [['--label', 'x'], 2, /no command given/],
+    [['--context', '{bad', '--', 'true'], 2, /bad --context: not valid JSON/],
+    [['list', '--status', 'done'], 2, /bad --status `done`: expected one of running, success/],
+    [['check', jobId, '--grep', '('], 2, /bad --grep pattern/],
+    [['npm', 'install'], 2, /unknown command `npm`; to run a program, put it after `--`/],
+  ]
+  for (const [args, code, message] of cases) {
+    const r = runBg(home, args)
+    assert.equal(r.code, code, `${JSON.stringify(args)}: ${r.stderr}`)
+    assert.match(r.stderr, message, JSON.stringify(args))
+    assert.deepEqual(registry(), before, `${JSON.stringify(args)} left the registry as it was`)
+  }
+  assert.deepEqual(fs.readdirSync(path.join(home, 'jobs')), [jobId], 'no job directory was made')
+})
+
+test('an unreadable config.json names the wrong key and starts nothing', (t) => {
+  const { home } = makeHome(t)
+  const cases = [
+    [{ logs: { max_bytes: 'big' } }, /config\.json: key `logs\.max_bytes`: invalid type/],
+    [{ logs: { max_byte: 5 } }, /key `logs\.max_byte`: unknown field `max_byte`, expected `max_bytes` or `keep`/],
+    [{ registry: { max_jobs: 0 } }, /key `registry\.max_jobs`: must be at least 1/],
+    [{ kill: { grace_ms: -1 } }, /key `kill\.grace_ms`/],
+  ]
+  for (const [config, message] of cases) {
+    fs.writeFileSync(path.join(home, 'config.json'), JSON.stringify(config))
+    const r = runBg(home, ['--', 'true'])
+    assert.equal(r.code, 2, r.stderr)
+    assert.match(r.stderr, message)
+  }
+  fs.writeFileSync(path.join(home, 'config.json'), '{ "logs": ')
+  const r = runBg(home, ['list'])
+  assert.equal(r.code, 2)
+  assert.match(r.stderr, /config\.json: not valid JSON settings/)
+  assert.deepEqual(readRegistry(home), [])
+})
+
+test('50 jobs started at once and ending together all land with the right status', async (t) => {
+  const { home } = makeHome(t, { registry: { max_jobs: 200 } })
+  const go = path.join(home, 'go')
+  const { spawn } = await import('node:child_process')
+  const starts = Array.from({ length: 50 }, (_, i) => new Promise((resolve, reject) => {
+    const child = spawn(
+      process.env.RUN_BG_BIN || path.join(import.meta.dirname ?? path.dirname(new URL(import.meta.url).pathname), '..', 'native', 'run-bg'),
+      ['--json', '--label', `n${i}`, '--', 'sh', '-c', `while [ ! -e ${go} ]; do sleep 0.02; done; exit ${i % 4}`],
+      { env: { ...process.env, PROC_MANAGER_HOME: home }, stdio: ['ignore', 'pipe', 'pipe'] },
+    )
+    let out = ''
+    child.stdout.on('data', (d) => (out += d))
+    child.on('error', reject)
+    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`start ${i} exited ${code}`))))
+  }))
+  const jobs = await Promise.all(starts)
+  assert.equal(new Set(jobs.map((j) => j.jobId)).size, 50)
+  assert.equal(readRegistry(home).length, 50)
+  fs.writeFileSync(go, '')
+  const wait = runBg(home, ['wait', ...jobs.map((j) => j.jobId), '--timeout', '60s'])
+  assert.notEqual(wait.code, 124, wait.stderr)
+  const recorded = new Map(readRegistry(home).map((j) => [j.id, j]))
+  assert.equal(recorded.size, 50)
+  jobs.forEach((job, i) => {
+    const entry = recorded.get(job.jobId)
+    assert.equal(entry.exit_code, i % 4, job.jobId)
+    assert.equal(entry.status, i % 4 === 0 ? 'success' : 'failed')
+  })
+})

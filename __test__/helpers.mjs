@@ -1,0 +1,114 @@
+// Shared fixtures: a private PROC_MANAGER_HOME per test, the real run-bg
+// binary, polling with deadlines, and cleanup of every job by PID.
+import { spawnSync, spawn } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { createRequire } from 'node:module'
+
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+export const RUN_BG = path.join(root, 'native', 'run-bg')
+export const pm = createRequire(import.meta.url)(root)
+
+/** A fresh home; `cleanup()` kills every job recorded there and deletes it. */
+export function makeHome(t, config) {
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-test-'))
+  if (config) fs.writeFileSync(path.join(home, 'config.json'), JSON.stringify(config))
+  const extraPids = []
+  const cleanup = () => {
+    runBg(home, ['kill', '--all', '--force'])
+    for (const job of readRegistry(home)) {
+      if (job.main) killPid(job.main.pid)
+    }
+    for (const pid of extraPids) killPid(pid)
+    fs.rmSync(home, { recursive: true, force: true })
+  }
+  t?.after(cleanup)
+  return { home, extraPids, cleanup }
+}
+
+export function runBg(home, args, options = {}) {
+  const result = spawnSync(RUN_BG, args, {
+    env: { ...process.env, PROC_MANAGER_HOME: home, ...(options.env || {}) },
+    encoding: 'utf8',
+    cwd: options.cwd,
+    timeout: options.timeout ?? 60_000,
+    maxBuffer: 256 * 1024 * 1024,
+  })
+  if (result.error) throw result.error
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr }
+}
+
+/** Starts a job with the CLI and returns its id (asserting the ack). */
+export function startJob(home, argv, flags = []) {
+  const r = runBg(home, [...flags, '--json', '--', ...argv])
+  if (r.code !== 0) throw new Error(`run-bg failed (${r.code}): ${r.stderr}`)
+  return JSON.parse(r.stdout)
+}
+
+export function readRegistry(home) {
+  try {
+    return JSON.parse(fs.readFileSync(path.join(home, 'jobs.json'), 'utf8')).jobs
+  } catch {
+    return []
+  }
+}
+
+export function checkJson(home, id, extra = []) {
+  const r = runBg(home, ['check', id, '--json', ...extra])
+  if (r.code !== 0) throw new Error(`check failed (${r.code}): ${r.stderr}`)
+  return JSON.parse(r.stdout)
+}
+
+export async function waitFor(predicate, { timeout = 15_000, interval = 20, what = 'condition' } = {}) {
+  const deadline = Date.now() + timeout
+  for (;;) {
+    const value = await predicate()
+    if (value) return value
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeout} ms waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, interval))
+  }
+}
+
+/** Start time (clock ticks since boot) of a live, non-zombie process, or null. */
+export function processStart(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    if (fields[0] === 'Z' || fields[0] === 'X') return null
+    return fields[19]
+  } catch {
+    return null
+  }
+}
+
+export const isAlive = (pid) => processStart(pid) !== null
+
+export function killPid(pid) {
+  try {
+    process.kill(pid, 'SIGKILL')
+  } catch {}
+}
+
+export function logBytes(logPath) {
+  let total = 0
+  for (const name of fs.readdirSync(path.dirname(logPath))) {
+    if (name.startsWith('output.log')) total += fs.statSync(path.join(path.dirname(logPath), name)).size
+  }
+  return total
+}
+
+/** Runs a node script in a child process and resolves with its stdout once it exits. */
+export function runNode(script, env) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+    let out = ''
+    child.stdout.on('data', (d) => (out += d))
+    child.on('error', reject)
+    child.on('exit', (code) => resolve({ code, stdout: out, pid: child.pid }))
+  })
+}
