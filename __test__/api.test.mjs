@@ -1,0 +1,155 @@
+// The JS API of the built addon, in this process and in Node processes that exit.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import path from 'node:path'
+import { pm, root, makeHome, runNode, waitFor, isAlive, readRegistry } from './helpers.mjs'
+
+function useHome(t, config) {
+  const fixture = makeHome(t, config)
+  process.env.PROC_MANAGER_HOME = fixture.home
+  return fixture
+}
+
+test('runBackground returns once the main process runs; checkJob and waitJob see it end', async (t) => {
+  useHome(t)
+  const job = pm.runBackground('echo "out $((1+2))"; echo err >&2; sleep 0.3; exit 5', { label: 'api job' })
+  assert.match(job.jobId, /^api-job-[0-9a-f]{6}$/)
+  assert.equal(job.label, 'api job')
+  assert.ok(isAlive(job.pid), 'the main process is running when the call returns')
+  assert.ok(fs.existsSync(job.logPath))
+  const running = pm.checkJob(job.jobId)
+  assert.equal(running.status, 'running')
+  assert.equal(running.pid, job.pid)
+  const result = await pm.waitJob(job.jobId)
+  assert.deepEqual(
+    { status: result.status, exitCode: result.exitCode, timedOut: result.timedOut, shell: result.shellExitCode },
+    { status: 'failed', exitCode: 5, timedOut: false, shell: 5 },
+  )
+  const done = pm.checkJob(job.jobId, { lines: 5 })
+  assert.deepEqual(done.tail, ['out 3', 'err'])
+  assert.equal(done.command, 'echo "out $((1+2))"; echo err >&2; sleep 0.3; exit 5')
+  assert.ok(done.durationMs >= 300)
+  assert.deepEqual(pm.checkJob(job.jobId, { grep: '^err$' }).tail, ['err'])
+})
+
+test('args runs a program without a shell', async (t) => {
+  useHome(t)
+  const job = pm.runBackground('printf', { args: ['%s|', 'a b', '$HOME'] })
+  await pm.waitJob(job.jobId)
+  assert.deepEqual(pm.checkJob(job.jobId).tail, ['a b|$HOME|'])
+  assert.equal(pm.checkJob(job.jobId).label, 'printf')
+})
+
+test('a Node caller that exits while its job runs: the job goes on and its end is recorded', async (t) => {
+  const { home } = useHome(t)
+  const script = `
+    import { createRequire } from 'node:module'
+    const pm = createRequire(${JSON.stringify(root + '/')})('./')
+    const job = pm.runBackground('sleep 1; echo finished after caller left', { label: 'orphan-proof' })
+    console.log(JSON.stringify(job))
+  `
+  const caller = await runNode(script, { PROC_MANAGER_HOME: home })
+  assert.equal(caller.code, 0)
+  assert.ok(!isAlive(caller.pid), 'the caller has exited')
+  const job = JSON.parse(caller.stdout)
+  assert.ok(isAlive(job.pid), 'the job still runs after its caller exited')
+  assert.equal(pm.checkJob(job.jobId).status, 'running')
+  const result = await pm.waitJob(job.jobId, { timeoutMs: 20_000 })
+  assert.equal(result.status, 'success')
+  assert.deepEqual(pm.checkJob(job.jobId).tail, ['finished after caller left'])
+  // The supervisor double-forked: the caller never had a zombie to reap, and it is gone too.
+  const entry = readRegistry(home).find((j) => j.id === job.jobId)
+  await waitFor(() => !isAlive(entry.supervisor.pid), { what: 'supervisor exit' })
+})
+
+test('listJobs filters by status and owner; killJob and killAll by owner', async (t) => {
+  useHome(t)
+  const mine = pm.runBackground('sleep 30', { owner: 'alice' })
+  const theirs = pm.runBackground('sleep 30', { owner: 'bob' })
+  const finished = pm.runBackground('true', { owner: 'alice' })
+  await pm.waitJob(finished.jobId)
+  assert.deepEqual(pm.listJobs({ owner: 'alice', status: 'running' }).map((j) => j.jobId), [mine.jobId])
+  assert.deepEqual(pm.listJobs({ owner: 'alice' }).map((j) => j.jobId).sort(), [mine.jobId, finished.jobId].sort())
+  const killed = await pm.killAll({ owner: 'alice', graceMs: 2000 })
+  assert.deepEqual(killed.map((k) => [k.jobId, k.status]), [[mine.jobId, 'killed']])
+  assert.ok(!isAlive(mine.pid))
+  assert.ok(isAlive(theirs.pid), "bob's job is left alone")
+  const one = await pm.killJob(theirs.jobId, { force: true })
+  assert.equal(one.status, 'killed')
+  assert.equal(one.signalled, true)
+  assert.equal(pm.checkJob(theirs.jobId).signal, 'SIGKILL')
+  const again = await pm.killJob(theirs.jobId)
+  assert.equal(again.signalled, false)
+})
+
+test('waitJob with timeoutMs resolves timedOut while the job runs on', async (t) => {
+  useHome(t)
+  const job = pm.runBackground('sleep 30')
+  const result = await pm.waitJob(job.jobId, { timeoutMs: 100 })
+  assert.equal(result.timedOut, true)
+  assert.equal(result.status, 'running')
+  assert.ok(isAlive(job.pid))
+})
+
+test('timeoutMs ends the job as timeout', async (t) => {
+  useHome(t)
+  const job = pm.runBackground('sleep 30', { timeoutMs: 200 })
+  const result = await pm.waitJob(job.jobId, { timeoutMs: 20_000 })
+  assert.equal(result.status, 'timeout')
+  assert.ok(!isAlive(job.pid))
+})
+
+test('misuse throws an Error that says what is wrong and what is accepted', async (t) => {
+  const { home } = useHome(t)
+  const throwsWith = (fn, re) => assert.throws(fn, (e) => e instanceof Error && re.test(e.message))
+  throwsWith(() => pm.checkJob('../../etc'), /invalid job id `\.\.\/\.\.\/etc`: a job id is 1 to 64 characters/)
+  throwsWith(() => pm.checkJob(''), /invalid job id/)
+  throwsWith(() => pm.checkJob('z'.repeat(200)), /invalid job id/)
+  throwsWith(() => pm.checkJob('unknown-1'), /no job with id `unknown-1`/)
+  throwsWith(() => pm.checkJob('unknown-1', { grep: '[' }), /bad --grep pattern|no job/)
+  throwsWith(() => pm.listJobs({ status: 'finished' }), /bad status `finished`: expected one of running/)
+  throwsWith(() => pm.runBackground(''), /empty command/)
+  throwsWith(() => pm.runBackground('true', { timeoutMs: -5 }), /bad timeoutMs: -5/)
+  throwsWith(() => pm.runBackground('true', { env: { 'A=B': 'x' } }), /bad environment variable name `A=B`/)
+  throwsWith(() => pm.runBackground('no-such-program-xyz', { args: [] }), /command not found in PATH \(recorded as failed job no-such-program-xyz-/)
+  throwsWith(() => pm.runBackground('true', { cwd: '/no/such/dir' }), /working directory `\/no\/such\/dir` does not exist/)
+  assert.throws(() => pm.killJob('..'), /invalid job id/)
+  assert.throws(() => pm.waitJob('a/b'), /invalid job id/)
+  assert.deepEqual(readRegistry(home).map((j) => j.status), ['failed', 'failed'])
+})
+
+test('reconcile marks a job whose supervisor was SIGKILLed: orphaned while it runs, lost once gone', async (t) => {
+  const { home } = useHome(t)
+  const job = pm.runBackground('sleep 30')
+  const entry = readRegistry(home).find((j) => j.id === job.jobId)
+  process.kill(entry.supervisor.pid, 'SIGKILL')
+  await waitFor(() => !isAlive(entry.supervisor.pid), { what: 'supervisor death' })
+  const first = pm.reconcile()
+  assert.deepEqual(first.orphaned.map((j) => j.jobId), [job.jobId])
+  assert.equal(pm.checkJob(job.jobId).status, 'orphaned')
+  // kill works on an orphaned job, identity-checked.
+  const killed = await pm.killJob(job.jobId, { graceMs: 1000 })
+  assert.equal(killed.status, 'killed')
+  assert.ok(!isAlive(job.pid))
+
+  // No shell: the main process is the only process of the job.
+  const second = pm.runBackground('sleep', { args: ['30'] })
+  const secondEntry = readRegistry(home).find((j) => j.id === second.jobId)
+  process.kill(secondEntry.supervisor.pid, 'SIGKILL')
+  process.kill(second.pid, 'SIGKILL')
+  await waitFor(() => !isAlive(second.pid) && !isAlive(secondEntry.supervisor.pid), { what: 'both gone' })
+  const result = pm.reconcile()
+  assert.deepEqual(result.lost.map((j) => j.jobId), [second.jobId])
+  assert.equal(pm.checkJob(second.jobId).status, 'lost')
+})
+
+test('pruneJobs forgets finished jobs and deletes their logs, keeping running ones', async (t) => {
+  useHome(t)
+  const running = pm.runBackground('sleep 30')
+  const done = pm.runBackground('true')
+  await pm.waitJob(done.jobId)
+  await waitFor(() => pm.pruneJobs().length === 1 || !fs.existsSync(path.dirname(done.logPath)), { what: 'prune' })
+  assert.ok(!fs.existsSync(path.dirname(done.logPath)))
+  assert.deepEqual(pm.listJobs({ all: true }).map((j) => j.jobId), [running.jobId])
+})
