@@ -63,10 +63,16 @@ impl RotatingWriter {
             }
             // It does not fit: cut at the last line end within reach when there
             // is one, so that each file starts on a line.
-            let mut take = room as usize;
-            if let Some(nl) = data[..take].iter().rposition(|&b| b == b'\n') {
-                take = nl + 1;
-            }
+            let take = match data[..room as usize].iter().rposition(|&b| b == b'\n') {
+                Some(nl) => nl + 1,
+                // No line end in reach: start the chunk in a fresh file instead,
+                // unless this file is empty (a line longer than max_bytes).
+                None if self.written > 0 => {
+                    self.rotate()?;
+                    continue;
+                }
+                None => room as usize,
+            };
             self.write_raw(&data[..take])?;
             data = &data[take..];
             self.rotate()?;
