@@ -1,0 +1,637 @@
+#!/usr/bin/env node
+// Benchmarks proc-manager against plain-shell / plain-Node baselines, side by
+// side in one run: repetitions are interleaved (the order rotates every rep)
+// so that noise from a shared machine hits every variant alike. Reports
+// median and p90, prints a table with targets, writes bench/out/results.json.
+//
+//   node bench/run.mjs [--quick]
+//
+// Every sample gets its own temp PROC_MANAGER_HOME; every process started is
+// killed by pid (or through run-bg by job id), and every temp dir is removed,
+// also on errors and Ctrl-C.
+
+import { spawn, spawnSync } from 'node:child_process'
+import { createRequire } from 'node:module'
+import { fileURLToPath } from 'node:url'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+
+const QUICK = process.argv.includes('--quick')
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+const RUN_BG = path.join(ROOT, 'native', 'run-bg')
+const OUT_FILE = path.join(ROOT, 'bench', 'out', 'results.json')
+const MiB = 1024 ** 2
+const GiB = 1024 ** 3
+
+const PLAN = QUICK
+  ? { startReps: 10, warmup: 2, idleJobs: 5, cpuWindowMs: 2000, logBytes: 128 * MiB, logReps: 2, tailBytes: 128 * MiB, tailReps: 10 }
+  : { startReps: 30, warmup: 3, idleJobs: 5, cpuWindowMs: 2000, logBytes: GiB, logReps: 3, tailBytes: GiB, tailReps: 30 }
+const ROTATING = { max_bytes: 100 * MiB, keep: 2 }
+const UNBOUNDED = { max_bytes: 2 * GiB, keep: 2 }
+const FINAL = new Set(['success', 'failed', 'killed', 'timeout', 'lost'])
+
+const pm = createRequire(path.join(ROOT, 'package.json'))(ROOT)
+
+// ---------------------------------------------------------------- utilities
+
+const now = () => Number(process.hrtime.bigint()) / 1e6
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+const q = (s) => `'${String(s).replace(/'/g, `'\\''`)}'`
+const log = (msg) => process.stderr.write(`${msg}\n`)
+const rotate = (arr, k) => arr.map((_, i) => arr[(((i + k) % arr.length) + arr.length) % arr.length])
+
+function quantile(samples, p) {
+  const s = [...samples].sort((a, b) => a - b)
+  return s[Math.max(0, Math.ceil(p * s.length) - 1)]
+}
+const stats = (samples) =>
+  samples?.length ? { n: samples.length, median: quantile(samples, 0.5), p90: quantile(samples, 0.9), min: Math.min(...samples), max: Math.max(...samples) } : null
+
+const envFor = (home) => ({ ...process.env, PROC_MANAGER_HOME: home })
+
+/** Runs an in-process API call against `home`; the variable never lingers,
+ * because any later call would (re)create whatever home it names. */
+function inHome(home, fn) {
+  process.env.PROC_MANAGER_HOME = home
+  try {
+    return fn()
+  } finally {
+    delete process.env.PROC_MANAGER_HOME
+  }
+}
+
+function runBg(home, args, options = {}) {
+  const r = spawnSync(RUN_BG, args, { env: envFor(home), encoding: 'utf8', timeout: 300_000, ...options })
+  if (r.error) throw new Error(`run-bg ${args.join(' ')}: ${r.error.message}`)
+  return r
+}
+
+function mustRunBg(home, args, options) {
+  const r = runBg(home, args, options)
+  if (r.status !== 0) throw new Error(`run-bg ${args.join(' ')} exited ${r.status}: ${r.stderr.trim()}`)
+  return r
+}
+
+const startJson = (home, argv, label) => JSON.parse(mustRunBg(home, ['--json', '--label', label, '--', ...argv]).stdout)
+
+function readJobs(home) {
+  try {
+    return JSON.parse(fs.readFileSync(path.join(home, 'jobs.json'), 'utf8')).jobs
+  } catch {
+    return [] // absent, or (never expected: writes are atomic) unreadable
+  }
+}
+
+function writeConfig(home, logs) {
+  fs.writeFileSync(path.join(home, 'config.json'), JSON.stringify({ logs }))
+}
+
+/** /proc/<pid>/stat fields after the comm: [0] is field 3 (state). */
+function procStat(pid) {
+  try {
+    const raw = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return raw.slice(raw.lastIndexOf(')') + 2).split(' ')
+  } catch {
+    return null
+  }
+}
+const startTicks = (pid) => procStat(pid)?.[19] ?? null
+function cpuTicks(pid) {
+  const f = procStat(pid)
+  return f ? Number(f[11]) + Number(f[12]) : NaN // utime + stime
+}
+function procStatus(pid) {
+  const text = fs.readFileSync(`/proc/${pid}/status`, 'utf8')
+  const kb = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN)
+  return { vmRssKiB: kb('VmRSS'), rssAnonKiB: kb('RssAnon'), rssFileKiB: kb('RssFile') }
+}
+const cmdline = (pid) => {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').slice(0, -1)
+  } catch {
+    return null
+  }
+}
+
+function waitForFile(file, timeoutMs = 10_000) {
+  const deadline = now() + timeoutMs
+  while (!fs.existsSync(file)) {
+    if (now() > deadline) throw new Error(`timed out waiting for ${file}`)
+  }
+}
+
+function freeBytes(dir) {
+  if (fs.statfsSync) {
+    const s = fs.statfsSync(dir)
+    return s.bavail * s.bsize
+  }
+  const out = spawnSync('df', ['-Pk', dir], { encoding: 'utf8' }).stdout.trim().split('\n').pop().split(/\s+/)
+  return Number(out[3]) * 1024
+}
+
+// ------------------------------------------------- process & dir bookkeeping
+
+const tempDirs = new Set()
+const strayPids = new Map() // pid -> start ticks, for processes that are nobody's child of ours
+const children = new Set() // ChildProcess objects still running
+
+function tempDir(tag) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `pm-bench-${tag}-`))
+  tempDirs.add(dir)
+  return dir
+}
+
+function trackStray(pid) {
+  strayPids.set(pid, startTicks(pid))
+}
+
+function killStray(pid) {
+  const ticks = strayPids.get(pid)
+  strayPids.delete(pid)
+  // Only if the pid still is the process we saw (not a reused pid).
+  if (ticks != null && startTicks(pid) === ticks) {
+    try {
+      process.kill(pid, 'SIGKILL')
+    } catch {}
+  }
+}
+
+function spawnChild(cmd, args, options) {
+  const child = spawn(cmd, args, options)
+  children.add(child)
+  child.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal, t: now() })))
+  child.exited.then(() => children.delete(child))
+  return child
+}
+
+async function killChild(child) {
+  if (children.has(child)) child.kill('SIGKILL')
+  await child.exited
+}
+
+/** Kills what is left of the jobs recorded in `home`: via run-bg, then by recorded identity. */
+function killJobsIn(home) {
+  const live = () => readJobs(home).filter((j) => !FINAL.has(j.status))
+  if (!live().length) return
+  runBg(home, ['kill', '--all', '--force'], { timeout: 15_000 })
+  for (const job of live()) {
+    for (const who of [job.main, job.supervisor]) {
+      if (who && Number(startTicks(who.pid)) === who.start_ticks) {
+        try {
+          process.kill(who.pid, 'SIGKILL')
+        } catch {}
+      }
+    }
+  }
+}
+
+function removeDir(dir) {
+  try {
+    killJobsIn(dir)
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+    tempDirs.delete(dir)
+  }
+}
+
+let cleanedUp = false
+function cleanup() {
+  if (cleanedUp) return
+  cleanedUp = true
+  for (const child of children) {
+    try {
+      child.kill('SIGKILL')
+    } catch {}
+  }
+  for (const pid of [...strayPids.keys()]) killStray(pid)
+  for (const dir of [...tempDirs]) {
+    try {
+      removeDir(dir)
+    } catch (e) {
+      log(`cleanup: ${dir}: ${e.message}`)
+    }
+  }
+}
+process.on('exit', cleanup)
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => {
+    cleanup()
+    process.exit(128 + os.constants.signals[signal])
+  })
+}
+
+const checks = []
+function check(name, ok, detail = '') {
+  checks.push({ name, ok, detail })
+  if (!ok) log(`  CHECK FAILED: ${name}${detail ? ` (${detail})` : ''}`)
+}
+
+// ------------------------------------------------------------ 1. start latency
+
+// Each variant starts `touch MARK; exec sleep 30` and returns
+// { returned, running }: ms until the launcher returned, and until the job
+// is running (launcher returned AND the marker exists).
+const START_VARIANTS = {
+  async shell(dir) {
+    const mark = path.join(dir, 'MARK')
+    const pidFile = path.join(dir, 'pid')
+    const script = `nohup sh -c ${q(`touch ${q(mark)}; exec sleep 30`)} >${q(path.join(dir, 'log'))} 2>&1 & echo $! >${q(pidFile)}`
+    const t0 = now()
+    const r = spawnSync('sh', ['-c', script], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const returned = now() - t0
+    waitForFile(mark)
+    const running = now() - t0
+    if (r.status !== 0) throw new Error(`baseline shell exited ${r.status}`)
+    const pid = Number(fs.readFileSync(pidFile, 'utf8'))
+    trackStray(pid)
+    killStray(pid)
+    return { returned, running }
+  },
+  async cli(dir) {
+    const mark = path.join(dir, 'MARK')
+    const t0 = now()
+    const r = spawnSync(RUN_BG, ['--label', 'b', '--', 'sh', '-c', `touch ${q(mark)}; exec sleep 30`], {
+      env: envFor(dir),
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    const returned = now() - t0
+    waitForFile(mark)
+    const running = now() - t0
+    const id = /^started (\S+) /.exec(r.stdout)?.[1]
+    if (r.status !== 0 || !id) throw new Error(`run-bg start failed (${r.status}): ${r.stdout}${r.stderr}`)
+    mustRunBg(dir, ['kill', id, '--force'])
+    return { returned, running }
+  },
+  async nodeSpawn(dir) {
+    const mark = path.join(dir, 'MARK')
+    const fd = fs.openSync(path.join(dir, 'log'), 'a')
+    const t0 = now()
+    const child = spawnChild('sh', ['-c', `touch ${q(mark)}; exec sleep 30`], { detached: true, stdio: ['ignore', fd, fd] })
+    const returned = now() - t0
+    waitForFile(mark)
+    const running = now() - t0
+    fs.closeSync(fd)
+    await killChild(child)
+    return { returned, running }
+  },
+  async js(dir) {
+    const mark = path.join(dir, 'MARK')
+    const { job, returned, running } = inHome(dir, () => {
+      const t0 = now()
+      const job = pm.runBackground(`touch ${q(mark)}; exec sleep 30`)
+      const returned = now() - t0
+      waitForFile(mark)
+      return { job, returned, running: now() - t0 }
+    })
+    const killed = await inHome(dir, () => pm.killJob(job.jobId, { force: true }))
+    if (killed.status !== 'killed') throw new Error(`killJob: ${JSON.stringify(killed)}`)
+    return { returned, running }
+  },
+}
+
+async function benchStart() {
+  log(`start latency: ${PLAN.startReps} reps (+${PLAN.warmup} warm-up) × ${Object.keys(START_VARIANTS).length} variants`)
+  const samples = Object.fromEntries(Object.keys(START_VARIANTS).map((k) => [k, { returned: [], running: [] }]))
+  for (let rep = -PLAN.warmup; rep < PLAN.startReps; rep++) {
+    for (const name of rotate(Object.keys(START_VARIANTS), rep)) {
+      const dir = tempDir('start')
+      const r = await START_VARIANTS[name](dir)
+      removeDir(dir)
+      if (rep >= 0) {
+        samples[name].returned.push(r.returned)
+        samples[name].running.push(r.running)
+      }
+    }
+  }
+  return samples
+}
+
+// ----------------------------------------------------- 2. supervisor idle cost
+
+async function benchIdle() {
+  log(`supervisor idle cost: ${PLAN.idleJobs} jobs vs ${PLAN.idleJobs} idle node processes`)
+  const home = tempDir('idle')
+  const ids = []
+  const nodes = []
+  for (let i = 0; i < PLAN.idleJobs; i++) {
+    ids.push(startJson(home, ['sleep', '60'], `idle${i}`).jobId)
+    nodes.push(spawnChild(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' }))
+  }
+  await sleep(1000)
+
+  const jobs = readJobs(home)
+  const supervisors = ids.map((id) => jobs.find((j) => j.id === id)?.supervisor?.pid)
+  // Cross-check the registry against the process table: `<path>/run-bg __supervise <id>`.
+  const fromProc = new Map()
+  for (const entry of fs.readdirSync('/proc')) {
+    const argv = /^\d+$/.test(entry) ? cmdline(entry) : null
+    if (argv?.length === 3 && path.basename(argv[0]) === 'run-bg' && argv[1] === '__supervise' && ids.includes(argv[2])) {
+      fromProc.set(argv[2], Number(entry))
+    }
+  }
+  check(
+    'idle: registry supervisor pids match /proc cmdlines',
+    ids.every((id, i) => supervisors[i] && fromProc.get(id) === supervisors[i]),
+    JSON.stringify({ registry: supervisors, proc: Object.fromEntries(fromProc) }),
+  )
+  check('idle: all jobs running', ids.every((id) => jobs.find((j) => j.id === id)?.status === 'running'))
+
+  const pids = { ours: supervisors, node: nodes.map((c) => c.pid) }
+  const memory = Object.fromEntries(Object.entries(pids).map(([k, list]) => [k, list.map(procStatus)]))
+  const cpu0 = Object.fromEntries(Object.entries(pids).map(([k, list]) => [k, list.map(cpuTicks)]))
+  await sleep(PLAN.cpuWindowMs)
+  const cpu = Object.fromEntries(Object.entries(pids).map(([k, list]) => [k, list.map((pid, i) => cpuTicks(pid) - cpu0[k][i])]))
+  const cpuSinceStart = supervisors.map(cpuTicks)
+
+  mustRunBg(home, ['kill', '--all', '--force'])
+  for (const child of nodes) await killChild(child)
+  check('idle: kill --all left no job running', readJobs(home).every((j) => FINAL.has(j.status)))
+  removeDir(home)
+  return { pids, memory, cpuTicksInWindow: cpu, supervisorCpuTicksSinceStart: cpuSinceStart }
+}
+
+// ------------------------------------------------------------ 3. log throughput
+
+/** Resolves when `jobs.json` in `home` records job `id` as ended, woken by inotify. */
+function whenEnded(home) {
+  let id = null
+  let settle
+  let finished = false
+  const done = new Promise((resolve, reject) => {
+    settle = { resolve, reject }
+  })
+  const look = () => {
+    const job = id && readJobs(home).find((j) => j.id === id)
+    if (job && FINAL.has(job.status)) finish(null, { t: now(), job })
+  }
+  const watcher = fs.watch(home, look)
+  const poll = setInterval(look, 25) // safety net only; inotify sees the registry's rename first
+  const timer = setTimeout(() => finish(new Error(`job ${id} did not end in 300 s`)), 300_000)
+  function finish(error, value) {
+    if (finished) return
+    finished = true
+    watcher.close()
+    clearInterval(poll)
+    clearTimeout(timer)
+    error ? settle.reject(error) : settle.resolve(value)
+  }
+  return {
+    track(jobId) {
+      id = jobId
+      look()
+      return done
+    },
+  }
+}
+
+const logFiles = (log) => {
+  const dir = path.dirname(log)
+  return fs.readdirSync(dir).filter((f) => /^output\.log(\.\d+)?$/.test(f)).map((f) => path.join(dir, f))
+}
+const bytesOf = (files) => files.reduce((sum, f) => sum + fs.statSync(f).size, 0)
+
+/** What the rotating writer must retain after `total` bytes (cuts land exactly on max_bytes here). */
+function expectedRetained(total, { max_bytes, keep }) {
+  const full = Math.floor(total / max_bytes)
+  const rest = total % max_bytes
+  return rest === 0 ? Math.min(full, keep + 1) * max_bytes : rest + Math.min(full, keep) * max_bytes
+}
+
+async function runOurs(dir, argv, logs) {
+  writeConfig(dir, logs)
+  const ended = whenEnded(dir)
+  const t0 = now()
+  const { jobId } = startJson(dir, argv, 'tp')
+  const waiter = spawnChild(RUN_BG, ['wait', jobId], { env: envFor(dir), stdio: 'ignore' })
+  const { t, job } = await ended.track(jobId)
+  const waited = await waiter.exited
+  const files = logFiles(job.log_path)
+  return { seconds: (t - t0) / 1000, waitSeconds: (waited.t - t0) / 1000, waitCode: waited.code, status: job.status, retained: bytesOf(files), files: files.length }
+}
+
+async function benchThroughput(size) {
+  const producers = {
+    zero: { ours: ['head', '-c', String(size), '/dev/zero'], shell: `head -c ${size} /dev/zero` },
+    yes: { ours: ['sh', '-c', `yes | head -c ${size}`], shell: `yes | head -c ${size}` },
+  }
+  const variants = {
+    shell: (dir, p) => {
+      const file = path.join(dir, 'FILE')
+      const t0 = now()
+      const r = spawnSync('sh', ['-c', `${p.shell} | cat > ${q(file)}`], { stdio: 'ignore' })
+      const seconds = (now() - t0) / 1000
+      if (r.status !== 0) throw new Error(`baseline pipeline exited ${r.status}`)
+      return { seconds, retained: fs.statSync(file).size }
+    },
+    ours: (dir, p) => runOurs(dir, p.ours, ROTATING),
+    oursUnbounded: (dir, p) => runOurs(dir, p.ours, UNBOUNDED),
+  }
+  log(`log throughput: ${size / MiB} MiB × ${PLAN.logReps} reps × ${Object.keys(producers).length} producers × ${Object.keys(variants).length} variants`)
+  const samples = {}
+  for (let rep = 0; rep < PLAN.logReps; rep++) {
+    for (const [pname, producer] of Object.entries(producers)) {
+      for (const vname of rotate(Object.keys(variants), rep)) {
+        const dir = tempDir('log')
+        const r = await variants[vname](dir, producer)
+        removeDir(dir)
+        ;(samples[`${pname}.${vname}`] ??= []).push(r)
+        if (r.status !== undefined) {
+          check(`log ${pname}.${vname}: job succeeded, wait exited 0`, r.status === 'success' && r.waitCode === 0, `${r.status}, wait ${r.waitCode}`)
+        }
+        const expected = vname === 'ours' ? expectedRetained(size, ROTATING) : size
+        check(`log ${pname}.${vname}: retained bytes as expected`, r.retained === expected, `${r.retained} vs ${expected}`)
+        log(`  rep ${rep} ${pname}.${vname}: ${r.seconds.toFixed(2)} s`)
+      }
+    }
+  }
+  return samples
+}
+
+// ----------------------------------------------------------------------- 4. tail
+
+const TAIL_TEXT = ' some text for the tail benchmark, sixty bytes\n'
+const tailLine = (i) => `line ${String(i).padStart(9, '0')}${TAIL_TEXT}`
+const LINE_BYTES = tailLine(0).length
+// Runs inside the job: writes `argv[1]` numbered lines of LINE_BYTES, in 1 MiB-ish chunks.
+const TAIL_GENERATOR = `
+const fs = require('fs'), n = Number(process.argv[1]), text = ${JSON.stringify(TAIL_TEXT)}
+const L = 14 + text.length, per = 16384, buf = Buffer.alloc(per * L)
+for (let k = 0; k < per; k++) buf.write('line 000000000' + text, k * L, 'latin1')
+for (let s = 0; s < n; s += per) {
+  const m = Math.min(per, n - s)
+  for (let k = 0; k < m; k++) for (let v = s + k, o = k * L + 13, d = 0; d < 9; d++, v = Math.floor(v / 10)) buf[o - d] = 48 + (v % 10)
+  for (let off = 0; off < m * L; ) off += fs.writeSync(1, buf, off, m * L - off)
+}`
+
+function tailInJs(file, n) {
+  const fd = fs.openSync(file, 'r')
+  try {
+    const size = fs.fstatSync(fd).size
+    const buf = Buffer.alloc(Math.min(size, 64 * 1024))
+    fs.readSync(fd, buf, 0, buf.length, size - buf.length)
+    const lines = buf.toString('utf8').split('\n')
+    if (lines.at(-1) === '') lines.pop()
+    return lines.slice(-n)
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+async function benchTail(size) {
+  const home = tempDir('tail')
+  writeConfig(home, UNBOUNDED)
+  const lines = Math.floor(size / LINE_BYTES)
+  log(`tail: writing a ${((lines * LINE_BYTES) / MiB).toFixed(0)} MiB log through a real job`)
+  const t0 = now()
+  const { jobId, logPath } = startJson(home, [process.execPath, '-e', TAIL_GENERATOR, String(lines)], 'tailgen')
+  const waited = runBg(home, ['wait', jobId])
+  const genSeconds = (now() - t0) / 1000
+  if (waited.status !== 0) throw new Error(`tail generator job failed: ${waited.stdout}${waited.stderr}`)
+  check('tail: log holds every byte', fs.statSync(logPath).size === lines * LINE_BYTES, `${fs.statSync(logPath).size}`)
+
+  const expected = Array.from({ length: 20 }, (_, i) => tailLine(lines - 20 + i).slice(0, -1))
+  const same = (got) => JSON.stringify(got) === JSON.stringify(expected)
+  const cli = runBg(home, ['check', jobId]).stdout.trimEnd().split('\n')
+  check('tail: tail -n 20 gives the last lines', same(spawnSync('tail', ['-n', '20', logPath], { encoding: 'utf8' }).stdout.trimEnd().split('\n')))
+  check('tail: run-bg check gives the last lines', same(cli.slice(1)), cli[0])
+  check('tail: checkJob gives the last lines', same(inHome(home, () => pm.checkJob(jobId)).tail))
+  check('tail: JS read gives the last lines', same(tailInJs(logPath, 20)))
+
+  const variants = {
+    tail: () => spawnSync('tail', ['-n', '20', logPath], { stdio: ['ignore', 'pipe', 'ignore'] }),
+    cli: () => spawnSync(RUN_BG, ['check', jobId], { env: envFor(home), stdio: ['ignore', 'pipe', 'ignore'] }),
+    js: () => pm.checkJob(jobId), // inside inHome() below
+    jsRead: () => tailInJs(logPath, 20),
+  }
+  log(`tail: ${PLAN.tailReps} reps (+${PLAN.warmup} warm-up) × ${Object.keys(variants).length} variants`)
+  const samples = Object.fromEntries(Object.keys(variants).map((k) => [k, []]))
+  inHome(home, () => {
+    for (let rep = -PLAN.warmup; rep < PLAN.tailReps; rep++) {
+      for (const name of rotate(Object.keys(variants), rep)) {
+        const t = now()
+        variants[name]()
+        if (rep >= 0) samples[name].push(now() - t)
+      }
+    }
+  })
+  removeDir(home)
+  return { samples, genSeconds, lines, bytes: lines * LINE_BYTES }
+}
+
+// ----------------------------------------------------------------- reporting
+
+function row(name, unit, ours, base, target, passes) {
+  const o = stats(ours)
+  const b = stats(base)
+  const ratio = o && b && b.median > 0 ? o.median / b.median : null
+  return { name, unit, ours: o, baseline: b, ratio, target: target ?? '—', pass: passes ? passes(o, ratio) : null }
+}
+
+function fmt(v, unit) {
+  if (v == null || Number.isNaN(v)) return '—'
+  const digits = unit === 'ticks' ? 0 : unit === 'ms' ? (v < 10 ? 2 : v < 100 ? 1 : 0) : 2
+  return `${v.toFixed(digits)} ${unit}`
+}
+
+function printTable(rows) {
+  const header = ['measurement', 'ours med', 'ours p90', 'base med', 'base p90', 'ratio', 'target', 'result']
+  const cells = rows.map((r) => [
+    r.name,
+    fmt(r.ours?.median, r.unit),
+    fmt(r.ours?.p90, r.unit),
+    fmt(r.baseline?.median, r.unit),
+    fmt(r.baseline?.p90, r.unit),
+    r.ratio == null ? '—' : `${r.ratio.toFixed(2)}x`,
+    r.target,
+    r.pass == null ? 'info' : r.pass ? 'PASS' : 'FAIL',
+  ])
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)))
+  const line = (c) => c.map((x, i) => (i === 0 ? x.padEnd(widths[i]) : x.padStart(widths[i]))).join('  ')
+  console.log(line(header))
+  console.log(widths.map((w) => '-'.repeat(w)).join('  '))
+  for (const c of cells) console.log(line(c))
+}
+
+// ---------------------------------------------------------------------- main
+
+async function main() {
+  for (const file of [RUN_BG]) if (!fs.existsSync(file)) throw new Error(`${file} missing; run \`node scripts/build.js\``)
+  const began = now()
+  const meta = {
+    date: new Date().toISOString(),
+    quick: QUICK,
+    plan: { ...PLAN },
+    node: process.version,
+    kernel: os.release(),
+    cpus: os.cpus().length,
+    loadavgStart: os.loadavg(),
+    commit: spawnSync('git', ['rev-parse', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout?.trim(),
+    tmpdir: os.tmpdir(),
+    warnings: [],
+  }
+  const free = freeBytes(os.tmpdir())
+  meta.freeBytes = free
+  if (free < 5 * GiB) {
+    const scaled = Math.max(16 * MiB, Math.floor(free / 5 / MiB) * MiB)
+    if (free < 100 * MiB) throw new Error(`only ${(free / MiB).toFixed(0)} MiB free in ${os.tmpdir()}`)
+    if (scaled < PLAN.logBytes) {
+      const warning = `only ${(free / GiB).toFixed(2)} GiB free in ${os.tmpdir()}: log sizes scaled down to ${scaled / MiB} MiB`
+      log(`WARNING: ${warning}`)
+      meta.warnings.push(warning)
+      PLAN.logBytes = PLAN.tailBytes = scaled
+      meta.plan = { ...PLAN }
+    }
+  }
+
+  const start = await benchStart()
+  const idle = await benchIdle()
+  const throughput = await benchThroughput(PLAN.logBytes)
+  const tail = await benchTail(PLAN.tailBytes)
+  meta.loadavgEnd = os.loadavg()
+  meta.seconds = (now() - began) / 1000
+
+  const size = `${PLAN.logBytes >= GiB ? `${PLAN.logBytes / GiB} GiB` : `${PLAN.logBytes / MiB} MiB`}`
+  const secs = (key, field = 'seconds') => throughput[key].map((r) => r[field])
+  const bound = ROTATING.max_bytes * (ROTATING.keep + 1)
+  const mib = (kib) => kib / 1024
+  const rows = [
+    row('start: run-bg CLI → job running', 'ms', start.cli.running, start.shell.running, '≤ 3x base', (o, r) => r <= 3),
+    row('start: run-bg CLI returns', 'ms', start.cli.returned, start.shell.returned),
+    row('start: runBackground() returns', 'ms', start.js.returned, start.nodeSpawn.returned, 'med < 10 ms', (o) => o.median < 10),
+    row('start: runBackground() → job running', 'ms', start.js.running, start.nodeSpawn.running),
+    row('idle: VmRSS (vs idle node)', 'MiB', idle.memory.ours.map((m) => mib(m.vmRssKiB)), idle.memory.node.map((m) => mib(m.vmRssKiB)), 'each ≤ 2 MiB', (o) => o.max <= 2),
+    row('idle: RssAnon (vs idle node)', 'MiB', idle.memory.ours.map((m) => mib(m.rssAnonKiB)), idle.memory.node.map((m) => mib(m.rssAnonKiB))),
+    row(`idle: CPU over ${PLAN.cpuWindowMs / 1000} s`, 'ticks', idle.cpuTicksInWindow.ours, idle.cpuTicksInWindow.node, 'each = 0', (o) => o.max === 0),
+    row(`log ${size} zero: rotating`, 's', secs('zero.ours'), secs('zero.shell'), '≤ 1.1x base', (o, r) => r <= 1.1),
+    row(`log ${size} zero: no rotation`, 's', secs('zero.oursUnbounded'), secs('zero.shell')),
+    row(`log ${size} yes: rotating`, 's', secs('yes.ours'), secs('yes.shell'), '≤ 1.1x base', (o, r) => r <= 1.1),
+    row(`log ${size} yes: no rotation`, 's', secs('yes.oursUnbounded'), secs('yes.shell')),
+    row('log: `run-bg wait` lag after end', 'ms', ['zero.ours', 'yes.ours', 'zero.oursUnbounded', 'yes.oursUnbounded'].flatMap((k) => throughput[k].map((r) => (r.waitSeconds - r.seconds) * 1000))),
+    row('log: disk use after (rotating)', 'MiB', [...throughput['zero.ours'], ...throughput['yes.ours']].map((r) => r.retained / MiB), null, `≤ ${bound / MiB} MiB`, (o) => o.max <= bound / MiB),
+    row(`tail ${size}: run-bg check vs tail -n 20`, 'ms', tail.samples.cli, tail.samples.tail, '≤ 2x base', (o, r) => r <= 2),
+    row(`tail ${size}: checkJob() vs JS read`, 'ms', tail.samples.js, tail.samples.jsRead, 'med < 5 ms', (o) => o.median < 5),
+  ]
+
+  console.log(`\nproc-manager bench${QUICK ? ' (--quick)' : ''}: ${meta.cpus} CPUs, load ${meta.loadavgStart.map((l) => l.toFixed(2)).join(' ')} → ${meta.loadavgEnd.map((l) => l.toFixed(2)).join(' ')}, ${meta.seconds.toFixed(0)} s`)
+  console.log('base: start = sh -c "nohup … &" (CLI rows) / child_process.spawn detached (JS rows); idle = node -e setTimeout;')
+  console.log('      log = sh -c "<producer> | cat > FILE"; tail = tail -n 20 (CLI) / fs read of the last 64 KiB (JS)\n')
+  printTable(rows)
+  const failedChecks = checks.filter((c) => !c.ok)
+  console.log(`\nsanity checks: ${checks.length - failedChecks.length}/${checks.length} ok${failedChecks.map((c) => `\n  FAILED ${c.name}: ${c.detail}`).join('')}`)
+  for (const w of meta.warnings) console.log(`warning: ${w}`)
+
+  fs.mkdirSync(path.dirname(OUT_FILE), { recursive: true })
+  const raw = { start, idle, throughput, tail }
+  fs.writeFileSync(OUT_FILE, `${JSON.stringify({ meta, rows, checks, raw }, null, 2)}\n`)
+  console.log(`results: ${path.relative(process.cwd(), OUT_FILE) || OUT_FILE}`)
+}
+
+try {
+  await main()
+} catch (e) {
+  log(`bench failed: ${e.stack ?? e}`)
+  cleanup()
+  process.exitCode = 1
+}
