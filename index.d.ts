@@ -35,6 +35,36 @@ export interface CheckResult {
   error?: string
   /** Last lines of output, oldest first. */
   tail: Array<string>
+  /** Processes still running although the main process ended (or its supervisor died). */
+  lingering: Array<ProcessInfo>
+}
+
+export interface CleanupOptions {
+  /** `list` (default) only reports; `kill` removes what it finds. */
+  mode?: string
+  /** Only jobs of this owner. */
+  owner?: string
+  /** With `kill`: SIGKILL at once instead of SIGTERM, grace, SIGKILL. */
+  force?: boolean
+  /** Milliseconds between SIGTERM and SIGKILL (default: kill.grace_ms). */
+  graceMs?: number
+}
+
+/**
+ * Finds orphaned jobs and processes left behind by ended jobs; with
+ * `mode: 'kill'` removes them. Resolves with what was found, killed and failed.
+ */
+export declare function cleanupOrphans(options?: CleanupOptions | undefined | null): Promise<CleanupReport>
+
+export interface CleanupReport {
+  /** Jobs whose supervisor is gone while their processes run. */
+  orphanedJobs: Array<JobSummary>
+  /** Every process found that belongs to an ended or orphaned job. */
+  processes: Array<OrphanInfo>
+  /** With `mode: 'kill'`: the processes removed. */
+  killed: Array<OrphanInfo>
+  /** With `mode: 'kill'`: the processes that could not be removed, with `reason`. */
+  failed: Array<OrphanInfo>
 }
 
 export interface JobResult {
@@ -111,6 +141,23 @@ export interface ListOptions {
   owner?: string
   /** Include jobs that ended over an hour ago. */
   all?: boolean
+}
+
+/** A process left behind by an ended (or orphaned) job. */
+export interface OrphanInfo {
+  jobId: string
+  jobStatus: string
+  pid: number
+  command: string
+  /** Why it could not be killed (in `failed` only). */
+  reason?: string
+}
+
+/** A process, as proc-manager reports it. */
+export interface ProcessInfo {
+  pid: number
+  /** argv joined with spaces. */
+  command: string
 }
 
 /**

@@ -836,6 +836,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.checkJob = nativeBinding.checkJob
+module.exports.cleanupOrphans = nativeBinding.cleanupOrphans
 module.exports.killAll = nativeBinding.killAll
 module.exports.killJob = nativeBinding.killJob
 module.exports.listJobs = nativeBinding.listJobs

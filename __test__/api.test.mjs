@@ -153,3 +153,23 @@ test('pruneJobs forgets finished jobs and deletes their logs, keeping running on
   assert.ok(!fs.existsSync(path.dirname(done.logPath)))
   assert.deepEqual(pm.listJobs({ all: true }).map((j) => j.jobId), [running.jobId])
 })
+
+test('cleanupOrphans lists, then kills, what an ended job left behind; checkJob shows it lingering', async (t) => {
+  useHome(t)
+  const job = pm.runBackground('setsid sleep 600 & echo done', { owner: 'tidy' })
+  await pm.waitJob(job.jobId)
+  const lingering = await waitFor(() => {
+    const found = pm.checkJob(job.jobId).lingering
+    return found.length === 1 ? found : null
+  }, { what: 'the lingering daemon' })
+  assert.equal(lingering[0].command, 'sleep 600')
+  assert.throws(() => pm.cleanupOrphans({ mode: 'everything' }), /bad mode `everything`: expected 'list' or 'kill'/)
+  const listed = await pm.cleanupOrphans({ mode: 'list', owner: 'tidy' })
+  assert.deepEqual(listed.processes.map((p) => [p.jobId, p.pid, p.jobStatus]), [[job.jobId, lingering[0].pid, 'success']])
+  assert.deepEqual((await pm.cleanupOrphans({ owner: 'someone-else' })).processes, [])
+  assert.ok(isAlive(lingering[0].pid))
+  const killed = await pm.cleanupOrphans({ mode: 'kill', owner: 'tidy', force: true })
+  assert.deepEqual(killed.killed.map((p) => p.pid), [lingering[0].pid])
+  assert.deepEqual(killed.failed, [])
+  assert.ok(!isAlive(lingering[0].pid))
+})

@@ -112,3 +112,43 @@ export function runNode(script, env) {
     child.on('exit', (code) => resolve({ code, stdout: out, pid: child.pid }))
   })
 }
+
+/** Every live process whose environment carries the job's cookie, as {pid, start}. */
+export function cookieProcesses(jobId) {
+  const needle = `PROC_MANAGER_JOB=${jobId}\0`
+  const found = []
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    let environ
+    try {
+      environ = fs.readFileSync(`/proc/${name}/environ`, 'latin1')
+    } catch {
+      continue
+    }
+    if (!environ.startsWith(needle) && !environ.includes(`\0${needle}`)) continue
+    const start = processStart(Number(name))
+    if (start !== null) found.push({ pid: Number(name), start })
+  }
+  return found
+}
+
+/** True if any of the recorded processes (same pid and start time) still lives. */
+export function anySurvivor(processes) {
+  return processes.filter((p) => processStart(p.pid) === p.start)
+}
+
+/**
+ * A job whose processes escape its process group in every way we know:
+ * a setsid child, a setsid grandchild whose parent already exited, a
+ * double-forked daemon and a process that ignores SIGTERM. Resolves once all
+ * seven processes run (the main shell, the four escapees, the TERM-ignoring
+ * shell's sleep and the main sleep are counted by cookie).
+ */
+export const ESCAPING_TREE = [
+  'sh', '-c',
+  'setsid sleep 600 & ' +
+  '(setsid sleep 601 &) ; ' +
+  '(sleep 602 &) & ' +
+  'sh -c \'trap "" TERM; while :; do sleep 1; done\' & ' +
+  'echo tree-ready; sleep 603',
+]

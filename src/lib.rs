@@ -3,7 +3,8 @@
 
 pub mod core;
 
-use crate::core::ops::{Context, KillOutcome, ListFilter, TailQuery};
+use crate::core::ops::{Context, KillOutcome, ListFilter, OrphanOptions, OrphanProcess, TailQuery};
+use crate::core::procinfo::ProcessEntry;
 use crate::core::spawn::{start_job, StartRequest};
 use crate::core::view::{JobView, shell_exit_code};
 use crate::core::job::JobStatus;
@@ -172,6 +173,22 @@ pub struct CheckResult {
     pub error: Option<String>,
     /// Last lines of output, oldest first.
     pub tail: Vec<String>,
+    /// Processes still running although the main process ended (or its supervisor died).
+    pub lingering: Vec<ProcessInfo>,
+}
+
+/// A process, as proc-manager reports it.
+#[napi(object)]
+pub struct ProcessInfo {
+    pub pid: u32,
+    /// argv joined with spaces.
+    pub command: String,
+}
+
+impl From<&ProcessEntry> for ProcessInfo {
+    fn from(entry: &ProcessEntry) -> ProcessInfo {
+        ProcessInfo { pid: entry.identity.pid, command: entry.command.clone() }
+    }
 }
 
 #[napi(object)]
@@ -300,6 +317,7 @@ pub fn check_job(job_id: String, options: Option<CheckOptions>) -> Result<CheckR
         log_path: v.log_path,
         error: v.error,
         tail: check.tail,
+        lingering: check.lingering.iter().map(ProcessInfo::from).collect(),
     })
 }
 
@@ -404,4 +422,81 @@ pub fn reconcile() -> Result<ReconcileResult> {
 pub fn prune_jobs(older_than_ms: Option<f64>) -> Result<Vec<String>> {
     let older_than = millis(older_than_ms, "olderThanMs")?;
     context()?.prune(older_than).map_err(to_js_error)
+}
+
+#[napi(object)]
+pub struct CleanupOptions {
+    /// `list` (default) only reports; `kill` removes what it finds.
+    pub mode: Option<String>,
+    /// Only jobs of this owner.
+    pub owner: Option<String>,
+    /// With `kill`: SIGKILL at once instead of SIGTERM, grace, SIGKILL.
+    pub force: Option<bool>,
+    /// Milliseconds between SIGTERM and SIGKILL (default: kill.grace_ms).
+    pub grace_ms: Option<f64>,
+}
+
+/// A process left behind by an ended (or orphaned) job.
+#[napi(object)]
+pub struct OrphanInfo {
+    pub job_id: String,
+    pub job_status: String,
+    pub pid: u32,
+    pub command: String,
+    /// Why it could not be killed (in `failed` only).
+    pub reason: Option<String>,
+}
+
+impl OrphanInfo {
+    fn new(orphan: &OrphanProcess, reason: Option<String>) -> OrphanInfo {
+        OrphanInfo {
+            job_id: orphan.job_id.clone(),
+            job_status: orphan.job_status.as_str().into(),
+            pid: orphan.process.identity.pid,
+            command: orphan.process.command.clone(),
+            reason,
+        }
+    }
+}
+
+#[napi(object)]
+pub struct CleanupReport {
+    /// Jobs whose supervisor is gone while their processes run.
+    pub orphaned_jobs: Vec<JobSummary>,
+    /// Every process found that belongs to an ended or orphaned job.
+    pub processes: Vec<OrphanInfo>,
+    /// With `mode: 'kill'`: the processes removed.
+    pub killed: Vec<OrphanInfo>,
+    /// With `mode: 'kill'`: the processes that could not be removed, with `reason`.
+    pub failed: Vec<OrphanInfo>,
+}
+
+/// Finds orphaned jobs and processes left behind by ended jobs; with
+/// `mode: 'kill'` removes them. Resolves with what was found, killed and failed.
+#[napi(ts_return_type = "Promise<CleanupReport>")]
+pub fn cleanup_orphans<'env>(env: &'env Env, options: Option<CleanupOptions>) -> Result<Object<'env>> {
+    let options = options.unwrap_or(CleanupOptions { mode: None, owner: None, force: None, grace_ms: None });
+    let kill = match options.mode.as_deref() {
+        None | Some("list") => false,
+        Some("kill") => true,
+        Some(other) => {
+            return Err(napi::Error::from_reason(format!("bad mode `{other}`: expected 'list' or 'kill'")));
+        }
+    };
+    let orphan_options = OrphanOptions {
+        kill,
+        force: options.force.unwrap_or(false),
+        owner: options.owner,
+        grace: millis(options.grace_ms, "graceMs")?,
+    };
+    let context = context()?;
+    spawn_promise(env, move || {
+        let report = context.orphans(&orphan_options)?;
+        Ok(CleanupReport {
+            orphaned_jobs: report.orphaned_jobs.iter().map(summary_of).collect(),
+            processes: report.found.iter().map(|o| OrphanInfo::new(o, None)).collect(),
+            killed: report.killed.iter().map(|o| OrphanInfo::new(o, None)).collect(),
+            failed: report.failed.iter().map(|(o, why)| OrphanInfo::new(o, Some(why.clone()))).collect(),
+        })
+    })
 }

@@ -4,15 +4,16 @@
 use clap::{Args, Parser, Subcommand};
 use proc_manager::core::duration::{format_duration_ms, parse_duration_ms};
 use proc_manager::core::job::{Job, JobStatus};
-use proc_manager::core::ops::{Context, ListFilter, TailQuery};
+use proc_manager::core::ops::{Context, ListFilter, OrphanOptions, TailQuery};
+use proc_manager::core::procinfo::ProcessEntry;
 use proc_manager::core::spawn::{parse_env_assignment, start_job, StartRequest};
-use proc_manager::core::view::{shell_exit_code, CheckView, JobView};
+use proc_manager::core::view::{shell_exit_code, CheckView, JobView, ProcessView};
 use proc_manager::core::{logs, now_ms, supervisor, Error, Result};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-const SUBCOMMANDS: &[&str] = &["check", "logs", "list", "wait", "kill", "prune", "reconcile", "help"];
+const SUBCOMMANDS: &[&str] = &["check", "logs", "list", "wait", "kill", "orphans", "prune", "reconcile", "help"];
 
 const START_HELP: &str = "\
 Commands:
@@ -21,6 +22,7 @@ Commands:
   run-bg list [--all] [--status <s>] [--owner <name>]
   run-bg wait <id>... [--timeout <dur>]
   run-bg kill <id>... | --all [--owner <name>]  [--grace <dur>] [--force]
+  run-bg orphans [--kill] [--force] [--owner <name>]   processes left behind; --kill removes them
   run-bg prune [--older-than <dur>]            forget finished jobs, delete their logs
   run-bg reconcile                             mark jobs whose supervisor died
 
@@ -153,6 +155,23 @@ enum Sub {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// Orphaned jobs and processes left behind by ended jobs; --kill removes them
+    Orphans {
+        /// SIGTERM them, then SIGKILL what is left after the grace period
+        #[arg(long)]
+        kill: bool,
+        /// With --kill: SIGKILL at once
+        #[arg(long, requires = "kill")]
+        force: bool,
+        /// Only jobs of this owner
+        #[arg(long, value_name = "NAME")]
+        owner: Option<String>,
+        /// Time between SIGTERM and SIGKILL (default: kill.grace_ms, 5s)
+        #[arg(long, value_name = "DUR")]
+        grace: Option<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Forget finished jobs and delete their logs
     Prune {
         /// Only jobs that ended longer ago than this
@@ -257,7 +276,7 @@ fn run_start(cli: StartCli) -> Result<i32> {
         let outcome = context.wait(std::slice::from_ref(&started.job_id), Some(wait_for))?;
         if !outcome.timed_out {
             let check = context.check(&started.job_id, &TailQuery::new(None, None)?)?;
-            print_check(&check.job, &check.tail, cli.json);
+            print_check(&check.job, &check.tail, &check.lingering, cli.json);
             return Ok(shell_exit_code(&check.job));
         }
     }
@@ -316,13 +335,35 @@ fn header_line(job: &Job) -> String {
     line
 }
 
-fn print_check(job: &Job, tail: &[String], json: bool) {
+fn process_views(processes: &[ProcessEntry]) -> Vec<ProcessView> {
+    processes.iter().map(ProcessView::from).collect()
+}
+
+fn lingering_line(job: &Job, lingering: &[ProcessEntry]) -> Option<String> {
+    if lingering.is_empty() {
+        return None;
+    }
+    let shown: Vec<String> =
+        lingering.iter().take(5).map(|p| format!("{} {}", p.identity.pid, shorten(&p.command, 40))).collect();
+    let more = if lingering.len() > 5 { format!(", +{} more", lingering.len() - 5) } else { String::new() };
+    Some(format!(
+        "  still running: {} process(es): {}{more} — `run-bg kill {}` removes them",
+        lingering.len(),
+        shown.join(", "),
+        job.id
+    ))
+}
+
+fn print_check(job: &Job, tail: &[String], lingering: &[ProcessEntry], json: bool) {
     if json {
-        print_json(&CheckView { job: JobView::from(job), tail: tail.to_vec() });
+        print_json(&CheckView { job: JobView::from(job), tail: tail.to_vec(), lingering: process_views(lingering) });
         return;
     }
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{}", header_line(job));
+    if let Some(line) = lingering_line(job, lingering) {
+        let _ = writeln!(out, "{line}");
+    }
     if tail.is_empty() {
         let _ = writeln!(out, "(no output{})", if job.status == JobStatus::Running { " yet" } else { "" });
     }
@@ -337,7 +378,7 @@ fn run_sub(command: Sub) -> Result<i32> {
         Sub::Check { id, lines, grep, json } => {
             let query = TailQuery::new(Some(lines), grep.as_deref())?;
             let check = context.check(&id, &query)?;
-            print_check(&check.job, &check.tail, json.json);
+            print_check(&check.job, &check.tail, &check.lingering, json.json);
             Ok(0)
         }
         Sub::Logs { id, lines, all, follow } => run_logs(&context, &id, lines, all, follow),
@@ -423,6 +464,51 @@ fn run_sub(command: Sub) -> Result<i32> {
                 println!("no running jobs to kill");
             }
             Ok(if failed { 1 } else { 0 })
+        }
+        Sub::Orphans { kill, force, owner, grace, json } => {
+            let grace = parse_dur("--grace", &grace)?;
+            let report = context.orphans(&OrphanOptions { kill, force, owner, grace })?;
+            let orphan_view = |o: &proc_manager::core::ops::OrphanProcess| {
+                serde_json::json!({
+                    "jobId": o.job_id, "jobStatus": o.job_status.as_str(),
+                    "pid": o.process.identity.pid, "command": o.process.command,
+                })
+            };
+            if json.json {
+                print_json(&serde_json::json!({
+                    "orphanedJobs": report.orphaned_jobs.iter().map(JobView::from).collect::<Vec<_>>(),
+                    "processes": report.found.iter().map(orphan_view).collect::<Vec<_>>(),
+                    "killed": report.killed.iter().map(orphan_view).collect::<Vec<_>>(),
+                    "failed": report.failed.iter().map(|(o, why)| {
+                        let mut v = orphan_view(o);
+                        v["reason"] = serde_json::Value::String(why.clone());
+                        v
+                    }).collect::<Vec<_>>(),
+                }));
+            } else {
+                if report.found.is_empty() && report.orphaned_jobs.is_empty() {
+                    println!("no orphans: no process of an ended job is running");
+                }
+                for job in &report.orphaned_jobs {
+                    println!("orphaned job {}: supervisor gone, processes still running · {}", job.id, shorten(&job.command, 60));
+                }
+                let verb = if kill { "killed" } else { "left behind" };
+                for o in &report.killed {
+                    println!("{verb}: pid {} {} (job {}, {})", o.process.identity.pid, shorten(&o.process.command, 60), o.job_id, o.job_status);
+                }
+                if !kill {
+                    for o in &report.found {
+                        println!("pid {} {} (job {}, {})", o.process.identity.pid, shorten(&o.process.command, 60), o.job_id, o.job_status);
+                    }
+                    if !report.found.is_empty() {
+                        println!("run `run-bg orphans --kill` to remove them");
+                    }
+                }
+                for (o, why) in &report.failed {
+                    println!("failed: pid {} {} (job {}): {why}", o.process.identity.pid, shorten(&o.process.command, 60), o.job_id);
+                }
+            }
+            Ok(if report.failed.is_empty() { 0 } else { 1 })
         }
         Sub::Prune { older_than, json } => {
             let older_than = parse_dur("--older-than", &older_than)?;

@@ -1,49 +1,53 @@
 //! Signalling a job's tree: its process group plus every process that carries
-//! the job's cookie (descendants that left the group with setsid or a double fork).
+//! the job's cookie (descendants that left the group with setsid or a double
+//! fork). Each process is signalled by identity, never by a bare pid.
 
-use super::procinfo;
+use super::job::ProcessIdentity;
+use super::procinfo::{self, ProcessEntry, SignalOutcome};
 
-/// Sends `signal` to the group `pgid` and to every process carrying the job's
-/// cookie. Returns how many targets were signalled (the group counts as one).
-pub fn signal_tree(pgid: u32, job_id: &str, signal: i32) -> usize {
-    let mut signalled = 0;
-    if unsafe { libc::killpg(pgid as libc::pid_t, signal) } == 0 {
-        signalled += 1;
+/// A job's live processes. The group (whose id is the main process's pid)
+/// counts only while it is provably the job's: its leader is still the
+/// recorded main process, or a member carries the job's cookie.
+pub fn job_tree(main: Option<ProcessIdentity>, job_id: &str) -> (Vec<ProcessEntry>, bool) {
+    let pgid = main.map(|m| m.pid);
+    let entries = procinfo::job_processes(pgid, job_id);
+    let group_is_ours = main.is_some_and(|m| procinfo::is_same_process_alive(&m))
+        || entries.iter().any(|e| Some(e.pgid) == pgid && e.cookie.as_deref() == Some(job_id));
+    if group_is_ours {
+        (entries, true)
+    } else {
+        (entries.into_iter().filter(|e| e.cookie.as_deref() == Some(job_id)).collect(), false)
     }
-    for process in procinfo::processes_with_cookie(job_id) {
-        // Re-checked right before the signal: the pid must still be the process we saw.
-        if procinfo::is_same_process_alive(&process)
-            && unsafe { libc::kill(process.pid as libc::pid_t, signal) } == 0
-        {
-            signalled += 1;
-        }
-    }
-    signalled
 }
 
-/// True while any member of the group or any cookie carrier is alive
-/// (zombies awaiting their reaper do not count).
-pub fn tree_alive(pgid: u32, job_id: &str) -> bool {
-    group_has_live_member(pgid) || !procinfo::processes_with_cookie(job_id).is_empty()
+#[derive(Debug, Default, Clone)]
+pub struct TreeSignalReport {
+    /// Processes the signal was sent to.
+    pub sent: Vec<ProcessEntry>,
+    /// Processes it could not be sent to, and why.
+    pub failed: Vec<(ProcessEntry, String)>,
 }
 
-fn group_has_live_member(pgid: u32) -> bool {
-    if unsafe { libc::killpg(pgid as libc::pid_t, 0) } != 0 {
-        return false;
+/// Sends `signal` to every live process of the job. Returns who got it.
+pub fn signal_tree(main: Option<ProcessIdentity>, job_id: &str, signal: i32) -> TreeSignalReport {
+    let (tree, group_is_ours) = job_tree(main, job_id);
+    let mut report = TreeSignalReport::default();
+    if let (true, Some(main)) = (group_is_ours, main) {
+        // One atomic signal to the group also reaches members forked since the scan.
+        unsafe { libc::killpg(main.pid as libc::pid_t, signal) };
     }
-    // killpg(…, 0) also succeeds for a group of zombies; look closer where we can.
-    #[cfg(target_os = "linux")]
-    {
-        let Ok(entries) = std::fs::read_dir("/proc") else { return true };
-        for entry in entries.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-            let member = unsafe { libc::getpgid(pid) } == pgid as i32;
-            if member && procinfo::identify(pid as u32).is_some() {
-                return true;
-            }
+    for entry in tree {
+        match procinfo::signal_process(&entry.identity, signal) {
+            SignalOutcome::Sent => report.sent.push(entry),
+            SignalOutcome::Gone => {}
+            SignalOutcome::Replaced => report.failed.push((entry, "pid was reused by another process".into())),
+            SignalOutcome::Failed(why) => report.failed.push((entry, why)),
         }
-        false
     }
-    #[cfg(not(target_os = "linux"))]
-    true
+    report
+}
+
+/// True while any process of the job is alive (zombies do not count).
+pub fn tree_alive(main: Option<ProcessIdentity>, job_id: &str) -> bool {
+    !job_tree(main, job_id).0.is_empty()
 }

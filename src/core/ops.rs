@@ -2,10 +2,10 @@
 
 use super::config::Config;
 use super::ids::validate_job_id;
-use super::job::{Job, JobStatus};
+use super::job::{Job, JobStatus, ProcessIdentity};
 use super::logs;
 use super::paths::Home;
-use super::procinfo;
+use super::procinfo::{self, ProcessEntry, SignalOutcome};
 use super::registry::{write_json_file, Registry};
 use super::supervisor::{KillRequest, KILL_REQUEST_FILE};
 use super::{kill, now_ms, Error, Result};
@@ -45,19 +45,25 @@ impl Context {
         if job.supervisor.is_none() && now_ms().saturating_sub(job.started_at) < 10_000 {
             return Ok(job); // still being handed to its supervisor
         }
-        let verdict = if job_processes_alive(&job) { JobStatus::Orphaned } else { JobStatus::Lost };
+        let verdict = if kill::tree_alive(job.main, &job.id) { JobStatus::Orphaned } else { JobStatus::Lost };
         if verdict == job.status {
             return Ok(job);
         }
+        let reason = match job.main {
+            Some(main) if procinfo::identify(main.pid).is_some() => format!(
+                "the supervisor and the job's processes are gone and no exit status was recorded; \
+                 pid {} now belongs to another process, which was not touched",
+                main.pid
+            ),
+            _ => "the supervisor and the job's processes are gone and no exit status was recorded".to_string(),
+        };
         let stored = self.registry().modify(&job.id, |stored| {
             // Re-checked under the lock: the supervisor may have recorded the end meanwhile.
             if !stored.status.is_final() {
                 stored.status = verdict;
                 if verdict == JobStatus::Lost {
                     stored.ended_at.get_or_insert(now_ms());
-                    stored.error.get_or_insert_with(|| {
-                        "the supervisor and the job's processes are gone and no exit status was recorded".into()
-                    });
+                    stored.error.get_or_insert(reason);
                 }
             }
         })?;
@@ -105,7 +111,8 @@ impl Context {
     pub fn check(&self, id: &str, query: &TailQuery) -> Result<CheckResult> {
         let job = self.job(id)?;
         let tail = tail_job_log(&job, query)?;
-        Ok(CheckResult { job, tail })
+        let lingering = self.lingering(&job);
+        Ok(CheckResult { job, tail, lingering })
     }
 
     /// Blocks until every job in `ids` has ended, or `timeout` passes.
@@ -153,11 +160,18 @@ impl Context {
         if let Some(supervisor) = supervised {
             let request = KillRequest { grace_ms: grace.as_millis() as u64, force };
             write_json_file(&self.home.job_dir(&job.id).join(KILL_REQUEST_FILE), &request, false)?;
-            // Identity re-checked right before the signal, never a bare pid.
-            if !procinfo::is_same_process_alive(&supervisor) {
-                return self.kill(id, Some(grace), force);
+            match procinfo::signal_process(&supervisor, libc::SIGUSR1) {
+                SignalOutcome::Sent => {}
+                // It ended meanwhile: look again (the job is now ended, orphaned or lost).
+                SignalOutcome::Gone | SignalOutcome::Replaced => return self.kill(id, Some(grace), force),
+                SignalOutcome::Failed(why) => {
+                    return Err(Error::Other(format!(
+                        "cannot signal the supervisor of {} (pid {}): {why}",
+                        job.id, supervisor.pid
+                    )))
+                }
             }
-            unsafe { libc::kill(supervisor.pid as libc::pid_t, libc::SIGUSR1) };
+            // The supervisor exits once every process of the job is gone.
             let deadline = Instant::now() + grace + Duration::from_secs(10);
             let mut pause = Duration::from_millis(1);
             while procinfo::is_same_process_alive(&supervisor) && Instant::now() < deadline {
@@ -165,21 +179,20 @@ impl Context {
                 pause = (pause * 2).min(Duration::from_millis(20));
             }
             let after = self.job(id)?;
-            let was_running = !job.status.is_final();
-            return Ok(KillOutcome {
-                message: if was_running {
-                    format!("killed {} ({})", after.id, after.status)
-                } else {
-                    format!("{} had already ended ({}); removed what was left of its processes", after.id, after.status)
-                },
-                signalled: true,
-                job: after,
-            });
+            let message = if !job.status.is_final() {
+                format!("killed {} ({})", after.id, after.status)
+            } else {
+                format!("{} had already ended ({}); removed the processes it left running", after.id, after.status)
+            };
+            return Ok(KillOutcome { message, signalled: true, job: after });
         }
         if job.status == JobStatus::Orphaned {
             return self.kill_orphaned(job, grace, force);
         }
-        let message = format!("{} is not running ({}); nothing to kill", job.id, job.status);
+        let message = match (&job.status, &job.error) {
+            (JobStatus::Lost, Some(error)) => format!("{} is not running (lost: {error}); nothing to kill", job.id),
+            _ => format!("{} is not running ({}); nothing to kill", job.id, job.status),
+        };
         Ok(KillOutcome { job, signalled: false, message })
     }
 
@@ -222,53 +235,163 @@ impl Context {
         Ok(removed)
     }
 
-    /// Without a supervisor we signal the tree ourselves, after checking that
-    /// the recorded main process is still the same process.
+    /// Without a supervisor we signal the tree ourselves, each process by identity.
     fn kill_orphaned(&self, job: Job, grace: Duration, force: bool) -> Result<KillOutcome> {
-        let Some(main) = job.main else {
-            return Ok(KillOutcome { message: format!("{} has no recorded process", job.id), signalled: false, job });
-        };
-        let pgid = main.pid;
-        let group_is_ours = procinfo::is_same_process_alive(&main);
-        let signal_ours = |signal| {
-            if group_is_ours {
-                kill::signal_tree(pgid, &job.id, signal);
-            } else {
-                for process in procinfo::processes_with_cookie(&job.id) {
-                    if procinfo::is_same_process_alive(&process) {
-                        unsafe { libc::kill(process.pid as libc::pid_t, signal) };
-                    }
-                }
-            }
-        };
-        let alive = || {
-            (group_is_ours && procinfo::is_same_process_alive(&main))
-                || !procinfo::processes_with_cookie(&job.id).is_empty()
-        };
-        if !force {
-            signal_ours(libc::SIGTERM);
-            let deadline = Instant::now() + grace;
-            while alive() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-        if alive() {
-            signal_ours(libc::SIGKILL);
-        }
+        let count = terminate_tree(job.main, &job.id, grace, force);
         let stored = self.registry().modify(&job.id, |stored| {
             if !stored.status.is_final() {
                 stored.status = JobStatus::Killed;
                 stored.ended_at = Some(now_ms());
             }
         })?;
-        Ok(KillOutcome { message: format!("killed orphaned job {}", stored.id), signalled: true, job: stored })
+        let message = format!("killed orphaned job {} ({count} process(es) signalled)", stored.id);
+        Ok(KillOutcome { message, signalled: true, job: stored })
+    }
+
+    /// Processes still running for a job whose main process has ended (or
+    /// whose supervisor is gone). Empty for a job still running normally.
+    pub fn lingering(&self, job: &Job) -> Vec<ProcessEntry> {
+        let supervised = job.supervisor.is_some_and(|s| procinfo::is_same_process_alive(&s));
+        if (job.status.is_final() && supervised) || job.status == JobStatus::Orphaned {
+            kill::job_tree(job.main, &job.id).0
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Orphaned jobs, and every process that still carries the cookie of a job
+    /// that has ended. With `kill`, removes them (SIGTERM, grace, SIGKILL).
+    pub fn orphans(&self, options: &OrphanOptions) -> Result<OrphanReport> {
+        self.reconcile()?;
+        let jobs: Vec<Job> = self
+            .registry()
+            .load()?
+            .into_iter()
+            .filter(|j| j.status.is_final() || j.status == JobStatus::Orphaned)
+            .filter(|j| options.owner.as_ref().is_none_or(|o| j.owner.as_ref() == Some(o)))
+            .collect();
+        let by_id: std::collections::HashMap<&str, &Job> = jobs.iter().map(|j| (j.id.as_str(), j)).collect();
+        let found: Vec<OrphanProcess> = procinfo::scan(|_, _, cookie| cookie.is_some_and(|c| by_id.contains_key(c)))
+            .into_iter()
+            .map(|entry| {
+                let job = by_id[entry.cookie.as_deref().unwrap_or_default()];
+                OrphanProcess { job_id: job.id.clone(), job_status: job.status, process: entry }
+            })
+            .collect();
+        let orphaned_jobs: Vec<Job> = jobs.iter().filter(|j| j.status == JobStatus::Orphaned).cloned().collect();
+        let mut report = OrphanReport { found, orphaned_jobs, killed: Vec::new(), failed: Vec::new() };
+        if !options.kill {
+            return Ok(report);
+        }
+        let grace = options.grace.unwrap_or(Duration::from_millis(self.config.kill.grace_ms));
+        let targets: Vec<&ProcessEntry> = report.found.iter().map(|o| &o.process).collect();
+        let failures = terminate_processes(&targets, grace, options.force);
+        for orphan in &report.found {
+            match failures.iter().find(|(pid, _)| *pid == orphan.process.identity.pid) {
+                Some((_, why)) => report.failed.push((orphan.clone(), why.clone())),
+                None => report.killed.push(orphan.clone()),
+            }
+        }
+        for job in &report.orphaned_jobs {
+            self.registry().modify(&job.id, |stored| {
+                if stored.status == JobStatus::Orphaned {
+                    stored.status = JobStatus::Killed;
+                    stored.ended_at = Some(now_ms());
+                }
+            })?;
+        }
+        Ok(report)
     }
 }
 
-/// True if the job's main process (same start time) or any cookie carrier lives.
-pub fn job_processes_alive(job: &Job) -> bool {
-    job.main.is_some_and(|m| procinfo::is_same_process_alive(&m))
-        || !procinfo::processes_with_cookie(&job.id).is_empty()
+/// SIGTERM to the job's tree, SIGKILL to what is left after `grace` (at once
+/// with `force`). Returns how many processes were signalled.
+fn terminate_tree(main: Option<ProcessIdentity>, job_id: &str, grace: Duration, force: bool) -> usize {
+    let mut signalled = 0;
+    if !force {
+        signalled += kill::signal_tree(main, job_id, libc::SIGTERM).sent.len();
+        wait_until(grace, || !kill::tree_alive(main, job_id));
+    }
+    let stubborn_deadline = Instant::now() + Duration::from_secs(2);
+    while kill::tree_alive(main, job_id) && Instant::now() < stubborn_deadline {
+        signalled += kill::signal_tree(main, job_id, libc::SIGKILL).sent.len();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    signalled
+}
+
+/// The same for a set of processes; returns (pid, reason) for those that refuse or survive.
+fn terminate_processes(targets: &[&ProcessEntry], grace: Duration, force: bool) -> Vec<(u32, String)> {
+    let mut failures: Vec<(u32, String)> = Vec::new();
+    let send = |signal: i32, failures: &mut Vec<(u32, String)>| {
+        for entry in targets {
+            if failures.iter().any(|(pid, _)| *pid == entry.identity.pid) {
+                continue;
+            }
+            match procinfo::signal_process(&entry.identity, signal) {
+                SignalOutcome::Sent | SignalOutcome::Gone => {}
+                SignalOutcome::Replaced => failures.push((entry.identity.pid, "pid was reused; not signalled".into())),
+                SignalOutcome::Failed(why) => failures.push((entry.identity.pid, why)),
+            }
+        }
+    };
+    let all_gone = || targets.iter().all(|e| !procinfo::is_same_process_alive(&e.identity));
+    if !force {
+        send(libc::SIGTERM, &mut failures);
+        wait_until(grace, all_gone);
+    }
+    if !all_gone() {
+        send(libc::SIGKILL, &mut failures);
+        wait_until(Duration::from_secs(2), all_gone);
+    }
+    for entry in targets {
+        let already = failures.iter().any(|(pid, _)| *pid == entry.identity.pid);
+        if !already && procinfo::is_same_process_alive(&entry.identity) {
+            failures.push((entry.identity.pid, "still running after SIGKILL".into()));
+        }
+    }
+    failures
+}
+
+/// Polls `done` with a growing pause until it holds or `limit` passes.
+fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct OrphanOptions {
+    pub kill: bool,
+    pub force: bool,
+    pub owner: Option<String>,
+    pub grace: Option<Duration>,
+}
+
+#[derive(Debug, Clone)]
+pub struct OrphanProcess {
+    pub job_id: String,
+    pub job_status: JobStatus,
+    pub process: ProcessEntry,
+}
+
+#[derive(Debug, Clone)]
+pub struct OrphanReport {
+    /// Processes left behind by ended or orphaned jobs.
+    pub found: Vec<OrphanProcess>,
+    /// Jobs whose supervisor is gone while their processes run.
+    pub orphaned_jobs: Vec<Job>,
+    pub killed: Vec<OrphanProcess>,
+    pub failed: Vec<(OrphanProcess, String)>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -301,6 +424,8 @@ impl TailQuery {
 pub struct CheckResult {
     pub job: Job,
     pub tail: Vec<String>,
+    /// Processes still running although the main process ended (or the supervisor died).
+    pub lingering: Vec<ProcessEntry>,
 }
 
 #[derive(Debug, Clone)]

@@ -1,14 +1,23 @@
-//! What the OS says about a process: is it still the one we recorded, and
-//! which processes carry a job's environment cookie.
+//! What the OS says about processes: is a pid still the process we recorded,
+//! which processes belong to a job (its group, or its environment cookie), and
+//! signalling one process without ever hitting a stranger.
 
 use super::job::ProcessIdentity;
 
 /// Environment variable every process of a job inherits; its value is the job id.
 pub const JOB_COOKIE: &str = "PROC_MANAGER_JOB";
 
-/// Parsed from /proc/<pid>/stat: (state, ppid, start ticks).
+#[derive(Debug, Clone, Copy)]
+struct Stat {
+    state: u8,
+    ppid: u32,
+    pgrp: u32,
+    start_ticks: u64,
+}
+
+/// Parsed from /proc/<pid>/stat.
 #[cfg(target_os = "linux")]
-fn read_stat(pid: u32) -> Option<(u8, u32, u64)> {
+fn read_stat(pid: u32) -> Option<Stat> {
     let raw = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
     // comm may contain spaces and parentheses; the fields follow the last ')'.
     let close = raw.iter().rposition(|&b| b == b')')?;
@@ -16,18 +25,20 @@ fn read_stat(pid: u32) -> Option<(u8, u32, u64)> {
     let mut fields = rest.split_ascii_whitespace();
     let state = fields.next()?.as_bytes().first().copied()?;
     let ppid = fields.next()?.parse().ok()?;
-    // field 22 (starttime) is the 20th after the comm (fields 3..)
-    let start = fields.nth(17)?.parse().ok()?;
-    Some((state, ppid, start))
+    let pgrp = fields.next()?.parse().ok()?;
+    // field 22 (starttime); we have consumed fields 3, 4 and 5.
+    let start_ticks = fields.nth(16)?.parse().ok()?;
+    Some(Stat { state, ppid, pgrp, start_ticks })
+}
+
+fn is_dead_state(state: u8) -> bool {
+    state == b'Z' || state == b'X'
 }
 
 #[cfg(target_os = "linux")]
 pub fn identify(pid: u32) -> Option<ProcessIdentity> {
-    let (state, _, start_ticks) = read_stat(pid)?;
-    if state == b'Z' || state == b'X' {
-        return None;
-    }
-    Some(ProcessIdentity { pid, start_ticks })
+    let stat = read_stat(pid)?;
+    (!is_dead_state(stat.state)).then_some(ProcessIdentity { pid, start_ticks: stat.start_ticks })
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -44,11 +55,47 @@ pub fn is_same_process_alive(who: &ProcessIdentity) -> bool {
     identify(who.pid).is_some_and(|now| now.start_ticks == who.start_ticks)
 }
 
-/// Live processes whose environment carries `PROC_MANAGER_JOB=<job_id>`,
-/// except the calling process. Only processes of this user are readable.
+/// A live process as seen in one pass over /proc.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessEntry {
+    pub identity: ProcessIdentity,
+    pub ppid: u32,
+    pub pgid: u32,
+    /// argv joined with spaces (the name in brackets for kernel threads).
+    pub command: String,
+    /// The job id from `PROC_MANAGER_JOB`, when the environment was read and carries one.
+    pub cookie: Option<String>,
+}
+
+/// The value of `PROC_MANAGER_JOB` in a NUL-separated environment block.
+fn cookie_in(environ: &[u8]) -> Option<String> {
+    let key = JOB_COOKIE.as_bytes();
+    environ.split(|&b| b == 0).find_map(|entry| {
+        let value = entry.strip_prefix(key)?.strip_prefix(b"=")?;
+        std::str::from_utf8(value).ok().map(str::to_string)
+    })
+}
+
+pub fn command_line(pid: u32) -> String {
+    #[cfg(target_os = "linux")]
+    {
+        if let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) {
+            let trimmed = raw.strip_suffix(b"\0").unwrap_or(&raw);
+            if !trimmed.is_empty() {
+                return String::from_utf8_lossy(trimmed).replace('\0', " ");
+            }
+        }
+        if let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+            return format!("[{}]", comm.trim_end());
+        }
+    }
+    String::new()
+}
+
+/// Every live process except the caller, in one pass. `wanted` decides, from
+/// (pid, pgid, cookie), which entries to keep; only those get their command read.
 #[cfg(target_os = "linux")]
-pub fn processes_with_cookie(job_id: &str) -> Vec<ProcessIdentity> {
-    let needle = format!("{JOB_COOKIE}={job_id}\0").into_bytes();
+pub fn scan(mut wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<ProcessEntry> {
     let me = std::process::id();
     let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else { return found };
@@ -57,21 +104,96 @@ pub fn processes_with_cookie(job_id: &str) -> Vec<ProcessIdentity> {
         if pid == me {
             continue;
         }
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
-        let carries = environ.starts_with(&needle[..])
-            || environ.windows(needle.len() + 1).any(|w| w[0] == 0 && w[1..] == needle[..]);
-        if carries {
-            if let Some(identity) = identify(pid) {
-                found.push(identity);
-            }
+        let Some(stat) = read_stat(pid) else { continue };
+        if is_dead_state(stat.state) {
+            continue;
         }
+        // Only this user's processes have a readable environment.
+        let cookie = std::fs::read(format!("/proc/{pid}/environ")).ok().and_then(|env| cookie_in(&env));
+        if !wanted(pid, stat.pgrp, cookie.as_deref()) {
+            continue;
+        }
+        found.push(ProcessEntry {
+            identity: ProcessIdentity { pid, start_ticks: stat.start_ticks },
+            ppid: stat.ppid,
+            pgid: stat.pgrp,
+            command: command_line(pid),
+            cookie,
+        });
     }
     found
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn processes_with_cookie(_job_id: &str) -> Vec<ProcessIdentity> {
+pub fn scan(_wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<ProcessEntry> {
     Vec::new()
+}
+
+/// Live processes carrying `PROC_MANAGER_JOB=<job_id>` (the caller excluded).
+pub fn processes_with_cookie(job_id: &str) -> Vec<ProcessEntry> {
+    scan(|_, _, cookie| cookie == Some(job_id))
+}
+
+/// A job's live processes: members of its process group `pgid` and every
+/// process carrying its cookie (those that left the group).
+pub fn job_processes(pgid: Option<u32>, job_id: &str) -> Vec<ProcessEntry> {
+    scan(|_, group, cookie| cookie == Some(job_id) || Some(group) == pgid)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignalOutcome {
+    Sent,
+    /// Nothing lives at that pid any more (or only a zombie).
+    Gone,
+    /// Another process now has that pid: refused, nothing was sent.
+    Replaced,
+    Failed(String),
+}
+
+/// Signals the recorded process and nothing else. On Linux a pidfd is opened
+/// first and the start time checked after, so the pid cannot be reused between
+/// the check and the signal.
+pub fn signal_process(who: &ProcessIdentity, signal: i32) -> SignalOutcome {
+    #[cfg(target_os = "linux")]
+    {
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, who.pid as libc::pid_t, 0) };
+        if fd >= 0 {
+            let fd = fd as libc::c_int;
+            let outcome = match identify(who.pid) {
+                None => SignalOutcome::Gone,
+                Some(now) if now.start_ticks != who.start_ticks => SignalOutcome::Replaced,
+                Some(_) => {
+                    let rc = unsafe {
+                        libc::syscall(libc::SYS_pidfd_send_signal, fd, signal, std::ptr::null::<libc::siginfo_t>(), 0)
+                    };
+                    errno_outcome(rc)
+                }
+            };
+            unsafe { libc::close(fd) };
+            return outcome;
+        }
+        if std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+            return SignalOutcome::Gone;
+        }
+        // No pidfd (old kernel): check, then signal; the remaining race is tiny.
+    }
+    match identify(who.pid) {
+        None => SignalOutcome::Gone,
+        Some(now) if now.start_ticks != who.start_ticks => SignalOutcome::Replaced,
+        Some(_) => errno_outcome(unsafe { libc::kill(who.pid as libc::pid_t, signal) } as libc::c_long),
+    }
+}
+
+fn errno_outcome(rc: libc::c_long) -> SignalOutcome {
+    if rc == 0 {
+        return SignalOutcome::Sent;
+    }
+    let error = std::io::Error::last_os_error();
+    match error.raw_os_error() {
+        Some(libc::ESRCH) => SignalOutcome::Gone,
+        Some(libc::EPERM) => SignalOutcome::Failed("permission denied".into()),
+        _ => SignalOutcome::Failed(error.to_string()),
+    }
 }
 
 #[cfg(test)]
@@ -87,7 +209,19 @@ mod tests {
     }
 
     #[test]
-    fn finds_a_child_by_cookie() {
+    fn signal_refuses_a_reused_pid_and_reaches_the_right_one() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let real = identify(child.id()).unwrap();
+        let stale = ProcessIdentity { pid: real.pid, start_ticks: real.start_ticks.wrapping_sub(1) };
+        assert_eq!(signal_process(&stale, libc::SIGKILL), SignalOutcome::Replaced);
+        assert!(is_same_process_alive(&real), "a refused signal is not sent");
+        assert_eq!(signal_process(&real, libc::SIGKILL), SignalOutcome::Sent);
+        child.wait().unwrap();
+        assert_eq!(signal_process(&real, libc::SIGKILL), SignalOutcome::Gone);
+    }
+
+    #[test]
+    fn finds_a_child_by_cookie_with_its_command() {
         let cookie = format!("test-{}", std::process::id());
         let mut child = std::process::Command::new("sleep")
             .arg("30")
@@ -105,6 +239,16 @@ mod tests {
         }
         let _ = child.kill();
         let _ = child.wait();
-        assert_eq!(found.iter().map(|p| p.pid).collect::<Vec<_>>(), vec![child.id()]);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].identity.pid, child.id());
+        assert_eq!(found[0].command, "sleep 30");
+        assert_eq!(found[0].cookie.as_deref(), Some(cookie.as_str()));
+    }
+
+    #[test]
+    fn cookie_parsing_needs_the_exact_key() {
+        assert_eq!(cookie_in(b"A=1\0PROC_MANAGER_JOB=x-1\0B=2\0").as_deref(), Some("x-1"));
+        assert_eq!(cookie_in(b"PROC_MANAGER_JOBS=x\0").as_deref(), None);
+        assert_eq!(cookie_in(b"XPROC_MANAGER_JOB=x\0").as_deref(), None);
     }
 }

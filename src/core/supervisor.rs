@@ -170,9 +170,16 @@ enum KillReason {
 
 struct KillInProgress {
     reason: KillReason,
+    started: Instant,
+    /// When SIGKILL goes to whatever is left.
     hard_deadline: Instant,
     hard_sent: bool,
+    tree_gone: bool,
 }
+
+/// After SIGKILL, how long to wait for the tree to vanish before recording
+/// anyway (a process stuck in uninterruptible sleep cannot be hurried).
+const AFTER_SIGKILL_PATIENCE: Duration = Duration::from_secs(2);
 
 struct Supervisor {
     job: Job,
@@ -348,12 +355,12 @@ impl Supervisor {
             if !kill.hard_sent {
                 consider(kill.hard_deadline);
             }
-            // While killing, look at the tree often so we finish as soon as it is gone.
-            consider(now + Duration::from_millis(10));
-        }
-        if !self.has_children && self.output.is_some() {
-            // Descendants outside our reach (no subreaper) may hold the pipe;
-            // nothing to tick for, the pipe's EOF wakes us.
+            if !kill.tree_gone {
+                // Look at the tree often at first so a kill ends as soon as the
+                // tree is gone, then less often: each look is a pass over /proc.
+                let tick = (now - kill.started).div_f32(4.0).clamp(Duration::from_millis(5), Duration::from_millis(100));
+                consider(now + tick);
+            }
         }
         match wait {
             None => -1,
@@ -448,26 +455,18 @@ impl Supervisor {
     }
 
     fn begin_kill(&mut self, reason: KillReason, request: KillRequest) {
-        let pgid = self.main_pid as u32;
         let now = Instant::now();
+        let deadline = if request.force { now } else { now + Duration::from_millis(request.grace_ms) };
         match &mut self.kill {
-            Some(kill) => {
-                // A second request can only make the kill sooner.
-                let deadline = if request.force { now } else { now + Duration::from_millis(request.grace_ms) };
-                if deadline < kill.hard_deadline {
-                    kill.hard_deadline = deadline;
-                }
-            }
+            // A second request can only make the kill sooner.
+            Some(kill) => kill.hard_deadline = kill.hard_deadline.min(deadline),
             None => {
-                let killing_running_job = self.main_exit.is_none();
-                let grace = if request.force { Duration::ZERO } else { Duration::from_millis(request.grace_ms) };
-                self.kill = Some(KillInProgress {
-                    reason: if killing_running_job { reason } else { KillReason::Requested },
-                    hard_deadline: now + grace,
-                    hard_sent: false,
-                });
+                // Killing what lingers after the main process ended does not change its recorded outcome.
+                let reason = if self.main_exit.is_none() { reason } else { KillReason::Requested };
+                self.kill =
+                    Some(KillInProgress { reason, started: now, hard_deadline: deadline, hard_sent: false, tree_gone: false });
                 if !request.force {
-                    kill::signal_tree(pgid, &self.job.id, libc::SIGTERM);
+                    kill::signal_tree(self.job.main, &self.job.id, libc::SIGTERM);
                 }
             }
         }
@@ -485,11 +484,17 @@ impl Supervisor {
                 }
             }
         }
-        let pgid = self.main_pid as u32;
+        let (main, job_id) = (self.job.main, &self.job.id);
         if let Some(kill) = &mut self.kill {
-            if !kill.hard_sent && now >= kill.hard_deadline {
-                kill.hard_sent = true;
-                kill::signal_tree(pgid, &self.job.id, libc::SIGKILL);
+            if !kill.tree_gone {
+                if now >= kill.hard_deadline {
+                    // Repeated each tick until nothing is left: a process may fork
+                    // between one pass over /proc and the signal.
+                    kill.hard_sent = true;
+                    kill.tree_gone = kill::signal_tree(main, job_id, libc::SIGKILL).sent.is_empty();
+                } else {
+                    kill.tree_gone = !kill::tree_alive(main, job_id);
+                }
             }
         }
         // Children may have exited without our SIGCHLD byte being seen yet.
@@ -498,11 +503,11 @@ impl Supervisor {
         }
     }
 
-    /// A kill counts as done when the whole tree is gone (or SIGKILL was sent).
+    /// A kill is settled when the whole tree is gone (or SIGKILL had its chance).
     fn kill_settled(&self) -> bool {
         match &self.kill {
             None => true,
-            Some(kill) => kill.hard_sent || !kill::tree_alive(self.main_pid as u32, &self.job.id),
+            Some(kill) => kill.tree_gone || (kill.hard_sent && kill.hard_deadline.elapsed() > AFTER_SIGKILL_PATIENCE),
         }
     }
 

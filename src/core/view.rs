@@ -2,6 +2,7 @@
 //! by the CLI's `--json` output and the JS API.
 
 use super::job::Job;
+use super::procinfo::ProcessEntry;
 use super::now_ms;
 use serde::Serialize;
 
@@ -53,6 +54,21 @@ pub struct CheckView {
     #[serde(flatten)]
     pub job: JobView,
     pub tail: Vec<String>,
+    /// Processes still running although the main process ended.
+    pub lingering: Vec<ProcessView>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessView {
+    pub pid: u32,
+    pub command: String,
+}
+
+impl From<&ProcessEntry> for ProcessView {
+    fn from(entry: &ProcessEntry) -> ProcessView {
+        ProcessView { pid: entry.identity.pid, command: entry.command.clone() }
+    }
 }
 
 /// The exit status a shell would report for this job's main process.

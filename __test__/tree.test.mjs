@@ -1,0 +1,168 @@
+// Whole-tree kills, lingering descendants, pid identity, timeouts, restart
+// recovery and orphan cleanup, on real process trees.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import path from 'node:path'
+import { spawn } from 'node:child_process'
+import {
+  makeHome, runBg, startJob, readRegistry, checkJson, waitFor, isAlive, processStart, killPid,
+  cookieProcesses, anySurvivor, ESCAPING_TREE,
+} from './helpers.mjs'
+
+async function startTree(home, flags = []) {
+  const job = startJob(home, ESCAPING_TREE, flags)
+  // sh, setsid sleep 600, setsid sleep 601, sleep 602, the TERM-ignoring sh, its sleep, sleep 603
+  const processes = await waitFor(() => {
+    const found = cookieProcesses(job.jobId)
+    return found.length >= 7 ? found : null
+  }, { what: 'the whole tree to start' })
+  return { ...job, processes }
+}
+
+test('kill leaves not one process of the tree: setsid, orphaned setsid, double fork, TERM-ignorer', async (t) => {
+  const { home } = makeHome(t)
+  const tree = await startTree(home)
+  const kill = runBg(home, ['kill', tree.jobId, '--grace', '500ms'])
+  assert.equal(kill.code, 0, kill.stderr)
+  assert.deepEqual(anySurvivor(tree.processes), [], 'no process of the job survives kill')
+  assert.deepEqual(cookieProcesses(tree.jobId), [])
+  assert.equal(checkJson(home, tree.jobId).status, 'killed')
+})
+
+test('a timeout kills the whole tree too and records timeout', async (t) => {
+  const { home } = makeHome(t, { kill: { grace_ms: 300 } })
+  const tree = await startTree(home, ['--timeout', '1s'])
+  assert.notEqual(runBg(home, ['wait', tree.jobId, '--timeout', '30s']).code, 124)
+  await waitFor(() => anySurvivor(tree.processes).length === 0, { what: 'the tree to die', timeout: 10_000 })
+  assert.equal(checkJson(home, tree.jobId).status, 'timeout')
+})
+
+test('descendants that outlive the main process are shown, and kill removes them', async (t) => {
+  const { home } = makeHome(t)
+  const { jobId } = startJob(home, ['sh', '-c', 'sleep 600 & setsid sleep 601 & echo main done'])
+  assert.equal(runBg(home, ['wait', jobId]).code, 0)
+  const check = await waitFor(() => {
+    const c = checkJson(home, jobId)
+    return c.lingering.length === 2 ? c : null
+  }, { what: 'two lingering processes' })
+  assert.equal(check.status, 'success')
+  assert.deepEqual(check.lingering.map((p) => p.command).sort(), ['sleep 600', 'sleep 601'])
+  const text = runBg(home, ['check', jobId]).stdout
+  assert.match(text, /still running: 2 process\(es\): \d+ sleep 60[01], \d+ sleep 60[01] — `run-bg kill /)
+  const survivors = check.lingering.map((p) => ({ pid: p.pid, start: processStart(p.pid) }))
+  const kill = runBg(home, ['kill', jobId, '--grace', '2s'])
+  assert.match(kill.stdout, /had already ended \(success\); removed the processes it left running/)
+  assert.deepEqual(anySurvivor(survivors), [])
+  const after = checkJson(home, jobId)
+  assert.equal(after.status, 'success', 'the recorded outcome stays')
+  assert.deepEqual(after.lingering, [])
+})
+
+test('a recorded pid now used by an unrelated process is never signalled: the job is marked lost', async (t) => {
+  const { home, extraPids } = makeHome(t)
+  const stranger = spawn('sleep', ['600'], { stdio: 'ignore' })
+  extraPids.push(stranger.pid)
+  await waitFor(() => isAlive(stranger.pid), { what: 'stranger start' })
+  const realStart = Number(processStart(stranger.pid))
+  const impostor = { pid: stranger.pid, start_ticks: realStart - 5 }
+  const record = {
+    id: 'reused-1', label: 'reused', argv: ['sleep', '600'], command: 'sleep 600', cwd: '/',
+    status: 'running', exit_code: null, signal: null, main: impostor, supervisor: impostor,
+    started_at: Date.now() - 60_000, ended_at: null, notify: true, log_path: path.join(home, 'jobs/reused-1/output.log'),
+  }
+  fs.writeFileSync(path.join(home, 'jobs.json'), JSON.stringify({ version: 1, jobs: [record] }))
+  const kill = runBg(home, ['kill', 'reused-1', '--force'])
+  assert.equal(kill.code, 0, kill.stderr)
+  assert.match(kill.stdout, new RegExp(`not running \\(lost: .*pid ${stranger.pid} now belongs to another process, which was not touched`))
+  assert.ok(isAlive(stranger.pid), 'the unrelated process lives')
+  const orphans = runBg(home, ['orphans', '--kill', '--force'])
+  assert.equal(orphans.code, 0)
+  assert.ok(isAlive(stranger.pid), 'orphan cleanup does not touch it either')
+  assert.equal(readRegistry(home)[0].status, 'lost')
+  killPid(stranger.pid)
+})
+
+test('a SIGKILLed supervisor: the job is orphaned while its tree runs, and kill still removes the whole tree', async (t) => {
+  const { home } = makeHome(t)
+  const tree = await startTree(home)
+  const supervisor = readRegistry(home).find((j) => j.id === tree.jobId).supervisor
+  process.kill(supervisor.pid, 'SIGKILL')
+  await waitFor(() => !isAlive(supervisor.pid), { what: 'supervisor death' })
+  const listed = JSON.parse(runBg(home, ['list', '--json']).stdout)
+  assert.equal(listed.find((j) => j.jobId === tree.jobId).status, 'orphaned')
+  const check = checkJson(home, tree.jobId)
+  assert.ok(check.lingering.length >= 6, `the orphaned job shows its processes (${check.lingering.length})`)
+  const kill = runBg(home, ['kill', tree.jobId, '--grace', '500ms'])
+  assert.match(kill.stdout, /killed orphaned job/)
+  assert.deepEqual(anySurvivor(tree.processes), [])
+  assert.equal(checkJson(home, tree.jobId).status, 'killed')
+})
+
+test('a job whose supervisor and processes are all gone is lost', async (t) => {
+  const { home } = makeHome(t)
+  const { jobId, pid } = startJob(home, ['sleep', '600'])
+  const supervisor = readRegistry(home).find((j) => j.id === jobId).supervisor
+  process.kill(supervisor.pid, 'SIGKILL')
+  process.kill(pid, 'SIGKILL')
+  await waitFor(() => !isAlive(supervisor.pid) && !isAlive(pid), { what: 'both gone' })
+  const reconcile = JSON.parse(runBg(home, ['reconcile', '--json']).stdout)
+  assert.deepEqual(reconcile.lost.map((j) => j.jobId), [jobId])
+  const check = checkJson(home, jobId)
+  assert.equal(check.status, 'lost')
+  assert.match(check.error, /no exit status was recorded/)
+})
+
+test('kill --all --owner kills that owner\'s jobs and leaves the others alone', async (t) => {
+  const { home } = makeHome(t)
+  const a1 = startJob(home, ['sleep', '600'], ['--owner', 'a'])
+  const a2 = startJob(home, ['sh', '-c', 'setsid sleep 600 & sleep 600'], ['--owner', 'a'])
+  const b = startJob(home, ['sleep', '600'], ['--owner', 'b'])
+  const a2tree = await waitFor(() => {
+    const found = cookieProcesses(a2.jobId)
+    return found.length >= 3 ? found : null
+  }, { what: 'a2 tree' })
+  const kill = runBg(home, ['kill', '--all', '--owner', 'a', '--json'])
+  assert.equal(kill.code, 0, kill.stderr)
+  const results = JSON.parse(kill.stdout)
+  assert.deepEqual(results.map((r) => r.jobId).sort(), [a1.jobId, a2.jobId].sort())
+  assert.ok(results.every((r) => r.status === 'killed'))
+  assert.ok(!isAlive(a1.pid))
+  assert.deepEqual(anySurvivor(a2tree), [])
+  assert.ok(isAlive(b.pid), "b's job still runs")
+  assert.equal(checkJson(home, b.jobId).status, 'running')
+})
+
+test('orphans lists orphaned jobs and processes of ended jobs; --kill removes them and says so', async (t) => {
+  const { home } = makeHome(t)
+  // An ended job that left a daemon behind.
+  const ended = startJob(home, ['sh', '-c', 'setsid sleep 600 & echo bye'])
+  runBg(home, ['wait', ended.jobId])
+  const daemon = await waitFor(() => cookieProcesses(ended.jobId)[0], { what: 'daemon' })
+  // A job whose supervisor died.
+  const orphaned = startJob(home, ['sleep', '600'])
+  const supervisor = readRegistry(home).find((j) => j.id === orphaned.jobId).supervisor
+  process.kill(supervisor.pid, 'SIGKILL')
+  await waitFor(() => !isAlive(supervisor.pid), { what: 'supervisor death' })
+  // A job still running normally is none of orphans' business.
+  const healthy = startJob(home, ['sleep', '600'])
+
+  const list = JSON.parse(runBg(home, ['orphans', '--json']).stdout)
+  assert.deepEqual(list.orphanedJobs.map((j) => j.jobId), [orphaned.jobId])
+  assert.deepEqual(list.processes.map((p) => [p.jobId, p.pid]).sort(),
+    [[ended.jobId, daemon.pid], [orphaned.jobId, orphaned.pid]].sort())
+  assert.ok(isAlive(daemon.pid), 'listing kills nothing')
+  const text = runBg(home, ['orphans'])
+  assert.match(text.stdout, new RegExp(`pid ${daemon.pid} sleep 600 \\(job ${ended.jobId}, success\\)`))
+  assert.match(text.stdout, /run `run-bg orphans --kill` to remove them/)
+
+  const killed = runBg(home, ['orphans', '--kill', '--grace', '1s'])
+  assert.equal(killed.code, 0, killed.stderr)
+  assert.match(killed.stdout, new RegExp(`killed: pid ${daemon.pid} sleep 600`))
+  assert.match(killed.stdout, new RegExp(`killed: pid ${orphaned.pid} sleep 600`))
+  assert.deepEqual(anySurvivor([daemon]), [])
+  assert.ok(!isAlive(orphaned.pid))
+  assert.ok(isAlive(healthy.pid), 'a healthy running job is untouched')
+  assert.equal(checkJson(home, orphaned.jobId).status, 'killed')
+  assert.match(runBg(home, ['orphans']).stdout, /no orphans/)
+})
