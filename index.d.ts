@@ -33,6 +33,8 @@ export interface CheckResult {
   durationMs: number
   logPath: string
   error?: string
+  notification?: NotificationInfo
+  hooks: Array<HookInfo>
   /** Last lines of output, oldest first. */
   tail: Array<string>
   /** Processes still running although the main process ended (or its supervisor died). */
@@ -67,6 +69,14 @@ export interface CleanupReport {
   failed: Array<OrphanInfo>
 }
 
+export interface HookInfo {
+  command: string
+  exitCode?: number
+  /** Why it failed (exited non-zero, timed out, could not start). */
+  error?: string
+  durationMs: number
+}
+
 export interface JobResult {
   jobId: string
   status: string
@@ -98,6 +108,10 @@ export interface JobSummary {
   context?: any
   /** Why the job could not start, or what went wrong around it. */
   error?: string
+  /** The announcement of the job's end to the interrupt service. */
+  notification?: NotificationInfo
+  /** Command hooks run when the job ended. */
+  hooks: Array<HookInfo>
 }
 
 /** Kills every running job (of `owner`, when given), all at once. */
@@ -141,6 +155,16 @@ export interface ListOptions {
   owner?: string
   /** Include jobs that ended over an hour ago. */
   all?: boolean
+}
+
+export interface NotificationInfo {
+  /** `<jobId>:<status>`, stable across retries. */
+  eventId: string
+  /** pending | delivered | failed */
+  state: string
+  attempts: number
+  lastError?: string
+  deliveredAt?: number
 }
 
 /** A process left behind by an ended (or orphaned) job. */

@@ -14,7 +14,8 @@ export const pm = createRequire(import.meta.url)(root)
 /** A fresh home; `cleanup()` kills every job recorded there and deletes it. */
 export function makeHome(t, config) {
   const home = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-test-'))
-  if (config) fs.writeFileSync(path.join(home, 'config.json'), JSON.stringify(config))
+  // No interrupt service runs during tests unless a test starts one and says so.
+  fs.writeFileSync(path.join(home, 'config.json'), JSON.stringify({ notify: { url: null }, ...config }))
   const extraPids = []
   const cleanup = () => {
     runBg(home, ['kill', '--all', '--force'])
@@ -152,3 +153,65 @@ export const ESCAPING_TREE = [
   'sh -c \'trap "" TERM; while :; do sleep 1; done\' & ' +
   'echo tree-ready; sleep 603',
 ]
+
+/**
+ * A real HTTP listener on 127.0.0.1 in its own process (so a test blocked in
+ * spawnSync cannot stall it). Records each request body as a JSON line.
+ * mode 'ok' answers 200; 'hang' accepts and never answers.
+ */
+export async function startListener(t, { port = 0, mode = 'ok' } = {}) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-listener-'))
+  const record = path.join(dir, 'requests.jsonl')
+  const script = `
+    const http = require('node:http'), fs = require('node:fs')
+    const server = http.createServer((req, res) => {
+      let body = ''
+      req.on('data', (d) => (body += d))
+      req.on('end', () => {
+        fs.appendFileSync(${JSON.stringify(record)}, JSON.stringify({ at: Date.now(), url: req.url, body }) + '\\n')
+        if (${JSON.stringify(mode)} === 'ok') res.end('ok')
+      })
+    })
+    server.listen(${port}, '127.0.0.1', () => console.log(server.address().port))
+  `
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const actualPort = await new Promise((resolve, reject) => {
+    child.stdout.once('data', (d) => resolve(Number(String(d).trim())))
+    child.once('exit', (code) => reject(new Error(`listener exited ${code}`)))
+  })
+  const stop = () => {
+    killPid(child.pid)
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+  t?.after(stop)
+  return {
+    port: actualPort,
+    url: `http://127.0.0.1:${actualPort}/trigger`,
+    pid: child.pid,
+    stop,
+    requests() {
+      try {
+        return fs.readFileSync(record, 'utf8').trim().split('\n').filter(Boolean).map((l) => {
+          const r = JSON.parse(l)
+          return { ...r, json: JSON.parse(r.body) }
+        })
+      } catch {
+        return []
+      }
+    },
+  }
+}
+
+/** A port nothing listens on (bound, then released). */
+export async function freePort() {
+  const net = await import('node:net')
+  return new Promise((resolve) => {
+    const server = net.createServer()
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address()
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms))

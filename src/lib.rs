@@ -24,7 +24,12 @@ fn to_js_error(error: crate::core::Error) -> napi::Error {
 }
 
 fn context() -> Result<Context> {
-    Context::load().map_err(to_js_error)
+    let context = Context::load().map_err(to_js_error)?;
+    // Without the binary the API still reads jobs; starting one reports the problem.
+    Ok(match supervisor_exe() {
+        Ok(exe) => context.with_runner(exe),
+        Err(_) => context,
+    })
 }
 
 /// The supervisor is the `run-bg` binary; find it next to this addon.
@@ -128,6 +133,47 @@ pub struct JobSummary {
     pub context: Option<serde_json::Value>,
     /// Why the job could not start, or what went wrong around it.
     pub error: Option<String>,
+    /// The announcement of the job's end to the interrupt service.
+    pub notification: Option<NotificationInfo>,
+    /// Command hooks run when the job ended.
+    pub hooks: Vec<HookInfo>,
+}
+
+#[napi(object)]
+pub struct NotificationInfo {
+    /// `<jobId>:<status>`, stable across retries.
+    pub event_id: String,
+    /// pending | delivered | failed
+    pub state: String,
+    pub attempts: u32,
+    pub last_error: Option<String>,
+    pub delivered_at: Option<f64>,
+}
+
+#[napi(object)]
+pub struct HookInfo {
+    pub command: String,
+    pub exit_code: Option<i32>,
+    /// Why it failed (exited non-zero, timed out, could not start).
+    pub error: Option<String>,
+    pub duration_ms: f64,
+}
+
+fn notification_info(v: Option<crate::core::view::NotificationView>) -> Option<NotificationInfo> {
+    v.map(|n| NotificationInfo {
+        event_id: n.event_id,
+        state: n.state,
+        attempts: n.attempts,
+        last_error: n.last_error,
+        delivered_at: n.delivered_at.map(|t| t as f64),
+    })
+}
+
+fn hook_infos(hooks: Vec<crate::core::view::HookView>) -> Vec<HookInfo> {
+    hooks
+        .into_iter()
+        .map(|h| HookInfo { command: h.command, exit_code: h.exit_code, error: h.error, duration_ms: h.duration_ms as f64 })
+        .collect()
 }
 
 impl From<JobView> for JobSummary {
@@ -148,6 +194,8 @@ impl From<JobView> for JobSummary {
             owner: v.owner,
             context: v.context,
             error: v.error,
+            notification: notification_info(v.notification),
+            hooks: hook_infos(v.hooks),
         }
     }
 }
@@ -171,6 +219,8 @@ pub struct CheckResult {
     pub duration_ms: f64,
     pub log_path: String,
     pub error: Option<String>,
+    pub notification: Option<NotificationInfo>,
+    pub hooks: Vec<HookInfo>,
     /// Last lines of output, oldest first.
     pub tail: Vec<String>,
     /// Processes still running although the main process ended (or its supervisor died).
@@ -316,6 +366,8 @@ pub fn check_job(job_id: String, options: Option<CheckOptions>) -> Result<CheckR
         duration_ms: v.duration_ms as f64,
         log_path: v.log_path,
         error: v.error,
+        notification: notification_info(v.notification),
+        hooks: hook_infos(v.hooks),
         tail: check.tail,
         lingering: check.lingering.iter().map(ProcessInfo::from).collect(),
     })

@@ -3,12 +3,12 @@
 
 use clap::{Args, Parser, Subcommand};
 use proc_manager::core::duration::{format_duration_ms, parse_duration_ms};
-use proc_manager::core::job::{Job, JobStatus};
+use proc_manager::core::job::{DeliveryState, Job, JobStatus};
 use proc_manager::core::ops::{Context, ListFilter, OrphanOptions, TailQuery};
 use proc_manager::core::procinfo::ProcessEntry;
 use proc_manager::core::spawn::{parse_env_assignment, start_job, StartRequest};
 use proc_manager::core::view::{shell_exit_code, CheckView, JobView, ProcessView};
-use proc_manager::core::{logs, now_ms, supervisor, Error, Result};
+use proc_manager::core::{logs, notify, now_ms, supervisor, Error, Result};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -189,8 +189,10 @@ enum Sub {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("__supervise") {
-        std::process::exit(supervisor::supervise_main());
+    match args.get(1).map(String::as_str) {
+        Some("__supervise") => std::process::exit(supervisor::supervise_main()),
+        Some("__announce") | Some("__deliver") => std::process::exit(background_main(&args)),
+        _ => {}
     }
     let code = match run(&args) {
         Ok(code) => code,
@@ -201,6 +203,30 @@ fn main() {
     };
     let _ = std::io::stdout().flush();
     std::process::exit(code);
+}
+
+/// `run-bg __announce <id>` (a job found orphaned or lost) and `run-bg
+/// __deliver` (the notification spool), started in the background by the core.
+fn background_main(args: &[String]) -> i32 {
+    if supervisor::detach().is_err() {
+        return 1;
+    }
+    let Ok(context) = Context::load() else { return 1 };
+    match (args[1].as_str(), args.get(2)) {
+        ("__announce", Some(id)) => match context.registry().get(id) {
+            Ok(job) => notify::announce(&context.home, &context.config, &job),
+            Err(_) => return 1,
+        },
+        ("__deliver", _) => notify::drain_spool(&context.home, &context.config),
+        _ => return 2,
+    }
+    0
+}
+
+/// The context every command works in; also kicks the notification spool.
+fn load_context() -> Result<Context> {
+    let exe = std::env::current_exe().map_err(|e| Error::io("find own executable", "/proc/self/exe", e))?;
+    Ok(Context::load()?.with_runner(exe))
 }
 
 fn run(args: &[String]) -> Result<i32> {
@@ -258,8 +284,8 @@ fn run_start(cli: StartCli) -> Result<i32> {
     request.on_exit = cli.on_exit;
     let yield_for = parse_dur("--yield", &cli.yield_for)?;
 
-    let context = Context::load()?;
-    let exe = std::env::current_exe().map_err(|e| Error::io("find own executable", "/proc/self/exe", e))?;
+    let context = load_context()?;
+    let exe = context.runner.clone().expect("load_context sets the runner");
     let started = match start_job(&context, request, &exe) {
         Ok(started) => started,
         Err(Error::StartFailed { job_id, message }) => {
@@ -354,6 +380,24 @@ fn lingering_line(job: &Job, lingering: &[ProcessEntry]) -> Option<String> {
     ))
 }
 
+/// Said only when something needs attention: a notification not delivered
+/// (yet), a hook that failed.
+fn delivery_lines(job: &Job) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(n) = job.notification.as_ref().filter(|n| n.state != DeliveryState::Delivered) {
+        let error = n.last_error.as_deref().map(|e| format!("; last error: {}", shorten(e, 80))).unwrap_or_default();
+        lines.push(format!("  notification: {} ({} attempt(s){error})", n.state.as_str(), n.attempts));
+    }
+    for hook in job.hooks.iter().filter(|h| h.error.is_some()) {
+        lines.push(format!(
+            "  hook `{}` failed: {}",
+            shorten(&hook.command, 60),
+            hook.error.as_deref().unwrap_or_default()
+        ));
+    }
+    lines
+}
+
 fn print_check(job: &Job, tail: &[String], lingering: &[ProcessEntry], json: bool) {
     if json {
         print_json(&CheckView { job: JobView::from(job), tail: tail.to_vec(), lingering: process_views(lingering) });
@@ -362,6 +406,9 @@ fn print_check(job: &Job, tail: &[String], lingering: &[ProcessEntry], json: boo
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{}", header_line(job));
     if let Some(line) = lingering_line(job, lingering) {
+        let _ = writeln!(out, "{line}");
+    }
+    for line in delivery_lines(job) {
         let _ = writeln!(out, "{line}");
     }
     if tail.is_empty() {
@@ -373,7 +420,7 @@ fn print_check(job: &Job, tail: &[String], lingering: &[ProcessEntry], json: boo
 }
 
 fn run_sub(command: Sub) -> Result<i32> {
-    let context = Context::load()?;
+    let context = load_context()?;
     match command {
         Sub::Check { id, lines, grep, json } => {
             let query = TailQuery::new(Some(lines), grep.as_deref())?;

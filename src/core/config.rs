@@ -1,10 +1,10 @@
 use super::{Error, Result};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Settings from `<home>/config.json`; every key is optional. Unknown keys are
 /// refused so that a typo (`max_byte`) is reported instead of silently ignored.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub logs: LogsConfig,
@@ -14,26 +14,26 @@ pub struct Config {
     pub diagnostics: DiagnosticsConfig,
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogsConfig {
     pub max_bytes: u64,
     pub keep: u32,
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct RegistryConfig {
     pub max_jobs: usize,
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct KillConfig {
     pub grace_ms: u64,
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct NotifyConfig {
     /// `null` turns the HTTP notification off.
@@ -41,15 +41,21 @@ pub struct NotifyConfig {
     pub command: Option<String>,
     pub source: String,
     pub level: String,
+    /// How long the supervisor keeps retrying a failed POST before spooling it.
+    pub retry_for_ms: u64,
+    /// Bound on one POST attempt (connect + send + answer).
+    pub timeout_ms: u64,
+    /// Bound on each command hook; it is killed after this.
+    pub hook_timeout_ms: u64,
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct DiagnosticsConfig {
     pub resource_tracking: ResourceTrackingConfig,
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ResourceTrackingConfig {
     pub enabled: bool,
@@ -94,6 +100,9 @@ impl Default for NotifyConfig {
             command: None,
             source: "run-bg".to_string(),
             level: "warn".to_string(),
+            retry_for_ms: 60_000,
+            timeout_ms: 5_000,
+            hook_timeout_ms: 30_000,
         }
     }
 }
@@ -147,6 +156,14 @@ impl Config {
         }
         if self.registry.max_jobs == 0 {
             return Err("key `registry.max_jobs`: must be at least 1".to_string());
+        }
+        if let Some(url) = &self.notify.url {
+            if !url.starts_with("http://") {
+                return Err(format!("key `notify.url`: `{url}` is not an http:// URL (or null to turn it off)"));
+            }
+        }
+        if self.notify.timeout_ms == 0 || self.notify.hook_timeout_ms == 0 {
+            return Err("key `notify.timeout_ms` / `notify.hook_timeout_ms`: must be at least 1".to_string());
         }
         if !matches!(self.notify.level.as_str(), "debug" | "info" | "warn" | "error") {
             return Err(format!(

@@ -106,6 +106,54 @@ pub struct Job {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub log_path: String,
+    /// The last announcement of this job's end (or of it being orphaned or lost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notification: Option<Notification>,
+    /// Command hooks run when the job ended.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<HookRun>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryState {
+    /// Not delivered yet: being retried, or waiting in the spool.
+    Pending,
+    Delivered,
+    /// Given up on after a day of retries.
+    Failed,
+}
+
+impl DeliveryState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Pending => "pending",
+            DeliveryState::Delivered => "delivered",
+            DeliveryState::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Notification {
+    /// Stable across retries, so a receiver can drop duplicates: `<jobId>:<status>`.
+    pub event_id: String,
+    pub state: DeliveryState,
+    pub attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_at: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HookRun {
+    pub command: String,
+    pub exit_code: Option<i32>,
+    /// Why it failed: timed out, could not start, died of a signal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub duration_ms: u64,
 }
 
 fn default_true() -> bool {

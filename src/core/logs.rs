@@ -88,23 +88,32 @@ impl RotatingWriter {
 
     /// Renames output.log → .1 → .2 …, dropping what goes past `keep`. The
     /// writer is the log's only writer, so no line is lost between rename and reopen.
+    ///
+    /// The oldest file is unlinked first so that no rename ever replaces an
+    /// existing file, and the new file is created rather than truncated: on
+    /// ext4 both a rename over a file and a truncate to zero force the data to
+    /// disk (auto_da_alloc), which made rotation cost a disk flush per file.
     fn rotate(&mut self) -> Result<()> {
-        if self.keep == 0 {
-            self.file = open_log(&self.path, true)?;
-        } else {
-            for index in (1..self.keep).rev() {
-                let from = rotated_path(&self.path, index);
-                let to = rotated_path(&self.path, index + 1);
-                match std::fs::rename(&from, &to) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(Error::io("rotate log", from, e)),
-                }
+        let oldest = rotated_path(&self.path, self.keep);
+        match std::fs::remove_file(&oldest) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("remove old log", oldest, e)),
+        }
+        for index in (1..self.keep).rev() {
+            let from = rotated_path(&self.path, index);
+            let to = rotated_path(&self.path, index + 1);
+            match std::fs::rename(&from, &to) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("rotate log", from, e)),
             }
+        }
+        if self.keep > 0 {
             let first = rotated_path(&self.path, 1);
             std::fs::rename(&self.path, &first).map_err(|e| Error::io("rotate log", &self.path, e))?;
-            self.file = open_log(&self.path, true)?;
         }
+        self.file = open_log(&self.path, true)?;
         self.written = 0;
         Ok(())
     }

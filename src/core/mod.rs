@@ -13,7 +13,9 @@ pub mod paths;
 pub mod procinfo;
 pub mod registry;
 pub mod spawn;
+pub mod notify;
 pub mod supervisor;
+pub mod text;
 pub mod view;
 
 pub use error::{Error, Result};

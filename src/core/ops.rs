@@ -8,7 +8,8 @@ use super::paths::Home;
 use super::procinfo::{self, ProcessEntry, SignalOutcome};
 use super::registry::{write_json_file, Registry};
 use super::supervisor::{KillRequest, KILL_REQUEST_FILE};
-use super::{kill, now_ms, Error, Result};
+use super::{kill, notify, now_ms, spawn, Error, Result};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Home plus settings: what every verb needs.
@@ -16,13 +17,52 @@ use std::time::{Duration, Instant};
 pub struct Context {
     pub home: Home,
     pub config: Config,
+    /// The `run-bg` binary, for work handed to a background process
+    /// (announcing an orphaned or lost job, draining the notification spool).
+    pub runner: Option<PathBuf>,
 }
 
 impl Context {
     pub fn load() -> Result<Context> {
         let home = Home::resolve()?;
         let config = Config::load(&home.config_path())?;
-        Ok(Context { home, config })
+        Ok(Context { home, config, runner: None })
+    }
+
+    /// With the `run-bg` binary known; also hands any notification that is due
+    /// in the spool to a background deliverer, so every invocation of either
+    /// face delivers what an earlier one could not, without waiting for it.
+    pub fn with_runner(mut self, runner: PathBuf) -> Context {
+        self.runner = Some(runner);
+        if notify::spool_due(&self.home) {
+            self.run_in_background(&["__deliver"]);
+        }
+        self
+    }
+
+    fn run_in_background(&self, args: &[&str]) {
+        if let Some(runner) = &self.runner {
+            if let Err(e) = spawn::spawn_detached(runner, &self.home, args) {
+                eprintln!("run-bg: cannot start background `{}`: {e}", args.join(" "));
+            }
+        }
+    }
+
+    /// Changes a job's status under the lock when `change` says it did, and
+    /// claims and sends the announcement that goes with it (once: the claim is
+    /// made in the same locked update as the change).
+    fn change_status(&self, id: &str, change: impl FnOnce(&mut Job) -> bool) -> Result<Job> {
+        let mut announce = false;
+        let job = self.registry().modify(id, |stored| {
+            if change(stored) {
+                stored.notification = notify::claim(&self.config.notify, stored);
+                announce = notify::has_work(&self.config.notify, stored);
+            }
+        })?;
+        if announce {
+            self.run_in_background(&["__announce", id]);
+        }
+        Ok(job)
     }
 
     pub fn registry(&self) -> Registry {
@@ -57,15 +97,17 @@ impl Context {
             ),
             _ => "the supervisor and the job's processes are gone and no exit status was recorded".to_string(),
         };
-        let stored = self.registry().modify(&job.id, |stored| {
+        let stored = self.change_status(&job.id, |stored| {
             // Re-checked under the lock: the supervisor may have recorded the end meanwhile.
-            if !stored.status.is_final() {
-                stored.status = verdict;
-                if verdict == JobStatus::Lost {
-                    stored.ended_at.get_or_insert(now_ms());
-                    stored.error.get_or_insert(reason);
-                }
+            if stored.status.is_final() || stored.status == verdict {
+                return false;
             }
+            stored.status = verdict;
+            if verdict == JobStatus::Lost {
+                stored.ended_at.get_or_insert(now_ms());
+                stored.error.get_or_insert(reason);
+            }
+            true
         })?;
         Ok(stored)
     }
@@ -147,7 +189,8 @@ impl Context {
                 sleep = sleep.min(d.saturating_duration_since(Instant::now()));
             }
             std::thread::sleep(sleep);
-            pause = (pause * 2).min(Duration::from_millis(100));
+            // Capped low: the end of a job should be noticed within a few tens of ms.
+            pause = (pause * 2).min(Duration::from_millis(20));
         }
     }
 
@@ -157,7 +200,8 @@ impl Context {
         let job = self.job(id)?;
         let grace = grace.unwrap_or(Duration::from_millis(self.config.kill.grace_ms));
         let supervised = job.supervisor.filter(|s| procinfo::is_same_process_alive(s));
-        if let Some(supervisor) = supervised {
+        let nothing_left = job.status.is_final() && self.lingering(&job).is_empty();
+        if let (Some(supervisor), false) = (supervised, nothing_left) {
             let request = KillRequest { grace_ms: grace.as_millis() as u64, force };
             write_json_file(&self.home.job_dir(&job.id).join(KILL_REQUEST_FILE), &request, false)?;
             match procinfo::signal_process(&supervisor, libc::SIGUSR1) {
@@ -171,13 +215,11 @@ impl Context {
                     )))
                 }
             }
-            // The supervisor exits once every process of the job is gone.
-            let deadline = Instant::now() + grace + Duration::from_secs(10);
-            let mut pause = Duration::from_millis(1);
-            while procinfo::is_same_process_alive(&supervisor) && Instant::now() < deadline {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(20));
-            }
+            // Done when the outcome is recorded and nothing of the job runs.
+            // (The supervisor itself may stay a while to deliver the notification.)
+            wait_until(grace + Duration::from_secs(10), || {
+                self.registry().get(id).map_or(true, |j| j.status.is_final() && !kill::tree_alive(j.main, id))
+            });
             let after = self.job(id)?;
             let message = if !job.status.is_final() {
                 format!("killed {} ({})", after.id, after.status)
@@ -219,9 +261,8 @@ impl Context {
         let removed = self.registry().update(|jobs| {
             let mut removed = Vec::new();
             jobs.retain(|job| {
-                let supervised = job.supervisor.is_some_and(|s| procinfo::is_same_process_alive(&s));
                 let old_enough = job.ended_at.unwrap_or(job.started_at) <= cutoff;
-                let remove = job.status.is_final() && !supervised && old_enough;
+                let remove = job.status.is_final() && old_enough && !kill::tree_alive(job.main, &job.id);
                 if remove {
                     removed.push(job.id.clone());
                 }
@@ -238,12 +279,7 @@ impl Context {
     /// Without a supervisor we signal the tree ourselves, each process by identity.
     fn kill_orphaned(&self, job: Job, grace: Duration, force: bool) -> Result<KillOutcome> {
         let count = terminate_tree(job.main, &job.id, grace, force);
-        let stored = self.registry().modify(&job.id, |stored| {
-            if !stored.status.is_final() {
-                stored.status = JobStatus::Killed;
-                stored.ended_at = Some(now_ms());
-            }
-        })?;
+        let stored = self.change_status(&job.id, mark_killed)?;
         let message = format!("killed orphaned job {} ({count} process(es) signalled)", stored.id);
         Ok(KillOutcome { message, signalled: true, job: stored })
     }
@@ -293,15 +329,19 @@ impl Context {
             }
         }
         for job in &report.orphaned_jobs {
-            self.registry().modify(&job.id, |stored| {
-                if stored.status == JobStatus::Orphaned {
-                    stored.status = JobStatus::Killed;
-                    stored.ended_at = Some(now_ms());
-                }
-            })?;
+            self.change_status(&job.id, mark_killed)?;
         }
         Ok(report)
     }
+}
+
+fn mark_killed(job: &mut Job) -> bool {
+    if job.status.is_final() {
+        return false;
+    }
+    job.status = JobStatus::Killed;
+    job.ended_at = Some(now_ms());
+    true
 }
 
 /// SIGTERM to the job's tree, SIGKILL to what is left after `grace` (at once

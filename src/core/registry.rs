@@ -4,7 +4,7 @@
 
 use super::job::Job;
 use super::paths::Home;
-use super::procinfo;
+use super::kill;
 use super::{now_ms, Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
@@ -144,7 +144,7 @@ impl Registry {
     }
 
     /// Drops the oldest finished jobs beyond `max_jobs`. A job whose main process
-    /// ended but whose supervisor still runs (descendants live on) stays.
+    /// ended while some of its processes live on stays.
     fn evict_over_cap(&self, jobs: &mut Vec<Job>) -> Vec<String> {
         let mut excess = jobs.len().saturating_sub(self.max_jobs);
         if excess == 0 {
@@ -158,8 +158,7 @@ impl Registry {
                 break;
             }
             let job = &jobs[i];
-            let supervised = job.supervisor.is_some_and(|s| procinfo::is_same_process_alive(&s));
-            if job.status.is_final() && !supervised {
+            if job.status.is_final() && !kill::tree_alive(job.main, &job.id) {
                 evict[i] = true;
                 excess -= 1;
             }
@@ -242,6 +241,8 @@ mod tests {
             on_exit: None,
             error: None,
             log_path: String::new(),
+            notification: None,
+            hooks: Vec::new(),
         }
     }
 
@@ -291,14 +292,23 @@ mod tests {
     }
 
     #[test]
-    fn finished_job_with_live_supervisor_is_kept() {
+    fn finished_job_whose_processes_live_on_is_kept() {
         let (_dir, home) = home();
         let registry = Registry::new(&home, 1);
-        let mut lingering = job("lingering", JobStatus::Success, 1);
-        lingering.supervisor = procinfo::identify(std::process::id());
-        registry.upsert(&lingering).unwrap();
+        let mut daemon = std::process::Command::new("sleep")
+            .arg("30")
+            .env(crate::core::procinfo::JOB_COOKIE, "lingering")
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !kill::tree_alive(None, "lingering") && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        registry.upsert(&job("lingering", JobStatus::Success, 1)).unwrap();
         registry.upsert(&job("newer", JobStatus::Success, 2)).unwrap();
         let ids: Vec<String> = registry.load().unwrap().into_iter().map(|j| j.id).collect();
+        let _ = daemon.kill();
+        let _ = daemon.wait();
         assert_eq!(ids, vec!["lingering"]);
     }
 

@@ -167,14 +167,13 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         on_exit: request.on_exit,
         error: None,
         log_path: log_path.to_string_lossy().into_owned(),
+        notification: None,
+        hooks: Vec::new(),
     };
     let spec = SupervisorSpec {
         home: context.home.root.clone(),
         job: job.clone(),
-        log_max_bytes: context.config.logs.max_bytes,
-        log_keep: context.config.logs.keep,
-        max_jobs: context.config.registry.max_jobs,
-        grace_ms: context.config.kill.grace_ms,
+        config: context.config.clone(),
     };
     match run_supervisor(context, &spec, supervisor_exe) {
         Ok(pid) => Ok(Started { job_id, pid, log_path: job.log_path, label, command }),
@@ -241,4 +240,18 @@ fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::
         }
     }
     parse_ready_line(ready.lines().next().unwrap_or(""))
+}
+
+/// Runs `run-bg <args>` in the background with the given home; the program
+/// detaches itself at once (`supervisor::detach`), so the wait here is short
+/// and leaves no zombie behind.
+pub fn spawn_detached(runner: &Path, home: &super::paths::Home, args: &[&str]) -> std::io::Result<()> {
+    let mut child = Command::new(runner)
+        .args(args)
+        .env("PROC_MANAGER_HOME", &home.root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    child.wait().map(|_| ())
 }

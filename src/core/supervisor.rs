@@ -6,12 +6,13 @@
 //! It idles in `poll(2)` on two pipes (the job's output and a self-pipe fed by
 //! signal handlers), so it costs no CPU while the job runs.
 
+use super::config::Config;
 use super::job::{signal_name, Job, JobStatus, ProcessIdentity};
 use super::logs::RotatingWriter;
 use super::paths::Home;
 use super::procinfo::{self, JOB_COOKIE};
 use super::registry::Registry;
-use super::{kill, now_ms, Error, Result};
+use super::{kill, notify, now_ms, Error, Result};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -26,10 +27,7 @@ use std::time::{Duration, Instant};
 pub struct SupervisorSpec {
     pub home: PathBuf,
     pub job: Job,
-    pub log_max_bytes: u64,
-    pub log_keep: u32,
-    pub max_jobs: usize,
-    pub grace_ms: u64,
+    pub config: Config,
 }
 
 /// What a killer writes to `jobs/<id>/kill-request.json` before sending SIGUSR1.
@@ -128,17 +126,9 @@ pub fn supervise_main() -> i32 {
         }
     };
 
-    // A new session: no terminal's hang-up or Ctrl-C reaches the job.
-    unsafe { libc::setsid() };
-    // Fork once more so the caller reaps the intermediate at once and is never
-    // left holding a zombie; the job's supervisor is then nobody's child.
-    match unsafe { libc::fork() } {
-        -1 => {
-            report_ready(&format!("{READY_ERR}cannot fork supervisor: {}", std::io::Error::last_os_error()));
-            return 1;
-        }
-        0 => {}
-        _ => unsafe { libc::_exit(0) },
+    if let Err(e) = detach() {
+        report_ready(&format!("{READY_ERR}cannot fork supervisor: {e}"));
+        return 1;
     }
     redirect_to_dev_null(0);
     become_subreaper();
@@ -151,6 +141,19 @@ pub fn supervise_main() -> i32 {
             report_ready(&format!("{READY_ERR}{message}"));
             1
         }
+    }
+}
+
+/// Leaves the caller behind: a new session (no terminal's hang-up or Ctrl-C
+/// reaches us), then one more fork so the caller reaps the intermediate at
+/// once and never holds a zombie; we are then nobody's child. Call only while
+/// single-threaded.
+pub fn detach() -> std::io::Result<()> {
+    unsafe { libc::setsid() };
+    match unsafe { libc::fork() } {
+        -1 => Err(std::io::Error::last_os_error()),
+        0 => Ok(()),
+        _ => unsafe { libc::_exit(0) },
     }
 }
 
@@ -196,6 +199,7 @@ struct Supervisor {
     timeout_at: Option<Instant>,
     kill: Option<KillInProgress>,
     default_grace_ms: u64,
+    config: Config,
     buffer: Vec<u8>,
 }
 
@@ -224,7 +228,7 @@ fn check_cwd(cwd: &Path) -> std::result::Result<(), String> {
 impl Supervisor {
     fn start(spec: SupervisorSpec) -> std::result::Result<Supervisor, String> {
         let home = Home { root: spec.home.clone() };
-        let registry = Registry::new(&home, spec.max_jobs);
+        let registry = Registry::new(&home, spec.config.registry.max_jobs);
         let mut job = spec.job;
         job.supervisor = procinfo::identify(std::process::id());
 
@@ -238,7 +242,7 @@ impl Supervisor {
             message
         };
 
-        let log = match RotatingWriter::create(Path::new(&job.log_path), spec.log_max_bytes, spec.log_keep) {
+        let log = match RotatingWriter::create(Path::new(&job.log_path), spec.config.logs.max_bytes, spec.config.logs.keep) {
             Ok(log) => log,
             Err(e) => return Err(fail(job, e.to_string())),
         };
@@ -307,7 +311,8 @@ impl Supervisor {
             has_children: true,
             timeout_at,
             kill: None,
-            default_grace_ms: spec.grace_ms,
+            default_grace_ms: spec.config.kill.grace_ms,
+            config: spec.config,
             buffer: vec![0u8; 256 * 1024],
         })
     }
@@ -522,11 +527,15 @@ impl Supervisor {
         };
         let ended_at = now_ms();
         let signal_text = signal.map(signal_name);
+        let notify_config = &self.config.notify;
+        // The announcement is claimed with the status change, under the same
+        // lock: whoever records an outcome announces it, so it is announced once.
         let apply = |job: &mut Job| {
             job.status = status;
             job.exit_code = code;
             job.signal = signal_text.clone();
             job.ended_at = Some(ended_at);
+            job.notification = notify::claim(notify_config, job);
         };
         apply(&mut self.job);
         let result = match self.registry.modify(&self.job.id, apply) {
@@ -537,6 +546,28 @@ impl Supervisor {
             self.note_error(&format!("cannot record the job's end: {e}"));
         }
         let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
+        if notify::has_work(&self.config.notify, &self.job) {
+            self.spawn_notifier();
+        }
+    }
+
+    /// Announces the end from a forked child, so retries and hooks never hold
+    /// up the loop that drains lingering output. The supervisor stays until it
+    /// is done, as it stays for any child.
+    fn spawn_notifier(&mut self) {
+        match unsafe { libc::fork() } {
+            0 => {
+                SIGNAL_PIPE_WRITE.store(-1, Ordering::Relaxed);
+                for signal in [libc::SIGCHLD, libc::SIGUSR1, libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+                    unsafe { libc::signal(signal, libc::SIG_DFL) };
+                }
+                self.output = None;
+                notify::announce(&self.home, &self.config, &self.job);
+                unsafe { libc::_exit(0) }
+            }
+            -1 => self.note_error(&format!("cannot fork the notifier: {}", std::io::Error::last_os_error())),
+            _ => self.has_children = true,
+        }
     }
 
     fn note_error(&self, message: &str) {

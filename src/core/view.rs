@@ -24,6 +24,29 @@ pub struct JobView {
     pub owner: Option<String>,
     pub context: Option<serde_json::Value>,
     pub error: Option<String>,
+    /// The announcement of the job's end: `eventId`, `state` (pending,
+    /// delivered, failed), `attempts`, `lastError`.
+    pub notification: Option<NotificationView>,
+    pub hooks: Vec<HookView>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotificationView {
+    pub event_id: String,
+    pub state: String,
+    pub attempts: u32,
+    pub last_error: Option<String>,
+    pub delivered_at: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HookView {
+    pub command: String,
+    pub exit_code: Option<i32>,
+    pub error: Option<String>,
+    pub duration_ms: u64,
 }
 
 impl From<&Job> for JobView {
@@ -44,6 +67,23 @@ impl From<&Job> for JobView {
             owner: job.owner.clone(),
             context: job.context.clone(),
             error: job.error.clone(),
+            notification: job.notification.as_ref().map(|n| NotificationView {
+                event_id: n.event_id.clone(),
+                state: n.state.as_str().to_string(),
+                attempts: n.attempts,
+                last_error: n.last_error.clone(),
+                delivered_at: n.delivered_at,
+            }),
+            hooks: job
+                .hooks
+                .iter()
+                .map(|h| HookView {
+                    command: h.command.clone(),
+                    exit_code: h.exit_code,
+                    error: h.error.clone(),
+                    duration_ms: h.duration_ms,
+                })
+                .collect(),
         }
     }
 }
