@@ -9,6 +9,24 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/**
+ * Snapshots around each phase of a task; reports what it left behind and
+ * its memory growth, as data and as `tracing` log lines on stderr.
+ */
+export declare class ResourceTracker {
+  constructor(options?: TrackerOptions | undefined | null)
+  get enabled(): boolean
+  /**
+   * The environment to start tracked work with (`{ PROC_MANAGER_TRACKER: token }`);
+   * once handed out, only processes carrying it count as orphans.
+   */
+  env(): Record<string, string>
+  /** Takes the snapshot a phase starts from. `null` when disabled. */
+  snapshotBefore(label: string): ProcessSnapshot | null
+  /** Compares with the snapshot taken before `label`: orphans, memory delta, warnings. */
+  snapshotAfter(label: string): PhaseResult
+}
+
 /** Status, exit code, runtime and the last lines of a job's output. */
 export declare function checkJob(jobId: string, options?: CheckOptions | undefined | null): CheckResult
 
@@ -38,7 +56,13 @@ export interface CheckResult {
   /** Last lines of output, oldest first. */
   tail: Array<string>
   /** Processes still running although the main process ended (or its supervisor died). */
-  lingering: Array<ProcessInfo>
+  lingering: Array<JobProcess>
+  /** How many of the job's processes run now (running or lingering). */
+  processes?: number
+  /** Their resident memory now. */
+  rssMb?: number
+  /** Peak RSS of the job's largest process, once it has ended. */
+  peakRssMb?: number
 }
 
 export interface CleanupOptions {
@@ -69,12 +93,26 @@ export interface CleanupReport {
   failed: Array<OrphanInfo>
 }
 
+/**
+ * Processes in `after` that were not in `before` (by pid and start time) and
+ * lost their parent: it is gone, is init, or is a subreaper above this
+ * process that adopted them. MCP processes first.
+ */
+export declare function detectOrphans(before: ProcessSnapshot | Array<ProcessInfo>, after: ProcessSnapshot | Array<ProcessInfo>): Array<ProcessInfo>
+
 export interface HookInfo {
   command: string
   exitCode?: number
   /** Why it failed (exited non-zero, timed out, could not start). */
   error?: string
   durationMs: number
+}
+
+/** One of a job's processes. */
+export interface JobProcess {
+  pid: number
+  /** argv joined with spaces. */
+  command: string
 }
 
 export interface JobResult {
@@ -177,11 +215,43 @@ export interface OrphanInfo {
   reason?: string
 }
 
-/** A process, as proc-manager reports it. */
+export interface PhaseResult {
+  label: string
+  /** Processes the phase left behind, MCP ones first. */
+  orphans: Array<ProcessInfo>
+  /**
+   * `cookie` (only processes started with `tracker.env()` count), `parent`
+   * (new processes whose parent is gone, init or an adopting subreaper), or
+   * `disabled`.
+   */
+  rule: string
+  memoryBeforeMb: number
+  memoryAfterMb: number
+  memoryDeltaMb: number
+  /** The warnings also logged (orphans found, memory growth over the threshold). */
+  warnings: Array<string>
+}
+
+/** A process in a snapshot. */
 export interface ProcessInfo {
   pid: number
-  /** argv joined with spaces. */
+  ppid: number
+  /** Full argv joined with spaces (`[name]` for kernel threads). */
   command: string
+  /** Resident set size in MiB. */
+  memoryMb: number
+  /** Start time, milliseconds since the epoch: with the pid it identifies the process. */
+  startTime: number
+  /** The command matches one of `diagnostics.resource_tracking.mcp_patterns`. */
+  isMcp: boolean
+}
+
+export interface ProcessSnapshot {
+  /** Milliseconds since the epoch. */
+  timestamp: number
+  processes: Array<ProcessInfo>
+  /** Sum of the resident memory of the processes, in MiB. */
+  totalMemoryMb: number
 }
 
 /**
@@ -235,6 +305,22 @@ export interface RunResult {
   pid: number
   logPath: string
   label: string
+}
+
+/**
+ * Every process visible to this user: pid, ppid, command, memoryMb,
+ * startTime, isMcp; with the time taken and the total resident memory.
+ */
+export declare function snapshot(): ProcessSnapshot
+
+/** Overrides of `diagnostics.resource_tracking` from config.json. */
+export interface TrackerOptions {
+  /** `false`: the tracker does nothing and logs nothing. */
+  enabled?: boolean
+  /** Memory growth over a phase that gives a warning (default 100). */
+  memoryThresholdMb?: number
+  /** Substrings (case-insensitive) that flag a command as an MCP/browser process. */
+  mcpPatterns?: Array<string>
 }
 
 /** Resolves when the job ends (or `timeoutMs` passes: `timedOut: true`). */

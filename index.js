@@ -835,12 +835,15 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.ResourceTracker = nativeBinding.ResourceTracker
 module.exports.checkJob = nativeBinding.checkJob
 module.exports.cleanupOrphans = nativeBinding.cleanupOrphans
+module.exports.detectOrphans = nativeBinding.detectOrphans
 module.exports.killAll = nativeBinding.killAll
 module.exports.killJob = nativeBinding.killJob
 module.exports.listJobs = nativeBinding.listJobs
 module.exports.pruneJobs = nativeBinding.pruneJobs
 module.exports.reconcile = nativeBinding.reconcile
 module.exports.runBackground = nativeBinding.runBackground
+module.exports.snapshot = nativeBinding.snapshot
 module.exports.waitJob = nativeBinding.waitJob

@@ -5,6 +5,7 @@ pub mod core;
 
 use crate::core::ops::{Context, KillOutcome, ListFilter, OrphanOptions, OrphanProcess, TailQuery};
 use crate::core::procinfo::ProcessEntry;
+use crate::core::procs;
 use crate::core::spawn::{start_job, StartRequest};
 use crate::core::view::{JobView, shell_exit_code};
 use crate::core::job::JobStatus;
@@ -224,20 +225,26 @@ pub struct CheckResult {
     /// Last lines of output, oldest first.
     pub tail: Vec<String>,
     /// Processes still running although the main process ended (or its supervisor died).
-    pub lingering: Vec<ProcessInfo>,
+    pub lingering: Vec<JobProcess>,
+    /// How many of the job's processes run now (running or lingering).
+    pub processes: Option<u32>,
+    /// Their resident memory now.
+    pub rss_mb: Option<f64>,
+    /// Peak RSS of the job's largest process, once it has ended.
+    pub peak_rss_mb: Option<f64>,
 }
 
-/// A process, as proc-manager reports it.
+/// One of a job's processes.
 #[napi(object)]
-pub struct ProcessInfo {
+pub struct JobProcess {
     pub pid: u32,
     /// argv joined with spaces.
     pub command: String,
 }
 
-impl From<&ProcessEntry> for ProcessInfo {
-    fn from(entry: &ProcessEntry) -> ProcessInfo {
-        ProcessInfo { pid: entry.identity.pid, command: entry.command.clone() }
+impl From<&ProcessEntry> for JobProcess {
+    fn from(entry: &ProcessEntry) -> JobProcess {
+        JobProcess { pid: entry.identity.pid, command: entry.command.clone() }
     }
 }
 
@@ -369,7 +376,10 @@ pub fn check_job(job_id: String, options: Option<CheckOptions>) -> Result<CheckR
         notification: notification_info(v.notification),
         hooks: hook_infos(v.hooks),
         tail: check.tail,
-        lingering: check.lingering.iter().map(ProcessInfo::from).collect(),
+        lingering: check.lingering.iter().map(JobProcess::from).collect(),
+        processes: check.usage.map(|u| u.processes as u32),
+        rss_mb: check.usage.map(|u| crate::core::view::kb_to_mb(u.rss_kb)),
+        peak_rss_mb: v.peak_rss_mb,
     })
 }
 
@@ -551,4 +561,191 @@ pub fn cleanup_orphans<'env>(env: &'env Env, options: Option<CleanupOptions>) ->
             failed: report.failed.iter().map(|(o, why)| OrphanInfo::new(o, Some(why.clone()))).collect(),
         })
     })
+}
+
+/// A process in a snapshot.
+#[napi(object)]
+#[derive(Clone)]
+pub struct ProcessInfo {
+    pub pid: u32,
+    pub ppid: u32,
+    /// Full argv joined with spaces (`[name]` for kernel threads).
+    pub command: String,
+    /// Resident set size in MiB.
+    pub memory_mb: f64,
+    /// Start time, milliseconds since the epoch: with the pid it identifies the process.
+    pub start_time: f64,
+    /// The command matches one of `diagnostics.resource_tracking.mcp_patterns`.
+    pub is_mcp: bool,
+}
+
+#[napi(object)]
+pub struct ProcessSnapshot {
+    /// Milliseconds since the epoch.
+    pub timestamp: f64,
+    pub processes: Vec<ProcessInfo>,
+    /// Sum of the resident memory of the processes, in MiB.
+    pub total_memory_mb: f64,
+}
+
+fn process_to_js(p: &procs::ProcessInfo) -> ProcessInfo {
+    ProcessInfo {
+        pid: p.pid,
+        ppid: p.ppid,
+        command: p.command.clone(),
+        memory_mb: p.memory_mb,
+        start_time: p.start_time as f64,
+        is_mcp: p.is_mcp,
+    }
+}
+
+fn process_from_js(p: &ProcessInfo) -> procs::ProcessInfo {
+    procs::ProcessInfo {
+        pid: p.pid,
+        ppid: p.ppid,
+        command: p.command.clone(),
+        memory_mb: p.memory_mb,
+        start_time: p.start_time as u64,
+        is_mcp: p.is_mcp,
+    }
+}
+
+fn snapshot_to_js(s: &procs::Snapshot) -> ProcessSnapshot {
+    ProcessSnapshot {
+        timestamp: s.timestamp as f64,
+        processes: s.processes.iter().map(process_to_js).collect(),
+        total_memory_mb: s.total_memory_mb,
+    }
+}
+
+/// Every process visible to this user: pid, ppid, command, memoryMb,
+/// startTime, isMcp; with the time taken and the total resident memory.
+#[napi]
+pub fn snapshot() -> Result<ProcessSnapshot> {
+    let patterns = Context::load().map_err(to_js_error)?.config.diagnostics.resource_tracking.mcp_patterns;
+    Ok(snapshot_to_js(&procs::snapshot(&patterns)))
+}
+
+/// Processes in `after` that were not in `before` (by pid and start time) and
+/// lost their parent: it is gone, is init, or is a subreaper above this
+/// process that adopted them. MCP processes first.
+#[napi]
+pub fn detect_orphans(
+    before: Either<ProcessSnapshot, Vec<ProcessInfo>>,
+    after: Either<ProcessSnapshot, Vec<ProcessInfo>>,
+) -> Vec<ProcessInfo> {
+    let list = |side: Either<ProcessSnapshot, Vec<ProcessInfo>>| -> Vec<procs::ProcessInfo> {
+        let processes = match side {
+            Either::A(snapshot) => snapshot.processes,
+            Either::B(processes) => processes,
+        };
+        processes.iter().map(process_from_js).collect()
+    };
+    procs::detect_orphans(&list(before), &list(after), std::process::id()).iter().map(process_to_js).collect()
+}
+
+/// Overrides of `diagnostics.resource_tracking` from config.json.
+#[napi(object)]
+pub struct TrackerOptions {
+    /// `false`: the tracker does nothing and logs nothing.
+    pub enabled: Option<bool>,
+    /// Memory growth over a phase that gives a warning (default 100).
+    pub memory_threshold_mb: Option<f64>,
+    /// Substrings (case-insensitive) that flag a command as an MCP/browser process.
+    pub mcp_patterns: Option<Vec<String>>,
+}
+
+#[napi(object)]
+pub struct PhaseResult {
+    pub label: String,
+    /// Processes the phase left behind, MCP ones first.
+    pub orphans: Vec<ProcessInfo>,
+    /// `cookie` (only processes started with `tracker.env()` count), `parent`
+    /// (new processes whose parent is gone, init or an adopting subreaper), or
+    /// `disabled`.
+    pub rule: String,
+    pub memory_before_mb: f64,
+    pub memory_after_mb: f64,
+    pub memory_delta_mb: f64,
+    /// The warnings also logged (orphans found, memory growth over the threshold).
+    pub warnings: Vec<String>,
+}
+
+/// Snapshots around each phase of a task; reports what it left behind and
+/// its memory growth, as data and as `tracing` log lines on stderr.
+#[napi]
+pub struct ResourceTracker {
+    inner: procs::ResourceTracker,
+}
+
+#[napi]
+impl ResourceTracker {
+    #[napi(constructor)]
+    pub fn new(options: Option<TrackerOptions>) -> Result<ResourceTracker> {
+        let mut config = Context::load().map_err(to_js_error)?.config.diagnostics.resource_tracking;
+        if let Some(o) = options {
+            if let Some(enabled) = o.enabled {
+                config.enabled = enabled;
+            }
+            if let Some(threshold) = o.memory_threshold_mb {
+                if !threshold.is_finite() || threshold < 0.0 {
+                    return Err(napi::Error::from_reason(format!(
+                        "bad memoryThresholdMb: {threshold}; give a number of MiB >= 0"
+                    )));
+                }
+                config.memory_threshold_mb = threshold;
+            }
+            if let Some(patterns) = o.mcp_patterns {
+                config.mcp_patterns = patterns;
+            }
+        }
+        if config.enabled {
+            procs::init_logging();
+        }
+        Ok(ResourceTracker { inner: procs::ResourceTracker::new(config) })
+    }
+
+    #[napi(getter)]
+    pub fn enabled(&self) -> bool {
+        self.inner.enabled()
+    }
+
+    /// The environment to start tracked work with (`{ PROC_MANAGER_TRACKER: token }`);
+    /// once handed out, only processes carrying it count as orphans.
+    #[napi]
+    pub fn env(&mut self) -> HashMap<String, String> {
+        let (key, value) = self.inner.env();
+        HashMap::from([(key, value)])
+    }
+
+    /// Takes the snapshot a phase starts from. `null` when disabled.
+    #[napi]
+    pub fn snapshot_before(&mut self, label: String) -> Option<ProcessSnapshot> {
+        self.inner.snapshot_before(&label).as_ref().map(snapshot_to_js)
+    }
+
+    /// Compares with the snapshot taken before `label`: orphans, memory delta, warnings.
+    #[napi]
+    pub fn snapshot_after(&mut self, label: String) -> PhaseResult {
+        match self.inner.snapshot_after(&label) {
+            Some(report) => PhaseResult {
+                label: report.label,
+                orphans: report.orphans.iter().map(process_to_js).collect(),
+                rule: report.rule.as_str().to_string(),
+                memory_before_mb: report.memory_before_mb,
+                memory_after_mb: report.memory_after_mb,
+                memory_delta_mb: report.memory_delta_mb,
+                warnings: report.warnings,
+            },
+            None => PhaseResult {
+                label,
+                orphans: Vec::new(),
+                rule: "disabled".into(),
+                memory_before_mb: 0.0,
+                memory_after_mb: 0.0,
+                memory_delta_mb: 0.0,
+                warnings: Vec::new(),
+            },
+        }
+    }
 }

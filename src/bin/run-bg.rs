@@ -4,16 +4,16 @@
 use clap::{Args, Parser, Subcommand};
 use proc_manager::core::duration::{format_duration_ms, parse_duration_ms};
 use proc_manager::core::job::{DeliveryState, Job, JobStatus};
-use proc_manager::core::ops::{Context, ListFilter, OrphanOptions, TailQuery};
+use proc_manager::core::ops::{CheckResult, Context, ListFilter, OrphanOptions, TailQuery};
 use proc_manager::core::procinfo::ProcessEntry;
 use proc_manager::core::spawn::{parse_env_assignment, start_job, StartRequest};
-use proc_manager::core::view::{shell_exit_code, CheckView, JobView, ProcessView};
-use proc_manager::core::{logs, notify, now_ms, supervisor, Error, Result};
+use proc_manager::core::view::{kb_to_mb, shell_exit_code, CheckView, JobView, ProcessView};
+use proc_manager::core::{logs, notify, now_ms, procs, supervisor, Error, Result};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-const SUBCOMMANDS: &[&str] = &["check", "logs", "list", "wait", "kill", "orphans", "prune", "reconcile", "help"];
+const SUBCOMMANDS: &[&str] = &["check", "logs", "list", "wait", "kill", "orphans", "ps", "prune", "reconcile", "help"];
 
 const START_HELP: &str = "\
 Commands:
@@ -23,6 +23,7 @@ Commands:
   run-bg wait <id>... [--timeout <dur>]
   run-bg kill <id>... | --all [--owner <name>]  [--grace <dur>] [--force]
   run-bg orphans [--kill] [--force] [--owner <name>]   processes left behind; --kill removes them
+  run-bg ps [--mcp]                            a process snapshot (MCP/browser processes marked)
   run-bg prune [--older-than <dur>]            forget finished jobs, delete their logs
   run-bg reconcile                             mark jobs whose supervisor died
 
@@ -172,6 +173,14 @@ enum Sub {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// A process snapshot: pid, parent, memory, command; MCP/browser processes marked
+    Ps {
+        /// Only processes matching diagnostics.resource_tracking.mcp_patterns
+        #[arg(long)]
+        mcp: bool,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Forget finished jobs and delete their logs
     Prune {
         /// Only jobs that ended longer ago than this
@@ -302,7 +311,7 @@ fn run_start(cli: StartCli) -> Result<i32> {
         let outcome = context.wait(std::slice::from_ref(&started.job_id), Some(wait_for))?;
         if !outcome.timed_out {
             let check = context.check(&started.job_id, &TailQuery::new(None, None)?)?;
-            print_check(&check.job, &check.tail, &check.lingering, cli.json);
+            print_check(&check, cli.json);
             return Ok(shell_exit_code(&check.job));
         }
     }
@@ -398,13 +407,28 @@ fn delivery_lines(job: &Job) -> Vec<String> {
     lines
 }
 
-fn print_check(job: &Job, tail: &[String], lingering: &[ProcessEntry], json: bool) {
+fn print_check(check: &CheckResult, json: bool) {
+    let (job, tail, lingering) = (&check.job, &check.tail, &check.lingering);
     if json {
-        print_json(&CheckView { job: JobView::from(job), tail: tail.to_vec(), lingering: process_views(lingering) });
+        print_json(&CheckView {
+            job: JobView::from(job),
+            tail: tail.to_vec(),
+            lingering: process_views(lingering),
+            processes: check.usage.map(|u| u.processes),
+            rss_mb: check.usage.map(|u| kb_to_mb(u.rss_kb)),
+        });
         return;
     }
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{}", header_line(job));
+    let mut header = header_line(job);
+    match (check.usage, job.peak_rss_kb) {
+        (Some(usage), _) if job.status == JobStatus::Running => {
+            header.push_str(&format!(" · {} process(es), {} MiB", usage.processes, kb_to_mb(usage.rss_kb)));
+        }
+        (_, Some(peak)) if job.status.is_final() => header.push_str(&format!(" · peak {} MiB", kb_to_mb(peak))),
+        _ => {}
+    }
+    let _ = writeln!(out, "{header}");
     if let Some(line) = lingering_line(job, lingering) {
         let _ = writeln!(out, "{line}");
     }
@@ -425,7 +449,7 @@ fn run_sub(command: Sub) -> Result<i32> {
         Sub::Check { id, lines, grep, json } => {
             let query = TailQuery::new(Some(lines), grep.as_deref())?;
             let check = context.check(&id, &query)?;
-            print_check(&check.job, &check.tail, &check.lingering, json.json);
+            print_check(&check, json.json);
             Ok(0)
         }
         Sub::Logs { id, lines, all, follow } => run_logs(&context, &id, lines, all, follow),
@@ -556,6 +580,35 @@ fn run_sub(command: Sub) -> Result<i32> {
                 }
             }
             Ok(if report.failed.is_empty() { 0 } else { 1 })
+        }
+        Sub::Ps { mcp, json } => {
+            let snap = procs::snapshot(&context.config.diagnostics.resource_tracking.mcp_patterns);
+            let shown: Vec<&procs::ProcessInfo> = snap.processes.iter().filter(|p| !mcp || p.is_mcp).collect();
+            if json.json {
+                print_json(&serde_json::json!({
+                    "timestamp": snap.timestamp,
+                    "totalMemoryMb": snap.total_memory_mb,
+                    "processes": shown.iter().map(|p| serde_json::json!({
+                        "pid": p.pid, "ppid": p.ppid, "command": p.command,
+                        "memoryMb": p.memory_mb, "startTime": p.start_time, "isMcp": p.is_mcp,
+                    })).collect::<Vec<_>>(),
+                }));
+            } else {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{:>7} {:>7} {:>8}  COMMAND", "PID", "PPID", "RSS MiB");
+                for p in &shown {
+                    let mark = if p.is_mcp { "[mcp] " } else { "" };
+                    let _ = writeln!(out, "{:>7} {:>7} {:>8.1}  {mark}{}", p.pid, p.ppid, p.memory_mb, shorten(&p.command, 100));
+                }
+                let _ = writeln!(
+                    out,
+                    "{} process(es){}, {:.1} MiB resident in all",
+                    shown.len(),
+                    if mcp { " matching mcp_patterns" } else { "" },
+                    shown.iter().fold(0.0, |sum, p| sum + p.memory_mb)
+                );
+            }
+            Ok(0)
         }
         Sub::Prune { older_than, json } => {
             let older_than = parse_dur("--older-than", &older_than)?;

@@ -112,6 +112,10 @@ pub struct Job {
     /// Command hooks run when the job ended.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hooks: Vec<HookRun>,
+    /// Peak resident memory of the job's largest process (getrusage of the
+    /// reaped descendants), recorded when it ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rss_kb: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

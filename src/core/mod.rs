@@ -11,6 +11,7 @@ pub mod logs;
 pub mod ops;
 pub mod paths;
 pub mod procinfo;
+pub mod procs;
 pub mod registry;
 pub mod spawn;
 pub mod notify;

@@ -153,8 +153,18 @@ impl Context {
     pub fn check(&self, id: &str, query: &TailQuery) -> Result<CheckResult> {
         let job = self.job(id)?;
         let tail = tail_job_log(&job, query)?;
-        let lingering = self.lingering(&job);
-        Ok(CheckResult { job, tail, lingering })
+        // One pass over /proc serves both: the live tree's cost, and what lingers.
+        let tree = if !job.status.is_final() || self.lingering_possible(&job) {
+            kill::job_tree(job.main, &job.id).0
+        } else {
+            Vec::new()
+        };
+        let usage = (!tree.is_empty()).then(|| TreeUsage {
+            processes: tree.len(),
+            rss_kb: tree.iter().map(|p| p.rss_kb).sum(),
+        });
+        let lingering = if job.status.is_final() || job.status == JobStatus::Orphaned { tree } else { Vec::new() };
+        Ok(CheckResult { job, tail, lingering, usage })
     }
 
     /// Blocks until every job in `ids` has ended, or `timeout` passes.
@@ -287,12 +297,17 @@ impl Context {
     /// Processes still running for a job whose main process has ended (or
     /// whose supervisor is gone). Empty for a job still running normally.
     pub fn lingering(&self, job: &Job) -> Vec<ProcessEntry> {
-        let supervised = job.supervisor.is_some_and(|s| procinfo::is_same_process_alive(&s));
-        if (job.status.is_final() && supervised) || job.status == JobStatus::Orphaned {
+        if (job.status.is_final() && self.lingering_possible(job)) || job.status == JobStatus::Orphaned {
             kill::job_tree(job.main, &job.id).0
         } else {
             Vec::new()
         }
+    }
+
+    /// An ended job can have processes left only while its supervisor lives
+    /// (it stays until the last descendant is gone).
+    fn lingering_possible(&self, job: &Job) -> bool {
+        job.supervisor.is_some_and(|s| procinfo::is_same_process_alive(&s))
     }
 
     /// Orphaned jobs, and every process that still carries the cookie of a job
@@ -466,6 +481,14 @@ pub struct CheckResult {
     pub tail: Vec<String>,
     /// Processes still running although the main process ended (or the supervisor died).
     pub lingering: Vec<ProcessEntry>,
+    /// What the job's live processes cost now (None when none run).
+    pub usage: Option<TreeUsage>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TreeUsage {
+    pub processes: usize,
+    pub rss_kb: u64,
 }
 
 #[derive(Debug, Clone)]

@@ -13,6 +13,7 @@ struct Stat {
     ppid: u32,
     pgrp: u32,
     start_ticks: u64,
+    rss_pages: u64,
 }
 
 /// Parsed from /proc/<pid>/stat.
@@ -26,9 +27,10 @@ fn read_stat(pid: u32) -> Option<Stat> {
     let state = fields.next()?.as_bytes().first().copied()?;
     let ppid = fields.next()?.parse().ok()?;
     let pgrp = fields.next()?.parse().ok()?;
-    // field 22 (starttime); we have consumed fields 3, 4 and 5.
+    // field 22 (starttime); we have consumed fields 3, 4 and 5. Then 24 (rss).
     let start_ticks = fields.nth(16)?.parse().ok()?;
-    Some(Stat { state, ppid, pgrp, start_ticks })
+    let rss_pages = fields.nth(1)?.parse().ok()?;
+    Some(Stat { state, ppid, pgrp, start_ticks, rss_pages })
 }
 
 fn is_dead_state(state: u8) -> bool {
@@ -65,6 +67,7 @@ pub struct ProcessEntry {
     pub command: String,
     /// The job id from `PROC_MANAGER_JOB`, when the environment was read and carries one.
     pub cookie: Option<String>,
+    pub rss_kb: u64,
 }
 
 /// The value of `PROC_MANAGER_JOB` in a NUL-separated environment block.
@@ -90,6 +93,11 @@ pub fn command_line(pid: u32) -> String {
         }
     }
     String::new()
+}
+
+#[cfg(target_os = "linux")]
+fn page_kb() -> u64 {
+    (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1024) as u64) / 1024
 }
 
 /// Every live process except the caller, in one pass. `wanted` decides, from
@@ -119,6 +127,7 @@ pub fn scan(mut wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<Proce
             pgid: stat.pgrp,
             command: command_line(pid),
             cookie,
+            rss_kb: stat.rss_pages * page_kb(),
         });
     }
     found

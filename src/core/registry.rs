@@ -243,6 +243,7 @@ mod tests {
             log_path: String::new(),
             notification: None,
             hooks: Vec::new(),
+            peak_rss_kb: None,
         }
     }
 

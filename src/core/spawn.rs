@@ -169,6 +169,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         log_path: log_path.to_string_lossy().into_owned(),
         notification: None,
         hooks: Vec::new(),
+        peak_rss_kb: None,
     };
     let spec = SupervisorSpec {
         home: context.home.root.clone(),

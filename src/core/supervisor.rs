@@ -157,6 +157,33 @@ pub fn detach() -> std::io::Result<()> {
     }
 }
 
+/// Drops the resident pages of our executable code (the binary's and the
+/// shared libraries' `r-xp` mappings) once start-up is over. Parsing the spec,
+/// spawning and writing the registry touched code the idle loop never runs
+/// again, and the kernel's fault-around had mapped its neighbours too; the
+/// loop faults back in only the few pages it uses, so an idle supervisor's RSS
+/// is about what its loop needs. Only code mappings are dropped: they are never
+/// written, so each page comes back unchanged from the page cache.
+fn release_startup_code() {
+    #[cfg(target_os = "linux")]
+    {
+        let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else { return };
+        for line in maps.lines() {
+            let mut fields = line.split_ascii_whitespace();
+            let (Some(range), Some(perms)) = (fields.next(), fields.next()) else { continue };
+            let path = fields.nth(3).unwrap_or("");
+            if perms != "r-xp" || !path.starts_with('/') {
+                continue; // not file-backed code ([vdso] and anonymous mappings stay)
+            }
+            let Some((start, end)) = range.split_once('-') else { continue };
+            let (Ok(start), Ok(end)) = (usize::from_str_radix(start, 16), usize::from_str_radix(end, 16)) else {
+                continue;
+            };
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+        }
+    }
+}
+
 /// Tells the waiting caller how the start went, then lets go of its pipe.
 fn report_ready(line: &str) {
     let mut out = std::io::stdout().lock();
@@ -318,6 +345,7 @@ impl Supervisor {
     }
 
     fn run(&mut self) {
+        release_startup_code();
         loop {
             if !self.recorded && self.main_exit.is_some() && self.kill_settled() {
                 self.drain_output_nonblocking();
@@ -530,11 +558,13 @@ impl Supervisor {
         let notify_config = &self.config.notify;
         // The announcement is claimed with the status change, under the same
         // lock: whoever records an outcome announces it, so it is announced once.
+        let peak_rss_kb = children_peak_rss_kb();
         let apply = |job: &mut Job| {
             job.status = status;
             job.exit_code = code;
             job.signal = signal_text.clone();
             job.ended_at = Some(ended_at);
+            job.peak_rss_kb = peak_rss_kb;
             job.notification = notify::claim(notify_config, job);
         };
         apply(&mut self.job);
@@ -573,6 +603,18 @@ impl Supervisor {
     fn note_error(&self, message: &str) {
         eprintln!("run-bg supervisor {}: {message}", self.job.id);
     }
+}
+
+/// Peak RSS of the largest descendant reaped so far (by us or by its parent),
+/// as the kernel keeps it: free to read, no sampling while the job runs.
+fn children_peak_rss_kb() -> Option<u64> {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } != 0 {
+        return None;
+    }
+    // Linux reports KiB; macOS reports bytes.
+    let max = usage.ru_maxrss as u64;
+    Some(if cfg!(target_os = "macos") { max / 1024 } else { max }).filter(|&kb| kb > 0)
 }
 
 /// Reads the supervisor's ready line from its stdout pipe.

@@ -28,6 +28,8 @@ pub struct JobView {
     /// delivered, failed), `attempts`, `lastError`.
     pub notification: Option<NotificationView>,
     pub hooks: Vec<HookView>,
+    /// Peak RSS of the job's largest process, once it has ended.
+    pub peak_rss_mb: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -84,8 +86,13 @@ impl From<&Job> for JobView {
                     duration_ms: h.duration_ms,
                 })
                 .collect(),
+            peak_rss_mb: job.peak_rss_kb.map(kb_to_mb),
         }
     }
+}
+
+pub fn kb_to_mb(kb: u64) -> f64 {
+    (kb as f64 / 1024.0 * 10.0).round() / 10.0
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -96,6 +103,9 @@ pub struct CheckView {
     pub tail: Vec<String>,
     /// Processes still running although the main process ended.
     pub lingering: Vec<ProcessView>,
+    /// How many of the job's processes run now, and their resident memory.
+    pub processes: Option<usize>,
+    pub rss_mb: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
