@@ -30,11 +30,19 @@ export declare class ResourceTracker {
 /** Status, exit code, runtime and the last lines of a job's output. */
 export declare function checkJob(jobId: string, options?: CheckOptions | undefined | null): CheckResult
 
+/**
+ * `checkJob` as the CLI prints it: a header line, what needs attention, then
+ * the lines. For agents and tools that relay text (the MCP server).
+ */
+export declare function checkJobText(jobId: string, options?: CheckOptions | undefined | null): string
+
 export interface CheckOptions {
   /** How many lines (default 20). */
   lines?: number
   /** Only lines matching this regular expression. */
   grep?: string
+  /** Only lines that look like errors, each with a line of context. */
+  errors?: boolean
 }
 
 /** `checkJob`'s answer: the job plus the last lines of its output. */
@@ -188,6 +196,9 @@ export interface KillResult {
  */
 export declare function listJobs(options?: ListOptions | undefined | null): Array<JobSummary>
 
+/** `listJobs` as the CLI prints it, one line per job. */
+export declare function listJobsText(options?: ListOptions | undefined | null): string
+
 export interface ListOptions {
   status?: string
   owner?: string
@@ -308,10 +319,28 @@ export interface RunResult {
 }
 
 /**
+ * Starts `command` like `runBackground`, then waits up to `yieldMs`: resolves
+ * with the check result if the job ended by then, else with the running
+ * job's id (`done: false`), leaving it running.
+ */
+export declare function runYield(command: string, options: YieldOptions): Promise<YieldResult>
+
+/**
  * Every process visible to this user: pid, ppid, command, memoryMb,
  * startTime, isMcp; with the time taken and the total resident memory.
  */
 export declare function snapshot(): ProcessSnapshot
+
+/**
+ * The lines an agent harness puts in front of each model call: running jobs
+ * (pid, command, runtime, last line) and ended jobs not looked at yet. An
+ * empty string when there is nothing to say.
+ */
+export declare function summary(options?: SummaryOptions | undefined | null): string
+
+export interface SummaryOptions {
+  owner?: string
+}
 
 /** Overrides of `diagnostics.resource_tracking` from config.json. */
 export interface TrackerOptions {
@@ -329,4 +358,25 @@ export declare function waitJob(jobId: string, options?: WaitOptions | undefined
 export interface WaitOptions {
   /** Give up after this many milliseconds; the result then has `timedOut: true`. */
   timeoutMs?: number
+}
+
+export interface YieldOptions {
+  /** How long to wait for the job to end before leaving it running. */
+  yieldMs: number
+  args?: Array<string>
+  label?: string
+  cwd?: string
+  env?: Record<string, string>
+  timeoutMs?: number
+  owner?: string
+  context?: any
+  notify?: boolean
+  onExit?: string
+}
+
+export interface YieldResult {
+  jobId: string
+  /** True when the job ended within `yieldMs`; then `check` holds its outcome. */
+  done: boolean
+  check?: CheckResult
 }

@@ -4,7 +4,7 @@
 // so that noise from a shared machine hits every variant alike. Reports
 // median and p90, prints a table with targets, writes bench/out/results.json.
 //
-//   node bench/run.mjs [--quick]
+//   node bench/run.mjs [--quick] [--only=start,idle,log,tail,kill,notify,snapshot]
 //
 // Every sample gets its own temp PROC_MANAGER_HOME; every process started is
 // killed by pid (or through run-bg by job id), and every temp dir is removed,
@@ -14,19 +14,27 @@ import { spawn, spawnSync } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import fs from 'node:fs'
+import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
 
 const QUICK = process.argv.includes('--quick')
+const GROUPS = ['start', 'idle', 'log', 'tail', 'kill', 'notify', 'snapshot']
+const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',') ?? null
+const runs = (group) => !ONLY || ONLY.includes(group)
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const RUN_BG = path.join(ROOT, 'native', 'run-bg')
 const OUT_FILE = path.join(ROOT, 'bench', 'out', 'results.json')
+const STATLOOP_SRC = path.join(ROOT, 'bench', 'statloop.c')
+const STATLOOP = path.join(ROOT, 'bench', 'out', 'statloop')
 const MiB = 1024 ** 2
 const GiB = 1024 ** 3
 
 const PLAN = QUICK
-  ? { startReps: 10, warmup: 2, idleJobs: 5, cpuWindowMs: 2000, logBytes: 128 * MiB, logReps: 2, tailBytes: 128 * MiB, tailReps: 10 }
-  : { startReps: 30, warmup: 3, idleJobs: 5, cpuWindowMs: 2000, logBytes: GiB, logReps: 3, tailBytes: GiB, tailReps: 30 }
+  ? { startReps: 10, warmup: 2, idleJobs: 5, cpuWindowMs: 2000, logBytes: 128 * MiB, logReps: 2, tailBytes: 128 * MiB, tailReps: 10,
+      killReps: 5, treeSize: 50, treeReps: 2, notifyReps: 5, snapExtra: 100, snapReps: 5, statPasses: 10 }
+  : { startReps: 30, warmup: 3, idleJobs: 5, cpuWindowMs: 2000, logBytes: GiB, logReps: 3, tailBytes: GiB, tailReps: 30,
+      killReps: 20, treeSize: 50, treeReps: 8, notifyReps: 20, snapExtra: 500, snapReps: 20, statPasses: 10 }
 const ROTATING = { max_bytes: 100 * MiB, keep: 2 }
 const UNBOUNDED = { max_bytes: 2 * GiB, keep: 2 }
 const FINAL = new Set(['success', 'failed', 'killed', 'timeout', 'lost'])
@@ -85,8 +93,12 @@ function readJobs(home) {
   }
 }
 
-function writeConfig(home, logs) {
-  fs.writeFileSync(path.join(home, 'config.json'), JSON.stringify({ logs }))
+/** Every home gets a config.json. Notifications are off unless a group sets a
+ * url: else each ended job's supervisor would retry the default
+ * http://127.0.0.1:7600/trigger for a minute after its home is gone (or reach
+ * a real interrupt service listening there). */
+function writeConfig(home, config = {}) {
+  fs.writeFileSync(path.join(home, 'config.json'), JSON.stringify({ notify: { url: null }, ...config }))
 }
 
 /** /proc/<pid>/stat fields after the comm: [0] is field 3 (state). */
@@ -251,6 +263,7 @@ const START_VARIANTS = {
     return { returned, running }
   },
   async cli(dir) {
+    writeConfig(dir)
     const mark = path.join(dir, 'MARK')
     const t0 = now()
     const r = spawnSync(RUN_BG, ['--label', 'b', '--', 'sh', '-c', `touch ${q(mark)}; exec sleep 30`], {
@@ -279,6 +292,7 @@ const START_VARIANTS = {
     return { returned, running }
   },
   async js(dir) {
+    writeConfig(dir)
     const mark = path.join(dir, 'MARK')
     const { job, returned, running } = inHome(dir, () => {
       const t0 = now()
@@ -315,6 +329,7 @@ async function benchStart() {
 async function benchIdle() {
   log(`supervisor idle cost: ${PLAN.idleJobs} jobs vs ${PLAN.idleJobs} idle node processes`)
   const home = tempDir('idle')
+  writeConfig(home)
   const ids = []
   const nodes = []
   for (let i = 0; i < PLAN.idleJobs; i++) {
@@ -408,7 +423,7 @@ function logFiles(log) {
 }
 
 async function runOurs(dir, argv, logs) {
-  writeConfig(dir, logs)
+  writeConfig(dir, { logs })
   const ended = whenEnded(dir)
   const t0 = now()
   const { jobId } = startJson(dir, argv, 'tp')
@@ -503,7 +518,7 @@ function tailInJs(file, n) {
 
 async function benchTail(size) {
   const home = tempDir('tail')
-  writeConfig(home, UNBOUNDED)
+  writeConfig(home, { logs: UNBOUNDED })
   const lines = Math.floor(size / LINE_BYTES)
   log(`tail: writing a ${((lines * LINE_BYTES) / MiB).toFixed(0)} MiB log through a real job`)
   const t0 = now()
@@ -540,6 +555,415 @@ async function benchTail(size) {
   })
   removeDir(home)
   return { samples, genSeconds, lines, bytes: lines * LINE_BYTES }
+}
+
+// ------------------------------------------------------------------ 5. kill speed
+
+/** Alive: /proc/<pid>/stat still shows the same start ticks (field 22) and is no zombie. */
+function isAlive(pid, ticks) {
+  const f = procStat(pid)
+  return f != null && f[19] === ticks && f[0] !== 'Z' && f[0] !== 'X'
+}
+const comm = (pid) => {
+  try {
+    return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim()
+  } catch {
+    return null
+  }
+}
+const numericProcEntries = () => fs.readdirSync('/proc').filter((e) => /^\d+$/.test(e)).map(Number)
+
+/** Live processes whose environment holds PROC_MANAGER_JOB=<jobId>: { pid, ticks, comm }. */
+function cookieCarriers(jobId) {
+  const cookie = `PROC_MANAGER_JOB=${jobId}`
+  const found = []
+  for (const pid of numericProcEntries()) {
+    let env
+    try {
+      env = fs.readFileSync(`/proc/${pid}/environ`, 'latin1')
+    } catch {
+      continue
+    }
+    const f = procStat(pid)
+    if (f && f[0] !== 'Z' && env.split('\0').includes(cookie)) found.push({ pid, ticks: f[19], comm: comm(pid) })
+  }
+  return found
+}
+
+/** Live members of process group `pgid`: { pid, ticks, comm }. */
+function groupMembers(pgid) {
+  const found = []
+  for (const pid of numericProcEntries()) {
+    const f = procStat(pid)
+    if (f && f[0] !== 'Z' && Number(f[2]) === pgid) found.push({ pid, ticks: f[19], comm: comm(pid) })
+  }
+  return found
+}
+
+/** Polls `list()` (fresh each time) until `n` of its processes are `sleep`s; returns the last list. */
+async function waitForSleeps(list, n, what, timeoutMs = 20_000) {
+  const deadline = now() + timeoutMs
+  for (;;) {
+    const procs = list()
+    if (procs.filter((p) => p.comm === 'sleep').length >= n) return procs
+    if (now() > deadline) throw new Error(`${what}: only ${procs.length} processes (${procs.filter((p) => p.comm === 'sleep').length} sleeps) after ${timeoutMs} ms`)
+    await sleep(10)
+  }
+}
+
+/** A `sleep 600` left in the background by `sh -c '… &'` (so init, not us, reaps it); returns it once it runs sleep. */
+async function straySleep() {
+  const r = spawnSync('sh', ['-c', 'sleep 600 </dev/null >/dev/null 2>&1 & echo $!'], { encoding: 'utf8' })
+  const pid = Number(r.stdout.trim())
+  if (r.status !== 0 || !pid) throw new Error(`could not start a stray sleep: ${r.stderr}`)
+  trackStray(pid) // exec keeps the start time: the identity recorded now stays valid
+  const deadline = now() + 5000
+  while (cmdline(pid)?.[0] !== 'sleep') {
+    if (now() > deadline) throw new Error(`stray ${pid} never ran sleep`)
+    await sleep(1)
+  }
+  return { pid, ticks: strayPids.get(pid) }
+}
+
+const TREE_SCRIPTS = {
+  plain: (n) => `for i in $(seq ${n}); do sleep 600 & done; wait`,
+  // dash keeps each inner sh (it has a trap), so the tree is 1 + 2n processes; the
+  // ignored SIGTERM is inherited by the sleeps across exec.
+  ignoresTerm: (n) => `for i in $(seq ${n}); do sh -c "trap \\"\\" TERM; sleep 600" & done; wait`,
+}
+
+/** Runs `run-bg kill <id> --grace <grace>` on a fresh job of `argv` once `ready(jobId)` gives its processes. */
+async function killOurs(argv, grace, ready, what) {
+  const home = tempDir('kill')
+  writeConfig(home)
+  try {
+    const { jobId } = startJson(home, argv, 'k')
+    const procs = await ready(jobId)
+    const t0 = now()
+    const r = runBg(home, ['kill', jobId, '--grace', grace])
+    const ms = now() - t0
+    const survivors = procs.filter((p) => isAlive(p.pid, p.ticks))
+    const status = readJobs(home).find((j) => j.id === jobId)?.status
+    check(`${what}: kill exited 0, job killed, none of ${procs.length} recorded processes alive`, r.status === 0 && status === 'killed' && !survivors.length,
+      `exit ${r.status} ${r.stderr.trim()}, status ${status}, alive ${survivors.map((p) => p.pid).join(' ')}`)
+    return { ms, procs: procs.length }
+  } finally {
+    removeDir(home)
+  }
+}
+
+/** Signals each recorded process by pid (if it still is that process). */
+function signalEach(procs, signal) {
+  for (const p of procs) {
+    if (isAlive(p.pid, p.ticks)) {
+      try {
+        process.kill(p.pid, signal)
+      } catch {}
+    }
+  }
+}
+
+/** Baseline for a tree: SIGTERM to each process, poll /proc; after `graceMs` SIGKILL to what is left, poll. */
+function killPoll(procs, graceMs) {
+  const t0 = now()
+  signalEach(procs, 'SIGTERM')
+  let alive = procs
+  while ((alive = alive.filter((p) => isAlive(p.pid, p.ticks))).length && now() - t0 < graceMs) {}
+  if (alive.length) {
+    signalEach(alive, 'SIGKILL')
+    while ((alive = alive.filter((p) => isAlive(p.pid, p.ticks))).length) {
+      if (now() - t0 > graceMs + 10_000) throw new Error(`baseline: ${alive.length} processes survive SIGKILL`)
+    }
+  }
+  return now() - t0
+}
+
+async function benchKill() {
+  const n = PLAN.treeSize
+  log(`kill: sleep job ${PLAN.killReps} reps, ${n}-process trees ${PLAN.treeReps} reps (+1 warm-up) × 2 variants × 2 kinds`)
+  const samples = {}
+  const push = (key, v) => (samples[key] ??= []).push(v)
+
+  const single = {
+    async ours() {
+      const r = await killOurs(['sleep', '600'], '5s', async (jobId) => {
+        const [main] = await waitForSleeps(() => cookieCarriers(jobId), 1, 'sleep job')
+        return [main]
+      }, 'kill sleep job')
+      return r.ms
+    },
+    async baseline() {
+      const s = await straySleep()
+      const ms = killPoll([s], 10_000)
+      strayPids.delete(s.pid)
+      return ms
+    },
+  }
+  for (let rep = -1; rep < PLAN.killReps; rep++) {
+    for (const name of rotate(Object.keys(single), rep)) {
+      const ms = await single[name]()
+      if (rep >= 0) push(`single.${name}`, ms)
+    }
+  }
+
+  for (const [kind, script] of Object.entries(TREE_SCRIPTS)) {
+    const graceMs = 1000
+    const variants = {
+      async ours() {
+        const r = await killOurs(['sh', '-c', script(n)], `${graceMs}ms`, (jobId) => waitForSleeps(() => cookieCarriers(jobId), n, `${kind} tree job`), `kill ${kind} tree`)
+        return r
+      },
+      async baseline() {
+        const child = spawnChild('sh', ['-c', script(n)], { detached: true, stdio: 'ignore' })
+        const members = () => {
+          const found = groupMembers(child.pid)
+          for (const p of found) strayPids.set(p.pid, p.ticks) // cleanup kills them by pid, should anything throw
+          return found
+        }
+        const procs = await waitForSleeps(members, n, `${kind} baseline tree`)
+        const ms = killPoll(procs, graceMs)
+        for (const p of procs) strayPids.delete(p.pid)
+        await killChild(child)
+        return { ms, procs: procs.length }
+      },
+    }
+    for (let rep = -1; rep < PLAN.treeReps; rep++) {
+      for (const name of rotate(Object.keys(variants), rep)) {
+        const r = await variants[name]()
+        log(`  ${kind}.${name} rep ${rep}: ${r.ms.toFixed(0)} ms, ${r.procs} processes`)
+        if (rep < 0) continue
+        push(`${kind}.${name}`, r.ms)
+        push(`${kind}.${name}.procs`, r.procs)
+        if (kind === 'ignoresTerm' && name === 'ours') check(`kill ${kind} tree: waited out the grace period`, r.ms >= graceMs, `${r.ms.toFixed(0)} ms`)
+      }
+    }
+  }
+  return samples
+}
+
+// --------------------------------------------------------- 6. notification latency
+
+/** An HTTP listener in a child process; it appends `{at: Date.now(), url, body}` per request. */
+async function startListener() {
+  const dir = tempDir('listener')
+  const record = path.join(dir, 'requests.jsonl')
+  const script = `
+    const http = require('node:http'), fs = require('node:fs')
+    const server = http.createServer((req, res) => {
+      let body = ''
+      req.on('data', (d) => (body += d))
+      req.on('end', () => {
+        fs.appendFileSync(${JSON.stringify(record)}, JSON.stringify({ at: Date.now(), url: req.url, body }) + '\\n')
+        res.end('ok')
+      })
+    })
+    server.listen(0, '127.0.0.1', () => console.log(server.address().port))
+  `
+  const child = spawnChild(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const port = await new Promise((resolve, reject) => {
+    child.stdout.once('data', (d) => resolve(Number(String(d).trim())))
+    child.exited.then(({ code }) => reject(new Error(`listener exited ${code}`)))
+  })
+  const requests = () => {
+    try {
+      return fs.readFileSync(record, 'utf8').split('\n').filter(Boolean).map((l) => {
+        const r = JSON.parse(l)
+        return { ...r, json: JSON.parse(r.body) }
+      })
+    } catch {
+      return []
+    }
+  }
+  return { url: `http://127.0.0.1:${port}/trigger`, port, child, dir, requests }
+}
+
+async function waitForRequest(listener, jobId, timeoutMs = 10_000) {
+  const deadline = now() + timeoutMs
+  for (;;) {
+    const hit = listener.requests().find((r) => r.json?.data?.jobId === jobId)
+    if (hit) return hit
+    if (now() > deadline) throw new Error(`no request for ${jobId} within ${timeoutMs} ms`)
+    await sleep(5)
+  }
+}
+
+function postJson(url, body) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
+      res.resume()
+      res.on('end', resolve)
+    })
+    req.on('error', reject)
+    req.end(JSON.stringify(body))
+  })
+}
+
+const readMark = (file) => Number(fs.readFileSync(file, 'utf8').trim())
+const JOB_WITH_MARK = (mark) => `sleep 0.2; date +%s%3N > ${q(mark)}`
+
+async function benchNotify() {
+  log(`notification latency: ${PLAN.notifyReps} reps (+${PLAN.warmup} warm-up) × 2 variants`)
+  const listener = await startListener()
+  const samples = { ours: [], oursEndedAt: [], endedAtAfterMark: [], baseline: [] }
+  const ids = []
+  const variants = {
+    async ours() {
+      const home = tempDir('notify')
+      writeConfig(home, { notify: { url: listener.url } })
+      const mark = path.join(home, 'MARK')
+      try {
+        const { jobId } = startJson(home, ['sh', '-c', JOB_WITH_MARK(mark)], 'n')
+        ids.push(jobId)
+        const request = await waitForRequest(listener, jobId)
+        const checked = JSON.parse(runBg(home, ['check', jobId, '--json']).stdout)
+        const job = readJobs(home).find((j) => j.id === jobId)
+        // The supervisor leaves once the notification is recorded as delivered: let it, before its home goes.
+        const deadline = now() + 5000
+        while (job?.supervisor && isAlive(job.supervisor.pid, String(job.supervisor.start_ticks)) && now() < deadline) await sleep(5)
+        check(`notify ${jobId}: success announced, endedAt recorded`, request.json.data.status === 'success' && checked.endedAt > 0, `${request.json.data.status} ${checked.endedAt}`)
+        const markAt = readMark(mark)
+        return { latency: request.at - markAt, fromEndedAt: request.at - checked.endedAt, endedAtAfterMark: checked.endedAt - markAt }
+      } finally {
+        removeDir(home)
+      }
+    },
+    async baseline() {
+      const dir = tempDir('notify-base')
+      const mark = path.join(dir, 'MARK')
+      try {
+        const child = spawnChild('sh', ['-c', JOB_WITH_MARK(mark)], { stdio: 'ignore' })
+        await child.exited
+        const token = `base-${path.basename(dir)}`
+        await postJson(listener.url, { source: 'bench', data: { jobId: token } })
+        const request = await waitForRequest(listener, token)
+        return { latency: request.at - readMark(mark) }
+      } finally {
+        removeDir(dir)
+      }
+    },
+  }
+  try {
+    for (let rep = -PLAN.warmup; rep < PLAN.notifyReps; rep++) {
+      for (const name of rotate(Object.keys(variants), rep)) {
+        const r = await variants[name]()
+        if (rep < 0) continue
+        samples[name].push(r.latency)
+        if (name === 'ours') {
+          samples.oursEndedAt.push(r.fromEndedAt)
+          samples.endedAtAfterMark.push(r.endedAtAfterMark)
+        }
+      }
+    }
+    await sleep(300) // a duplicate would show up by now
+    const counts = ids.map((id) => listener.requests().filter((r) => r.json?.data?.jobId === id).length)
+    check('notify: each job announced exactly once', counts.every((c) => c === 1), JSON.stringify(counts))
+  } finally {
+    await killChild(listener.child)
+    removeDir(listener.dir)
+  }
+  return samples
+}
+
+// ------------------------------------------------------------- 7. snapshot speed
+
+function compileStatloop() {
+  const r = spawnSync('gcc', ['-O2', '-o', STATLOOP, STATLOOP_SRC], { encoding: 'utf8' })
+  if (r.error || r.status !== 0) throw new Error(`gcc -O2 -o ${STATLOOP} ${STATLOOP_SRC} failed: ${r.error?.message ?? r.stderr}`)
+}
+
+/** One run of the C loop: average ms per full pass over /proc, and how many processes it read. */
+function statloop(...args) {
+  const r = spawnSync(STATLOOP, [String(PLAN.statPasses), ...args], { encoding: 'utf8' })
+  const m = /avg_us=([\d.]+) procs=(\d+)/.exec(r.stdout)
+  if (r.status !== 0 || !m) throw new Error(`statloop failed (${r.status}): ${r.stdout}${r.stderr}`)
+  return { ms: Number(m[1]) / 1000, procs: Number(m[2]) }
+}
+
+function jsStatLoop() {
+  let procs = 0
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      fs.readFileSync(`/proc/${entry}/stat`)
+      procs++
+    } catch {}
+  }
+  return procs
+}
+
+async function benchSnapshot() {
+  const extra = PLAN.snapExtra
+  const home = tempDir('snap')
+  writeConfig(home)
+  log(`snapshot: starting ${extra} extra sleep processes`)
+  const sleeps = []
+  try {
+    for (let i = 0; i < extra; i++) sleeps.push(spawnChild('sleep', ['600'], { detached: false, stdio: 'ignore' }))
+    const deadline = now() + 60_000
+    while (!sleeps.every((c) => cmdline(c.pid)?.[0] === 'sleep')) {
+      if (now() > deadline) throw new Error('extra sleeps did not start in 60 s')
+      await sleep(20)
+    }
+    const visible = { snapshot: [], ps: [], c: [], cCmdline: [], js: [] }
+    const variants = {
+      snapshot: () =>
+        inHome(home, () => {
+          const t = now()
+          const s = pm.snapshot()
+          const ms = now() - t
+          visible.snapshot.push(s.processes.length)
+          return { ms, s }
+        }),
+      cli: () => {
+        const t = now()
+        const r = spawnSync(RUN_BG, ['ps', '--json'], { env: envFor(home), stdio: ['ignore', 'ignore', 'pipe'] })
+        const ms = now() - t
+        if (r.status !== 0) throw new Error(`run-bg ps --json exited ${r.status}: ${r.stderr}`)
+        return { ms }
+      },
+      ps: () => {
+        const t = now()
+        const r = spawnSync('ps', ['-eo', 'pid,ppid,rss,lstart,args'], { stdio: ['ignore', 'pipe', 'ignore'], maxBuffer: 64 * MiB })
+        const ms = now() - t
+        if (r.status !== 0) throw new Error(`ps exited ${r.status}`)
+        visible.ps.push(r.stdout.toString().trimEnd().split('\n').length - 1)
+        return { ms }
+      },
+      c: () => {
+        const r = statloop()
+        visible.c.push(r.procs)
+        return r
+      },
+      cCmdline: () => {
+        const r = statloop('--cmdline')
+        visible.cCmdline.push(r.procs)
+        return r
+      },
+      js: () => {
+        const t = now()
+        visible.js.push(jsStatLoop())
+        return { ms: now() - t }
+      },
+    }
+    log(`snapshot: ${PLAN.snapReps} reps (+${PLAN.warmup} warm-up) × ${Object.keys(variants).length} variants, C loop ${PLAN.statPasses} passes per rep`)
+    const samples = Object.fromEntries(Object.keys(variants).map((k) => [k, []]))
+    let last = null
+    for (let rep = -PLAN.warmup; rep < PLAN.snapReps; rep++) {
+      for (const name of rotate(Object.keys(variants), rep)) {
+        const r = variants[name]()
+        if (r.s) last = r.s
+        if (rep >= 0) samples[name].push(r.ms)
+      }
+    }
+    const seen = new Map(last.processes.map((p) => [p.pid, p]))
+    const missing = sleeps.filter((c) => seen.get(c.pid)?.command !== 'sleep 600')
+    check(`snapshot: lists all ${extra} extra sleeps as "sleep 600"`, !missing.length, `missing ${missing.length}`)
+    check('snapshot: every variant saw the extra processes', Object.values(visible).every((list) => list.every((k) => k >= extra)), JSON.stringify(Object.fromEntries(Object.entries(visible).map(([k, v]) => [k, stats(v)?.median]))))
+    return { samples, visible: Object.fromEntries(Object.entries(visible).map(([k, v]) => [k, stats(v)])) }
+  } finally {
+    await Promise.all(sleeps.map(killChild))
+    removeDir(home)
+  }
 }
 
 // ----------------------------------------------------------------- reporting
@@ -579,11 +1003,14 @@ function printTable(rows) {
 // ---------------------------------------------------------------------- main
 
 async function main() {
+  const unknown = ONLY?.filter((g) => !GROUPS.includes(g)) ?? []
+  if (unknown.length) throw new Error(`--only: unknown group ${unknown.join(', ')}; groups: ${GROUPS.join(', ')}`)
   if (!fs.existsSync(RUN_BG)) throw new Error(`${RUN_BG} missing; run \`node scripts/build.js\``)
   const began = now()
   const meta = {
     date: new Date().toISOString(),
     quick: QUICK,
+    only: ONLY,
     plan: { ...PLAN },
     node: process.version,
     kernel: os.release(),
@@ -608,10 +1035,14 @@ async function main() {
     }
   }
 
-  const start = await benchStart()
-  const idle = await benchIdle()
-  const throughput = await benchThroughput(PLAN.logBytes)
-  const tail = await benchTail(PLAN.tailBytes)
+  if (runs('snapshot')) compileStatloop() // first: no point measuring anything if it cannot build
+  const start = runs('start') ? await benchStart() : null
+  const idle = runs('idle') ? await benchIdle() : null
+  const throughput = runs('log') ? await benchThroughput(PLAN.logBytes) : null
+  const tail = runs('tail') ? await benchTail(PLAN.tailBytes) : null
+  const kill = runs('kill') ? await benchKill() : null
+  const notify = runs('notify') ? await benchNotify() : null
+  const snap = runs('snapshot') ? await benchSnapshot() : null
   meta.loadavgEnd = os.loadavg()
   meta.seconds = (now() - began) / 1000
 
@@ -619,34 +1050,88 @@ async function main() {
   const secs = (key, field = 'seconds') => throughput[key].map((r) => r[field])
   const bound = ROTATING.max_bytes * (ROTATING.keep + 1)
   const mib = (kib) => kib / 1024
-  const rows = [
-    row('start: run-bg CLI → job running', 'ms', start.cli.running, start.shell.running, '≤ 3x base', (o, r) => r <= 3),
-    row('start: run-bg CLI returns', 'ms', start.cli.returned, start.shell.returned),
-    row('start: runBackground() returns', 'ms', start.js.returned, start.nodeSpawn.returned, 'med < 10 ms', (o) => o.median < 10),
-    row('start: runBackground() → job running', 'ms', start.js.running, start.nodeSpawn.running),
-    row('idle: VmRSS (vs idle node)', 'MiB', idle.memory.ours.map((m) => mib(m.vmRssKiB)), idle.memory.node.map((m) => mib(m.vmRssKiB)), 'each ≤ 2 MiB', (o) => o.max <= 2),
-    row('idle: RssAnon (vs idle node)', 'MiB', idle.memory.ours.map((m) => mib(m.rssAnonKiB)), idle.memory.node.map((m) => mib(m.rssAnonKiB))),
-    row(`idle: CPU over ${PLAN.cpuWindowMs / 1000} s`, 'ticks', idle.cpuTicksInWindow.ours, idle.cpuTicksInWindow.node, 'each = 0', (o) => o.max === 0),
-    row(`log ${size} zero: rotating`, 's', secs('zero.ours'), secs('zero.shell'), '≤ 1.1x base', (o, r) => r <= 1.1),
-    row(`log ${size} zero: no rotation`, 's', secs('zero.oursUnbounded'), secs('zero.shell')),
-    row(`log ${size} yes: rotating`, 's', secs('yes.ours'), secs('yes.shell'), '≤ 1.1x base', (o, r) => r <= 1.1),
-    row(`log ${size} yes: no rotation`, 's', secs('yes.oursUnbounded'), secs('yes.shell')),
-    row('log: `run-bg wait` lag after end', 'ms', ['zero.ours', 'yes.ours', 'zero.oursUnbounded', 'yes.oursUnbounded'].flatMap((k) => throughput[k].map((r) => (r.waitSeconds - r.seconds) * 1000))),
-    row('log: disk use after (rotating)', 'MiB', [...throughput['zero.ours'], ...throughput['yes.ours']].map((r) => r.retained / MiB), null, `≤ ${bound / MiB} MiB`, (o) => o.max <= bound / MiB),
-    row(`tail ${size}: run-bg check vs tail -n 20`, 'ms', tail.samples.cli, tail.samples.tail, '≤ 2x base', (o, r) => r <= 2),
-    row(`tail ${size}: checkJob() vs JS read`, 'ms', tail.samples.js, tail.samples.jsRead, 'med < 5 ms', (o) => o.median < 5),
-  ]
+  const rows = []
+  const notes = []
+  if (start) {
+    rows.push(
+      row('start: run-bg CLI → job running', 'ms', start.cli.running, start.shell.running, '≤ 3x base', (o, r) => r <= 3),
+      row('start: run-bg CLI returns', 'ms', start.cli.returned, start.shell.returned),
+      row('start: runBackground() returns', 'ms', start.js.returned, start.nodeSpawn.returned, 'med < 10 ms', (o) => o.median < 10),
+      row('start: runBackground() → job running', 'ms', start.js.running, start.nodeSpawn.running),
+    )
+    notes.push('start = sh -c "nohup … &" (CLI rows) / child_process.spawn detached (JS rows)')
+  }
+  if (idle) {
+    rows.push(
+      row('idle: VmRSS (vs idle node)', 'MiB', idle.memory.ours.map((m) => mib(m.vmRssKiB)), idle.memory.node.map((m) => mib(m.vmRssKiB)), 'each ≤ 2 MiB', (o) => o.max <= 2),
+      row('idle: RssAnon (vs idle node)', 'MiB', idle.memory.ours.map((m) => mib(m.rssAnonKiB)), idle.memory.node.map((m) => mib(m.rssAnonKiB))),
+      row(`idle: CPU over ${PLAN.cpuWindowMs / 1000} s`, 'ticks', idle.cpuTicksInWindow.ours, idle.cpuTicksInWindow.node, 'each = 0', (o) => o.max === 0),
+    )
+    notes.push('idle = node -e setTimeout')
+  }
+  if (throughput) {
+    rows.push(
+      row(`log ${size} zero: rotating`, 's', secs('zero.ours'), secs('zero.shell'), '≤ 1.1x base', (o, r) => r <= 1.1),
+      row(`log ${size} zero: no rotation`, 's', secs('zero.oursUnbounded'), secs('zero.shell')),
+      row(`log ${size} yes: rotating`, 's', secs('yes.ours'), secs('yes.shell'), '≤ 1.1x base', (o, r) => r <= 1.1),
+      row(`log ${size} yes: no rotation`, 's', secs('yes.oursUnbounded'), secs('yes.shell')),
+      row('log: `run-bg wait` lag after end', 'ms', ['zero.ours', 'yes.ours', 'zero.oursUnbounded', 'yes.oursUnbounded'].flatMap((k) => throughput[k].map((r) => (r.waitSeconds - r.seconds) * 1000))),
+      row('log: disk use after (rotating)', 'MiB', [...throughput['zero.ours'], ...throughput['yes.ours']].map((r) => r.retained / MiB), null, `≤ ${bound / MiB} MiB`, (o) => o.max <= bound / MiB),
+    )
+    notes.push('log = sh -c "<producer> | cat > FILE"')
+  }
+  if (tail) {
+    rows.push(
+      row(`tail ${size}: run-bg check vs tail -n 20`, 'ms', tail.samples.cli, tail.samples.tail, '≤ 2x base', (o, r) => r <= 2),
+      row(`tail ${size}: checkJob() vs JS read`, 'ms', tail.samples.js, tail.samples.jsRead, 'med < 5 ms', (o) => o.median < 5),
+    )
+    notes.push('tail = tail -n 20 (CLI) / fs read of the last 64 KiB (JS)')
+  }
+  if (kill) {
+    const n = PLAN.treeSize
+    rows.push(
+      row('kill: sleep job, --grace 5s', 'ms', kill['single.ours'], kill['single.baseline'], 'med < 500 ms', (o) => o.median < 500),
+      row(`kill: ${n}-proc tree, --grace 1s`, 'ms', kill['plain.ours'], kill['plain.baseline'], 'each < 2000 ms', (o) => o.max < 2000),
+      row(`kill: ${n}-proc tree ignoring TERM, --grace 1s`, 'ms', kill['ignoresTerm.ours'], kill['ignoresTerm.baseline'], 'each < 2000 ms', (o) => o.max < 2000),
+    )
+    notes.push('kill = wall time of `run-bg kill` (a process spawn included) vs, in-process, kill(2) of each pid then a tight')
+    notes.push(`       poll of /proc/<pid>/stat until gone or a zombie (SIGKILL after 1 s when TERM is ignored); trees: ${stats(kill['plain.ours.procs'])?.median} / ${stats(kill['ignoresTerm.ours.procs'])?.median} processes`)
+  }
+  if (notify) {
+    rows.push(
+      row("notify: POST after the job's last write", 'ms', notify.ours, notify.baseline, 'med < 100 ms', (o) => o.median < 100),
+      row('notify: POST after the recorded endedAt', 'ms', notify.oursEndedAt),
+      row('notify: recorded endedAt after last write', 'ms', notify.endedAtAfterMark),
+    )
+    notes.push("notify = listener's Date.now() at the request − the job's last command, `date +%s%3N`; baseline: the bench")
+    notes.push("         awaits its own child's 'exit' event, then POSTs with http.request to the same listener")
+  }
+  if (snap) {
+    const x = PLAN.snapExtra
+    const seen = snap.visible.snapshot?.median
+    rows.push(
+      row(`snap +${x}: snapshot() vs ps -eo (spawn incl.)`, 'ms', snap.samples.snapshot, snap.samples.ps, '≤ 0.5x base', (o, r) => r <= 0.5),
+      row(`snap +${x}: snapshot() vs C stat loop`, 'ms', snap.samples.snapshot, snap.samples.c, '≤ 2x base', (o, r) => r <= 2),
+      row(`snap +${x}: snapshot() vs C stat+cmdline`, 'ms', snap.samples.snapshot, snap.samples.cCmdline),
+      row(`snap +${x}: run-bg ps --json vs ps -eo`, 'ms', snap.samples.cli, snap.samples.ps),
+      row(`snap +${x}: C stat+cmdline vs C stat loop`, 'ms', snap.samples.cCmdline, snap.samples.c),
+      row(`snap +${x}: JS stat loop vs C stat loop`, 'ms', snap.samples.js, snap.samples.c),
+    )
+    notes.push(`snap = ${seen} processes. ps -eo pid,ppid,rss,lstart,args: wall time of spawnSync, stdout to a pipe (its process`)
+    notes.push('       spawn is part of what a user pays). C stat loop (bench/statloop.c): average per pass over /proc reading')
+    notes.push('       only <pid>/stat; snapshot() also reads <pid>/cmdline (C stat+cmdline is that floor), loads config.json,')
+    notes.push('       and converts every process to a JS object through napi; JS stat loop = readdirSync + readFileSync')
+  }
 
-  console.log(`\nproc-manager bench${QUICK ? ' (--quick)' : ''}: ${meta.cpus} CPUs, load ${meta.loadavgStart.map((l) => l.toFixed(2)).join(' ')} → ${meta.loadavgEnd.map((l) => l.toFixed(2)).join(' ')}, ${meta.seconds.toFixed(0)} s`)
-  console.log('base: start = sh -c "nohup … &" (CLI rows) / child_process.spawn detached (JS rows); idle = node -e setTimeout;')
-  console.log('      log = sh -c "<producer> | cat > FILE"; tail = tail -n 20 (CLI) / fs read of the last 64 KiB (JS)\n')
+  console.log(`\nproc-manager bench${QUICK ? ' (--quick)' : ''}${ONLY ? ` --only=${ONLY.join(',')}` : ''}: ${meta.cpus} CPUs, load ${meta.loadavgStart.map((l) => l.toFixed(2)).join(' ')} → ${meta.loadavgEnd.map((l) => l.toFixed(2)).join(' ')}, ${meta.seconds.toFixed(0)} s`)
+  console.log(notes.map((n, i) => `${i ? '      ' : 'base: '}${n}`).join('\n') + '\n')
   printTable(rows)
   const failedChecks = checks.filter((c) => !c.ok)
   console.log(`\nsanity checks: ${checks.length - failedChecks.length}/${checks.length} ok${failedChecks.map((c) => `\n  FAILED ${c.name}: ${c.detail}`).join('')}`)
   for (const w of meta.warnings) console.log(`warning: ${w}`)
 
   fs.mkdirSync(path.dirname(OUT_FILE), { recursive: true })
-  const raw = { start, idle, throughput, tail }
+  const raw = { start, idle, throughput, tail, kill, notify, snapshot: snap }
   fs.writeFileSync(OUT_FILE, `${JSON.stringify({ meta, rows, checks, raw }, null, 2)}\n`)
   console.log(`results: ${path.relative(process.cwd(), OUT_FILE) || OUT_FILE}`)
 }

@@ -254,6 +254,8 @@ pub struct CheckOptions {
     pub lines: Option<u32>,
     /// Only lines matching this regular expression.
     pub grep: Option<String>,
+    /// Only lines that look like errors, each with a line of context.
+    pub errors: Option<bool>,
 }
 
 #[napi(object)]
@@ -356,9 +358,15 @@ pub fn run_background(command: String, options: Option<RunOptions>) -> Result<Ru
 /// Status, exit code, runtime and the last lines of a job's output.
 #[napi]
 pub fn check_job(job_id: String, options: Option<CheckOptions>) -> Result<CheckResult> {
-    let (lines, grep) = options.map(|o| (o.lines, o.grep)).unwrap_or((None, None));
-    let query = TailQuery::new(lines.map(|n| n as usize), grep.as_deref()).map_err(to_js_error)?;
-    let check = context()?.check(&job_id, &query).map_err(to_js_error)?;
+    let (lines, grep, errors) = options.map(|o| (o.lines, o.grep, o.errors)).unwrap_or((None, None, None));
+    let query = TailQuery::new(lines.map(|n| n as usize), grep.as_deref())
+        .and_then(|q| q.errors(errors.unwrap_or(false)))
+        .map_err(to_js_error)?;
+    check_with(&context()?, &job_id, &query)
+}
+
+fn check_with(context: &Context, job_id: &str, query: &TailQuery) -> Result<CheckResult> {
+    let check = context.check(job_id, query).map_err(to_js_error)?;
     let v = JobView::from(&check.job);
     Ok(CheckResult {
         job_id: v.job_id,
@@ -387,6 +395,11 @@ pub fn check_job(job_id: String, options: Option<CheckOptions>) -> Result<CheckR
 /// or every job with `all: true`.
 #[napi]
 pub fn list_jobs(options: Option<ListOptions>) -> Result<Vec<JobSummary>> {
+    let filter = list_filter(options)?;
+    Ok(context()?.list(&filter).map_err(to_js_error)?.iter().map(summary_of).collect())
+}
+
+fn list_filter(options: Option<ListOptions>) -> Result<ListFilter> {
     let options = options.unwrap_or(ListOptions { status: None, owner: None, all: None });
     let status = options
         .status
@@ -397,8 +410,7 @@ pub fn list_jobs(options: Option<ListOptions>) -> Result<Vec<JobSummary>> {
             })
         })
         .transpose()?;
-    let filter = ListFilter { status, owner: options.owner, all: options.all.unwrap_or(false) || status.is_some() };
-    Ok(context()?.list(&filter).map_err(to_js_error)?.iter().map(summary_of).collect())
+    Ok(ListFilter { status, owner: options.owner, all: options.all.unwrap_or(false) || status.is_some() })
 }
 
 /// Runs blocking `work` on its own thread and settles a promise with it, so
@@ -748,4 +760,106 @@ impl ResourceTracker {
             },
         }
     }
+}
+
+#[napi(object)]
+pub struct SummaryOptions {
+    pub owner: Option<String>,
+}
+
+/// The lines an agent harness puts in front of each model call: running jobs
+/// (pid, command, runtime, last line) and ended jobs not looked at yet. An
+/// empty string when there is nothing to say.
+#[napi]
+pub fn summary(options: Option<SummaryOptions>) -> Result<String> {
+    let owner = options.and_then(|o| o.owner);
+    Ok(context()?.summary(owner.as_deref()).map_err(to_js_error)?.join("\n"))
+}
+
+#[napi(object)]
+pub struct YieldOptions {
+    /// How long to wait for the job to end before leaving it running.
+    pub yield_ms: f64,
+    pub args: Option<Vec<String>>,
+    pub label: Option<String>,
+    pub cwd: Option<String>,
+    pub env: Option<HashMap<String, String>>,
+    pub timeout_ms: Option<f64>,
+    pub owner: Option<String>,
+    pub context: Option<serde_json::Value>,
+    pub notify: Option<bool>,
+    pub on_exit: Option<String>,
+}
+
+#[napi(object)]
+pub struct YieldResult {
+    pub job_id: String,
+    /// True when the job ended within `yieldMs`; then `check` holds its outcome.
+    pub done: bool,
+    pub check: Option<CheckResult>,
+}
+
+/// Starts `command` like `runBackground`, then waits up to `yieldMs`: resolves
+/// with the check result if the job ended by then, else with the running
+/// job's id (`done: false`), leaving it running.
+#[napi(ts_return_type = "Promise<YieldResult>")]
+pub fn run_yield<'env>(env: &'env Env, command: String, options: YieldOptions) -> Result<Object<'env>> {
+    let yield_for = millis(Some(options.yield_ms), "yieldMs")?.unwrap_or_default();
+    let started = run_background(
+        command,
+        Some(RunOptions {
+            args: options.args,
+            label: options.label,
+            cwd: options.cwd,
+            env: options.env,
+            timeout_ms: options.timeout_ms,
+            owner: options.owner,
+            context: options.context,
+            notify: options.notify,
+            on_exit: options.on_exit,
+        }),
+    )?;
+    let context = context()?;
+    let (deferred, promise) = env.create_deferred()?;
+    std::thread::Builder::new()
+        .name("proc-manager-yield".into())
+        .spawn(move || {
+            let job_id = started.job_id;
+            let result = match context.wait(std::slice::from_ref(&job_id), Some(yield_for)) {
+                Ok(outcome) if !outcome.timed_out => {
+                    let query = TailQuery::new(None, None).expect("default query is valid");
+                    check_with(&context, &job_id, &query)
+                        .map(|check| YieldResult { job_id, done: true, check: Some(check) })
+                }
+                Ok(_) => Ok(YieldResult { job_id, done: false, check: None }),
+                Err(e) => Err(to_js_error(e)),
+            };
+            deferred.resolve(move |_| result)
+        })
+        .map_err(|e| napi::Error::from_reason(format!("cannot start a thread: {e}")))?;
+    Ok(promise)
+}
+
+/// `checkJob` as the CLI prints it: a header line, what needs attention, then
+/// the lines. For agents and tools that relay text (the MCP server).
+#[napi]
+pub fn check_job_text(job_id: String, options: Option<CheckOptions>) -> Result<String> {
+    let (lines, grep, errors) = options.map(|o| (o.lines, o.grep, o.errors)).unwrap_or((None, None, None));
+    let query = TailQuery::new(lines.map(|n| n as usize), grep.as_deref())
+        .and_then(|q| q.errors(errors.unwrap_or(false)))
+        .map_err(to_js_error)?;
+    let check = context()?.check(&job_id, &query).map_err(to_js_error)?;
+    Ok(crate::core::format::check_text(&check))
+}
+
+/// `listJobs` as the CLI prints it, one line per job.
+#[napi]
+pub fn list_jobs_text(options: Option<ListOptions>) -> Result<String> {
+    let filter = list_filter(options)?;
+    let jobs = context()?.list(&filter).map_err(to_js_error)?;
+    Ok(if jobs.is_empty() {
+        format!("no jobs{}", if filter.all { "" } else { " running or ended within the hour (all: true for every job)" })
+    } else {
+        jobs.iter().map(crate::core::format::list_line).collect::<Vec<_>>().join("\n")
+    })
 }

@@ -2,27 +2,30 @@
 //! supervisor (`run-bg __supervise`, started by the core, not by users).
 
 use clap::{Args, Parser, Subcommand};
-use proc_manager::core::duration::{format_duration_ms, parse_duration_ms};
-use proc_manager::core::job::{DeliveryState, Job, JobStatus};
+use proc_manager::core::duration::parse_duration_ms;
+use proc_manager::core::job::{Job, JobStatus};
 use proc_manager::core::ops::{CheckResult, Context, ListFilter, OrphanOptions, TailQuery};
 use proc_manager::core::procinfo::ProcessEntry;
 use proc_manager::core::spawn::{parse_env_assignment, start_job, StartRequest};
 use proc_manager::core::view::{kb_to_mb, shell_exit_code, CheckView, JobView, ProcessView};
-use proc_manager::core::{logs, notify, now_ms, procs, supervisor, Error, Result};
+use proc_manager::core::format::{self, shorten};
+use proc_manager::core::{logs, notify, procs, supervisor, Error, Result};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-const SUBCOMMANDS: &[&str] = &["check", "logs", "list", "wait", "kill", "orphans", "ps", "prune", "reconcile", "help"];
+const SUBCOMMANDS: &[&str] =
+    &["check", "logs", "list", "wait", "kill", "summary", "orphans", "ps", "prune", "reconcile", "help"];
 
 const START_HELP: &str = "\
 Commands:
-  run-bg check <id> [-n 20] [--grep <regex>]   status, exit code, runtime, last lines
+  run-bg check <id> [-n 20] [--grep <regex> | --errors]   status, exit code, runtime, last lines
   run-bg logs <id> [-n <lines> | --all] [--follow]
   run-bg list [--all] [--status <s>] [--owner <name>]
   run-bg wait <id>... [--timeout <dur>]
   run-bg kill <id>... | --all [--owner <name>]  [--grace <dur>] [--force]
   run-bg orphans [--kill] [--force] [--owner <name>]   processes left behind; --kill removes them
+  run-bg summary [--owner <name>]              a few lines for an agent's context preamble
   run-bg ps [--mcp]                            a process snapshot (MCP/browser processes marked)
   run-bg prune [--older-than <dur>]            forget finished jobs, delete their logs
   run-bg reconcile                             mark jobs whose supervisor died
@@ -95,8 +98,11 @@ enum Sub {
         #[arg(short = 'n', long = "lines", default_value_t = 20)]
         lines: usize,
         /// Only lines matching this regular expression
-        #[arg(long, value_name = "REGEX")]
+        #[arg(long, value_name = "REGEX", conflicts_with = "errors")]
         grep: Option<String>,
+        /// Only lines that look like errors, each with a line of context
+        #[arg(long)]
+        errors: bool,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -170,6 +176,14 @@ enum Sub {
         /// Time between SIGTERM and SIGKILL (default: kill.grace_ms, 5s)
         #[arg(long, value_name = "DUR")]
         grace: Option<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// A few lines for an agent's context: running jobs, ended jobs not looked at yet
+    Summary {
+        /// Only jobs of this owner
+        #[arg(long, value_name = "NAME")]
+        owner: Option<String>,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -321,95 +335,18 @@ fn run_start(cli: StartCli) -> Result<i32> {
             "label": started.label, "status": "running",
         }));
     } else {
-        println!("{}", ack_line(&started.job_id, started.pid, &started.command));
+        println!("{}", format::ack_line(&started.job_id, started.pid, &started.command));
     }
     Ok(0)
-}
-
-/// One line, well under 200 characters: what started and how to look at it.
-fn ack_line(job_id: &str, pid: u32, command: &str) -> String {
-    let shown = shorten(command, 70);
-    format!("started {job_id} (pid {pid}): {shown} — run-bg check {job_id}")
-}
-
-fn shorten(text: &str, max_chars: usize) -> String {
-    let one_line = text.replace('\n', " ");
-    if one_line.chars().count() <= max_chars {
-        return one_line;
-    }
-    let cut: String = one_line.chars().take(max_chars - 1).collect();
-    format!("{cut}…")
-}
-
-fn outcome_text(job: &Job) -> String {
-    let now = now_ms();
-    let runtime = format_duration_ms(job.duration_ms(now));
-    match job.status {
-        JobStatus::Running => format!("running for {runtime}"),
-        JobStatus::Orphaned => format!("orphaned (supervisor gone, processes still running) after {runtime}"),
-        status => {
-            let how = match (job.exit_code, &job.signal) {
-                (Some(code), _) => format!("exit {code}"),
-                (None, Some(signal)) => format!("signal {signal}"),
-                _ => "no exit status".to_string(),
-            };
-            format!("{status} ({how}) after {runtime}")
-        }
-    }
-}
-
-fn header_line(job: &Job) -> String {
-    let mut line = format!("{}: {}", job.id, outcome_text(job));
-    if let Some(pid) = job.pid() {
-        line.push_str(&format!(" · pid {pid}"));
-    }
-    line.push_str(&format!(" · {}", shorten(&job.command, 80)));
-    if let Some(error) = &job.error {
-        line.push_str(&format!("\n  error: {error}"));
-    }
-    line
 }
 
 fn process_views(processes: &[ProcessEntry]) -> Vec<ProcessView> {
     processes.iter().map(ProcessView::from).collect()
 }
 
-fn lingering_line(job: &Job, lingering: &[ProcessEntry]) -> Option<String> {
-    if lingering.is_empty() {
-        return None;
-    }
-    let shown: Vec<String> =
-        lingering.iter().take(5).map(|p| format!("{} {}", p.identity.pid, shorten(&p.command, 40))).collect();
-    let more = if lingering.len() > 5 { format!(", +{} more", lingering.len() - 5) } else { String::new() };
-    Some(format!(
-        "  still running: {} process(es): {}{more} — `run-bg kill {}` removes them",
-        lingering.len(),
-        shown.join(", "),
-        job.id
-    ))
-}
-
-/// Said only when something needs attention: a notification not delivered
-/// (yet), a hook that failed.
-fn delivery_lines(job: &Job) -> Vec<String> {
-    let mut lines = Vec::new();
-    if let Some(n) = job.notification.as_ref().filter(|n| n.state != DeliveryState::Delivered) {
-        let error = n.last_error.as_deref().map(|e| format!("; last error: {}", shorten(e, 80))).unwrap_or_default();
-        lines.push(format!("  notification: {} ({} attempt(s){error})", n.state.as_str(), n.attempts));
-    }
-    for hook in job.hooks.iter().filter(|h| h.error.is_some()) {
-        lines.push(format!(
-            "  hook `{}` failed: {}",
-            shorten(&hook.command, 60),
-            hook.error.as_deref().unwrap_or_default()
-        ));
-    }
-    lines
-}
-
 fn print_check(check: &CheckResult, json: bool) {
-    let (job, tail, lingering) = (&check.job, &check.tail, &check.lingering);
     if json {
+        let (job, tail, lingering) = (&check.job, &check.tail, &check.lingering);
         print_json(&CheckView {
             job: JobView::from(job),
             tail: tail.to_vec(),
@@ -419,35 +356,14 @@ fn print_check(check: &CheckResult, json: bool) {
         });
         return;
     }
-    let mut out = std::io::stdout().lock();
-    let mut header = header_line(job);
-    match (check.usage, job.peak_rss_kb) {
-        (Some(usage), _) if job.status == JobStatus::Running => {
-            header.push_str(&format!(" · {} process(es), {} MiB", usage.processes, kb_to_mb(usage.rss_kb)));
-        }
-        (_, Some(peak)) if job.status.is_final() => header.push_str(&format!(" · peak {} MiB", kb_to_mb(peak))),
-        _ => {}
-    }
-    let _ = writeln!(out, "{header}");
-    if let Some(line) = lingering_line(job, lingering) {
-        let _ = writeln!(out, "{line}");
-    }
-    for line in delivery_lines(job) {
-        let _ = writeln!(out, "{line}");
-    }
-    if tail.is_empty() {
-        let _ = writeln!(out, "(no output{})", if job.status == JobStatus::Running { " yet" } else { "" });
-    }
-    for line in tail {
-        let _ = writeln!(out, "{line}");
-    }
+    println!("{}", format::check_text(check));
 }
 
 fn run_sub(command: Sub) -> Result<i32> {
     let context = load_context()?;
     match command {
-        Sub::Check { id, lines, grep, json } => {
-            let query = TailQuery::new(Some(lines), grep.as_deref())?;
+        Sub::Check { id, lines, grep, errors, json } => {
+            let query = TailQuery::new(Some(lines), grep.as_deref())?.errors(errors)?;
             let check = context.check(&id, &query)?;
             print_check(&check, json.json);
             Ok(0)
@@ -469,7 +385,7 @@ fn run_sub(command: Sub) -> Result<i32> {
                 println!("no jobs{}", if all { "" } else { " running or ended within the hour (--all for every job)" });
             } else {
                 for job in &jobs {
-                    println!("{}  {}  {}", job.id, outcome_text(job), shorten(&job.command, 60));
+                    println!("{}", format::list_line(job));
                 }
             }
             Ok(0)
@@ -484,7 +400,7 @@ fn run_sub(command: Sub) -> Result<i32> {
                 }));
             } else {
                 for job in &outcome.jobs {
-                    println!("{}", header_line(job));
+                    println!("{}", format::header(job, ""));
                 }
             }
             if outcome.timed_out {
@@ -581,6 +497,17 @@ fn run_sub(command: Sub) -> Result<i32> {
             }
             Ok(if report.failed.is_empty() { 0 } else { 1 })
         }
+        Sub::Summary { owner, json } => {
+            let lines = context.summary(owner.as_deref())?;
+            if json.json {
+                print_json(&serde_json::json!({ "lines": lines }));
+            } else {
+                for line in &lines {
+                    println!("{line}");
+                }
+            }
+            Ok(0)
+        }
         Sub::Ps { mcp, json } => {
             let snap = procs::snapshot(&context.config.diagnostics.resource_tracking.mcp_patterns);
             let shown: Vec<&procs::ProcessInfo> = snap.processes.iter().filter(|p| !mcp || p.is_mcp).collect();
@@ -630,7 +557,7 @@ fn run_sub(command: Sub) -> Result<i32> {
             } else {
                 println!("{} orphaned, {} lost", orphaned.len(), lost.len());
                 for job in orphaned.iter().chain(&lost) {
-                    println!("{}", header_line(job));
+                    println!("{}", format::header(job, ""));
                 }
             }
             Ok(0)
@@ -639,7 +566,7 @@ fn run_sub(command: Sub) -> Result<i32> {
 }
 
 fn run_logs(context: &Context, id: &str, lines: Option<usize>, all: bool, follow: bool) -> Result<i32> {
-    let job = context.job(id)?;
+    let job = context.mark_seen(context.job(id)?)?;
     let log = PathBuf::from(&job.log_path);
     let mut out = std::io::stdout().lock();
     if all {

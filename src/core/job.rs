@@ -116,6 +116,10 @@ pub struct Job {
     /// reaped descendants), recorded when it ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_kb: Option<u64>,
+    /// When someone first looked at the ended job (check, wait, logs); until
+    /// then `summary` lists it as finished but unseen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen_at: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,7 +2,9 @@
 //! Nothing in here names a napi type; `src/lib.rs` converts.
 
 pub mod config;
+pub mod digest;
 pub mod duration;
+pub mod format;
 pub mod error;
 pub mod ids;
 pub mod job;

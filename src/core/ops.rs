@@ -3,12 +3,12 @@
 use super::config::Config;
 use super::ids::validate_job_id;
 use super::job::{Job, JobStatus, ProcessIdentity};
-use super::logs;
 use super::paths::Home;
 use super::procinfo::{self, ProcessEntry, SignalOutcome};
 use super::registry::{write_json_file, Registry};
 use super::supervisor::{KillRequest, KILL_REQUEST_FILE};
-use super::{kill, notify, now_ms, spawn, Error, Result};
+use super::duration::format_duration_ms;
+use super::{digest, kill, notify, now_ms, spawn, text, Error, Result};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -74,6 +74,65 @@ impl Context {
         validate_job_id(id)?;
         let job = self.registry().get(id)?;
         self.reconcile_job(job)
+    }
+
+    /// Records that the outcome of an ended job has been looked at.
+    pub fn mark_seen(&self, job: Job) -> Result<Job> {
+        if !job.status.is_final() || job.seen_at.is_some() {
+            return Ok(job);
+        }
+        self.registry().modify(&job.id, |stored| {
+            stored.seen_at.get_or_insert(now_ms());
+        })
+    }
+
+    /// The few lines an agent harness puts in front of each model call: jobs
+    /// still running (pid, command, runtime, last line) and jobs that ended
+    /// but nobody has looked at yet. Empty when there is nothing to say.
+    pub fn summary(&self, owner: Option<&str>) -> Result<Vec<String>> {
+        let filter = ListFilter { all: true, owner: owner.map(str::to_string), status: None };
+        let jobs = self.list(&filter)?;
+        let now = now_ms();
+        let mut lines = Vec::new();
+        for job in jobs.iter().filter(|j| !j.status.is_final()) {
+            let command = text::cut(&job.command.replace('\n', " "), 60);
+            let runtime = format_duration_ms(job.duration_ms(now));
+            let pid = job.pid().map(|p| format!("PID {p} ")).unwrap_or_default();
+            let state = match job.status {
+                JobStatus::Orphaned => format!("orphaned (supervisor gone) after {runtime}"),
+                _ => format!("running {runtime}"),
+            };
+            let last = digest::last_lines(std::path::Path::new(&job.log_path), 1, Some(non_blank()))
+                .pop()
+                .map(|l| format!(", last line: \"{}\"", text::cut(&l, 80)))
+                .unwrap_or_default();
+            lines.push(format!("{pid}({}): `{command}` — {state}{last}", job.id));
+        }
+        let unseen: Vec<&Job> = jobs
+            .iter()
+            .filter(|j| j.status.is_final() && j.seen_at.is_none())
+            .filter(|j| now.saturating_sub(j.ended_at.unwrap_or(j.started_at)) < 24 * 3_600_000)
+            .collect();
+        const SHOWN: usize = 5;
+        for job in unseen.iter().rev().take(SHOWN) {
+            let how = match (job.exit_code, &job.signal) {
+                (Some(code), _) => format!("exit {code}"),
+                (None, Some(signal)) => signal.clone(),
+                _ => "no exit status".into(),
+            };
+            lines.push(format!(
+                "finished: {} `{}` {} ({how}) after {} — run-bg check {}",
+                job.id,
+                text::cut(&job.command.replace('\n', " "), 50),
+                job.status,
+                format_duration_ms(job.duration_ms(now)),
+                job.id
+            ));
+        }
+        if unseen.len() > SHOWN {
+            lines.push(format!("…and {} more finished jobs not looked at (run-bg list)", unseen.len() - SHOWN));
+        }
+        Ok(lines)
     }
 
     /// For a job recorded as running or orphaned whose supervisor is gone:
@@ -151,7 +210,7 @@ impl Context {
     }
 
     pub fn check(&self, id: &str, query: &TailQuery) -> Result<CheckResult> {
-        let job = self.job(id)?;
+        let job = self.mark_seen(self.job(id)?)?;
         let tail = tail_job_log(&job, query)?;
         // One pass over /proc serves both: the live tree's cost, and what lingers.
         let tree = if !job.status.is_final() || self.lingering_possible(&job) {
@@ -189,6 +248,7 @@ impl Context {
                 jobs = jobs.into_iter().map(|j| self.reconcile_job(j)).collect::<Result<_>>()?;
             }
             if jobs.iter().all(|j| j.status.is_final()) {
+                let jobs = jobs.into_iter().map(|j| self.mark_seen(j)).collect::<Result<_>>()?;
                 return Ok(WaitOutcome { jobs, timed_out: false });
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -459,19 +519,33 @@ pub struct ListFilter {
 
 #[derive(Debug, Clone, Default)]
 pub struct TailQuery {
+    /// At most this many lines (default 20).
     pub lines: usize,
-    pub grep: Option<regex::bytes::Regex>,
+    /// Only lines matching this (on the cleaned text).
+    pub grep: Option<regex::Regex>,
+    /// Only lines that look like errors, with a line of context.
+    pub errors: bool,
 }
 
 impl TailQuery {
     pub fn new(lines: Option<usize>, grep: Option<&str>) -> Result<TailQuery> {
         let grep = grep
             .map(|pattern| {
-                regex::bytes::Regex::new(pattern)
-                    .map_err(|e| Error::Usage(format!("bad --grep pattern `{pattern}`: {e}")))
+                regex::Regex::new(pattern).map_err(|e| {
+                    let reason = e.to_string().lines().last().unwrap_or("").trim().to_string();
+                    Error::Usage(format!("bad --grep pattern `{pattern}`: {reason}"))
+                })
             })
             .transpose()?;
-        Ok(TailQuery { lines: lines.unwrap_or(20), grep })
+        Ok(TailQuery { lines: lines.unwrap_or(20), grep, errors: false })
+    }
+
+    pub fn errors(mut self, errors: bool) -> Result<TailQuery> {
+        if errors && self.grep.is_some() {
+            return Err(Error::Usage("give either --grep or --errors, not both".into()));
+        }
+        self.errors = errors;
+        Ok(self)
     }
 }
 
@@ -506,9 +580,14 @@ pub struct KillOutcome {
 
 pub fn tail_job_log(job: &Job, query: &TailQuery) -> Result<Vec<String>> {
     let path = std::path::Path::new(&job.log_path);
-    let lines = match &query.grep {
-        Some(pattern) => logs::tail_lines(path, query.lines, |line| pattern.is_match(line)),
-        None => logs::tail_lines(path, query.lines, |_| true),
-    };
-    Ok(lines.iter().map(|l| String::from_utf8_lossy(l).into_owned()).collect())
+    Ok(if query.errors {
+        digest::error_lines(path, query.lines)
+    } else {
+        digest::last_lines(path, query.lines, query.grep.as_ref())
+    })
+}
+
+fn non_blank() -> &'static regex::Regex {
+    static PATTERN: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    PATTERN.get_or_init(|| regex::Regex::new(r"\S").expect("valid pattern"))
 }

@@ -244,6 +244,7 @@ mod tests {
             notification: None,
             hooks: Vec::new(),
             peak_rss_kb: None,
+            seen_at: None,
         }
     }
 

@@ -170,6 +170,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         notification: None,
         hooks: Vec::new(),
         peak_rss_kb: None,
+        seen_at: None,
     };
     let spec = SupervisorSpec {
         home: context.home.root.clone(),

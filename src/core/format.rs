@@ -1,0 +1,115 @@
+//! The text both faces print (the CLI, and the JS API's `*Text` functions the
+//! MCP server uses): short, one fact per line, ready for a model's context.
+
+use super::duration::format_duration_ms;
+use super::job::{DeliveryState, Job, JobStatus};
+use super::now_ms;
+use super::ops::CheckResult;
+use super::procinfo::ProcessEntry;
+use super::view::kb_to_mb;
+
+/// Cuts to `max_chars` on one line, ending with `…` when cut.
+pub fn shorten(text: &str, max_chars: usize) -> String {
+    let one_line = text.replace('\n', " ");
+    if one_line.chars().count() <= max_chars {
+        return one_line;
+    }
+    let cut: String = one_line.chars().take(max_chars.saturating_sub(1)).collect();
+    format!("{cut}…")
+}
+
+/// One line of under 200 characters: what started and how to look at it.
+pub fn ack_line(job_id: &str, pid: u32, command: &str) -> String {
+    let frame = format!("started {job_id} (pid {pid}):  — run-bg check {job_id}");
+    let room = 199usize.saturating_sub(frame.chars().count()).clamp(10, 70);
+    format!("started {job_id} (pid {pid}): {} — run-bg check {job_id}", shorten(command, room))
+}
+
+/// `running for 2m13s`, `failed (exit 3) after 1.0s`, …
+pub fn outcome_text(job: &Job) -> String {
+    let runtime = format_duration_ms(job.duration_ms(now_ms()));
+    match job.status {
+        JobStatus::Running => format!("running for {runtime}"),
+        JobStatus::Orphaned => format!("orphaned (supervisor gone, processes still running) after {runtime}"),
+        status => {
+            let how = match (job.exit_code, &job.signal) {
+                (Some(code), _) => format!("exit {code}"),
+                (None, Some(signal)) => format!("signal {signal}"),
+                _ if job.error.is_some() => "could not start".to_string(),
+                _ => "no exit status".to_string(),
+            };
+            format!("{status} ({how}) after {runtime}")
+        }
+    }
+}
+
+/// `<id>: <outcome> · pid N · <command>`, then `  error: …` when there is one.
+pub fn header(job: &Job, extra: &str) -> String {
+    let mut line = format!("{}: {}", job.id, outcome_text(job));
+    if let Some(pid) = job.pid() {
+        line.push_str(&format!(" · pid {pid}"));
+    }
+    line.push_str(&format!(" · {}{extra}", shorten(&job.command, 80)));
+    if let Some(error) = &job.error {
+        line.push_str(&format!("\n  error: {error}"));
+    }
+    line
+}
+
+/// One line per job for `list`.
+pub fn list_line(job: &Job) -> String {
+    format!("{}  {}  {}", job.id, outcome_text(job), shorten(&job.command, 60))
+}
+
+fn lingering_line(job: &Job, lingering: &[ProcessEntry]) -> Option<String> {
+    if lingering.is_empty() {
+        return None;
+    }
+    let shown: Vec<String> =
+        lingering.iter().take(5).map(|p| format!("{} {}", p.identity.pid, shorten(&p.command, 40))).collect();
+    let more = if lingering.len() > 5 { format!(", +{} more", lingering.len() - 5) } else { String::new() };
+    Some(format!(
+        "  still running: {} process(es): {}{more} — `run-bg kill {}` removes them",
+        lingering.len(),
+        shown.join(", "),
+        job.id
+    ))
+}
+
+/// Said only when something needs attention: a notification not delivered
+/// (yet), a hook that failed.
+fn delivery_lines(job: &Job) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(n) = job.notification.as_ref().filter(|n| n.state != DeliveryState::Delivered) {
+        let error = n.last_error.as_deref().map(|e| format!("; last error: {}", shorten(e, 80))).unwrap_or_default();
+        lines.push(format!("  notification: {} ({} attempt(s){error})", n.state.as_str(), n.attempts));
+    }
+    for hook in job.hooks.iter().filter(|h| h.error.is_some()) {
+        lines.push(format!(
+            "  hook `{}` failed: {}",
+            shorten(&hook.command, 60),
+            hook.error.as_deref().unwrap_or_default()
+        ));
+    }
+    lines
+}
+
+/// What `run-bg check` prints: a header, what needs attention, then the lines.
+pub fn check_text(check: &CheckResult) -> String {
+    let job = &check.job;
+    let extra = match (check.usage, job.peak_rss_kb) {
+        (Some(usage), _) if job.status == JobStatus::Running => {
+            format!(" · {} process(es), {} MiB", usage.processes, kb_to_mb(usage.rss_kb))
+        }
+        (_, Some(peak)) if job.status.is_final() => format!(" · peak {} MiB", kb_to_mb(peak)),
+        _ => String::new(),
+    };
+    let mut lines = vec![header(job, &extra)];
+    lines.extend(lingering_line(job, &check.lingering));
+    lines.extend(delivery_lines(job));
+    if check.tail.is_empty() {
+        lines.push(format!("(no output{})", if job.status == JobStatus::Running { " yet" } else { "" }));
+    }
+    lines.extend(check.tail.iter().cloned());
+    lines.join("\n")
+}
