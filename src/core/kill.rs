@@ -30,9 +30,17 @@ pub struct TreeSignalReport {
 
 /// Sends `signal` to every live process of the job. Returns who got it.
 pub fn signal_tree(main: Option<ProcessIdentity>, job_id: &str, signal: i32) -> TreeSignalReport {
+    // The group first, before the slower pass over /proc: while the main
+    // process is the recorded one, its group is the job's.
+    let group_signalled = match main {
+        Some(m) if procinfo::is_same_process_alive(&m) => {
+            (unsafe { libc::killpg(m.pid as libc::pid_t, signal) }) == 0
+        }
+        _ => false,
+    };
     let (tree, group_is_ours) = job_tree(main, job_id);
     let mut report = TreeSignalReport::default();
-    if let (true, Some(main)) = (group_is_ours, main) {
+    if let (true, false, Some(main)) = (group_is_ours, group_signalled, main) {
         // One atomic signal to the group also reaches members forked since the scan.
         unsafe { libc::killpg(main.pid as libc::pid_t, signal) };
     }

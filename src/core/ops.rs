@@ -270,7 +270,12 @@ impl Context {
         let job = self.job(id)?;
         let grace = grace.unwrap_or(Duration::from_millis(self.config.kill.grace_ms));
         let supervised = job.supervisor.filter(|s| procinfo::is_same_process_alive(s));
-        let nothing_left = job.status.is_final() && self.lingering(&job).is_empty();
+        let lingering: Vec<ProcessIdentity> = if job.status.is_final() {
+            self.lingering(&job).iter().map(|p| p.identity).collect()
+        } else {
+            Vec::new()
+        };
+        let nothing_left = job.status.is_final() && lingering.is_empty();
         if let (Some(supervisor), false) = (supervised, nothing_left) {
             let request = KillRequest { grace_ms: grace.as_millis() as u64, force };
             write_json_file(&self.home.job_dir(&job.id).join(KILL_REQUEST_FILE), &request, false)?;
@@ -285,11 +290,20 @@ impl Context {
                     )))
                 }
             }
-            // Done when the outcome is recorded and nothing of the job runs.
-            // (The supervisor itself may stay a while to deliver the notification.)
-            wait_until(grace + Duration::from_secs(10), || {
-                self.registry().get(id).map_or(true, |j| j.status.is_final() && !kill::tree_alive(j.main, id))
-            });
+            // A running job is done when its outcome is recorded: the supervisor
+            // records a kill only once the tree is gone. (It may stay a while
+            // longer to deliver the notification.) What lingered after an ended
+            // job is watched directly.
+            let limit = grace + Duration::from_secs(10);
+            if job.status.is_final() {
+                wait_until(limit, Duration::from_millis(20), || {
+                    lingering.iter().all(|p| !procinfo::is_same_process_alive(p)) && !kill::tree_alive(job.main, id)
+                });
+            } else {
+                wait_until(limit, Duration::from_millis(5), || {
+                    self.registry().get(id).map_or(true, |j| j.status.is_final())
+                });
+            }
             let after = self.job(id)?;
             let message = if !job.status.is_final() {
                 format!("killed {} ({})", after.id, after.status)
@@ -425,7 +439,7 @@ fn terminate_tree(main: Option<ProcessIdentity>, job_id: &str, grace: Duration, 
     let mut signalled = 0;
     if !force {
         signalled += kill::signal_tree(main, job_id, libc::SIGTERM).sent.len();
-        wait_until(grace, || !kill::tree_alive(main, job_id));
+        wait_until(grace, Duration::from_millis(20), || !kill::tree_alive(main, job_id));
     }
     let stubborn_deadline = Instant::now() + Duration::from_secs(2);
     while kill::tree_alive(main, job_id) && Instant::now() < stubborn_deadline {
@@ -453,11 +467,11 @@ fn terminate_processes(targets: &[&ProcessEntry], grace: Duration, force: bool) 
     let all_gone = || targets.iter().all(|e| !procinfo::is_same_process_alive(&e.identity));
     if !force {
         send(libc::SIGTERM, &mut failures);
-        wait_until(grace, all_gone);
+        wait_until(grace, Duration::from_millis(20), all_gone);
     }
     if !all_gone() {
         send(libc::SIGKILL, &mut failures);
-        wait_until(Duration::from_secs(2), all_gone);
+        wait_until(Duration::from_secs(2), Duration::from_millis(20), all_gone);
     }
     for entry in targets {
         let already = failures.iter().any(|(pid, _)| *pid == entry.identity.pid);
@@ -468,10 +482,10 @@ fn terminate_processes(targets: &[&ProcessEntry], grace: Duration, force: bool) 
     failures
 }
 
-/// Polls `done` with a growing pause until it holds or `limit` passes.
-fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+/// Polls `done` with a pause growing from 1 ms to `max_pause` until it holds or `limit` passes.
+fn wait_until(limit: Duration, max_pause: Duration, mut done: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;
-    let mut pause = Duration::from_millis(2);
+    let mut pause = Duration::from_millis(1);
     loop {
         if done() {
             return true;
@@ -480,7 +494,7 @@ fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
             return false;
         }
         std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
-        pause = (pause * 2).min(Duration::from_millis(50));
+        pause = (pause * 2).min(max_pause);
     }
 }
 

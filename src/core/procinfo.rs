@@ -16,10 +16,48 @@ struct Stat {
     rss_pages: u64,
 }
 
+/// Reads a small /proc file into `buf` with one open and as few reads as it
+/// takes (`std::fs::read` adds a stat and extra reads per file, which shows
+/// when every process is visited). At most `limit` bytes.
+#[cfg(target_os = "linux")]
+pub fn read_proc_file(path: &str, buf: &mut Vec<u8>, limit: usize) -> bool {
+    buf.clear();
+    let Ok(c_path) = std::ffi::CString::new(path) else { return false };
+    let fd = unsafe { libc::open(c_path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return false;
+    }
+    let mut ok = true;
+    loop {
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(4096);
+        }
+        let spare = buf.capacity() - buf.len();
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().add(buf.len()) as *mut libc::c_void, spare) };
+        if n < 0 {
+            ok = false;
+            break;
+        }
+        if n == 0 {
+            break;
+        }
+        unsafe { buf.set_len(buf.len() + n as usize) };
+        if buf.len() >= limit {
+            buf.truncate(limit);
+            break;
+        }
+    }
+    unsafe { libc::close(fd) };
+    ok
+}
+
 /// Parsed from /proc/<pid>/stat.
 #[cfg(target_os = "linux")]
 fn read_stat(pid: u32) -> Option<Stat> {
-    let raw = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let mut raw = Vec::with_capacity(512);
+    if !read_proc_file(&format!("/proc/{pid}/stat"), &mut raw, 4096) {
+        return None;
+    }
     // comm may contain spaces and parentheses; the fields follow the last ')'.
     let close = raw.iter().rposition(|&b| b == b')')?;
     let rest = std::str::from_utf8(&raw[close + 1..]).ok()?;
@@ -55,6 +93,29 @@ pub fn identify(pid: u32) -> Option<ProcessIdentity> {
 /// time, i.e. it is the very process we recorded and not a pid reuse.
 pub fn is_same_process_alive(who: &ProcessIdentity) -> bool {
     identify(who.pid).is_some_and(|now| now.start_ticks == who.start_ticks)
+}
+
+/// Live (non-zombie) children of `pid`'s main thread. A child that is dying
+/// still counts until it is a zombie, which a pass over environments cannot
+/// tell (its environment is already gone).
+pub fn live_children(pid: u32) -> Vec<u32> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut buf = Vec::with_capacity(256);
+        if !read_proc_file(&format!("/proc/{pid}/task/{pid}/children"), &mut buf, 1 << 20) {
+            return Vec::new();
+        }
+        String::from_utf8_lossy(&buf)
+            .split_ascii_whitespace()
+            .filter_map(|c| c.parse().ok())
+            .filter(|&c| identify(c).is_some())
+            .collect()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pid;
+        Vec::new()
+    }
 }
 
 /// A live process as seen in one pass over /proc.
@@ -106,6 +167,7 @@ fn page_kb() -> u64 {
 pub fn scan(mut wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<ProcessEntry> {
     let me = std::process::id();
     let mut found = Vec::new();
+    let mut environ = Vec::with_capacity(8192);
     let Ok(entries) = std::fs::read_dir("/proc") else { return found };
     for entry in entries.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
@@ -117,7 +179,9 @@ pub fn scan(mut wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<Proce
             continue;
         }
         // Only this user's processes have a readable environment.
-        let cookie = std::fs::read(format!("/proc/{pid}/environ")).ok().and_then(|env| cookie_in(&env));
+        let cookie = read_proc_file(&format!("/proc/{pid}/environ"), &mut environ, 1 << 20)
+            .then(|| cookie_in(&environ))
+            .flatten();
         if !wanted(pid, stat.pgrp, cookie.as_deref()) {
             continue;
         }

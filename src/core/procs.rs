@@ -39,6 +39,8 @@ pub fn matches_mcp(command: &str, patterns: &[String]) -> bool {
 #[cfg(target_os = "linux")]
 mod os {
     use super::ProcessInfo;
+    use crate::core::procinfo::read_proc_file;
+    use std::fmt::Write;
     use std::sync::OnceLock;
 
     struct Clock {
@@ -66,65 +68,36 @@ mod os {
         c.boot_ms + ticks * c.ms_per_tick
     }
 
-    /// Reads a small /proc file with one open and as few reads as it takes.
-    fn read_proc(path: &[u8], buf: &mut Vec<u8>, limit: usize) -> bool {
-        buf.clear();
-        let fd = unsafe { libc::open(path.as_ptr() as *const libc::c_char, libc::O_RDONLY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return false;
+    /// Every live process. With many processes the reads are split over a
+    /// few threads: they are independent syscalls, and the cores are there.
+    pub fn processes() -> Vec<ProcessInfo> {
+        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+        let pids: Vec<u32> =
+            entries.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok())).collect();
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
+        if workers < 2 || pids.len() < 256 {
+            return read_processes(&pids);
         }
-        let mut ok = true;
-        loop {
-            if buf.capacity() - buf.len() < 4096 {
-                buf.reserve(4096);
-            }
-            let spare = buf.capacity() - buf.len();
-            let n = unsafe { libc::read(fd, buf.as_mut_ptr().add(buf.len()) as *mut libc::c_void, spare) };
-            if n < 0 {
-                ok = false;
-                break;
-            }
-            if n == 0 {
-                break;
-            }
-            unsafe { buf.set_len(buf.len() + n as usize) };
-            if buf.len() >= limit {
-                buf.truncate(limit);
-                break;
-            }
-        }
-        unsafe { libc::close(fd) };
-        ok
+        let chunk = pids.len().div_ceil(workers);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = pids.chunks(chunk).map(|part| scope.spawn(move || read_processes(part))).collect();
+            handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+        })
     }
 
-    pub fn processes() -> Vec<ProcessInfo> {
+    fn read_processes(pids: &[u32]) -> Vec<ProcessInfo> {
         let page_kb = clock().page_kb;
-        let mut result = Vec::with_capacity(512);
-        let Ok(entries) = std::fs::read_dir("/proc") else { return result };
-        let mut path: Vec<u8> = Vec::with_capacity(32);
+        let mut result = Vec::with_capacity(pids.len());
+        let mut path = String::with_capacity(32);
         let mut stat = Vec::with_capacity(1024);
         let mut cmdline = Vec::with_capacity(4096);
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let name = name.as_encoded_bytes();
-            if name.is_empty() || !name.iter().all(u8::is_ascii_digit) {
-                continue;
-            }
-            let Some(pid) = std::str::from_utf8(name).ok().and_then(|s| s.parse::<u32>().ok()) else { continue };
-            let set_path = |path: &mut Vec<u8>, file: &[u8]| {
-                path.clear();
-                path.extend_from_slice(b"/proc/");
-                path.extend_from_slice(name);
-                path.extend_from_slice(file);
-                path.push(0);
-            };
-            set_path(&mut path, b"/stat");
-            if !read_proc(&path, &mut stat, 4096) {
+        for &pid in pids {
+            path.clear();
+            let _ = write!(path, "/proc/{pid}/stat");
+            if !read_proc_file(&path, &mut stat, 4096) {
                 continue; // exited meanwhile
             }
             let Some(close) = stat.iter().rposition(|&b| b == b')') else { continue };
-            let open = stat.iter().position(|&b| b == b'(').unwrap_or(0);
-            let comm = String::from_utf8_lossy(&stat[open + 1..close]).into_owned();
             let Ok(rest) = std::str::from_utf8(&stat[close + 1..]) else { continue };
             let mut fields = rest.split_ascii_whitespace();
             let state = fields.next().unwrap_or("");
@@ -135,12 +108,19 @@ mod os {
             // fields 5..21 skipped; 22 is starttime, 23 vsize, 24 rss (pages)
             let start_ticks: u64 = fields.nth(17).and_then(|f| f.parse().ok()).unwrap_or(0);
             let rss_pages: u64 = fields.nth(1).and_then(|f| f.parse().ok()).unwrap_or(0);
-            set_path(&mut path, b"/cmdline");
-            let command = if read_proc(&path, &mut cmdline, 64 * 1024) && !cmdline.is_empty() {
-                let trimmed = cmdline.strip_suffix(b"\0").unwrap_or(&cmdline);
-                String::from_utf8_lossy(trimmed).replace('\0', " ")
+            path.truncate(path.len() - "stat".len());
+            path.push_str("cmdline");
+            let command = if read_proc_file(&path, &mut cmdline, 64 * 1024) && !cmdline.is_empty() {
+                if cmdline.last() == Some(&0) {
+                    cmdline.pop();
+                }
+                for byte in cmdline.iter_mut().filter(|b| **b == 0) {
+                    *byte = b' ';
+                }
+                String::from_utf8_lossy(&cmdline).into_owned()
             } else {
-                format!("[{comm}]")
+                let open = stat.iter().position(|&b| b == b'(').map_or(0, |i| i + 1);
+                format!("[{}]", String::from_utf8_lossy(&stat[open.min(close)..close]))
             };
             result.push(ProcessInfo {
                 pid,

@@ -227,6 +227,8 @@ struct Supervisor {
     kill: Option<KillInProgress>,
     default_grace_ms: u64,
     config: Config,
+    /// The forked child that announces the end; not part of the job.
+    notifier: Option<libc::pid_t>,
     buffer: Vec<u8>,
 }
 
@@ -339,6 +341,7 @@ impl Supervisor {
             timeout_at,
             kill: None,
             default_grace_ms: spec.config.kill.grace_ms,
+            notifier: None,
             config: spec.config,
             buffer: vec![0u8; 256 * 1024],
         })
@@ -518,15 +521,26 @@ impl Supervisor {
             }
         }
         let (main, job_id) = (self.job.main, &self.job.id);
-        if let Some(kill) = &mut self.kill {
+        let children_alive = || {
+            let me = std::process::id();
+            procinfo::live_children(me).into_iter().any(|c| Some(c as libc::pid_t) != self.notifier)
+        };
+        if let Some(kill) = &self.kill {
             if !kill.tree_gone {
-                if now >= kill.hard_deadline {
-                    // Repeated each tick until nothing is left: a process may fork
-                    // between one pass over /proc and the signal.
-                    kill.hard_sent = true;
-                    kill.tree_gone = kill::signal_tree(main, job_id, libc::SIGKILL).sent.is_empty();
+                let hard_due = now >= kill.hard_deadline;
+                // Repeated each tick until nothing is left: a process may fork
+                // between one pass over /proc and the signal.
+                let remaining = if hard_due {
+                    !kill::signal_tree(main, job_id, libc::SIGKILL).sent.is_empty()
                 } else {
-                    kill.tree_gone = !kill::tree_alive(main, job_id);
+                    kill::tree_alive(main, job_id)
+                };
+                // Our own children count until they are zombies: one that is
+                // dying no longer shows its cookie, but is not gone yet.
+                let gone = !remaining && !children_alive();
+                if let Some(kill) = &mut self.kill {
+                    kill.hard_sent |= hard_due;
+                    kill.tree_gone = gone;
                 }
             }
         }
@@ -596,7 +610,10 @@ impl Supervisor {
                 unsafe { libc::_exit(0) }
             }
             -1 => self.note_error(&format!("cannot fork the notifier: {}", std::io::Error::last_os_error())),
-            _ => self.has_children = true,
+            pid => {
+                self.notifier = Some(pid);
+                self.has_children = true;
+            }
         }
     }
 
