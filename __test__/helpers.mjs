@@ -23,7 +23,8 @@ export function makeHome(t, config) {
       if (job.main) killPid(job.main.pid)
     }
     for (const pid of extraPids) killPid(pid)
-    fs.rmSync(home, { recursive: true, force: true })
+    // A background deliverer may still be writing into the home: retry.
+    fs.rmSync(home, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 })
   }
   t?.after(cleanup)
   return { home, extraPids, cleanup }

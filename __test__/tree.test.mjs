@@ -166,3 +166,20 @@ test('orphans lists orphaned jobs and processes of ended jobs; --kill removes th
   assert.equal(checkJson(home, orphaned.jobId).status, 'killed')
   assert.match(runBg(home, ['orphans']).stdout, /no orphans/)
 })
+
+test('an orphaned job is watched: when its processes end it becomes lost with its end time, nobody asking', async (t) => {
+  const { home } = makeHome(t)
+  const { jobId, pid } = startJob(home, ['sleep', '1.5'])
+  const supervisor = readRegistry(home).find((j) => j.id === jobId).supervisor
+  process.kill(supervisor.pid, 'SIGKILL')
+  await waitFor(() => !isAlive(supervisor.pid), { what: 'supervisor death' })
+  assert.equal(checkJson(home, jobId).status, 'orphaned')
+  // From here on only the registry file is read: no run-bg invocation reconciles.
+  const lost = await waitFor(() => {
+    const entry = readRegistry(home).find((j) => j.id === jobId)
+    return entry.status === 'lost' ? entry : null
+  }, { what: 'the watcher to record the end', timeout: 15_000 })
+  assert.ok(!isAlive(pid))
+  assert.ok(lost.ended_at - lost.started_at >= 1400, `ended ${lost.ended_at - lost.started_at} ms after start`)
+  assert.match(lost.error, /supervisor died; its processes ended later/)
+})

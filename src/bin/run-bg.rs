@@ -214,7 +214,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
         Some("__supervise") => std::process::exit(supervisor::supervise_main()),
-        Some("__announce") | Some("__deliver") => std::process::exit(background_main(&args)),
+        Some("__announce") | Some("__deliver") | Some("__watch") => std::process::exit(background_main(&args)),
         _ => {}
     }
     let code = match run(&args) {
@@ -228,8 +228,9 @@ fn main() {
     std::process::exit(code);
 }
 
-/// `run-bg __announce <id>` (a job found orphaned or lost) and `run-bg
-/// __deliver` (the notification spool), started in the background by the core.
+/// `run-bg __announce <id>` (a job found orphaned or lost), `run-bg __deliver`
+/// (the notification spool) and `run-bg __watch <id>` (an orphaned job, until
+/// its processes end), started in the background by the core.
 fn background_main(args: &[String]) -> i32 {
     if supervisor::detach().is_err() {
         return 1;
@@ -241,6 +242,13 @@ fn background_main(args: &[String]) -> i32 {
             Err(_) => return 1,
         },
         ("__deliver", _) => notify::drain_spool(&context.home, &context.config),
+        ("__watch", Some(id)) => {
+            let runner = std::env::current_exe().ok();
+            let context = Context { runner, ..context };
+            if context.watch_orphan(id).is_err() {
+                return 1;
+            }
+        }
         _ => return 2,
     }
     0

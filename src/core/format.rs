@@ -31,15 +31,17 @@ pub fn outcome_text(job: &Job) -> String {
     match job.status {
         JobStatus::Running => format!("running for {runtime}"),
         JobStatus::Orphaned => format!("orphaned (supervisor gone, processes still running) after {runtime}"),
-        status => {
-            let how = match (job.exit_code, &job.signal) {
-                (Some(code), _) => format!("exit {code}"),
-                (None, Some(signal)) => format!("signal {signal}"),
-                _ if job.error.is_some() => "could not start".to_string(),
-                _ => "no exit status".to_string(),
-            };
-            format!("{status} ({how}) after {runtime}")
-        }
+        status => format!("{status} ({}) after {runtime}", how_it_ended(job)),
+    }
+}
+
+/// `exit 3`, `signal SIGTERM`, `could not start` or `no exit status`.
+pub fn how_it_ended(job: &Job) -> String {
+    match (job.exit_code, &job.signal) {
+        (Some(code), _) => format!("exit {code}"),
+        (None, Some(signal)) => format!("signal {signal}"),
+        _ if job.error.is_some() => "could not start".to_string(),
+        _ => "no exit status".to_string(),
     }
 }
 

@@ -71,12 +71,7 @@ pub fn message_line(job: &Job) -> String {
             "run-bg: {id}{label} ({command}) lost: supervisor and processes gone with no exit status, after {after}; run-bg check {id}"
         ),
         status => {
-            let how = match (job.exit_code, &job.signal) {
-                (Some(code), _) => format!("exit {code}"),
-                (None, Some(signal)) => format!("signal {signal}"),
-                _ if job.error.is_some() => "could not start".to_string(),
-                _ => "no exit status".to_string(),
-            };
+            let how = super::format::how_it_ended(job);
             format!("run-bg: {id}{label} ({command}) {status}, {how}, after {after}; run-bg check {id}")
         }
     }

@@ -115,11 +115,7 @@ impl Context {
             .collect();
         const SHOWN: usize = 5;
         for job in unseen.iter().rev().take(SHOWN) {
-            let how = match (job.exit_code, &job.signal) {
-                (Some(code), _) => format!("exit {code}"),
-                (None, Some(signal)) => signal.clone(),
-                _ => "no exit status".into(),
-            };
+            let how = super::format::how_it_ended(job);
             lines.push(format!(
                 "finished: {} `{}` {} ({how}) after {} — run-bg check {}",
                 job.id,
@@ -168,7 +164,54 @@ impl Context {
             }
             true
         })?;
+        if stored.status == JobStatus::Orphaned {
+            // So that its end is noticed (and announced) without anyone asking.
+            self.run_in_background(&["__watch", &stored.id]);
+        }
         Ok(stored)
+    }
+
+    /// `run-bg __watch <id>`: stays with an orphaned job until its last process
+    /// is gone, then records it `lost` with the time it ended. Its exit status
+    /// cannot be had: the main process is not our child. One watcher per job.
+    pub fn watch_orphan(&self, id: &str) -> Result<()> {
+        let lock_path = self.home.job_dir(id).join("watch.lock");
+        let Ok(lock) = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path) else {
+            return Ok(());
+        };
+        if fs2::FileExt::try_lock_exclusive(&lock).is_err() {
+            return Ok(()); // another watcher has it
+        }
+        loop {
+            let job = self.registry().get(id)?;
+            if job.status != JobStatus::Orphaned {
+                return Ok(());
+            }
+            if let Some(main) = job.main.filter(|m| procinfo::is_same_process_alive(m)) {
+                procinfo::wait_for_exit(&main, Duration::from_secs(5));
+                continue;
+            }
+            if !kill::tree_alive(job.main, id) {
+                let killed = self.home.job_dir(id).join(KILL_REQUEST_FILE).exists();
+                self.change_status(id, |stored| {
+                    if stored.status != JobStatus::Orphaned {
+                        return false;
+                    }
+                    stored.ended_at = Some(now_ms());
+                    if killed {
+                        stored.status = JobStatus::Killed;
+                    } else {
+                        stored.status = JobStatus::Lost;
+                        stored.error = Some(
+                            "its supervisor died; its processes ended later, with no exit status to record".into(),
+                        );
+                    }
+                    true
+                })?;
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
     }
 
     /// Verifies every running or orphaned job; returns those found orphaned and lost.
@@ -277,8 +320,7 @@ impl Context {
         };
         let nothing_left = job.status.is_final() && lingering.is_empty();
         if let (Some(supervisor), false) = (supervised, nothing_left) {
-            let request = KillRequest { grace_ms: grace.as_millis() as u64, force };
-            write_json_file(&self.home.job_dir(&job.id).join(KILL_REQUEST_FILE), &request, false)?;
+            self.note_kill_request(&job.id, grace, force)?;
             match procinfo::signal_process(&supervisor, libc::SIGUSR1) {
                 SignalOutcome::Sent => {}
                 // It ended meanwhile: look again (the job is now ended, orphaned or lost).
@@ -362,10 +404,18 @@ impl Context {
 
     /// Without a supervisor we signal the tree ourselves, each process by identity.
     fn kill_orphaned(&self, job: Job, grace: Duration, force: bool) -> Result<KillOutcome> {
+        self.note_kill_request(&job.id, grace, force)?;
         let count = terminate_tree(job.main, &job.id, grace, force);
         let stored = self.change_status(&job.id, mark_killed)?;
         let message = format!("killed orphaned job {} ({count} process(es) signalled)", stored.id);
         Ok(KillOutcome { message, signalled: true, job: stored })
+    }
+
+    /// Leaves word beside the job that it is being killed: its supervisor acts
+    /// on it, and an orphan's watcher records `killed` rather than `lost`.
+    fn note_kill_request(&self, id: &str, grace: Duration, force: bool) -> Result<()> {
+        let request = KillRequest { grace_ms: grace.as_millis() as u64, force };
+        write_json_file(&self.home.job_dir(id).join(KILL_REQUEST_FILE), &request, false)
     }
 
     /// Processes still running for a job whose main process has ended (or
@@ -409,6 +459,9 @@ impl Context {
             return Ok(report);
         }
         let grace = options.grace.unwrap_or(Duration::from_millis(self.config.kill.grace_ms));
+        for job in &report.orphaned_jobs {
+            self.note_kill_request(&job.id, grace, options.force)?;
+        }
         let targets: Vec<&ProcessEntry> = report.found.iter().map(|o| &o.process).collect();
         let failures = terminate_processes(&targets, grace, options.force);
         for orphan in &report.found {

@@ -3,6 +3,7 @@
 //! signalling one process without ever hitting a stranger.
 
 use super::job::ProcessIdentity;
+use std::time::Duration;
 
 /// Environment variable every process of a job inherits; its value is the job id.
 pub const JOB_COOKIE: &str = "PROC_MANAGER_JOB";
@@ -211,6 +212,28 @@ pub fn processes_with_cookie(job_id: &str) -> Vec<ProcessEntry> {
 /// process carrying its cookie (those that left the group).
 pub fn job_processes(pgid: Option<u32>, job_id: &str) -> Vec<ProcessEntry> {
     scan(|_, group, cookie| cookie == Some(job_id) || Some(group) == pgid)
+}
+
+/// Blocks until the process ends or `limit` passes. On Linux it sleeps on a
+/// pidfd (no polling); elsewhere it checks every 100 ms.
+pub fn wait_for_exit(who: &ProcessIdentity, limit: Duration) {
+    #[cfg(target_os = "linux")]
+    {
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, who.pid as libc::pid_t, 0) };
+        if fd >= 0 {
+            let fd = fd as libc::c_int;
+            if is_same_process_alive(who) {
+                let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+                unsafe { libc::poll(&mut pfd, 1, limit.as_millis().min(i32::MAX as u128) as i32) };
+            }
+            unsafe { libc::close(fd) };
+            return;
+        }
+    }
+    let deadline = std::time::Instant::now() + limit;
+    while is_same_process_alive(who) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
