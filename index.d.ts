@@ -188,6 +188,8 @@ export interface KillResult {
   /** Whether a signal was sent (false when the job had already ended). */
   signalled: boolean
   message: string
+  /** In `killAll` results: why this job could not be killed. */
+  error?: string
 }
 
 /**

@@ -46,7 +46,7 @@ test('a Node caller that exits while its job runs: the job goes on and its end i
   const script = `
     import { createRequire } from 'node:module'
     const pm = createRequire(${JSON.stringify(root + '/')})('./')
-    const job = pm.runBackground('sleep 1; echo finished after caller left', { label: 'orphan-proof' })
+    const job = pm.runBackground('sleep 3; echo finished after caller left', { label: 'orphan-proof' })
     console.log(JSON.stringify(job))
   `
   const caller = await runNode(script, { PROC_MANAGER_HOME: home })

@@ -63,10 +63,8 @@ test('stdout and stderr share one log in the order written; bytes survive', (t) 
 
 test('the CLI returns while its job runs, and the end is recorded later', (t) => {
   const { home } = makeHome(t)
-  const started = Date.now()
-  const { jobId, pid } = startJob(home, ['sh', '-c', 'sleep 1; echo late'])
-  assert.ok(Date.now() - started < 900, 'run-bg returned before the job ended')
-  assert.ok(isAlive(pid))
+  const { jobId, pid } = startJob(home, ['sh', '-c', 'sleep 3; echo late'])
+  assert.ok(isAlive(pid), 'run-bg returned while the job runs')
   assert.equal(checkJson(home, jobId).status, 'running')
   assert.equal(runBg(home, ['wait', jobId, '--timeout', '20s']).code, 0)
   const json = checkJson(home, jobId)
@@ -301,7 +299,7 @@ test('an unreadable config.json names the wrong key and starts nothing', (t) => 
   fs.writeFileSync(path.join(home, 'config.json'), '{ "logs": ')
   const r = runBg(home, ['list'])
   assert.equal(r.code, 2)
-  assert.match(r.stderr, /config\.json: not valid JSON settings/)
+  assert.match(r.stderr, /config\.json: not valid JSON: /)
   assert.deepEqual(readRegistry(home), [])
 })
 

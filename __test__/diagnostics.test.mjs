@@ -166,7 +166,10 @@ test('resource tracking during task', async (t) => {
     // The task: a shell that launches a browser-like process with setsid, then exits.
     const task = spawnSync('sh', ['-c', ${JSON.stringify(chromium)} + ' 615 > /dev/null 2>&1 < /dev/null & exec setsid ' + ${JSON.stringify(chromium)} + ' 616 > /dev/null 2>&1 < /dev/null &'],
       { env: { ...process.env, ...tracker.env() } })
-    await wait(200)
+    for (let i = 0; i < 250; i++) {
+      if (pm.snapshot().processes.filter((p) => /chromium 61[56]$/.test(p.command)).length === 2) break
+      await wait(20)
+    }
     const report = tracker.snapshotAfter('e2e')
     const bystanders = pm.snapshot().processes.filter((p) => p.command === 'sleep 614').map((p) => p.pid)
     for (const p of [...report.orphans.map((o) => o.pid), ...bystanders]) { try { process.kill(p, 'SIGKILL') } catch {} }
@@ -188,7 +191,7 @@ test('resource tracking during task', async (t) => {
 test('check shows a running job\'s process count and memory, and the peak once it ended', async (t) => {
   const { home } = makeHome(t)
   const { jobId } = startJob(home, [process.execPath, '-e',
-    'globalThis.b = Buffer.alloc(96 * 1024 * 1024, 1); console.log("allocated"); setTimeout(() => {}, 1500)'])
+    'globalThis.b = Buffer.alloc(96 * 1024 * 1024, 1); console.log("allocated"); setTimeout(() => {}, 3000)'])
   const running = await waitFor(() => {
     const c = checkJson(home, jobId)
     return c.tail.includes('allocated') ? c : null

@@ -7,7 +7,7 @@ import path from 'node:path'
 import { spawn } from 'node:child_process'
 import {
   makeHome, runBg, startJob, readRegistry, checkJson, waitFor, isAlive, processStart, killPid,
-  cookieProcesses, anySurvivor, ESCAPING_TREE,
+  cookieProcesses, anySurvivor, ESCAPING_TREE, RUN_BG, sleep,
 } from './helpers.mjs'
 
 async function startTree(home, flags = []) {
@@ -32,8 +32,8 @@ test('kill leaves not one process of the tree: setsid, orphaned setsid, double f
 
 test('a timeout kills the whole tree too and records timeout', async (t) => {
   const { home } = makeHome(t, { kill: { grace_ms: 300 } })
-  const tree = await startTree(home, ['--timeout', '1s'])
-  assert.notEqual(runBg(home, ['wait', tree.jobId, '--timeout', '30s']).code, 124)
+  const tree = await startTree(home, ['--timeout', '3s'])
+  assert.equal(runBg(home, ['wait', tree.jobId, '--timeout', '30s']).code, 143, 'SIGTERM ended it')
   await waitFor(() => anySurvivor(tree.processes).length === 0, { what: 'the tree to die', timeout: 10_000 })
   assert.equal(checkJson(home, tree.jobId).status, 'timeout')
 })
@@ -169,7 +169,7 @@ test('orphans lists orphaned jobs and processes of ended jobs; --kill removes th
 
 test('an orphaned job is watched: when its processes end it becomes lost with its end time, nobody asking', async (t) => {
   const { home } = makeHome(t)
-  const { jobId, pid } = startJob(home, ['sleep', '1.5'])
+  const { jobId, pid } = startJob(home, ['sleep', '4'])
   const supervisor = readRegistry(home).find((j) => j.id === jobId).supervisor
   process.kill(supervisor.pid, 'SIGKILL')
   await waitFor(() => !isAlive(supervisor.pid), { what: 'supervisor death' })
@@ -180,6 +180,71 @@ test('an orphaned job is watched: when its processes end it becomes lost with it
     return entry.status === 'lost' ? entry : null
   }, { what: 'the watcher to record the end', timeout: 15_000 })
   assert.ok(!isAlive(pid))
-  assert.ok(lost.ended_at - lost.started_at >= 1400, `ended ${lost.ended_at - lost.started_at} ms after start`)
+  assert.ok(lost.ended_at - lost.started_at >= 3900, `ended ${lost.ended_at - lost.started_at} ms after start`)
   assert.match(lost.error, /supervisor died; its processes ended later/)
+})
+
+test('a job started from inside another job is its own: killing the outer one leaves it alone', async (t) => {
+  const { home } = makeHome(t)
+  const outer = startJob(home, ['sh', '-c', `${RUN_BG} --label inner -- sleep 600; sleep 600`], ['--label', 'outer'])
+  const inner = await waitFor(() => readRegistry(home).find((j) => j.label === 'inner' && j.status === 'running'), { what: 'inner job' })
+  assert.equal(runBg(home, ['kill', outer.jobId, '--grace', '1s']).code, 0)
+  assert.equal(checkJson(home, outer.jobId).status, 'killed')
+  assert.equal(checkJson(home, inner.id).status, 'running', 'the inner job was not part of the outer tree')
+  assert.ok(isAlive(inner.main.pid))
+  const orphans = JSON.parse(runBg(home, ['orphans', '--json']).stdout)
+  assert.deepEqual(orphans.processes, [], 'the inner supervisor is nobody\'s leftover')
+  assert.equal(runBg(home, ['kill', inner.id, '--force']).code, 0)
+})
+
+test('a job that sends SIGUSR1 to its supervisor is not killed by it', (t) => {
+  const { home } = makeHome(t)
+  const { jobId } = startJob(home, ['sh', '-c', 'kill -USR1 $PPID; sleep 0.3; echo survived'])
+  assert.equal(runBg(home, ['wait', jobId, '--timeout', '20s']).code, 0)
+  assert.deepEqual(checkJson(home, jobId).tail, ['survived'])
+})
+
+test('a kill that arrives with the exit does not turn a success into killed', async (t) => {
+  const { home } = makeHome(t)
+  const { jobId, pid } = startJob(home, ['sh', '-c', 'sleep 0.3; exit 0'])
+  const supervisor = readRegistry(home).find((j) => j.id === jobId).supervisor
+  process.kill(supervisor.pid, 'SIGSTOP')
+  t.after(() => { try { process.kill(supervisor.pid, 'SIGCONT') } catch {} })
+  // The main process exits while its supervisor is stopped: it waits as a zombie.
+  await waitFor(() => !isAlive(pid), { what: 'main exit' })
+  const killer = spawn(RUN_BG, ['kill', jobId], { env: { ...process.env, PROC_MANAGER_HOME: home }, stdio: 'ignore' })
+  await waitFor(() => fs.existsSync(path.join(home, 'jobs', jobId, 'kill-request.json')), { what: 'kill request' })
+  await sleep(100) // let the kill's SIGUSR1 land while the supervisor is stopped, with the SIGCHLD
+  process.kill(supervisor.pid, 'SIGCONT')
+  await new Promise((resolve) => killer.on('exit', resolve))
+  const job = checkJson(home, jobId)
+  assert.equal(job.status, 'success')
+  assert.equal(job.exitCode, 0)
+})
+
+test('--timeout also ends what outlives the main process', async (t) => {
+  const { home } = makeHome(t)
+  const { jobId } = startJob(home, ['sh', '-c', 'sleep 600 & echo bye'], ['--timeout', '1s'])
+  assert.equal(runBg(home, ['wait', jobId]).code, 0)
+  const lingering = await waitFor(() => checkJson(home, jobId).lingering[0], { what: 'the lingering sleep' })
+  const started = { pid: lingering.pid, start: processStart(lingering.pid) }
+  await waitFor(() => anySurvivor([started]).length === 0, { what: 'the deadline kill', timeout: 15_000 })
+  assert.equal(checkJson(home, jobId).status, 'success', 'the main process had ended well before the deadline')
+})
+
+test('logs --follow misses nothing across rotations', async (t) => {
+  const { home } = makeHome(t, { logs: { max_bytes: 4096, keep: 3 } })
+  const { jobId } = startJob(home, ['sh', '-c',
+    'sleep 0.5; for i in $(seq 1 20); do seq $((i*1000-999)) $((i*1000)); sleep 0.05; done'])
+  const follower = spawn(RUN_BG, ['logs', jobId, '-n', '0', '--follow'], {
+    env: { ...process.env, PROC_MANAGER_HOME: home }, stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  let out = ''
+  follower.stdout.on('data', (d) => (out += d))
+  await new Promise((resolve) => follower.on('exit', resolve))
+  const lines = out.trim().split('\n').map(Number)
+  assert.equal(lines.at(-1), 20000)
+  const first = lines[0]
+  assert.ok(first <= 1000, `started following before most output (${first})`)
+  assert.deepEqual(lines, Array.from({ length: 20001 - first }, (_, i) => first + i), 'no line skipped or repeated')
 })

@@ -54,23 +54,14 @@ fn supervisor_exe() -> Result<PathBuf> {
 }
 
 fn addon_path() -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     let found = unsafe { libc::dladdr(addon_path as *const () as *const libc::c_void, &mut info) };
     if found == 0 || info.dli_fname.is_null() {
         return None;
     }
     let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
-    Some(PathBuf::from(std::ffi::OsStr::from_encoded_bytes_unchecked_helper(name.to_bytes())))
-}
-
-trait FromBytes {
-    fn from_encoded_bytes_unchecked_helper(bytes: &[u8]) -> &std::ffi::OsStr;
-}
-impl FromBytes for std::ffi::OsStr {
-    fn from_encoded_bytes_unchecked_helper(bytes: &[u8]) -> &std::ffi::OsStr {
-        use std::os::unix::ffi::OsStrExt;
-        std::ffi::OsStr::from_bytes(bytes)
-    }
+    Some(PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes())))
 }
 
 fn millis(ms: Option<f64>, what: &str) -> Result<Option<Duration>> {
@@ -288,11 +279,19 @@ pub struct KillResult {
     /// Whether a signal was sent (false when the job had already ended).
     pub signalled: bool,
     pub message: String,
+    /// In `killAll` results: why this job could not be killed.
+    pub error: Option<String>,
 }
 
 impl From<KillOutcome> for KillResult {
     fn from(o: KillOutcome) -> KillResult {
-        KillResult { job_id: o.job.id, status: o.job.status.as_str().into(), signalled: o.signalled, message: o.message }
+        KillResult {
+            job_id: o.job.id,
+            status: o.job.status.as_str().into(),
+            signalled: o.signalled,
+            message: o.message,
+            error: None,
+        }
     }
 }
 
@@ -453,8 +452,21 @@ pub fn kill_all<'env>(env: &'env Env, options: Option<KillAllOptions>) -> Result
     };
     let context = context()?;
     spawn_promise(env, move || {
+        // One job that cannot be killed does not hide what happened to the others.
         let results = context.kill_all(owner.as_deref(), grace, force)?;
-        results.into_iter().map(|r| r.map(KillResult::from)).collect::<std::result::Result<Vec<_>, _>>()
+        Ok(results
+            .into_iter()
+            .map(|r| match r {
+                Ok(outcome) => KillResult::from(outcome),
+                Err((job_id, e)) => KillResult {
+                    job_id,
+                    status: "unknown".into(),
+                    signalled: false,
+                    message: e.to_string(),
+                    error: Some(e.to_string()),
+                },
+            })
+            .collect::<Vec<_>>())
     })
 }
 

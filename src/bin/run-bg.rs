@@ -24,7 +24,8 @@ Commands:
   run-bg list [--all] [--status <s>] [--owner <name>]
   run-bg wait <id>... [--timeout <dur>]
   run-bg kill <id>... | --all [--owner <name>]  [--grace <dur>] [--force]
-  run-bg orphans [--kill] [--force] [--owner <name>]   processes left behind; --kill removes them
+  run-bg orphans [--kill] [--force] [--owner <name>] [--grace <dur>]
+                                               processes left behind; --kill removes them
   run-bg summary [--owner <name>]              a few lines for an agent's context preamble
   run-bg ps [--mcp]                            a process snapshot (MCP/browser processes marked)
   run-bg prune [--older-than <dur>]            forget finished jobs, delete their logs
@@ -116,8 +117,11 @@ enum Sub {
         #[arg(long)]
         all: bool,
         /// Keep printing new output until the job ends
-        #[arg(long, short = 'f')]
+        #[arg(long, short = 'f', conflicts_with = "json")]
         follow: bool,
+        /// The lines as a JSON array (lossy UTF-8)
+        #[arg(long)]
+        json: bool,
     },
     /// Jobs in the registry (running ones and those ended within the hour)
     List {
@@ -238,7 +242,12 @@ fn background_main(args: &[String]) -> i32 {
     let Ok(context) = Context::load() else { return 1 };
     match (args[1].as_str(), args.get(2)) {
         ("__announce", Some(id)) => match context.registry().get(id) {
-            Ok(job) => notify::announce(&context.home, &context.config, &job),
+            Ok(mut job) => {
+                if let Some(claimed) = args.get(3).and_then(|s| JobStatus::parse(s)) {
+                    job.status = claimed;
+                }
+                notify::announce(&context.home, &context.config, &job)
+            }
             Err(_) => return 1,
         },
         ("__deliver", _) => notify::drain_spool(&context.home, &context.config),
@@ -376,7 +385,7 @@ fn run_sub(command: Sub) -> Result<i32> {
             print_check(&check, json.json);
             Ok(0)
         }
-        Sub::Logs { id, lines, all, follow } => run_logs(&context, &id, lines, all, follow),
+        Sub::Logs { id, lines, all, follow, json } => run_logs(&context, &id, lines, all, follow, json),
         Sub::List { all, status, owner, json } => {
             let status = status
                 .map(|s| {
@@ -425,8 +434,8 @@ fn run_sub(command: Sub) -> Result<i32> {
         }
         Sub::Kill { ids, all, owner, grace, force, json } => {
             let grace = parse_dur("--grace", &grace)?;
-            let results = if all {
-                context.kill_all(owner.as_deref(), grace, force)?
+            let results: Vec<Result<_>> = if all {
+                context.kill_all(owner.as_deref(), grace, force)?.into_iter().map(|r| r.map_err(|(_, e)| e)).collect()
             } else {
                 for id in &ids {
                     proc_manager::core::ids::validate_job_id(id)?;
@@ -573,9 +582,24 @@ fn run_sub(command: Sub) -> Result<i32> {
     }
 }
 
-fn run_logs(context: &Context, id: &str, lines: Option<usize>, all: bool, follow: bool) -> Result<i32> {
+fn run_logs(context: &Context, id: &str, lines: Option<usize>, all: bool, follow: bool, json: bool) -> Result<i32> {
     let job = context.mark_seen(context.job(id)?)?;
     let log = PathBuf::from(&job.log_path);
+    if json {
+        let raw = if all {
+            let mut bytes = Vec::new();
+            logs::copy_all(&log, &mut bytes).map_err(|e| Error::io("read log", &log, e))?;
+            bytes.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect::<Vec<_>>()
+        } else {
+            logs::tail_lines(&log, lines.unwrap_or(100), |_| true)
+        };
+        let mut text: Vec<String> = raw.iter().map(|l| String::from_utf8_lossy(l).into_owned()).collect();
+        if all && text.last().is_some_and(String::is_empty) {
+            text.pop();
+        }
+        print_json(&serde_json::json!({ "jobId": job.id, "lines": text }));
+        return Ok(0);
+    }
     let mut out = std::io::stdout().lock();
     if all {
         logs::copy_all(&log, &mut out).map_err(|e| Error::io("read log", &log, e))?;
@@ -593,40 +617,45 @@ fn run_logs(context: &Context, id: &str, lines: Option<usize>, all: bool, follow
 }
 
 /// Streams new output until the job has ended and its supervisor is gone.
-/// Holds the open file across rotations: a renamed file stays readable, so
-/// nothing written between two polls is skipped.
+/// Holds the open file across rotations (a renamed file stays readable), and
+/// after draining it moves to the file written next, so no rotated file is
+/// skipped even when several rotations happen between two polls.
 fn follow_log(context: &Context, job: &Job, log: &std::path::Path, out: &mut dyn Write) -> Result<()> {
     use std::io::{Read, Seek, SeekFrom};
     use std::os::unix::fs::MetadataExt;
-    let open = || std::fs::File::open(log).ok();
-    let mut file = open();
+    let inode = |path: &std::path::Path| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+    let mut file = std::fs::File::open(log).ok();
     if let Some(f) = file.as_mut() {
         let _ = f.seek(SeekFrom::End(0));
     }
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
         let mut progressed = false;
-        if let Some(f) = file.as_mut() {
-            loop {
-                match f.read(&mut buffer) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        out.write_all(&buffer[..n]).map_err(|e| Error::io("write", "stdout", e))?;
-                        progressed = true;
+        match file.as_mut() {
+            Some(f) => {
+                while let Ok(n) = f.read(&mut buffer) {
+                    if n == 0 {
+                        break;
                     }
+                    out.write_all(&buffer[..n]).map_err(|e| Error::io("write", "stdout", e))?;
+                    progressed = true;
+                }
+                let _ = out.flush();
+                let held = f.metadata().ok().map(|m| (m.dev(), m.ino()));
+                if held != inode(log) {
+                    // Rotated: continue with the file that came after ours.
+                    let files = logs::log_files_newest_first(log);
+                    let ours = files.iter().position(|p| inode(p) == held);
+                    let next = match ours {
+                        Some(i) if i > 0 => Some(files[i - 1].clone()),
+                        Some(_) => None,
+                        None => files.last().cloned(), // ours was dropped already: the oldest kept
+                    };
+                    file = next.and_then(|p| std::fs::File::open(p).ok());
+                    continue;
                 }
             }
-            let _ = out.flush();
-            let rotated = match (f.metadata(), std::fs::metadata(log)) {
-                (Ok(held), Ok(current)) => held.ino() != current.ino(),
-                _ => false,
-            };
-            if rotated {
-                file = open();
-                continue;
-            }
-        } else {
-            file = open();
+            None => file = std::fs::File::open(log).ok(),
         }
         if !progressed {
             let current = context.registry().get(&job.id)?;

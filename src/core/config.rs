@@ -134,14 +134,26 @@ impl Config {
     }
 
     pub fn parse(text: &str) -> std::result::Result<Config, String> {
-        let mut de = serde_json::Deserializer::from_str(text);
-        let config: Config = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let key = e.path().to_string();
-            if e.inner().is_syntax() || e.inner().is_eof() || key == "." || key.is_empty() {
-                format!("not valid JSON settings: {}", e.inner())
-            } else {
-                format!("key `{key}`: {}", e.inner())
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+        // Sections must be objects: serde would otherwise fill a struct from an array.
+        let sections = ["logs", "registry", "kill", "notify", "diagnostics"];
+        let Some(root) = value.as_object() else {
+            return Err(format!("expected a JSON object with any of the keys {}", sections.join(", ")));
+        };
+        for (key, section) in root {
+            if sections.contains(&key.as_str()) && !section.is_object() {
+                return Err(format!("key `{key}`: expected an object"));
             }
+        }
+        if let Some(tracking) = value.pointer("/diagnostics/resource_tracking") {
+            if !tracking.is_object() {
+                return Err("key `diagnostics.resource_tracking`: expected an object".into());
+            }
+        }
+        let config: Config = serde_path_to_error::deserialize(value).map_err(|e| {
+            let key = e.path().to_string();
+            format!("key `{key}`: {}", e.inner())
         })?;
         config.validate()?;
         Ok(config)
@@ -158,9 +170,18 @@ impl Config {
             return Err("key `registry.max_jobs`: must be at least 1".to_string());
         }
         if let Some(url) = &self.notify.url {
-            if !url.starts_with("http://") {
-                return Err(format!("key `notify.url`: `{url}` is not an http:// URL (or null to turn it off)"));
+            let host = url.strip_prefix("http://").map(|rest| rest.split(['/', '?', '#']).next().unwrap_or(""));
+            if host.is_none_or(str::is_empty) {
+                return Err(format!(
+                    "key `notify.url`: `{url}` is not an http:// URL with a host (or null to turn it off)"
+                ));
             }
+        }
+        let threshold = self.diagnostics.resource_tracking.memory_threshold_mb;
+        if !threshold.is_finite() || threshold < 0.0 {
+            return Err(format!(
+                "key `diagnostics.resource_tracking.memory_threshold_mb`: {threshold} is not a number of MiB >= 0"
+            ));
         }
         if self.notify.timeout_ms == 0 || self.notify.hook_timeout_ms == 0 {
             return Err("key `notify.timeout_ms` / `notify.hook_timeout_ms`: must be at least 1".to_string());
@@ -208,5 +229,12 @@ mod tests {
         assert!(err.contains("registry.max_jobs"), "{err}");
         let err = Config::parse("{not json").unwrap_err();
         assert!(err.contains("JSON"), "{err}");
+        for bad in ["{} trailing", "[]", "null"] {
+            assert!(Config::parse(bad).is_err(), "{bad}");
+        }
+        assert!(Config::parse(r#"{"logs": []}"#).unwrap_err().contains("key `logs`: expected an object"));
+        assert!(Config::parse(r#"{"notify": {"url": "http://"}}"#).unwrap_err().contains("notify.url"));
+        let negative = r#"{"diagnostics": {"resource_tracking": {"memory_threshold_mb": -1}}}"#;
+        assert!(Config::parse(negative).unwrap_err().contains("memory_threshold_mb"));
     }
 }

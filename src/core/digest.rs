@@ -22,7 +22,11 @@ fn error_pattern() -> &'static regex::Regex {
 }
 
 pub fn looks_like_error(line: &str) -> bool {
-    error_pattern().is_match(line)
+    static ZERO_COUNTS: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let zero_counts = ZERO_COUNTS
+        .get_or_init(|| regex::Regex::new(r"(?i)\b0 (failed|failures?|errors?)\b").expect("valid pattern"));
+    // A summary such as "10 passed, 0 failed" reports no error.
+    error_pattern().is_match(&zero_counts.replace_all(line, ""))
 }
 
 /// Cleaned lines, newest first, each with its position from the end (0 = last line).
@@ -174,5 +178,7 @@ mod tests {
         assert!(looks_like_error("FAIL src/app.test.js"));
         assert!(!looks_like_error("terrorist detection model"));
         assert!(!looks_like_error("compiled without errors"));
+        assert!(!looks_like_error("Tests: 10 passed, 0 failed"));
+        assert!(looks_like_error("Tests: 1 failed, 9 passed"));
     }
 }

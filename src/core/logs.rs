@@ -94,6 +94,29 @@ impl RotatingWriter {
     /// ext4 both a rename over a file and a truncate to zero force the data to
     /// disk (auto_da_alloc), which made rotation cost a disk flush per file.
     fn rotate(&mut self) -> Result<()> {
+        let renamed = self.shift_files();
+        // If the files cannot be shifted (the job's directory was deleted
+        // under it), start the current file over rather than grow without bound.
+        let reopened = open_log(&self.path, true);
+        self.written = 0;
+        match (renamed, reopened) {
+            (Ok(()), Ok(file)) => {
+                self.file = file;
+                Ok(())
+            }
+            (shift, reopened) => {
+                if let Ok(file) = reopened {
+                    self.file = file;
+                } else {
+                    let _ = self.file.set_len(0);
+                    let _ = self.file.seek(SeekFrom::Start(0));
+                }
+                shift.and(Err(Error::Other(format!("cannot reopen {}", self.path.display()))))
+            }
+        }
+    }
+
+    fn shift_files(&mut self) -> Result<()> {
         let oldest = rotated_path(&self.path, self.keep);
         match std::fs::remove_file(&oldest) {
             Ok(()) => {}
@@ -113,15 +136,15 @@ impl RotatingWriter {
             let first = rotated_path(&self.path, 1);
             std::fs::rename(&self.path, &first).map_err(|e| Error::io("rotate log", &self.path, e))?;
         }
-        self.file = open_log(&self.path, true)?;
-        self.written = 0;
         Ok(())
     }
 }
 
 /// Reads lines backwards over `output.log`, `.1`, `.2` … as one stream.
 pub struct ReverseLines {
-    files: Vec<PathBuf>,
+    /// Opened newest first, each file once (a rotation during the opening
+    /// makes `.1` the file already opened as `output.log`: it is skipped).
+    files: Vec<File>,
     next_file: usize,
     current: Option<(File, u64)>,
     /// Unconsumed bytes that precede everything already returned.
@@ -133,20 +156,34 @@ pub struct ReverseLines {
 impl ReverseLines {
     /// `log` is the path of `output.log`; rotated siblings are found by probing.
     pub fn open(log: &Path) -> ReverseLines {
-        let files = log_files_newest_first(log);
-        ReverseLines { files, next_file: 0, current: None, pending: Vec::new(), started: false, exhausted: false }
+        use std::os::unix::fs::MetadataExt;
+        let mut seen = std::collections::HashSet::new();
+        let files = log_files_newest_first(log)
+            .iter()
+            .filter_map(|path| File::open(path).ok())
+            .filter(|file| file.metadata().map(|m| seen.insert((m.dev(), m.ino()))).unwrap_or(false))
+            .collect();
+        ReverseLines {
+            files,
+            next_file: 0,
+            current: None,
+            pending: Vec::new(),
+            started: false,
+            exhausted: false,
+        }
     }
 
     /// Prepends the block that precedes `pending`; false at the start of the oldest file.
     fn fill(&mut self) -> bool {
         loop {
             if self.current.is_none() {
-                let Some(path) = self.files.get(self.next_file) else { return false };
-                self.next_file += 1;
-                if let Ok(file) = File::open(path) {
-                    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-                    self.current = Some((file, len));
+                if self.next_file >= self.files.len() {
+                    return false;
                 }
+                let Ok(file) = self.files[self.next_file].try_clone() else { return false };
+                self.next_file += 1;
+                let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+                self.current = Some((file, len));
                 continue;
             }
             let (file, pos) = self.current.as_mut().unwrap();
@@ -159,9 +196,10 @@ impl ReverseLines {
             let mut block = vec![0u8; size];
             let ok = file.seek(SeekFrom::Start(start)).is_ok() && file.read_exact(&mut block).is_ok();
             if !ok {
-                // Rotated away under us: treat as the start of the stream.
+                // The file shrank under us (keep 0 truncates in place): what
+                // it held is gone, so the stream starts here.
                 self.current = None;
-                self.files.truncate(self.next_file);
+                self.next_file = self.files.len();
                 return false;
             }
             *pos = start;

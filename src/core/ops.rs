@@ -3,12 +3,13 @@
 use super::config::Config;
 use super::ids::validate_job_id;
 use super::job::{Job, JobStatus, ProcessIdentity};
-use super::paths::Home;
+use super::paths::{create_private_dir_all, Home};
 use super::procinfo::{self, ProcessEntry, SignalOutcome};
 use super::registry::{write_json_file, Registry};
 use super::supervisor::{KillRequest, KILL_REQUEST_FILE};
 use super::duration::format_duration_ms;
 use super::{digest, kill, notify, now_ms, spawn, text, Error, Result};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -60,7 +61,9 @@ impl Context {
             }
         })?;
         if announce {
-            self.run_in_background(&["__announce", id]);
+            // The status claimed here is the one announced, even if the job
+            // has moved on (orphaned, then lost) by the time the announcer runs.
+            self.run_in_background(&["__announce", id, job.status.as_str()]);
         }
         Ok(job)
     }
@@ -76,14 +79,18 @@ impl Context {
         self.reconcile_job(job)
     }
 
-    /// Records that the outcome of an ended job has been looked at.
+    /// Records that the outcome of an ended job has been looked at. Best
+    /// effort: a read-only home still lets one look.
     pub fn mark_seen(&self, job: Job) -> Result<Job> {
         if !job.status.is_final() || job.seen_at.is_some() {
             return Ok(job);
         }
-        self.registry().modify(&job.id, |stored| {
-            stored.seen_at.get_or_insert(now_ms());
-        })
+        Ok(self
+            .registry()
+            .modify(&job.id, |stored| {
+                stored.seen_at.get_or_insert(now_ms());
+            })
+            .unwrap_or(job))
     }
 
     /// The few lines an agent harness puts in front of each model call: jobs
@@ -137,10 +144,14 @@ impl Context {
         if job.status.is_final() || job.supervisor.is_some_and(|s| procinfo::is_same_process_alive(&s)) {
             return Ok(job);
         }
-        if job.supervisor.is_none() && now_ms().saturating_sub(job.started_at) < 10_000 {
-            return Ok(job); // still being handed to its supervisor
-        }
-        let verdict = if kill::tree_alive(job.main, &job.id) { JobStatus::Orphaned } else { JobStatus::Lost };
+        let being_killed = self.home.job_dir(&job.id).join(KILL_REQUEST_FILE).exists();
+        let verdict = if kill::tree_alive(job.main, &job.id) {
+            JobStatus::Orphaned
+        } else if being_killed {
+            JobStatus::Killed // an orphan we were killing: gone because of us
+        } else {
+            JobStatus::Lost
+        };
         if verdict == job.status {
             return Ok(job);
         }
@@ -158,8 +169,10 @@ impl Context {
                 return false;
             }
             stored.status = verdict;
-            if verdict == JobStatus::Lost {
+            if verdict != JobStatus::Orphaned {
                 stored.ended_at.get_or_insert(now_ms());
+            }
+            if verdict == JobStatus::Lost {
                 stored.error.get_or_insert(reason);
             }
             true
@@ -176,7 +189,9 @@ impl Context {
     /// cannot be had: the main process is not our child. One watcher per job.
     pub fn watch_orphan(&self, id: &str) -> Result<()> {
         let lock_path = self.home.job_dir(id).join("watch.lock");
-        let Ok(lock) = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path) else {
+        let Ok(lock) =
+            std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&lock_path)
+        else {
             return Ok(());
         };
         if fs2::FileExt::try_lock_exclusive(&lock).is_err() {
@@ -320,8 +335,14 @@ impl Context {
         };
         let nothing_left = job.status.is_final() && lingering.is_empty();
         if let (Some(supervisor), false) = (supervised, nothing_left) {
-            self.note_kill_request(&job.id, grace, force)?;
-            match procinfo::signal_process(&supervisor, libc::SIGUSR1) {
+            // With the request written, SIGUSR1 carries our grace period; if it
+            // cannot be written (the job's directory is gone), SIGTERM asks the
+            // supervisor for a kill with its default grace period.
+            let doorbell = match self.note_kill_request(&job.id, grace, force) {
+                Ok(()) => libc::SIGUSR1,
+                Err(_) => libc::SIGTERM,
+            };
+            match procinfo::signal_process(&supervisor, doorbell) {
                 SignalOutcome::Sent => {}
                 // It ended meanwhile: look again (the job is now ended, orphaned or lost).
                 SignalOutcome::Gone | SignalOutcome::Replaced => return self.kill(id, Some(grace), force),
@@ -347,6 +368,13 @@ impl Context {
                 });
             }
             let after = self.job(id)?;
+            if !after.status.is_final() {
+                return Err(Error::Other(format!(
+                    "{id} did not end within {} of the kill request; its supervisor (pid {}) is still running",
+                    format_duration_ms(limit.as_millis() as u64),
+                    supervisor.pid
+                )));
+            }
             let message = if !job.status.is_final() {
                 format!("killed {} ({})", after.id, after.status)
             } else {
@@ -366,15 +394,26 @@ impl Context {
 
     /// Kills every running or orphaned job (of `owner`, when given) at once,
     /// so their grace periods overlap instead of adding up.
-    pub fn kill_all(&self, owner: Option<&str>, grace: Option<Duration>, force: bool) -> Result<Vec<Result<KillOutcome>>> {
+    pub fn kill_all(
+        &self,
+        owner: Option<&str>,
+        grace: Option<Duration>,
+        force: bool,
+    ) -> Result<Vec<std::result::Result<KillOutcome, (String, Error)>>> {
         let filter = ListFilter { all: true, owner: owner.map(str::to_string), status: None };
         let targets: Vec<Job> = self.list(&filter)?.into_iter().filter(|j| !j.status.is_final()).collect();
         Ok(std::thread::scope(|scope| {
-            let handles: Vec<_> =
-                targets.iter().map(|job| scope.spawn(move || self.kill(&job.id, grace, force))).collect();
+            let handles: Vec<_> = targets
+                .iter()
+                .map(|job| (job.id.clone(), scope.spawn(move || self.kill(&job.id, grace, force))))
+                .collect();
             handles
                 .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Err(Error::Other("kill thread panicked".into()))))
+                .map(|(id, h)| match h.join() {
+                    Ok(Ok(outcome)) => Ok(outcome),
+                    Ok(Err(e)) => Err((id, e)),
+                    Err(_) => Err((id, Error::Other("kill thread panicked".into()))),
+                })
                 .collect()
         }))
     }
@@ -384,11 +423,12 @@ impl Context {
     pub fn prune(&self, older_than: Option<Duration>) -> Result<Vec<String>> {
         let cutoff = now_ms().saturating_sub(older_than.map_or(0, |d| d.as_millis() as u64));
         self.reconcile()?;
+        let live = procinfo::jobs_with_live_processes();
         let removed = self.registry().update(|jobs| {
             let mut removed = Vec::new();
             jobs.retain(|job| {
                 let old_enough = job.ended_at.unwrap_or(job.started_at) <= cutoff;
-                let remove = job.status.is_final() && old_enough && !kill::tree_alive(job.main, &job.id);
+                let remove = job.status.is_final() && old_enough && !live.contains(&job.id);
                 if remove {
                     removed.push(job.id.clone());
                 }
@@ -415,7 +455,9 @@ impl Context {
     /// on it, and an orphan's watcher records `killed` rather than `lost`.
     fn note_kill_request(&self, id: &str, grace: Duration, force: bool) -> Result<()> {
         let request = KillRequest { grace_ms: grace.as_millis() as u64, force };
-        write_json_file(&self.home.job_dir(id).join(KILL_REQUEST_FILE), &request, false)
+        let dir = self.home.job_dir(id);
+        create_private_dir_all(&dir)?;
+        write_json_file(&dir.join(KILL_REQUEST_FILE), &request, false)
     }
 
     /// Processes still running for a job whose main process has ended (or

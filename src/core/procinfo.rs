@@ -132,13 +132,31 @@ pub struct ProcessEntry {
     pub rss_kb: u64,
 }
 
-/// The value of `PROC_MANAGER_JOB` in a NUL-separated environment block.
-fn cookie_in(environ: &[u8]) -> Option<String> {
-    let key = JOB_COOKIE.as_bytes();
+/// The value of `key` in a NUL-separated environment block.
+fn env_entry(environ: &[u8], key: &str) -> Option<String> {
     environ.split(|&b| b == 0).find_map(|entry| {
-        let value = entry.strip_prefix(key)?.strip_prefix(b"=")?;
-        std::str::from_utf8(value).ok().map(str::to_string)
+        let value = entry.strip_prefix(key.as_bytes())?.strip_prefix(b"=")?;
+        Some(String::from_utf8_lossy(value).into_owned())
     })
+}
+
+fn cookie_in(environ: &[u8]) -> Option<String> {
+    env_entry(environ, JOB_COOKIE)
+}
+
+/// The value of `key` in a process's (initial) environment; only this user's
+/// processes are readable.
+pub fn environ_value(pid: u32, key: &str) -> Option<String> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut environ = Vec::with_capacity(8192);
+        read_proc_file(&format!("/proc/{pid}/environ"), &mut environ, 1 << 20).then(|| env_entry(&environ, key))?
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (pid, key);
+        None
+    }
 }
 
 pub fn command_line(pid: u32) -> String {
@@ -201,6 +219,12 @@ pub fn scan(mut wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<Proce
 #[cfg(not(target_os = "linux"))]
 pub fn scan(_wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<ProcessEntry> {
     Vec::new()
+}
+
+/// The ids of every job that still has a process carrying its cookie, in one
+/// pass (a job's processes all carry it, unless one cleared its environment).
+pub fn jobs_with_live_processes() -> std::collections::HashSet<String> {
+    scan(|_, _, cookie| cookie.is_some()).into_iter().filter_map(|e| e.cookie).collect()
 }
 
 /// Live processes carrying `PROC_MANAGER_JOB=<job_id>` (the caller excluded).

@@ -134,13 +134,8 @@ mod os {
         result
     }
 
-    /// The value of `key` in a process's environment (this user's processes only).
     pub fn environ_value(pid: u32, key: &str) -> Option<String> {
-        let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-        environ.split(|&b| b == 0).find_map(|entry| {
-            let value = entry.strip_prefix(key.as_bytes())?.strip_prefix(b"=")?;
-            Some(String::from_utf8_lossy(value).into_owned())
-        })
+        crate::core::procinfo::environ_value(pid, key)
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::job::Job;
 use super::paths::Home;
-use super::kill;
+use super::procinfo;
 use super::{now_ms, Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
@@ -41,11 +41,15 @@ impl Registry {
 
     /// A consistent snapshot without taking the lock (each write is one rename).
     pub fn load(&self) -> Result<Vec<Job>> {
-        match read_registry(&self.home.registry_path()) {
+        let path = self.home.registry_path();
+        match read_registry(&path) {
             Ok(jobs) => Ok(jobs),
+            Err(ReadFailure::Io(e)) => Err(Error::io("read registry", path, e)),
             // Recovery moves the file aside, so it must happen under the lock.
-            Err(_) => self.update(|_| ()).and_then(|_| {
-                read_registry(&self.home.registry_path()).map_err(|e| Error::Other(e.to_string()))
+            Err(ReadFailure::Corrupt(_)) => self.update(|_| ()).and_then(|_| match read_registry(&path) {
+                Ok(jobs) => Ok(jobs),
+                Err(ReadFailure::Io(e)) => Err(Error::io("read registry", path.clone(), e)),
+                Err(ReadFailure::Corrupt(why)) => Err(Error::Other(format!("registry still unreadable: {why}"))),
             }),
         }
     }
@@ -60,7 +64,8 @@ impl Registry {
         let path = self.home.registry_path();
         let mut jobs = match read_registry(&path) {
             Ok(jobs) => jobs,
-            Err(reason) => self.recover_corrupt(&path, &reason)?,
+            Err(ReadFailure::Io(e)) => return Err(Error::io("read registry", path, e)),
+            Err(ReadFailure::Corrupt(reason)) => self.recover_corrupt(&path, &reason)?,
         };
         let result = change(&mut jobs);
         let evicted = self.evict_over_cap(&mut jobs);
@@ -153,12 +158,18 @@ impl Registry {
         let mut order: Vec<usize> = (0..jobs.len()).collect();
         order.sort_by_key(|&i| jobs[i].started_at);
         let mut evict = vec![false; jobs.len()];
+        // One pass over /proc for all candidates, taken only when needed.
+        let mut live: Option<std::collections::HashSet<String>> = None;
         for i in order {
             if excess == 0 {
                 break;
             }
             let job = &jobs[i];
-            if job.status.is_final() && !kill::tree_alive(job.main, &job.id) {
+            if !job.status.is_final() {
+                continue;
+            }
+            let live = live.get_or_insert_with(procinfo::jobs_with_live_processes);
+            if !live.contains(&job.id) {
                 evict[i] = true;
                 excess -= 1;
             }
@@ -177,22 +188,33 @@ impl Registry {
     }
 }
 
-fn read_registry(path: &Path) -> std::result::Result<Vec<Job>, String> {
+/// Why the registry could not be read: only `Corrupt` means the file itself
+/// is bad (and may be moved aside); an I/O error leaves it where it is.
+enum ReadFailure {
+    Io(std::io::Error),
+    Corrupt(String),
+}
+
+fn read_registry(path: &Path) -> std::result::Result<Vec<Job>, ReadFailure> {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(ReadFailure::Io(e)),
     };
-    let file: RegistryFile = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+    let file: RegistryFile = serde_json::from_slice(&bytes).map_err(|e| ReadFailure::Corrupt(e.to_string()))?;
     Ok(file.jobs)
 }
 
 /// Temp file in the same directory, written, optionally fsynced, renamed over `path`.
 pub fn write_json_file<T: Serialize>(path: &Path, value: &T, durable: bool) -> Result<()> {
+    // Unique per process and per call: two threads of one process (the JS
+    // API's kills) may write the same file at once.
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let tmp = path.with_file_name(format!(
-        ".{}.tmp-{}",
+        ".{}.tmp-{}-{}",
         path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
-        std::process::id()
+        std::process::id(),
+        COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     let bytes = serde_json::to_vec_pretty(value).map_err(|e| Error::Other(e.to_string()))?;
     let write = || -> std::io::Result<()> {
@@ -303,7 +325,7 @@ mod tests {
             .spawn()
             .unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while !kill::tree_alive(None, "lingering") && std::time::Instant::now() < deadline {
+        while !procinfo::jobs_with_live_processes().contains("lingering") && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         registry.upsert(&job("lingering", JobStatus::Success, 1)).unwrap();

@@ -4,7 +4,8 @@
 use super::ids::{id_prefix_from_label, random_suffix};
 use super::job::{Job, JobStatus};
 use super::ops::Context;
-use super::supervisor::{parse_ready_line, SupervisorSpec};
+use super::procinfo::JOB_COOKIE;
+use super::supervisor::{parse_ready_line, SupervisorSpec, SUPERVISOR_MARK};
 use super::{now_ms, Error, Result};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -127,6 +128,17 @@ fn validate(request: &StartRequest) -> Result<()> {
             return Err(Error::Usage("bad owner: give 1 to 200 characters on one line".into()));
         }
     }
+    // Every registry write carries these: keep them small enough not to slow it.
+    let env_bytes: usize = request.env.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if env_bytes > 64 * 1024 {
+        return Err(Error::Usage(format!("too much extra environment ({env_bytes} bytes); at most 64 KiB")));
+    }
+    if let Some(context) = &request.context {
+        let size = context.to_string().len();
+        if size > 64 * 1024 {
+            return Err(Error::Usage(format!("context too large ({size} bytes of JSON); at most 64 KiB")));
+        }
+    }
     if request.timeout_ms == Some(0) {
         return Err(Error::Usage("bad timeout: it must be greater than zero".into()));
     }
@@ -223,6 +235,9 @@ fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::
     let mut child = Command::new(exe)
         .arg("__supervise")
         .arg(&spec.job.id)
+        // Started from inside another job, the supervisor is not part of it.
+        .env_remove(JOB_COOKIE)
+        .env(SUPERVISOR_MARK, &spec.job.id)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(stderr)
@@ -251,6 +266,8 @@ pub fn spawn_detached(runner: &Path, home: &super::paths::Home, args: &[&str]) -
     let mut child = Command::new(runner)
         .args(args)
         .env("PROC_MANAGER_HOME", &home.root)
+        .env_remove(JOB_COOKIE)
+        .env(SUPERVISOR_MARK, "helper")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

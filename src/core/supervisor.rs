@@ -39,6 +39,10 @@ pub struct KillRequest {
 
 pub const KILL_REQUEST_FILE: &str = "kill-request.json";
 
+/// Set in every supervisor's environment (value: its job id), so that a job's
+/// supervisor can tell another job's supervisor among the processes it adopts.
+pub const SUPERVISOR_MARK: &str = "PROC_MANAGER_SUPERVISOR";
+
 /// The first line the supervisor writes on its stdout pipe: `ok <pid>` or `err <message>`.
 pub const READY_OK: &str = "ok ";
 pub const READY_ERR: &str = "err ";
@@ -196,6 +200,8 @@ fn report_ready(line: &str) {
 enum KillReason {
     Requested,
     Timeout,
+    /// Asked for after the main process had exited: its exit decides the status.
+    AfterExit,
 }
 
 struct KillInProgress {
@@ -224,6 +230,8 @@ struct Supervisor {
     recorded: bool,
     has_children: bool,
     timeout_at: Option<Instant>,
+    timeout_passed: bool,
+    log_failed: bool,
     kill: Option<KillInProgress>,
     default_grace_ms: u64,
     config: Config,
@@ -291,6 +299,7 @@ impl Supervisor {
         command
             .args(&job.argv[1..])
             .current_dir(&job.cwd)
+            .env_remove(SUPERVISOR_MARK)
             .envs(&job.env)
             .env(JOB_COOKIE, &job.id)
             .stdin(Stdio::null())
@@ -339,6 +348,8 @@ impl Supervisor {
             recorded: false,
             has_children: true,
             timeout_at,
+            timeout_passed: false,
+            log_failed: false,
             kill: None,
             default_grace_ms: spec.config.kill.grace_ms,
             notifier: None,
@@ -384,7 +395,7 @@ impl Supervisor {
             let d = at.saturating_duration_since(now);
             wait = Some(wait.map_or(d, |w| w.min(d)));
         };
-        if let (Some(at), None) = (self.timeout_at, &self.kill) {
+        if let (Some(at), None, false) = (self.timeout_at, &self.kill, self.timeout_passed) {
             consider(at);
         }
         if let Some(kill) = &self.kill {
@@ -400,7 +411,8 @@ impl Supervisor {
         }
         match wait {
             None => -1,
-            Some(d) => d.as_millis().min(i32::MAX as u128) as i32 + 1,
+            // +1 so we wake after the deadline, not a hair before it.
+            Some(d) => (d.as_millis() + 1).min(i32::MAX as u128) as i32,
         }
     }
 
@@ -411,7 +423,11 @@ impl Supervisor {
         };
         if n > 0 {
             if let Err(e) = self.log.write_all(&self.buffer[..n as usize]) {
-                self.note_error(&e.to_string());
+                // Once is enough: the same failure would repeat for every chunk.
+                if !self.log_failed {
+                    self.log_failed = true;
+                    self.note_error(&e.to_string());
+                }
             }
         } else if n == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
             self.output = None;
@@ -453,12 +469,13 @@ impl Supervisor {
             self.reap();
         }
         if got[libc::SIGUSR1 as usize] {
+            // Only a request left by `kill` counts: a job may well send SIGUSR1
+            // to its parent (a readiness signal) without meaning to be killed.
             let path = self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE);
-            let request = std::fs::read(&path)
-                .ok()
-                .and_then(|bytes| serde_json::from_slice::<KillRequest>(&bytes).ok())
-                .unwrap_or(KillRequest { grace_ms: self.default_grace_ms, force: false });
-            self.begin_kill(KillReason::Requested, request);
+            let request = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<KillRequest>(&b).ok());
+            if let Some(request) = request {
+                self.begin_kill(KillReason::Requested, request);
+            }
         }
         if got[libc::SIGTERM as usize] || got[libc::SIGINT as usize] || got[libc::SIGHUP as usize] {
             let request = KillRequest { grace_ms: self.default_grace_ms, force: false };
@@ -497,50 +514,68 @@ impl Supervisor {
             // A second request can only make the kill sooner.
             Some(kill) => kill.hard_deadline = kill.hard_deadline.min(deadline),
             None => {
-                // Killing what lingers after the main process ended does not change its recorded outcome.
-                let reason = if self.main_exit.is_none() { reason } else { KillReason::Requested };
+                // The main process's own exit, if it came first, decides the outcome.
+                let reason = if self.main_exit.is_none() { reason } else { KillReason::AfterExit };
                 self.kill =
                     Some(KillInProgress { reason, started: now, hard_deadline: deadline, hard_sent: false, tree_gone: false });
                 if !request.force {
-                    kill::signal_tree(self.job.main, &self.job.id, libc::SIGTERM);
+                    self.signal_everything(libc::SIGTERM);
                 }
             }
         }
         self.advance_timers();
     }
 
+    /// The job's tree (group and cookie) plus the descendants re-parented to
+    /// us that carry no cookie (started with `env -u`, or dying: their
+    /// environment is gone already). Another job's supervisor, started from
+    /// inside this job and adopted by us, and our notifier are left alone.
+    /// Returns whether anything was left to signal.
+    fn signal_everything(&self, signal: i32) -> bool {
+        let mut any = !kill::signal_tree(self.job.main, &self.job.id, signal).sent.is_empty();
+        for child in self.adopted_children() {
+            any |= matches!(procinfo::signal_process(&child, signal), procinfo::SignalOutcome::Sent);
+        }
+        any
+    }
+
+    fn adopted_children(&self) -> Vec<ProcessIdentity> {
+        procinfo::live_children(std::process::id())
+            .into_iter()
+            .filter(|&pid| Some(pid as libc::pid_t) != self.notifier)
+            .filter(|&pid| procinfo::environ_value(pid, SUPERVISOR_MARK).is_none())
+            .filter_map(procinfo::identify)
+            .collect()
+    }
+
     fn advance_timers(&mut self) {
         let now = Instant::now();
-        if self.kill.is_none() && self.main_exit.is_none() {
-            if let Some(at) = self.timeout_at {
-                if now >= at {
+        if let (Some(at), false) = (self.timeout_at, self.timeout_passed) {
+            if now >= at {
+                self.timeout_passed = true;
+                // At the deadline the tree goes, even what outlived the main process.
+                let still_running = self.main_exit.is_none() || !self.adopted_children().is_empty()
+                    || kill::tree_alive(self.job.main, &self.job.id);
+                if self.kill.is_none() && still_running {
                     let grace_ms = self.default_grace_ms;
                     self.begin_kill(KillReason::Timeout, KillRequest { grace_ms, force: false });
                     return;
                 }
             }
         }
-        let (main, job_id) = (self.job.main, &self.job.id);
-        let children_alive = || {
-            let me = std::process::id();
-            procinfo::live_children(me).into_iter().any(|c| Some(c as libc::pid_t) != self.notifier)
-        };
         if let Some(kill) = &self.kill {
             if !kill.tree_gone {
                 let hard_due = now >= kill.hard_deadline;
                 // Repeated each tick until nothing is left: a process may fork
                 // between one pass over /proc and the signal.
                 let remaining = if hard_due {
-                    !kill::signal_tree(main, job_id, libc::SIGKILL).sent.is_empty()
+                    self.signal_everything(libc::SIGKILL)
                 } else {
-                    kill::tree_alive(main, job_id)
+                    kill::tree_alive(self.job.main, &self.job.id) || !self.adopted_children().is_empty()
                 };
-                // Our own children count until they are zombies: one that is
-                // dying no longer shows its cookie, but is not gone yet.
-                let gone = !remaining && !children_alive();
                 if let Some(kill) = &mut self.kill {
                     kill.hard_sent |= hard_due;
-                    kill.tree_gone = gone;
+                    kill.tree_gone = !remaining;
                 }
             }
         }
@@ -564,8 +599,8 @@ impl Supervisor {
         let status = match (&self.kill, code) {
             (Some(KillInProgress { reason: KillReason::Timeout, .. }), _) => JobStatus::Timeout,
             (Some(KillInProgress { reason: KillReason::Requested, .. }), _) => JobStatus::Killed,
-            (None, Some(0)) => JobStatus::Success,
-            (None, _) => JobStatus::Failed,
+            (_, Some(0)) => JobStatus::Success,
+            (_, _) => JobStatus::Failed,
         };
         let ended_at = now_ms();
         let signal_text = signal.map(signal_name);

@@ -28,9 +28,16 @@ pub fn strip_ansi(line: &str) -> String {
                         }
                     }
                 }
+                // Charset designation (`ESC ( B`, as `tput sgr0` emits): one more byte.
+                Some('(' | ')' | '*' | '+' | '-' | '.' | '/') => {
+                    chars.next();
+                }
                 _ => {}
             }
             continue;
+        }
+        if c.is_control() && c != '\t' {
+            continue; // bell, backspace and the like only make noise in a context
         }
         if c == '\u{9b}' {
             // 8-bit CSI
@@ -80,6 +87,7 @@ mod tests {
         assert_eq!(strip_ansi("\u{1b}[2K\u{1b}[1Gdone"), "done");
         assert_eq!(strip_ansi("\u{1b}]0;title\u{7}text"), "text");
         assert_eq!(strip_ansi("plain"), "plain");
+        assert_eq!(strip_ansi("bold\u{1b}(B\u{1b}[m text\u{7}"), "bold text");
     }
 
     #[test]

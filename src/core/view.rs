@@ -1,7 +1,7 @@
 //! The public shape of a job (camelCase, as SPEC.md names the fields), shared
 //! by the CLI's `--json` output and the JS API.
 
-use super::job::Job;
+use super::job::{Job, JobStatus};
 use super::procinfo::ProcessEntry;
 use super::now_ms;
 use serde::Serialize;
@@ -121,11 +121,17 @@ impl From<&ProcessEntry> for ProcessView {
     }
 }
 
-/// The exit status a shell would report for this job's main process.
+/// The exit status to hand on for a job: its own exit code, 128 + signal for
+/// a signal, 1 for `lost`. A job ended by `kill` or its timeout that still
+/// exited 0 on SIGTERM is reported as 143 (128 + SIGTERM), never as success.
+/// (`wait` itself uses 124 when its own `--timeout` passes first.)
 pub fn shell_exit_code(job: &Job) -> i32 {
-    match (job.exit_code, job.signal.as_deref().and_then(super::job::signal_number)) {
+    let signal = job.signal.as_deref().and_then(super::job::signal_number);
+    let ended_by_us = matches!(job.status, JobStatus::Killed | JobStatus::Timeout);
+    match (job.exit_code, signal) {
+        (Some(0) | None, None) if ended_by_us => 128 + libc::SIGTERM,
         (Some(code), _) => code,
         (None, Some(signal)) => 128 + signal,
-        _ => 1,
+        (None, None) => 1,
     }
 }
