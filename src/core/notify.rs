@@ -214,6 +214,10 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
     if let Some(url) = &url {
         attempts += 1;
         outcome = post(url, &body, timeout);
+        if let Err(error) = &outcome {
+            // `check` says why it is pending while the retries go on.
+            record_delivery(&registry, &job.id, &event_id(job), attempts, Some(error.clone()));
+        }
     }
 
     let hooks: Vec<HookRun> = hooks_for(notify, job)
