@@ -400,15 +400,7 @@ pub fn list_jobs(options: Option<ListOptions>) -> Result<Vec<JobSummary>> {
 
 fn list_filter(options: Option<ListOptions>) -> Result<ListFilter> {
     let options = options.unwrap_or(ListOptions { status: None, owner: None, all: None });
-    let status = options
-        .status
-        .map(|s| {
-            JobStatus::parse(&s).ok_or_else(|| {
-                let names: Vec<&str> = JobStatus::ALL.iter().map(|s| s.as_str()).collect();
-                napi::Error::from_reason(format!("bad status `{s}`: expected one of {}", names.join(", ")))
-            })
-        })
-        .transpose()?;
+    let status = options.status.map(|s| JobStatus::parse_or_explain(&s).map_err(napi::Error::from_reason)).transpose()?;
     Ok(ListFilter { status, owner: options.owner, all: options.all.unwrap_or(false) || status.is_some() })
 }
 

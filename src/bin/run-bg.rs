@@ -14,9 +14,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-const SUBCOMMANDS: &[&str] =
-    &["check", "logs", "list", "wait", "kill", "summary", "orphans", "ps", "prune", "reconcile", "help"];
-
 const START_HELP: &str = "\
 Commands:
   run-bg check <id> [-n 20] [--grep <regex> | --errors]   status, exit code, runtime, last lines
@@ -273,7 +270,10 @@ fn run(args: &[String]) -> Result<i32> {
     let first = args.get(1).map(String::as_str);
     match first {
         Some(word) if !word.starts_with('-') => {
-            if !SUBCOMMANDS.contains(&word) {
+            let known = <SubCli as clap::CommandFactory>::command()
+                .get_subcommands()
+                .any(|c| c.get_name() == word || word == "help");
+            if !known {
                 return Err(Error::Usage(format!(
                     "unknown command `{word}`; to run a program, put it after `--`: run-bg -- {word} … (see run-bg --help)"
                 )));
@@ -388,12 +388,7 @@ fn run_sub(command: Sub) -> Result<i32> {
         Sub::Logs { id, lines, all, follow, json } => run_logs(&context, &id, lines, all, follow, json),
         Sub::List { all, status, owner, json } => {
             let status = status
-                .map(|s| {
-                    JobStatus::parse(&s).ok_or_else(|| {
-                        let names: Vec<&str> = JobStatus::ALL.iter().map(|s| s.as_str()).collect();
-                        Error::Usage(format!("bad --status `{s}`: expected one of {}", names.join(", ")))
-                    })
-                })
+                .map(|s| JobStatus::parse_or_explain(&s).map_err(|e| Error::Usage(format!("--status: {e}"))))
                 .transpose()?;
             let jobs = context.list(&ListFilter { status, owner, all: all || status.is_some() })?;
             if json.json {

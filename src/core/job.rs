@@ -46,6 +46,14 @@ impl JobStatus {
         JobStatus::ALL.into_iter().find(|s| s.as_str() == text)
     }
 
+    /// As `parse`, with the error a caller should see.
+    pub fn parse_or_explain(text: &str) -> Result<JobStatus, String> {
+        JobStatus::parse(text).ok_or_else(|| {
+            let names: Vec<&str> = JobStatus::ALL.iter().map(|s| s.as_str()).collect();
+            format!("bad status `{text}`: expected one of {}", names.join(", "))
+        })
+    }
+
     /// Finished: the main process has an outcome and nothing of ours supervises it.
     pub fn is_final(self) -> bool {
         !matches!(self, JobStatus::Running | JobStatus::Orphaned)

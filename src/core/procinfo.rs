@@ -8,13 +8,43 @@ use std::time::Duration;
 /// Environment variable every process of a job inherits; its value is the job id.
 pub const JOB_COOKIE: &str = "PROC_MANAGER_JOB";
 
+/// The fields of /proc/<pid>/stat that proc-manager uses.
 #[derive(Debug, Clone, Copy)]
-struct Stat {
-    state: u8,
-    ppid: u32,
-    pgrp: u32,
-    start_ticks: u64,
-    rss_pages: u64,
+pub struct Stat {
+    pub state: u8,
+    pub ppid: u32,
+    pub pgrp: u32,
+    /// Field 22: clock ticks since boot.
+    pub start_ticks: u64,
+    /// Field 24: resident pages.
+    pub rss_pages: u64,
+}
+
+impl Stat {
+    pub fn is_dead(&self) -> bool {
+        is_dead_state(self.state)
+    }
+}
+
+/// Parses the content of /proc/<pid>/stat. The command name (field 2) may
+/// hold spaces and parentheses, so fields are counted after the last `)`.
+pub fn parse_stat(raw: &[u8]) -> Option<Stat> {
+    let close = raw.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&raw[close + 1..]).ok()?;
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?.as_bytes().first().copied()?; // field 3
+    let ppid = fields.next()?.parse().ok()?; // 4
+    let pgrp = fields.next()?.parse().ok()?; // 5
+    let start_ticks = fields.nth(16)?.parse().ok()?; // 22
+    let rss_pages = fields.nth(1)?.parse().ok()?; // 24
+    Some(Stat { state, ppid, pgrp, start_ticks, rss_pages })
+}
+
+/// The command name (field 2) of /proc/<pid>/stat content.
+pub fn stat_comm(raw: &[u8]) -> String {
+    let close = raw.iter().rposition(|&b| b == b')').unwrap_or(0);
+    let open = raw.iter().position(|&b| b == b'(').map_or(0, |i| i + 1).min(close);
+    String::from_utf8_lossy(&raw[open..close]).into_owned()
 }
 
 /// Reads a small /proc file into `buf` with one open and as few reads as it
@@ -59,17 +89,7 @@ fn read_stat(pid: u32) -> Option<Stat> {
     if !read_proc_file(&format!("/proc/{pid}/stat"), &mut raw, 4096) {
         return None;
     }
-    // comm may contain spaces and parentheses; the fields follow the last ')'.
-    let close = raw.iter().rposition(|&b| b == b')')?;
-    let rest = std::str::from_utf8(&raw[close + 1..]).ok()?;
-    let mut fields = rest.split_ascii_whitespace();
-    let state = fields.next()?.as_bytes().first().copied()?;
-    let ppid = fields.next()?.parse().ok()?;
-    let pgrp = fields.next()?.parse().ok()?;
-    // field 22 (starttime); we have consumed fields 3, 4 and 5. Then 24 (rss).
-    let start_ticks = fields.nth(16)?.parse().ok()?;
-    let rss_pages = fields.nth(1)?.parse().ok()?;
-    Some(Stat { state, ppid, pgrp, start_ticks, rss_pages })
+    parse_stat(&raw)
 }
 
 fn is_dead_state(state: u8) -> bool {

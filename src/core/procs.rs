@@ -39,7 +39,7 @@ pub fn matches_mcp(command: &str, patterns: &[String]) -> bool {
 #[cfg(target_os = "linux")]
 mod os {
     use super::ProcessInfo;
-    use crate::core::procinfo::read_proc_file;
+    use crate::core::procinfo::{parse_stat, read_proc_file, stat_comm};
     use std::fmt::Write;
     use std::sync::OnceLock;
 
@@ -97,17 +97,7 @@ mod os {
             if !read_proc_file(&path, &mut stat, 4096) {
                 continue; // exited meanwhile
             }
-            let Some(close) = stat.iter().rposition(|&b| b == b')') else { continue };
-            let Ok(rest) = std::str::from_utf8(&stat[close + 1..]) else { continue };
-            let mut fields = rest.split_ascii_whitespace();
-            let state = fields.next().unwrap_or("");
-            if state == "Z" || state == "X" {
-                continue;
-            }
-            let ppid: u32 = fields.next().and_then(|f| f.parse().ok()).unwrap_or(0);
-            // fields 5..21 skipped; 22 is starttime, 23 vsize, 24 rss (pages)
-            let start_ticks: u64 = fields.nth(17).and_then(|f| f.parse().ok()).unwrap_or(0);
-            let rss_pages: u64 = fields.nth(1).and_then(|f| f.parse().ok()).unwrap_or(0);
+            let Some(fields) = parse_stat(&stat).filter(|f| !f.is_dead()) else { continue };
             path.truncate(path.len() - "stat".len());
             path.push_str("cmdline");
             let command = if read_proc_file(&path, &mut cmdline, 64 * 1024) && !cmdline.is_empty() {
@@ -119,15 +109,14 @@ mod os {
                 }
                 String::from_utf8_lossy(&cmdline).into_owned()
             } else {
-                let open = stat.iter().position(|&b| b == b'(').map_or(0, |i| i + 1);
-                format!("[{}]", String::from_utf8_lossy(&stat[open.min(close)..close]))
+                format!("[{}]", stat_comm(&stat))
             };
             result.push(ProcessInfo {
                 pid,
-                ppid,
+                ppid: fields.ppid,
                 command,
-                memory_mb: (rss_pages * page_kb) as f64 / 1024.0,
-                start_time: ticks_to_epoch_ms(start_ticks),
+                memory_mb: (fields.rss_pages * page_kb) as f64 / 1024.0,
+                start_time: ticks_to_epoch_ms(fields.start_ticks),
                 is_mcp: false,
             });
         }

@@ -202,6 +202,12 @@ fn read_registry(path: &Path) -> std::result::Result<Vec<Job>, ReadFailure> {
         Err(e) => return Err(ReadFailure::Io(e)),
     };
     let file: RegistryFile = serde_json::from_slice(&bytes).map_err(|e| ReadFailure::Corrupt(e.to_string()))?;
+    if file.version > FORMAT_VERSION {
+        return Err(ReadFailure::Io(std::io::Error::other(format!(
+            "written by a newer proc-manager (format {}; this one reads {FORMAT_VERSION})",
+            file.version
+        ))));
+    }
     Ok(file.jobs)
 }
 
