@@ -41,13 +41,16 @@ test('a timeout kills the whole tree too and records timeout', async (t) => {
 test('descendants that outlive the main process are shown, and kill removes them', async (t) => {
   const { home } = makeHome(t)
   const { jobId } = startJob(home, ['sh', '-c', 'sleep 600 & setsid sleep 601 & echo main done'])
-  assert.equal(runBg(home, ['wait', jobId]).code, 0)
+  const wait = runBg(home, ['wait', jobId])
+  assert.equal(wait.code, 0)
+  assert.match(wait.stdout, /still running: 2 process\(es\)/, 'wait does not present it as cleanly done')
   const check = await waitFor(() => {
     const c = checkJson(home, jobId)
     return c.lingering.length === 2 ? c : null
   }, { what: 'two lingering processes' })
   assert.equal(check.status, 'success')
   assert.deepEqual(check.lingering.map((p) => p.command).sort(), ['sleep 600', 'sleep 601'])
+  assert.match(runBg(home, ['list']).stdout, new RegExp(`^${jobId}  success \\(exit 0\\) after \\S+ · 2 process\\(es\\) still running`, 'm'))
   const text = runBg(home, ['check', jobId]).stdout
   assert.match(text, /still running: 2 process\(es\): \d+ sleep 60[01], \d+ sleep 60[01] — `run-bg kill /)
   const survivors = check.lingering.map((p) => ({ pid: p.pid, start: processStart(p.pid) }))

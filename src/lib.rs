@@ -864,6 +864,6 @@ pub fn list_jobs_text(options: Option<ListOptions>) -> Result<String> {
     Ok(if jobs.is_empty() {
         format!("no jobs{}", if filter.all { "" } else { " running or ended within the hour (all: true for every job)" })
     } else {
-        jobs.iter().map(crate::core::format::list_line).collect::<Vec<_>>().join("\n")
+        crate::core::format::list_text(&jobs).join("\n")
     })
 }

@@ -396,8 +396,8 @@ fn run_sub(command: Sub) -> Result<i32> {
             } else if jobs.is_empty() {
                 println!("no jobs{}", if all { "" } else { " running or ended within the hour (--all for every job)" });
             } else {
-                for job in &jobs {
-                    println!("{}", format::list_line(job));
+                for line in format::list_text(&jobs) {
+                    println!("{line}");
                 }
             }
             Ok(0)
@@ -413,6 +413,9 @@ fn run_sub(command: Sub) -> Result<i32> {
             } else {
                 for job in &outcome.jobs {
                     println!("{}", format::header(job, ""));
+                    if let Some(line) = format::lingering_line(job, &context.lingering(job)) {
+                        println!("{line}");
+                    }
                 }
             }
             if outcome.timed_out {

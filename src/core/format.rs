@@ -5,7 +5,7 @@ use super::duration::format_duration_ms;
 use super::job::{DeliveryState, Job, JobStatus};
 use super::now_ms;
 use super::ops::CheckResult;
-use super::procinfo::ProcessEntry;
+use super::procinfo::{self, ProcessEntry};
 use super::view::kb_to_mb;
 
 /// Cuts to `max_chars` on one line, ending with `…` when cut.
@@ -58,12 +58,28 @@ pub fn header(job: &Job, extra: &str) -> String {
     line
 }
 
-/// One line per job for `list`.
-pub fn list_line(job: &Job) -> String {
-    format!("{}  {}  {}", job.id, outcome_text(job), shorten(&job.command, 60))
+/// One line per job for `list`; `lingering` processes of an ended job are
+/// said, so that it never reads as cleanly done while they run.
+pub fn list_line(job: &Job, lingering: usize) -> String {
+    let still = if lingering > 0 && job.status.is_final() {
+        format!(" · {lingering} process(es) still running")
+    } else {
+        String::new()
+    };
+    format!("{}  {}{still}  {}", job.id, outcome_text(job), shorten(&job.command, 60))
 }
 
-fn lingering_line(job: &Job, lingering: &[ProcessEntry]) -> Option<String> {
+/// `list`'s text for these jobs (one pass over /proc for all of them).
+pub fn list_text(jobs: &[Job]) -> Vec<String> {
+    let counts = if jobs.iter().any(|j| j.status.is_final() && j.supervisor.is_some_and(|s| procinfo::is_same_process_alive(&s))) {
+        procinfo::live_process_counts()
+    } else {
+        Default::default()
+    };
+    jobs.iter().map(|j| list_line(j, counts.get(&j.id).copied().unwrap_or(0))).collect()
+}
+
+pub fn lingering_line(job: &Job, lingering: &[ProcessEntry]) -> Option<String> {
     if lingering.is_empty() {
         return None;
     }
@@ -83,8 +99,13 @@ fn lingering_line(job: &Job, lingering: &[ProcessEntry]) -> Option<String> {
 fn delivery_lines(job: &Job) -> Vec<String> {
     let mut lines = Vec::new();
     if let Some(n) = job.notification.as_ref().filter(|n| n.state != DeliveryState::Delivered) {
-        let error = n.last_error.as_deref().map(|e| format!("; last error: {}", shorten(e, 80))).unwrap_or_default();
-        lines.push(format!("  notification: {} ({} attempt(s){error})", n.state.as_str(), n.attempts));
+        if n.attempts == 0 {
+            lines.push(format!("  notification: {} (being sent)", n.state.as_str()));
+        } else {
+            let error =
+                n.last_error.as_deref().map(|e| format!("; last error: {}", shorten(e, 80))).unwrap_or_default();
+            lines.push(format!("  notification: {} ({} attempt(s){error})", n.state.as_str(), n.attempts));
+        }
     }
     for hook in job.hooks.iter().filter(|h| h.error.is_some()) {
         lines.push(format!(

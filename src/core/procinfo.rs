@@ -247,6 +247,17 @@ pub fn jobs_with_live_processes() -> std::collections::HashSet<String> {
     scan(|_, _, cookie| cookie.is_some()).into_iter().filter_map(|e| e.cookie).collect()
 }
 
+/// How many live processes carry each job's cookie, in one pass.
+pub fn live_process_counts() -> std::collections::HashMap<String, usize> {
+    let mut counts = std::collections::HashMap::new();
+    for entry in scan(|_, _, cookie| cookie.is_some()) {
+        if let Some(id) = entry.cookie {
+            *counts.entry(id).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
 /// Live processes carrying `PROC_MANAGER_JOB=<job_id>` (the caller excluded).
 pub fn processes_with_cookie(job_id: &str) -> Vec<ProcessEntry> {
     scan(|_, _, cookie| cookie == Some(job_id))
