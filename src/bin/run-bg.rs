@@ -17,7 +17,7 @@ use std::time::Duration;
 const START_HELP: &str = "\
 Commands:
   run-bg check <id> [-n 20] [--grep <regex> | --errors]   status, exit code, runtime, last lines
-  run-bg logs <id> [-n <lines> | --all] [--follow]
+  run-bg logs <id> [-n <lines> | --all] [--follow | --json]
   run-bg list [--all] [--status <s>] [--owner <name>]
   run-bg wait <id>... [--timeout <dur>]
   run-bg kill <id>... | --all [--owner <name>]  [--grace <dur>] [--force]

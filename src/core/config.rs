@@ -4,7 +4,7 @@ use std::path::Path;
 
 /// Settings from `<home>/config.json`; every key is optional. Unknown keys are
 /// refused so that a typo (`max_byte`) is reported instead of silently ignored.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub logs: LogsConfig,
@@ -61,18 +61,6 @@ pub struct ResourceTrackingConfig {
     pub enabled: bool,
     pub memory_threshold_mb: f64,
     pub mcp_patterns: Vec<String>,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            logs: LogsConfig::default(),
-            registry: RegistryConfig::default(),
-            kill: KillConfig::default(),
-            notify: NotifyConfig::default(),
-            diagnostics: DiagnosticsConfig::default(),
-        }
-    }
 }
 
 impl Default for LogsConfig {

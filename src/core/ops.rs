@@ -202,7 +202,7 @@ impl Context {
             if job.status != JobStatus::Orphaned {
                 return Ok(());
             }
-            if let Some(main) = job.main.filter(|m| procinfo::is_same_process_alive(m)) {
+            if let Some(main) = job.main.filter(procinfo::is_same_process_alive) {
                 procinfo::wait_for_exit(&main, Duration::from_secs(5));
                 continue;
             }
@@ -327,7 +327,7 @@ impl Context {
     pub fn kill(&self, id: &str, grace: Option<Duration>, force: bool) -> Result<KillOutcome> {
         let job = self.job(id)?;
         let grace = grace.unwrap_or(Duration::from_millis(self.config.kill.grace_ms));
-        let supervised = job.supervisor.filter(|s| procinfo::is_same_process_alive(s));
+        let supervised = job.supervisor.filter(procinfo::is_same_process_alive);
         let lingering: Vec<ProcessIdentity> = if job.status.is_final() {
             self.lingering(&job).iter().map(|p| p.identity).collect()
         } else {
