@@ -365,9 +365,12 @@ pub fn check_job(job_id: String, options: Option<CheckOptions>) -> Result<CheckR
 }
 
 fn check_with(context: &Context, job_id: &str, query: &TailQuery) -> Result<CheckResult> {
-    let check = context.check(job_id, query).map_err(to_js_error)?;
+    Ok(check_to_js(context.check(job_id, query).map_err(to_js_error)?))
+}
+
+fn check_to_js(check: crate::core::ops::CheckResult) -> CheckResult {
     let v = JobView::from(&check.job);
-    Ok(CheckResult {
+    CheckResult {
         job_id: v.job_id,
         label: v.label,
         command: v.command,
@@ -387,7 +390,7 @@ fn check_with(context: &Context, job_id: &str, query: &TailQuery) -> Result<Chec
         processes: check.usage.map(|u| u.processes as u32),
         rss_mb: check.usage.map(|u| crate::core::view::kb_to_mb(u.rss_kb)),
         peak_rss_mb: v.peak_rss_mb,
-    })
+    }
 }
 
 /// Jobs in the registry: running ones and those that ended within the hour,
@@ -824,24 +827,15 @@ pub fn run_yield<'env>(env: &'env Env, command: String, options: YieldOptions) -
         }),
     )?;
     let context = context()?;
-    let (deferred, promise) = env.create_deferred()?;
-    std::thread::Builder::new()
-        .name("proc-manager-yield".into())
-        .spawn(move || {
-            let job_id = started.job_id;
-            let result = match context.wait(std::slice::from_ref(&job_id), Some(yield_for)) {
-                Ok(outcome) if !outcome.timed_out => {
-                    let query = TailQuery::new(None, None).expect("default query is valid");
-                    check_with(&context, &job_id, &query)
-                        .map(|check| YieldResult { job_id, done: true, check: Some(check) })
-                }
-                Ok(_) => Ok(YieldResult { job_id, done: false, check: None }),
-                Err(e) => Err(to_js_error(e)),
-            };
-            deferred.resolve(move |_| result)
-        })
-        .map_err(|e| napi::Error::from_reason(format!("cannot start a thread: {e}")))?;
-    Ok(promise)
+    spawn_promise(env, move || {
+        let job_id = started.job_id;
+        let outcome = context.wait(std::slice::from_ref(&job_id), Some(yield_for))?;
+        if outcome.timed_out {
+            return Ok(YieldResult { job_id, done: false, check: None });
+        }
+        let check = context.check(&job_id, &TailQuery::new(None, None)?)?;
+        Ok(YieldResult { job_id, done: true, check: Some(check_to_js(check)) })
+    })
 }
 
 /// `checkJob` as the CLI prints it: a header line, what needs attention, then
