@@ -290,7 +290,8 @@ impl Context {
         for id in ids {
             validate_job_id(id)?;
         }
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let started = Instant::now();
+        let deadline = timeout.map(|t| started + t);
         let mut pause = Duration::from_millis(2);
         let mut last_reconcile = Instant::now();
         loop {
@@ -317,8 +318,14 @@ impl Context {
                 sleep = sleep.min(d.saturating_duration_since(Instant::now()));
             }
             std::thread::sleep(sleep);
-            // Capped low: the end of a job should be noticed within a few tens of ms.
-            pause = (pause * 2).min(Duration::from_millis(20));
+            // The end of a short job is noticed within tens of ms; a long wait
+            // looks less often, so hours of waiting do not cost a core.
+            let cap = match started.elapsed().as_secs() {
+                0..=4 => Duration::from_millis(20),
+                5..=59 => Duration::from_millis(100),
+                _ => Duration::from_millis(250),
+            };
+            pause = (pause * 2).min(cap);
         }
     }
 
