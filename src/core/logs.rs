@@ -337,6 +337,27 @@ mod tests {
     }
 
     #[test]
+    fn a_rotation_during_a_tail_neither_repeats_nor_reorders_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("output.log");
+        let mut writer = RotatingWriter::create(&log, 4096, 3).unwrap();
+        for i in 0..1000 {
+            writer.write_all(format!("{i:05}\n").as_bytes()).unwrap();
+        }
+        let reader = ReverseLines::open(&log);
+        // Two rotations after the reader opened its files.
+        for i in 1000..2400 {
+            writer.write_all(format!("{i:05}\n").as_bytes()).unwrap();
+        }
+        let lines: Vec<Vec<u8>> = reader.collect();
+        let numbers: Vec<u32> = lines.iter().rev().map(|l| std::str::from_utf8(l).unwrap().parse().unwrap()).collect();
+        assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "consecutive, oldest first");
+        // The file opened as output.log kept growing until it was rotated away:
+        // the tail ends where that file ended, at or after where it began.
+        assert!(*numbers.last().unwrap() >= 999);
+    }
+
+    #[test]
     fn keep_zero_truncates_in_place() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("output.log");
