@@ -216,3 +216,24 @@ export async function freePort() {
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+/**
+ * Resolves once nothing of proc-manager works for `home` any more: no
+ * supervisor, notifier, announcer, deliverer or watcher (each carries
+ * PROC_MANAGER_SUPERVISOR and this home in its environment). After that no
+ * further notification can be sent, so a count of requests is final.
+ */
+export function waitForQuiet(home, timeout = 20_000) {
+  const mine = `\0PROC_MANAGER_HOME=${home}\0`
+  const busy = () => fs.readdirSync('/proc').some((name) => {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) return false
+    let environ
+    try {
+      environ = `\0${fs.readFileSync(`/proc/${name}/environ`, 'latin1')}`
+    } catch {
+      return false
+    }
+    return environ.includes(mine) && environ.includes('\0PROC_MANAGER_SUPERVISOR=') && processStart(Number(name)) !== null
+  })
+  return waitFor(() => !busy(), { timeout, what: 'proc-manager to finish its background work' })
+}

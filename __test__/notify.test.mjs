@@ -5,7 +5,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { spawn } from 'node:child_process'
 import {
-  makeHome, runBg, startJob, readRegistry, checkJson, waitFor, isAlive, startListener, freePort, sleep, RUN_BG,
+  makeHome, runBg, startJob, readRegistry, checkJson, waitFor, isAlive, startListener, freePort, sleep, RUN_BG, waitForQuiet,
 } from './helpers.mjs'
 
 test('one request per job end with the right fields and an actionable message', async (t) => {
@@ -29,7 +29,7 @@ test('one request per job end with the right fields and an actionable message', 
   assert.ok(!data.message.includes('\n'))
   assert.deepEqual(data.lastLines, ['line1', 'bold'], 'ANSI codes stripped')
   await waitFor(() => checkJson(home, jobId).notification?.state === 'delivered', { what: 'delivered state' })
-  await sleep(300)
+  await waitForQuiet(home)
   assert.equal(listener.requests().length, 1, 'exactly one request')
 })
 
@@ -41,14 +41,14 @@ test('success, killed and timeout are each announced once, a kill racing the exi
   const timed = startJob(home, ['sleep', '30'], ['--timeout', '300ms'])
   const racer = startJob(home, ['sh', '-c', 'sleep 0.2; exit 0'])
   runBg(home, ['kill', killed.jobId])
-  await sleep(150)
+  await sleep(150) // so that this kill races the job's own exit at 200 ms
   runBg(home, ['kill', racer.jobId, '--force'])
   runBg(home, ['wait', ok.jobId, timed.jobId, racer.jobId, '--timeout', '20s'])
   const byJob = await waitFor(() => {
     const all = listener.requests()
     return all.length >= 4 ? all : null
   }, { what: 'four requests' })
-  await sleep(500)
+  await waitForQuiet(home)
   const requests = listener.requests()
   assert.equal(requests.length, 4, JSON.stringify(requests.map((r) => r.json.data.eventId)))
   const statuses = Object.fromEntries(byJob.map((r) => [r.json.data.jobId, r.json.data.status]))
@@ -82,7 +82,7 @@ test('a listener started after the job ended still gets the event, from the spoo
   await waitFor(() => checkJson(home, jobId).notification.state === 'delivered', { what: 'delivered' })
   assert.ok(!fs.existsSync(spooled))
   runBg(home, ['list'])
-  await sleep(300)
+  await waitForQuiet(home)
   assert.equal(listener.requests().length, 1, 'not sent again')
 })
 
@@ -112,7 +112,7 @@ test('20 jobs ending together give 20 requests, none doubled', async (t) => {
   fs.writeFileSync(go, '')
   runBg(home, ['wait', ...ids, '--timeout', '30s'])
   await waitFor(() => listener.requests().length >= 20, { what: '20 requests', timeout: 20_000 })
-  await sleep(500)
+  await waitForQuiet(home)
   const requests = listener.requests()
   assert.equal(requests.length, 20)
   assert.deepEqual(requests.map((r) => r.json.data.jobId).sort(), [...ids].sort())
@@ -173,7 +173,7 @@ test('--no-notify sends nothing (its own --on-exit still runs); notify.url null 
   const loud = startJob(home, ['true'])
   runBg(home, ['wait', loud.jobId])
   await waitFor(() => listener.requests().length === 1, { what: 'the other job\'s request' })
-  await sleep(300)
+  await waitForQuiet(home)
   assert.deepEqual(listener.requests().map((r) => r.json.data.jobId), [loud.jobId])
 })
 
@@ -193,7 +193,7 @@ test('orphaned and lost jobs found by reconcile are announced once each', async 
   runBg(home, ['list'])
   runBg(home, ['list'])
   await waitFor(() => listener.requests().length >= 2, { what: 'lost event' })
-  await sleep(500)
+  await waitForQuiet(home)
   const events = listener.requests().map((r) => [r.json.data.eventId, r.json.data.status])
   assert.deepEqual(events, [[`${jobId}:orphaned`, 'orphaned'], [`${jobId}:lost`, 'lost']])
   assert.match(listener.requests()[0].json.data.message, /orphaned: its supervisor is gone while its processes run/)
@@ -219,6 +219,6 @@ test('the JS API delivers the spool too, and runBackground takes notify and onEx
   assert.equal(pm.checkJob(job.jobId).notification.eventId, `${job.jobId}:success`)
   await waitFor(() => pm.checkJob(job.jobId).notification.state === 'delivered', { what: 'delivered' })
   assert.equal(pm.checkJob(silent.jobId).notification, undefined)
-  await sleep(300)
+  await waitForQuiet(home)
   assert.deepEqual(listener.requests().map((r) => r.json.data.jobId), [job.jobId])
 })

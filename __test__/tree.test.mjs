@@ -7,7 +7,7 @@ import path from 'node:path'
 import { spawn } from 'node:child_process'
 import {
   makeHome, runBg, startJob, readRegistry, checkJson, waitFor, isAlive, processStart, killPid,
-  cookieProcesses, anySurvivor, ESCAPING_TREE, RUN_BG, sleep,
+  cookieProcesses, anySurvivor, ESCAPING_TREE, RUN_BG,
 } from './helpers.mjs'
 
 async function startTree(home, flags = []) {
@@ -217,7 +217,12 @@ test('a kill that arrives with the exit does not turn a success into killed', as
   await waitFor(() => !isAlive(pid), { what: 'main exit' })
   const killer = spawn(RUN_BG, ['kill', jobId], { env: { ...process.env, PROC_MANAGER_HOME: home }, stdio: 'ignore' })
   await waitFor(() => fs.existsSync(path.join(home, 'jobs', jobId, 'kill-request.json')), { what: 'kill request' })
-  await sleep(100) // let the kill's SIGUSR1 land while the supervisor is stopped, with the SIGCHLD
+  // The kill's SIGUSR1 waits, pending, beside the SIGCHLD of the exit.
+  const pendingUsr1 = () => {
+    const line = fs.readFileSync(`/proc/${supervisor.pid}/status`, 'utf8').match(/^ShdPnd:\s*([0-9a-f]+)$/m)
+    return line && (BigInt(`0x${line[1]}`) & (1n << 9n)) !== 0n
+  }
+  await waitFor(pendingUsr1, { what: 'the kill request signal to be pending' })
   process.kill(supervisor.pid, 'SIGCONT')
   await new Promise((resolve) => killer.on('exit', resolve))
   const job = checkJson(home, jobId)

@@ -357,15 +357,15 @@ pub fn run_background(command: String, options: Option<RunOptions>) -> Result<Ru
 /// Status, exit code, runtime and the last lines of a job's output.
 #[napi]
 pub fn check_job(job_id: String, options: Option<CheckOptions>) -> Result<CheckResult> {
-    let (lines, grep, errors) = options.map(|o| (o.lines, o.grep, o.errors)).unwrap_or((None, None, None));
-    let query = TailQuery::new(lines.map(|n| n as usize), grep.as_deref())
-        .and_then(|q| q.errors(errors.unwrap_or(false)))
-        .map_err(to_js_error)?;
-    check_with(&context()?, &job_id, &query)
+    let query = tail_query(options)?;
+    Ok(check_to_js(context()?.check(&job_id, &query).map_err(to_js_error)?))
 }
 
-fn check_with(context: &Context, job_id: &str, query: &TailQuery) -> Result<CheckResult> {
-    Ok(check_to_js(context.check(job_id, query).map_err(to_js_error)?))
+fn tail_query(options: Option<CheckOptions>) -> Result<TailQuery> {
+    let (lines, grep, errors) = options.map(|o| (o.lines, o.grep, o.errors)).unwrap_or((None, None, None));
+    TailQuery::new(lines.map(|n| n as usize), grep.as_deref())
+        .and_then(|q| q.errors(errors.unwrap_or(false)))
+        .map_err(to_js_error)
 }
 
 fn check_to_js(check: crate::core::ops::CheckResult) -> CheckResult {
@@ -842,10 +842,7 @@ pub fn run_yield<'env>(env: &'env Env, command: String, options: YieldOptions) -
 /// the lines. For agents and tools that relay text (the MCP server).
 #[napi]
 pub fn check_job_text(job_id: String, options: Option<CheckOptions>) -> Result<String> {
-    let (lines, grep, errors) = options.map(|o| (o.lines, o.grep, o.errors)).unwrap_or((None, None, None));
-    let query = TailQuery::new(lines.map(|n| n as usize), grep.as_deref())
-        .and_then(|q| q.errors(errors.unwrap_or(false)))
-        .map_err(to_js_error)?;
+    let query = tail_query(options)?;
     let check = context()?.check(&job_id, &query).map_err(to_js_error)?;
     Ok(crate::core::format::check_text(&check))
 }

@@ -494,9 +494,8 @@ fn run_sub(command: Sub) -> Result<i32> {
                 for job in &report.orphaned_jobs {
                     println!("orphaned job {}: supervisor gone, processes still running · {}", job.id, shorten(&job.command, 60));
                 }
-                let verb = if kill { "killed" } else { "left behind" };
                 for o in &report.killed {
-                    println!("{verb}: pid {} {} (job {}, {})", o.process.identity.pid, shorten(&o.process.command, 60), o.job_id, o.job_status);
+                    println!("killed: pid {} {} (job {}, {})", o.process.identity.pid, shorten(&o.process.command, 60), o.job_id, o.job_status);
                 }
                 if !kill {
                     for o in &report.found {

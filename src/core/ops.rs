@@ -156,6 +156,10 @@ impl Context {
             return Ok(job);
         }
         let reason = match job.main {
+            // Its watcher (or a look after it) saw the orphan's processes end.
+            _ if job.status == JobStatus::Orphaned => {
+                "its supervisor died; its processes ended later, with no exit status to record".to_string()
+            }
             Some(main) if procinfo::identify(main.pid).is_some() => format!(
                 "the supervisor and the job's processes are gone and no exit status was recorded; \
                  pid {} now belongs to another process, which was not touched",
@@ -185,8 +189,9 @@ impl Context {
     }
 
     /// `run-bg __watch <id>`: stays with an orphaned job until its last process
-    /// is gone, then records it `lost` with the time it ended. Its exit status
-    /// cannot be had: the main process is not our child. One watcher per job.
+    /// is gone, then has `reconcile_job` record its end (`lost`, or `killed` if
+    /// we were killing it) with the time it ended. Its exit status cannot be
+    /// had: the main process is not our child. One watcher per job.
     pub fn watch_orphan(&self, id: &str) -> Result<()> {
         let lock_path = self.home.job_dir(id).join("watch.lock");
         let Ok(lock) =
@@ -207,22 +212,7 @@ impl Context {
                 continue;
             }
             if !kill::tree_alive(job.main, id) {
-                let killed = self.home.job_dir(id).join(KILL_REQUEST_FILE).exists();
-                self.change_status(id, |stored| {
-                    if stored.status != JobStatus::Orphaned {
-                        return false;
-                    }
-                    stored.ended_at = Some(now_ms());
-                    if killed {
-                        stored.status = JobStatus::Killed;
-                    } else {
-                        stored.status = JobStatus::Lost;
-                        stored.error = Some(
-                            "its supervisor died; its processes ended later, with no exit status to record".into(),
-                        );
-                    }
-                    true
-                })?;
+                self.reconcile_job(job)?;
                 return Ok(());
             }
             std::thread::sleep(Duration::from_secs(1));
@@ -269,7 +259,7 @@ impl Context {
 
     pub fn check(&self, id: &str, query: &TailQuery) -> Result<CheckResult> {
         let job = self.mark_seen(self.job(id)?)?;
-        let tail = tail_job_log(&job, query)?;
+        let tail = tail_job_log(&job, query);
         // One pass over /proc serves both: the live tree's cost, and what lingers.
         let tree = if !job.status.is_final() || self.lingering_possible(&job) {
             kill::job_tree(job.main, &job.id).0
@@ -694,13 +684,13 @@ pub struct KillOutcome {
     pub message: String,
 }
 
-pub fn tail_job_log(job: &Job, query: &TailQuery) -> Result<Vec<String>> {
+pub fn tail_job_log(job: &Job, query: &TailQuery) -> Vec<String> {
     let path = std::path::Path::new(&job.log_path);
-    Ok(if query.errors {
+    if query.errors {
         digest::error_lines(path, query.lines)
     } else {
         digest::last_lines(path, query.lines, query.grep.as_ref())
-    })
+    }
 }
 
 fn non_blank() -> &'static regex::Regex {

@@ -258,11 +258,6 @@ pub fn live_process_counts() -> std::collections::HashMap<String, usize> {
     counts
 }
 
-/// Live processes carrying `PROC_MANAGER_JOB=<job_id>` (the caller excluded).
-pub fn processes_with_cookie(job_id: &str) -> Vec<ProcessEntry> {
-    scan(|_, _, cookie| cookie == Some(job_id))
-}
-
 /// A job's live processes: members of its process group `pgid` and every
 /// process carrying its cookie (those that left the group).
 pub fn job_processes(pgid: Option<u32>, job_id: &str) -> Vec<ProcessEntry> {
@@ -382,7 +377,7 @@ mod tests {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         let mut found = Vec::new();
         while std::time::Instant::now() < deadline {
-            found = processes_with_cookie(&cookie);
+            found = job_processes(None, &cookie);
             if !found.is_empty() {
                 break;
             }

@@ -211,6 +211,9 @@ struct KillInProgress {
     hard_deadline: Instant,
     hard_sent: bool,
     tree_gone: bool,
+    /// When to look at the tree next: each look is a pass over /proc, so it
+    /// is paced by time, not by how often output wakes the loop.
+    next_look: Instant,
 }
 
 /// After SIGKILL, how long to wait for the tree to vanish before recording
@@ -229,11 +232,10 @@ struct Supervisor {
     main_exit: Option<(Option<i32>, Option<i32>)>,
     recorded: bool,
     has_children: bool,
+    /// Cleared once the deadline has been acted on.
     timeout_at: Option<Instant>,
-    timeout_passed: bool,
     log_failed: bool,
     kill: Option<KillInProgress>,
-    default_grace_ms: u64,
     config: Config,
     /// The forked child that announces the end; not part of the job.
     notifier: Option<libc::pid_t>,
@@ -348,10 +350,8 @@ impl Supervisor {
             recorded: false,
             has_children: true,
             timeout_at,
-            timeout_passed: false,
             log_failed: false,
             kill: None,
-            default_grace_ms: spec.config.kill.grace_ms,
             notifier: None,
             config: spec.config,
             buffer: vec![0u8; 256 * 1024],
@@ -369,16 +369,21 @@ impl Supervisor {
                 return;
             }
             let timeout_ms = self.poll_timeout_ms();
-            let mut fds = vec![libc::pollfd { fd: self.signals.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
-            if let Some(output) = &self.output {
-                fds.push(libc::pollfd { fd: output.as_raw_fd(), events: libc::POLLIN, revents: 0 });
-            }
-            let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+            let pollfd = |fd: RawFd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+            let mut fds = [pollfd(self.signals.as_raw_fd()), pollfd(-1)];
+            let watched = match &self.output {
+                Some(output) => {
+                    fds[1] = pollfd(output.as_raw_fd());
+                    2
+                }
+                None => 1,
+            };
+            let ready = unsafe { libc::poll(fds.as_mut_ptr(), watched, timeout_ms) };
             if ready < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
                 // Should not happen; avoid a busy loop if it does.
                 std::thread::sleep(Duration::from_millis(50));
             }
-            if fds.len() > 1 && fds[1].revents != 0 {
+            if watched > 1 && fds[1].revents != 0 {
                 self.read_output_once();
             }
             if fds[0].revents != 0 {
@@ -395,7 +400,7 @@ impl Supervisor {
             let d = at.saturating_duration_since(now);
             wait = Some(wait.map_or(d, |w| w.min(d)));
         };
-        if let (Some(at), None, false) = (self.timeout_at, &self.kill, self.timeout_passed) {
+        if let (Some(at), None) = (self.timeout_at, &self.kill) {
             consider(at);
         }
         if let Some(kill) = &self.kill {
@@ -403,10 +408,7 @@ impl Supervisor {
                 consider(kill.hard_deadline);
             }
             if !kill.tree_gone {
-                // Look at the tree often at first so a kill ends as soon as the
-                // tree is gone, then less often: each look is a pass over /proc.
-                let tick = (now - kill.started).div_f32(4.0).clamp(Duration::from_millis(5), Duration::from_millis(100));
-                consider(now + tick);
+                consider(kill.next_look);
             }
         }
         match wait {
@@ -478,7 +480,7 @@ impl Supervisor {
             }
         }
         if got[libc::SIGTERM as usize] || got[libc::SIGINT as usize] || got[libc::SIGHUP as usize] {
-            let request = KillRequest { grace_ms: self.default_grace_ms, force: false };
+            let request = KillRequest { grace_ms: self.config.kill.grace_ms, force: false };
             self.begin_kill(KillReason::Requested, request);
         }
     }
@@ -516,8 +518,14 @@ impl Supervisor {
             None => {
                 // The main process's own exit, if it came first, decides the outcome.
                 let reason = if self.main_exit.is_none() { reason } else { KillReason::AfterExit };
-                self.kill =
-                    Some(KillInProgress { reason, started: now, hard_deadline: deadline, hard_sent: false, tree_gone: false });
+                self.kill = Some(KillInProgress {
+                    reason,
+                    started: now,
+                    hard_deadline: deadline,
+                    hard_sent: false,
+                    tree_gone: false,
+                    next_look: now,
+                });
                 if !request.force {
                     self.signal_everything(libc::SIGTERM);
                 }
@@ -548,34 +556,38 @@ impl Supervisor {
             .collect()
     }
 
+    /// Whether any process of the job is left: its tree, or a descendant
+    /// re-parented to us (see `signal_everything`).
+    fn anything_left(&self) -> bool {
+        kill::tree_alive(self.job.main, &self.job.id) || !self.adopted_children().is_empty()
+    }
+
     fn advance_timers(&mut self) {
         let now = Instant::now();
-        if let (Some(at), false) = (self.timeout_at, self.timeout_passed) {
+        if let Some(at) = self.timeout_at {
             if now >= at {
-                self.timeout_passed = true;
+                self.timeout_at = None;
                 // At the deadline the tree goes, even what outlived the main process.
-                let still_running = self.main_exit.is_none() || !self.adopted_children().is_empty()
-                    || kill::tree_alive(self.job.main, &self.job.id);
-                if self.kill.is_none() && still_running {
-                    let grace_ms = self.default_grace_ms;
+                if self.kill.is_none() && (self.main_exit.is_none() || self.anything_left()) {
+                    let grace_ms = self.config.kill.grace_ms;
                     self.begin_kill(KillReason::Timeout, KillRequest { grace_ms, force: false });
                     return;
                 }
             }
         }
         if let Some(kill) = &self.kill {
-            if !kill.tree_gone {
-                let hard_due = now >= kill.hard_deadline;
-                // Repeated each tick until nothing is left: a process may fork
-                // between one pass over /proc and the signal.
-                let remaining = if hard_due {
-                    self.signal_everything(libc::SIGKILL)
-                } else {
-                    kill::tree_alive(self.job.main, &self.job.id) || !self.adopted_children().is_empty()
-                };
+            let hard_due = now >= kill.hard_deadline;
+            let first_hard = hard_due && !kill.hard_sent;
+            if !kill.tree_gone && (now >= kill.next_look || first_hard) {
+                // Often at first, so a kill ends as soon as the tree is gone, then
+                // less often. After the deadline SIGKILL is repeated each look: a
+                // process may fork between one pass over /proc and the signal.
+                let tick = (now - kill.started).div_f32(4.0).clamp(Duration::from_millis(5), Duration::from_millis(100));
+                let remaining = if hard_due { self.signal_everything(libc::SIGKILL) } else { self.anything_left() };
                 if let Some(kill) = &mut self.kill {
                     kill.hard_sent |= hard_due;
                     kill.tree_gone = !remaining;
+                    kill.next_look = now + tick;
                 }
             }
         }
