@@ -4,7 +4,7 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import {
-  makeHome, runBg, startJob, readRegistry, checkJson, waitFor, isAlive, logBytes,
+  makeHome, runBg, startJob, readRegistry, checkJson, waitFor, isAlive, logBytes, waitForQuiet,
 } from './helpers.mjs'
 
 test('a job that succeeds: ack, wait exit 0, check shows status and its lines', (t) => {
@@ -173,11 +173,12 @@ test('wait --timeout gives up with 124 and leaves the job running', (t) => {
   assert.equal(checkJson(home, jobId).status, 'running')
 })
 
-test('50 MB of output with max_bytes 1 MiB and keep 2 stays under 3 MiB; check shows the last lines', (t) => {
+test('50 MB of output with max_bytes 1 MiB and keep 2 stays under 3 MiB; check shows the last lines', async (t) => {
   const { home } = makeHome(t, { logs: { max_bytes: 1048576, keep: 2 } })
   // seq 1 7000000 prints about 52 MB
   const { jobId, logPath } = startJob(home, ['seq', '1', '7000000'])
   assert.equal(runBg(home, ['wait', jobId, '--timeout', '120s']).code, 0)
+  await waitForQuiet(home) // the supervisor has finished dropping rotated-out files
   const used = logBytes(logPath)
   assert.ok(used <= 3 * 1048576, `disk use ${used}`)
   assert.ok(used > 2 * 1048576, `rotated files are kept (${used})`)

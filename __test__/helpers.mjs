@@ -96,7 +96,8 @@ export function killPid(pid) {
 export function logBytes(logPath) {
   let total = 0
   for (const name of fs.readdirSync(path.dirname(logPath))) {
-    if (name.startsWith('output.log')) total += fs.statSync(path.join(path.dirname(logPath), name)).size
+    // Files being dropped after a rotation (`.output.log.dropped-N`) count too.
+    if (name.includes('output.log')) total += fs.statSync(path.join(path.dirname(logPath), name)).size
   }
   return total
 }

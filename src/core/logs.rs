@@ -42,12 +42,32 @@ pub struct RotatingWriter {
     keep: u32,
     file: File,
     written: u64,
+    dropped: u64,
+    /// Unlinks of dropped files, running aside (see `drop_oldest`).
+    deleters: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for RotatingWriter {
+    /// A dropped file is gone from disk before the writer is.
+    fn drop(&mut self) {
+        for deleter in self.deleters.drain(..) {
+            let _ = deleter.join();
+        }
+    }
 }
 
 impl RotatingWriter {
     pub fn create(path: &Path, max_bytes: u64, keep: u32) -> Result<Self> {
         let file = open_log(path, true)?;
-        Ok(RotatingWriter { path: path.to_path_buf(), max_bytes: max_bytes.max(1), keep, file, written: 0 })
+        Ok(RotatingWriter {
+            path: path.to_path_buf(),
+            max_bytes: max_bytes.max(1),
+            keep,
+            file,
+            written: 0,
+            dropped: 0,
+            deleters: Vec::new(),
+        })
     }
 
     pub fn write_all(&mut self, mut data: &[u8]) -> Result<()> {
@@ -117,12 +137,7 @@ impl RotatingWriter {
     }
 
     fn shift_files(&mut self) -> Result<()> {
-        let oldest = rotated_path(&self.path, self.keep);
-        match std::fs::remove_file(&oldest) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io("remove old log", oldest, e)),
-        }
+        self.drop_oldest()?;
         for index in (1..self.keep).rev() {
             let from = rotated_path(&self.path, index);
             let to = rotated_path(&self.path, index + 1);
@@ -135,6 +150,36 @@ impl RotatingWriter {
         if self.keep > 0 {
             let first = rotated_path(&self.path, 1);
             std::fs::rename(&self.path, &first).map_err(|e| Error::io("rotate log", &self.path, e))?;
+        }
+        Ok(())
+    }
+
+    /// Takes the file past `keep` out of the way. Freeing a large file's
+    /// blocks takes tens of milliseconds on ext4, so it is renamed to a hidden
+    /// name (instant, and never over an existing file) and unlinked on a
+    /// thread while the job's output keeps flowing; for those milliseconds the
+    /// disk holds one file more than `keep + 1`.
+    fn drop_oldest(&mut self) -> Result<()> {
+        let oldest = rotated_path(&self.path, self.keep);
+        let name = self.path.file_name().and_then(|n| n.to_str()).unwrap_or("output.log");
+        let doomed = self.path.with_file_name(format!(".{name}.dropped-{}", self.dropped));
+        self.dropped += 1;
+        match std::fs::rename(&oldest, &doomed) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io("remove old log", oldest, e)),
+        }
+        self.deleters.retain(|d| !d.is_finished());
+        match std::thread::Builder::new().name("log-drop".into()).spawn({
+            let doomed = doomed.clone();
+            move || {
+                let _ = std::fs::remove_file(doomed);
+            }
+        }) {
+            Ok(deleter) => self.deleters.push(deleter),
+            Err(_) => {
+                let _ = std::fs::remove_file(&doomed);
+            }
         }
         Ok(())
     }
