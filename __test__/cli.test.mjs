@@ -317,7 +317,7 @@ test('50 jobs started at once and ending together all land with the right status
     let out = ''
     child.stdout.on('data', (d) => (out += d))
     child.on('error', reject)
-    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`start ${i} exited ${code}`))))
+    child.on('close', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`start ${i} exited ${code}`))))
   }))
   const jobs = await Promise.all(starts)
   assert.equal(new Set(jobs.map((j) => j.jobId)).size, 50)

@@ -81,7 +81,7 @@ async function trackerScenario(home, body) {
   let stderr = ''
   child.stdout.on('data', (d) => (stdout += d))
   child.stderr.on('data', (d) => (stderr += d))
-  const code = await new Promise((resolve) => child.on('exit', resolve))
+  const code = await new Promise((resolve) => child.on('close', resolve))
   assert.equal(code, 0, stderr)
   return { result: JSON.parse(stdout), stderr }
 }

@@ -112,7 +112,7 @@ export function runNode(script, env) {
     let out = ''
     child.stdout.on('data', (d) => (out += d))
     child.on('error', reject)
-    child.on('exit', (code) => resolve({ code, stdout: out, pid: child.pid }))
+    child.on('close', (code) => resolve({ code, stdout: out, pid: child.pid }))
   })
 }
 

@@ -249,7 +249,7 @@ test('logs --follow misses nothing across rotations', async (t) => {
   })
   let out = ''
   follower.stdout.on('data', (d) => (out += d))
-  await new Promise((resolve) => follower.on('exit', resolve))
+  await new Promise((resolve) => follower.on('close', resolve))
   const lines = out.trim().split('\n').map(Number)
   assert.equal(lines.at(-1), 20000)
   const first = lines[0]
