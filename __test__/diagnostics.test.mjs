@@ -167,7 +167,8 @@ test('resource tracking during task', async (t) => {
     const task = spawnSync('sh', ['-c', ${JSON.stringify(chromium)} + ' 615 > /dev/null 2>&1 < /dev/null & exec setsid ' + ${JSON.stringify(chromium)} + ' 616 > /dev/null 2>&1 < /dev/null &'],
       { env: { ...process.env, ...tracker.env() } })
     for (let i = 0; i < 250; i++) {
-      if (pm.snapshot().processes.filter((p) => /chromium 61[56]$/.test(p.command)).length === 2) break
+      // Until both have exec'd: before its exec, the setsid wrapper's argv also ends in "chromium 616".
+      if (pm.snapshot().processes.filter((p) => /^\\S*chromium 61[56]$/.test(p.command)).length === 2) break
       await wait(20)
     }
     const report = tracker.snapshotAfter('e2e')
@@ -179,7 +180,7 @@ test('resource tracking during task', async (t) => {
   assert.equal(result.task, 0)
   assert.equal(report.rule, 'cookie')
   assert.equal(report.orphans.length, 2, JSON.stringify(report.orphans))
-  assert.ok(report.orphans.every((o) => o.isMcp && /chromium 61[56]$/.test(o.command)))
+  assert.ok(report.orphans.every((o) => o.isMcp && /^\S*chromium 61[56]$/.test(o.command)), JSON.stringify(report.orphans))
   assert.ok(result.bystanders.length >= 1 && report.orphans.every((o) => !result.bystanders.includes(o.pid)),
     'the unrelated processes are not reported')
   const names = report.orphans.map((o) => `chromium ${o.pid}`).join(', ')
