@@ -17,13 +17,15 @@ export function makeHome(t, config) {
   // No interrupt service runs during tests unless a test starts one and says so.
   fs.writeFileSync(path.join(home, 'config.json'), JSON.stringify({ notify: { url: null }, ...config }))
   const extraPids = []
-  const cleanup = () => {
+  const cleanup = async () => {
     runBg(home, ['kill', '--all', '--force'])
     for (const job of readRegistry(home)) {
       if (job.main) killPid(job.main.pid)
     }
     for (const pid of extraPids) killPid(pid)
-    // A background deliverer may still be writing into the home: retry.
+    // Every run-bg call (this kill too) may leave a deliverer, notifier or
+    // watcher writing into the home; deleting it under them fails with ENOTEMPTY.
+    await waitForQuiet(home)
     fs.rmSync(home, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 })
   }
   t?.after(cleanup)
