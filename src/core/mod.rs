@@ -8,6 +8,7 @@ pub mod format;
 pub mod error;
 pub mod ids;
 pub mod job;
+pub mod launch;
 pub mod kill;
 pub mod logs;
 pub mod ops;

@@ -11,14 +11,13 @@ use super::job::{signal_name, Job, JobStatus, ProcessIdentity};
 use super::logs::RotatingWriter;
 use super::paths::Home;
 use super::procinfo::{self, JOB_COOKIE};
+use super::launch::{self, LaunchSpec};
 use super::registry::Registry;
 use super::{kill, notify, now_ms, Error, Result};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -59,7 +58,7 @@ extern "C" fn on_signal(signal: libc::c_int) {
     }
 }
 
-fn new_pipe(flags: libc::c_int) -> std::io::Result<(OwnedFd, OwnedFd)> {
+pub(super) fn new_pipe(flags: libc::c_int) -> std::io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as RawFd; 2];
     #[cfg(target_os = "linux")]
     let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), flags | libc::O_CLOEXEC) };
@@ -242,17 +241,6 @@ struct Supervisor {
     buffer: Vec<u8>,
 }
 
-fn describe_spawn_error(program: &str, error: &std::io::Error) -> String {
-    match error.kind() {
-        std::io::ErrorKind::NotFound if program.contains('/') => format!("cannot start `{program}`: no such file"),
-        std::io::ErrorKind::NotFound => format!("cannot start `{program}`: command not found in PATH"),
-        std::io::ErrorKind::PermissionDenied => {
-            format!("cannot start `{program}`: permission denied (is it executable?)")
-        }
-        _ => format!("cannot start `{program}`: {error}"),
-    }
-}
-
 fn check_cwd(cwd: &Path) -> std::result::Result<(), String> {
     match std::fs::metadata(cwd) {
         Ok(meta) if meta.is_dir() => Ok(()),
@@ -295,45 +283,31 @@ impl Supervisor {
             // A bigger pipe means fewer wake-ups for chatty jobs; best effort.
             libc::fcntl(output_read.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20);
         }
-        let stderr_write = output_write.try_clone().map_err(|e| format!("cannot duplicate output pipe: {e}"))?;
-
-        let mut command = Command::new(&job.argv[0]);
-        command
-            .args(&job.argv[1..])
-            .current_dir(&job.cwd)
-            .env_remove(SUPERVISOR_MARK)
-            .envs(&job.env)
-            .env(JOB_COOKIE, &job.id)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(output_write))
-            .stderr(Stdio::from(stderr_write))
-            .process_group(0);
-        unsafe {
-            command.pre_exec(|| {
-                // Our handlers reset on exec, but the mask and ignored signals would be inherited.
-                let mut all: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut all);
-                libc::sigprocmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
-                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-                Ok(())
-            });
-        }
-        let child = match command.spawn() {
-            Ok(child) => child,
-            Err(e) => {
-                let message = describe_spawn_error(&job.argv[0], &e);
-                return Err(fail(job, message));
-            }
+        let launched = launch::launch(&LaunchSpec {
+            argv: &job.argv,
+            cwd: Path::new(&job.cwd),
+            set: job.env.iter().map(|(k, v)| (k.into(), v.into())).chain([(JOB_COOKIE.into(), job.id.clone().into())]).collect(),
+            remove: &[SUPERVISOR_MARK],
+            output: output_write.as_raw_fd(),
+        });
+        drop(output_write); // our copy of the write end: EOF then means "all writers gone"
+        let launched = match launched {
+            Ok(launched) => launched,
+            Err(message) => return Err(fail(job, message)),
         };
-        drop(command); // closes our copies of the pipe's write end, so EOF means "all writers gone"
-        let main_pid = child.id() as libc::pid_t;
+        let main_pid = launched.pid;
         job.main = Some(
-            procinfo::identify(child.id()).unwrap_or(ProcessIdentity { pid: child.id(), start_ticks: 0 }),
+            procinfo::identify(main_pid as u32).unwrap_or(ProcessIdentity { pid: main_pid as u32, start_ticks: 0 }),
         );
         job.status = JobStatus::Running;
+        // Recorded while the child execs: the registry write and the exec overlap.
         if let Err(e) = registry.upsert(&job) {
             unsafe { libc::killpg(main_pid, libc::SIGKILL) };
             return Err(format!("cannot record the job in the registry: {e}"));
+        }
+        if let Err(message) = launched.exec_outcome() {
+            job.main = None;
+            return Err(fail(job, message));
         }
         report_ready(&format!("{READY_OK}{main_pid}"));
 
