@@ -8,13 +8,13 @@
 //! The child does only async-signal-safe work between fork and exec: every
 //! string, pointer array and file descriptor is prepared before the fork.
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CString, OsString};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
 /// What to run and where; the environment is the supervisor's own, minus
-/// `remove`, plus `set`.
+/// `remove`, plus `set` (a later entry wins over an earlier one).
 pub struct LaunchSpec<'a> {
     pub argv: &'a [String],
     pub cwd: &'a Path,
@@ -40,14 +40,16 @@ const STEP_EXEC: u8 = 3;
 const REPORT_LEN: usize = 1 + std::mem::size_of::<libc::c_int>();
 
 /// Everything the child needs, built before the fork. The pointer arrays
-/// point into the strings' heap buffers, which stay put while `strings` lives.
+/// point into the strings' heap buffers, which stay put while `_strings` lives.
 struct Prepared {
-    program: CString,
     cwd: CString,
+    /// Where to look for the program, in order: the name itself when it has a
+    /// slash, else each `PATH` entry joined with it, as execvp tries them.
+    candidates: Vec<CString>,
     argv: Vec<*const libc::c_char>,
     envp: Vec<*const libc::c_char>,
-    /// `/bin/sh <program> <args>`: what execvp runs for a file without a
-    /// `#!` line (ENOEXEC), kept so such scripts still run.
+    /// `/bin/sh <candidate> <args>`: what execvp runs for a file without a
+    /// `#!` line (ENOEXEC); slot 1 is filled in by the child.
     sh_argv: Vec<*const libc::c_char>,
     _strings: Vec<CString>,
 }
@@ -57,82 +59,44 @@ fn c_string(bytes: impl Into<Vec<u8>>, what: &str) -> Result<CString, String> {
 }
 
 fn null_terminated<'a>(strings: impl Iterator<Item = &'a CString>) -> Vec<*const libc::c_char> {
-    strings
-        .map(|s| s.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect()
+    strings.map(|s| s.as_ptr()).chain(std::iter::once(std::ptr::null())).collect()
 }
 
-/// The environment the child gets, as `KEY=VALUE` strings.
-fn child_environment(spec: &LaunchSpec) -> Result<(Vec<CString>, Option<OsString>), String> {
+/// The child's environment, and its `PATH`.
+fn child_environment(spec: &LaunchSpec) -> (Vec<(OsString, OsString)>, Option<OsString>) {
     let mut vars: Vec<(OsString, OsString)> = std::env::vars_os()
-        .filter(|(key, _)| {
-            !spec.remove.iter().any(|r| key.as_bytes() == r.as_bytes())
-                && !spec.set.iter().any(|(k, _)| k == key)
-        })
+        .filter(|(key, _)| !spec.remove.iter().any(|r| key.as_encoded_bytes() == r.as_bytes()))
         .collect();
-    vars.extend(spec.set.iter().cloned());
-    let path = vars
-        .iter()
-        .find(|(k, _)| k.as_bytes() == b"PATH")
-        .map(|(_, v)| v.clone());
-    let envp = vars
-        .into_iter()
-        .map(|(key, value)| {
-            let mut entry = key.into_vec();
-            entry.push(b'=');
-            entry.extend(value.into_vec());
-            c_string(entry, "an environment variable")
-        })
-        .collect::<Result<_, _>>()?;
-    Ok((envp, path))
+    for (key, value) in &spec.set {
+        // One entry per name: getenv takes the first, so a duplicate would hide the value set here.
+        vars.retain(|(k, _)| k != key);
+        vars.push((key.clone(), value.clone()));
+    }
+    let path = vars.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone());
+    (vars, path)
 }
 
-/// Finds `program` as execvp would, but in the child's PATH and relative to
-/// its working directory; a name with a slash is left for the exec to judge.
-fn resolve_program(program: &str, path: Option<&OsStr>, cwd: &Path) -> std::io::Result<PathBuf> {
+/// The paths execvp would try for `program`, in order. Relative ones are
+/// tried after the child's chdir, so they resolve against the job's cwd.
+fn candidates(program: &str, path: Option<OsString>) -> Vec<Vec<u8>> {
     if program.contains('/') {
-        return Ok(PathBuf::from(program));
+        return vec![program.as_bytes().to_vec()];
     }
-    // glibc's default search path when PATH is unset.
-    let path = path.unwrap_or(OsStr::new("/bin:/usr/bin"));
-    let mut denied = false;
-    for dir in path.as_bytes().split(|&b| b == b':') {
-        let dir = if dir.is_empty() {
-            Path::new(".")
-        } else {
-            Path::new(OsStr::from_bytes(dir))
-        };
-        let candidate = cwd.join(dir).join(program);
-        let Ok(meta) = std::fs::metadata(&candidate) else {
-            continue;
-        };
-        if !meta.is_file() {
-            continue;
-        }
-        let Ok(c_path) = CString::new(candidate.as_os_str().as_bytes()) else {
-            continue;
-        };
-        if unsafe { libc::access(c_path.as_ptr(), libc::X_OK) } == 0 {
-            return Ok(candidate);
-        }
-        denied = true;
-    }
-    Err(std::io::Error::from(if denied {
-        std::io::ErrorKind::PermissionDenied
-    } else {
-        std::io::ErrorKind::NotFound
-    }))
+    // glibc's search path when PATH is unset.
+    let path = path.map(OsString::into_vec).unwrap_or_else(|| b"/bin:/usr/bin".to_vec());
+    path.split(|&b| b == b':')
+        .map(|dir| {
+            let mut candidate = if dir.is_empty() { Vec::new() } else { [dir, b"/"].concat() };
+            candidate.extend_from_slice(program.as_bytes());
+            candidate
+        })
+        .collect()
 }
 
 pub fn describe_spawn_error(program: &str, error: &std::io::Error) -> String {
     match error.kind() {
-        std::io::ErrorKind::NotFound if program.contains('/') => {
-            format!("cannot start `{program}`: no such file")
-        }
-        std::io::ErrorKind::NotFound => {
-            format!("cannot start `{program}`: command not found in PATH")
-        }
+        std::io::ErrorKind::NotFound if program.contains('/') => format!("cannot start `{program}`: no such file"),
+        std::io::ErrorKind::NotFound => format!("cannot start `{program}`: command not found in PATH"),
         std::io::ErrorKind::PermissionDenied => {
             format!("cannot start `{program}`: permission denied (is it executable?)")
         }
@@ -142,32 +106,31 @@ pub fn describe_spawn_error(program: &str, error: &std::io::Error) -> String {
 
 fn prepare(spec: &LaunchSpec) -> Result<Prepared, String> {
     let name = spec.argv.first().ok_or("no program to run")?;
-    let (envp_strings, path) = child_environment(spec)?;
-    let envp = &envp_strings;
-    let program = resolve_program(name, path.as_deref(), spec.cwd)
-        .map_err(|e| describe_spawn_error(name, &e))?;
-    let program = c_string(program.into_os_string().into_vec(), "the program's path")?;
-    let args = spec
-        .argv
-        .iter()
-        .map(|a| c_string(a.as_bytes(), "an argument"))
+    let (vars, path) = child_environment(spec);
+    let env = vars
+        .into_iter()
+        .map(|(key, value)| {
+            let mut entry = key.into_vec();
+            entry.push(b'=');
+            entry.extend(value.into_vec());
+            c_string(entry, "an environment variable")
+        })
         .collect::<Result<Vec<_>, _>>()?;
+    let candidates = candidates(name, path)
+        .into_iter()
+        .map(|c| c_string(c, "the program's name"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let args = spec.argv.iter().map(|a| c_string(a.as_bytes(), "an argument")).collect::<Result<Vec<_>, _>>()?;
     let sh = c"/bin/sh".to_owned();
-    let cwd = c_string(spec.cwd.as_os_str().as_bytes(), "the working directory")?;
+    let cwd = c_string(spec.cwd.as_os_str().as_encoded_bytes(), "the working directory")?;
     let argv = null_terminated(args.iter());
-    let sh_argv = null_terminated([&sh, &program].into_iter().chain(&args[1..]));
-    let envp = null_terminated(envp.iter());
+    // Slot 1 (the script) is a placeholder until the child knows which candidate it is.
+    let sh_argv = null_terminated([&sh, &sh].into_iter().chain(&args[1..]));
+    let envp = null_terminated(env.iter());
     let mut strings = args;
-    strings.extend(envp_strings);
+    strings.extend(env);
     strings.push(sh);
-    Ok(Prepared {
-        program,
-        cwd,
-        argv,
-        envp,
-        sh_argv,
-        _strings: strings,
-    })
+    Ok(Prepared { cwd, candidates, argv, envp, sh_argv, _strings: strings })
 }
 
 /// Makes `fd` the child's `target` descriptor, open across the exec.
@@ -179,65 +142,85 @@ unsafe fn install_fd(fd: RawFd, target: RawFd) -> bool {
     libc::dup2(fd, target) == target
 }
 
+fn errno() -> libc::c_int {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
 /// The child's side: set up and exec, or report which step failed and exit.
-unsafe fn exec_child(p: &Prepared, stdin: RawFd, output: RawFd, report: RawFd) -> ! {
-    let fail = |step: u8| -> ! {
-        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+/// Entered with every signal blocked (see `launch`).
+unsafe fn exec_child(p: &mut Prepared, stdin: RawFd, output: RawFd, report: RawFd) -> ! {
+    let fail = |step: u8, errno: libc::c_int| -> ! {
         let mut message = [0u8; REPORT_LEN];
         message[0] = step;
         message[1..].copy_from_slice(&errno.to_ne_bytes());
         libc::write(report, message.as_ptr() as *const libc::c_void, REPORT_LEN);
         libc::_exit(127)
     };
-    // Its own process group, so a kill can signal the whole group at once.
-    libc::setpgid(0, 0);
-    if !(install_fd(stdin, 0) && install_fd(output, 1) && install_fd(output, 2)) {
-        fail(STEP_STDIO);
+    // The supervisor's handlers must not run here (they would feed its
+    // self-pipe), and dispositions its caller left ignored must not reach
+    // the job: every signal starts at its default, as libuv's children do.
+    for signal in 1..32 {
+        libc::signal(signal, libc::SIG_DFL);
     }
-    if libc::chdir(p.cwd.as_ptr()) != 0 {
-        fail(STEP_CWD);
-    }
-    // Handlers reset on exec, but the signal mask and ignored signals are inherited.
     let mut none: libc::sigset_t = std::mem::zeroed();
     libc::sigemptyset(&mut none);
     libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-    libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    libc::execve(p.program.as_ptr(), p.argv.as_ptr(), p.envp.as_ptr());
-    if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOEXEC) {
-        libc::execve(p.sh_argv[0], p.sh_argv.as_ptr(), p.envp.as_ptr());
+    // Its own process group, so a kill can signal the whole group at once.
+    libc::setpgid(0, 0);
+    if !(install_fd(stdin, 0) && install_fd(output, 1) && install_fd(output, 2)) {
+        fail(STEP_STDIO, errno());
     }
-    fail(STEP_EXEC)
+    if libc::chdir(p.cwd.as_ptr()) != 0 {
+        fail(STEP_CWD, errno());
+    }
+    // execvp's search: go on past a missing or unusable entry, remember a
+    // permission problem, stop at any other error.
+    let mut denied = false;
+    let mut last = libc::ENOENT;
+    for candidate in &p.candidates {
+        libc::execve(candidate.as_ptr(), p.argv.as_ptr(), p.envp.as_ptr());
+        last = errno();
+        if last == libc::ENOEXEC {
+            p.sh_argv[1] = candidate.as_ptr();
+            libc::execve(p.sh_argv[0], p.sh_argv.as_ptr(), p.envp.as_ptr());
+            last = errno();
+        }
+        match last {
+            libc::EACCES => denied = true,
+            libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
+            _ => fail(STEP_EXEC, last),
+        }
+    }
+    fail(STEP_EXEC, if denied { libc::EACCES } else { last })
 }
 
 /// Forks the child and returns at once; call only while single-threaded.
 pub fn launch(spec: &LaunchSpec) -> Result<Launched, String> {
-    let prepared = prepare(spec)?;
-    let stdin =
-        std::fs::File::open("/dev/null").map_err(|e| format!("cannot open /dev/null: {e}"))?;
+    let mut prepared = prepare(spec)?;
+    let stdin = std::fs::File::open("/dev/null").map_err(|e| format!("cannot open /dev/null: {e}"))?;
     let (report_read, report_write) =
         super::supervisor::new_pipe(0).map_err(|e| format!("cannot create a pipe: {e}"))?;
-    match unsafe { libc::fork() } {
-        -1 => Err(format!("cannot fork: {}", std::io::Error::last_os_error())),
-        0 => unsafe {
-            exec_child(
-                &prepared,
-                stdin.as_raw_fd(),
-                spec.output,
-                report_write.as_raw_fd(),
-            )
-        },
-        pid => {
-            // The child does the same; whichever runs first wins, so a group
-            // signal sent right after this reaches the child even before its exec.
-            unsafe { libc::setpgid(pid, pid) };
-            Ok(Launched {
-                pid,
-                program: spec.argv[0].clone(),
-                cwd: spec.cwd.to_path_buf(),
-                report: report_read,
-            })
-        }
+    // Blocked across the fork: a signal meant for the new job waits until
+    // the child has reset its handlers, then acts on it (or on its program).
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let mut previous: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::sigprocmask(libc::SIG_SETMASK, &all, &mut previous);
     }
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        unsafe { exec_child(&mut prepared, stdin.as_raw_fd(), spec.output, report_write.as_raw_fd()) }
+    }
+    let fork_error = std::io::Error::last_os_error();
+    unsafe { libc::sigprocmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut()) };
+    if pid < 0 {
+        return Err(format!("cannot fork: {fork_error}"));
+    }
+    // The child does the same; whichever runs first wins, so a group signal
+    // sent right after this reaches the child even before its exec.
+    unsafe { libc::setpgid(pid, pid) };
+    Ok(Launched { pid, program: spec.argv[0].clone(), cwd: spec.cwd.to_path_buf(), report: report_read })
 }
 
 impl Launched {
@@ -246,34 +229,42 @@ impl Launched {
     pub fn exec_outcome(self) -> Result<(), String> {
         let mut message = [0u8; REPORT_LEN];
         let mut got = 0;
-        while got < REPORT_LEN {
+        let outcome = loop {
             let n = unsafe {
-                libc::read(
-                    self.report.as_raw_fd(),
-                    message[got..].as_mut_ptr() as *mut libc::c_void,
-                    REPORT_LEN - got,
-                )
+                libc::read(self.report.as_raw_fd(), message[got..].as_mut_ptr() as *mut libc::c_void, REPORT_LEN - got)
             };
-            match n {
-                0 => break,
-                n if n > 0 => got += n as usize,
-                _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {
-                    continue
+            if n > 0 {
+                got += n as usize;
+                if got == REPORT_LEN {
+                    break Err(self.describe_failure(&message));
                 }
-                _ => break,
+            } else if n == 0 {
+                break if got == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("cannot start `{}`: its set-up ended mid-report", self.program))
+                };
+            } else if errno() != libc::EINTR {
+                let error = std::io::Error::last_os_error();
+                // Not knowing whether it started, do not leave it running unrecorded.
+                unsafe { libc::kill(self.pid, libc::SIGKILL) };
+                break Err(format!("cannot learn whether `{}` started: {error}", self.program));
             }
+        };
+        if outcome.is_err() {
+            unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) };
         }
-        if got == 0 {
-            return Ok(());
-        }
-        unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) };
+        outcome
+    }
+
+    fn describe_failure(&self, message: &[u8; REPORT_LEN]) -> String {
         let errno = libc::c_int::from_ne_bytes(message[1..].try_into().unwrap_or_default());
         let error = std::io::Error::from_raw_os_error(errno);
-        Err(match message[0] {
+        match message[0] {
             STEP_CWD => format!("working directory `{}`: {error}", self.cwd.display()),
             STEP_STDIO => format!("cannot set up the output of `{}`: {error}", self.program),
             _ => describe_spawn_error(&self.program, &error),
-        })
+        }
     }
 }
 
@@ -289,14 +280,18 @@ mod tests {
 
     /// Launches and waits for the child's exit; returns the exec outcome and the exit code.
     fn run(argv: &[&str], cwd: &Path, set: &[(&str, &str)], remove: &[&str]) -> Result<i32, String> {
+        run_into(Path::new("/dev/null"), argv, cwd, set, remove)
+    }
+
+    fn run_into(output: &Path, argv: &[&str], cwd: &Path, set: &[(&str, &str)], remove: &[&str]) -> Result<i32, String> {
         let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
-        let null = std::fs::OpenOptions::new().write(true).open("/dev/null").unwrap();
+        let output = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(output).unwrap();
         let launched = launch(&LaunchSpec {
             argv: &argv,
             cwd,
             set: set.iter().map(|(k, v)| (k.into(), v.into())).collect(),
             remove,
-            output: null.as_raw_fd(),
+            output: output.as_raw_fd(),
         })?;
         let pid = launched.pid;
         launched.exec_outcome()?;
@@ -308,18 +303,21 @@ mod tests {
     #[test]
     fn the_child_gets_its_cwd_environment_and_own_process_group() {
         let dir = tempfile::tempdir().unwrap();
-        std::env::set_var("PROC_MANAGER_LAUNCH_TEST_DROP", "1");
+        // `cargo test` runs the test binary with it set; the child must not see it.
+        assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
         let code = run(
-            &["sh", "-c", r#"echo "$PWD $ADDED ${PROC_MANAGER_LAUNCH_TEST_DROP:-dropped} $(ps -o pgid= -p $$ | tr -d ' ') $$" > seen"#],
+            &["sh", "-c", r#"echo "$PWD $ADDED ${CARGO_MANIFEST_DIR:-dropped} $(ps -o pgid= -p $$ | tr -d ' ') $$" > seen; env > env.txt"#],
             dir.path(),
-            &[("ADDED", "yes")],
-            &["PROC_MANAGER_LAUNCH_TEST_DROP"],
+            &[("ADDED", "first"), ("ADDED", "yes")],
+            &["CARGO_MANIFEST_DIR"],
         );
         assert_eq!(code, Ok(0));
         let seen = std::fs::read_to_string(dir.path().join("seen")).unwrap();
         let fields: Vec<&str> = seen.split_whitespace().collect();
         assert_eq!(fields[..3], [dir.path().to_str().unwrap(), "yes", "dropped"]);
         assert_eq!(fields[3], fields[4], "the child leads its own process group");
+        let env = std::fs::read_to_string(dir.path().join("env.txt")).unwrap();
+        assert_eq!(env.lines().filter(|l| l.starts_with("ADDED=")).count(), 1, "a name set twice appears once");
     }
 
     #[test]
@@ -356,5 +354,38 @@ mod tests {
         let gone = dir.path().join("gone");
         let bad_cwd = run(&["true"], &gone, &[], &[]).unwrap_err();
         assert!(bad_cwd.starts_with(&format!("working directory `{}`: ", gone.display())), "{bad_cwd}");
+    }
+
+    #[test]
+    fn the_search_goes_on_past_an_entry_that_cannot_be_executed_as_execvp_does() {
+        let dir = tempfile::tempdir().unwrap();
+        for sub in ["a", "b", "c"] {
+            std::fs::create_dir(dir.path().join(sub)).unwrap();
+        }
+        // a: its interpreter is missing (ENOENT); b: a directory (EACCES); c: the real one.
+        write_script(&dir.path().join("a/tool"), "#!/no/such/interpreter\n", 0o755);
+        std::fs::create_dir(dir.path().join("b/tool")).unwrap();
+        write_script(&dir.path().join("c/tool"), "#!/bin/sh\nexit 5\n", 0o755);
+        let path = format!("a:b:c:{}", std::env::var("PATH").unwrap_or_default());
+        assert_eq!(run(&["tool"], dir.path(), &[("PATH", &path)], &[]), Ok(5));
+        let without_c = run(&["tool"], dir.path(), &[("PATH", "a:b")], &[]).unwrap_err();
+        assert_eq!(without_c, "cannot start `tool`: permission denied (is it executable?)");
+    }
+
+    #[test]
+    fn signals_the_supervisor_ignores_start_at_their_default_in_the_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let status = dir.path().join("status");
+        let previous = unsafe { libc::signal(libc::SIGUSR2, libc::SIG_IGN) };
+        let code = run_into(&status, &["cat", "/proc/self/status"], dir.path(), &[], &[]);
+        unsafe { libc::signal(libc::SIGUSR2, previous) };
+        assert_eq!(code, Ok(0));
+        let status = std::fs::read_to_string(&status).unwrap();
+        let field = |name: &str| {
+            let line = status.lines().find(|l| l.starts_with(name)).unwrap();
+            u64::from_str_radix(line[name.len()..].trim(), 16).unwrap()
+        };
+        assert_eq!(field("SigIgn:") & (1 << (libc::SIGUSR2 - 1)), 0, "SIGUSR2 is not ignored in the job");
+        assert_eq!(field("SigBlk:"), 0, "nothing is blocked in the job");
     }
 }

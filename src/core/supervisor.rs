@@ -302,7 +302,10 @@ impl Supervisor {
         job.status = JobStatus::Running;
         // Recorded while the child execs: the registry write and the exec overlap.
         if let Err(e) = registry.upsert(&job) {
-            unsafe { libc::killpg(main_pid, libc::SIGKILL) };
+            unsafe {
+                libc::killpg(main_pid, libc::SIGKILL);
+                libc::waitpid(main_pid, std::ptr::null_mut(), 0);
+            }
             return Err(format!("cannot record the job in the registry: {e}"));
         }
         if let Err(message) = launched.exec_outcome() {
