@@ -33,6 +33,16 @@ test('runBackground returns once the main process runs; checkJob and waitJob see
   assert.deepEqual(pm.checkJob(job.jobId, { grep: '^err$' }).tail, ['err'])
 })
 
+test('a job handed its caller\'s whole environment, cookie included, carries only its own cookie', async (t) => {
+  useHome(t)
+  // A harness running inside another job passes process.env through.
+  const job = pm.runBackground('env', { env: { ...process.env, PROC_MANAGER_JOB: 'outer-job-1', EXTRA: 'kept' } })
+  await pm.waitJob(job.jobId)
+  const env = pm.checkJob(job.jobId, { lines: 1000 }).tail
+  assert.deepEqual(env.filter((line) => line.startsWith('PROC_MANAGER_JOB=')), [`PROC_MANAGER_JOB=${job.jobId}`])
+  assert.ok(env.includes('EXTRA=kept'))
+})
+
 test('args runs a program without a shell', async (t) => {
   useHome(t)
   const job = pm.runBackground('printf', { args: ['%s|', 'a b', '$HOME'] })
