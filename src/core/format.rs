@@ -3,6 +3,7 @@
 
 use super::duration::format_duration_ms;
 use super::job::{DeliveryState, Job, JobStatus};
+use super::notify::NOTHING_LISTENS;
 use super::now_ms;
 use super::ops::CheckResult;
 use super::procinfo::{self, ProcessEntry};
@@ -102,8 +103,14 @@ fn delivery_lines(job: &Job) -> Vec<String> {
         if n.attempts == 0 {
             lines.push(format!("  notification: {} (being sent)", n.state.as_str()));
         } else {
-            let error =
-                n.last_error.as_deref().map(|e| format!("; last error: {}", shorten(e, 80))).unwrap_or_default();
+            let error = match n.last_error.as_deref() {
+                // Most often no interrupt service is installed: say how to stop trying.
+                Some(e) if e.starts_with(NOTHING_LISTENS) => {
+                    format!("; {e} — if none runs here, `\"notify\": {{\"url\": null}}` in config.json turns this off")
+                }
+                Some(e) => format!("; last error: {}", shorten(e, 80)),
+                None => String::new(),
+            };
             lines.push(format!("  notification: {} ({} attempt(s){error})", n.state.as_str(), n.attempts));
         }
     }

@@ -106,6 +106,10 @@ pub fn event_body(config: &NotifyConfig, job: &Job) -> serde_json::Value {
     })
 }
 
+/// How a refused connection is recorded: most often no interrupt service is
+/// installed at all, which `check` then says how to turn off.
+pub const NOTHING_LISTENS: &str = "nothing listens at";
+
 /// One POST, bounded by `timeout` from connect to answer; a non-2xx answer is a failure.
 pub fn post(url: &str, body: &[u8], timeout: Duration) -> Result<(), String> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -117,6 +121,9 @@ pub fn post(url: &str, body: &[u8], timeout: Duration) -> Result<(), String> {
         Ok(response) if response.status().is_success() => Ok(()),
         Ok(response) => Err(format!("HTTP {}", response.status())),
         Err(ureq::Error::Timeout(_)) => Err(format!("no answer within {}", format_duration_ms(timeout.as_millis() as u64))),
+        Err(ureq::Error::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            Err(format!("{NOTHING_LISTENS} {url} (connection refused)"))
+        }
         Err(e) => Err(e.to_string()),
     }
 }
