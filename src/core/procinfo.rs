@@ -104,10 +104,7 @@ pub fn identify(pid: u32) -> Option<ProcessIdentity> {
 
 #[cfg(not(target_os = "linux"))]
 pub fn identify(pid: u32) -> Option<ProcessIdentity> {
-    // Without /proc the start time is not read here; liveness is still checked.
-    let alive = unsafe { libc::kill(pid as libc::pid_t, 0) } == 0
-        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
-    alive.then_some(ProcessIdentity { pid, start_ticks: 0 })
+    portable::with_process(pid, portable::Reads::Basic, |p| portable::identity(pid, p)).flatten()
 }
 
 /// True when a live (non-zombie) process at `who.pid` has the recorded start
@@ -134,8 +131,7 @@ pub fn live_children(pid: u32) -> Vec<u32> {
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = pid;
-        Vec::new()
+        portable::live_children(pid)
     }
 }
 
@@ -153,6 +149,7 @@ pub struct ProcessEntry {
 }
 
 /// The value of `key` in a NUL-separated environment block.
+#[cfg(target_os = "linux")]
 fn env_entry(environ: &[u8], key: &str) -> Option<String> {
     environ.split(|&b| b == 0).find_map(|entry| {
         let value = entry.strip_prefix(key.as_bytes())?.strip_prefix(b"=")?;
@@ -160,6 +157,7 @@ fn env_entry(environ: &[u8], key: &str) -> Option<String> {
     })
 }
 
+#[cfg(target_os = "linux")]
 fn cookie_in(environ: &[u8]) -> Option<String> {
     env_entry(environ, JOB_COOKIE)
 }
@@ -174,8 +172,7 @@ pub fn environ_value(pid: u32, key: &str) -> Option<String> {
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = (pid, key);
-        None
+        portable::with_process(pid, portable::Reads::Environment, |p| portable::env_value(p, key)).flatten()
     }
 }
 
@@ -191,8 +188,12 @@ pub fn command_line(pid: u32) -> String {
         if let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) {
             return format!("[{}]", comm.trim_end());
         }
+        String::new()
     }
-    String::new()
+    #[cfg(not(target_os = "linux"))]
+    {
+        portable::with_process(pid, portable::Reads::Command, portable::command).unwrap_or_default()
+    }
 }
 
 #[cfg(target_os = "linux")]
@@ -237,8 +238,107 @@ pub fn scan(mut wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<Proce
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn scan(_wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<ProcessEntry> {
-    Vec::new()
+pub fn scan(wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<ProcessEntry> {
+    portable::scan(wanted)
+}
+
+/// Without /proc (macOS): the process table from sysinfo, the process group
+/// from getpgid. A process's start time there has a resolution of one second,
+/// so the identity check tells apart any pid reuse but one within that second.
+#[cfg(not(target_os = "linux"))]
+pub(crate) mod portable {
+    use super::{ProcessEntry, ProcessIdentity, JOB_COOKIE};
+    use sysinfo::{Process, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
+
+    pub enum Reads {
+        Basic,
+        Command,
+        Environment,
+    }
+
+    fn refresh_kind(reads: Reads) -> ProcessRefreshKind {
+        match reads {
+            Reads::Basic => ProcessRefreshKind::nothing(),
+            Reads::Command => ProcessRefreshKind::nothing().with_cmd(UpdateKind::Always),
+            Reads::Environment => ProcessRefreshKind::nothing().with_environ(UpdateKind::Always),
+        }
+    }
+
+    pub fn with_process<T>(pid: u32, reads: Reads, f: impl FnOnce(&Process) -> T) -> Option<T> {
+        let mut system = System::new().ok()?;
+        let target = sysinfo::Pid::from_u32(pid);
+        system.refresh_processes_specifics(ProcessesToUpdate::Some(&[target]), true, refresh_kind(reads));
+        system.process(target).map(f)
+    }
+
+    pub fn identity(pid: u32, p: &Process) -> Option<ProcessIdentity> {
+        (p.status() != ProcessStatus::Zombie).then_some(ProcessIdentity { pid, start_ticks: p.start_time() })
+    }
+
+    pub fn env_value(p: &Process, key: &str) -> Option<String> {
+        p.environ().iter().find_map(|entry| {
+            let entry = entry.to_string_lossy();
+            entry.strip_prefix(key)?.strip_prefix('=').map(str::to_string)
+        })
+    }
+
+    pub fn command(p: &Process) -> String {
+        if p.cmd().is_empty() {
+            format!("[{}]", p.name().to_string_lossy())
+        } else {
+            p.cmd().iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
+        }
+    }
+
+    fn all_processes() -> Option<System> {
+        let mut system = System::new().ok()?;
+        system.refresh_processes_specifics(
+            ProcessesToUpdate::All,
+            true,
+            ProcessRefreshKind::nothing()
+                .with_memory()
+                .with_cmd(UpdateKind::Always)
+                .with_environ(UpdateKind::Always),
+        );
+        Some(system)
+    }
+
+    pub fn live_children(pid: u32) -> Vec<u32> {
+        let Some(system) = all_processes() else { return Vec::new() };
+        system
+            .processes()
+            .values()
+            .filter(|p| p.parent().map(|pp| pp.as_u32()) == Some(pid) && p.status() != ProcessStatus::Zombie)
+            .map(|p| p.pid().as_u32())
+            .collect()
+    }
+
+    pub fn scan(mut wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<ProcessEntry> {
+        let me = std::process::id();
+        let Some(system) = all_processes() else { return Vec::new() };
+        let mut found = Vec::new();
+        for p in system.processes().values() {
+            let pid = p.pid().as_u32();
+            let Some(identity) = identity(pid, p).filter(|_| pid != me) else { continue };
+            let pgid = unsafe { libc::getpgid(pid as libc::pid_t) };
+            if pgid < 0 {
+                continue; // gone meanwhile
+            }
+            let cookie = env_value(p, JOB_COOKIE);
+            if !wanted(pid, pgid as u32, cookie.as_deref()) {
+                continue;
+            }
+            found.push(ProcessEntry {
+                identity,
+                ppid: p.parent().map_or(0, |pp| pp.as_u32()),
+                pgid: pgid as u32,
+                command: command(p),
+                cookie,
+                rss_kb: p.memory() / 1024,
+            });
+        }
+        found
+    }
 }
 
 /// The ids of every job that still has a process carrying its cookie, in one
@@ -392,6 +492,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn cookie_parsing_needs_the_exact_key() {
         assert_eq!(cookie_in(b"A=1\0PROC_MANAGER_JOB=x-1\0B=2\0").as_deref(), Some("x-1"));
         assert_eq!(cookie_in(b"PROC_MANAGER_JOBS=x\0").as_deref(), None);

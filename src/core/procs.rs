@@ -122,19 +122,16 @@ mod os {
         }
         result
     }
-
-    pub fn environ_value(pid: u32, key: &str) -> Option<String> {
-        crate::core::procinfo::environ_value(pid, key)
-    }
 }
 
 #[cfg(not(target_os = "linux"))]
 mod os {
     use super::ProcessInfo;
+    use crate::core::procinfo::portable;
     use sysinfo::{ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind};
 
     pub fn processes() -> Vec<ProcessInfo> {
-        let mut system = System::new();
+        let Ok(mut system) = System::new() else { return Vec::new() };
         system.refresh_processes_specifics(
             ProcessesToUpdate::All,
             true,
@@ -144,36 +141,16 @@ mod os {
             .processes()
             .values()
             .map(|p| {
-                let argv: Vec<String> = p.cmd().iter().map(|a| a.to_string_lossy().into_owned()).collect();
-                let command = if argv.is_empty() {
-                    format!("[{}]", p.name().to_string_lossy())
-                } else {
-                    argv.join(" ")
-                };
                 ProcessInfo {
                     pid: p.pid().as_u32(),
                     ppid: p.parent().map(|pp| pp.as_u32()).unwrap_or(0),
-                    command,
+                    command: portable::command(p),
                     memory_mb: p.memory() as f64 / (1024.0 * 1024.0),
                     start_time: p.start_time() * 1000,
                     is_mcp: false,
                 }
             })
             .collect()
-    }
-
-    pub fn environ_value(pid: u32, key: &str) -> Option<String> {
-        let mut system = System::new();
-        let target = sysinfo::Pid::from_u32(pid);
-        system.refresh_processes_specifics(
-            ProcessesToUpdate::Some(&[target]),
-            true,
-            ProcessRefreshKind::nothing().with_environ(UpdateKind::Always),
-        );
-        let prefix = format!("{key}=");
-        system.process(target)?.environ().iter().find_map(|e| {
-            e.to_string_lossy().strip_prefix(&prefix).map(str::to_string)
-        })
     }
 }
 
@@ -189,7 +166,7 @@ pub fn snapshot(mcp_patterns: &[String]) -> Snapshot {
 }
 
 pub fn environ_value(pid: u32, key: &str) -> Option<String> {
-    os::environ_value(pid, key)
+    super::procinfo::environ_value(pid, key)
 }
 
 /// Which rule decided that a process was left behind.
