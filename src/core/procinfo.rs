@@ -18,11 +18,20 @@ pub struct Stat {
     pub start_ticks: u64,
     /// Field 24: resident pages.
     pub rss_pages: u64,
+    /// Field 9: the kernel's PF_* flags.
+    pub flags: u64,
 }
+
+/// PF_KTHREAD: a kernel thread, whose cmdline is always empty.
+const PF_KTHREAD: u64 = 0x0020_0000;
 
 impl Stat {
     pub fn is_dead(&self) -> bool {
         is_dead_state(self.state)
+    }
+
+    pub fn is_kernel_thread(&self) -> bool {
+        self.flags & PF_KTHREAD != 0
     }
 }
 
@@ -35,9 +44,10 @@ pub fn parse_stat(raw: &[u8]) -> Option<Stat> {
     let state = fields.next()?.as_bytes().first().copied()?; // field 3
     let ppid = fields.next()?.parse().ok()?; // 4
     let pgrp = fields.next()?.parse().ok()?; // 5
-    let start_ticks = fields.nth(16)?.parse().ok()?; // 22
+    let flags = fields.nth(3)?.parse().ok()?; // 9
+    let start_ticks = fields.nth(12)?.parse().ok()?; // 22
     let rss_pages = fields.nth(1)?.parse().ok()?; // 24
-    Some(Stat { state, ppid, pgrp, start_ticks, rss_pages })
+    Some(Stat { state, ppid, pgrp, start_ticks, rss_pages, flags })
 }
 
 /// The command name (field 2) of /proc/<pid>/stat content.
@@ -489,6 +499,20 @@ mod tests {
         assert_eq!(found[0].identity.pid, child.id());
         assert_eq!(found[0].command, "sleep 30");
         assert_eq!(found[0].cookie.as_deref(), Some(cookie.as_str()));
+    }
+
+    #[test]
+    fn stat_fields_are_counted_after_the_last_parenthesis() {
+        let kthreadd = b"2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 25 0 0 18446744073709551615 0";
+        let stat = parse_stat(kthreadd).unwrap();
+        assert!(stat.is_kernel_thread());
+        assert_eq!((stat.ppid, stat.start_ticks, stat.rss_pages), (0, 25, 0));
+        let odd_name = b"27242 (a) b (c) R 27239 27240 17252 0 -1 4194304 101 0 0 0 0 0 0 0 20 0 1 0 1165548 3133440 383 1";
+        let stat = parse_stat(odd_name).unwrap();
+        assert!(!stat.is_kernel_thread());
+        assert_eq!((stat.state, stat.ppid, stat.pgrp), (b'R', 27239, 27240));
+        assert_eq!((stat.start_ticks, stat.rss_pages), (1165548, 383));
+        assert_eq!(stat_comm(odd_name), "a) b (c");
     }
 
     #[test]

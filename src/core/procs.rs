@@ -100,7 +100,11 @@ mod os {
             let Some(fields) = parse_stat(&stat).filter(|f| !f.is_dead()) else { continue };
             path.truncate(path.len() - "stat".len());
             path.push_str("cmdline");
-            let command = if read_proc_file(&path, &mut cmdline, 64 * 1024) && !cmdline.is_empty() {
+            // A kernel thread's cmdline is empty: not worth an open per thread.
+            let command = if !fields.is_kernel_thread()
+                && read_proc_file(&path, &mut cmdline, 64 * 1024)
+                && !cmdline.is_empty()
+            {
                 if cmdline.last() == Some(&0) {
                     cmdline.pop();
                 }
