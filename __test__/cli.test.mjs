@@ -4,7 +4,7 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import {
-  makeHome, runBg, startJob, readRegistry, checkJson, waitFor, isAlive, logBytes, waitForQuiet,
+  makeHome, runBg, startJob, readRegistry, checkJson, waitFor, isAlive, logBytes, waitForQuiet, RUN_BG,
 } from './helpers.mjs'
 
 test('a job that succeeds: ack, wait exit 0, check shows status and its lines', (t) => {
@@ -332,4 +332,27 @@ test('50 jobs started at once and ending together all land with the right status
     assert.equal(entry.exit_code, i % 4, job.jobId)
     assert.equal(entry.status, i % 4 === 0 ? 'success' : 'failed')
   })
+})
+
+test('a reader that goes away (run-bg … | head) ends run-bg quietly, as on SIGPIPE, without a panic', async (t) => {
+  const { home } = makeHome(t)
+  const { jobId } = startJob(home, ['sh', '-c', 'seq 1 200000'])
+  assert.equal(runBg(home, ['wait', jobId]).code, 0)
+  const { spawn, spawnSync } = await import('node:child_process')
+  for (const args of [['logs', jobId, '--all'], ['logs', jobId, '-n', '100000'], ['check', jobId, '-n', '100000']]) {
+    // A shell pipeline: run-bg writes into a pipe whose reader has exited.
+    const shell = spawnSync('sh', ['-c', '{ "$0" "$@" 2>"$PROC_MANAGER_HOME/err"; echo $? > "$PROC_MANAGER_HOME/status"; } | head -1', RUN_BG, ...args],
+      { env: { ...process.env, PROC_MANAGER_HOME: home }, encoding: 'utf8' })
+    assert.match(shell.stdout, /^(\d+|\S+: success .*)\n$/, args.join(' '))
+    assert.equal(fs.readFileSync(path.join(home, 'err'), 'utf8'), '', `${args.join(' ')}: nothing on stderr`)
+    assert.equal(fs.readFileSync(path.join(home, 'status'), 'utf8').trim(), '141', `${args.join(' ')}: ended by SIGPIPE`)
+    // Node's child stdio is a socketpair: closing it gives ECONNRESET, not EPIPE.
+    const reader = spawn(RUN_BG, args, { env: { ...process.env, PROC_MANAGER_HOME: home }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stderr = ''
+    reader.stderr.on('data', (d) => (stderr += d))
+    reader.stdout.once('data', () => reader.stdout.destroy())
+    const [code, signal] = await new Promise((resolve) => reader.on('close', (c, s) => resolve([c, s])))
+    assert.equal(stderr, '', `${args.join(' ')}: nothing on stderr`)
+    assert.deepEqual([code, signal], [null, 'SIGPIPE'], args.join(' '))
+  }
 })

@@ -11,6 +11,30 @@ use proc_manager::core::view::{kb_to_mb, shell_exit_code, CheckView, JobView, Pr
 use proc_manager::core::format::{self, shorten};
 use proc_manager::core::{logs, notify, procs, supervisor, Error, Result};
 use std::io::Write;
+
+/// `println!` for the CLI's results: once nobody reads them any more (a closed
+/// pipe, or a closed socketpair as Node's child stdio is), end quietly the way
+/// `seq 1 1000000 | head -1` ends `seq`, instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => { emit_line(format_args!($($arg)*)) };
+}
+
+fn emit_line(args: std::fmt::Arguments) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|_| out.write_all(b"\n")) {
+        stdout_failed(e);
+    }
+}
+
+/// A failed write to stdout: the reader is gone, or stdout itself is broken.
+fn stdout_failed(error: std::io::Error) -> ! {
+    if matches!(error.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset) {
+        // Die of SIGPIPE (default disposition in the CLI), as on a closed pipe.
+        unsafe { libc::raise(libc::SIGPIPE) };
+    }
+    eprintln!("run-bg: cannot write to stdout: {error}");
+    std::process::exit(1)
+}
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -218,6 +242,10 @@ fn main() {
         Some("__announce") | Some("__deliver") | Some("__watch") => std::process::exit(background_main(&args)),
         _ => {}
     }
+    // As a command-line tool, end quietly when the reader goes away
+    // (`run-bg list | head`), as Unix tools do, instead of panicking on EPIPE.
+    // Every subcommand has done its work before it prints.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let code = match run(&args) {
         Ok(code) => code,
         Err(e) => {
@@ -300,8 +328,9 @@ fn parse_dur(flag: &str, text: &Option<String>) -> Result<Option<Duration>> {
 
 fn print_json<T: serde::Serialize>(value: &T) {
     let mut out = std::io::stdout().lock();
-    let _ = serde_json::to_writer(&mut out, value);
-    let _ = out.write_all(b"\n");
+    if let Err(e) = serde_json::to_writer(&mut out, value).map_err(std::io::Error::from).and_then(|_| out.write_all(b"\n")) {
+        stdout_failed(e);
+    }
 }
 
 fn run_start(cli: StartCli) -> Result<i32> {
@@ -352,7 +381,7 @@ fn run_start(cli: StartCli) -> Result<i32> {
             "label": started.label, "status": "running",
         }));
     } else {
-        println!("{}", format::ack_line(&started.job_id, started.pid, &started.command));
+        outln!("{}", format::ack_line(&started.job_id, started.pid, &started.command));
     }
     Ok(0)
 }
@@ -373,7 +402,7 @@ fn print_check(check: &CheckResult, json: bool) {
         });
         return;
     }
-    println!("{}", format::check_text(check));
+    outln!("{}", format::check_text(check));
 }
 
 fn run_sub(command: Sub) -> Result<i32> {
@@ -394,10 +423,10 @@ fn run_sub(command: Sub) -> Result<i32> {
             if json.json {
                 print_json(&jobs.iter().map(JobView::from).collect::<Vec<_>>());
             } else if jobs.is_empty() {
-                println!("no jobs{}", if all { "" } else { " running or ended within the hour (--all for every job)" });
+                outln!("no jobs{}", if all { "" } else { " running or ended within the hour (--all for every job)" });
             } else {
                 for line in format::list_text(&jobs) {
-                    println!("{line}");
+                    outln!("{line}");
                 }
             }
             Ok(0)
@@ -412,9 +441,9 @@ fn run_sub(command: Sub) -> Result<i32> {
                 }));
             } else {
                 for job in &outcome.jobs {
-                    println!("{}", format::header(job, ""));
+                    outln!("{}", format::header(job, ""));
                     if let Some(line) = format::lingering_line(job, &context.lingering(job)) {
-                        println!("{line}");
+                        outln!("{line}");
                     }
                 }
             }
@@ -446,7 +475,7 @@ fn run_sub(command: Sub) -> Result<i32> {
                 match result {
                     Ok(outcome) => {
                         if !json.json {
-                            println!("{}", outcome.message);
+                            outln!("{}", outcome.message);
                         }
                         views.push(serde_json::json!({
                             "jobId": outcome.job.id, "status": outcome.job.status.as_str(),
@@ -463,7 +492,7 @@ fn run_sub(command: Sub) -> Result<i32> {
             if json.json {
                 print_json(&views);
             } else if views.is_empty() {
-                println!("no running jobs to kill");
+                outln!("no running jobs to kill");
             }
             Ok(if failed { 1 } else { 0 })
         }
@@ -489,24 +518,24 @@ fn run_sub(command: Sub) -> Result<i32> {
                 }));
             } else {
                 if report.found.is_empty() && report.orphaned_jobs.is_empty() {
-                    println!("no orphans: no process of an ended job is running");
+                    outln!("no orphans: no process of an ended job is running");
                 }
                 for job in &report.orphaned_jobs {
-                    println!("orphaned job {}: supervisor gone, processes still running · {}", job.id, shorten(&job.command, 60));
+                    outln!("orphaned job {}: supervisor gone, processes still running · {}", job.id, shorten(&job.command, 60));
                 }
                 for o in &report.killed {
-                    println!("killed: pid {} {} (job {}, {})", o.process.identity.pid, shorten(&o.process.command, 60), o.job_id, o.job_status);
+                    outln!("killed: pid {} {} (job {}, {})", o.process.identity.pid, shorten(&o.process.command, 60), o.job_id, o.job_status);
                 }
                 if !kill {
                     for o in &report.found {
-                        println!("pid {} {} (job {}, {})", o.process.identity.pid, shorten(&o.process.command, 60), o.job_id, o.job_status);
+                        outln!("pid {} {} (job {}, {})", o.process.identity.pid, shorten(&o.process.command, 60), o.job_id, o.job_status);
                     }
                     if !report.found.is_empty() {
-                        println!("run `run-bg orphans --kill` to remove them");
+                        outln!("run `run-bg orphans --kill` to remove them");
                     }
                 }
                 for (o, why) in &report.failed {
-                    println!("failed: pid {} {} (job {}): {why}", o.process.identity.pid, shorten(&o.process.command, 60), o.job_id);
+                    outln!("failed: pid {} {} (job {}): {why}", o.process.identity.pid, shorten(&o.process.command, 60), o.job_id);
                 }
             }
             Ok(if report.failed.is_empty() { 0 } else { 1 })
@@ -517,7 +546,7 @@ fn run_sub(command: Sub) -> Result<i32> {
                 print_json(&serde_json::json!({ "lines": lines }));
             } else {
                 for line in &lines {
-                    println!("{line}");
+                    outln!("{line}");
                 }
             }
             Ok(0)
@@ -535,14 +564,12 @@ fn run_sub(command: Sub) -> Result<i32> {
                     })).collect::<Vec<_>>(),
                 }));
             } else {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{:>7} {:>7} {:>8}  COMMAND", "PID", "PPID", "RSS MiB");
+                outln!("{:>7} {:>7} {:>8}  COMMAND", "PID", "PPID", "RSS MiB");
                 for p in &shown {
                     let mark = if p.is_mcp { "[mcp] " } else { "" };
-                    let _ = writeln!(out, "{:>7} {:>7} {:>8.1}  {mark}{}", p.pid, p.ppid, p.memory_mb, shorten(&p.command, 100));
+                    outln!("{:>7} {:>7} {:>8.1}  {mark}{}", p.pid, p.ppid, p.memory_mb, shorten(&p.command, 100));
                 }
-                let _ = writeln!(
-                    out,
+                outln!(
                     "{} process(es){}, {:.1} MiB resident in all",
                     shown.len(),
                     if mcp { " matching mcp_patterns" } else { "" },
@@ -557,7 +584,7 @@ fn run_sub(command: Sub) -> Result<i32> {
             if json.json {
                 print_json(&serde_json::json!({ "removed": removed }));
             } else {
-                println!("removed {} finished job(s)", removed.len());
+                outln!("removed {} finished job(s)", removed.len());
             }
             Ok(0)
         }
@@ -569,9 +596,9 @@ fn run_sub(command: Sub) -> Result<i32> {
                     "lost": lost.iter().map(JobView::from).collect::<Vec<_>>(),
                 }));
             } else {
-                println!("{} orphaned, {} lost", orphaned.len(), lost.len());
+                outln!("{} orphaned, {} lost", orphaned.len(), lost.len());
                 for job in orphaned.iter().chain(&lost) {
-                    println!("{}", format::header(job, ""));
+                    outln!("{}", format::header(job, ""));
                 }
             }
             Ok(0)
@@ -599,11 +626,15 @@ fn run_logs(context: &Context, id: &str, lines: Option<usize>, all: bool, follow
     }
     let mut out = std::io::stdout().lock();
     if all {
-        logs::copy_all(&log, &mut out).map_err(|e| Error::io("read log", &log, e))?;
+        logs::copy_all(&log, &mut out).map_err(|e| match e.kind() {
+            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => stdout_failed(e),
+            _ => Error::io("read log", &log, e),
+        })?;
     } else {
         for line in logs::tail_lines(&log, lines.unwrap_or(100), |_| true) {
-            let _ = out.write_all(&line);
-            let _ = out.write_all(b"\n");
+            if let Err(e) = out.write_all(&line).and_then(|_| out.write_all(b"\n")) {
+                stdout_failed(e);
+            }
         }
     }
     let _ = out.flush();
@@ -634,7 +665,9 @@ fn follow_log(context: &Context, job: &Job, log: &std::path::Path, out: &mut dyn
                     if n == 0 {
                         break;
                     }
-                    out.write_all(&buffer[..n]).map_err(|e| Error::io("write", "stdout", e))?;
+                    if let Err(e) = out.write_all(&buffer[..n]) {
+                        stdout_failed(e);
+                    }
                     progressed = true;
                 }
                 let _ = out.flush();
