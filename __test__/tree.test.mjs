@@ -116,6 +116,42 @@ test('a job whose supervisor and processes are all gone is lost', async (t) => {
   assert.match(check.error, /no exit status was recorded/)
 })
 
+test('leftovers that dropped the cookie are still the job\'s while its supervisor lives: shown, and killed', async (t) => {
+  const { home } = makeHome(t)
+  // One stays in the group, one leaves it with setsid; neither carries PROC_MANAGER_JOB.
+  const { jobId } = startJob(home, ['sh', '-c',
+    '(env -u PROC_MANAGER_JOB sleep 604 &); (env -u PROC_MANAGER_JOB setsid sleep 605 &); echo bye'])
+  assert.equal(runBg(home, ['wait', jobId]).code, 0)
+  const check = await waitFor(() => {
+    const c = checkJson(home, jobId)
+    return c.lingering.length === 2 ? c : null
+  }, { what: 'the two cookie-less leftovers' })
+  assert.deepEqual(check.lingering.map((p) => p.command).sort(), ['sleep 604', 'sleep 605'])
+  assert.equal(cookieProcesses(jobId).length, 0, 'they really carry no cookie')
+  const survivors = check.lingering.map((p) => ({ pid: p.pid, start: processStart(p.pid) }))
+  t.after(() => survivors.forEach((p) => killPid(p.pid)))
+  const kill = runBg(home, ['kill', jobId, '--grace', '2s'])
+  assert.match(kill.stdout, /had already ended \(success\); removed the processes it left running/)
+  assert.deepEqual(anySurvivor(survivors), [])
+})
+
+test('kill --all also removes what ended jobs left running', async (t) => {
+  const { home } = makeHome(t)
+  const ended = startJob(home, ['sh', '-c', 'sleep 606 & echo bye'], ['--owner', 'c'])
+  const other = startJob(home, ['sh', '-c', 'sleep 607 & echo bye'], ['--owner', 'd'])
+  runBg(home, ['wait', ended.jobId, other.jobId])
+  const leftovers = await waitFor(() => {
+    const found = [...cookieProcesses(ended.jobId), ...cookieProcesses(other.jobId)]
+    return found.length === 2 ? found : null
+  }, { what: 'both leftovers' })
+  const kill = runBg(home, ['kill', '--all', '--owner', 'c', '--json'])
+  assert.equal(kill.code, 0, kill.stderr)
+  assert.deepEqual(JSON.parse(kill.stdout).map((r) => r.jobId), [ended.jobId])
+  assert.deepEqual(cookieProcesses(ended.jobId), [], "c's leftover is gone")
+  assert.equal(anySurvivor(leftovers).length, 1, "d's leftover runs on")
+  assert.equal(checkJson(home, ended.jobId).status, 'success', 'the recorded outcome stays')
+})
+
 test('kill --all --owner kills that owner\'s jobs and leaves the others alone', async (t) => {
   const { home } = makeHome(t)
   const a1 = startJob(home, ['sleep', '600'], ['--owner', 'a'])

@@ -1,23 +1,67 @@
-//! Signalling a job's tree: its process group plus every process that carries
+//! Signalling a job's tree: its process group, every process that carries
 //! the job's cookie (descendants that left the group with setsid or a double
-//! fork). Each process is signalled by identity, never by a bare pid.
+//! fork), and, while its supervisor lives, everything below the supervisor.
+//! Each process is signalled by identity, never by a bare pid.
 
-use super::job::ProcessIdentity;
-use super::procinfo::{self, ProcessEntry, SignalOutcome};
+use super::job::{Job, ProcessIdentity};
+use super::procinfo::{self, ProcessEntry, Row, SignalOutcome};
+use std::collections::{HashMap, HashSet};
 
-/// A job's live processes. The group (whose id is the main process's pid)
-/// counts only while it is provably the job's: its leader is still the
-/// recorded main process, or a member carries the job's cookie.
-pub fn job_tree(main: Option<ProcessIdentity>, job_id: &str) -> (Vec<ProcessEntry>, bool) {
-    let pgid = main.map(|m| m.pid);
-    let entries = procinfo::job_processes(pgid, job_id);
-    let group_is_ours = main.is_some_and(|m| procinfo::is_same_process_alive(&m))
-        || entries.iter().any(|e| Some(e.pgid) == pgid && e.cookie.as_deref() == Some(job_id));
-    if group_is_ours {
-        (entries, true)
-    } else {
-        (entries.into_iter().filter(|e| e.cookie.as_deref() == Some(job_id)).collect(), false)
+/// What tells a job's processes apart from the rest.
+#[derive(Debug, Clone, Copy)]
+pub struct Tree<'a> {
+    pub job_id: &'a str,
+    pub main: Option<ProcessIdentity>,
+    pub supervisor: Option<ProcessIdentity>,
+}
+
+impl<'a> Tree<'a> {
+    pub fn of(job: &'a Job) -> Tree<'a> {
+        Tree { job_id: &job.id, main: job.main, supervisor: job.supervisor }
     }
+}
+
+/// A job's live processes, and whether its process group (whose id is the
+/// main process's pid) is provably the job's: its leader is still the
+/// recorded main process, or a member carries the job's cookie.
+pub fn job_tree(tree: Tree) -> (Vec<ProcessEntry>, bool) {
+    let rows = procinfo::table();
+    let pgid = tree.main.map(|m| m.pid);
+    let ours = |r: &Row| r.cookie.as_deref() == Some(tree.job_id);
+    let group_is_ours = tree.main.is_some_and(|m| procinfo::is_same_process_alive(&m))
+        || rows.iter().any(|r| Some(r.pgid) == pgid && ours(r));
+    let mut members: HashSet<u32> =
+        rows.iter().filter(|r| ours(r) || (group_is_ours && Some(r.pgid) == pgid)).map(|r| r.identity.pid).collect();
+    members.extend(supervised(&rows, tree.supervisor));
+    let entries = rows.iter().filter(|r| members.contains(&r.identity.pid)).map(Row::entry).collect();
+    (entries, group_is_ours)
+}
+
+/// Everything below a live supervisor: as a child subreaper it adopts every
+/// orphan among the job's descendants, so this finds those that dropped the
+/// cookie from their environment too. Its helpers (the notifier) and other
+/// jobs' supervisors carry the supervisor mark; they and what runs under
+/// them are not this job's.
+fn supervised(rows: &[Row], supervisor: Option<ProcessIdentity>) -> Vec<u32> {
+    let Some(supervisor) = supervisor else { return Vec::new() };
+    // The table leaves out the caller, which may be the supervisor itself.
+    let alive = supervisor.pid == std::process::id() || rows.iter().any(|r| r.identity == supervisor);
+    if !alive {
+        return Vec::new();
+    }
+    let mut children: HashMap<u32, Vec<&Row>> = HashMap::new();
+    for row in rows {
+        children.entry(row.ppid).or_default().push(row);
+    }
+    let mut found = Vec::new();
+    let mut queue = vec![supervisor.pid];
+    while let Some(parent) = queue.pop() {
+        for child in children.get(&parent).into_iter().flatten().filter(|c| !c.helper) {
+            found.push(child.identity.pid);
+            queue.push(child.identity.pid);
+        }
+    }
+    found
 }
 
 #[derive(Debug, Default, Clone)]
@@ -29,22 +73,22 @@ pub struct TreeSignalReport {
 }
 
 /// Sends `signal` to every live process of the job. Returns who got it.
-pub fn signal_tree(main: Option<ProcessIdentity>, job_id: &str, signal: i32) -> TreeSignalReport {
+pub fn signal_tree(tree: Tree, signal: i32) -> TreeSignalReport {
     // The group first, before the slower pass over /proc: while the main
     // process is the recorded one, its group is the job's.
-    let group_signalled = match main {
+    let group_signalled = match tree.main {
         Some(m) if procinfo::is_same_process_alive(&m) => {
             (unsafe { libc::killpg(m.pid as libc::pid_t, signal) }) == 0
         }
         _ => false,
     };
-    let (tree, group_is_ours) = job_tree(main, job_id);
+    let (processes, group_is_ours) = job_tree(tree);
     let mut report = TreeSignalReport::default();
-    if let (true, false, Some(main)) = (group_is_ours, group_signalled, main) {
+    if let (true, false, Some(main)) = (group_is_ours, group_signalled, tree.main) {
         // One atomic signal to the group also reaches members forked since the scan.
         unsafe { libc::killpg(main.pid as libc::pid_t, signal) };
     }
-    for entry in tree {
+    for entry in processes {
         match procinfo::signal_process(&entry.identity, signal) {
             SignalOutcome::Sent => report.sent.push(entry),
             SignalOutcome::Gone => {}
@@ -56,6 +100,6 @@ pub fn signal_tree(main: Option<ProcessIdentity>, job_id: &str, signal: i32) -> 
 }
 
 /// True while any process of the job is alive (zombies do not count).
-pub fn tree_alive(main: Option<ProcessIdentity>, job_id: &str) -> bool {
-    !job_tree(main, job_id).0.is_empty()
+pub fn tree_alive(tree: Tree) -> bool {
+    !job_tree(tree).0.is_empty()
 }

@@ -8,6 +8,7 @@ use super::procinfo::{self, ProcessEntry, SignalOutcome};
 use super::registry::{write_json_file, Registry};
 use super::supervisor::{KillRequest, KILL_REQUEST_FILE};
 use super::duration::format_duration_ms;
+use super::kill::Tree;
 use super::{digest, kill, notify, now_ms, spawn, text, Error, Result};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
@@ -145,7 +146,7 @@ impl Context {
             return Ok(job);
         }
         let being_killed = self.home.job_dir(&job.id).join(KILL_REQUEST_FILE).exists();
-        let verdict = if kill::tree_alive(job.main, &job.id) {
+        let verdict = if kill::tree_alive(Tree::of(&job)) {
             JobStatus::Orphaned
         } else if being_killed {
             JobStatus::Killed // an orphan we were killing: gone because of us
@@ -211,7 +212,7 @@ impl Context {
                 procinfo::wait_for_exit(&main, Duration::from_secs(5));
                 continue;
             }
-            if !kill::tree_alive(job.main, id) {
+            if !kill::tree_alive(Tree::of(&job)) {
                 self.reconcile_job(job)?;
                 return Ok(());
             }
@@ -262,7 +263,7 @@ impl Context {
         let tail = tail_job_log(&job, query);
         // One pass over /proc serves both: the live tree's cost, and what lingers.
         let tree = if !job.status.is_final() || self.lingering_possible(&job) {
-            kill::job_tree(job.main, &job.id).0
+            kill::job_tree(Tree::of(&job)).0
         } else {
             Vec::new()
         };
@@ -357,7 +358,7 @@ impl Context {
             let limit = grace + Duration::from_secs(10);
             if job.status.is_final() {
                 wait_until(limit, Duration::from_millis(20), || {
-                    lingering.iter().all(|p| !procinfo::is_same_process_alive(p)) && !kill::tree_alive(job.main, id)
+                    lingering.iter().all(|p| !procinfo::is_same_process_alive(p)) && !kill::tree_alive(Tree::of(&job))
                 });
             } else {
                 wait_until(limit, Duration::from_millis(5), || {
@@ -389,8 +390,9 @@ impl Context {
         Ok(KillOutcome { job, signalled: false, message })
     }
 
-    /// Kills every running or orphaned job (of `owner`, when given) at once,
-    /// so their grace periods overlap instead of adding up.
+    /// Kills every running or orphaned job, and every ended job whose
+    /// processes live on (of `owner`, when given), at once, so their grace
+    /// periods overlap instead of adding up.
     pub fn kill_all(
         &self,
         owner: Option<&str>,
@@ -398,7 +400,12 @@ impl Context {
         force: bool,
     ) -> Result<Vec<std::result::Result<KillOutcome, (String, Error)>>> {
         let filter = ListFilter { all: true, owner: owner.map(str::to_string), status: None };
-        let targets: Vec<Job> = self.list(&filter)?.into_iter().filter(|j| !j.status.is_final()).collect();
+        // Ended jobs whose processes live on are part of "everything I started".
+        let targets: Vec<Job> = self
+            .list(&filter)?
+            .into_iter()
+            .filter(|j| !j.status.is_final() || !self.lingering(j).is_empty())
+            .collect();
         Ok(std::thread::scope(|scope| {
             let handles: Vec<_> = targets
                 .iter()
@@ -442,7 +449,7 @@ impl Context {
     /// Without a supervisor we signal the tree ourselves, each process by identity.
     fn kill_orphaned(&self, job: Job, grace: Duration, force: bool) -> Result<KillOutcome> {
         self.note_kill_request(&job.id, grace, force)?;
-        let count = terminate_tree(job.main, &job.id, grace, force);
+        let count = terminate_tree(Tree::of(&job), grace, force);
         let stored = self.change_status(&job.id, mark_killed)?;
         let message = format!("killed orphaned job {} ({count} process(es) signalled)", stored.id);
         Ok(KillOutcome { message, signalled: true, job: stored })
@@ -461,7 +468,7 @@ impl Context {
     /// whose supervisor is gone). Empty for a job still running normally.
     pub fn lingering(&self, job: &Job) -> Vec<ProcessEntry> {
         if (job.status.is_final() && self.lingering_possible(job)) || job.status == JobStatus::Orphaned {
-            kill::job_tree(job.main, &job.id).0
+            kill::job_tree(Tree::of(job)).0
         } else {
             Vec::new()
         }
@@ -527,15 +534,15 @@ fn mark_killed(job: &mut Job) -> bool {
 
 /// SIGTERM to the job's tree, SIGKILL to what is left after `grace` (at once
 /// with `force`). Returns how many processes were signalled.
-fn terminate_tree(main: Option<ProcessIdentity>, job_id: &str, grace: Duration, force: bool) -> usize {
+fn terminate_tree(tree: Tree, grace: Duration, force: bool) -> usize {
     let mut signalled = 0;
     if !force {
-        signalled += kill::signal_tree(main, job_id, libc::SIGTERM).sent.len();
-        wait_until(grace, Duration::from_millis(20), || !kill::tree_alive(main, job_id));
+        signalled += kill::signal_tree(tree, libc::SIGTERM).sent.len();
+        wait_until(grace, Duration::from_millis(20), || !kill::tree_alive(tree));
     }
     let stubborn_deadline = Instant::now() + Duration::from_secs(2);
-    while kill::tree_alive(main, job_id) && Instant::now() < stubborn_deadline {
-        signalled += kill::signal_tree(main, job_id, libc::SIGKILL).sent.len();
+    while kill::tree_alive(tree) && Instant::now() < stubborn_deadline {
+        signalled += kill::signal_tree(tree, libc::SIGKILL).sent.len();
         std::thread::sleep(Duration::from_millis(10));
     }
     signalled

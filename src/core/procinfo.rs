@@ -3,6 +3,7 @@
 //! signalling one process without ever hitting a stranger.
 
 use super::job::ProcessIdentity;
+use super::supervisor::SUPERVISOR_MARK;
 use std::time::Duration;
 
 /// Environment variable every process of a job inherits; its value is the job id.
@@ -211,14 +212,41 @@ fn page_kb() -> u64 {
     (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1024) as u64) / 1024
 }
 
-/// Every live process except the caller, in one pass. `wanted` decides, from
-/// (pid, pgid, cookie), which entries to keep; only those get their command read.
+/// A live process as one pass over the process table sees it, before its
+/// command line is read (that is done only for the processes kept).
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub identity: ProcessIdentity,
+    pub ppid: u32,
+    pub pgid: u32,
+    /// The job id from `PROC_MANAGER_JOB`, when the environment was read and carries one.
+    pub cookie: Option<String>,
+    /// Carries `PROC_MANAGER_SUPERVISOR`: a supervisor or one of proc-manager's
+    /// helpers (notifier, announcer), never a job's own process.
+    pub helper: bool,
+    pub rss_kb: u64,
+}
+
+impl Row {
+    pub fn entry(&self) -> ProcessEntry {
+        ProcessEntry {
+            identity: self.identity,
+            ppid: self.ppid,
+            pgid: self.pgid,
+            command: command_line(self.identity.pid),
+            cookie: self.cookie.clone(),
+            rss_kb: self.rss_kb,
+        }
+    }
+}
+
+/// Every live (non-zombie) process except the caller, in one pass.
 #[cfg(target_os = "linux")]
-pub fn scan(mut wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<ProcessEntry> {
+pub fn table() -> Vec<Row> {
     let me = std::process::id();
-    let mut found = Vec::new();
+    let mut rows = Vec::new();
     let mut environ = Vec::with_capacity(8192);
-    let Ok(entries) = std::fs::read_dir("/proc") else { return found };
+    let Ok(entries) = std::fs::read_dir("/proc") else { return rows };
     for entry in entries.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
         if pid == me {
@@ -229,27 +257,32 @@ pub fn scan(mut wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<Proce
             continue;
         }
         // Only this user's processes have a readable environment.
-        let cookie = read_proc_file(&format!("/proc/{pid}/environ"), &mut environ, 1 << 20)
-            .then(|| cookie_in(&environ))
-            .flatten();
-        if !wanted(pid, stat.pgrp, cookie.as_deref()) {
-            continue;
-        }
-        found.push(ProcessEntry {
+        let readable = read_proc_file(&format!("/proc/{pid}/environ"), &mut environ, 1 << 20);
+        rows.push(Row {
             identity: ProcessIdentity { pid, start_ticks: stat.start_ticks },
             ppid: stat.ppid,
             pgid: stat.pgrp,
-            command: command_line(pid),
-            cookie,
+            cookie: readable.then(|| cookie_in(&environ)).flatten(),
+            helper: readable && env_entry(&environ, SUPERVISOR_MARK).is_some(),
             rss_kb: stat.rss_pages * page_kb(),
         });
     }
-    found
+    rows
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn scan(wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<ProcessEntry> {
-    portable::scan(wanted)
+pub fn table() -> Vec<Row> {
+    portable::table()
+}
+
+/// The live processes `wanted` keeps, judged from (pid, pgid, cookie), with
+/// their command lines.
+pub fn scan(mut wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<ProcessEntry> {
+    table()
+        .iter()
+        .filter(|r| wanted(r.identity.pid, r.pgid, r.cookie.as_deref()))
+        .map(Row::entry)
+        .collect()
 }
 
 /// Without /proc (macOS): the process table from sysinfo, the process group
@@ -257,7 +290,7 @@ pub fn scan(wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<ProcessEn
 /// so the identity check tells apart any pid reuse but one within that second.
 #[cfg(not(target_os = "linux"))]
 pub(crate) mod portable {
-    use super::{ProcessEntry, ProcessIdentity, JOB_COOKIE};
+    use super::{ProcessIdentity, Row, JOB_COOKIE, SUPERVISOR_MARK};
     use sysinfo::{Process, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
 
     pub enum Reads {
@@ -323,10 +356,10 @@ pub(crate) mod portable {
             .collect()
     }
 
-    pub fn scan(mut wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<ProcessEntry> {
+    pub fn table() -> Vec<Row> {
         let me = std::process::id();
         let Some(system) = all_processes() else { return Vec::new() };
-        let mut found = Vec::new();
+        let mut rows = Vec::new();
         for p in system.processes().values() {
             let pid = p.pid().as_u32();
             let Some(identity) = identity(pid, p).filter(|_| pid != me) else { continue };
@@ -334,20 +367,16 @@ pub(crate) mod portable {
             if pgid < 0 {
                 continue; // gone meanwhile
             }
-            let cookie = env_value(p, JOB_COOKIE);
-            if !wanted(pid, pgid as u32, cookie.as_deref()) {
-                continue;
-            }
-            found.push(ProcessEntry {
+            rows.push(Row {
                 identity,
                 ppid: p.parent().map_or(0, |pp| pp.as_u32()),
                 pgid: pgid as u32,
-                command: command(p),
-                cookie,
+                cookie: env_value(p, JOB_COOKIE),
+                helper: env_value(p, SUPERVISOR_MARK).is_some(),
                 rss_kb: p.memory() / 1024,
             });
         }
-        found
+        rows
     }
 }
 

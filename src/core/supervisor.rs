@@ -13,7 +13,8 @@ use super::paths::Home;
 use super::procinfo::{self, JOB_COOKIE};
 use super::launch::{self, LaunchSpec};
 use super::registry::Registry;
-use super::{kill, notify, now_ms, Error, Result};
+use super::kill::{self, Tree};
+use super::{notify, now_ms, Error, Result};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -517,7 +518,7 @@ impl Supervisor {
     /// inside this job and adopted by us, and our notifier are left alone.
     /// Returns whether anything was left to signal.
     fn signal_everything(&self, signal: i32) -> bool {
-        let mut any = !kill::signal_tree(self.job.main, &self.job.id, signal).sent.is_empty();
+        let mut any = !kill::signal_tree(Tree::of(&self.job), signal).sent.is_empty();
         for child in self.adopted_children() {
             any |= matches!(procinfo::signal_process(&child, signal), procinfo::SignalOutcome::Sent);
         }
@@ -536,7 +537,7 @@ impl Supervisor {
     /// Whether any process of the job is left: its tree, or a descendant
     /// re-parented to us (see `signal_everything`).
     fn anything_left(&self) -> bool {
-        kill::tree_alive(self.job.main, &self.job.id) || !self.adopted_children().is_empty()
+        kill::tree_alive(Tree::of(&self.job)) || !self.adopted_children().is_empty()
     }
 
     fn advance_timers(&mut self) {
