@@ -45,11 +45,12 @@ impl Registry {
         match read_registry(&path) {
             Ok(jobs) => Ok(jobs),
             Err(ReadFailure::Io(e)) => Err(Error::io("read registry", path, e)),
-            // Recovery moves the file aside, so it must happen under the lock.
-            Err(ReadFailure::Corrupt(_)) => self.update(|_| ()).and_then(|_| match read_registry(&path) {
+            // Recovery rewrites the file, so it must happen under the lock.
+            Err(ReadFailure::Corrupt(_) | ReadFailure::Missing) => self.update(|_| ()).and_then(|_| match read_registry(&path) {
                 Ok(jobs) => Ok(jobs),
                 Err(ReadFailure::Io(e)) => Err(Error::io("read registry", path.clone(), e)),
                 Err(ReadFailure::Corrupt(why)) => Err(Error::Other(format!("registry still unreadable: {why}"))),
+                Err(ReadFailure::Missing) => Ok(Vec::new()),
             }),
         }
     }
@@ -66,6 +67,7 @@ impl Registry {
             Ok(jobs) => jobs,
             Err(ReadFailure::Io(e)) => return Err(Error::io("read registry", path, e)),
             Err(ReadFailure::Corrupt(reason)) => self.recover_corrupt(&path, &reason)?,
+            Err(ReadFailure::Missing) => self.recover_missing(&path),
         };
         let result = change(&mut jobs);
         let evicted = self.evict_over_cap(&mut jobs);
@@ -127,6 +129,32 @@ impl Registry {
     fn recover_corrupt(&self, path: &Path, reason: &str) -> Result<Vec<Job>> {
         let aside = path.with_file_name(format!("jobs.json.corrupt-{}", now_ms()));
         std::fs::rename(path, &aside).map_err(|e| Error::io("move aside corrupt registry", path, e))?;
+        let jobs = self.jobs_from_job_dirs();
+        eprintln!(
+            "run-bg: warning: {} could not be read ({reason}); moved it to {} and rebuilt {} job(s) from the job directories",
+            path.display(),
+            aside.display(),
+            jobs.len()
+        );
+        Ok(jobs)
+    }
+
+    /// A registry deleted while jobs exist: rebuilt the same way. (The very
+    /// first job's directory is made before its record, so it finds none.)
+    fn recover_missing(&self, path: &Path) -> Vec<Job> {
+        let jobs = self.jobs_from_job_dirs();
+        if !jobs.is_empty() {
+            eprintln!(
+                "run-bg: warning: {} was missing; rebuilt {} job(s) from the job directories",
+                path.display(),
+                jobs.len()
+            );
+        }
+        jobs
+    }
+
+    /// Every job recorded in `jobs/<id>/job.json`, oldest first.
+    fn jobs_from_job_dirs(&self) -> Vec<Job> {
         let mut jobs: Vec<Job> = Vec::new();
         if let Ok(entries) = std::fs::read_dir(self.home.jobs_dir()) {
             for entry in entries.flatten() {
@@ -139,13 +167,7 @@ impl Registry {
             }
         }
         jobs.sort_by(|a, b| a.started_at.cmp(&b.started_at).then_with(|| a.id.cmp(&b.id)));
-        eprintln!(
-            "run-bg: warning: {} could not be read ({reason}); moved it to {} and rebuilt {} job(s) from the job directories",
-            path.display(),
-            aside.display(),
-            jobs.len()
-        );
-        Ok(jobs)
+        jobs
     }
 
     /// Drops the oldest finished jobs beyond `max_jobs`. A job whose main process
@@ -193,12 +215,18 @@ impl Registry {
 enum ReadFailure {
     Io(std::io::Error),
     Corrupt(String),
+    /// No registry file, but job directories exist: it was deleted.
+    Missing,
 }
 
 fn read_registry(path: &Path) -> std::result::Result<Vec<Job>, ReadFailure> {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let jobs_dir = path.with_file_name("jobs");
+            let any_job = std::fs::read_dir(jobs_dir).is_ok_and(|mut d| d.any(|e| e.is_ok_and(|e| e.path().join("job.json").exists())));
+            return if any_job { Err(ReadFailure::Missing) } else { Ok(Vec::new()) };
+        }
         Err(e) => return Err(ReadFailure::Io(e)),
     };
     let file: RegistryFile = serde_json::from_slice(&bytes).map_err(|e| ReadFailure::Corrupt(e.to_string()))?;
@@ -361,6 +389,21 @@ mod tests {
             .collect();
         assert_eq!(aside.len(), 1);
         assert_eq!(std::fs::read(aside[0].path()).unwrap(), b"{\"version\":1,\"jobs\":[{trunc");
+    }
+
+    #[test]
+    fn a_deleted_registry_is_rebuilt_from_job_copies_but_a_fresh_home_starts_empty() {
+        let (_dir, home) = home();
+        let registry = Registry::new(&home, 10);
+        std::fs::create_dir_all(home.job_dir("first")).unwrap();
+        assert_eq!(registry.load().unwrap(), vec![], "a job directory without its record yet is no registry");
+        let running = job("first", JobStatus::Running, 5);
+        registry.upsert(&running).unwrap();
+        std::fs::remove_file(home.registry_path()).unwrap();
+
+        assert_eq!(registry.load().unwrap(), vec![running.clone()]);
+        assert!(home.registry_path().exists(), "written back");
+        assert_eq!(registry.get("first").unwrap(), running);
     }
 
     #[test]
