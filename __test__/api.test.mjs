@@ -93,6 +93,17 @@ test('listJobs filters by status and owner; killJob and killAll by owner', async
   assert.equal(again.signalled, false)
 })
 
+test('killJob and killAll work with a broken config.json (defaults); other calls refuse it', async (t) => {
+  const { home } = useHome(t)
+  const one = pm.runBackground('sleep', { args: ['600'] })
+  const two = pm.runBackground('sleep', { args: ['600'] })
+  fs.writeFileSync(path.join(home, 'config.json'), '{ not json')
+  assert.throws(() => pm.listJobs(), /config\.json: not valid JSON/)
+  assert.equal((await pm.killJob(one.jobId)).status, 'killed')
+  assert.deepEqual((await pm.killAll()).map((r) => [r.jobId, r.status]), [[two.jobId, 'killed']])
+  assert.ok(!isAlive(one.pid) && !isAlive(two.pid))
+})
+
 test('waitJob with timeoutMs resolves timedOut while the job runs on', async (t) => {
   useHome(t)
   const job = pm.runBackground('sleep 30')

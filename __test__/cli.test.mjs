@@ -304,6 +304,19 @@ test('an unreadable config.json names the wrong key and starts nothing', (t) => 
   assert.deepEqual(readRegistry(home), [])
 })
 
+test('a config.json broken while jobs run never blocks killing them: defaults, with a warning', (t) => {
+  const { home } = makeHome(t)
+  const { jobId, pid } = startJob(home, ['sleep', '600'])
+  fs.writeFileSync(path.join(home, 'config.json'), '{ "kill": { "grace_ms": "soon" } }')
+  assert.equal(runBg(home, ['list']).code, 2, 'other commands still refuse it')
+  const kill = runBg(home, ['kill', jobId])
+  assert.equal(kill.code, 0, kill.stderr)
+  assert.match(kill.stderr, /^run-bg: warning: config file .*config\.json.*grace_ms.*; killing with the default settings$/m)
+  assert.ok(!isAlive(pid))
+  fs.writeFileSync(path.join(home, 'config.json'), '{}')
+  assert.equal(checkJson(home, jobId).status, 'killed')
+})
+
 test('50 jobs started at once and ending together all land with the right status', async (t) => {
   const { home } = makeHome(t, { registry: { max_jobs: 200 } })
   const go = path.join(home, 'go')

@@ -25,7 +25,15 @@ fn to_js_error(error: crate::core::Error) -> napi::Error {
 }
 
 fn context() -> Result<Context> {
-    let context = Context::load().map_err(to_js_error)?;
+    with_runner(Context::load().map_err(to_js_error)?)
+}
+
+/// See `Context::load_for_kill`: a broken config.json never blocks a kill.
+fn context_for_kill() -> Result<Context> {
+    with_runner(Context::load_for_kill().map_err(to_js_error)?)
+}
+
+fn with_runner(context: Context) -> Result<Context> {
     // Without the binary the API still reads jobs; starting one reports the problem.
     Ok(match supervisor_exe() {
         Ok(exe) => context.with_runner(exe),
@@ -433,7 +441,7 @@ pub fn kill_job<'env>(env: &'env Env, job_id: String, options: Option<KillOption
         Some(o) => (millis(o.grace_ms, "graceMs")?, o.force.unwrap_or(false)),
         None => (None, false),
     };
-    let context = context()?;
+    let context = context_for_kill()?;
     crate::core::ids::validate_job_id(&job_id).map_err(to_js_error)?;
     spawn_promise(env, move || context.kill(&job_id, grace, force).map(KillResult::from))
 }
@@ -445,7 +453,7 @@ pub fn kill_all<'env>(env: &'env Env, options: Option<KillAllOptions>) -> Result
         Some(o) => (o.owner, millis(o.grace_ms, "graceMs")?, o.force.unwrap_or(false)),
         None => (None, None, false),
     };
-    let context = context()?;
+    let context = context_for_kill()?;
     spawn_promise(env, move || {
         // One job that cannot be killed does not hide what happened to the others.
         let results = context.kill_all(owner.as_deref(), grace, force)?;
@@ -570,7 +578,7 @@ pub fn cleanup_orphans<'env>(env: &'env Env, options: Option<CleanupOptions>) ->
         owner: options.owner,
         grace: millis(options.grace_ms, "graceMs")?,
     };
-    let context = context()?;
+    let context = if kill { context_for_kill()? } else { context()? };
     spawn_promise(env, move || {
         let report = context.orphans(&orphan_options)?;
         Ok(CleanupReport {

@@ -290,8 +290,12 @@ fn background_main(args: &[String]) -> i32 {
 
 /// The context every command works in; also kicks the notification spool.
 fn load_context() -> Result<Context> {
+    with_own_runner(Context::load()?)
+}
+
+fn with_own_runner(context: Context) -> Result<Context> {
     let exe = std::env::current_exe().map_err(|e| Error::io("find own executable", "/proc/self/exe", e))?;
-    Ok(Context::load()?.with_runner(exe))
+    Ok(context.with_runner(exe))
 }
 
 fn run(args: &[String]) -> Result<i32> {
@@ -406,7 +410,10 @@ fn print_check(check: &CheckResult, json: bool) {
 }
 
 fn run_sub(command: Sub) -> Result<i32> {
-    let context = load_context()?;
+    let context = match &command {
+        Sub::Kill { .. } | Sub::Orphans { kill: true, .. } => with_own_runner(Context::load_for_kill()?)?,
+        _ => load_context()?,
+    };
     match command {
         Sub::Check { id, lines, grep, errors, json } => {
             let query = TailQuery::new(Some(lines), grep.as_deref())?.errors(errors)?;

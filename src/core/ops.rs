@@ -31,6 +31,22 @@ impl Context {
         Ok(Context { home, config, runner: None })
     }
 
+    /// For stopping jobs: a config.json that cannot be used must not keep
+    /// anyone from killing what runs, so it falls back to the defaults and
+    /// says so on stderr.
+    pub fn load_for_kill() -> Result<Context> {
+        let home = Home::resolve()?;
+        let config = match Config::load(&home.config_path()) {
+            Ok(config) => config,
+            Err(e @ Error::Config { .. }) => {
+                eprintln!("run-bg: warning: {e}; killing with the default settings");
+                Config::default()
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(Context { home, config, runner: None })
+    }
+
     /// With the `run-bg` binary known; also hands any notification that is due
     /// in the spool to a background deliverer, so every invocation of either
     /// face delivers what an earlier one could not, without waiting for it.
