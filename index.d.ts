@@ -130,7 +130,10 @@ export interface JobResult {
   signal?: string
   durationMs: number
   timedOut: boolean
-  /** The exit status a shell would report (128+signal for a signal). */
+  /**
+   * The exit status a shell would report (128+signal for a signal), or
+   * 124 when `timeoutMs` passed first, as `run-bg wait` exits.
+   */
   shellExitCode: number
 }
 

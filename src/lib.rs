@@ -250,7 +250,7 @@ impl From<&ProcessEntry> for JobProcess {
 #[napi(object)]
 pub struct CheckOptions {
     /// How many lines (default 20).
-    pub lines: Option<u32>,
+    pub lines: Option<i64>,
     /// Only lines matching this regular expression.
     pub grep: Option<String>,
     /// Only lines that look like errors, each with a line of context.
@@ -317,7 +317,8 @@ pub struct JobResult {
     pub signal: Option<String>,
     pub duration_ms: f64,
     pub timed_out: bool,
-    /// The exit status a shell would report (128+signal for a signal).
+    /// The exit status a shell would report (128+signal for a signal), or
+    /// 124 when `timeoutMs` passed first, as `run-bg wait` exits.
     pub shell_exit_code: i32,
 }
 
@@ -349,10 +350,10 @@ pub fn run_background(command: String, options: Option<RunOptions>) -> Result<Ru
     request.label = options.label;
     request.cwd = options.cwd.map(PathBuf::from);
     request.env = options.env.unwrap_or_default().into_iter().collect();
-    request.timeout_ms = millis(options.timeout_ms, "timeoutMs")?.map(|d| d.as_millis() as u64);
-    if request.timeout_ms == Some(0) {
-        return Err(napi::Error::from_reason("bad timeoutMs: it must be greater than zero"));
+    if let Some(ms) = options.timeout_ms.filter(|&ms| ms.is_finite() && ms < 1.0) {
+        return Err(napi::Error::from_reason(format!("bad timeoutMs: {ms}; give a number of milliseconds >= 1")));
     }
+    request.timeout_ms = millis(options.timeout_ms, "timeoutMs")?.map(|d| d.as_millis() as u64);
     request.owner = options.owner;
     request.context = options.context;
     request.notify = options.notify.unwrap_or(true);
@@ -371,7 +372,13 @@ pub fn check_job(job_id: String, options: Option<CheckOptions>) -> Result<CheckR
 
 fn tail_query(options: Option<CheckOptions>) -> Result<TailQuery> {
     let (lines, grep, errors) = options.map(|o| (o.lines, o.grep, o.errors)).unwrap_or((None, None, None));
-    TailQuery::new(lines.map(|n| n as usize), grep.as_deref())
+    let lines = lines
+        .map(|n| {
+            usize::try_from(n)
+                .map_err(|_| napi::Error::from_reason(format!("bad lines: {n}; give a whole number of lines >= 0")))
+        })
+        .transpose()?;
+    TailQuery::new(lines, grep.as_deref())
         .and_then(|q| q.errors(errors.unwrap_or(false)))
         .map_err(to_js_error)
 }
@@ -433,63 +440,79 @@ where
     Ok(promise)
 }
 
+/// A promise-returning function rejects, never throws, on bad input, as an
+/// async function would: `body` checks its arguments before any work starts.
+fn rejecting<'env>(env: &'env Env, body: impl FnOnce() -> Result<Object<'env>>) -> Result<Object<'env>> {
+    body().or_else(|e| {
+        let (deferred, promise) = env.create_deferred::<(), fn(Env) -> Result<()>>()?;
+        deferred.reject(e);
+        Ok(promise)
+    })
+}
+
 /// SIGTERM to the job's whole tree, SIGKILL after the grace period (at once
 /// with `force`). Resolves once the tree is gone.
 #[napi(ts_return_type = "Promise<KillResult>")]
 pub fn kill_job<'env>(env: &'env Env, job_id: String, options: Option<KillOptions>) -> Result<Object<'env>> {
-    let (grace, force) = match options {
-        Some(o) => (millis(o.grace_ms, "graceMs")?, o.force.unwrap_or(false)),
-        None => (None, false),
-    };
-    let context = context_for_kill()?;
-    crate::core::ids::validate_job_id(&job_id).map_err(to_js_error)?;
-    spawn_promise(env, move || context.kill(&job_id, grace, force).map(KillResult::from))
+    rejecting(env, || {
+        let (grace, force) = match options {
+            Some(o) => (millis(o.grace_ms, "graceMs")?, o.force.unwrap_or(false)),
+            None => (None, false),
+        };
+        let context = context_for_kill()?;
+        crate::core::ids::validate_job_id(&job_id).map_err(to_js_error)?;
+        spawn_promise(env, move || context.kill(&job_id, grace, force).map(KillResult::from))
+    })
 }
 
 /// Kills every running job (of `owner`, when given), all at once.
 #[napi(ts_return_type = "Promise<KillResult[]>")]
 pub fn kill_all<'env>(env: &'env Env, options: Option<KillAllOptions>) -> Result<Object<'env>> {
-    let (owner, grace, force) = match options {
-        Some(o) => (o.owner, millis(o.grace_ms, "graceMs")?, o.force.unwrap_or(false)),
-        None => (None, None, false),
-    };
-    let context = context_for_kill()?;
-    spawn_promise(env, move || {
-        // One job that cannot be killed does not hide what happened to the others.
-        let results = context.kill_all(owner.as_deref(), grace, force)?;
-        Ok(results
-            .into_iter()
-            .map(|r| match r {
-                Ok(outcome) => KillResult::from(outcome),
-                Err((job_id, e)) => KillResult {
-                    job_id,
-                    status: "unknown".into(),
-                    signalled: false,
-                    message: e.to_string(),
-                    error: Some(e.to_string()),
-                },
-            })
-            .collect::<Vec<_>>())
+    rejecting(env, || {
+        let (owner, grace, force) = match options {
+            Some(o) => (o.owner, millis(o.grace_ms, "graceMs")?, o.force.unwrap_or(false)),
+            None => (None, None, false),
+        };
+        let context = context_for_kill()?;
+        spawn_promise(env, move || {
+            // One job that cannot be killed does not hide what happened to the others.
+            let results = context.kill_all(owner.as_deref(), grace, force)?;
+            Ok(results
+                .into_iter()
+                .map(|r| match r {
+                    Ok(outcome) => KillResult::from(outcome),
+                    Err((job_id, e)) => KillResult {
+                        job_id,
+                        status: "unknown".into(),
+                        signalled: false,
+                        message: e.to_string(),
+                        error: Some(e.to_string()),
+                    },
+                })
+                .collect::<Vec<_>>())
+        })
     })
 }
 
 /// Resolves when the job ends (or `timeoutMs` passes: `timedOut: true`).
 #[napi(ts_return_type = "Promise<JobResult>")]
 pub fn wait_job<'env>(env: &'env Env, job_id: String, options: Option<WaitOptions>) -> Result<Object<'env>> {
-    let timeout = millis(options.and_then(|o| o.timeout_ms), "timeoutMs")?;
-    let context = context()?;
-    crate::core::ids::validate_job_id(&job_id).map_err(to_js_error)?;
-    spawn_promise(env, move || {
-        let outcome = context.wait(std::slice::from_ref(&job_id), timeout)?;
-        let job = &outcome.jobs[0];
-        Ok(JobResult {
-            job_id: job.id.clone(),
-            status: job.status.as_str().into(),
-            exit_code: job.exit_code,
-            signal: job.signal.clone(),
-            duration_ms: job.duration_ms(crate::core::now_ms()) as f64,
-            timed_out: outcome.timed_out,
-            shell_exit_code: shell_exit_code(job),
+    rejecting(env, || {
+        let timeout = millis(options.and_then(|o| o.timeout_ms), "timeoutMs")?;
+        let context = context()?;
+        crate::core::ids::validate_job_id(&job_id).map_err(to_js_error)?;
+        spawn_promise(env, move || {
+            let outcome = context.wait(std::slice::from_ref(&job_id), timeout)?;
+            let job = &outcome.jobs[0];
+            Ok(JobResult {
+                job_id: job.id.clone(),
+                status: job.status.as_str().into(),
+                exit_code: job.exit_code,
+                signal: job.signal.clone(),
+                duration_ms: job.duration_ms(crate::core::now_ms()) as f64,
+                timed_out: outcome.timed_out,
+                shell_exit_code: if outcome.timed_out { 124 } else { shell_exit_code(job) },
+            })
         })
     })
 }
@@ -564,28 +587,30 @@ pub struct CleanupReport {
 /// `mode: 'kill'` removes them. Resolves with what was found, killed and failed.
 #[napi(ts_return_type = "Promise<CleanupReport>")]
 pub fn cleanup_orphans<'env>(env: &'env Env, options: Option<CleanupOptions>) -> Result<Object<'env>> {
-    let options = options.unwrap_or(CleanupOptions { mode: None, owner: None, force: None, grace_ms: None });
-    let kill = match options.mode.as_deref() {
-        None | Some("list") => false,
-        Some("kill") => true,
-        Some(other) => {
-            return Err(napi::Error::from_reason(format!("bad mode `{other}`: expected 'list' or 'kill'")));
-        }
-    };
-    let orphan_options = OrphanOptions {
-        kill,
-        force: options.force.unwrap_or(false),
-        owner: options.owner,
-        grace: millis(options.grace_ms, "graceMs")?,
-    };
-    let context = if kill { context_for_kill()? } else { context()? };
-    spawn_promise(env, move || {
-        let report = context.orphans(&orphan_options)?;
-        Ok(CleanupReport {
-            orphaned_jobs: report.orphaned_jobs.iter().map(summary_of).collect(),
-            processes: report.found.iter().map(|o| OrphanInfo::new(o, None)).collect(),
-            killed: report.killed.iter().map(|o| OrphanInfo::new(o, None)).collect(),
-            failed: report.failed.iter().map(|(o, why)| OrphanInfo::new(o, Some(why.clone()))).collect(),
+    rejecting(env, || {
+        let options = options.unwrap_or(CleanupOptions { mode: None, owner: None, force: None, grace_ms: None });
+        let kill = match options.mode.as_deref() {
+            None | Some("list") => false,
+            Some("kill") => true,
+            Some(other) => {
+                return Err(napi::Error::from_reason(format!("bad mode `{other}`: expected 'list' or 'kill'")));
+            }
+        };
+        let orphan_options = OrphanOptions {
+            kill,
+            force: options.force.unwrap_or(false),
+            owner: options.owner,
+            grace: millis(options.grace_ms, "graceMs")?,
+        };
+        let context = if kill { context_for_kill()? } else { context()? };
+        spawn_promise(env, move || {
+            let report = context.orphans(&orphan_options)?;
+            Ok(CleanupReport {
+                orphaned_jobs: report.orphaned_jobs.iter().map(summary_of).collect(),
+                processes: report.found.iter().map(|o| OrphanInfo::new(o, None)).collect(),
+                killed: report.killed.iter().map(|o| OrphanInfo::new(o, None)).collect(),
+                failed: report.failed.iter().map(|(o, why)| OrphanInfo::new(o, Some(why.clone()))).collect(),
+            })
         })
     })
 }
@@ -819,30 +844,32 @@ pub struct YieldResult {
 /// job's id (`done: false`), leaving it running.
 #[napi(ts_return_type = "Promise<YieldResult>")]
 pub fn run_yield<'env>(env: &'env Env, command: String, options: YieldOptions) -> Result<Object<'env>> {
-    let yield_for = millis(Some(options.yield_ms), "yieldMs")?.unwrap_or_default();
-    let started = run_background(
-        command,
-        Some(RunOptions {
-            args: options.args,
-            label: options.label,
-            cwd: options.cwd,
-            env: options.env,
-            timeout_ms: options.timeout_ms,
-            owner: options.owner,
-            context: options.context,
-            notify: options.notify,
-            on_exit: options.on_exit,
-        }),
-    )?;
-    let context = context()?;
-    spawn_promise(env, move || {
-        let job_id = started.job_id;
-        let outcome = context.wait(std::slice::from_ref(&job_id), Some(yield_for))?;
-        if outcome.timed_out {
-            return Ok(YieldResult { job_id, done: false, check: None });
-        }
-        let check = context.check(&job_id, &TailQuery::new(None, None)?)?;
-        Ok(YieldResult { job_id, done: true, check: Some(check_to_js(check)) })
+    rejecting(env, || {
+        let yield_for = millis(Some(options.yield_ms), "yieldMs")?.unwrap_or_default();
+        let started = run_background(
+            command,
+            Some(RunOptions {
+                args: options.args,
+                label: options.label,
+                cwd: options.cwd,
+                env: options.env,
+                timeout_ms: options.timeout_ms,
+                owner: options.owner,
+                context: options.context,
+                notify: options.notify,
+                on_exit: options.on_exit,
+            }),
+        )?;
+        let context = context()?;
+        spawn_promise(env, move || {
+            let job_id = started.job_id;
+            let outcome = context.wait(std::slice::from_ref(&job_id), Some(yield_for))?;
+            if outcome.timed_out {
+                return Ok(YieldResult { job_id, done: false, check: None });
+            }
+            let check = context.check(&job_id, &TailQuery::new(None, None)?)?;
+            Ok(YieldResult { job_id, done: true, check: Some(check_to_js(check)) })
+        })
     })
 }
 
