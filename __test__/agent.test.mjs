@@ -154,6 +154,9 @@ test('the MCP server, driven by the SDK client over stdio: list tools, run, chec
   assert.match(missing.content[0].text, /working directory `\/no\/such\/dir` does not exist/)
   const invalid = await client.callTool({ name: 'cleanup_orphans', arguments: { mode: 'everything' } })
   assert.equal(invalid.isError, true)
+  const unknown = await client.callTool({ name: 'kill_job', arguments: { jobId: 'unknown-123456' } })
+  assert.equal(unknown.isError, true)
+  assert.equal(unknown.content[0].text, 'no job with id `unknown-123456` (call list_jobs with all: true to see known jobs)')
   // Still serving after errors.
   assert.ok((await client.listTools()).tools.length === 6)
 })

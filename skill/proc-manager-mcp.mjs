@@ -16,7 +16,9 @@ const tool = (body) => async (args) => {
   try {
     return text(await body(args))
   } catch (error) {
-    return { isError: true, content: [{ type: 'text', text: String(error?.message ?? error) }] }
+    // The core's hints name CLI commands; here the model has tools instead.
+    const message = String(error?.message ?? error).replace('run `run-bg list --all`', 'call list_jobs with all: true')
+    return { isError: true, content: [{ type: 'text', text: message }] }
   }
 }
 
