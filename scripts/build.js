@@ -45,3 +45,10 @@ function install(from, to, mode) {
 fs.mkdirSync(native, { recursive: true })
 install(path.join(release, library), addon, 0o755)
 install(path.join(release, 'run-bg'), path.join(native, 'run-bg'), 0o755)
+
+// Installed as a dependency, the ~200 MB of build intermediates are of no
+// further use (a reinstall builds afresh); in a checkout they are the
+// incremental build cache, so they stay.
+if (root.split(path.sep).includes('node_modules')) {
+  fs.rmSync(path.join(root, 'target'), { recursive: true, force: true })
+}
