@@ -98,6 +98,8 @@ test('a SIGKILLed supervisor: the job is orphaned while its tree runs, and kill 
   assert.ok(check.lingering.length >= 6, `the orphaned job shows its processes (${check.lingering.length})`)
   const kill = runBg(home, ['kill', tree.jobId, '--grace', '500ms'])
   assert.match(kill.stdout, /killed orphaned job/)
+  const signalled = Number(kill.stdout.match(/\((\d+) process\(es\) signalled\)/)?.[1])
+  assert.ok(signalled >= 6, `counts what the group signal reached too: ${kill.stdout}`)
   assert.deepEqual(anySurvivor(tree.processes), [])
   assert.equal(checkJson(home, tree.jobId).status, 'killed')
 })

@@ -84,13 +84,17 @@ pub fn signal_tree(tree: Tree, signal: i32) -> TreeSignalReport {
     };
     let (processes, group_is_ours) = job_tree(tree);
     let mut report = TreeSignalReport::default();
+    let mut group_sent = group_signalled;
     if let (true, false, Some(main)) = (group_is_ours, group_signalled, tree.main) {
         // One atomic signal to the group also reaches members forked since the scan.
-        unsafe { libc::killpg(main.pid as libc::pid_t, signal) };
+        group_sent = unsafe { libc::killpg(main.pid as libc::pid_t, signal) } == 0;
     }
+    let group = tree.main.map(|m| m.pid);
     for entry in processes {
         match procinfo::signal_process(&entry.identity, signal) {
             SignalOutcome::Sent => report.sent.push(entry),
+            // Gone already: the group signal reached it first.
+            SignalOutcome::Gone if group_sent && Some(entry.pgid) == group => report.sent.push(entry),
             SignalOutcome::Gone => {}
             SignalOutcome::Replaced => report.failed.push((entry, "pid was reused by another process".into())),
             SignalOutcome::Failed(why) => report.failed.push((entry, why)),
