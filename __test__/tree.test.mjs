@@ -130,6 +130,7 @@ test('leftovers that dropped the cookie are still the job\'s while its superviso
   }, { what: 'the two cookie-less leftovers' })
   assert.deepEqual(check.lingering.map((p) => p.command).sort(), ['sleep 604', 'sleep 605'])
   assert.equal(cookieProcesses(jobId).length, 0, 'they really carry no cookie')
+  assert.deepEqual(JSON.parse(runBg(home, ['prune', '--json']).stdout).removed, [], 'prune keeps a job whose processes run on')
   const survivors = check.lingering.map((p) => ({ pid: p.pid, start: processStart(p.pid) }))
   t.after(() => survivors.forEach((p) => killPid(p.pid)))
   const kill = runBg(home, ['kill', jobId, '--grace', '2s'])

@@ -107,3 +107,11 @@ pub fn signal_tree(tree: Tree, signal: i32) -> TreeSignalReport {
 pub fn tree_alive(tree: Tree) -> bool {
     !job_tree(tree).0.is_empty()
 }
+
+/// Whether an ended job still has processes running: by its cookie (looked
+/// up in `cookie_holders`, from one pass for many jobs), or below its live
+/// supervisor, which finds those that dropped the cookie too.
+pub fn has_live_processes(job: &Job, cookie_holders: &HashSet<String>) -> bool {
+    cookie_holders.contains(&job.id)
+        || (job.supervisor.is_some_and(|s| procinfo::is_same_process_alive(&s)) && tree_alive(Tree::of(job)))
+}

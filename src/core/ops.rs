@@ -448,7 +448,7 @@ impl Context {
             let mut removed = Vec::new();
             jobs.retain(|job| {
                 let old_enough = job.ended_at.unwrap_or(job.started_at) <= cutoff;
-                let remove = job.status.is_final() && old_enough && !live.contains(&job.id);
+                let remove = job.status.is_final() && old_enough && !kill::has_live_processes(job, &live);
                 if remove {
                     removed.push(job.id.clone());
                 }

@@ -191,7 +191,7 @@ impl Registry {
                 continue;
             }
             let live = live.get_or_insert_with(procinfo::jobs_with_live_processes);
-            if !live.contains(&job.id) {
+            if !super::kill::has_live_processes(job, live) {
                 evict[i] = true;
                 excess -= 1;
             }
