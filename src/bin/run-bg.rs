@@ -11,6 +11,8 @@ use proc_manager::core::view::{kb_to_mb, shell_exit_code, CheckView, JobView, Pr
 use proc_manager::core::format::{self, shorten};
 use proc_manager::core::{logs, notify, procs, supervisor, Error, Result};
 use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
 
 /// `println!` for the CLI's results: once nobody reads them any more (a closed
 /// pipe, or a closed socketpair as Node's child stdio is), end quietly the way
@@ -26,17 +28,20 @@ fn emit_line(args: std::fmt::Arguments) {
     }
 }
 
+/// EPIPE from a pipe, ECONNRESET from a socketpair: nobody reads stdout any more.
+fn reader_gone(error: &std::io::Error) -> bool {
+    matches!(error.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset)
+}
+
 /// A failed write to stdout: the reader is gone, or stdout itself is broken.
 fn stdout_failed(error: std::io::Error) -> ! {
-    if matches!(error.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset) {
+    if reader_gone(&error) {
         // Die of SIGPIPE (default disposition in the CLI), as on a closed pipe.
         unsafe { libc::raise(libc::SIGPIPE) };
     }
     eprintln!("run-bg: cannot write to stdout: {error}");
     std::process::exit(1)
 }
-use std::path::PathBuf;
-use std::time::Duration;
 
 const START_HELP: &str = "\
 Commands:
@@ -633,10 +638,8 @@ fn run_logs(context: &Context, id: &str, lines: Option<usize>, all: bool, follow
     }
     let mut out = std::io::stdout().lock();
     if all {
-        logs::copy_all(&log, &mut out).map_err(|e| match e.kind() {
-            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => stdout_failed(e),
-            _ => Error::io("read log", &log, e),
-        })?;
+        logs::copy_all(&log, &mut out)
+            .map_err(|e| if reader_gone(&e) { stdout_failed(e) } else { Error::io("read log", &log, e) })?;
     } else {
         for line in logs::tail_lines(&log, lines.unwrap_or(100), |_| true) {
             if let Err(e) = out.write_all(&line).and_then(|_| out.write_all(b"\n")) {

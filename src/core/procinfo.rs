@@ -382,25 +382,18 @@ pub(crate) mod portable {
 
 /// The ids of every job that still has a process carrying its cookie, in one
 /// pass (a job's processes all carry it, unless one cleared its environment).
+/// (The cookie alone is needed: no command line is read.)
 pub fn jobs_with_live_processes() -> std::collections::HashSet<String> {
-    scan(|_, _, cookie| cookie.is_some()).into_iter().filter_map(|e| e.cookie).collect()
+    table().into_iter().filter_map(|r| r.cookie).collect()
 }
 
 /// How many live processes carry each job's cookie, in one pass.
 pub fn live_process_counts() -> std::collections::HashMap<String, usize> {
     let mut counts = std::collections::HashMap::new();
-    for entry in scan(|_, _, cookie| cookie.is_some()) {
-        if let Some(id) = entry.cookie {
-            *counts.entry(id).or_insert(0) += 1;
-        }
+    for id in table().into_iter().filter_map(|r| r.cookie) {
+        *counts.entry(id).or_insert(0) += 1;
     }
     counts
-}
-
-/// A job's live processes: members of its process group `pgid` and every
-/// process carrying its cookie (those that left the group).
-pub fn job_processes(pgid: Option<u32>, job_id: &str) -> Vec<ProcessEntry> {
-    scan(|_, group, cookie| cookie == Some(job_id) || Some(group) == pgid)
 }
 
 /// Blocks until the process ends or `limit` passes. On Linux it sleeps on a
@@ -516,7 +509,7 @@ mod tests {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         let mut found = Vec::new();
         while std::time::Instant::now() < deadline {
-            found = job_processes(None, &cookie);
+            found = scan(|_, _, c| c == Some(cookie.as_str()));
             if !found.is_empty() {
                 break;
             }

@@ -45,6 +45,7 @@ impl Registry {
         match read_registry(&path) {
             Ok(jobs) => Ok(jobs),
             Err(ReadFailure::Io(e)) => Err(Error::io("read registry", path, e)),
+            Err(ReadFailure::Missing) if !self.any_job_record() => Ok(Vec::new()),
             // Recovery rewrites the file, so it must happen under the lock.
             Err(ReadFailure::Corrupt(_) | ReadFailure::Missing) => self.update(|_| ()).and_then(|_| match read_registry(&path) {
                 Ok(jobs) => Ok(jobs),
@@ -139,8 +140,9 @@ impl Registry {
         Ok(jobs)
     }
 
-    /// A registry deleted while jobs exist: rebuilt the same way. (The very
-    /// first job's directory is made before its record, so it finds none.)
+    /// No registry: rebuilt the same way when it was deleted while jobs exist;
+    /// empty in a fresh home (the first job's directory is made before its
+    /// record, so it finds none).
     fn recover_missing(&self, path: &Path) -> Vec<Job> {
         let jobs = self.jobs_from_job_dirs();
         if !jobs.is_empty() {
@@ -151,6 +153,12 @@ impl Registry {
             );
         }
         jobs
+    }
+
+    /// Whether any job directory holds its record (a registry can then be rebuilt).
+    fn any_job_record(&self) -> bool {
+        std::fs::read_dir(self.home.jobs_dir())
+            .is_ok_and(|mut dirs| dirs.any(|d| d.is_ok_and(|d| d.path().join("job.json").exists())))
     }
 
     /// Every job recorded in `jobs/<id>/job.json`, oldest first.
@@ -215,18 +223,14 @@ impl Registry {
 enum ReadFailure {
     Io(std::io::Error),
     Corrupt(String),
-    /// No registry file, but job directories exist: it was deleted.
+    /// No registry file: a fresh home, or one deleted while jobs exist.
     Missing,
 }
 
 fn read_registry(path: &Path) -> std::result::Result<Vec<Job>, ReadFailure> {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let jobs_dir = path.with_file_name("jobs");
-            let any_job = std::fs::read_dir(jobs_dir).is_ok_and(|mut d| d.any(|e| e.is_ok_and(|e| e.path().join("job.json").exists())));
-            return if any_job { Err(ReadFailure::Missing) } else { Ok(Vec::new()) };
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadFailure::Missing),
         Err(e) => return Err(ReadFailure::Io(e)),
     };
     let file: RegistryFile = serde_json::from_slice(&bytes).map_err(|e| ReadFailure::Corrupt(e.to_string()))?;
