@@ -72,7 +72,7 @@ pub fn list_line(job: &Job, lingering: usize) -> String {
 
 /// `list`'s text for these jobs (one pass over /proc for all of them).
 pub fn list_text(jobs: &[Job]) -> Vec<String> {
-    let counts = if jobs.iter().any(|j| j.status.is_final() && j.supervisor.is_some_and(|s| procinfo::is_same_process_alive(&s))) {
+    let counts = if jobs.iter().any(|j| j.status.is_final() && super::kill::live_supervisor(j).is_some()) {
         procinfo::live_process_counts()
     } else {
         Default::default()

@@ -5,6 +5,7 @@
 
 use super::job::{Job, ProcessIdentity};
 use super::procinfo::{self, ProcessEntry, Row, SignalOutcome};
+use super::supervisor::SUPERVISOR_MARK;
 use std::collections::{HashMap, HashSet};
 
 /// What tells a job's processes apart from the rest.
@@ -16,9 +17,23 @@ pub struct Tree<'a> {
 }
 
 impl<'a> Tree<'a> {
+    /// Identities no job's process can have (pid 0 or 1, from a corrupt or
+    /// forged record) are left out, so nothing is ever signalled through them.
     pub fn of(job: &'a Job) -> Tree<'a> {
-        Tree { job_id: &job.id, main: job.main, supervisor: job.supervisor }
+        let possible = |who: &ProcessIdentity| who.is_possible_job_process();
+        Tree { job_id: &job.id, main: job.main.filter(possible), supervisor: job.supervisor.filter(possible) }
     }
+}
+
+/// The job's supervisor while it runs: the recorded process, alive, and
+/// carrying the mark its starter gave it for this job. A record cannot point
+/// the kill doorbell, or the walk over "everything below the supervisor", at
+/// a process we did not start.
+pub fn live_supervisor(job: &Job) -> Option<ProcessIdentity> {
+    let supervisor = job.supervisor.filter(ProcessIdentity::is_possible_job_process)?;
+    let ours = procinfo::is_same_process_alive(&supervisor)
+        && procinfo::environ_value(supervisor.pid, SUPERVISOR_MARK).as_deref() == Some(job.id.as_str());
+    ours.then_some(supervisor)
 }
 
 /// A job's live processes, and whether its process group (whose id is the
@@ -45,7 +60,9 @@ pub fn job_tree(tree: Tree) -> (Vec<ProcessEntry>, bool) {
 fn supervised(rows: &[Row], supervisor: Option<ProcessIdentity>) -> Vec<u32> {
     let Some(supervisor) = supervisor else { return Vec::new() };
     // The table leaves out the caller, which may be the supervisor itself.
-    let alive = supervisor.pid == std::process::id() || rows.iter().any(|r| r.identity == supervisor);
+    // The table leaves out the caller, which may be the supervisor itself;
+    // anything else must be a live supervisor (it carries the mark).
+    let alive = supervisor.pid == std::process::id() || rows.iter().any(|r| r.identity.matches(&supervisor) && r.helper);
     if !alive {
         return Vec::new();
     }
@@ -77,9 +94,7 @@ pub fn signal_tree(tree: Tree, signal: i32) -> TreeSignalReport {
     // The group first, before the slower pass over /proc: while the main
     // process is the recorded one, its group is the job's.
     let group_signalled = match tree.main {
-        Some(m) if procinfo::is_same_process_alive(&m) => {
-            (unsafe { libc::killpg(m.pid as libc::pid_t, signal) }) == 0
-        }
+        Some(m) if procinfo::is_same_process_alive(&m) => procinfo::signal_group(m.pid, signal) == SignalOutcome::Sent,
         _ => false,
     };
     let (processes, group_is_ours) = job_tree(tree);
@@ -87,7 +102,7 @@ pub fn signal_tree(tree: Tree, signal: i32) -> TreeSignalReport {
     let mut group_sent = group_signalled;
     if let (true, false, Some(main)) = (group_is_ours, group_signalled, tree.main) {
         // One atomic signal to the group also reaches members forked since the scan.
-        group_sent = unsafe { libc::killpg(main.pid as libc::pid_t, signal) } == 0;
+        group_sent = procinfo::signal_group(main.pid, signal) == SignalOutcome::Sent;
     }
     let group = tree.main.map(|m| m.pid);
     for entry in processes {
@@ -113,5 +128,41 @@ pub fn tree_alive(tree: Tree) -> bool {
 /// supervisor, which finds those that dropped the cookie too.
 pub fn has_live_processes(job: &Job, cookie_holders: &HashSet<String>) -> bool {
     cookie_holders.contains(&job.id)
-        || (job.supervisor.is_some_and(|s| procinfo::is_same_process_alive(&s)) && tree_alive(Tree::of(job)))
+        || (live_supervisor(job).is_some() && tree_alive(Tree::of(job)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job_with_supervisor(supervisor: ProcessIdentity) -> Job {
+        let mut job: Job = serde_json::from_value(serde_json::json!({
+            "id": "forged-1", "label": "forged", "argv": ["true"], "command": "true", "cwd": "/",
+            "status": "running", "started_at": 0, "log_path": "/nonexistent/output.log"
+        }))
+        .expect("a minimal record parses");
+        job.supervisor = Some(supervisor);
+        job
+    }
+
+    #[test]
+    fn a_live_process_without_the_supervisor_mark_is_not_taken_for_the_supervisor() {
+        let mut stranger = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let identity = procinfo::identify_exactly(stranger.id()).unwrap();
+        let job = job_with_supervisor(identity);
+        assert_eq!(live_supervisor(&job), None, "alive with the right start time, but not started as this job's supervisor");
+        assert!(job_tree(Tree::of(&job)).0.is_empty(), "nothing below it counts as the job's");
+        let _ = stranger.kill();
+        let _ = stranger.wait();
+    }
+
+    #[test]
+    fn identities_no_job_process_can_have_are_left_out_of_the_tree() {
+        let init = procinfo::identify(1).unwrap_or(ProcessIdentity::from_stat(1, 0));
+        let mut job = job_with_supervisor(init);
+        job.main = Some(init);
+        let tree = Tree::of(&job);
+        assert!(tree.main.is_none() && tree.supervisor.is_none());
+        assert!(job.impossible_identity().is_some_and(|why| why.contains("pid 1")));
+    }
 }

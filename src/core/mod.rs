@@ -13,6 +13,7 @@ pub mod kill;
 pub mod logs;
 pub mod ops;
 pub mod paths;
+pub mod pidfd;
 pub mod procinfo;
 pub mod procs;
 pub mod registry;

@@ -158,7 +158,10 @@ impl Context {
     /// For a job recorded as running or orphaned whose supervisor is gone:
     /// processes of the job still alive make it `orphaned`, none make it `lost`.
     pub fn reconcile_job(&self, job: Job) -> Result<Job> {
-        if job.status.is_final() || job.supervisor.is_some_and(|s| procinfo::is_same_process_alive(&s)) {
+        if let Some(reason) = job.impossible_identity() {
+            return self.mark_corrupt(job, reason);
+        }
+        if job.status.is_final() || kill::live_supervisor(&job).is_some() {
             return Ok(job);
         }
         let being_killed = self.home.job_dir(&job.id).join(KILL_REQUEST_FILE).exists();
@@ -203,6 +206,32 @@ impl Context {
             self.run_in_background(&["__watch", &stored.id]);
         }
         Ok(stored)
+    }
+
+    /// A record naming a pid no job's process can have is never acted on: a
+    /// job not yet ended becomes `lost` with the reason, and the impossible
+    /// identities are dropped from the record so no later verb can use them.
+    fn mark_corrupt(&self, job: Job, reason: String) -> Result<Job> {
+        let clean = |stored: &mut Job| {
+            let possible = |who: &ProcessIdentity| who.is_possible_job_process();
+            stored.main = stored.main.filter(possible);
+            stored.supervisor = stored.supervisor.filter(possible);
+        };
+        if job.status.is_final() {
+            let mut stored = self.registry().modify(&job.id, clean).unwrap_or(job);
+            clean(&mut stored);
+            return Ok(stored);
+        }
+        self.change_status(&job.id, |stored| {
+            clean(stored);
+            if stored.status.is_final() {
+                return false;
+            }
+            stored.status = JobStatus::Lost;
+            stored.ended_at.get_or_insert(now_ms());
+            stored.error = Some(reason);
+            true
+        })
     }
 
     /// `run-bg __watch <id>`: stays with an orphaned job until its last process
@@ -341,7 +370,7 @@ impl Context {
     pub fn kill(&self, id: &str, grace: Option<Duration>, force: bool) -> Result<KillOutcome> {
         let job = self.job(id)?;
         let grace = grace.unwrap_or(Duration::from_millis(self.config.kill.grace_ms));
-        let supervised = job.supervisor.filter(procinfo::is_same_process_alive);
+        let supervised = kill::live_supervisor(&job);
         let lingering: Vec<ProcessIdentity> = if job.status.is_final() {
             self.lingering(&job).iter().map(|p| p.identity).collect()
         } else {
@@ -493,7 +522,7 @@ impl Context {
     /// An ended job can have processes left only while its supervisor lives
     /// (it stays until the last descendant is gone).
     fn lingering_possible(&self, job: &Job) -> bool {
-        job.supervisor.is_some_and(|s| procinfo::is_same_process_alive(&s))
+        kill::live_supervisor(job).is_some()
     }
 
     /// Orphaned jobs, and every process that still carries the cookie of a job

@@ -3,6 +3,7 @@
 //! signalling one process without ever hitting a stranger.
 
 use super::job::ProcessIdentity;
+use super::pidfd;
 use super::supervisor::SUPERVISOR_MARK;
 use std::time::Duration;
 
@@ -110,7 +111,7 @@ fn is_dead_state(state: u8) -> bool {
 #[cfg(target_os = "linux")]
 pub fn identify(pid: u32) -> Option<ProcessIdentity> {
     let stat = read_stat(pid)?;
-    (!is_dead_state(stat.state)).then_some(ProcessIdentity { pid, start_ticks: stat.start_ticks })
+    (!is_dead_state(stat.state)).then_some(ProcessIdentity::from_stat(pid, stat.start_ticks))
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -118,9 +119,39 @@ pub fn identify(pid: u32) -> Option<ProcessIdentity> {
     portable::with_process(pid, portable::Reads::Basic, |p| portable::identity(pid, p)).flatten()
 }
 
-/// True when a live (non-zombie) process at `who.pid` has the recorded start
-/// time, i.e. it is the very process we recorded and not a pid reuse.
+/// The identity of `pid` with everything that tells it apart from a later
+/// process at the same pid: start time, pidfs inode and boot. For the
+/// processes we start and record; a scan uses the cheaper `identify`.
+pub fn identify_exactly(pid: u32) -> Option<ProcessIdentity> {
+    // The pidfd is opened first: if the pid is reused before the stat read,
+    // the stat describes the newcomer and the inode the old process, and the
+    // pair can never match a live process again (refused, never mistaken).
+    let inode = pidfd::open(pid).and_then(|fd| pidfd::inode(&fd));
+    let mut identity = identify(pid)?;
+    identity.pidfs_ino = inode;
+    identity.boot = pidfd::boot_tag();
+    Some(identity)
+}
+
+/// Whether `who` was recorded in an earlier boot, so nothing of it can run now.
+fn from_earlier_boot(who: &ProcessIdentity) -> bool {
+    who.boot.zip(pidfd::boot_tag()).is_some_and(|(then, now)| then != now)
+}
+
+/// True when a live (non-zombie) process at `who.pid` is the very process we
+/// recorded: same start time, and the same pidfs inode and boot where the
+/// record has them, so neither a pid reused within one clock tick nor one
+/// reused after a reboot passes for it.
 pub fn is_same_process_alive(who: &ProcessIdentity) -> bool {
+    if from_earlier_boot(who) {
+        return false;
+    }
+    let handle = who.pidfs_ino.and_then(|_| pidfd::open(who.pid));
+    if let (Some(recorded), Some(fd)) = (who.pidfs_ino, &handle) {
+        if pidfd::inode(fd).is_some_and(|now| now != recorded) {
+            return false;
+        }
+    }
     identify(who.pid).is_some_and(|now| now.start_ticks == who.start_ticks)
 }
 
@@ -259,7 +290,7 @@ pub fn table() -> Vec<Row> {
         // Only this user's processes have a readable environment.
         let readable = read_proc_file(&format!("/proc/{pid}/environ"), &mut environ, 1 << 20);
         rows.push(Row {
-            identity: ProcessIdentity { pid, start_ticks: stat.start_ticks },
+            identity: ProcessIdentity::from_stat(pid, stat.start_ticks),
             ppid: stat.ppid,
             pgid: stat.pgrp,
             cookie: readable.then(|| cookie_in(&environ)).flatten(),
@@ -315,7 +346,7 @@ pub(crate) mod portable {
     }
 
     pub fn identity(pid: u32, p: &Process) -> Option<ProcessIdentity> {
-        (p.status() != ProcessStatus::Zombie).then_some(ProcessIdentity { pid, start_ticks: p.start_time() })
+        (p.status() != ProcessStatus::Zombie).then_some(ProcessIdentity::from_stat(pid, p.start_time()))
     }
 
     pub fn env_value(p: &Process, key: &str) -> Option<String> {
@@ -400,17 +431,11 @@ pub fn live_process_counts() -> std::collections::HashMap<String, usize> {
 /// pidfd (no polling); elsewhere it checks every 100 ms.
 pub fn wait_for_exit(who: &ProcessIdentity, limit: Duration) {
     #[cfg(target_os = "linux")]
-    {
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, who.pid as libc::pid_t, 0) };
-        if fd >= 0 {
-            let fd = fd as libc::c_int;
-            if is_same_process_alive(who) {
-                let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-                unsafe { libc::poll(&mut pfd, 1, limit.as_millis().min(i32::MAX as u128) as i32) };
-            }
-            unsafe { libc::close(fd) };
-            return;
+    if let Some(fd) = pidfd::open(who.pid) {
+        if is_same_process_alive(who) {
+            pidfd::wait_readable(&fd, limit);
         }
+        return;
     }
     let deadline = std::time::Instant::now() + limit;
     while is_same_process_alive(who) && std::time::Instant::now() < deadline {
@@ -428,32 +453,64 @@ pub enum SignalOutcome {
     Failed(String),
 }
 
+/// Why signalling `pid` must never happen, whatever a record says: pid 0 and
+/// negative pids address groups (`kill(-1)` is every process we may signal),
+/// pid 1 is init, and the caller's own process, group and session are not a
+/// job's (every job runs in a session of its own supervisor's making).
+pub fn forbidden_target(pid: u32) -> Option<String> {
+    if pid <= 1 || pid > i32::MAX as u32 {
+        return Some(format!("pid {pid} is never a job's process (0 and 1 are the kernel's and init's)"));
+    }
+    let me = std::process::id();
+    if pid == me {
+        return Some(format!("pid {pid} is this process itself"));
+    }
+    // SAFETY: getpgrp and getsid(0) only read the caller's own ids; they cannot fail.
+    let (own_group, own_session) = unsafe { (libc::getpgrp() as u32, libc::getsid(0) as u32) };
+    if pid == own_group || pid == own_session {
+        return Some(format!("pid {pid} leads this process's own process group or session"));
+    }
+    None
+}
+
+/// Sends `signal` to the process group `pgid`, refusing the groups a forged or
+/// stale record could turn into a disaster: `killpg(1)` is `kill(-1)`, every
+/// process the caller may signal, and the caller's own group and session.
+pub fn signal_group(pgid: u32, signal: i32) -> SignalOutcome {
+    if let Some(why) = forbidden_target(pgid) {
+        return SignalOutcome::Failed(format!("refused to signal process group {pgid}: {why}"));
+    }
+    // SAFETY: killpg has no memory effects; pgid was checked to be > 1 and not ours.
+    errno_outcome(unsafe { libc::killpg(pgid as libc::pid_t, signal) } as libc::c_long)
+}
+
 /// Signals the recorded process and nothing else. On Linux a pidfd is opened
 /// first and the start time checked after, so the pid cannot be reused between
 /// the check and the signal.
 pub fn signal_process(who: &ProcessIdentity, signal: i32) -> SignalOutcome {
+    if let Some(why) = forbidden_target(who.pid) {
+        return SignalOutcome::Failed(format!("refused: {why}"));
+    }
+    if from_earlier_boot(who) {
+        return SignalOutcome::Gone;
+    }
     #[cfg(target_os = "linux")]
     {
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, who.pid as libc::pid_t, 0) };
-        if fd >= 0 {
-            let fd = fd as libc::c_int;
-            let outcome = match identify(who.pid) {
-                None => SignalOutcome::Gone,
-                Some(now) if now.start_ticks != who.start_ticks => SignalOutcome::Replaced,
-                Some(_) => {
-                    let rc = unsafe {
-                        libc::syscall(libc::SYS_pidfd_send_signal, fd, signal, std::ptr::null::<libc::siginfo_t>(), 0)
-                    };
-                    errno_outcome(rc)
-                }
-            };
-            unsafe { libc::close(fd) };
-            return outcome;
+        match pidfd::open_checked(who.pid) {
+            Ok(fd) => {
+                // The fd pins one process; its inode (pidfs) and the start
+                // time read after opening it must both be the recorded ones.
+                let replaced = who.pidfs_ino.is_some_and(|recorded| pidfd::inode(&fd).is_some_and(|now| now != recorded));
+                return match identify(who.pid) {
+                    None => SignalOutcome::Gone,
+                    Some(now) if replaced || now.start_ticks != who.start_ticks => SignalOutcome::Replaced,
+                    Some(_) => errno_outcome(pidfd::send_signal(&fd, signal)),
+                };
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return SignalOutcome::Gone,
+            // No pidfd (old kernel): check, then signal; the remaining race is tiny.
+            Err(_) => {}
         }
-        if std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
-            return SignalOutcome::Gone;
-        }
-        // No pidfd (old kernel): check, then signal; the remaining race is tiny.
     }
     match identify(who.pid) {
         None => SignalOutcome::Gone,
@@ -466,7 +523,10 @@ fn errno_outcome(rc: libc::c_long) -> SignalOutcome {
     if rc == 0 {
         return SignalOutcome::Sent;
     }
-    let error = std::io::Error::last_os_error();
+    io_outcome(std::io::Error::last_os_error())
+}
+
+fn io_outcome(error: std::io::Error) -> SignalOutcome {
     match error.raw_os_error() {
         Some(libc::ESRCH) => SignalOutcome::Gone,
         Some(libc::EPERM) => SignalOutcome::Failed("permission denied".into()),
@@ -482,7 +542,7 @@ mod tests {
     fn identifies_self_and_refuses_wrong_start_time() {
         let me = identify(std::process::id()).expect("own process is visible");
         assert!(is_same_process_alive(&me));
-        let impostor = ProcessIdentity { pid: me.pid, start_ticks: me.start_ticks + 1 };
+        let impostor = ProcessIdentity::from_stat(me.pid, me.start_ticks + 1);
         assert!(!is_same_process_alive(&impostor));
     }
 
@@ -490,12 +550,48 @@ mod tests {
     fn signal_refuses_a_reused_pid_and_reaches_the_right_one() {
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let real = identify(child.id()).unwrap();
-        let stale = ProcessIdentity { pid: real.pid, start_ticks: real.start_ticks.wrapping_sub(1) };
+        let stale = ProcessIdentity::from_stat(real.pid, real.start_ticks.wrapping_sub(1));
         assert_eq!(signal_process(&stale, libc::SIGKILL), SignalOutcome::Replaced);
         assert!(is_same_process_alive(&real), "a refused signal is not sent");
         assert_eq!(signal_process(&real, libc::SIGKILL), SignalOutcome::Sent);
         child.wait().unwrap();
         assert_eq!(signal_process(&real, libc::SIGKILL), SignalOutcome::Gone);
+    }
+
+    #[test]
+    fn never_signals_init_the_caller_or_its_group_and_session() {
+        // Signal 0 sends nothing even where it would be allowed: this checks
+        // the refusal without any risk.
+        for pgid in [0, 1, unsafe { libc::getpgrp() } as u32, unsafe { libc::getsid(0) } as u32] {
+            assert!(matches!(signal_group(pgid, 0), SignalOutcome::Failed(_)), "group {pgid} refused");
+        }
+        let me = identify(std::process::id()).unwrap();
+        let init = ProcessIdentity::from_stat(1, identify(1).map_or(0, |p| p.start_ticks));
+        for who in [me, init, ProcessIdentity::from_stat(0, 0), ProcessIdentity::from_stat(u32::MAX, 0)] {
+            assert!(matches!(signal_process(&who, 0), SignalOutcome::Failed(_)), "pid {} refused", who.pid);
+        }
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_pid_reused_within_one_tick_is_told_apart_by_its_pidfs_inode() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let real = identify_exactly(child.id()).unwrap();
+        assert!(is_same_process_alive(&real));
+        if real.pidfs_ino.is_none() {
+            eprintln!("skipped: this kernel has no pidfs (Linux < 6.9); start time is all there is");
+        } else {
+            // The same pid and start time, another process: what a reuse
+            // within one clock tick looks like to the start-time check.
+            let newcomer = ProcessIdentity { pidfs_ino: real.pidfs_ino.map(|i| i + 1), ..real };
+            assert!(!is_same_process_alive(&newcomer));
+            assert_eq!(signal_process(&newcomer, libc::SIGKILL), SignalOutcome::Replaced);
+            assert!(is_same_process_alive(&real), "a refused signal is not sent");
+        }
+        let earlier_boot = ProcessIdentity { boot: real.boot.map(|b| b ^ 1), ..real };
+        assert!(real.boot.is_none() || !is_same_process_alive(&earlier_boot));
+        assert_eq!(signal_process(&real, libc::SIGKILL), SignalOutcome::Sent);
+        child.wait().unwrap();
     }
 
     #[test]

@@ -379,7 +379,7 @@ mod tests {
         let (_dir, home) = home();
         let registry = Registry::new(&home, 10);
         let mut running = job("keep-me", JobStatus::Running, 5);
-        running.main = Some(ProcessIdentity { pid: 42, start_ticks: 7 });
+        running.main = Some(ProcessIdentity::from_stat(42, 7));
         std::fs::create_dir_all(home.job_dir("keep-me")).unwrap();
         registry.upsert(&running).unwrap();
         std::fs::write(home.registry_path(), b"{\"version\":1,\"jobs\":[{trunc").unwrap();

@@ -258,7 +258,7 @@ impl Supervisor {
         let home = Home { root: spec.home.clone() };
         let registry = Registry::new(&home, spec.config.registry.max_jobs);
         let mut job = spec.job;
-        job.supervisor = procinfo::identify(std::process::id());
+        job.supervisor = procinfo::identify_exactly(std::process::id());
 
         let fail = |mut job: Job, message: String| -> String {
             job.status = JobStatus::Failed;
@@ -298,7 +298,8 @@ impl Supervisor {
         };
         let main_pid = launched.pid;
         job.main = Some(
-            procinfo::identify(main_pid as u32).unwrap_or(ProcessIdentity { pid: main_pid as u32, start_ticks: 0 }),
+            // Our unreaped child: its pid cannot have been reused yet.
+            procinfo::identify_exactly(main_pid as u32).unwrap_or(ProcessIdentity::from_stat(main_pid as u32, 0)),
         );
         job.status = JobStatus::Running;
         // Recorded while the child execs: the registry write and the exec overlap.
