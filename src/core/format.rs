@@ -7,11 +7,13 @@ use super::notify::NOTHING_LISTENS;
 use super::now_ms;
 use super::ops::CheckResult;
 use super::procinfo::{self, ProcessEntry};
+use super::text::visible;
 use super::view::kb_to_mb;
 
-/// Cuts to `max_chars` on one line, ending with `…` when cut.
+/// User text for one line: control characters written out (`\x1b`), newlines
+/// as spaces, cut to `max_chars` ending with `…` when cut.
 pub fn shorten(text: &str, max_chars: usize) -> String {
-    let one_line = text.replace('\n', " ");
+    let one_line = visible(text).replace('\n', " ");
     if one_line.chars().count() <= max_chars {
         return one_line;
     }
@@ -54,7 +56,7 @@ pub fn header(job: &Job, extra: &str) -> String {
     }
     line.push_str(&format!(" · {}{extra}", shorten(&job.command, 80)));
     if let Some(error) = &job.error {
-        line.push_str(&format!("\n  error: {error}"));
+        line.push_str(&format!("\n  error: {}", visible(error)));
     }
     line
 }
@@ -106,7 +108,7 @@ fn delivery_lines(job: &Job) -> Vec<String> {
             let error = match n.last_error.as_deref() {
                 // Most often no interrupt service is installed: say how to stop trying.
                 Some(e) if e.starts_with(NOTHING_LISTENS) => {
-                    format!("; {e} — if none runs here, `\"notify\": {{\"url\": null}}` in config.json turns this off")
+                    format!("; {} — if none runs here, `\"notify\": {{\"url\": null}}` in config.json turns this off", visible(e))
                 }
                 Some(e) => format!("; last error: {}", shorten(e, 80)),
                 None => String::new(),
@@ -118,7 +120,7 @@ fn delivery_lines(job: &Job) -> Vec<String> {
         lines.push(format!(
             "  hook `{}` failed: {}",
             shorten(&hook.command, 60),
-            hook.error.as_deref().unwrap_or_default()
+            visible(hook.error.as_deref().unwrap_or_default())
         ));
     }
     lines

@@ -48,8 +48,8 @@ impl vte::Perform for PrintedText {
 }
 
 /// User-controlled text (a command line, a label, an error that quotes a
-/// path) as it may be shown on a terminal: every control character other than
-/// newline and tab is written out (`\x1b`, `\u{9b}`), so that printing it can
+/// path) as it may be shown on a terminal: every control character but the
+/// newline is written out (`\x1b`, `\x09`, `\u{9b}`), so that printing it can
 /// never move the cursor, retitle the window or clear the screen.
 pub fn visible(text: &str) -> Cow<'_, str> {
     if !text.chars().any(needs_escape) {
@@ -69,7 +69,7 @@ pub fn visible(text: &str) -> Cow<'_, str> {
 }
 
 fn needs_escape(c: char) -> bool {
-    c.is_control() && c != '\n' && c != '\t'
+    c.is_control() && c != '\n'
 }
 
 /// A progress bar redraws its line with `\r`: only its last state matters.
@@ -148,7 +148,8 @@ mod tests {
 
     #[test]
     fn visible_escapes_every_control_character() {
-        assert_eq!(visible("plain text, tabs\tand é"), "plain text, tabs\tand é");
+        assert_eq!(visible("plain text and é"), "plain text and é");
+        assert_eq!(visible("a\tb"), "a\\x09b");
         assert_eq!(visible("a\u{1b}]0;pwned\u{7}b"), "a\\x1b]0;pwned\\x07b");
         assert_eq!(visible("\u{1b}[2J\r\u{7f}\u{9b}"), "\\x1b[2J\\x0d\\x7f\\u{9b}");
         assert_eq!(visible("two\nlines"), "two\nlines");
