@@ -23,6 +23,7 @@ pub fn shorten(text: &str, max_chars: usize) -> String {
 
 /// One line of under 200 characters: what started and how to look at it.
 pub fn ack_line(job_id: &str, pid: u32, command: &str) -> String {
+    let job_id = visible(job_id);
     let frame = format!("started {job_id} (pid {pid}):  — run-bg check {job_id}");
     let room = 199usize.saturating_sub(frame.chars().count()).clamp(10, 70);
     format!("started {job_id} (pid {pid}): {} — run-bg check {job_id}", shorten(command, room))
@@ -45,7 +46,7 @@ pub fn outcome_text(job: &Job) -> String {
 pub fn how_it_ended(job: &Job) -> String {
     match (job.exit_code, &job.signal) {
         (Some(code), _) => format!("exit {code}"),
-        (None, Some(signal)) => format!("signal {signal}"),
+        (None, Some(signal)) => format!("signal {}", visible(signal)),
         _ if job.main.is_none() && job.status == JobStatus::Failed => "could not start".to_string(),
         _ if job.status == JobStatus::Lost => match job.supervisor {
             Some(s) => format!("supervisor pid {} gone, no exit status recorded", s.pid),
@@ -69,7 +70,8 @@ fn why_lost(job: &Job) -> String {
 
 /// `<id>: <outcome> · pid N · <command>`, then `  error: …` when there is one.
 pub fn header(job: &Job, extra: &str) -> String {
-    let mut line = format!("{}: {}", job.id, outcome_text(job));
+    // Ids and signals are checked where they are made, not in a hand-edited registry.
+    let mut line = format!("{}: {}", visible(&job.id), outcome_text(job));
     if let Some(pid) = job.pid() {
         line.push_str(&format!(" · pid {pid}"));
     }
@@ -88,7 +90,7 @@ pub fn list_line(job: &Job, lingering: usize) -> String {
     } else {
         String::new()
     };
-    format!("{}  {}{still}  {}", job.id, outcome_text(job), shorten(&job.command, 60))
+    format!("{}  {}{still}  {}", visible(&job.id), outcome_text(job), shorten(&job.command, 60))
 }
 
 /// `list`'s text for these jobs (one pass over /proc for all of them).
@@ -112,7 +114,7 @@ pub fn lingering_line(job: &Job, lingering: &[ProcessEntry]) -> Option<String> {
         "  still running: {} process(es): {}{more} — `run-bg kill {}` removes them",
         lingering.len(),
         shown.join(", "),
-        job.id
+        visible(&job.id)
     ))
 }
 
@@ -236,6 +238,9 @@ mod tests {
     #[test]
     fn user_text_is_printed_with_its_control_characters_escaped() {
         let mut j = job(JobStatus::Failed);
+        // A hand-edited record can hold anything, even in its id and signal.
+        j.id = format!("id{PWNED}");
+        j.signal = Some(format!("SIGTERM{PWNED}"));
         j.command = format!("sh -c 'echo {PWNED}'");
         j.label = format!("x{PWNED}");
         j.error = Some(format!("working directory `/tmp/{PWNED}` does not exist"));
