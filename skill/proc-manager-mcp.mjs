@@ -11,13 +11,23 @@ const pm = createRequire(import.meta.url)('../index.js')
 
 const text = (value) => ({ content: [{ type: 'text', text: value }] })
 
+/**
+ * User text (a process's command line, a failure reason) that this server puts
+ * into an answer itself, written out as the core writes it in its own text
+ * (`\x1b`): a control character must never reach the client's terminal.
+ */
+const visible = (value) => String(value).replace(/[\x00-\x09\x0b-\x1f\x7f-\x9f]/g, (c) => {
+  const code = c.charCodeAt(0)
+  return code < 0x80 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u{${code.toString(16)}}`
+})
+
 /** Runs a tool body; any thrown error becomes an `isError` result with its message. */
 const tool = (body) => async (args) => {
   try {
     return text(await body(args))
   } catch (error) {
     // The core's hints name CLI commands; here the model has tools instead.
-    const message = String(error?.message ?? error).replace('run `run-bg list --all`', 'call list_jobs with all: true')
+    const message = visible(error?.message ?? error).replace('run `run-bg list --all`', 'call list_jobs with all: true')
     return { isError: true, content: [{ type: 'text', text: message }] }
   }
 }
@@ -90,11 +100,11 @@ server.registerTool('cleanup_orphans', {
   },
 }, tool(async (options) => {
   const report = await pm.cleanupOrphans(options)
-  const line = (p) => `pid ${p.pid} ${p.command} (jobId: ${p.jobId}, ${p.jobStatus})`
-  const lines = report.orphanedJobs.map((j) => `orphaned jobId: ${j.jobId} (${j.command})`)
+  const line = (p) => `pid ${p.pid} ${visible(p.command)} (jobId: ${p.jobId}, ${p.jobStatus})`
+  const lines = report.orphanedJobs.map((j) => `orphaned jobId: ${j.jobId} (${visible(j.command)})`)
   if (options.mode === 'kill') {
     lines.push(...report.killed.map((p) => `killed ${line(p)}`))
-    lines.push(...report.failed.map((p) => `failed ${line(p)}: ${p.reason}`))
+    lines.push(...report.failed.map((p) => `failed ${line(p)}: ${visible(p.reason)}`))
   } else {
     lines.push(...report.processes.map(line))
   }

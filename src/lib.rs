@@ -2,6 +2,7 @@
 //! Nothing here decides behaviour; `core` does.
 
 pub mod core;
+mod js_args;
 
 use crate::core::ops::{Context, KillOutcome, ListFilter, OrphanOptions, OrphanProcess, TailQuery};
 use crate::core::procinfo::ProcessEntry;
@@ -9,19 +10,22 @@ use crate::core::procs;
 use crate::core::spawn::{start_job, StartRequest};
 use crate::core::view::{JobView, shell_exit_code};
 use crate::core::job::JobStatus;
+use crate::core::text::visible;
+use js_args::{millis_arg, string_arg, Options};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Error messages quote user input (a path, an id, a label): written out so
+/// that whoever prints them prints no control characters.
 fn to_js_error(error: crate::core::Error) -> napi::Error {
-    match error {
-        crate::core::Error::StartFailed { job_id, message } => {
-            napi::Error::from_reason(format!("{message} (recorded as failed job {job_id})"))
-        }
-        other => napi::Error::from_reason(other.to_string()),
-    }
+    let message = match error {
+        crate::core::Error::StartFailed { job_id, message } => format!("{message} (recorded as failed job {job_id})"),
+        other => other.to_string(),
+    };
+    napi::Error::from_reason(visible(&message).into_owned())
 }
 
 fn context() -> Result<Context> {
@@ -72,14 +76,6 @@ fn addon_path() -> Option<PathBuf> {
     Some(PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes())))
 }
 
-fn millis(ms: Option<f64>, what: &str) -> Result<Option<Duration>> {
-    match ms {
-        None => Ok(None),
-        Some(v) if v.is_finite() && v >= 0.0 => Ok(Some(Duration::from_millis(v as u64))),
-        Some(v) => Err(napi::Error::from_reason(format!("bad {what}: {v}; give a number of milliseconds >= 0"))),
-    }
-}
-
 /// Options of `runBackground`; they mirror the CLI's flags.
 #[napi(object)]
 #[derive(Default)]
@@ -102,6 +98,22 @@ pub struct RunOptions {
     pub notify: Option<bool>,
     /// Run this (with /bin/sh -c) when the job ends.
     pub on_exit: Option<String>,
+}
+
+impl RunOptions {
+    fn read(o: &mut Options) -> Result<RunOptions> {
+        Ok(RunOptions {
+            args: o.strings("args")?,
+            label: o.string("label")?,
+            cwd: o.string("cwd")?,
+            env: o.string_map("env")?,
+            timeout_ms: o.millis("timeoutMs", 1)?.map(|ms| ms as f64),
+            owner: o.string("owner")?,
+            context: o.json("context")?,
+            notify: o.boolean("notify")?,
+            on_exit: o.string("onExit")?,
+        })
+    }
 }
 
 #[napi(object)]
@@ -297,7 +309,8 @@ impl From<KillOutcome> for KillResult {
             job_id: o.job.id,
             status: o.job.status.as_str().into(),
             signalled: o.signalled,
-            message: o.message,
+            // A message to show (the MCP server relays it): written out like the CLI's.
+            message: visible(&o.message).into_owned(),
             error: None,
         }
     }
@@ -331,9 +344,16 @@ pub struct ReconcileResult {
 /// Starts `command` in the background under its own supervisor. Returns once
 /// the main process has started; throws if it cannot (then recorded as a
 /// `failed` job). Without `options.args`, `command` runs with `/bin/sh -c`.
-#[napi]
-pub fn run_background(command: String, options: Option<RunOptions>) -> Result<RunResult> {
-    let options = options.unwrap_or_default();
+#[napi(ts_args_type = "command: string, options?: RunOptions | undefined | null")]
+pub fn run_background(command: Unknown, options: Option<Unknown>) -> Result<RunResult> {
+    let command = string_arg("command", command)?;
+    let mut o = Options::new("runBackground", options)?;
+    let options = RunOptions::read(&mut o)?;
+    o.finish()?;
+    start(command, options)
+}
+
+fn start(command: String, options: RunOptions) -> Result<RunResult> {
     let mut request = match options.args {
         Some(args) => {
             let mut argv = vec![command];
@@ -350,10 +370,7 @@ pub fn run_background(command: String, options: Option<RunOptions>) -> Result<Ru
     request.label = options.label;
     request.cwd = options.cwd.map(PathBuf::from);
     request.env = options.env.unwrap_or_default().into_iter().collect();
-    if let Some(ms) = options.timeout_ms.filter(|&ms| ms.is_finite() && ms < 1.0) {
-        return Err(napi::Error::from_reason(format!("bad timeoutMs: {ms}; give a number of milliseconds >= 1")));
-    }
-    request.timeout_ms = millis(options.timeout_ms, "timeoutMs")?.map(|d| d.as_millis() as u64);
+    request.timeout_ms = options.timeout_ms.map(|ms| ms as u64);
     request.owner = options.owner;
     request.context = options.context;
     request.notify = options.notify.unwrap_or(true);
@@ -364,22 +381,23 @@ pub fn run_background(command: String, options: Option<RunOptions>) -> Result<Ru
 }
 
 /// Status, exit code, runtime and the last lines of a job's output.
-#[napi]
-pub fn check_job(job_id: String, options: Option<CheckOptions>) -> Result<CheckResult> {
-    let query = tail_query(options)?;
+#[napi(ts_args_type = "jobId: string, options?: CheckOptions | undefined | null")]
+pub fn check_job(job_id: Unknown, options: Option<Unknown>) -> Result<CheckResult> {
+    let job_id = string_arg("jobId", job_id)?;
+    let query = tail_query("checkJob", options)?;
     Ok(check_to_js(context()?.check(&job_id, &query).map_err(to_js_error)?))
 }
 
-fn tail_query(options: Option<CheckOptions>) -> Result<TailQuery> {
-    let (lines, grep, errors) = options.map(|o| (o.lines, o.grep, o.errors)).unwrap_or((None, None, None));
-    let lines = lines
-        .map(|n| {
-            usize::try_from(n)
-                .map_err(|_| napi::Error::from_reason(format!("bad lines: {n}; give a whole number of lines >= 0")))
-        })
-        .transpose()?;
-    TailQuery::new(lines, grep.as_deref())
-        .and_then(|q| q.errors(errors.unwrap_or(false)))
+fn tail_query(function: &'static str, options: Option<Unknown>) -> Result<TailQuery> {
+    let mut o = Options::new(function, options)?;
+    let options = CheckOptions {
+        lines: o.count("lines", "lines")?.map(|n| n as i64),
+        grep: o.string("grep")?,
+        errors: o.boolean("errors")?,
+    };
+    o.finish()?;
+    TailQuery::new(options.lines.map(|n| n as usize), options.grep.as_deref())
+        .and_then(|q| q.errors(options.errors.unwrap_or(false)))
         .map_err(to_js_error)
 }
 
@@ -410,14 +428,16 @@ fn check_to_js(check: crate::core::ops::CheckResult) -> CheckResult {
 
 /// Jobs in the registry: running ones and those that ended within the hour,
 /// or every job with `all: true`.
-#[napi]
-pub fn list_jobs(options: Option<ListOptions>) -> Result<Vec<JobSummary>> {
-    let filter = list_filter(options)?;
+#[napi(ts_args_type = "options?: ListOptions | undefined | null")]
+pub fn list_jobs(options: Option<Unknown>) -> Result<Vec<JobSummary>> {
+    let filter = list_filter("listJobs", options)?;
     Ok(context()?.list(&filter).map_err(to_js_error)?.iter().map(summary_of).collect())
 }
 
-fn list_filter(options: Option<ListOptions>) -> Result<ListFilter> {
-    let options = options.unwrap_or(ListOptions { status: None, owner: None, all: None });
+fn list_filter(function: &'static str, options: Option<Unknown>) -> Result<ListFilter> {
+    let mut o = Options::new(function, options)?;
+    let options = ListOptions { status: o.string("status")?, owner: o.string("owner")?, all: o.boolean("all")? };
+    o.finish()?;
     let status = options.status.map(|s| JobStatus::parse_or_explain(&s).map_err(napi::Error::from_reason)).transpose()?;
     Ok(ListFilter { status, owner: options.owner, all: options.all.unwrap_or(false) || status.is_some() })
 }
@@ -452,13 +472,16 @@ fn rejecting<'env>(env: &'env Env, body: impl FnOnce() -> Result<Object<'env>>) 
 
 /// SIGTERM to the job's whole tree, SIGKILL after the grace period (at once
 /// with `force`). Resolves once the tree is gone.
-#[napi(ts_return_type = "Promise<KillResult>")]
-pub fn kill_job<'env>(env: &'env Env, job_id: String, options: Option<KillOptions>) -> Result<Object<'env>> {
+#[napi(
+    ts_args_type = "jobId: string, options?: KillOptions | undefined | null",
+    ts_return_type = "Promise<KillResult>"
+)]
+pub fn kill_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
-        let (grace, force) = match options {
-            Some(o) => (millis(o.grace_ms, "graceMs")?, o.force.unwrap_or(false)),
-            None => (None, false),
-        };
+        let job_id = string_arg("jobId", job_id)?;
+        let mut o = Options::new("killJob", options)?;
+        let (grace, force) = (o.millis("graceMs", 0)?.map(Duration::from_millis), o.boolean("force")?.unwrap_or(false));
+        o.finish()?;
         let context = context_for_kill()?;
         crate::core::ids::validate_job_id(&job_id).map_err(to_js_error)?;
         spawn_promise(env, move || context.kill(&job_id, grace, force).map(KillResult::from))
@@ -466,13 +489,14 @@ pub fn kill_job<'env>(env: &'env Env, job_id: String, options: Option<KillOption
 }
 
 /// Kills every running job (of `owner`, when given), all at once.
-#[napi(ts_return_type = "Promise<KillResult[]>")]
-pub fn kill_all<'env>(env: &'env Env, options: Option<KillAllOptions>) -> Result<Object<'env>> {
+#[napi(ts_args_type = "options?: KillAllOptions | undefined | null", ts_return_type = "Promise<KillResult[]>")]
+pub fn kill_all<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
-        let (owner, grace, force) = match options {
-            Some(o) => (o.owner, millis(o.grace_ms, "graceMs")?, o.force.unwrap_or(false)),
-            None => (None, None, false),
-        };
+        let mut o = Options::new("killAll", options)?;
+        let owner = o.string("owner")?;
+        let grace = o.millis("graceMs", 0)?.map(Duration::from_millis);
+        let force = o.boolean("force")?.unwrap_or(false);
+        o.finish()?;
         let context = context_for_kill()?;
         spawn_promise(env, move || {
             // One job that cannot be killed does not hide what happened to the others.
@@ -485,8 +509,8 @@ pub fn kill_all<'env>(env: &'env Env, options: Option<KillAllOptions>) -> Result
                         job_id,
                         status: "unknown".into(),
                         signalled: false,
-                        message: e.to_string(),
-                        error: Some(e.to_string()),
+                        message: visible(&e.to_string()).into_owned(),
+                        error: Some(visible(&e.to_string()).into_owned()),
                     },
                 })
                 .collect::<Vec<_>>())
@@ -495,10 +519,16 @@ pub fn kill_all<'env>(env: &'env Env, options: Option<KillAllOptions>) -> Result
 }
 
 /// Resolves when the job ends (or `timeoutMs` passes: `timedOut: true`).
-#[napi(ts_return_type = "Promise<JobResult>")]
-pub fn wait_job<'env>(env: &'env Env, job_id: String, options: Option<WaitOptions>) -> Result<Object<'env>> {
+#[napi(
+    ts_args_type = "jobId: string, options?: WaitOptions | undefined | null",
+    ts_return_type = "Promise<JobResult>"
+)]
+pub fn wait_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
-        let timeout = millis(options.and_then(|o| o.timeout_ms), "timeoutMs")?;
+        let job_id = string_arg("jobId", job_id)?;
+        let mut o = Options::new("waitJob", options)?;
+        let timeout = o.millis("timeoutMs", 0)?.map(Duration::from_millis);
+        o.finish()?;
         let context = context()?;
         crate::core::ids::validate_job_id(&job_id).map_err(to_js_error)?;
         spawn_promise(env, move || {
@@ -530,9 +560,9 @@ pub fn reconcile() -> Result<ReconcileResult> {
 
 /// Forgets finished jobs (that ended over `olderThanMs` ago, when given) and
 /// deletes their logs. Returns the ids removed.
-#[napi]
-pub fn prune_jobs(older_than_ms: Option<f64>) -> Result<Vec<String>> {
-    let older_than = millis(older_than_ms, "olderThanMs")?;
+#[napi(ts_args_type = "olderThanMs?: number | undefined | null")]
+pub fn prune_jobs(older_than_ms: Option<Unknown>) -> Result<Vec<String>> {
+    let older_than = millis_arg("olderThanMs", older_than_ms)?.map(Duration::from_millis);
     context()?.prune(older_than).map_err(to_js_error)
 }
 
@@ -585,22 +615,29 @@ pub struct CleanupReport {
 
 /// Finds orphaned jobs and processes left behind by ended jobs; with
 /// `mode: 'kill'` removes them. Resolves with what was found, killed and failed.
-#[napi(ts_return_type = "Promise<CleanupReport>")]
-pub fn cleanup_orphans<'env>(env: &'env Env, options: Option<CleanupOptions>) -> Result<Object<'env>> {
+#[napi(ts_args_type = "options?: CleanupOptions | undefined | null", ts_return_type = "Promise<CleanupReport>")]
+pub fn cleanup_orphans<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
-        let options = options.unwrap_or(CleanupOptions { mode: None, owner: None, force: None, grace_ms: None });
+        let mut o = Options::new("cleanupOrphans", options)?;
+        let options = CleanupOptions {
+            mode: o.string("mode")?,
+            owner: o.string("owner")?,
+            force: o.boolean("force")?,
+            grace_ms: o.millis("graceMs", 0)?.map(|ms| ms as f64),
+        };
+        o.finish()?;
         let kill = match options.mode.as_deref() {
             None | Some("list") => false,
             Some("kill") => true,
             Some(other) => {
-                return Err(napi::Error::from_reason(format!("bad mode `{other}`: expected 'list' or 'kill'")));
+                return Err(napi::Error::from_reason(format!("bad mode `{}`: expected 'list' or 'kill'", visible(other))));
             }
         };
         let orphan_options = OrphanOptions {
             kill,
             force: options.force.unwrap_or(false),
             owner: options.owner,
-            grace: millis(options.grace_ms, "graceMs")?,
+            grace: options.grace_ms.map(|ms| Duration::from_millis(ms as u64)),
         };
         let context = if kill { context_for_kill()? } else { context()? };
         spawn_promise(env, move || {
@@ -732,24 +769,24 @@ pub struct ResourceTracker {
 
 #[napi]
 impl ResourceTracker {
-    #[napi(constructor)]
-    pub fn new(options: Option<TrackerOptions>) -> Result<ResourceTracker> {
+    #[napi(constructor, ts_args_type = "options?: TrackerOptions | undefined | null")]
+    pub fn new(options: Option<Unknown>) -> Result<ResourceTracker> {
+        let mut o = Options::new("ResourceTracker", options)?;
+        let options = TrackerOptions {
+            enabled: o.boolean("enabled")?,
+            memory_threshold_mb: o.amount("memoryThresholdMb", "MiB")?,
+            mcp_patterns: o.strings("mcpPatterns")?,
+        };
+        o.finish()?;
         let mut config = Context::load().map_err(to_js_error)?.config.diagnostics.resource_tracking;
-        if let Some(o) = options {
-            if let Some(enabled) = o.enabled {
-                config.enabled = enabled;
-            }
-            if let Some(threshold) = o.memory_threshold_mb {
-                if !threshold.is_finite() || threshold < 0.0 {
-                    return Err(napi::Error::from_reason(format!(
-                        "bad memoryThresholdMb: {threshold}; give a number of MiB >= 0"
-                    )));
-                }
-                config.memory_threshold_mb = threshold;
-            }
-            if let Some(patterns) = o.mcp_patterns {
-                config.mcp_patterns = patterns;
-            }
+        if let Some(enabled) = options.enabled {
+            config.enabled = enabled;
+        }
+        if let Some(threshold) = options.memory_threshold_mb {
+            config.memory_threshold_mb = threshold;
+        }
+        if let Some(patterns) = options.mcp_patterns {
+            config.mcp_patterns = patterns;
         }
         if config.enabled {
             procs::init_logging();
@@ -810,9 +847,11 @@ pub struct SummaryOptions {
 /// The lines an agent harness puts in front of each model call: running jobs
 /// (pid, command, runtime, last line) and ended jobs not looked at yet. An
 /// empty string when there is nothing to say.
-#[napi]
-pub fn summary(options: Option<SummaryOptions>) -> Result<String> {
-    let owner = options.and_then(|o| o.owner);
+#[napi(ts_args_type = "options?: SummaryOptions | undefined | null")]
+pub fn summary(options: Option<Unknown>) -> Result<String> {
+    let mut o = Options::new("summary", options)?;
+    let owner = SummaryOptions { owner: o.string("owner")? }.owner;
+    o.finish()?;
     Ok(context()?.summary(owner.as_deref()).map_err(to_js_error)?.join("\n"))
 }
 
@@ -842,24 +881,21 @@ pub struct YieldResult {
 /// Starts `command` like `runBackground`, then waits up to `yieldMs`: resolves
 /// with the check result if the job ended by then, else with the running
 /// job's id (`done: false`), leaving it running.
-#[napi(ts_return_type = "Promise<YieldResult>")]
-pub fn run_yield<'env>(env: &'env Env, command: String, options: YieldOptions) -> Result<Object<'env>> {
+#[napi(ts_args_type = "command: string, options: YieldOptions", ts_return_type = "Promise<YieldResult>")]
+pub fn run_yield<'env>(env: &'env Env, command: Unknown, options: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
-        let yield_for = millis(Some(options.yield_ms), "yieldMs")?.unwrap_or_default();
-        let started = run_background(
-            command,
-            Some(RunOptions {
-                args: options.args,
-                label: options.label,
-                cwd: options.cwd,
-                env: options.env,
-                timeout_ms: options.timeout_ms,
-                owner: options.owner,
-                context: options.context,
-                notify: options.notify,
-                on_exit: options.on_exit,
-            }),
-        )?;
+        let command = string_arg("command", command)?;
+        let mut o = Options::new("runYield", options)?;
+        let yield_ms = o.millis("yieldMs", 0)?;
+        let run = RunOptions::read(&mut o)?;
+        o.finish()?;
+        let Some(yield_ms) = yield_ms else {
+            return Err(napi::Error::from_reason(
+                "runYield needs options with yieldMs: how long to wait for the job to end, in milliseconds",
+            ));
+        };
+        let yield_for = Duration::from_millis(yield_ms);
+        let started = start(command, run)?;
         let context = context()?;
         spawn_promise(env, move || {
             let job_id = started.job_id;
@@ -875,17 +911,18 @@ pub fn run_yield<'env>(env: &'env Env, command: String, options: YieldOptions) -
 
 /// `checkJob` as the CLI prints it: a header line, what needs attention, then
 /// the lines. For agents and tools that relay text (the MCP server).
-#[napi]
-pub fn check_job_text(job_id: String, options: Option<CheckOptions>) -> Result<String> {
-    let query = tail_query(options)?;
+#[napi(ts_args_type = "jobId: string, options?: CheckOptions | undefined | null")]
+pub fn check_job_text(job_id: Unknown, options: Option<Unknown>) -> Result<String> {
+    let job_id = string_arg("jobId", job_id)?;
+    let query = tail_query("checkJobText", options)?;
     let check = context()?.check(&job_id, &query).map_err(to_js_error)?;
     Ok(crate::core::format::check_text(&check))
 }
 
 /// `listJobs` as the CLI prints it, one line per job.
-#[napi]
-pub fn list_jobs_text(options: Option<ListOptions>) -> Result<String> {
-    let filter = list_filter(options)?;
+#[napi(ts_args_type = "options?: ListOptions | undefined | null")]
+pub fn list_jobs_text(options: Option<Unknown>) -> Result<String> {
+    let filter = list_filter("listJobsText", options)?;
     let jobs = context()?.list(&filter).map_err(to_js_error)?;
     Ok(if jobs.is_empty() {
         format!("no jobs{}", if filter.all { "" } else { " running or ended within the hour (all: true for every job)" })

@@ -9,6 +9,7 @@ use proc_manager::core::procinfo::ProcessEntry;
 use proc_manager::core::spawn::{parse_env_assignment, start_job, StartRequest};
 use proc_manager::core::view::{kb_to_mb, shell_exit_code, CheckView, JobView, ProcessView};
 use proc_manager::core::format::{self, shorten};
+use proc_manager::core::text::visible;
 use proc_manager::core::{logs, notify, procs, supervisor, Error, Result};
 use std::io::Write;
 use std::path::PathBuf;
@@ -254,7 +255,8 @@ fn main() {
     let code = match run(&args) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("run-bg: {e}");
+            // Errors quote user input (an id, a path): its control characters written out.
+            eprintln!("run-bg: {}", visible(&e.to_string()));
             e.exit_code()
         }
     };
@@ -315,14 +317,25 @@ fn run(args: &[String]) -> Result<i32> {
                     "unknown command `{word}`; to run a program, put it after `--`: run-bg -- {word} … (see run-bg --help)"
                 )));
             }
-            let cli = SubCli::try_parse_from(args).unwrap_or_else(|e| e.exit());
+            let cli = SubCli::try_parse_from(args).unwrap_or_else(|e| usage_exit(e));
             run_sub(cli.command)
         }
         _ => {
-            let cli = StartCli::try_parse_from(args).unwrap_or_else(|e| e.exit());
+            let cli = StartCli::try_parse_from(args).unwrap_or_else(|e| usage_exit(e));
             run_start(cli)
         }
     }
+}
+
+/// clap's usage errors quote the argument they refuse, which may carry escape
+/// codes: print them written out (help and version go out as clap prints them).
+fn usage_exit(error: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+        error.exit()
+    }
+    eprint!("{}", visible(&error.render().to_string()));
+    std::process::exit(error.exit_code())
 }
 
 fn parse_dur(flag: &str, text: &Option<String>) -> Result<Option<Duration>> {
@@ -370,7 +383,7 @@ fn run_start(cli: StartCli) -> Result<i32> {
             if cli.json {
                 print_json(&serde_json::json!({ "jobId": job_id, "status": "failed", "error": message }));
             }
-            eprintln!("run-bg: {message} (recorded as failed job {job_id})");
+            eprintln!("run-bg: {} (recorded as failed job {job_id})", visible(&message));
             return Ok(1);
         }
         Err(e) => return Err(e),
@@ -487,7 +500,7 @@ fn run_sub(command: Sub) -> Result<i32> {
                 match result {
                     Ok(outcome) => {
                         if !json.json {
-                            outln!("{}", outcome.message);
+                            outln!("{}", visible(&outcome.message));
                         }
                         views.push(serde_json::json!({
                             "jobId": outcome.job.id, "status": outcome.job.status.as_str(),
@@ -496,7 +509,7 @@ fn run_sub(command: Sub) -> Result<i32> {
                     }
                     Err(e) => {
                         failed = true;
-                        eprintln!("run-bg: {e}");
+                        eprintln!("run-bg: {}", visible(&e.to_string()));
                         views.push(serde_json::json!({ "error": e.to_string() }));
                     }
                 }
@@ -547,7 +560,13 @@ fn run_sub(command: Sub) -> Result<i32> {
                     }
                 }
                 for (o, why) in &report.failed {
-                    outln!("failed: pid {} {} (job {}): {why}", o.process.identity.pid, shorten(&o.process.command, 60), o.job_id);
+                    outln!(
+                        "failed: pid {} {} (job {}): {}",
+                        o.process.identity.pid,
+                        shorten(&o.process.command, 60),
+                        o.job_id,
+                        visible(why)
+                    );
                 }
             }
             Ok(if report.failed.is_empty() { 0 } else { 1 })

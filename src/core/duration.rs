@@ -1,7 +1,12 @@
 use super::{Error, Result};
 
-/// Parses `500ms`, `90s`, `10m`, `2h`, `1d` and sums such as `1h30m`.
-/// A bare number is refused: its unit would be a guess.
+/// The longest duration accepted anywhere (a timeout, a grace period, a wait,
+/// `--older-than`): a year. Anything longer is a typo or an overflow waiting
+/// to happen, not a plan.
+pub const MAX_DURATION_MS: u64 = 365 * 86_400_000;
+
+/// Parses `500ms`, `90s`, `10m`, `2h`, `1d` and sums such as `1h30m`, up to
+/// `MAX_DURATION_MS`. A bare number is refused: its unit would be a guess.
 pub fn parse_duration_ms(text: &str) -> Result<u64> {
     let bad = || {
         Error::Usage(format!(
@@ -19,7 +24,8 @@ pub fn parse_duration_ms(text: &str) -> Result<u64> {
         if digits == 0 {
             return Err(bad());
         }
-        let value: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        // Only digits, so a parse error is an overflow: too long, as said below.
+        let value: u64 = rest[..digits].parse().unwrap_or(u64::MAX);
         rest = &rest[digits..];
         let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
         let unit_ms: u64 = match &rest[..unit_len] {
@@ -31,10 +37,12 @@ pub fn parse_duration_ms(text: &str) -> Result<u64> {
             _ => return Err(bad()),
         };
         rest = &rest[unit_len..];
-        total = value
-            .checked_mul(unit_ms)
-            .and_then(|v| total.checked_add(v))
-            .ok_or_else(bad)?;
+        total = value.checked_mul(unit_ms).and_then(|v| total.checked_add(v)).unwrap_or(u64::MAX);
+    }
+    if total > MAX_DURATION_MS {
+        return Err(Error::Usage(format!(
+            "bad duration `{text}`: longer than a year; give at most 365d (8760h), e.g. 90s, 10m, 2h, 1h30m"
+        )));
     }
     Ok(total)
 }
@@ -75,6 +83,16 @@ mod tests {
         for bad in ["", "5", "s", "5x", "-5s", "1.5s", "99999999999999999999d"] {
             let err = parse_duration_ms(bad).unwrap_err().to_string();
             assert!(err.contains("bad duration"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn refuses_durations_beyond_a_year() {
+        assert_eq!(parse_duration_ms("365d").unwrap(), MAX_DURATION_MS);
+        assert_eq!(parse_duration_ms("8760h").unwrap(), MAX_DURATION_MS);
+        for bad in ["99999999999h", "366d", "8760h1ms", "5000000000000h", "99999999999999999999d"] {
+            let err = parse_duration_ms(bad).unwrap_err().to_string();
+            assert!(err.contains(&format!("bad duration `{bad}`")) && err.contains("at most 365d"), "{bad}: {err}");
         }
     }
 

@@ -7,11 +7,13 @@ use super::notify::NOTHING_LISTENS;
 use super::now_ms;
 use super::ops::CheckResult;
 use super::procinfo::{self, ProcessEntry};
+use super::text::visible;
 use super::view::kb_to_mb;
 
-/// Cuts to `max_chars` on one line, ending with `…` when cut.
+/// User text for one line: control characters written out (`\x1b`), newlines
+/// as spaces, cut to `max_chars` ending with `…` when cut.
 pub fn shorten(text: &str, max_chars: usize) -> String {
-    let one_line = text.replace('\n', " ");
+    let one_line = visible(text).replace('\n', " ");
     if one_line.chars().count() <= max_chars {
         return one_line;
     }
@@ -21,6 +23,7 @@ pub fn shorten(text: &str, max_chars: usize) -> String {
 
 /// One line of under 200 characters: what started and how to look at it.
 pub fn ack_line(job_id: &str, pid: u32, command: &str) -> String {
+    let job_id = visible(job_id);
     let frame = format!("started {job_id} (pid {pid}):  — run-bg check {job_id}");
     let room = 199usize.saturating_sub(frame.chars().count()).clamp(10, 70);
     format!("started {job_id} (pid {pid}): {} — run-bg check {job_id}", shorten(command, room))
@@ -32,29 +35,49 @@ pub fn outcome_text(job: &Job) -> String {
     match job.status {
         JobStatus::Running => format!("running for {runtime}"),
         JobStatus::Orphaned => format!("orphaned (supervisor gone, processes still running) after {runtime}"),
+        JobStatus::Lost => format!("lost: {}, after {runtime}", why_lost(job)),
         status => format!("{status} ({}) after {runtime}", how_it_ended(job)),
     }
 }
 
-/// `exit 3`, `signal SIGTERM`, `could not start` or `no exit status`.
+/// `exit 3`, `signal SIGTERM`, `could not start` (no main process was ever
+/// recorded: its exec failed), or what is known of an end without a status.
+/// Decided on the record's facts: an `error` alone says nothing about the start.
 pub fn how_it_ended(job: &Job) -> String {
     match (job.exit_code, &job.signal) {
         (Some(code), _) => format!("exit {code}"),
-        (None, Some(signal)) => format!("signal {signal}"),
-        _ if job.error.is_some() => "could not start".to_string(),
+        (None, Some(signal)) => format!("signal {}", visible(signal)),
+        _ if job.main.is_none() && job.status == JobStatus::Failed => "could not start".to_string(),
+        _ if job.status == JobStatus::Lost => match job.supervisor {
+            Some(s) => format!("supervisor pid {} gone, no exit status recorded", s.pid),
+            None => "supervisor gone, no exit status recorded".to_string(),
+        },
         _ => "no exit status".to_string(),
+    }
+}
+
+/// A `lost` job: its supervisor is gone without recording an end.
+fn why_lost(job: &Job) -> String {
+    let supervisor = match job.supervisor {
+        Some(s) => format!("its supervisor (pid {})", s.pid),
+        None => "its supervisor".to_string(),
+    };
+    match job.main {
+        Some(_) => format!("{supervisor} is gone and no exit status was recorded"),
+        None => format!("{supervisor} is gone before its main process was recorded"),
     }
 }
 
 /// `<id>: <outcome> · pid N · <command>`, then `  error: …` when there is one.
 pub fn header(job: &Job, extra: &str) -> String {
-    let mut line = format!("{}: {}", job.id, outcome_text(job));
+    // Ids and signals are checked where they are made, not in a hand-edited registry.
+    let mut line = format!("{}: {}", visible(&job.id), outcome_text(job));
     if let Some(pid) = job.pid() {
         line.push_str(&format!(" · pid {pid}"));
     }
     line.push_str(&format!(" · {}{extra}", shorten(&job.command, 80)));
     if let Some(error) = &job.error {
-        line.push_str(&format!("\n  error: {error}"));
+        line.push_str(&format!("\n  error: {}", visible(error)));
     }
     line
 }
@@ -67,7 +90,7 @@ pub fn list_line(job: &Job, lingering: usize) -> String {
     } else {
         String::new()
     };
-    format!("{}  {}{still}  {}", job.id, outcome_text(job), shorten(&job.command, 60))
+    format!("{}  {}{still}  {}", visible(&job.id), outcome_text(job), shorten(&job.command, 60))
 }
 
 /// `list`'s text for these jobs (one pass over /proc for all of them).
@@ -91,7 +114,7 @@ pub fn lingering_line(job: &Job, lingering: &[ProcessEntry]) -> Option<String> {
         "  still running: {} process(es): {}{more} — `run-bg kill {}` removes them",
         lingering.len(),
         shown.join(", "),
-        job.id
+        visible(&job.id)
     ))
 }
 
@@ -106,7 +129,7 @@ fn delivery_lines(job: &Job) -> Vec<String> {
             let error = match n.last_error.as_deref() {
                 // Most often no interrupt service is installed: say how to stop trying.
                 Some(e) if e.starts_with(NOTHING_LISTENS) => {
-                    format!("; {e} — if none runs here, `\"notify\": {{\"url\": null}}` in config.json turns this off")
+                    format!("; {} — if none runs here, `\"notify\": {{\"url\": null}}` in config.json turns this off", visible(e))
                 }
                 Some(e) => format!("; last error: {}", shorten(e, 80)),
                 None => String::new(),
@@ -118,7 +141,7 @@ fn delivery_lines(job: &Job) -> Vec<String> {
         lines.push(format!(
             "  hook `{}` failed: {}",
             shorten(&hook.command, 60),
-            hook.error.as_deref().unwrap_or_default()
+            visible(hook.error.as_deref().unwrap_or_default())
         ));
     }
     lines
@@ -142,4 +165,117 @@ pub fn check_text(check: &CheckResult) -> String {
     }
     lines.extend(check.tail.iter().cloned());
     lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::job::{HookRun, Notification, ProcessIdentity};
+
+    const HOUR_MS: u64 = 3_600_000;
+    const PWNED: &str = "\u{1b}]0;pwned\u{7}\u{1b}[2J";
+
+    fn job(status: JobStatus) -> Job {
+        let now = now_ms();
+        Job {
+            id: "build-3f2a1c".into(),
+            label: "build".into(),
+            argv: vec!["make".into()],
+            command: "make -j2".into(),
+            cwd: "/src".into(),
+            env: Default::default(),
+            owner: None,
+            context: None,
+            status,
+            exit_code: None,
+            signal: None,
+            main: Some(ProcessIdentity { pid: 4242, start_ticks: 100 }),
+            supervisor: Some(ProcessIdentity { pid: 4241, start_ticks: 99 }),
+            started_at: now - (2 * HOUR_MS + 13 * 60_000),
+            ended_at: Some(now),
+            timeout_ms: None,
+            notify: true,
+            on_exit: None,
+            error: None,
+            log_path: "/tmp/x/output.log".into(),
+            notification: None,
+            hooks: Vec::new(),
+            peak_rss_kb: None,
+            seen_at: None,
+        }
+    }
+
+    #[test]
+    fn a_lost_job_that_ran_says_what_is_known() {
+        let mut lost = job(JobStatus::Lost);
+        lost.error = Some("the supervisor and the job's processes are gone and no exit status was recorded".into());
+        let text = outcome_text(&lost);
+        assert!(!text.contains("could not start"), "{text}");
+        assert_eq!(text, "lost: its supervisor (pid 4241) is gone and no exit status was recorded, after 2h13m");
+        let how = how_it_ended(&lost);
+        assert!(!how.contains("could not start") && how.contains("no exit status"), "{how}");
+    }
+
+    #[test]
+    fn only_a_job_whose_main_process_never_started_could_not_start() {
+        let mut failed = job(JobStatus::Failed);
+        failed.main = None;
+        failed.error = Some("command not found in PATH".into());
+        assert!(outcome_text(&failed).starts_with("failed (could not start) after"), "{}", outcome_text(&failed));
+
+        let mut lost = job(JobStatus::Lost);
+        lost.main = None;
+        lost.error = Some("gone".into());
+        let text = outcome_text(&lost);
+        assert!(text.starts_with("lost: its supervisor (pid 4241) is gone before its main process was recorded"), "{text}");
+
+        // An error beside a main process that ran is no start failure.
+        let mut killed = job(JobStatus::Killed);
+        killed.error = Some("its supervisor died; its processes ended later".into());
+        assert_eq!(how_it_ended(&killed), "no exit status");
+    }
+
+    #[test]
+    fn user_text_is_printed_with_its_control_characters_escaped() {
+        let mut j = job(JobStatus::Failed);
+        // A hand-edited record can hold anything, even in its id and signal.
+        j.id = format!("id{PWNED}");
+        j.signal = Some(format!("SIGTERM{PWNED}"));
+        j.command = format!("sh -c 'echo {PWNED}'");
+        j.label = format!("x{PWNED}");
+        j.error = Some(format!("working directory `/tmp/{PWNED}` does not exist"));
+        j.hooks = vec![HookRun {
+            command: format!("notify {PWNED}"),
+            exit_code: Some(1),
+            error: Some(format!("exited 1: {PWNED}")),
+            duration_ms: 5,
+        }];
+        j.notification = Some(Notification {
+            event_id: "x:failed".into(),
+            state: crate::core::job::DeliveryState::Pending,
+            attempts: 2,
+            last_error: Some(format!("bad answer {PWNED}")),
+            delivered_at: None,
+        });
+        let lingering = vec![ProcessEntry {
+            identity: ProcessIdentity { pid: 77, start_ticks: 1 },
+            ppid: 1,
+            pgid: 77,
+            command: format!("sleep 300 {PWNED}"),
+            cookie: Some(j.id.clone()),
+            rss_kb: 0,
+        }];
+        let check = CheckResult { job: j.clone(), tail: vec!["plain".into()], lingering: lingering.clone(), usage: None };
+        let printed = [
+            ack_line(&j.id, 4242, &j.command),
+            header(&j, ""),
+            list_line(&j, 0),
+            lingering_line(&j, &lingering).unwrap(),
+            check_text(&check),
+        ];
+        for text in printed {
+            assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "raw control character in {text:?}");
+            assert!(text.contains("\\x1b]0;pwned\\x07\\x1b[2J"), "{text:?}");
+        }
+    }
 }

@@ -55,11 +55,12 @@ pub fn has_work(config: &NotifyConfig, job: &Job) -> bool {
 
 /// One line an agent can act on.
 pub fn message_line(job: &Job) -> String {
-    let command = text::cut(&job.command.replace('\n', " "), 80);
+    // Shown to an agent, and by hooks that print $RUN_BG_MESSAGE: control characters written out.
+    let command = text::cut(&text::visible(&job.command).replace('\n', " "), 80);
     let label = if job.id.starts_with(&super::ids::id_prefix_from_label(&job.label)) {
         String::new()
     } else {
-        format!(" \"{}\"", text::cut(&job.label, 40))
+        format!(" \"{}\"", text::cut(&text::visible(&job.label), 40))
     };
     let after = format_duration_ms(job.duration_ms(now_ms()));
     let id = &job.id;

@@ -119,7 +119,7 @@ impl Context {
         let now = now_ms();
         let mut lines = Vec::new();
         for job in jobs.iter().filter(|j| !j.status.is_final()) {
-            let command = text::cut(&job.command.replace('\n', " "), 60);
+            let command = text::cut(&text::visible(&job.command).replace('\n', " "), 60);
             let runtime = format_duration_ms(job.duration_ms(now));
             let pid = job.pid().map(|p| format!("PID {p} ")).unwrap_or_default();
             let state = match job.status {
@@ -143,7 +143,7 @@ impl Context {
             lines.push(format!(
                 "finished: {} `{}` {} ({how}) after {} — run-bg check {}",
                 job.id,
-                text::cut(&job.command.replace('\n', " "), 50),
+                text::cut(&text::visible(&job.command).replace('\n', " "), 50),
                 job.status,
                 format_duration_ms(job.duration_ms(now)),
                 job.id

@@ -342,7 +342,7 @@ impl ResourceTracker {
         if !orphans.is_empty() {
             let listed = format!(
                 "[{}]",
-                orphans.iter().map(|p| format!("{} {}", short_name(&p.command), p.pid)).collect::<Vec<_>>().join(", ")
+                orphans.iter().map(|p| format!("{} {}", super::text::visible(&short_name(&p.command)), p.pid)).collect::<Vec<_>>().join(", ")
             );
             tracing::warn!(count = orphans.len(), processes = ?listed, "orphaned processes detected");
             warnings.push(format!("orphaned processes detected count={} processes=\"{listed}\"", orphans.len()));

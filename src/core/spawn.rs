@@ -6,6 +6,7 @@ use super::job::{Job, JobStatus};
 use super::ops::Context;
 use super::procinfo::JOB_COOKIE;
 use super::supervisor::{parse_ready_line, SupervisorSpec, SUPERVISOR_MARK};
+use super::text::visible;
 use super::{now_ms, Error, Result};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -97,6 +98,24 @@ pub fn parse_env_assignment(text: &str) -> Result<(String, String)> {
     }
 }
 
+/// A label or owner: a name shown on one line, so no control characters
+/// (an escape code in it would act on every terminal that lists the job).
+fn validate_name(what: &str, value: &str) -> Result<()> {
+    let shown = || {
+        let cut: String = value.chars().take(60).collect();
+        let more = if value.chars().count() > 60 { "…" } else { "" };
+        format!("\"{}{more}\"", visible(&cut).replace('\n', "\\x0a"))
+    };
+    const ACCEPTED: &str = "give 1 to 200 printable characters on one line";
+    if value.chars().any(char::is_control) {
+        return Err(Error::Usage(format!("bad {what} {}: it contains control characters; {ACCEPTED}", shown())));
+    }
+    if value.trim().is_empty() || value.chars().count() > 200 {
+        return Err(Error::Usage(format!("bad {what} {}: {ACCEPTED}", shown())));
+    }
+    Ok(())
+}
+
 fn validate(request: &StartRequest) -> Result<()> {
     match request.argv.first() {
         None => {
@@ -119,14 +138,10 @@ fn validate(request: &StartRequest) -> Result<()> {
         }
     }
     if let Some(label) = &request.label {
-        if label.trim().is_empty() || label.chars().count() > 200 || label.contains('\n') {
-            return Err(Error::Usage("bad label: give 1 to 200 characters on one line".into()));
-        }
+        validate_name("label", label)?;
     }
     if let Some(owner) = &request.owner {
-        if owner.trim().is_empty() || owner.chars().count() > 200 || owner.contains('\n') {
-            return Err(Error::Usage("bad owner: give 1 to 200 characters on one line".into()));
-        }
+        validate_name("owner", owner)?;
     }
     // Every registry write carries these: keep them small enough not to slow it.
     let env_bytes: usize = request.env.iter().map(|(k, v)| k.len() + v.len()).sum();

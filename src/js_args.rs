@@ -1,0 +1,248 @@
+//! Reading the JS arguments by hand. napi's own conversion takes `env: 5` for
+//! no environment, truncates `lines: 1.5` to 1, ignores a misspelt option name
+//! and throws (instead of rejecting) from a promise-returning function; here a
+//! wrong type or an unknown name is refused with a message that names it and
+//! says what is accepted.
+
+use crate::core::duration::MAX_DURATION_MS;
+use crate::core::text::visible;
+use napi::bindgen_prelude::*;
+use napi::ValueType;
+use std::collections::HashMap;
+
+fn bad(message: String) -> napi::Error {
+    napi::Error::from_reason(message)
+}
+
+/// A number as JavaScript writes it: `5`, `1.5`, `1e300`, `NaN`.
+fn js_number(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "Infinity".into() } else { "-Infinity".into() }
+    } else if v.fract() == 0.0 && v.abs() < 1e21 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:?}")
+    }
+}
+
+/// How a value that was given is shown in an error: numbers, strings,
+/// booleans and null as written; anything else by its kind.
+fn describe(value: &Unknown) -> String {
+    let kind = value.get_type().unwrap_or(ValueType::Unknown);
+    match kind {
+        ValueType::Number => f64::from_unknown(*value).map(js_number).unwrap_or_else(|_| "a number".into()),
+        ValueType::String => match String::from_unknown(*value) {
+            Ok(s) => {
+                let shown: String = s.chars().take(60).collect();
+                let more = if s.chars().count() > 60 { "…" } else { "" };
+                format!("\"{}{more}\"", visible(&shown))
+            }
+            Err(_) => "a string".into(),
+        },
+        ValueType::Boolean => bool::from_unknown(*value).map(|b| b.to_string()).unwrap_or_else(|_| "a boolean".into()),
+        ValueType::Null => "null".into(),
+        ValueType::Undefined => "undefined".into(),
+        ValueType::Function => "a function".into(),
+        ValueType::Symbol => "a symbol".into(),
+        ValueType::Object if value.is_array().unwrap_or(false) => "an array".into(),
+        ValueType::Object => "an object".into(),
+        _ => "a value of another kind".into(),
+    }
+}
+
+fn kind_of(value: &Unknown) -> Result<ValueType> {
+    value.get_type()
+}
+
+/// A positional string argument (`jobId`, `command`).
+pub fn string_arg(name: &str, value: Unknown) -> Result<String> {
+    if kind_of(&value)? == ValueType::String {
+        return String::from_unknown(value);
+    }
+    Err(bad(format!("bad {name}: {}; give a string", describe(&value))))
+}
+
+/// `ms` milliseconds, checked: a whole or fractional number from `min` up to
+/// a year (`MAX_DURATION_MS`), as the CLI's durations are.
+fn millis_value(name: &str, value: &Unknown, min: u64) -> Result<u64> {
+    let refuse = || {
+        bad(format!(
+            "bad {name}: {}; give a number of milliseconds >= {min}, at most {MAX_DURATION_MS} (365 days)",
+            describe(value)
+        ))
+    };
+    if kind_of(value)? != ValueType::Number {
+        return Err(refuse());
+    }
+    let ms = f64::from_unknown(*value)?;
+    if !ms.is_finite() || ms < min as f64 || ms > MAX_DURATION_MS as f64 {
+        return Err(refuse());
+    }
+    Ok(ms as u64)
+}
+
+/// An optional number of milliseconds given as a plain argument (`pruneJobs`).
+pub fn millis_arg(name: &str, value: Option<Unknown>) -> Result<Option<u64>> {
+    match value {
+        Some(v) => millis_value(name, &v, 0).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// One JS options object being read. Each getter records the name it reads,
+/// so `finish` knows every accepted name without a second list to keep in
+/// step: what the object holds beyond them is misspelt or unknown.
+pub struct Options<'env> {
+    function: &'static str,
+    object: Option<Object<'env>>,
+    /// What was given instead of an object, reported by `finish` with the names.
+    not_an_object: Option<String>,
+    accepted: Vec<&'static str>,
+}
+
+impl<'env> Options<'env> {
+    /// `undefined` and `null` stand for no options.
+    pub fn new(function: &'static str, value: Option<Unknown<'env>>) -> Result<Options<'env>> {
+        let mut options = Options { function, object: None, not_an_object: None, accepted: Vec::new() };
+        if let Some(value) = value {
+            if kind_of(&value)? == ValueType::Object && !value.is_array()? {
+                options.object = Some(Object::from_unknown(value)?);
+            } else {
+                options.not_an_object = Some(describe(&value));
+            }
+        }
+        Ok(options)
+    }
+
+    /// The value of option `name`; `undefined` and `null` mean not given.
+    fn get(&mut self, name: &'static str) -> Result<Option<Unknown<'env>>> {
+        self.accepted.push(name);
+        let Some(object) = &self.object else { return Ok(None) };
+        match object.get::<Unknown>(name)? {
+            Some(value) if kind_of(&value)? == ValueType::Null => Ok(None),
+            other => Ok(other),
+        }
+    }
+
+    pub fn string(&mut self, name: &'static str) -> Result<Option<String>> {
+        match self.get(name)? {
+            None => Ok(None),
+            Some(value) => string_arg(name, value).map(Some),
+        }
+    }
+
+    pub fn boolean(&mut self, name: &'static str) -> Result<Option<bool>> {
+        match self.get(name)? {
+            None => Ok(None),
+            Some(value) if kind_of(&value)? == ValueType::Boolean => bool::from_unknown(value).map(Some),
+            Some(value) => Err(bad(format!("bad {name}: {}; give true or false", describe(&value)))),
+        }
+    }
+
+    /// Milliseconds from `min` to a year.
+    pub fn millis(&mut self, name: &'static str, min: u64) -> Result<Option<u64>> {
+        match self.get(name)? {
+            None => Ok(None),
+            Some(value) => millis_value(name, &value, min).map(Some),
+        }
+    }
+
+    /// A whole number >= 0 of `unit` (`lines`).
+    pub fn count(&mut self, name: &'static str, unit: &str) -> Result<Option<u64>> {
+        let Some(value) = self.get(name)? else { return Ok(None) };
+        if kind_of(&value)? == ValueType::Number {
+            let n = f64::from_unknown(value)?;
+            // Beyond 2^53 a double no longer holds every whole number.
+            if n.is_finite() && n >= 0.0 && n.fract() == 0.0 && n <= 9_007_199_254_740_991.0 {
+                return Ok(Some(n as u64));
+            }
+        }
+        Err(bad(format!("bad {name}: {}; give a whole number of {unit} >= 0", describe(&value))))
+    }
+
+    /// A finite number >= 0 of `unit` (`memoryThresholdMb`).
+    pub fn amount(&mut self, name: &'static str, unit: &str) -> Result<Option<f64>> {
+        let Some(value) = self.get(name)? else { return Ok(None) };
+        if kind_of(&value)? == ValueType::Number {
+            let n = f64::from_unknown(value)?;
+            if n.is_finite() && n >= 0.0 {
+                return Ok(Some(n));
+            }
+        }
+        Err(bad(format!("bad {name}: {}; give a number of {unit} >= 0", describe(&value))))
+    }
+
+    pub fn strings(&mut self, name: &'static str) -> Result<Option<Vec<String>>> {
+        let Some(value) = self.get(name)? else { return Ok(None) };
+        if kind_of(&value)? != ValueType::Object || !value.is_array()? {
+            return Err(bad(format!("bad {name}: {}; give an array of strings", describe(&value))));
+        }
+        let array = Array::from_unknown(value)?;
+        let mut strings = Vec::with_capacity(array.len() as usize);
+        for i in 0..array.len() {
+            let item = array.get::<Unknown>(i)?.ok_or_else(|| bad(format!("bad {name}[{i}]: missing")))?;
+            strings.push(string_arg(&format!("{name}[{i}]"), item)?);
+        }
+        Ok(Some(strings))
+    }
+
+    /// An object whose values are all strings (`env`).
+    pub fn string_map(&mut self, name: &'static str) -> Result<Option<HashMap<String, String>>> {
+        let Some(value) = self.get(name)? else { return Ok(None) };
+        if kind_of(&value)? != ValueType::Object || value.is_array()? {
+            return Err(bad(format!(
+                "bad {name}: {}; give an object of strings, e.g. {{ NODE_ENV: 'test' }}",
+                describe(&value)
+            )));
+        }
+        let object = Object::from_unknown(value)?;
+        let mut map = HashMap::new();
+        for key in Object::keys(&object)? {
+            // An undefined value is left out, as JSON.stringify leaves it out.
+            let Some(item) = object.get::<Unknown>(&key)? else { continue };
+            let shown = visible(&key).into_owned();
+            map.insert(key, string_arg(&format!("{name}.{shown}"), item)?);
+        }
+        Ok(Some(map))
+    }
+
+    /// Any JSON data (`context`).
+    pub fn json(&mut self, name: &'static str) -> Result<Option<serde_json::Value>> {
+        let Some(value) = self.get(name)? else { return Ok(None) };
+        const ACCEPTED: &str = "give JSON data (objects, arrays, strings, finite numbers, booleans, null)";
+        match kind_of(&value)? {
+            ValueType::Object | ValueType::String | ValueType::Number | ValueType::Boolean => {
+                serde_json::Value::from_unknown(value)
+                    .map(Some)
+                    .map_err(|e| bad(format!("bad {name}: not JSON data inside ({}); {ACCEPTED}", e.reason)))
+            }
+            _ => Err(bad(format!("bad {name}: {}; {ACCEPTED}", describe(&value)))),
+        }
+    }
+
+    /// Refuses what was not read: a value that is no options object, or a
+    /// name that is not one of the options.
+    pub fn finish(self) -> Result<()> {
+        let accepted = self.accepted.join(", ");
+        if let Some(given) = self.not_an_object {
+            return Err(bad(format!(
+                "bad options for {}: {given}; give an object with any of: {accepted}",
+                self.function
+            )));
+        }
+        if let Some(object) = &self.object {
+            for key in Object::keys(object)? {
+                if !self.accepted.contains(&key.as_str()) {
+                    return Err(bad(format!(
+                        "unknown option `{}` for {}; accepted: {accepted}",
+                        visible(&key),
+                        self.function
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
