@@ -189,8 +189,8 @@ mod tests {
             status,
             exit_code: None,
             signal: None,
-            main: Some(ProcessIdentity { pid: 4242, start_ticks: 100 }),
-            supervisor: Some(ProcessIdentity { pid: 4241, start_ticks: 99 }),
+            main: Some(ProcessIdentity::from_stat(4242, 100)),
+            supervisor: Some(ProcessIdentity::from_stat(4241, 99)),
             started_at: now - (2 * HOUR_MS + 13 * 60_000),
             ended_at: Some(now),
             timeout_ms: None,
@@ -258,7 +258,7 @@ mod tests {
             delivered_at: None,
         });
         let lingering = vec![ProcessEntry {
-            identity: ProcessIdentity { pid: 77, start_ticks: 1 },
+            identity: ProcessIdentity::from_stat(77, 1),
             ppid: 1,
             pgid: 77,
             command: format!("sleep 300 {PWNED}"),
