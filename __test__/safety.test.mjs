@@ -4,7 +4,8 @@ import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import os from 'node:os'
 import path from 'node:path'
-import { RUN_BG, root, makeHome } from './helpers.mjs'
+import fs from 'node:fs'
+import { RUN_BG, root, makeHome, startJob, readRegistry, waitFor, processStart, runBg, checkJson, cookieProcesses } from './helpers.mjs'
 
 /** Why a private pid namespace cannot be had here, or null when it can. */
 function noPidNamespace() {
@@ -62,3 +63,54 @@ test('a pid reused within one clock tick is not taken for the job: kill leaves t
   assert.ok(result.survived, `the newcomer at the reused pid was not signalled: ${JSON.stringify(result)}`)
   assert.notEqual(result.status, 'killed')
 })
+
+test('a stopped supervisor does not keep kill from killing its job, and the kill is recorded', async (t) => {
+  const { home, extraPids } = makeHome(t)
+  const { jobId } = startJob(home, ['sleep', '300'])
+  const job = await waitFor(() => readRegistry(home).find((j) => j.id === jobId && j.status === 'running' && j.main),
+    { what: 'the job to run' })
+  const supervisor = job.supervisor.pid
+  extraPids.push(supervisor)
+  t.after(() => { try { process.kill(supervisor, 'SIGCONT') } catch {} })
+  process.kill(supervisor, 'SIGSTOP')
+  await waitFor(() => /^[Tt]$/.test(statState(supervisor)), { what: 'the supervisor to stop' })
+
+  const started = Date.now()
+  const kill = runBg(home, ['kill', jobId, '--force'])
+  const took = Date.now() - started
+  assert.equal(kill.code, 0, `kill succeeds: ${kill.stderr}`)
+  assert.match(kill.stdout, /without its supervisor, which is stopped \(pid \d+\): 1 process\(es\) signalled/)
+  assert.ok(took < 5_000, `kill did not wait for the stopped supervisor (${took} ms)`)
+  assert.equal(processStart(job.main.pid), null, 'the job is dead')
+  assert.equal(checkJson(home, jobId).status, 'killed')
+
+  // Resumed, the supervisor finds the tree gone and the kill recorded; it keeps that outcome.
+  process.kill(supervisor, 'SIGCONT')
+  await waitFor(() => processStart(supervisor) === null, { what: 'the resumed supervisor to finish' })
+  assert.equal(checkJson(home, jobId).status, 'killed')
+})
+
+test('killing an orphaned job counts each process it signalled once', async (t) => {
+  const { home, extraPids } = makeHome(t)
+  const { jobId } = startJob(home, ['sh', '-c', 'sleep 301 & sleep 302 & wait'])
+  const job = await waitFor(() => {
+    const j = readRegistry(home).find((j) => j.id === jobId && j.main)
+    return j && cookieProcesses(jobId).length === 3 && j
+  }, { what: 'the shell and its two sleeps' })
+  extraPids.push(...cookieProcesses(jobId).map((p) => p.pid))
+  process.kill(job.supervisor.pid, 'SIGKILL')
+  await waitFor(() => checkJson(home, jobId).status === 'orphaned', { what: 'the job to read orphaned' })
+  const kill = runBg(home, ['kill', jobId, '--grace', '2s'])
+  assert.equal(kill.code, 0, kill.stderr)
+  assert.match(kill.stdout, /killed orphaned job \S+ \(3 process\(es\) signalled\)/)
+  assert.deepEqual(cookieProcesses(jobId), [])
+})
+
+function statState(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0]
+  } catch {
+    return null
+  }
+}

@@ -91,25 +91,21 @@ pub struct TreeSignalReport {
 
 /// Sends `signal` to every live process of the job. Returns who got it.
 pub fn signal_tree(tree: Tree, signal: i32) -> TreeSignalReport {
-    // The group first, before the slower pass over /proc: while the main
-    // process is the recorded one, its group is the job's.
-    let group_signalled = match tree.main {
-        Some(m) if procinfo::is_same_process_alive(&m) => procinfo::signal_group(m.pid, signal) == SignalOutcome::Sent,
-        _ => false,
-    };
+    // The scan comes first so that the report names every process signalled:
+    // after a group signal the fastest members would be gone before it, and
+    // a kill of three processes read as one.
     let (processes, group_is_ours) = job_tree(tree);
+    let group = tree.main.map(|m| m.pid).filter(|_| group_is_ours);
+    // One atomic signal to the group also reaches members forked since the scan.
+    let group_sent = group.is_some_and(|pgid| procinfo::signal_group(pgid, signal) == SignalOutcome::Sent);
     let mut report = TreeSignalReport::default();
-    let mut group_sent = group_signalled;
-    if let (true, false, Some(main)) = (group_is_ours, group_signalled, tree.main) {
-        // One atomic signal to the group also reaches members forked since the scan.
-        group_sent = procinfo::signal_group(main.pid, signal) == SignalOutcome::Sent;
-    }
-    let group = tree.main.map(|m| m.pid);
     for entry in processes {
+        if group_sent && Some(entry.pgid) == group {
+            report.sent.push(entry);
+            continue;
+        }
         match procinfo::signal_process(&entry.identity, signal) {
             SignalOutcome::Sent => report.sent.push(entry),
-            // Gone already: the group signal reached it first.
-            SignalOutcome::Gone if group_sent && Some(entry.pgid) == group => report.sent.push(entry),
             SignalOutcome::Gone => {}
             SignalOutcome::Replaced => report.failed.push((entry, "pid was reused by another process".into())),
             SignalOutcome::Failed(why) => report.failed.push((entry, why)),

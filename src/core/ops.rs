@@ -399,25 +399,27 @@ impl Context {
             // A running job is done when its outcome is recorded: the supervisor
             // records a kill only once the tree is gone. (It may stay a while
             // longer to deliver the notification.) What lingered after an ended
-            // job is watched directly.
-            let limit = grace + Duration::from_secs(10);
-            if job.status.is_final() {
+            // job is watched directly. A supervisor acts on the doorbell at
+            // once; one that is stopped (SIGSTOP, a debugger, a frozen
+            // container) or hung never will, and past its grace period plus a
+            // moment we act without it.
+            let stopped = procinfo::is_stopped(supervisor.pid);
+            let limit = if stopped { Duration::ZERO } else { grace + SUPERVISOR_ANSWER };
+            let done = if job.status.is_final() {
                 wait_until(limit, Duration::from_millis(20), || {
                     lingering.iter().all(|p| !procinfo::is_same_process_alive(p)) && !kill::tree_alive(Tree::of(&job))
-                });
+                })
             } else {
                 wait_until(limit, Duration::from_millis(5), || {
                     self.registry().get(id).map_or(true, |j| j.status.is_final())
-                });
+                })
+            };
+            if !done {
+                // Its grace period was spent waiting for it, unless it was stopped from the start.
+                let direct_grace = if stopped { grace } else { Duration::ZERO };
+                return self.kill_without_supervisor(&job, supervisor, stopped, direct_grace, force || !stopped);
             }
             let after = self.job(id)?;
-            if !after.status.is_final() {
-                return Err(Error::Other(format!(
-                    "{id} did not end within {} of the kill request; its supervisor (pid {}) is still running",
-                    format_duration_ms(limit.as_millis() as u64),
-                    supervisor.pid
-                )));
-            }
             let message = if !job.status.is_final() {
                 format!("killed {} ({})", after.id, after.status)
             } else {
@@ -489,6 +491,29 @@ impl Context {
             let _ = std::fs::remove_dir_all(self.home.job_dir(id));
         }
         Ok(removed)
+    }
+
+    /// A supervisor that does not answer its doorbell cannot be waited for:
+    /// the job's tree (which still includes everything below the supervisor)
+    /// is signalled here, each process by identity, and the kill recorded. The
+    /// supervisor itself is left alone: someone stopped it on purpose, and
+    /// once it runs again it finds the kill request and the tree gone.
+    fn kill_without_supervisor(
+        &self,
+        job: &Job,
+        supervisor: ProcessIdentity,
+        stopped: bool,
+        grace: Duration,
+        force: bool,
+    ) -> Result<KillOutcome> {
+        let count = terminate_tree(Tree::of(job), grace, force);
+        let after = if job.status.is_final() { self.job(&job.id)? } else { self.change_status(&job.id, mark_killed)? };
+        let why = if stopped { "is stopped" } else { "did not answer in time" };
+        let message = format!(
+            "killed {} ({}) without its supervisor, which {why} (pid {}): {count} process(es) signalled",
+            after.id, after.status, supervisor.pid
+        );
+        Ok(KillOutcome { message, signalled: true, job: after })
     }
 
     /// Without a supervisor we signal the tree ourselves, each process by identity.
@@ -578,20 +603,29 @@ fn mark_killed(job: &mut Job) -> bool {
 }
 
 /// SIGTERM to the job's tree, SIGKILL to what is left after `grace` (at once
-/// with `force`). Returns how many processes were signalled.
+/// with `force`). Returns how many distinct processes were signalled: a
+/// process signalled by both passes, or by repeated SIGKILLs while it dies,
+/// counts once.
 fn terminate_tree(tree: Tree, grace: Duration, force: bool) -> usize {
-    let mut signalled = 0;
+    let mut signalled = std::collections::HashSet::new();
+    let mut send = |signal| {
+        signalled.extend(kill::signal_tree(tree, signal).sent.iter().map(|p| (p.identity.pid, p.identity.start_ticks)));
+    };
     if !force {
-        signalled += kill::signal_tree(tree, libc::SIGTERM).sent.len();
+        send(libc::SIGTERM);
         wait_until(grace, Duration::from_millis(20), || !kill::tree_alive(tree));
     }
     let stubborn_deadline = Instant::now() + Duration::from_secs(2);
     while kill::tree_alive(tree) && Instant::now() < stubborn_deadline {
-        signalled += kill::signal_tree(tree, libc::SIGKILL).sent.len();
+        send(libc::SIGKILL);
         std::thread::sleep(Duration::from_millis(10));
     }
-    signalled
+    signalled.len()
 }
+
+/// How long past its grace period a supervisor may take to record a kill
+/// before `kill` acts without it.
+const SUPERVISOR_ANSWER: Duration = Duration::from_secs(2);
 
 /// The same for a set of processes; returns (pid, reason) for those that refuse or survive.
 fn terminate_processes(targets: &[&ProcessEntry], grace: Duration, force: bool) -> Vec<(u32, String)> {

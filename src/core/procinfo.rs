@@ -133,6 +133,18 @@ pub fn identify_exactly(pid: u32) -> Option<ProcessIdentity> {
     Some(identity)
 }
 
+/// Whether `pid` is stopped (SIGSTOP, a debugger, a frozen cgroup): it will
+/// not act on anything we ask of it until something resumes it.
+#[cfg(target_os = "linux")]
+pub fn is_stopped(pid: u32) -> bool {
+    read_stat(pid).is_some_and(|stat| matches!(stat.state, b'T' | b't'))
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn is_stopped(_pid: u32) -> bool {
+    false
+}
+
 /// Whether `who` was recorded in an earlier boot, so nothing of it can run now.
 fn from_earlier_boot(who: &ProcessIdentity) -> bool {
     who.boot.zip(pidfd::boot_tag()).is_some_and(|(then, now)| then != now)

@@ -608,7 +608,16 @@ impl Supervisor {
             job.notification = notify::claim(notify_config, job);
         };
         apply(&mut self.job);
-        let result = match self.registry.modify(&self.job.id, apply) {
+        let mut recorded_first: Option<Job> = None;
+        let result = match self.registry.modify(&self.job.id, |stored| {
+            // An end recorded by someone else first (`kill` acting without this
+            // supervisor while it was stopped) stands, and was announced by them.
+            if stored.status.is_final() {
+                recorded_first = Some(stored.clone());
+            } else {
+                apply(stored);
+            }
+        }) {
             Err(Error::UnknownJob(_)) => self.registry.upsert(&self.job),
             other => other.map(|_| ()),
         };
@@ -616,6 +625,10 @@ impl Supervisor {
             self.note_error(&format!("cannot record the job's end: {e}"));
         }
         let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
+        if let Some(stored) = recorded_first {
+            self.job = stored;
+            return;
+        }
         if notify::has_work(&self.config.notify, &self.job) {
             self.spawn_notifier();
         }
