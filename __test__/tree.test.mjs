@@ -255,6 +255,8 @@ test('a kill that arrives with the exit does not turn a success into killed', as
   // The main process exits while its supervisor is stopped: it waits as a zombie.
   await waitFor(() => !isAlive(pid), { what: 'main exit' })
   const killer = spawn(RUN_BG, ['kill', jobId], { env: { ...process.env, PROC_MANAGER_HOME: home }, stdio: 'ignore' })
+  // kill does not wait for a stopped supervisor, so it may be done before the test looks.
+  const killerDone = new Promise((resolve) => killer.on('exit', resolve))
   await waitFor(() => fs.existsSync(path.join(home, 'jobs', jobId, 'kill-request.json')), { what: 'kill request' })
   // The kill's SIGUSR1 waits, pending, beside the SIGCHLD of the exit.
   const pendingUsr1 = () => {
@@ -263,8 +265,11 @@ test('a kill that arrives with the exit does not turn a success into killed', as
   }
   await waitFor(pendingUsr1, { what: 'the kill request signal to be pending' })
   process.kill(supervisor.pid, 'SIGCONT')
-  await new Promise((resolve) => killer.on('exit', resolve))
-  const job = checkJson(home, jobId)
+  await killerDone
+  const job = await waitFor(() => {
+    const seen = checkJson(home, jobId)
+    return seen.status !== 'running' && seen
+  }, { what: 'the resumed supervisor to record the end' })
   assert.equal(job.status, 'success')
   assert.equal(job.exitCode, 0)
 })

@@ -506,9 +506,23 @@ impl Context {
         grace: Duration,
         force: bool,
     ) -> Result<KillOutcome> {
-        let count = terminate_tree(Tree::of(job), grace, force);
-        let after = if job.status.is_final() { self.job(&job.id)? } else { self.change_status(&job.id, mark_killed)? };
+        let tree = Tree::of(job);
+        // A main process that already exited (a zombie the stopped supervisor
+        // has not reaped) ended the job on its own: its outcome is the
+        // supervisor's to record when it resumes, not ours to call a kill.
+        let main_was_running = tree.main.is_some_and(|m| procinfo::is_same_process_alive(&m));
+        let count = terminate_tree(tree, grace, force);
         let why = if stopped { "is stopped" } else { "did not answer in time" };
+        if job.status.is_final() || !main_was_running {
+            let after = self.job(&job.id)?;
+            let message = format!(
+                "{} had already ended; removed what it left running ({count} process(es) signalled) without its supervisor, \
+                 which {why} (pid {}) and records the outcome when it runs again",
+                after.id, supervisor.pid
+            );
+            return Ok(KillOutcome { message, signalled: count > 0, job: after });
+        }
+        let after = self.change_status(&job.id, mark_killed)?;
         let message = format!(
             "killed {} ({}) without its supervisor, which {why} (pid {}): {count} process(es) signalled",
             after.id, after.status, supervisor.pid
