@@ -14,6 +14,12 @@ pub const MAX_LINE_BYTES: usize = 16 * 1024;
 
 const TAIL_BLOCK: usize = 64 * 1024;
 
+/// Test-only hook: called with a point's name before each file-system step of
+/// the writer, its deleter and the follower, so that a test can pause those
+/// steps or interleave them in an exact order.
+#[cfg(test)]
+pub(crate) type Seam = std::sync::Arc<dyn Fn(&'static str) + Send + Sync>;
+
 /// `output.log`, then `output.log.1` … `output.log.<keep>` (oldest last).
 pub fn rotated_path(log: &Path, index: u32) -> PathBuf {
     if index == 0 {
@@ -45,6 +51,8 @@ pub struct RotatingWriter {
     dropped: u64,
     /// Unlinks of dropped files, running aside (see `drop_oldest`).
     deleters: Vec<std::thread::JoinHandle<()>>,
+    #[cfg(test)]
+    seam: Option<Seam>,
 }
 
 impl Drop for RotatingWriter {
@@ -67,7 +75,22 @@ impl RotatingWriter {
             written: 0,
             dropped: 0,
             deleters: Vec::new(),
+            #[cfg(test)]
+            seam: None,
         })
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_seam(&mut self, seam: Seam) {
+        self.seam = Some(seam);
+    }
+
+    #[inline]
+    fn seam(&self, _point: &'static str) {
+        #[cfg(test)]
+        if let Some(seam) = &self.seam {
+            seam(_point);
+        }
     }
 
     pub fn write_all(&mut self, mut data: &[u8]) -> Result<()> {
@@ -101,6 +124,7 @@ impl RotatingWriter {
     }
 
     fn write_raw(&mut self, data: &[u8]) -> Result<()> {
+        self.seam("write");
         self.file.write_all(data).map_err(|e| Error::io("write log", &self.path, e))?;
         self.written += data.len() as u64;
         Ok(())
@@ -117,6 +141,7 @@ impl RotatingWriter {
         let renamed = self.shift_files();
         // If the files cannot be shifted (the job's directory was deleted
         // under it), start the current file over rather than grow without bound.
+        self.seam("create");
         let reopened = open_log(&self.path, true);
         self.written = 0;
         match (renamed, reopened) {
@@ -141,6 +166,7 @@ impl RotatingWriter {
         for index in (1..self.keep).rev() {
             let from = rotated_path(&self.path, index);
             let to = rotated_path(&self.path, index + 1);
+            self.seam("shift");
             match std::fs::rename(&from, &to) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -149,6 +175,7 @@ impl RotatingWriter {
         }
         if self.keep > 0 {
             let first = rotated_path(&self.path, 1);
+            self.seam("shift current");
             std::fs::rename(&self.path, &first).map_err(|e| Error::io("rotate log", &self.path, e))?;
         }
         Ok(())
@@ -164,15 +191,22 @@ impl RotatingWriter {
         let name = self.path.file_name().and_then(|n| n.to_str()).unwrap_or("output.log");
         let doomed = self.path.with_file_name(format!(".{name}.dropped-{}", self.dropped));
         self.dropped += 1;
+        self.seam("drop");
         match std::fs::rename(&oldest, &doomed) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(Error::io("remove old log", oldest, e)),
         }
         self.deleters.retain(|d| !d.is_finished());
+        #[cfg(test)]
+        let seam = self.seam.clone();
         match std::thread::Builder::new().name("log-drop".into()).spawn({
             let doomed = doomed.clone();
             move || {
+                #[cfg(test)]
+                if let Some(seam) = seam {
+                    seam("unlink");
+                }
                 let _ = std::fs::remove_file(doomed);
             }
         }) {
@@ -337,6 +371,102 @@ pub fn copy_all(log: &Path, sink: &mut dyn Write) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Streams a log as it is written (`run-bg logs --follow`).
+pub struct LogFollower {
+    log: PathBuf,
+    file: Option<File>,
+    #[cfg(test)]
+    seam: Option<Seam>,
+}
+
+impl LogFollower {
+    /// Starts at the current end of `log`: only output written from now on.
+    pub fn from_end(log: &Path) -> LogFollower {
+        let mut file = File::open(log).ok();
+        if let Some(f) = file.as_mut() {
+            let _ = f.seek(SeekFrom::End(0));
+        }
+        LogFollower {
+            log: log.to_path_buf(),
+            file,
+            #[cfg(test)]
+            seam: None,
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_seam(&mut self, seam: Seam) {
+        self.seam = Some(seam);
+    }
+
+    #[inline]
+    fn seam(&self, _point: &'static str) {
+        #[cfg(test)]
+        if let Some(seam) = &self.seam {
+            seam(_point);
+        }
+    }
+
+    /// Streams new output to `sink` until `ended` says the writer is gone.
+    /// Holds the open file across rotations (a renamed file stays readable), and
+    /// after draining it moves to the file written next, so no rotated file is
+    /// skipped even when several rotations happen between two polls.
+    pub fn follow(
+        &mut self,
+        sink: &mut dyn Write,
+        poll: std::time::Duration,
+        mut ended: impl FnMut() -> Result<bool>,
+    ) -> Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let log = self.log.clone();
+        let inode = |path: &Path| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+        let mut buffer = vec![0u8; 64 * 1024];
+        loop {
+            let mut progressed = false;
+            self.seam("read");
+            match self.file.as_mut() {
+                Some(f) => {
+                    while let Ok(n) = f.read(&mut buffer) {
+                        if n == 0 {
+                            break;
+                        }
+                        sink.write_all(&buffer[..n]).map_err(|e| Error::io("copy", &log, e))?;
+                        progressed = true;
+                    }
+                    let _ = sink.flush();
+                    let held = f.metadata().ok().map(|m| (m.dev(), m.ino()));
+                    self.seam("stat log");
+                    if held != inode(&log) {
+                        // Rotated: continue with the file that came after ours.
+                        self.seam("list");
+                        let files = log_files_newest_first(&log);
+                        let ours = files.iter().position(|p| inode(p) == held);
+                        let next = match ours {
+                            Some(i) if i > 0 => Some(files[i - 1].clone()),
+                            Some(_) => None,
+                            None => files.last().cloned(), // ours was dropped already: the oldest kept
+                        };
+                        self.seam("open next");
+                        self.file = next.and_then(|p| File::open(p).ok());
+                        continue;
+                    }
+                }
+                None => {
+                    self.seam("open log");
+                    self.file = File::open(&log).ok()
+                }
+            }
+            if !progressed {
+                self.seam("ended?");
+                if ended()? {
+                    return Ok(());
+                }
+                std::thread::sleep(poll);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
