@@ -637,28 +637,39 @@ fn run_logs(context: &Context, id: &str, lines: Option<usize>, all: bool, follow
         return Ok(0);
     }
     let mut out = std::io::stdout().lock();
-    if all {
+    if follow {
+        // The follower goes on exactly where the lines printed first end.
+        let mut follower = if all {
+            logs::LogFollower::from_start(&log)
+        } else {
+            let (lines, follower) = logs::tail_then_follow(&log, lines.unwrap_or(100));
+            print_lines(&mut out, &lines);
+            follower
+        };
+        let _ = out.flush();
+        follow_log(context, &job, &mut follower, &mut out)?;
+    } else if all {
         logs::copy_all(&log, &mut out)
             .map_err(|e| if reader_gone(&e) { stdout_failed(e) } else { Error::io("read log", &log, e) })?;
     } else {
-        for line in logs::tail_lines(&log, lines.unwrap_or(100), |_| true) {
-            if let Err(e) = out.write_all(&line).and_then(|_| out.write_all(b"\n")) {
-                stdout_failed(e);
-            }
-        }
+        print_lines(&mut out, &logs::tail_lines(&log, lines.unwrap_or(100), |_| true));
     }
     let _ = out.flush();
-    if follow {
-        follow_log(context, &job, &log, &mut out)?;
-    }
     Ok(0)
 }
 
-/// Streams new output until the job has ended and its supervisor is gone
-/// (the supervisor is the log's only writer).
-fn follow_log(context: &Context, job: &Job, log: &std::path::Path, out: &mut dyn Write) -> Result<()> {
-    let mut sink = StdoutSink(out);
-    logs::LogFollower::from_end(log).follow(&mut sink, Duration::from_millis(100), || {
+fn print_lines(out: &mut dyn Write, lines: &[Vec<u8>]) {
+    for line in lines {
+        if let Err(e) = out.write_all(line).and_then(|_| out.write_all(b"\n")) {
+            stdout_failed(e);
+        }
+    }
+}
+
+/// Streams new output until the job has ended and its supervisor, the log's
+/// only writer, is gone.
+fn follow_log(context: &Context, job: &Job, follower: &mut logs::LogFollower, out: &mut dyn Write) -> Result<()> {
+    follower.follow(&mut StdoutSink(out), Duration::from_millis(100), || {
         let current = context.registry().get(&job.id)?;
         let supervised = current
             .supervisor
