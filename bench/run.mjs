@@ -1006,6 +1006,8 @@ async function main() {
   const unknown = ONLY?.filter((g) => !GROUPS.includes(g)) ?? []
   if (unknown.length) throw new Error(`--only: unknown group ${unknown.join(', ')}; groups: ${GROUPS.join(', ')}`)
   if (!fs.existsSync(RUN_BG)) throw new Error(`${RUN_BG} missing; run \`node scripts/build.js\``)
+  // Git ignores bench/out (the compiled C loop, results.json): a fresh clone has none.
+  fs.mkdirSync(path.dirname(OUT_FILE), { recursive: true })
   const began = now()
   const meta = {
     date: new Date().toISOString(),
@@ -1130,7 +1132,6 @@ async function main() {
   console.log(`\nsanity checks: ${checks.length - failedChecks.length}/${checks.length} ok${failedChecks.map((c) => `\n  FAILED ${c.name}: ${c.detail}`).join('')}`)
   for (const w of meta.warnings) console.log(`warning: ${w}`)
 
-  fs.mkdirSync(path.dirname(OUT_FILE), { recursive: true })
   const raw = { start, idle, throughput, tail, kill, notify, snapshot: snap }
   fs.writeFileSync(OUT_FILE, `${JSON.stringify({ meta, rows, checks, raw }, null, 2)}\n`)
   console.log(`results: ${path.relative(process.cwd(), OUT_FILE) || OUT_FILE}`)

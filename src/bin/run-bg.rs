@@ -656,75 +656,65 @@ fn run_logs(context: &Context, id: &str, lines: Option<usize>, all: bool, follow
         return Ok(0);
     }
     let mut out = std::io::stdout().lock();
-    if all {
+    if follow {
+        // The follower goes on exactly where the lines printed first end.
+        let mut follower = if all {
+            logs::LogFollower::from_start(&log)
+        } else {
+            let (lines, follower) = logs::tail_then_follow(&log, lines.unwrap_or(100));
+            print_lines(&mut out, &lines);
+            follower
+        };
+        let _ = out.flush();
+        follow_log(context, &job, &mut follower, &mut out)?;
+    } else if all {
         logs::copy_all(&log, &mut out)
             .map_err(|e| if reader_gone(&e) { stdout_failed(e) } else { Error::io("read log", &log, e) })?;
     } else {
-        for line in logs::tail_lines(&log, lines.unwrap_or(100), |_| true) {
-            if let Err(e) = out.write_all(&line).and_then(|_| out.write_all(b"\n")) {
-                stdout_failed(e);
-            }
-        }
+        print_lines(&mut out, &logs::tail_lines(&log, lines.unwrap_or(100), |_| true));
     }
     let _ = out.flush();
-    if follow {
-        follow_log(context, &job, &log, &mut out)?;
-    }
     Ok(0)
 }
 
-/// Streams new output until the job has ended and its supervisor is gone.
-/// Holds the open file across rotations (a renamed file stays readable), and
-/// after draining it moves to the file written next, so no rotated file is
-/// skipped even when several rotations happen between two polls.
-fn follow_log(context: &Context, job: &Job, log: &std::path::Path, out: &mut dyn Write) -> Result<()> {
-    use std::io::{Read, Seek, SeekFrom};
-    use std::os::unix::fs::MetadataExt;
-    let inode = |path: &std::path::Path| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
-    let mut file = std::fs::File::open(log).ok();
-    if let Some(f) = file.as_mut() {
-        let _ = f.seek(SeekFrom::End(0));
-    }
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        let mut progressed = false;
-        match file.as_mut() {
-            Some(f) => {
-                while let Ok(n) = f.read(&mut buffer) {
-                    if n == 0 {
-                        break;
-                    }
-                    if let Err(e) = out.write_all(&buffer[..n]) {
-                        stdout_failed(e);
-                    }
-                    progressed = true;
-                }
-                let _ = out.flush();
-                let held = f.metadata().ok().map(|m| (m.dev(), m.ino()));
-                if held != inode(log) {
-                    // Rotated: continue with the file that came after ours.
-                    let files = logs::log_files_newest_first(log);
-                    let ours = files.iter().position(|p| inode(p) == held);
-                    let next = match ours {
-                        Some(i) if i > 0 => Some(files[i - 1].clone()),
-                        Some(_) => None,
-                        None => files.last().cloned(), // ours was dropped already: the oldest kept
-                    };
-                    file = next.and_then(|p| std::fs::File::open(p).ok());
-                    continue;
-                }
-            }
-            None => file = std::fs::File::open(log).ok(),
-        }
-        if !progressed {
-            let current = context.registry().get(&job.id)?;
-            let supervised = current
-                .supervisor
-                .is_some_and(|s| proc_manager::core::procinfo::is_same_process_alive(&s));
-            if current.status.is_final() && !supervised {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(100));
+fn print_lines(out: &mut dyn Write, lines: &[Vec<u8>]) {
+    for line in lines {
+        if let Err(e) = out.write_all(line).and_then(|_| out.write_all(b"\n")) {
+            stdout_failed(e);
         }
     }
+}
+
+/// Streams new output until the job has ended and its supervisor, the log's
+/// only writer, is gone.
+fn follow_log(context: &Context, job: &Job, follower: &mut logs::LogFollower, out: &mut dyn Write) -> Result<()> {
+    follower.follow(&mut StdoutSink(out), Duration::from_millis(100), || {
+        let current = context.registry().get(&job.id)?;
+        let supervised = current
+            .supervisor
+            .is_some_and(|s| proc_manager::core::procinfo::is_same_process_alive(&s));
+        Ok(current.status.is_final() && !supervised)
+    })
+}
+
+/// Our stdout for the core's writers: a failed write ends the CLI as any
+/// other write to stdout does (quietly once the reader is gone).
+struct StdoutSink<'a>(&'a mut dyn Write);
+
+impl Write for StdoutSink<'_> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.0.write(data).map_err(fail_unless_interrupted)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush().map_err(fail_unless_interrupted)
+    }
+}
+
+/// EINTR is retried by `write_all`; anything else ends the CLI.
+fn fail_unless_interrupted(error: std::io::Error) -> std::io::Error {
+    if error.kind() == std::io::ErrorKind::Interrupted {
+        return error;
+    }
+    stdout_failed(error)
 }

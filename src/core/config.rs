@@ -151,8 +151,9 @@ impl Config {
         if self.logs.max_bytes < 4096 {
             return Err(format!("key `logs.max_bytes`: {} is too small; use at least 4096 bytes", self.logs.max_bytes));
         }
-        if self.logs.keep > 100 {
-            return Err(format!("key `logs.keep`: {} is too many; use 0 to 100 rotated files", self.logs.keep));
+        if self.logs.keep > super::logs::MAX_KEEP {
+            let max = super::logs::MAX_KEEP;
+            return Err(format!("key `logs.keep`: {} is too many; use 0 to {max} rotated files", self.logs.keep));
         }
         if self.registry.max_jobs == 0 {
             return Err("key `registry.max_jobs`: must be at least 1".to_string());

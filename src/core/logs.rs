@@ -14,6 +14,12 @@ pub const MAX_LINE_BYTES: usize = 16 * 1024;
 
 const TAIL_BLOCK: usize = 64 * 1024;
 
+/// Test-only hook: called with a point's name before each file-system step of
+/// the writer, its deleter and the follower, so that a test can pause those
+/// steps or interleave them in an exact order.
+#[cfg(test)]
+pub(crate) type Seam = std::sync::Arc<dyn Fn(&'static str) + Send + Sync>;
+
 /// `output.log`, then `output.log.1` … `output.log.<keep>` (oldest last).
 pub fn rotated_path(log: &Path, index: u32) -> PathBuf {
     if index == 0 {
@@ -43,16 +49,16 @@ pub struct RotatingWriter {
     file: File,
     written: u64,
     dropped: u64,
-    /// Unlinks of dropped files, running aside (see `drop_oldest`).
-    deleters: Vec<std::thread::JoinHandle<()>>,
+    /// The unlink of the last dropped file, running aside (see `drop_oldest`).
+    deleter: Option<std::thread::JoinHandle<()>>,
+    #[cfg(test)]
+    seam: Option<Seam>,
 }
 
 impl Drop for RotatingWriter {
     /// A dropped file is gone from disk before the writer is.
     fn drop(&mut self) {
-        for deleter in self.deleters.drain(..) {
-            let _ = deleter.join();
-        }
+        self.wait_for_deleter();
     }
 }
 
@@ -66,8 +72,23 @@ impl RotatingWriter {
             file,
             written: 0,
             dropped: 0,
-            deleters: Vec::new(),
+            deleter: None,
+            #[cfg(test)]
+            seam: None,
         })
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_seam(&mut self, seam: Seam) {
+        self.seam = Some(seam);
+    }
+
+    #[inline]
+    fn seam(&self, _point: &'static str) {
+        #[cfg(test)]
+        if let Some(seam) = &self.seam {
+            seam(_point);
+        }
     }
 
     pub fn write_all(&mut self, mut data: &[u8]) -> Result<()> {
@@ -101,6 +122,7 @@ impl RotatingWriter {
     }
 
     fn write_raw(&mut self, data: &[u8]) -> Result<()> {
+        self.seam("write");
         self.file.write_all(data).map_err(|e| Error::io("write log", &self.path, e))?;
         self.written += data.len() as u64;
         Ok(())
@@ -117,6 +139,7 @@ impl RotatingWriter {
         let renamed = self.shift_files();
         // If the files cannot be shifted (the job's directory was deleted
         // under it), start the current file over rather than grow without bound.
+        self.seam("create");
         let reopened = open_log(&self.path, true);
         self.written = 0;
         match (renamed, reopened) {
@@ -141,6 +164,7 @@ impl RotatingWriter {
         for index in (1..self.keep).rev() {
             let from = rotated_path(&self.path, index);
             let to = rotated_path(&self.path, index + 1);
+            self.seam("shift");
             match std::fs::rename(&from, &to) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -149,6 +173,7 @@ impl RotatingWriter {
         }
         if self.keep > 0 {
             let first = rotated_path(&self.path, 1);
+            self.seam("shift current");
             std::fs::rename(&self.path, &first).map_err(|e| Error::io("rotate log", &self.path, e))?;
         }
         Ok(())
@@ -157,31 +182,53 @@ impl RotatingWriter {
     /// Takes the file past `keep` out of the way. Freeing a large file's
     /// blocks takes tens of milliseconds on ext4, so it is renamed to a hidden
     /// name (instant, and never over an existing file) and unlinked on a
-    /// thread while the job's output keeps flowing; for those milliseconds the
-    /// disk holds one file more than `keep + 1`.
+    /// thread while the job's output keeps flowing into the next file; for
+    /// those milliseconds the disk holds one file more than `keep + 1`.
+    ///
+    /// Only one unlink is ever in flight: on a busy disk an unlink can take
+    /// longer than filling a file, and unlinks left to pile up let the disk
+    /// use grow without bound (18.9 MB for a 3 MiB bound was seen). If the
+    /// last one has not finished, the writer waits for it here; the job's
+    /// output then waits in the pipe.
     fn drop_oldest(&mut self) -> Result<()> {
+        self.wait_for_deleter();
         let oldest = rotated_path(&self.path, self.keep);
         let name = self.path.file_name().and_then(|n| n.to_str()).unwrap_or("output.log");
         let doomed = self.path.with_file_name(format!(".{name}.dropped-{}", self.dropped));
         self.dropped += 1;
+        self.seam("drop");
         match std::fs::rename(&oldest, &doomed) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(Error::io("remove old log", oldest, e)),
         }
-        self.deleters.retain(|d| !d.is_finished());
+        #[cfg(test)]
+        let seam = self.seam.clone();
         match std::thread::Builder::new().name("log-drop".into()).spawn({
             let doomed = doomed.clone();
             move || {
+                #[cfg(test)]
+                if let Some(seam) = seam {
+                    seam("unlink");
+                }
                 let _ = std::fs::remove_file(doomed);
             }
         }) {
-            Ok(deleter) => self.deleters.push(deleter),
+            Ok(deleter) => self.deleter = Some(deleter),
             Err(_) => {
                 let _ = std::fs::remove_file(&doomed);
             }
         }
         Ok(())
+    }
+
+    fn wait_for_deleter(&mut self) {
+        if let Some(deleter) = self.deleter.take() {
+            if !deleter.is_finished() {
+                self.seam("wait for unlink");
+            }
+            let _ = deleter.join();
+        }
     }
 }
 
@@ -194,6 +241,9 @@ pub struct ReverseLines {
     current: Option<(File, u64)>,
     /// Unconsumed bytes that precede everything already returned.
     pending: Vec<u8>,
+    /// The newest file and its length when the reader started on it: where
+    /// the lines end, and where a follower goes on (see `tail_then_follow`).
+    newest: Option<(File, u64)>,
     started: bool,
     exhausted: bool,
 }
@@ -213,6 +263,7 @@ impl ReverseLines {
             next_file: 0,
             current: None,
             pending: Vec::new(),
+            newest: None,
             started: false,
             exhausted: false,
         }
@@ -226,8 +277,11 @@ impl ReverseLines {
                     return false;
                 }
                 let Ok(file) = self.files[self.next_file].try_clone() else { return false };
-                self.next_file += 1;
                 let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+                if self.next_file == 0 {
+                    self.newest = file.try_clone().ok().map(|f| (f, len));
+                }
+                self.next_file += 1;
                 self.current = Some((file, len));
                 continue;
             }
@@ -308,6 +362,33 @@ pub fn tail_lines(log: &Path, n: usize, keep: impl Fn(&[u8]) -> bool) -> Vec<Vec
     lines
 }
 
+/// The last `n` lines of a job's log (oldest first), and a follower that
+/// goes on right after them: no line written meanwhile is missed or repeated.
+/// A last line still being written (no newline yet) is left to the follower,
+/// which prints it whole, rather than cut in two.
+pub fn tail_then_follow(log: &Path, n: usize) -> (Vec<Vec<u8>>, LogFollower) {
+    use std::os::unix::fs::FileExt;
+    let mut reader = ReverseLines::open(log);
+    // One line at least, to know where the last one starts.
+    let mut lines: Vec<Vec<u8>> = reader.by_ref().take(n.max(1)).collect();
+    lines.reverse();
+    let held = reader.newest.take().and_then(|(file, len)| {
+        let mut start = len;
+        let mut last_byte = [0u8];
+        let unfinished = len > 0 && file.read_at(&mut last_byte, len - 1).is_ok_and(|read| read == 1 && last_byte[0] != b'\n');
+        // Only when it lies in the newest file: else it began in a rotated one.
+        if let Some(last) = lines.last().filter(|last| unfinished && last.len() as u64 <= len) {
+            start = len - last.len() as u64;
+            lines.pop();
+        }
+        Held::new(file, start)
+    });
+    if lines.len() > n {
+        lines.drain(..lines.len() - n);
+    }
+    (lines, LogFollower::new(log, held))
+}
+
 /// `output.log` (if present) then `output.log.1`, `.2` … up to the first gap.
 pub fn log_files_newest_first(log: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
@@ -337,6 +418,227 @@ pub fn copy_all(log: &Path, sink: &mut dyn Write) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The most rotated files a log can have (`logs.keep`); the follower looks
+/// for rotated files up to this index, whatever `keep` was when the job started.
+pub const MAX_KEEP: u32 = 100;
+
+/// (device, inode): what a file is, whatever its name is now.
+type FileId = (u64, u64);
+
+fn file_id(meta: &std::fs::Metadata) -> FileId {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+fn id_at(path: &Path) -> Option<FileId> {
+    std::fs::metadata(path).ok().map(|m| file_id(&m))
+}
+
+/// The file a follower reads and how far.
+struct Held {
+    file: File,
+    id: FileId,
+    pos: u64,
+}
+
+impl Held {
+    fn new(mut file: File, pos: u64) -> Option<Held> {
+        let id = file_id(&file.metadata().ok()?);
+        file.seek(SeekFrom::Start(pos)).ok()?;
+        Some(Held { file, id, pos })
+    }
+}
+
+/// Reads a log as it is written (`run-bg logs --follow`), across rotations.
+///
+/// It holds the file it reads open, so a rotation (a rename) never takes a
+/// line from under it; once it has read its file to the end and that file is
+/// no longer `output.log`, it moves to the file written next. Only a file
+/// dropped past `keep` before the follower got to it is lost; the follower
+/// then goes on with the oldest file still kept.
+pub struct LogFollower {
+    log: PathBuf,
+    /// None until a log file exists: then the oldest one is read from its start.
+    held: Option<Held>,
+    buffer: Vec<u8>,
+    #[cfg(test)]
+    seam: Option<Seam>,
+}
+
+impl LogFollower {
+    fn new(log: &Path, held: Option<Held>) -> LogFollower {
+        LogFollower {
+            log: log.to_path_buf(),
+            held,
+            buffer: vec![0u8; 64 * 1024],
+            #[cfg(test)]
+            seam: None,
+        }
+    }
+
+    /// Starts at the current end of `log`: only output written from now on.
+    pub fn from_end(log: &Path) -> LogFollower {
+        let held = File::open(log).ok().and_then(|file| {
+            let len = file.metadata().ok()?.len();
+            Held::new(file, len)
+        });
+        Self::new(log, held)
+    }
+
+    /// Starts at the beginning of the oldest file kept: the whole log, then
+    /// what is written next.
+    pub fn from_start(log: &Path) -> LogFollower {
+        Self::new(log, None)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_seam(&mut self, seam: Seam) {
+        self.seam = Some(seam);
+    }
+
+    #[inline]
+    fn seam(&self, _point: &'static str) {
+        #[cfg(test)]
+        if let Some(seam) = &self.seam {
+            seam(_point);
+        }
+    }
+
+    /// Streams new output to `sink` until `ended` says the writer is gone and
+    /// everything it wrote has been read. Errors come from `sink` or `ended`.
+    pub fn follow(
+        &mut self,
+        sink: &mut dyn Write,
+        poll: std::time::Duration,
+        mut ended: impl FnMut() -> Result<bool>,
+    ) -> Result<()> {
+        let mut read_new = |follower: &mut Self| {
+            follower.read_new(sink).map_err(|e| Error::io("copy the output of", &follower.log, e))
+        };
+        loop {
+            if read_new(self)? > 0 {
+                continue;
+            }
+            self.seam("ended?");
+            if ended()? {
+                // Asked before a read, never after one: what the writer wrote
+                // between that read and the question would be left unread.
+                // The writer is gone now, so this read takes all it wrote.
+                read_new(self)?;
+                return Ok(());
+            }
+            std::thread::sleep(poll);
+        }
+    }
+
+    /// Copies to `sink` everything written since the last call, following
+    /// rotations, up to the end of the file that is `output.log` now; returns
+    /// how many bytes. It stops short only while a rotation is halfway done
+    /// (the next file has no name yet); a later call goes on from there.
+    /// Errors are the sink's: a log file that cannot be read counts as read
+    /// to its end for now.
+    pub fn read_new(&mut self, sink: &mut dyn Write) -> std::io::Result<u64> {
+        let mut copied = 0;
+        loop {
+            if self.held.is_none() {
+                self.held = self.open_oldest();
+                if self.held.is_none() {
+                    break;
+                }
+            }
+            copied += self.read_held(sink)?;
+            let held_id = self.held.as_ref().map(|h| h.id);
+            self.seam("stat log");
+            if id_at(&self.log) == held_id {
+                break;
+            }
+            // Rotated away: the writer wrote to it last before the rotation,
+            // so it is complete now, and what came after the read above is
+            // read now, before moving on.
+            copied += self.read_held(sink)?;
+            match self.successor() {
+                Some(next) => self.held = Some(next),
+                None => break,
+            }
+        }
+        if copied > 0 {
+            sink.flush()?;
+        }
+        Ok(copied)
+    }
+
+    fn read_held(&mut self, sink: &mut dyn Write) -> std::io::Result<u64> {
+        self.seam("read");
+        let Some(held) = self.held.as_mut() else { return Ok(0) };
+        // The writer starts a file over in place when it cannot rotate.
+        if held.file.metadata().is_ok_and(|m| m.len() < held.pos) && held.file.seek(SeekFrom::Start(0)).is_ok() {
+            held.pos = 0;
+        }
+        let mut copied = 0;
+        loop {
+            match held.file.read(&mut self.buffer) {
+                Ok(0) => break,
+                Ok(n) => {
+                    sink.write_all(&self.buffer[..n])?;
+                    held.pos += n as u64;
+                    copied += n as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        Ok(copied)
+    }
+
+    /// The file written after the held one, which has been rotated; None
+    /// while a rotation is halfway done.
+    ///
+    /// The writer renames from the oldest file down to `output.log`, so while
+    /// the held file stays at `.<i>`, the name `.<i-1>` (or `output.log`) is
+    /// either free or taken by the file written after it. Finding the held
+    /// file at the same index before and after opening that name proves
+    /// that no rotation went past it in between.
+    fn successor(&mut self) -> Option<Held> {
+        let held = self.held.as_ref()?.id;
+        loop {
+            self.seam("find held");
+            let Some(index) = (1..=MAX_KEEP).find(|&i| id_at(&rotated_path(&self.log, i)) == Some(held)) else {
+                // Dropped past `keep` (renamed aside): the oldest file kept
+                // comes next; whatever was dropped in between is gone.
+                return self.open_oldest();
+            };
+            self.seam("open next");
+            let next = File::open(rotated_path(&self.log, index - 1)).ok()?;
+            self.seam("check held");
+            if id_at(&rotated_path(&self.log, index)) == Some(held) {
+                return Held::new(next, 0);
+            }
+        }
+    }
+
+    /// The oldest file kept, from its start: the highest-numbered one, checked
+    /// after opening to still be the highest (a rotation may have moved it on).
+    fn open_oldest(&self) -> Option<Held> {
+        let highest = || (0..=MAX_KEEP).rev().find(|&i| rotated_path(&self.log, i).exists());
+        loop {
+            self.seam("find oldest");
+            let index = highest()?;
+            self.seam("open oldest");
+            let file = match File::open(rotated_path(&self.log, index)) {
+                Ok(file) => file,
+                // Rotated on meanwhile: look again.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(_) => return None,
+            };
+            let held = Held::new(file, 0)?;
+            self.seam("check oldest");
+            if highest() == Some(index) && id_at(&rotated_path(&self.log, index)) == Some(held.id) {
+                return Some(held);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -434,6 +736,293 @@ mod tests {
         assert_eq!(errors, vec![b"\xff\xfe error here".to_vec()]);
         let last = tail_lines(&log, 1, |_| true);
         assert_eq!(last, vec![b"no newline at end".to_vec()]);
+    }
+
+    /// Bytes and entries in `dir`, hidden files (a dropped log) included.
+    fn dir_usage(dir: &Path) -> (u64, usize) {
+        let mut usage = (0, 0);
+        for entry in std::fs::read_dir(dir).unwrap() {
+            // A file being unlinked meanwhile no longer counts.
+            if let Ok(meta) = entry.unwrap().metadata() {
+                usage.0 += meta.len();
+                usage.1 += 1;
+            }
+        }
+        usage
+    }
+
+    #[test]
+    fn disk_use_stays_bounded_however_slow_deletion_is() {
+        use std::sync::{mpsc, Arc, Mutex};
+        const MAX: u64 = 100;
+        const KEEP: u32 = 2;
+        enum Event {
+            WriterWaits,
+            WriterDone,
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("output.log");
+        let (events, event_rx) = mpsc::channel();
+        let (permits, permit_rx) = mpsc::channel::<()>();
+        let permit_rx = Mutex::new(permit_rx);
+        let seam_events = Mutex::new(events.clone());
+        let mut writer = RotatingWriter::create(&log, MAX, KEEP).unwrap();
+        // A deletion lasts until the test hands out a permit, and the test hands
+        // one out only when the writer says it cannot go on without it: every
+        // deletion is as slow as it can be without stopping the writer for good.
+        writer.set_seam(Arc::new(move |point| match point {
+            "unlink" => {
+                let _ = permit_rx.lock().unwrap().recv();
+            }
+            "wait for unlink" => {
+                let _ = seam_events.lock().unwrap().send(Event::WriterWaits);
+            }
+            _ => {}
+        }));
+        let dir_path = dir.path().to_path_buf();
+        let writing = std::thread::spawn(move || {
+            // Disk use only grows by the writer's own steps, so its peak is seen
+            // right after one of them: after each write.
+            let mut peak = (0, 0);
+            for i in 0..1000 {
+                writer.write_all(format!("{i:09}\n").as_bytes()).unwrap();
+                let (bytes, files) = dir_usage(&dir_path);
+                peak = (bytes.max(peak.0), files.max(peak.1));
+            }
+            events.send(Event::WriterDone).unwrap();
+            drop(writer);
+            peak
+        });
+        loop {
+            match event_rx.recv().unwrap() {
+                Event::WriterWaits => permits.send(()).unwrap(),
+                Event::WriterDone => break,
+            }
+        }
+        for _ in 0..1000 {
+            let _ = permits.send(());
+        }
+        let (bytes, files) = writing.join().unwrap();
+        let bound = MAX * (KEEP as u64 + 1) + MAX;
+        assert!(bytes <= bound, "peak {bytes} bytes on disk, bound {bound} (max_bytes x (keep + 1) + one being deleted)");
+        assert!(files <= KEEP as usize + 2, "peak {files} files, bound {} (keep + 1, + one being deleted)", KEEP + 2);
+        assert_eq!(dir_usage(dir.path()).1, KEEP as usize + 1, "the writer gone, only the kept files remain");
+    }
+
+    /// Lets exactly one of two threads run between pause points; at each
+    /// point a seeded coin decides whether the other one runs next. One seed
+    /// is one exact interleaving of the two threads' file-system steps.
+    struct Baton {
+        state: std::sync::Mutex<BatonState>,
+        turned: std::sync::Condvar,
+    }
+
+    struct BatonState {
+        turn: usize,
+        rng: u64,
+        /// Hand over at a point with probability 1/odds: long runs of one side too.
+        odds: u64,
+        finished: [bool; 2],
+    }
+
+    impl Baton {
+        fn new(seed: u64) -> std::sync::Arc<Baton> {
+            std::sync::Arc::new(Baton {
+                state: std::sync::Mutex::new(BatonState {
+                    turn: 0,
+                    rng: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+                    odds: 1 + seed % 8,
+                    finished: [false; 2],
+                }),
+                turned: std::sync::Condvar::new(),
+            })
+        }
+
+        fn pause(&self, me: usize) {
+            let mut s = self.state.lock().unwrap();
+            while s.turn != me {
+                s = self.turned.wait(s).unwrap();
+            }
+            s.rng ^= s.rng << 13;
+            s.rng ^= s.rng >> 7;
+            s.rng ^= s.rng << 17;
+            if !s.finished[1 - me] && s.rng % s.odds == 0 {
+                s.turn = 1 - me;
+                self.turned.notify_all();
+                while s.turn != me {
+                    s = self.turned.wait(s).unwrap();
+                }
+            }
+        }
+
+        fn finish(&self, me: usize) {
+            let mut s = self.state.lock().unwrap();
+            s.finished[me] = true;
+            s.turn = 1 - me;
+            self.turned.notify_all();
+        }
+    }
+
+    /// One interleaving of a writer (lines `000000\n` …) and a follower
+    /// started on its empty log; gives what the follower printed and what the
+    /// log files held once the writer was gone.
+    fn follow_one_interleaving(seed: u64, keep: u32, lines: usize) -> (Vec<u8>, Vec<u8>) {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        const WRITER: usize = 0;
+        const FOLLOWER: usize = 1;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("output.log");
+        let baton = Baton::new(seed);
+        let done = Arc::new(AtomicBool::new(false));
+        let mut writer = RotatingWriter::create(&log, 64, keep).unwrap();
+        let mut follower = LogFollower::from_end(&log);
+        let b = baton.clone();
+        // The deleter unlinks a file that has no name any more: nobody can see it.
+        writer.set_seam(Arc::new(move |point| if point != "unlink" { b.pause(WRITER) }));
+        let b = baton.clone();
+        follower.set_seam(Arc::new(move |_| b.pause(FOLLOWER)));
+
+        let (b, d) = (baton.clone(), done.clone());
+        let writing = std::thread::spawn(move || {
+            b.pause(WRITER);
+            for i in 0..lines {
+                writer.write_all(format!("{i:06}\n").as_bytes()).unwrap();
+            }
+            // As the supervisor: its last write, then it is gone.
+            drop(writer);
+            d.store(true, Ordering::SeqCst);
+            b.finish(WRITER);
+        });
+        let b = baton.clone();
+        let following = std::thread::spawn(move || {
+            b.pause(FOLLOWER);
+            let mut out = Vec::new();
+            let mut polls = 0u64;
+            let result = follower.follow(&mut out, std::time::Duration::ZERO, || {
+                polls += 1;
+                assert!(polls < 1_000_000, "seed {seed}: follow never ends");
+                Ok(done.load(Ordering::SeqCst))
+            });
+            b.finish(FOLLOWER);
+            result.unwrap();
+            out
+        });
+        writing.join().unwrap();
+        let out = following.join().unwrap();
+        let mut on_disk = Vec::new();
+        copy_all(&log, &mut on_disk).unwrap();
+        (out, on_disk)
+    }
+
+    fn numbers(bytes: &[u8]) -> Vec<usize> {
+        std::str::from_utf8(bytes).unwrap().lines().map(|l| l.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn follow_ends_only_after_reading_everything_written() {
+        // keep 20 holds all 60 lines (7 rotations): nothing may be missing.
+        let all: Vec<u8> = (0..60).flat_map(|i| format!("{i:06}\n").into_bytes()).collect();
+        let failures: Vec<String> = (0..400)
+            .filter_map(|seed| {
+                let (out, _) = follow_one_interleaving(seed, 20, 60);
+                let got = numbers(&out);
+                let missing: Vec<usize> = (0..60).filter(|i| !got.contains(i)).collect();
+                (out != all).then(|| format!("seed {seed}: printed {} of 60 lines, last {:?}; missing {missing:?}", got.len(), got.last()))
+            })
+            .collect();
+        assert!(failures.is_empty(), "{} of 400 interleavings failed; first: {}", failures.len(), failures[0]);
+    }
+
+    #[test]
+    fn follow_that_falls_behind_rotation_skips_only_dropped_files() {
+        // keep 1: files are dropped while the follower is behind; it may lose
+        // those, but prints the rest in order and everything still on disk.
+        let failures: Vec<String> = (0..400)
+            .filter_map(|seed| {
+                let (out, on_disk) = follow_one_interleaving(seed, 1, 60);
+                let got = numbers(&out);
+                if !got.windows(2).all(|w| w[0] < w[1]) {
+                    return Some(format!("seed {seed}: out of order or repeated: {got:?}"));
+                }
+                let unread: Vec<usize> = numbers(&on_disk).into_iter().filter(|l| !got.contains(l)).collect();
+                if !unread.is_empty() || got.last() != Some(&59) {
+                    return Some(format!("seed {seed}: lines still on disk never printed: {unread:?}; printed {got:?}"));
+                }
+                None
+            })
+            .collect();
+        assert!(failures.is_empty(), "{} of 400 interleavings failed; first: {}", failures.len(), failures[0]);
+    }
+
+    #[test]
+    fn a_follower_goes_on_where_the_tail_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("output.log");
+        let mut writer = RotatingWriter::create(&log, 64, 10).unwrap();
+        let line = |i: usize| format!("{i:06}\n");
+        for i in 0..20 {
+            writer.write_all(line(i).as_bytes()).unwrap();
+        }
+        let (tail, mut follower) = tail_then_follow(&log, 3);
+        let (none, mut from_now) = tail_then_follow(&log, 0);
+        let mut from_end = LogFollower::from_end(&log);
+        assert_eq!(tail, vec![b"000017".to_vec(), b"000018".to_vec(), b"000019".to_vec()]);
+        assert!(none.is_empty());
+        // Two rotations after the tail was taken.
+        for i in 20..40 {
+            writer.write_all(line(i).as_bytes()).unwrap();
+        }
+        let after: Vec<u8> = (20..40).flat_map(|i| line(i).into_bytes()).collect();
+        for follower in [&mut follower, &mut from_now, &mut from_end] {
+            let mut out = Vec::new();
+            follower.read_new(&mut out).unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(after.clone()).unwrap());
+        }
+    }
+
+    #[test]
+    fn a_line_still_being_written_is_followed_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("output.log");
+        let mut writer = RotatingWriter::create(&log, 1 << 20, 1).unwrap();
+        writer.write_all(b"one\ntwo\nthr").unwrap();
+        for n in [0, 1, 2, 5] {
+            let (tail, mut follower) = tail_then_follow(&log, n);
+            // The unfinished line counts as the last of the `n`.
+            let expected: &[&[u8]] = match n {
+                0 | 1 => &[],
+                2 => &[b"two"],
+                _ => &[b"one", b"two"],
+            };
+            assert_eq!(tail, expected, "n {n}");
+            let mut out = Vec::new();
+            follower.read_new(&mut out).unwrap();
+            assert_eq!(out, b"thr", "n {n}");
+        }
+        let (_, mut follower) = tail_then_follow(&log, 1);
+        writer.write_all(b"ee\nfour\n").unwrap();
+        let mut out = Vec::new();
+        follower.read_new(&mut out).unwrap();
+        assert_eq!(out, b"three\nfour\n");
+    }
+
+    #[test]
+    fn a_follower_from_the_start_reads_the_rotated_files_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("output.log");
+        let mut follower = LogFollower::from_start(&log);
+        let mut out = Vec::new();
+        assert_eq!(follower.read_new(&mut out).unwrap(), 0, "no log yet");
+        let mut writer = RotatingWriter::create(&log, 64, 10).unwrap();
+        let all: Vec<u8> = (0..40).flat_map(|i| format!("{i:06}\n").into_bytes()).collect();
+        writer.write_all(&all).unwrap();
+        assert!(rotated_path(&log, 4).exists());
+        follower.read_new(&mut out).unwrap();
+        assert_eq!(out, all);
+        let mut from_start = Vec::new();
+        LogFollower::from_start(&log).read_new(&mut from_start).unwrap();
+        assert_eq!(from_start, all);
     }
 
     #[test]
