@@ -243,6 +243,8 @@ fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::
         .stderr(stderr)
         .spawn()
         .map_err(|e| format!("cannot start the supervisor {}: {e}", exe.display()))?;
+    // While the supervisor starts up; it makes the pipe itself if this fails.
+    let _ = super::outpipe::make(&job_dir);
     let payload = serde_json::to_vec(spec).map_err(|e| e.to_string())?;
     let write_result = child.stdin.take().map(|mut stdin| stdin.write_all(&payload));
     let mut ready = String::new();
