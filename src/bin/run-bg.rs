@@ -11,6 +11,7 @@ use proc_manager::core::view::{kb_to_mb, shell_exit_code, CheckView, JobView, Pr
 use proc_manager::core::format::{self, shorten};
 use proc_manager::core::{logs, notify, procs, supervisor, Error, Result};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -282,6 +283,20 @@ fn background_main(args: &[String]) -> i32 {
         },
         ("__deliver", _) => notify::drain_spool(&context.home, &context.config),
         ("__watch", Some(id)) => {
+            if proc_manager::core::ids::validate_job_id(id).is_err() {
+                return 2;
+            }
+            // What it cannot do (log the orphan's output) is said where the supervisor's errors go.
+            let errors = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(context.home.job_dir(id).join("supervisor.log"));
+            if let Ok(errors) = errors {
+                // SAFETY: dup2 onto our own stderr, which nothing else in this process holds a pointer into.
+                unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&errors), 2) };
+            }
             let runner = std::env::current_exe().ok();
             let context = Context { runner, ..context };
             if context.watch_orphan(id).is_err() {
