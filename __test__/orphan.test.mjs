@@ -4,19 +4,20 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
+import { spawnSync } from 'node:child_process'
 import os from 'node:os'
 import path from 'node:path'
 import { makeHome, runBg, startJob, readRegistry, checkJson, waitFor, isAlive, processStart, killPid } from './helpers.mjs'
 
 /**
  * A job that prints `tick N` every 50 ms and keeps N in `count` beside it, so
- * the test knows what it wrote without reading the log; it ends (exit 3,
- * after printing `bye`) once `stop` appears.
+ * the test knows what it wrote without reading the log; once `stop` appears
+ * it runs `end` (by default: prints `bye` and exits 3).
  */
-function startTicker(t, home) {
+function startTicker(t, home, end = 'echo bye; exit 3') {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-ticker-'))
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
-  const script = 'i=0; while [ ! -e stop ]; do i=$((i+1)); echo "tick $i"; echo $i > count.tmp && mv count.tmp count; sleep 0.05; done; echo bye; exit 3'
+  const script = `i=0; while [ ! -e stop ]; do i=$((i+1)); echo "tick $i"; echo $i > count.tmp && mv count.tmp count; sleep 0.05; done; ${end}`
   const job = startJob(home, ['sh', '-c', script], ['--cwd', dir])
   const count = () => {
     try {
@@ -67,8 +68,10 @@ test('a SIGKILLed supervisor leaves its job running: orphaned, its later output 
     const ticks = loggedTicks(home, job.jobId)
     return ticks.includes(target) ? ticks : null
   }, { what: `tick ${target} in the log` })
-  const after = ticks.filter((n) => n > atDeath)
-  assert.deepEqual(after, after.map((_, i) => atDeath + 1 + i), 'every tick written after the death, in order, none lost')
+  // `count` said atDeath after the death, so tick atDeath + 2 and every later one
+  // were printed after it (atDeath + 1 may have been read by the supervisor as it died).
+  const after = ticks.filter((n) => n >= atDeath + 2)
+  assert.deepEqual(after, after.map((_, i) => atDeath + 2 + i), 'every tick written after the death, in order, none lost')
   assert.ok(isAlive(job.pid) && processStart(job.pid) === job.start)
 
   const kill = runBg(home, ['kill', job.jobId, '--grace', '2s'])
@@ -80,12 +83,18 @@ test('a SIGKILLed supervisor leaves its job running: orphaned, its later output 
 
 test('a job that ends on its own after its supervisor died reads as lost for that reason, with its last output', async (t) => {
   const { home } = makeHome(t)
-  const job = startTicker(t, home)
+  // After `stop` it waits on the FIFO `go`, then prints `bye` and exits at once:
+  // before its newly started watcher can have opened the output pipe itself.
+  const job = startTicker(t, home, 'touch waiting; read x < go; echo bye; exit 3')
   t.after(() => killPid(job.pid))
+  assert.equal(spawnSync('mkfifo', [path.join(job.dir, 'go')]).status, 0)
   const atDeath = await killSupervisor(home, job)
   await ticksAfter(job, atDeath, 3)
-  assert.equal(checkJson(home, job.jobId).status, 'orphaned')
   fs.writeFileSync(path.join(job.dir, 'stop'), '')
+  await waitFor(() => fs.existsSync(path.join(job.dir, 'waiting')), { what: 'the job to leave its loop' })
+  // The first look finds it orphaned and starts the watcher.
+  assert.equal(checkJson(home, job.jobId).status, 'orphaned')
+  fs.writeFileSync(path.join(job.dir, 'go'), 'go\n')
   const ended = await waitFor(() => {
     const c = checkJson(home, job.jobId)
     return c.status !== 'orphaned' ? c : null
@@ -95,7 +104,7 @@ test('a job that ends on its own after its supervisor died reads as lost for tha
   assert.equal(ended.signal, null)
   assert.match(ended.error, /^its supervisor \(pid \d+\) died; the job ran on without it and ended; its exit status is unknown/)
   assert.doesNotMatch(ended.error, /could not start|no exit status was recorded/)
-  assert.equal(ended.tail.at(-1), 'bye', 'its last line, written with no supervisor, is in the log')
+  await waitFor(() => checkJson(home, job.jobId).tail.at(-1) === 'bye', { what: 'its last line, written with no supervisor, in the log' })
   const text = runBg(home, ['check', job.jobId]).stdout
   assert.match(text, /error: its supervisor \(pid \d+\) died; the job ran on without it and ended; its exit status is unknown/)
 })
@@ -145,5 +154,5 @@ test('an orphan keeps up to a pipe\'s worth (1 MiB) of output with no reader, an
     return c.status !== 'orphaned' ? c : null
   }, { what: 'the end' })
   assert.equal(ended.status, 'lost')
-  assert.ok(!fs.existsSync(path.join(home, 'jobs', job.jobId, 'output.pipe')), 'the pipe is removed with the job\'s last process')
+  await waitFor(() => !fs.existsSync(path.join(home, 'jobs', job.jobId, 'output.pipe')), { what: 'the pipe to go with the job\'s last process' })
 })

@@ -297,9 +297,10 @@ fn background_main(args: &[String]) -> i32 {
                 // SAFETY: dup2 onto our own stderr, which nothing else in this process holds a pointer into.
                 unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&errors), 2) };
             }
+            let inherited = proc_manager::core::outpipe::take_inherited(&context.home.job_dir(id));
             let runner = std::env::current_exe().ok();
             let context = Context { runner, ..context };
-            if context.watch_orphan(id).is_err() {
+            if context.watch_orphan(id, inherited).is_err() {
                 return 1;
             }
         }

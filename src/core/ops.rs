@@ -187,7 +187,7 @@ impl Context {
         if verdict == job.status {
             if verdict == JobStatus::Orphaned && !self.watcher_attached(&job.id) {
                 // Its watcher died (or never started): a new one takes up its output.
-                self.run_in_background(&["__watch", &job.id]);
+                self.start_watcher(&job.id);
             }
             return Ok(job);
         }
@@ -227,9 +227,24 @@ impl Context {
         })?;
         if stored.status == JobStatus::Orphaned {
             // So that its end is noticed (and announced) without anyone asking.
-            self.run_in_background(&["__watch", &stored.id]);
+            self.start_watcher(&stored.id);
         }
         Ok(stored)
+    }
+
+    /// Starts `run-bg __watch <id>` with the job's output pipe open on its
+    /// stdin: from this moment what waits in the pipe has a holder, so it
+    /// survives even if every process of the job ends before the watcher is
+    /// up and has reopened the pipe itself.
+    fn start_watcher(&self, id: &str) {
+        let Some(runner) = &self.runner else { return };
+        let stdin = match outpipe::reopen(&self.home.job_dir(id)) {
+            Ok(Some(pipe)) => std::process::Stdio::from(pipe),
+            _ => std::process::Stdio::null(),
+        };
+        if let Err(e) = spawn::spawn_detached_with_stdin(runner, &self.home, &["__watch", id], stdin) {
+            eprintln!("run-bg: cannot start background `__watch {id}`: {e}");
+        }
     }
 
     /// Whether a watcher holds the orphaned job `id` (see `watch_orphan`).
@@ -245,7 +260,8 @@ impl Context {
     /// job's output pipe and logs what waited there and what follows, as the
     /// supervisor would have. Its exit status cannot be had: the main process
     /// is not our child. One watcher per job.
-    pub fn watch_orphan(&self, id: &str) -> Result<()> {
+    /// `inherited`: the pipe as `start_watcher` handed it over, if it did.
+    pub fn watch_orphan(&self, id: &str, inherited: Option<std::os::fd::OwnedFd>) -> Result<()> {
         let lock_path = self.home.job_dir(id).join(WATCH_LOCK);
         let Ok(lock) =
             std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&lock_path)
@@ -258,6 +274,7 @@ impl Context {
         let job = self.registry().get(id)?;
         let mut output = outpipe::Reattached::open(
             &self.home.job_dir(id),
+            inherited,
             std::path::Path::new(&job.log_path),
             &self.config.logs,
         );

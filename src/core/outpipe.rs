@@ -18,7 +18,6 @@
 use super::config::LogsConfig;
 use super::job::ProcessIdentity;
 use super::logs::RotatingWriter;
-use super::procinfo;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -42,8 +41,8 @@ pub struct JobOutput {
     /// job's writes never fail for want of one.
     pub child_end: OwnedFd,
     /// Why there is no FIFO, when the job's directory cannot hold one: the
-    /// job then writes into an anonymous pipe (still read-write, so it never
-    /// gets SIGPIPE), which no watcher can reopen.
+    /// job then writes into an anonymous pipe, which no watcher can reopen
+    /// (on Linux still read-write through /proc, so it never gets SIGPIPE).
     pub unnamed_because: Option<String>,
 }
 
@@ -105,6 +104,40 @@ pub fn reopen(job_dir: &Path) -> std::io::Result<Option<OwnedFd>> {
     };
     ensure_fifo(&fd, &path)?;
     Ok(Some(fd))
+}
+
+/// Takes the job's pipe from our stdin, where the look that found the job
+/// orphaned put it (see `ops::Context::start_watcher`), leaving /dev/null in
+/// its place. `None` unless stdin is that very FIFO (same device and inode).
+pub fn take_inherited(job_dir: &Path) -> Option<OwnedFd> {
+    // SAFETY: an all-zero `stat` is a valid value for fstat to fill in.
+    let mut ours: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd 0 is only inspected; `ours` is a valid, writable struct.
+    if unsafe { libc::fstat(0, &mut ours) } != 0 || ours.st_mode & libc::S_IFMT != libc::S_IFIFO {
+        return None;
+    }
+    let named = std::fs::symlink_metadata(job_dir.join(FIFO_NAME)).ok()?;
+    if std::os::unix::fs::MetadataExt::dev(&named) != ours.st_dev as u64
+        || std::os::unix::fs::MetadataExt::ino(&named) != ours.st_ino as u64
+    {
+        return None;
+    }
+    // SAFETY: F_DUPFD_CLOEXEC makes a new descriptor for the same pipe, or fails with -1.
+    let fd = unsafe { libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `fd` was just made by fcntl and is owned by nothing else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: /dev/null is opened read-only and dup2'd over fd 0; the temporary is closed.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if null >= 0 {
+            libc::dup2(null, 0);
+            libc::close(null);
+        }
+    }
+    Some(fd)
 }
 
 /// Removes the FIFO once nothing of the job can write to it any more.
@@ -172,10 +205,12 @@ fn enlarge(_fd: &OwnedFd) {
 /// read-write through /proc, so the job still never gets SIGPIPE.
 fn anonymous(why: String) -> std::io::Result<JobOutput> {
     let (reader, writer) = super::supervisor::new_pipe(0)?;
-    // SAFETY: O_NONBLOCK on our own read end; the job's end is another open file description.
-    unsafe {
-        let flags = libc::fcntl(reader.as_raw_fd(), libc::F_GETFL);
-        libc::fcntl(reader.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+    // SAFETY: file status flags of our own read end only; the job's end is
+    // another open file description and stays blocking.
+    let flags = unsafe { libc::fcntl(reader.as_raw_fd(), libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(reader.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(std::io::Error::last_os_error());
     }
     enlarge(&reader);
     #[cfg(target_os = "linux")]
@@ -209,9 +244,13 @@ pub struct Reattached {
 }
 
 impl Reattached {
-    /// `None` when the job has no FIFO to reopen.
-    pub fn open(job_dir: &Path, log_path: &Path, logs: &LogsConfig) -> Option<Reattached> {
-        let fd = reopen(job_dir).ok()??;
+    /// Takes `inherited` (see `take_inherited`), else reopens the FIFO;
+    /// `None` when the job has none.
+    pub fn open(job_dir: &Path, inherited: Option<OwnedFd>, log_path: &Path, logs: &LogsConfig) -> Option<Reattached> {
+        let fd = match inherited {
+            Some(fd) => fd,
+            None => reopen(job_dir).ok()??,
+        };
         Some(Reattached {
             fd: Some(fd),
             log_path: log_path.to_path_buf(),
@@ -227,13 +266,25 @@ impl Reattached {
         self.fd.is_some()
     }
 
-    /// Logs what the pipe holds now, without waiting.
+    /// Logs what the pipe holds now, without waiting. A pipe holds at most
+    /// a mebibyte, read in milliseconds; the bound only stops a writer that
+    /// is not the job's (it left the job's group and cookie) from holding the
+    /// watcher here for ever.
     pub fn drain(&mut self) {
+        self.drain_until(Instant::now() + Duration::from_secs(2));
+    }
+
+    /// Reads until the pipe is empty or closed, or `deadline` passes while
+    /// the job writes as fast as we read.
+    fn drain_until(&mut self, deadline: Instant) {
         while let Some(fd) = &self.fd {
             match read_once(fd.as_raw_fd(), &mut self.buffer) {
                 Read::Data(n) => self.write(n),
                 Read::Empty => return,
                 Read::Closed => self.fd = None,
+            }
+            if Instant::now() >= deadline {
+                return;
             }
         }
     }
@@ -244,7 +295,7 @@ impl Reattached {
         let deadline = Instant::now() + limit;
         let exit = main.and_then(pidfd);
         loop {
-            self.drain();
+            self.drain_until(deadline);
             let left = deadline.saturating_duration_since(Instant::now());
             let Some(fd) = &self.fd else { return };
             if left.is_zero() {
@@ -259,7 +310,7 @@ impl Reattached {
                 std::thread::sleep(left.min(Duration::from_millis(100)));
             }
             if fds[1].revents != 0 {
-                self.drain();
+                self.drain_until(deadline);
                 return;
             }
         }
@@ -301,7 +352,7 @@ fn pidfd(who: &ProcessIdentity) -> Option<OwnedFd> {
         // SAFETY: `fd` was just returned by pidfd_open and is owned by nothing else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
         // Checked after opening: the pidfd then cannot refer to a process that reused the pid.
-        procinfo::is_same_process_alive(who).then_some(fd)
+        super::procinfo::is_same_process_alive(who).then_some(fd)
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -410,7 +461,7 @@ mod tests {
         drop(output.reader);
         assert_eq!(write(&output.child_end, b"waited in the pipe\n"), 19);
         let logs = LogsConfig { max_bytes: 1 << 20, keep: 1 };
-        let mut watcher = Reattached::open(dir.path(), &log_path, &logs).unwrap();
+        let mut watcher = Reattached::open(dir.path(), None, &log_path, &logs).unwrap();
         watcher.drain();
         assert_eq!(write(&output.child_end, b"came later\n"), 11);
         drop(output.child_end);
