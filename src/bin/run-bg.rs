@@ -12,6 +12,7 @@ use proc_manager::core::format::{self, shorten};
 use proc_manager::core::text::visible;
 use proc_manager::core::{logs, notify, procs, supervisor, Error, Result};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -284,9 +285,24 @@ fn background_main(args: &[String]) -> i32 {
         },
         ("__deliver", _) => notify::drain_spool(&context.home, &context.config),
         ("__watch", Some(id)) => {
+            if proc_manager::core::ids::validate_job_id(id).is_err() {
+                return 2;
+            }
+            // What it cannot do (log the orphan's output) is said where the supervisor's errors go.
+            let errors = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(context.home.job_dir(id).join("supervisor.log"));
+            if let Ok(errors) = errors {
+                // SAFETY: dup2 onto our own stderr, which nothing else in this process holds a pointer into.
+                unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&errors), 2) };
+            }
+            let inherited = proc_manager::core::outpipe::take_inherited(&context.home.job_dir(id));
             let runner = std::env::current_exe().ok();
             let context = Context { runner, ..context };
-            if context.watch_orphan(id).is_err() {
+            if context.watch_orphan(id, inherited).is_err() {
                 return 1;
             }
         }
@@ -690,9 +706,7 @@ fn print_lines(out: &mut dyn Write, lines: &[Vec<u8>]) {
 fn follow_log(context: &Context, job: &Job, follower: &mut logs::LogFollower, out: &mut dyn Write) -> Result<()> {
     follower.follow(&mut StdoutSink(out), Duration::from_millis(100), || {
         let current = context.registry().get(&job.id)?;
-        let supervised = current
-            .supervisor
-            .is_some_and(|s| proc_manager::core::procinfo::is_same_process_alive(&s));
+        let supervised = proc_manager::core::kill::live_supervisor(&current).is_some();
         Ok(current.status.is_final() && !supervised)
     })
 }

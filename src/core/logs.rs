@@ -64,13 +64,27 @@ impl Drop for RotatingWriter {
 
 impl RotatingWriter {
     pub fn create(path: &Path, max_bytes: u64, keep: u32) -> Result<Self> {
-        let file = open_log(path, true)?;
+        Self::open(path, max_bytes, keep, true)
+    }
+
+    /// Appends to the log another writer left (a job's orphan watcher takes
+    /// over from its dead supervisor), counting what is already there.
+    pub fn resume(path: &Path, max_bytes: u64, keep: u32) -> Result<Self> {
+        Self::open(path, max_bytes, keep, false)
+    }
+
+    fn open(path: &Path, max_bytes: u64, keep: u32, truncate: bool) -> Result<Self> {
+        let file = open_log(path, truncate)?;
+        let max_bytes = max_bytes.max(1);
+        // A file already past the limit (the limit was lowered since) rotates at the first write.
+        let written = if truncate { 0 } else { file.metadata().map_err(|e| Error::io("open log", path, e))?.len() };
+        let written = written.min(max_bytes);
         Ok(RotatingWriter {
             path: path.to_path_buf(),
-            max_bytes: max_bytes.max(1),
+            max_bytes,
             keep,
             file,
-            written: 0,
+            written,
             dropped: 0,
             deleter: None,
             #[cfg(test)]

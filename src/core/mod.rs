@@ -19,6 +19,7 @@ pub mod procs;
 pub mod registry;
 pub mod spawn;
 pub mod notify;
+pub mod outpipe;
 pub mod supervisor;
 pub mod text;
 pub mod view;

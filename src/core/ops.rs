@@ -9,10 +9,17 @@ use super::registry::{write_json_file, Registry};
 use super::supervisor::{KillRequest, KILL_REQUEST_FILE};
 use super::duration::format_duration_ms;
 use super::kill::Tree;
-use super::{digest, kill, notify, now_ms, spawn, text, Error, Result};
+use super::{digest, kill, notify, now_ms, outpipe, spawn, text, Error, Result};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+/// Held (flock) by the one watcher of an orphaned job, in the job's directory.
+const WATCH_LOCK: &str = "watch.lock";
+
+/// How long a look at an orphan whose processes have ended waits for its
+/// watcher to log their last output and record the end.
+const WATCHER_PATIENCE: Duration = Duration::from_secs(2);
 
 /// Home plus settings: what every verb needs.
 #[derive(Debug, Clone)]
@@ -158,6 +165,14 @@ impl Context {
     /// For a job recorded as running or orphaned whose supervisor is gone:
     /// processes of the job still alive make it `orphaned`, none make it `lost`.
     pub fn reconcile_job(&self, job: Job) -> Result<Job> {
+        self.reconcile_job_as(job, false)
+    }
+
+    /// `by_watcher`: called by the orphan's own watcher, which has logged its
+    /// last output. Anyone else leaves the end of an orphan with a watcher to
+    /// that watcher for a moment, so that the log is complete once the end
+    /// is recorded; a watcher that does not do it in time is not waited for.
+    fn reconcile_job_as(&self, job: Job, by_watcher: bool) -> Result<Job> {
         if let Some(reason) = job.impossible_identity() {
             return self.mark_corrupt(job, reason);
         }
@@ -173,13 +188,25 @@ impl Context {
             JobStatus::Lost
         };
         if verdict == job.status {
+            if verdict == JobStatus::Orphaned && !self.watcher_attached(&job.id) {
+                // Its watcher died (or never started): a new one takes up its output.
+                self.start_watcher(&job.id);
+            }
             return Ok(job);
+        }
+        if job.status == JobStatus::Orphaned && !by_watcher && self.watcher_attached(&job.id) {
+            let recorded = || self.registry().get(&job.id).map_or(true, |j| j.status != JobStatus::Orphaned);
+            if wait_until(WATCHER_PATIENCE, Duration::from_millis(20), recorded) {
+                return self.registry().get(&job.id);
+            }
         }
         let reason = match job.main {
             // Its watcher (or a look after it) saw the orphan's processes end.
-            _ if job.status == JobStatus::Orphaned => {
-                "its supervisor died; its processes ended later, with no exit status to record".to_string()
-            }
+            _ if job.status == JobStatus::Orphaned => format!(
+                "its supervisor{} died; the job ran on without it and ended; its exit status is unknown \
+                 (the main process was no longer a child of ours)",
+                job.supervisor.map(|s| format!(" (pid {})", s.pid)).unwrap_or_default()
+            ),
             Some(main) if procinfo::identify(main.pid).is_some() => format!(
                 "the supervisor and the job's processes are gone and no exit status was recorded; \
                  pid {} now belongs to another process, which was not touched",
@@ -203,7 +230,7 @@ impl Context {
         })?;
         if stored.status == JobStatus::Orphaned {
             // So that its end is noticed (and announced) without anyone asking.
-            self.run_in_background(&["__watch", &stored.id]);
+            self.start_watcher(&stored.id);
         }
         Ok(stored)
     }
@@ -234,12 +261,37 @@ impl Context {
         })
     }
 
+    /// Starts `run-bg __watch <id>` with the job's output pipe open on its
+    /// stdin: from this moment what waits in the pipe has a holder, so it
+    /// survives even if every process of the job ends before the watcher is
+    /// up and has reopened the pipe itself.
+    fn start_watcher(&self, id: &str) {
+        let Some(runner) = &self.runner else { return };
+        let stdin = match outpipe::reopen(&self.home.job_dir(id)) {
+            Ok(Some(pipe)) => std::process::Stdio::from(pipe),
+            _ => std::process::Stdio::null(),
+        };
+        if let Err(e) = spawn::spawn_detached_with_stdin(runner, &self.home, &["__watch", id], stdin) {
+            eprintln!("run-bg: cannot start background `__watch {id}`: {e}");
+        }
+    }
+
+    /// Whether a watcher holds the orphaned job `id` (see `watch_orphan`).
+    fn watcher_attached(&self, id: &str) -> bool {
+        let Ok(lock) = std::fs::File::open(self.home.job_dir(id).join(WATCH_LOCK)) else { return false };
+        // Taken and let go at once: only whether someone else holds it matters.
+        fs2::FileExt::try_lock_exclusive(&lock).is_err()
+    }
+
     /// `run-bg __watch <id>`: stays with an orphaned job until its last process
     /// is gone, then has `reconcile_job` record its end (`lost`, or `killed` if
-    /// we were killing it) with the time it ended. Its exit status cannot be
-    /// had: the main process is not our child. One watcher per job.
-    pub fn watch_orphan(&self, id: &str) -> Result<()> {
-        let lock_path = self.home.job_dir(id).join("watch.lock");
+    /// we were killing it) with the time it ended. Meanwhile it reopens the
+    /// job's output pipe and logs what waited there and what follows, as the
+    /// supervisor would have. Its exit status cannot be had: the main process
+    /// is not our child. One watcher per job.
+    /// `inherited`: the pipe as `start_watcher` handed it over, if it did.
+    pub fn watch_orphan(&self, id: &str, inherited: Option<std::os::fd::OwnedFd>) -> Result<()> {
+        let lock_path = self.home.job_dir(id).join(WATCH_LOCK);
         let Ok(lock) =
             std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&lock_path)
         else {
@@ -248,20 +300,36 @@ impl Context {
         if fs2::FileExt::try_lock_exclusive(&lock).is_err() {
             return Ok(()); // another watcher has it
         }
+        let job = self.registry().get(id)?;
+        let mut output = outpipe::Reattached::open(
+            &self.home.job_dir(id),
+            inherited,
+            std::path::Path::new(&job.log_path),
+            &self.config.logs,
+        );
         loop {
             let job = self.registry().get(id)?;
-            if job.status != JobStatus::Orphaned {
+            let main = job.main.filter(procinfo::is_same_process_alive);
+            let ended = job.status != JobStatus::Orphaned || (main.is_none() && !kill::tree_alive(Tree::of(&job)));
+            if ended {
+                // What they wrote last is in the log before their end is recorded.
+                if let Some(output) = &mut output {
+                    output.drain();
+                }
+                if !kill::tree_alive(Tree::of(&job)) {
+                    outpipe::remove(&self.home.job_dir(id));
+                }
+                if job.status == JobStatus::Orphaned {
+                    self.reconcile_job_as(job, true)?;
+                }
                 return Ok(());
             }
-            if let Some(main) = job.main.filter(procinfo::is_same_process_alive) {
-                procinfo::wait_for_exit(&main, Duration::from_secs(5));
-                continue;
+            let pace = if main.is_some() { Duration::from_secs(5) } else { Duration::from_secs(1) };
+            match (&mut output, main) {
+                (Some(output), main) if output.is_open() => output.pump(main.as_ref(), pace),
+                (_, Some(main)) => procinfo::wait_for_exit(&main, pace),
+                (_, None) => std::thread::sleep(pace),
             }
-            if !kill::tree_alive(Tree::of(&job)) {
-                self.reconcile_job(job)?;
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_secs(1));
         }
     }
 

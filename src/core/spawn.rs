@@ -258,6 +258,8 @@ fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::
         .stderr(stderr)
         .spawn()
         .map_err(|e| format!("cannot start the supervisor {}: {e}", exe.display()))?;
+    // While the supervisor starts up; it makes the pipe itself if this fails.
+    let _ = super::outpipe::make(&job_dir);
     let payload = serde_json::to_vec(spec).map_err(|e| e.to_string())?;
     let write_result = child.stdin.take().map(|mut stdin| stdin.write_all(&payload));
     let mut ready = String::new();
@@ -278,12 +280,23 @@ fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::
 /// detaches itself at once (`supervisor::detach`), so the wait here is short
 /// and leaves no zombie behind.
 pub fn spawn_detached(runner: &Path, home: &super::paths::Home, args: &[&str]) -> std::io::Result<()> {
+    spawn_detached_with_stdin(runner, home, args, Stdio::null())
+}
+
+/// As `spawn_detached`, handing the program `stdin` (an orphan's watcher gets
+/// the job's output pipe, so what waits in it outlives the job's processes).
+pub fn spawn_detached_with_stdin(
+    runner: &Path,
+    home: &super::paths::Home,
+    args: &[&str],
+    stdin: Stdio,
+) -> std::io::Result<()> {
     let mut child = Command::new(runner)
         .args(args)
         .env("PROC_MANAGER_HOME", &home.root)
         .env_remove(JOB_COOKIE)
         .env(SUPERVISOR_MARK, "helper")
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()?;

@@ -14,7 +14,7 @@ use super::procinfo::{self, JOB_COOKIE};
 use super::launch::{self, LaunchSpec};
 use super::registry::Registry;
 use super::kill::{self, Tree};
-use super::{notify, now_ms, Error, Result};
+use super::{notify, now_ms, outpipe, Error, Result};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -261,6 +261,7 @@ impl Supervisor {
         job.supervisor = procinfo::identify_exactly(std::process::id());
 
         let fail = |mut job: Job, message: String| -> String {
+            outpipe::remove(&home.job_dir(&job.id));
             job.status = JobStatus::Failed;
             job.error = Some(message.clone());
             job.ended_at = Some(now_ms());
@@ -278,20 +279,22 @@ impl Supervisor {
             return Err(fail(job, message));
         }
         let signals = install_signal_handlers().map_err(|e| format!("cannot set up signal handling: {e}"))?;
-        let (output_read, output_write) = new_pipe(0).map_err(|e| format!("cannot create output pipe: {e}"))?;
-        #[cfg(target_os = "linux")]
-        unsafe {
-            // A bigger pipe means fewer wake-ups for chatty jobs; best effort.
-            libc::fcntl(output_read.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20);
-        }
+        // A named pipe the job holds read-write: our death never ends the job
+        // (see outpipe); a bigger pipe also means fewer wake-ups for chatty jobs.
+        let output = match outpipe::create(&home.job_dir(&job.id)) {
+            Ok(output) => output,
+            Err(e) => return Err(fail(job, format!("cannot create the output pipe: {e}"))),
+        };
         let launched = launch::launch(&LaunchSpec {
             argv: &job.argv,
             cwd: Path::new(&job.cwd),
             set: job.env.iter().map(|(k, v)| (k.into(), v.into())).chain([(JOB_COOKIE.into(), job.id.clone().into())]).collect(),
             remove: &[SUPERVISOR_MARK],
-            output: output_write.as_raw_fd(),
+            output: output.child_end.as_raw_fd(),
         });
-        drop(output_write); // our copy of the write end: EOF then means "all writers gone"
+        // Our copy of the job's end: EOF then means "every process of the job closed it".
+        drop(output.child_end);
+        let output_read = output.reader;
         let launched = match launched {
             Ok(launched) => launched,
             Err(message) => return Err(fail(job, message)),
@@ -308,6 +311,7 @@ impl Supervisor {
                 libc::killpg(main_pid, libc::SIGKILL);
                 libc::waitpid(main_pid, std::ptr::null_mut(), 0);
             }
+            outpipe::remove(&home.job_dir(&job.id));
             return Err(format!("cannot record the job in the registry: {e}"));
         }
         if let Err(message) = launched.exec_outcome() {
@@ -315,6 +319,9 @@ impl Supervisor {
             return Err(fail(job, message));
         }
         report_ready(&format!("{READY_OK}{main_pid}"));
+        if let Some(why) = output.unnamed_because {
+            eprintln!("run-bg supervisor {}: {why}; the job's output cannot be taken up if this supervisor dies", job.id);
+        }
 
         let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
         Ok(Supervisor {
@@ -345,6 +352,8 @@ impl Supervisor {
                 self.record_end();
             }
             if self.recorded && self.output.is_none() && !self.has_children {
+                // Nothing of the job can write any more: no watcher will need it.
+                outpipe::remove(&self.home.job_dir(&self.job.id));
                 return;
             }
             let timeout_ms = self.poll_timeout_ms();
@@ -397,39 +406,32 @@ impl Supervisor {
         }
     }
 
-    fn read_output_once(&mut self) {
-        let Some(output) = &self.output else { return };
-        let n = unsafe {
-            libc::read(output.as_raw_fd(), self.buffer.as_mut_ptr() as *mut libc::c_void, self.buffer.len())
-        };
-        if n > 0 {
-            if let Err(e) = self.log.write_all(&self.buffer[..n as usize]) {
-                // Once is enough: the same failure would repeat for every chunk.
-                if !self.log_failed {
-                    self.log_failed = true;
-                    self.note_error(&e.to_string());
+    /// Reads once from the output pipe into the log; false when nothing was there.
+    fn read_output_once(&mut self) -> bool {
+        let Some(output) = &self.output else { return false };
+        match outpipe::read_once(output.as_raw_fd(), &mut self.buffer) {
+            outpipe::Read::Data(n) => {
+                if let Err(e) = self.log.write_all(&self.buffer[..n]) {
+                    // Once is enough: the same failure would repeat for every chunk.
+                    if !self.log_failed {
+                        self.log_failed = true;
+                        self.note_error(&e.to_string());
+                    }
                 }
+                true
             }
-        } else if n == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            self.output = None;
+            outpipe::Read::Empty => false,
+            outpipe::Read::Closed => {
+                self.output = None;
+                false
+            }
         }
     }
 
     /// Takes whatever the main process wrote before it exited, without waiting
-    /// for descendants that may keep the pipe open.
+    /// for descendants that may keep the pipe open (the pipe does not block).
     fn drain_output_nonblocking(&mut self) {
-        let Some(output) = &self.output else { return };
-        let fd = output.as_raw_fd();
-        loop {
-            let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-            if unsafe { libc::poll(&mut pfd, 1, 0) } <= 0 || pfd.revents == 0 {
-                return;
-            }
-            self.read_output_once();
-            if self.output.is_none() {
-                return;
-            }
-        }
+        while self.read_output_once() {}
     }
 
     fn handle_signals(&mut self) {
