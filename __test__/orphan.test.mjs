@@ -107,6 +107,7 @@ test('a job that ends on its own after its supervisor died reads as lost for tha
   await waitFor(() => checkJson(home, job.jobId).tail.at(-1) === 'bye', { what: 'its last line, written with no supervisor, in the log' })
   const text = runBg(home, ['check', job.jobId]).stdout
   assert.match(text, /error: its supervisor \(pid \d+\) died; the job ran on without it and ended; its exit status is unknown/)
+  assert.doesNotMatch(text, /could not start/, 'a job that ran is never said to have not started')
 })
 
 /** Pids of the `run-bg __watch <jobId>` processes. */
