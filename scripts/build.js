@@ -19,7 +19,8 @@ function platformSuffix() {
   return `${platform}-${arch}`
 }
 
-const cargo = spawnSync('cargo', ['build', '--release', '--lib', '--bin', 'run-bg'], {
+// The addon (crates/node) and the CLI/supervisor (crates/cli), which links no napi.
+const cargo = spawnSync('cargo', ['build', '--release', '-p', 'proc-manager-node', '-p', 'proc-manager-cli'], {
   cwd: root,
   stdio: 'inherit',
 })

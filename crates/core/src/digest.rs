@@ -122,7 +122,7 @@ pub fn error_lines(log: &Path, n: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::logs::RotatingWriter;
+    use crate::logs::RotatingWriter;
 
     fn log_with(content: &str) -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();

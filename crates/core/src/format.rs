@@ -170,7 +170,7 @@ pub fn check_text(check: &CheckResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::job::{HookRun, Notification, ProcessIdentity};
+    use crate::job::{HookRun, Notification, ProcessIdentity};
 
     const HOUR_MS: u64 = 3_600_000;
     const PWNED: &str = "\u{1b}]0;pwned\u{7}\u{1b}[2J";
@@ -252,7 +252,7 @@ mod tests {
         }];
         j.notification = Some(Notification {
             event_id: "x:failed".into(),
-            state: crate::core::job::DeliveryState::Pending,
+            state: crate::job::DeliveryState::Pending,
             attempts: 2,
             last_error: Some(format!("bad answer {PWNED}")),
             delivered_at: None,

@@ -1,5 +1,5 @@
-//! The pure-Rust core shared by the napi addon and the `run-bg` CLI.
-//! Nothing in here names a napi type; `src/lib.rs` converts.
+//! The pure-Rust core shared by the napi addon (crates/node) and the `run-bg` CLI (crates/cli).
+//! Nothing in here names a napi or clap type; the faces convert.
 
 pub mod config;
 pub mod digest;

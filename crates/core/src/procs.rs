@@ -39,7 +39,7 @@ pub fn matches_mcp(command: &str, patterns: &[String]) -> bool {
 #[cfg(target_os = "linux")]
 mod os {
     use super::ProcessInfo;
-    use crate::core::procinfo::{parse_stat, read_proc_file, stat_comm};
+    use crate::procinfo::{parse_stat, read_proc_file, stat_comm};
     use std::fmt::Write;
     use std::sync::OnceLock;
 
@@ -131,7 +131,7 @@ mod os {
 #[cfg(not(target_os = "linux"))]
 mod os {
     use super::ProcessInfo;
-    use crate::core::procinfo::portable;
+    use crate::procinfo::portable;
     use sysinfo::{ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind};
 
     pub fn processes() -> Vec<ProcessInfo> {

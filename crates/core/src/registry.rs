@@ -277,7 +277,7 @@ fn write_atomically(path: &Path, file: &RegistryFile) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::job::{JobStatus, ProcessIdentity};
+    use crate::job::{JobStatus, ProcessIdentity};
 
     fn job(id: &str, status: JobStatus, started_at: u64) -> Job {
         Job {
@@ -359,7 +359,7 @@ mod tests {
         let registry = Registry::new(&home, 1);
         let mut daemon = std::process::Command::new("sleep")
             .arg("30")
-            .env(crate::core::procinfo::JOB_COOKIE, "lingering")
+            .env(crate::procinfo::JOB_COOKIE, "lingering")
             .spawn()
             .unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
