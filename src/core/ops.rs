@@ -5,7 +5,7 @@ use super::ids::validate_job_id;
 use super::job::{Job, JobStatus, ProcessIdentity};
 use super::paths::{create_private_dir_all, Home};
 use super::procinfo::{self, ProcessEntry, SignalOutcome};
-use super::registry::{write_json_file, Registry};
+use super::registry::{write_json_file, Patience, Registry};
 use super::supervisor::{KillRequest, KILL_REQUEST_FILE};
 use super::duration::format_duration_ms;
 use super::kill::Tree;
@@ -69,9 +69,9 @@ impl Context {
     /// Changes a job's status under the lock when `change` says it did, and
     /// claims and sends the announcement that goes with it (once: the claim is
     /// made in the same locked update as the change).
-    fn change_status(&self, id: &str, change: impl FnOnce(&mut Job) -> bool) -> Result<Job> {
+    fn change_status(&self, id: &str, patience: Patience, change: impl FnOnce(&mut Job) -> bool) -> Result<Job> {
         let mut announce = false;
-        let job = self.registry().modify(id, |stored| {
+        let job = self.registry().modify_with(patience, id, |stored| {
             if change(stored) {
                 stored.notification = notify::claim(&self.config.notify, stored);
                 announce = notify::has_work(&self.config.notify, stored);
@@ -86,7 +86,7 @@ impl Context {
     }
 
     pub fn registry(&self) -> Registry {
-        Registry::new(&self.home, self.config.registry.max_jobs)
+        Registry::for_config(&self.home, &self.config)
     }
 
     /// A job by id, its status verified against the OS first.
@@ -104,7 +104,7 @@ impl Context {
         }
         Ok(self
             .registry()
-            .modify(&job.id, |stored| {
+            .modify_with(Patience::Brief, &job.id, |stored| {
                 stored.seen_at.get_or_insert(now_ms());
             })
             .unwrap_or(job))
@@ -184,7 +184,7 @@ impl Context {
             ),
             _ => "the supervisor and the job's processes are gone and no exit status was recorded".to_string(),
         };
-        let stored = self.change_status(&job.id, |stored| {
+        let apply = |stored: &mut Job| {
             // Re-checked under the lock: the supervisor may have recorded the end meanwhile.
             if stored.status.is_final() || stored.status == verdict {
                 return false;
@@ -194,10 +194,24 @@ impl Context {
                 stored.ended_at.get_or_insert(now_ms());
             }
             if verdict == JobStatus::Lost {
-                stored.error.get_or_insert(reason);
+                stored.error.get_or_insert(reason.clone());
             }
             true
-        })?;
+        };
+        // A look must work where nothing can be recorded (a full disk, a
+        // registry held by a stopped process): the verdict is then shown, and
+        // recorded (and announced) by a later look.
+        let stored = match self.change_status(&job.id, Patience::Brief, apply) {
+            Ok(stored) => stored,
+            Err(e) => {
+                if !matches!(e, Error::Busy(_)) {
+                    eprintln!("run-bg: warning: {} is {verdict}, but that could not be recorded: {e}", job.id);
+                }
+                let mut shown = job;
+                apply(&mut shown);
+                return Ok(shown);
+            }
+        };
         if stored.status == JobStatus::Orphaned {
             // So that its end is noticed (and announced) without anyone asking.
             self.run_in_background(&["__watch", &stored.id]);
@@ -212,11 +226,11 @@ impl Context {
     pub fn watch_orphan(&self, id: &str) -> Result<()> {
         let lock_path = self.home.job_dir(id).join("watch.lock");
         let Ok(lock) =
-            std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&lock_path)
+            super::paths::options_nofollow().create(true).truncate(false).write(true).mode(0o600).open(&lock_path)
         else {
             return Ok(());
         };
-        if fs2::FileExt::try_lock_exclusive(&lock).is_err() {
+        if lock.try_lock().is_err() {
             return Ok(()); // another watcher has it
         }
         loop {
@@ -462,12 +476,21 @@ impl Context {
         Ok(removed)
     }
 
-    /// Without a supervisor we signal the tree ourselves, each process by identity.
+    /// Without a supervisor we signal the tree ourselves, each process by
+    /// identity. What cannot be recorded (a full disk) never stops the kill;
+    /// the message then says so.
     fn kill_orphaned(&self, job: Job, grace: Duration, force: bool) -> Result<KillOutcome> {
-        self.note_kill_request(&job.id, grace, force)?;
+        let _ = self.note_kill_request(&job.id, grace, force);
         let count = terminate_tree(Tree::of(&job), grace, force);
-        let stored = self.change_status(&job.id, mark_killed)?;
-        let message = format!("killed orphaned job {} ({count} process(es) signalled)", stored.id);
+        let (stored, unrecorded) = match self.change_status(&job.id, Patience::Full, mark_killed) {
+            Ok(stored) => (stored, String::new()),
+            Err(e) => {
+                let mut shown = job;
+                mark_killed(&mut shown);
+                (shown, format!("; it could not be recorded: {e}"))
+            }
+        };
+        let message = format!("killed orphaned job {} ({count} process(es) signalled){unrecorded}", stored.id);
         Ok(KillOutcome { message, signalled: true, job: stored })
     }
 
@@ -522,7 +545,7 @@ impl Context {
         }
         let grace = options.grace.unwrap_or(Duration::from_millis(self.config.kill.grace_ms));
         for job in &report.orphaned_jobs {
-            self.note_kill_request(&job.id, grace, options.force)?;
+            let _ = self.note_kill_request(&job.id, grace, options.force);
         }
         let targets: Vec<&ProcessEntry> = report.found.iter().map(|o| &o.process).collect();
         let failures = terminate_processes(&targets, grace, options.force);
@@ -533,18 +556,25 @@ impl Context {
             }
         }
         for job in &report.orphaned_jobs {
-            self.change_status(&job.id, mark_killed)?;
+            if let Err(e) = self.change_status(&job.id, Patience::Full, mark_killed) {
+                eprintln!("run-bg: warning: killed orphaned job {}, but that could not be recorded: {e}", job.id);
+            }
         }
         Ok(report)
     }
 }
 
 fn mark_killed(job: &mut Job) -> bool {
-    if job.status.is_final() {
+    // `lost` meanwhile: its watcher saw the processes end under our signals
+    // before we could record the kill (on a full disk it cannot see our note).
+    if job.status.is_final() && job.status != JobStatus::Lost {
         return false;
     }
+    if job.status == JobStatus::Lost {
+        job.error = None;
+    }
     job.status = JobStatus::Killed;
-    job.ended_at = Some(now_ms());
+    job.ended_at.get_or_insert(now_ms());
     true
 }
 
