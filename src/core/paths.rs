@@ -103,11 +103,11 @@ fn check_private(home: &Path, path: &Path, link: Link) -> Result<()> {
     let subject = if path == home { String::new() } else { format!("{}: ", path.display()) };
     let refuse = |problem: String, fix: String| {
         Err(Error::Usage(format!(
-            "refusing to use {} as the proc-manager home: {subject}{problem}; another user could plant settings, \
-             hooks and job records there. {fix}",
+            "refusing to use {} as the proc-manager home: {subject}{problem}. {fix}",
             home.display()
         )))
     };
+    const RISK: &str = "; another user could plant settings, hooks and job records there";
     let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io("inspect", path, e))?;
     let (meta, shown) = if meta.file_type().is_symlink() {
         if matches!(link, Link::Refuse) {
@@ -118,7 +118,7 @@ fn check_private(home: &Path, path: &Path, link: Link) -> Result<()> {
         }
         if meta.uid() != euid() && meta.uid() != 0 {
             return refuse(
-                format!("it is a symbolic link owned by uid {}, who can point it elsewhere at any time", meta.uid()),
+                format!("it is a symbolic link owned by uid {}, who can point it elsewhere at any time{RISK}", meta.uid()),
                 "Use a directory of your own (set PROC_MANAGER_HOME).".into(),
             );
         }
@@ -135,7 +135,7 @@ fn check_private(home: &Path, path: &Path, link: Link) -> Result<()> {
     }
     if meta.uid() != euid() {
         return refuse(
-            format!("{leads}{is} owned by uid {}, not by you (uid {})", meta.uid(), euid()),
+            format!("{leads}{is} owned by uid {}, not by you (uid {}){RISK}", meta.uid(), euid()),
             format!(
                 "Use a directory of your own (set PROC_MANAGER_HOME), or if it is yours: chown {} {}",
                 euid(),
@@ -145,7 +145,7 @@ fn check_private(home: &Path, path: &Path, link: Link) -> Result<()> {
     }
     if meta.mode() & 0o022 != 0 {
         return refuse(
-            format!("{leads}{is} writable by its group or others (mode {:o})", meta.mode() & 0o7777),
+            format!("{leads}{is} writable by its group or others (mode {:o}){RISK}", meta.mode() & 0o7777),
             format!("Fix it with: chmod 700 {}", shown.display()),
         );
     }

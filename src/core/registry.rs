@@ -336,11 +336,16 @@ impl Registry {
     /// an outcome that only a job's own job.json kept (its supervisor could
     /// not write the registry, or was killed doing it), and jobs not in the
     /// registry yet. With `writing` (under the lock), leftovers of removals
-    /// that were interrupted are cleaned.
+    /// that were interrupted are cleaned, and `lost` jobs are looked at too:
+    /// a `lost` over an outcome in job.json is only in registries written
+    /// before job.json came first (today nothing records `lost` while the
+    /// supervisor could still write), and reading every lost job's file on
+    /// each read would cost more than the next write's repair.
     fn merged(&self, jobs: Vec<Job>, writing: bool) -> (Vec<Job>, Merge) {
         let (mut jobs, duplicates) = dedupe(jobs);
         let mut merge = Merge { duplicates, adopted: 0 };
-        for job in jobs.iter_mut().filter(|j| rank(j) < OUTCOME) {
+        let below = if writing { OUTCOME } else { rank_of(JobStatus::Lost) };
+        for job in jobs.iter_mut().filter(|j| rank(j) < below) {
             if let Some(mut own) = read_job_file(&self.home, &job.id) {
                 if rank(&own) > rank(job) {
                     own.seen_at = own.seen_at.or(job.seen_at);
@@ -420,7 +425,11 @@ impl Registry {
 /// How much a record knows about how its job ended.
 const OUTCOME: u8 = 3;
 fn rank(job: &Job) -> u8 {
-    match job.status {
+    rank_of(job.status)
+}
+
+fn rank_of(status: JobStatus) -> u8 {
+    match status {
         JobStatus::Running => 0,
         JobStatus::Orphaned => 1,
         JobStatus::Lost => 2,
@@ -968,10 +977,14 @@ mod tests {
         let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3700);
         std::fs::File::options().write(true).open(&stale_temp).unwrap().set_modified(an_hour_ago).unwrap();
 
-        for job in registry.load().unwrap() {
+        let running = registry.get("was-running").unwrap();
+        assert_eq!((running.status, running.exit_code, running.ended_at), (JobStatus::Failed, Some(3), Some(50)));
+        // A lost one (only registries written before job.json came first have
+        // it) is repaired by the next registry write.
+        registry.upsert(&job("next", JobStatus::Running, 9)).unwrap();
+        for job in registry.load().unwrap().into_iter().filter(|j| j.id.starts_with("was-")) {
             assert_eq!((job.status, job.exit_code, job.ended_at), (JobStatus::Failed, Some(3), Some(50)), "{}", job.id);
         }
-        registry.upsert(&job("next", JobStatus::Running, 9)).unwrap();
         let stored: RegistryFile = serde_json::from_slice(&std::fs::read(home.registry_path()).unwrap()).unwrap();
         assert!(stored.jobs.iter().filter(|j| j.id.starts_with("was-")).all(|j| j.exit_code == Some(3)));
         assert!(!stale_temp.exists(), "the dead writer's temp file is cleaned");
