@@ -212,8 +212,13 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
                 Err(e) => {
                     // Nothing could be kept (a full disk): leave nothing behind either.
                     let _ = std::fs::remove_dir_all(context.home.job_dir(&job_id));
-                    let why = if message.contains(&e.to_string()) { String::new() } else { format!(" ({e})") };
-                    Err(Error::Other(format!("{message}; the job was not recorded{why}")))
+                    // The supervisor's message says so already when recording was what failed.
+                    let message = if message.contains("record the job") {
+                        message
+                    } else {
+                        format!("{message}; the job was not recorded: {e}")
+                    };
+                    Err(Error::Other(message))
                 }
             }
         }
