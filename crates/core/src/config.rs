@@ -25,6 +25,9 @@ pub struct LogsConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct RegistryConfig {
     pub max_jobs: usize,
+    /// How long one process may hold the registry lock before whoever waits
+    /// for it gives up, naming the holder (a stopped process holds it forever).
+    pub lock_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -71,7 +74,7 @@ impl Default for LogsConfig {
 
 impl Default for RegistryConfig {
     fn default() -> Self {
-        RegistryConfig { max_jobs: 200 }
+        RegistryConfig { max_jobs: 200, lock_timeout_ms: 5_000 }
     }
 }
 
@@ -109,9 +112,12 @@ impl Default for ResourceTrackingConfig {
 }
 
 impl Config {
-    /// Reads `path`; a missing file means all defaults.
+    /// Reads `path`; a missing file means all defaults. A symlink in its place
+    /// is refused, never followed: it could lead to someone else's hooks.
     pub fn load(path: &Path) -> Result<Config> {
-        let text = match std::fs::read_to_string(path) {
+        let read = super::paths::read_file(path)
+            .and_then(|bytes| String::from_utf8(bytes).map_err(|_| std::io::Error::other("it is not UTF-8 text")));
+        let text = match read {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
             Err(e) => {
@@ -158,6 +164,9 @@ impl Config {
         if self.registry.max_jobs == 0 {
             return Err("key `registry.max_jobs`: must be at least 1".to_string());
         }
+        if self.registry.lock_timeout_ms == 0 {
+            return Err("key `registry.lock_timeout_ms`: must be at least 1 (milliseconds)".to_string());
+        }
         if let Some(url) = &self.notify.url {
             let host = url.strip_prefix("http://").map(|rest| rest.split(['/', '?', '#']).next().unwrap_or(""));
             if host.is_none_or(str::is_empty) {
@@ -196,6 +205,7 @@ mod tests {
         assert_eq!(config.logs.max_bytes, 10_485_760);
         assert_eq!(config.logs.keep, 3);
         assert_eq!(config.registry.max_jobs, 200);
+        assert_eq!(config.registry.lock_timeout_ms, 5000);
         assert_eq!(config.kill.grace_ms, 5000);
         assert_eq!(config.notify.url.as_deref(), Some("http://127.0.0.1:7600/trigger"));
     }
@@ -216,6 +226,10 @@ mod tests {
         assert!(err.contains("max_byte") && err.contains("max_bytes"), "{err}");
         let err = Config::parse(r#"{"registry": {"max_jobs": 0}}"#).unwrap_err();
         assert!(err.contains("registry.max_jobs"), "{err}");
+        let err = Config::parse(r#"{"registry": {"lock_timeout_ms": 0}}"#).unwrap_err();
+        assert!(err.contains("registry.lock_timeout_ms"), "{err}");
+        let err = Config::parse(r#"{"registry": {"lock_timeout_ms": "5s"}}"#).unwrap_err();
+        assert!(err.contains("registry.lock_timeout_ms"), "{err}");
         let err = Config::parse("{not json").unwrap_err();
         assert!(err.contains("JSON"), "{err}");
         for bad in ["{} trailing", "[]", "null"] {
@@ -225,5 +239,16 @@ mod tests {
         assert!(Config::parse(r#"{"notify": {"url": "http://"}}"#).unwrap_err().contains("notify.url"));
         let negative = r#"{"diagnostics": {"resource_tracking": {"memory_threshold_mb": -1}}}"#;
         assert!(Config::parse(negative).unwrap_err().contains("memory_threshold_mb"));
+    }
+
+    #[test]
+    fn a_config_json_that_is_a_symlink_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let planted = dir.path().join("planted.json");
+        std::fs::write(&planted, r#"{"notify": {"command": "touch /tmp/owned"}}"#).unwrap();
+        let config = dir.path().join("config.json");
+        std::os::unix::fs::symlink(&planted, &config).unwrap();
+        let err = Config::load(&config).expect_err("a symlinked config.json").to_string();
+        assert!(err.contains("symbolic link"), "{err}");
     }
 }

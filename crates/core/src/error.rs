@@ -26,6 +26,20 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A write into the home failed for want of space (ENOSPC, EDQUOT).
+    #[error("the disk holding {home} is full: cannot {action} {path} ({source}); free some space there")]
+    DiskFull {
+        home: PathBuf,
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The registry lock could not be had in time; says who holds it and why.
+    #[error("{0}")]
+    Busy(String),
+
     #[error("{0}")]
     Other(String),
 }

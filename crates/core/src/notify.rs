@@ -141,7 +141,7 @@ pub fn run_hook(command: &str, event: &[u8], job: &Job, message: &str, timeout: 
         duration_ms: started.elapsed().as_millis() as u64,
     };
     let log_dir = Path::new(&job.log_path).parent().map(Path::to_path_buf).unwrap_or_default();
-    let output = std::fs::OpenOptions::new()
+    let output = super::paths::options_nofollow()
         .create(true)
         .append(true)
         .mode(0o600)
@@ -208,7 +208,7 @@ pub fn run_hook(command: &str, event: &[u8], job: &Job, message: &str, timeout: 
 /// backoff for `notify.retry_for_ms`; what still fails goes to the spool.
 /// Blocking; the supervisor runs it in a forked child.
 pub fn announce(home: &Home, config: &Config, job: &Job) {
-    let registry = Registry::new(home, config.registry.max_jobs);
+    let registry = Registry::for_config(home, config);
     let notify = &config.notify;
     let event = event_body(notify, job);
     let body = serde_json::to_vec(&event).unwrap_or_default();
@@ -315,7 +315,7 @@ fn spool_entries(home: &Home) -> Vec<(PathBuf, SpoolEntry)> {
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .filter_map(|p| {
-            let entry = serde_json::from_slice(&std::fs::read(&p).ok()?).ok()?;
+            let entry = serde_json::from_slice(&super::paths::read_file(&p).ok()?).ok()?;
             Some((p, entry))
         })
         .collect();
@@ -331,21 +331,21 @@ pub fn spool_due(home: &Home) -> bool {
 }
 
 fn spool_lock(home: &Home) -> Option<std::fs::File> {
-    let file = std::fs::OpenOptions::new()
+    let file = super::paths::options_nofollow()
         .create(true)
         .truncate(false)
         .write(true)
         .mode(0o600)
         .open(home.root.join("spool.lock"))
         .ok()?;
-    fs2::FileExt::try_lock_exclusive(&file).ok()?;
+    file.try_lock().ok()?;
     Some(file)
 }
 
 /// Delivers what is due in the spool; one deliverer at a time (others return at once).
 pub fn drain_spool(home: &Home, config: &Config) {
     let Some(_lock) = spool_lock(home) else { return };
-    let registry = Registry::new(home, config.registry.max_jobs);
+    let registry = Registry::for_config(home, config);
     let timeout = Duration::from_millis(config.notify.timeout_ms);
     for (path, mut entry) in spool_entries(home) {
         if entry.next_attempt_at > now_ms() {

@@ -5,7 +5,7 @@ use super::ids::validate_job_id;
 use super::job::{Job, JobStatus, ProcessIdentity};
 use super::paths::{create_private_dir_all, Home};
 use super::procinfo::{self, ProcessEntry, SignalOutcome};
-use super::registry::{write_json_file, Registry};
+use super::registry::{write_json_file, Patience, Registry};
 use super::supervisor::{KillRequest, KILL_REQUEST_FILE};
 use super::duration::format_duration_ms;
 use super::kill::Tree;
@@ -76,9 +76,9 @@ impl Context {
     /// Changes a job's status under the lock when `change` says it did, and
     /// claims and sends the announcement that goes with it (once: the claim is
     /// made in the same locked update as the change).
-    fn change_status(&self, id: &str, change: impl FnOnce(&mut Job) -> bool) -> Result<Job> {
+    fn change_status(&self, id: &str, patience: Patience, change: impl FnOnce(&mut Job) -> bool) -> Result<Job> {
         let mut announce = false;
-        let job = self.registry().modify(id, |stored| {
+        let job = self.registry().modify_with(patience, id, |stored| {
             if change(stored) {
                 stored.notification = notify::claim(&self.config.notify, stored);
                 announce = notify::has_work(&self.config.notify, stored);
@@ -93,7 +93,7 @@ impl Context {
     }
 
     pub fn registry(&self) -> Registry {
-        Registry::new(&self.home, self.config.registry.max_jobs)
+        Registry::for_config(&self.home, &self.config)
     }
 
     /// A job by id, its status verified against the OS first.
@@ -111,7 +111,7 @@ impl Context {
         }
         Ok(self
             .registry()
-            .modify(&job.id, |stored| {
+            .modify_with(Patience::Brief, &job.id, |stored| {
                 stored.seen_at.get_or_insert(now_ms());
             })
             .unwrap_or(job))
@@ -214,7 +214,7 @@ impl Context {
             ),
             _ => "the supervisor and the job's processes are gone and no exit status was recorded".to_string(),
         };
-        let stored = self.change_status(&job.id, |stored| {
+        let apply = |stored: &mut Job| {
             // Re-checked under the lock: the supervisor may have recorded the end meanwhile.
             if stored.status.is_final() || stored.status == verdict {
                 return false;
@@ -224,10 +224,24 @@ impl Context {
                 stored.ended_at.get_or_insert(now_ms());
             }
             if verdict == JobStatus::Lost {
-                stored.error.get_or_insert(reason);
+                stored.error.get_or_insert(reason.clone());
             }
             true
-        })?;
+        };
+        // A look must work where nothing can be recorded (a full disk, a
+        // registry held by a stopped process): the verdict is then shown, and
+        // recorded (and announced) by a later look.
+        let stored = match self.change_status(&job.id, Patience::Brief, apply) {
+            Ok(stored) => stored,
+            Err(e) => {
+                if !matches!(e, Error::Busy(_)) {
+                    eprintln!("run-bg: warning: {} is {verdict}, but that could not be recorded: {e}", job.id);
+                }
+                let mut shown = job;
+                apply(&mut shown);
+                return Ok(shown);
+            }
+        };
         if stored.status == JobStatus::Orphaned {
             // So that its end is noticed (and announced) without anyone asking.
             self.start_watcher(&stored.id);
@@ -244,21 +258,24 @@ impl Context {
             stored.main = stored.main.filter(possible);
             stored.supervisor = stored.supervisor.filter(possible);
         };
-        if job.status.is_final() {
-            let mut stored = self.registry().modify(&job.id, clean).unwrap_or(job);
-            clean(&mut stored);
-            return Ok(stored);
-        }
-        self.change_status(&job.id, |stored| {
+        let verdict = |stored: &mut Job| {
             clean(stored);
             if stored.status.is_final() {
                 return false;
             }
             stored.status = JobStatus::Lost;
             stored.ended_at.get_or_insert(now_ms());
-            stored.error = Some(reason);
+            stored.error = Some(reason.clone());
             true
-        })
+        };
+        // Best effort, as any verdict made while reading: what is shown is
+        // cleaned whether or not it could be written.
+        let mut shown = job.clone();
+        verdict(&mut shown);
+        if job.status.is_final() {
+            return Ok(self.registry().modify(&job.id, clean).map(|mut j| { clean(&mut j); j }).unwrap_or(shown));
+        }
+        Ok(self.change_status(&job.id, Patience::Brief, verdict).unwrap_or(shown))
     }
 
     /// Starts `run-bg __watch <id>` with the job's output pipe open on its
@@ -278,9 +295,9 @@ impl Context {
 
     /// Whether a watcher holds the orphaned job `id` (see `watch_orphan`).
     fn watcher_attached(&self, id: &str) -> bool {
-        let Ok(lock) = std::fs::File::open(self.home.job_dir(id).join(WATCH_LOCK)) else { return false };
+        let Ok(lock) = crate::paths::open_read(&self.home.job_dir(id).join(WATCH_LOCK)) else { return false };
         // Taken and let go at once: only whether someone else holds it matters.
-        fs2::FileExt::try_lock_exclusive(&lock).is_err()
+        lock.try_lock().is_err()
     }
 
     /// `run-bg __watch <id>`: stays with an orphaned job until its last process
@@ -293,11 +310,11 @@ impl Context {
     pub fn watch_orphan(&self, id: &str, inherited: Option<std::os::fd::OwnedFd>) -> Result<()> {
         let lock_path = self.home.job_dir(id).join(WATCH_LOCK);
         let Ok(lock) =
-            std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&lock_path)
+            super::paths::options_nofollow().create(true).truncate(false).write(true).mode(0o600).open(&lock_path)
         else {
             return Ok(());
         };
-        if fs2::FileExt::try_lock_exclusive(&lock).is_err() {
+        if lock.try_lock().is_err() {
             return Ok(()); // another watcher has it
         }
         let job = self.registry().get(id)?;
@@ -590,21 +607,37 @@ impl Context {
             );
             return Ok(KillOutcome { message, signalled: count > 0, job: after });
         }
-        let after = self.change_status(&job.id, mark_killed)?;
+        let (after, unrecorded) = self.record_kill(job.clone());
         let message = format!(
-            "killed {} ({}) without its supervisor, which {why} (pid {}): {count} process(es) signalled",
+            "killed {} ({}) without its supervisor, which {why} (pid {}): {count} process(es) signalled{unrecorded}",
             after.id, after.status, supervisor.pid
         );
         Ok(KillOutcome { message, signalled: true, job: after })
     }
 
-    /// Without a supervisor we signal the tree ourselves, each process by identity.
+    /// Without a supervisor we signal the tree ourselves, each process by
+    /// identity. What cannot be recorded (a full disk) never stops the kill;
+    /// the message then says so.
     fn kill_orphaned(&self, job: Job, grace: Duration, force: bool) -> Result<KillOutcome> {
-        self.note_kill_request(&job.id, grace, force)?;
+        let _ = self.note_kill_request(&job.id, grace, force);
         let count = terminate_tree(Tree::of(&job), grace, force);
-        let stored = self.change_status(&job.id, mark_killed)?;
-        let message = format!("killed orphaned job {} ({count} process(es) signalled)", stored.id);
+        let (stored, unrecorded) = self.record_kill(job);
+        let message = format!("killed orphaned job {} ({count} process(es) signalled){unrecorded}", stored.id);
         Ok(KillOutcome { message, signalled: true, job: stored })
+    }
+
+    /// Records a kill done here; what cannot be recorded (a full disk) never
+    /// undoes the kill: the job is shown killed and the note says why it is
+    /// not on disk.
+    fn record_kill(&self, job: Job) -> (Job, String) {
+        match self.change_status(&job.id, Patience::Full, mark_killed) {
+            Ok(stored) => (stored, String::new()),
+            Err(e) => {
+                let mut shown = job;
+                mark_killed(&mut shown);
+                (shown, format!("; it could not be recorded: {e}"))
+            }
+        }
     }
 
     /// Leaves word beside the job that it is being killed: its supervisor acts
@@ -658,7 +691,7 @@ impl Context {
         }
         let grace = options.grace.unwrap_or(Duration::from_millis(self.config.kill.grace_ms));
         for job in &report.orphaned_jobs {
-            self.note_kill_request(&job.id, grace, options.force)?;
+            let _ = self.note_kill_request(&job.id, grace, options.force);
         }
         let targets: Vec<&ProcessEntry> = report.found.iter().map(|o| &o.process).collect();
         let failures = terminate_processes(&targets, grace, options.force);
@@ -669,18 +702,25 @@ impl Context {
             }
         }
         for job in &report.orphaned_jobs {
-            self.change_status(&job.id, mark_killed)?;
+            if let Err(e) = self.change_status(&job.id, Patience::Full, mark_killed) {
+                eprintln!("run-bg: warning: killed orphaned job {}, but that could not be recorded: {e}", job.id);
+            }
         }
         Ok(report)
     }
 }
 
 fn mark_killed(job: &mut Job) -> bool {
-    if job.status.is_final() {
+    // `lost` meanwhile: its watcher saw the processes end under our signals
+    // before we could record the kill (on a full disk it cannot see our note).
+    if job.status.is_final() && job.status != JobStatus::Lost {
         return false;
     }
+    if job.status == JobStatus::Lost {
+        job.error = None;
+    }
     job.status = JobStatus::Killed;
-    job.ended_at = Some(now_ms());
+    job.ended_at.get_or_insert(now_ms());
     true
 }
 

@@ -1,18 +1,53 @@
-//! `jobs.json`: every update holds an exclusive lock on `jobs.lock` and replaces
+//! The job records: `jobs.json` (the registry) and each job's own
+//! `jobs/<id>/job.json`.
+//!
+//! Every registry update holds an exclusive lock on `jobs.lock` and replaces
 //! the file atomically (temp file, fsync, rename), so readers never see half a
-//! write and concurrent supervisors never lose each other's updates.
+//! write and concurrent writers never lose each other's updates. The lock is
+//! waited for with a deadline: a holder that makes no progress (stopped,
+//! frozen) is named in the error instead of hanging everyone.
+//!
+//! A job's own job.json is written first and needs no lock: its supervisor
+//! writes it when the job starts (with room reserved for the outcome) and when
+//! it ends. Readers merge it in, so a job is listed, killable and its outcome
+//! kept when the registry cannot be written: a stuck lock, a full disk, a
+//! read-only `jobs.json`. The next registry write takes it in.
 
-use super::job::Job;
-use super::paths::Home;
+use super::config::Config;
+use super::ids::validate_job_id;
+use super::job::{Job, JobStatus};
+use super::paths::{self, Home};
 use super::procinfo;
 use super::{now_ms, Error, Result};
 use serde::{Deserialize, Serialize};
-use std::fs::{File, OpenOptions};
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 const FORMAT_VERSION: u32 = 1;
+
+/// A job's job.json is written at least this much larger than its record and
+/// padded with spaces (valid JSON), so that recording the outcome later can
+/// overwrite it in place when no new block can be had (see `write_job_file`).
+const JOB_FILE_SLACK: usize = 1024;
+const JOB_FILE_BLOCK: usize = 4096;
+
+/// How long a best-effort write (from a read, or a supervisor's first
+/// registration) waits for the lock in all; what it would record is then
+/// left to the next write, which merges it in from job.json.
+pub const BRIEF_WAIT: Duration = Duration::from_millis(100);
+
+/// The lock file holds `<pid> <acquired at, ms> <action>`, padded to this
+/// size and rewritten in place, so that naming the holder needs no new block.
+const HOLDER_RECORD_BYTES: usize = 256;
+
+/// Temp files of a dead writer are removed once this old; any temp file once
+/// `TEMP_ABANDONED` old (its pid may have been reused).
+const TEMP_GRACE: Duration = Duration::from_secs(10);
+const TEMP_ABANDONED: Duration = Duration::from_secs(3600);
 
 #[derive(Serialize, Deserialize)]
 struct RegistryFile {
@@ -20,40 +55,74 @@ struct RegistryFile {
     jobs: Vec<Job>,
 }
 
+#[derive(Clone)]
 pub struct Registry {
     home: Home,
     max_jobs: usize,
+    lock_timeout: Duration,
 }
 
-/// Held while the registry is read-modified-written; unlocks on drop.
-struct LockGuard(File);
+/// How long to wait for the registry lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Patience {
+    /// As long as the holders change; give up once one holder has kept it
+    /// for `registry.lock_timeout_ms`, naming it.
+    Full,
+    /// At most `BRIEF_WAIT` in all: for writes that may be left to later.
+    Brief,
+    /// Only if the lock is free now: for writes nobody needs.
+    Immediate,
+}
 
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        let _ = fs2::FileExt::unlock(&self.0);
-    }
+/// Held while the registry is read-modified-written; closing the file unlocks it.
+struct LockGuard(#[allow(dead_code)] File);
+
+/// What a registry read found beyond the registry itself.
+#[derive(Default)]
+struct Merge {
+    /// Records dropped because another one named the same job.
+    duplicates: usize,
+    /// Jobs known only from their job.json (a start whose registration has
+    /// not landed yet, or a registry rebuilt).
+    adopted: usize,
 }
 
 impl Registry {
     pub fn new(home: &Home, max_jobs: usize) -> Registry {
-        Registry { home: home.clone(), max_jobs }
+        let lock_timeout = Duration::from_millis(super::config::RegistryConfig::default().lock_timeout_ms);
+        Registry { home: home.clone(), max_jobs, lock_timeout }
     }
 
-    /// A consistent snapshot without taking the lock (each write is one rename).
+    pub fn for_config(home: &Home, config: &Config) -> Registry {
+        Registry {
+            home: home.clone(),
+            max_jobs: config.registry.max_jobs,
+            lock_timeout: Duration::from_millis(config.registry.lock_timeout_ms),
+        }
+    }
+
+    /// Every job, oldest first, without taking the lock (each registry write
+    /// is one rename): the registry merged with what only the job directories
+    /// know (see `merged`).
     pub fn load(&self) -> Result<Vec<Job>> {
         let path = self.home.registry_path();
-        match read_registry(&path) {
-            Ok(jobs) => Ok(jobs),
-            Err(ReadFailure::Io(e)) => Err(Error::io("read registry", path, e)),
-            Err(ReadFailure::Missing) if !self.any_job_record() => Ok(Vec::new()),
-            // Recovery rewrites the file, so it must happen under the lock.
-            Err(ReadFailure::Corrupt(_) | ReadFailure::Missing) => self.update(|_| ()).and_then(|_| match read_registry(&path) {
-                Ok(jobs) => Ok(jobs),
-                Err(ReadFailure::Io(e)) => Err(Error::io("read registry", path.clone(), e)),
-                Err(ReadFailure::Corrupt(why)) => Err(Error::Other(format!("registry still unreadable: {why}"))),
-                Err(ReadFailure::Missing) => Ok(Vec::new()),
-            }),
+        let (jobs, missing) = match read_registry(&path) {
+            Ok(jobs) => (jobs, false),
+            Err(ReadFailure::Io(e)) => return Err(self.home.explain(Error::io("read registry", path, e))),
+            Err(ReadFailure::Missing) => (Vec::new(), true),
+            // Moving the bad file aside must happen under the lock. When the
+            // lock cannot be had now, the job directories still tell.
+            Err(ReadFailure::Corrupt(_)) => match self.update_with(Patience::Brief, "recover the registry", |jobs| jobs.clone()) {
+                Ok(jobs) => return Ok(jobs),
+                Err(_) => (Vec::new(), true),
+            },
+        };
+        let (jobs, merge) = self.merged(jobs, false);
+        if missing && merge.adopted > 0 {
+            // Written back when it can be at once; readers do not need it.
+            let _ = self.update_with(Patience::Immediate, "rebuild the registry", |_| ());
         }
+        Ok(jobs)
     }
 
     pub fn get(&self, id: &str) -> Result<Job> {
@@ -62,27 +131,67 @@ impl Registry {
 
     /// Read-modify-write under the lock. `change` sees every job, oldest first.
     pub fn update<T>(&self, change: impl FnOnce(&mut Vec<Job>) -> T) -> Result<T> {
-        let _guard = self.lock()?;
+        self.update_with(Patience::Full, "update the registry", change)
+    }
+
+    /// As `update`, waiting for the lock as `patience` says; `action` is what
+    /// a process that waits for us is told we are doing. A job `change` drops
+    /// loses its directory too (its job.json would bring it back otherwise).
+    pub fn update_with<T>(
+        &self,
+        patience: Patience,
+        action: &str,
+        change: impl FnOnce(&mut Vec<Job>) -> T,
+    ) -> Result<T> {
+        let guard = self.lock(patience, action)?;
         let path = self.home.registry_path();
-        let mut jobs = match read_registry(&path) {
-            Ok(jobs) => jobs,
-            Err(ReadFailure::Io(e)) => return Err(Error::io("read registry", path, e)),
-            Err(ReadFailure::Corrupt(reason)) => self.recover_corrupt(&path, &reason)?,
-            Err(ReadFailure::Missing) => self.recover_missing(&path),
+        let (jobs, moved_aside) = match read_registry(&path) {
+            Ok(jobs) => (jobs, None),
+            Err(ReadFailure::Io(e)) => return Err(self.home.explain(Error::io("read registry", path, e))),
+            Err(ReadFailure::Corrupt(reason)) => (Vec::new(), Some(self.move_aside(&path, reason)?)),
+            Err(ReadFailure::Missing) => (Vec::new(), None),
         };
+        let (mut jobs, merge) = self.merged(jobs, true);
+        if let Some((aside, reason)) = moved_aside {
+            eprintln!(
+                "run-bg: warning: {} could not be read ({reason}); moved it to {} and rebuilt {} job(s) from the job directories",
+                path.display(),
+                aside.display(),
+                jobs.len()
+            );
+        }
+        if merge.duplicates > 0 {
+            eprintln!(
+                "run-bg: warning: {} named {} job(s) more than once; kept for each the record that knows most \
+                 (an outcome over lost over orphaned over running, then the later end, then the later entry)",
+                path.display(),
+                merge.duplicates
+            );
+        }
+        let before: HashSet<String> = jobs.iter().map(|j| j.id.clone()).collect();
         let result = change(&mut jobs);
-        let evicted = self.evict_over_cap(&mut jobs);
-        write_atomically(&path, &RegistryFile { version: FORMAT_VERSION, jobs })?;
-        for id in evicted {
-            let _ = std::fs::remove_dir_all(self.home.job_dir(&id));
+        self.evict_over_cap(&mut jobs);
+        let kept: HashSet<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+        let dropped: Vec<&String> = before.iter().filter(|id| !kept.contains(id.as_str())).collect();
+        // Out of readers' sight before the registry forgets them, and back if it cannot.
+        let aside: Vec<(PathBuf, PathBuf)> = dropped.iter().filter_map(|id| self.set_aside(id)).collect();
+        if let Err(e) = write_atomically(&path, &RegistryFile { version: FORMAT_VERSION, jobs }) {
+            for (from, to) in &aside {
+                let _ = std::fs::rename(to, from);
+            }
+            return Err(self.home.explain(e));
+        }
+        drop(guard);
+        for (_, to) in aside {
+            let _ = std::fs::remove_dir_all(to);
         }
         Ok(result)
     }
 
     /// Inserts or replaces `job`, and refreshes its copy in `jobs/<id>/job.json`.
     pub fn upsert(&self, job: &Job) -> Result<()> {
-        // The copy is written under the lock too: its temp name is per process.
-        self.update(|jobs| {
+        let action = format!("record job {}", job.id);
+        self.update_with(Patience::Full, &action, |jobs| {
             match jobs.iter_mut().find(|j| j.id == job.id) {
                 Some(slot) => *slot = job.clone(),
                 None => jobs.push(job.clone()),
@@ -91,9 +200,25 @@ impl Registry {
         })
     }
 
+    /// Adds a job whose job.json its supervisor has just written, if the lock
+    /// can be had as `patience` says; until then readers list the job from its
+    /// job.json, and any registry write takes it in.
+    pub fn register(&self, job: &Job, patience: Patience) -> Result<()> {
+        let action = format!("register job {}", job.id);
+        self.update_with(patience, &action, |jobs| match jobs.iter_mut().find(|j| j.id == job.id) {
+            Some(slot) => *slot = job.clone(),
+            None => jobs.push(job.clone()),
+        })
+    }
+
     /// Applies `change` to one job if it exists; returns the job as stored.
     pub fn modify(&self, id: &str, change: impl FnOnce(&mut Job)) -> Result<Job> {
-        let updated = self.update(|jobs| {
+        self.modify_with(Patience::Full, id, change)
+    }
+
+    pub fn modify_with(&self, patience: Patience, id: &str, change: impl FnOnce(&mut Job)) -> Result<Job> {
+        let action = format!("update job {id}");
+        let updated = self.update_with(patience, &action, |jobs| {
             jobs.iter_mut().find(|j| j.id == id).map(|job| {
                 change(job);
                 self.write_job_copy(job);
@@ -103,93 +228,178 @@ impl Registry {
         updated.ok_or_else(|| Error::UnknownJob(id.to_string()))
     }
 
-    /// The per-job copy is what a corrupt registry is rebuilt from. It is best
-    /// effort: the registry itself stays the record.
+    /// The copy refreshed along with the registry is best effort: the
+    /// registry was just written.
     fn write_job_copy(&self, job: &Job) {
         let dir = self.home.job_dir(&job.id);
-        if dir.is_dir() {
-            let _ = write_json_file(&dir.join("job.json"), job, false);
+        if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+            let _ = self.write_job_file(job, false);
         }
     }
 
-    fn lock(&self) -> Result<LockGuard> {
-        let path = self.home.lock_path();
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| Error::io("open registry lock", &path, e))?;
-        fs2::FileExt::lock_exclusive(&file).map_err(|e| Error::io("lock registry", &path, e))?;
-        Ok(LockGuard(file))
+    /// Writes the job's own `jobs/<id>/job.json`, no lock needed. The file is
+    /// padded with spaces to at least `JOB_FILE_SLACK` more than the record,
+    /// in whole blocks; when the atomic replacement cannot be written (a full
+    /// disk, a directory we may not create in), the record is written over the
+    /// old file in place instead, into blocks it already holds. An outcome is
+    /// a few hundred bytes more than the record written at the start, so it
+    /// fits. (On a copy-on-write filesystem an overwrite needs new blocks too.)
+    pub fn write_job_file(&self, job: &Job, durable: bool) -> Result<()> {
+        let path = self.home.job_dir(&job.id).join("job.json");
+        let mut bytes = serde_json::to_vec_pretty(job).map_err(|e| Error::Other(e.to_string()))?;
+        bytes.push(b'\n');
+        let reserved = (bytes.len() + JOB_FILE_SLACK).div_ceil(JOB_FILE_BLOCK) * JOB_FILE_BLOCK;
+        match write_file_atomically(&path, &padded(&bytes, reserved), durable) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::io("write", path, e)),
+            Err(e) => overwrite_in_place(&path, &bytes, durable).map_err(|_| self.home.explain(Error::io("write", path, e))),
+        }
     }
 
-    /// Moves the unreadable file aside (never overwriting it) and rebuilds the
-    /// job list from each job directory's `job.json`, so no running job is forgotten.
-    fn recover_corrupt(&self, path: &Path, reason: &str) -> Result<Vec<Job>> {
+    /// Takes the lock, writing who holds it and why into the lock file. While
+    /// it is held by someone else, waits as `patience` says; the error then
+    /// names the holder, its state and command.
+    fn lock(&self, patience: Patience, action: &str) -> Result<LockGuard> {
+        let path = self.home.lock_path();
+        let file = open_lock(&path).map_err(|e| self.home.explain(Error::io("open registry lock", &path, e)))?;
+        let started = Instant::now();
+        let mut holder: Option<Holder> = None;
+        let mut holder_since = started;
+        let mut next_look = started;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match file.try_lock() {
+                Ok(()) => {
+                    write_holder(&file, action);
+                    return Ok(LockGuard(file));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {}
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(self.home.explain(Error::io("lock registry", &path, e)));
+                }
+            }
+            let now = Instant::now();
+            let held_for = match patience {
+                Patience::Immediate => Some(now - started),
+                Patience::Brief if now - started >= BRIEF_WAIT => Some(now - started),
+                Patience::Brief => None,
+                Patience::Full => {
+                    // A queue of short holders is progress; one holder that
+                    // keeps the lock for the whole timeout is not.
+                    if now >= next_look {
+                        let seen = Holder::read(&file, &path);
+                        if seen != holder {
+                            holder = seen;
+                            holder_since = now;
+                        }
+                        next_look = now + Duration::from_millis(50);
+                    }
+                    (now - holder_since >= self.lock_timeout).then(|| now - holder_since)
+                }
+            };
+            if let Some(held_for) = held_for {
+                return Err(Error::Busy(self.busy_message(&file, &path, held_for, patience)));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(10));
+        }
+    }
+
+    fn busy_message(&self, file: &File, path: &Path, waited: Duration, patience: Patience) -> String {
+        let seconds = format!("{:.1} s", waited.as_secs_f64());
+        let holder = Holder::read(file, path);
+        let who = holder.as_ref().map_or_else(|| "another process".to_string(), Holder::describe);
+        let pid = holder.and_then(|h| h.pid()).map_or_else(|| "<pid>".to_string(), |p| p.to_string());
+        let setting = match patience {
+            Patience::Full => format!(
+                "; the wait is registry.lock_timeout_ms ({} ms) in config.json",
+                self.lock_timeout.as_millis()
+            ),
+            Patience::Brief | Patience::Immediate => String::new(),
+        };
+        format!(
+            "the job registry is locked: {who}, has held {} for {seconds} while we waited; every prune and \
+             recorded change waits for it. If it is stuck, resume it (kill -CONT {pid}) or end it{setting}",
+            path.display()
+        )
+    }
+
+    /// Moves the unreadable file aside (never overwriting it); the jobs are
+    /// then rebuilt from each job directory's job.json by `merged`.
+    fn move_aside(&self, path: &Path, reason: String) -> Result<(PathBuf, String)> {
         let aside = path.with_file_name(format!("jobs.json.corrupt-{}", now_ms()));
         std::fs::rename(path, &aside).map_err(|e| Error::io("move aside corrupt registry", path, e))?;
-        let jobs = self.jobs_from_job_dirs();
-        eprintln!(
-            "run-bg: warning: {} could not be read ({reason}); moved it to {} and rebuilt {} job(s) from the job directories",
-            path.display(),
-            aside.display(),
-            jobs.len()
-        );
-        Ok(jobs)
+        Ok((aside, reason))
     }
 
-    /// No registry: rebuilt the same way when it was deleted while jobs exist;
-    /// empty in a fresh home (the first job's directory is made before its
-    /// record, so it finds none).
-    fn recover_missing(&self, path: &Path) -> Vec<Job> {
-        let jobs = self.jobs_from_job_dirs();
-        if !jobs.is_empty() {
-            eprintln!(
-                "run-bg: warning: {} was missing; rebuilt {} job(s) from the job directories",
-                path.display(),
-                jobs.len()
-            );
-        }
-        jobs
-    }
-
-    /// Whether any job directory holds its record (a registry can then be rebuilt).
-    fn any_job_record(&self) -> bool {
-        std::fs::read_dir(self.home.jobs_dir())
-            .is_ok_and(|mut dirs| dirs.any(|d| d.is_ok_and(|d| d.path().join("job.json").exists())))
-    }
-
-    /// Every job recorded in `jobs/<id>/job.json`, oldest first.
-    fn jobs_from_job_dirs(&self) -> Vec<Job> {
-        let mut jobs: Vec<Job> = Vec::new();
-        if let Ok(entries) = std::fs::read_dir(self.home.jobs_dir()) {
-            for entry in entries.flatten() {
-                let copy = entry.path().join("job.json");
-                if let Ok(job) = std::fs::read(&copy).map_err(|e| e.to_string()).and_then(|bytes| {
-                    serde_json::from_slice::<Job>(&bytes).map_err(|e| e.to_string())
-                }) {
-                    jobs.push(job);
+    /// The registry's jobs, each once, with what only the job directories know:
+    /// an outcome that only a job's own job.json kept (its supervisor could
+    /// not write the registry, or was killed doing it), and jobs not in the
+    /// registry yet. With `writing` (under the lock), leftovers of removals
+    /// that were interrupted are cleaned, and `lost` jobs are looked at too:
+    /// a `lost` over an outcome in job.json is only in registries written
+    /// before job.json came first (today nothing records `lost` while the
+    /// supervisor could still write), and reading every lost job's file on
+    /// each read would cost more than the next write's repair.
+    fn merged(&self, jobs: Vec<Job>, writing: bool) -> (Vec<Job>, Merge) {
+        let (mut jobs, duplicates) = dedupe(jobs);
+        let mut merge = Merge { duplicates, adopted: 0 };
+        let below = if writing { OUTCOME } else { rank_of(JobStatus::Lost) };
+        for job in jobs.iter_mut().filter(|j| rank(j) < below) {
+            if let Some(mut own) = read_job_file(&self.home, &job.id) {
+                if rank(&own) > rank(job) {
+                    own.seen_at = own.seen_at.or(job.seen_at);
+                    *job = own;
                 }
             }
         }
-        jobs.sort_by(|a, b| a.started_at.cmp(&b.started_at).then_with(|| a.id.cmp(&b.id)));
-        jobs
+        let known: HashSet<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+        let mut adopted = Vec::new();
+        if let Ok(entries) = std::fs::read_dir(self.home.jobs_dir()) {
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let Some(name) = name.to_str() else { continue };
+                if name.starts_with(".gone-") {
+                    if writing && gone_dir_abandoned(name) {
+                        let _ = std::fs::remove_dir_all(entry.path());
+                    }
+                    continue;
+                }
+                if known.contains(name) || validate_job_id(name).is_err() || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    continue;
+                }
+                if let Some(own) = read_job_file(&self.home, name) {
+                    adopted.push(own);
+                }
+            }
+        }
+        if !adopted.is_empty() {
+            merge.adopted = adopted.len();
+            jobs.extend(adopted);
+            jobs.sort_by_key(|j| j.started_at);
+        }
+        (jobs, merge)
+    }
+
+    /// Renames a job's directory to a hidden name that no reader takes for a job.
+    fn set_aside(&self, id: &str) -> Option<(PathBuf, PathBuf)> {
+        let from = self.home.job_dir(id);
+        let to = self.home.jobs_dir().join(format!(".gone-{}-{}-{id}", std::process::id(), paths::random_hex(4).ok()?));
+        std::fs::rename(&from, &to).ok().map(|()| (from, to))
     }
 
     /// Drops the oldest finished jobs beyond `max_jobs`. A job whose main process
     /// ended while some of its processes live on stays.
-    fn evict_over_cap(&self, jobs: &mut Vec<Job>) -> Vec<String> {
+    fn evict_over_cap(&self, jobs: &mut Vec<Job>) {
         let mut excess = jobs.len().saturating_sub(self.max_jobs);
         if excess == 0 {
-            return Vec::new();
+            return;
         }
         let mut order: Vec<usize> = (0..jobs.len()).collect();
         order.sort_by_key(|&i| jobs[i].started_at);
         let mut evict = vec![false; jobs.len()];
         // One pass over /proc for all candidates, taken only when needed.
-        let mut live: Option<std::collections::HashSet<String>> = None;
+        let mut live: Option<HashSet<String>> = None;
         for i in order {
             if excess == 0 {
                 break;
@@ -204,18 +414,197 @@ impl Registry {
                 excess -= 1;
             }
         }
-        let mut evicted = Vec::new();
         let mut index = 0;
-        jobs.retain(|job| {
-            let gone = evict[index];
+        jobs.retain(|_| {
             index += 1;
-            if gone {
-                evicted.push(job.id.clone());
-            }
-            !gone
+            !evict[index - 1]
         });
-        evicted
     }
+}
+
+/// How much a record knows about how its job ended.
+const OUTCOME: u8 = 3;
+fn rank(job: &Job) -> u8 {
+    rank_of(job.status)
+}
+
+fn rank_of(status: JobStatus) -> u8 {
+    match status {
+        JobStatus::Running => 0,
+        JobStatus::Orphaned => 1,
+        JobStatus::Lost => 2,
+        JobStatus::Success | JobStatus::Failed | JobStatus::Killed | JobStatus::Timeout => OUTCOME,
+    }
+}
+
+/// Each job once, in the order first named, with the record that knows most:
+/// an outcome over lost over orphaned over running, then the one that ended
+/// later, then the later one in the file. Returns how many were dropped.
+fn dedupe(jobs: Vec<Job>) -> (Vec<Job>, usize) {
+    let mut kept: Vec<Job> = Vec::with_capacity(jobs.len());
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut dropped = 0;
+    for job in jobs {
+        match index.get(&job.id) {
+            Some(&i) => {
+                dropped += 1;
+                if (rank(&job), job.ended_at) >= (rank(&kept[i]), kept[i].ended_at) {
+                    kept[i] = job;
+                }
+            }
+            None => {
+                index.insert(job.id.clone(), kept.len());
+                kept.push(job);
+            }
+        }
+    }
+    (kept, dropped)
+}
+
+/// A job's own record, if its directory holds one naming it. Never through a
+/// symlink, for the directory or the file.
+fn read_job_file(home: &Home, id: &str) -> Option<Job> {
+    let dir = home.job_dir(id);
+    if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        return None;
+    }
+    let job: Job = serde_json::from_slice(&paths::read_file(&dir.join("job.json")).ok()?).ok()?;
+    (job.id == id).then_some(job)
+}
+
+/// `.gone-<pid>-<random>-<id>`: left by a removal whose process died before it finished.
+fn gone_dir_abandoned(name: &str) -> bool {
+    let pid = name.strip_prefix(".gone-").and_then(|rest| rest.split('-').next()).and_then(|p| p.parse::<u32>().ok());
+    pid.is_none_or(|pid| !pid_alive(pid))
+}
+
+fn pid_alive(pid: u32) -> bool {
+    if pid == 0 || pid > i32::MAX as u32 {
+        return false;
+    }
+    // SAFETY: signal 0 sends nothing; it only asks whether the pid exists.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+fn open_lock(path: &Path) -> std::io::Result<File> {
+    let open = |write: bool| {
+        let mut options = paths::options_nofollow();
+        options.read(true);
+        if write {
+            options.write(true).create(true).truncate(false).mode(0o600);
+        }
+        options.open(path).map_err(paths::no_symlinks)
+    };
+    match open(true) {
+        // A read-only home: the lock still orders readers that recover; writes fail later, each with its own error.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EROFS) | Some(libc::EACCES)) => open(false).map_err(|_| e),
+        other => other,
+    }
+}
+
+fn write_holder(file: &File, action: &str) {
+    let mut record = format!("{} {} {}", std::process::id(), now_ms(), action.replace('\n', " "));
+    if record.len() >= HOLDER_RECORD_BYTES {
+        let mut cut = HOLDER_RECORD_BYTES - 1;
+        while !record.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        record.truncate(cut);
+    }
+    let bytes = padded(record.as_bytes(), HOLDER_RECORD_BYTES);
+    // Best effort: it only helps name the holder to whoever waits.
+    let _ = file.write_all_at(&bytes, 0);
+}
+
+/// Who holds the lock: the pid from the kernel's lock table, and what it
+/// wrote into the lock file when that record is its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Holder {
+    pid: Option<u32>,
+    record: String,
+}
+
+impl Holder {
+    fn read(file: &File, path: &Path) -> Option<Holder> {
+        let mut buf = [0u8; HOLDER_RECORD_BYTES];
+        let n = file.read_at(&mut buf, 0).unwrap_or(0);
+        let record = String::from_utf8_lossy(&buf[..n]).trim().to_string();
+        let pid = flock_holder(path);
+        (pid.is_some() || !record.is_empty()).then_some(Holder { pid, record })
+    }
+
+    fn written(&self) -> (Option<u32>, Option<&str>) {
+        let mut fields = self.record.splitn(3, ' ');
+        (fields.next().and_then(|p| p.parse::<u32>().ok()), fields.nth(1))
+    }
+
+    /// Without the kernel's word (not Linux), the record's pid is all there is.
+    fn pid(&self) -> Option<u32> {
+        self.pid.or(self.written().0)
+    }
+
+    /// `pid 4242 (run-bg prune), to update the registry, stopped (SIGSTOP or job control)`
+    fn describe(&self) -> String {
+        let Some(pid) = self.pid() else { return "another process".to_string() };
+        let (written_pid, action) = self.written();
+        let mut text = format!("pid {pid}");
+        if let Some(command) = process_command(pid) {
+            text.push_str(&format!(" ({command})"));
+        }
+        if let (Some(action), true) = (action, written_pid == Some(pid)) {
+            text.push_str(&format!(", to {action}"));
+        }
+        if let Some(state) = process_state(pid) {
+            text.push_str(&format!(", {state}"));
+        }
+        text
+    }
+}
+
+/// The pid holding a flock on `path`, from /proc/locks.
+#[cfg(not(target_os = "linux"))]
+fn flock_holder(_path: &Path) -> Option<u32> {
+    None
+}
+
+/// The pid holding a flock on `path`, from /proc/locks.
+#[cfg(target_os = "linux")]
+fn flock_holder(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    let dev = meta.dev();
+    let id = format!("{:02x}:{:02x}:{}", libc::major(dev), libc::minor(dev), meta.ino());
+    let table = std::fs::read_to_string("/proc/locks").ok()?;
+    table.lines().filter(|line| !line.contains("->")).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // "1: FLOCK  ADVISORY  WRITE 4242 00:2d:1234 0 EOF"
+        (fields.get(1) == Some(&"FLOCK") && fields.get(5) == Some(&id.as_str()))
+            .then(|| fields.get(4).and_then(|p| p.parse::<u32>().ok()).filter(|&p| p > 0))
+            .flatten()
+    })
+}
+
+fn process_command(pid: u32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let words: Vec<String> =
+        raw.split(|&b| b == 0).filter(|w| !w.is_empty()).map(|w| String::from_utf8_lossy(w).into_owned()).collect();
+    let line = words.join(" ");
+    (!line.is_empty()).then(|| super::text::cut(&line, 80))
+}
+
+fn process_state(pid: u32) -> Option<&'static str> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let state = stat.get(stat.rfind(')')? + 2..)?.chars().next()?;
+    Some(match state {
+        'R' => "running",
+        'S' | 'I' => "sleeping",
+        'D' => "waiting on a disk or network filesystem",
+        'T' => "stopped (SIGSTOP or job control)",
+        't' => "stopped by a debugger",
+        'Z' => "a zombie",
+        _ => return None,
+    })
 }
 
 /// Why the registry could not be read: only `Corrupt` means the file itself
@@ -228,7 +617,7 @@ enum ReadFailure {
 }
 
 fn read_registry(path: &Path) -> std::result::Result<Vec<Job>, ReadFailure> {
-    let bytes = match std::fs::read(path) {
+    let bytes = match paths::read_file(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadFailure::Missing),
         Err(e) => return Err(ReadFailure::Io(e)),
@@ -243,31 +632,80 @@ fn read_registry(path: &Path) -> std::result::Result<Vec<Job>, ReadFailure> {
     Ok(file.jobs)
 }
 
+/// `bytes` (ending in a newline) padded with spaces to `len`, newline last.
+fn padded(bytes: &[u8], len: usize) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    if len > out.len() {
+        out.resize(len - 1, b' ');
+        out.push(b'\n');
+    }
+    out
+}
+
+/// Writes `bytes` over the start of an existing file without truncating it:
+/// no new block is needed when it fits. The rest is blanked with spaces.
+fn overwrite_in_place(path: &Path, bytes: &[u8], durable: bool) -> std::io::Result<()> {
+    let file = paths::options_nofollow().write(true).open(path).map_err(paths::no_symlinks)?;
+    let len = file.metadata()?.len() as usize;
+    if len < bytes.len() {
+        return Err(std::io::Error::other("the record outgrew the room reserved for it"));
+    }
+    file.write_all_at(&padded(bytes, len), 0)?;
+    if durable {
+        file.sync_data()?;
+    }
+    Ok(())
+}
+
 /// Temp file in the same directory, written, optionally fsynced, renamed over `path`.
 pub fn write_json_file<T: Serialize>(path: &Path, value: &T, durable: bool) -> Result<()> {
-    // Unique per process and per call: two threads of one process (the JS
-    // API's kills) may write the same file at once.
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp-{}-{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
-        std::process::id(),
-        COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
-    let bytes = serde_json::to_vec_pretty(value).map_err(|e| Error::Other(e.to_string()))?;
-    let write = || -> std::io::Result<()> {
-        let mut file = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-        file.write_all(&bytes)?;
-        file.write_all(b"\n")?;
-        if durable {
-            file.sync_all()?;
-        }
-        std::fs::rename(&tmp, path)
-    };
-    write().map_err(|e| {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|e| Error::Other(e.to_string()))?;
+    bytes.push(b'\n');
+    write_file_atomically(path, &bytes, durable).map_err(|e| Error::io("write", path, e))
+}
+
+/// The temp file gets an unpredictable name and is created exclusively, never
+/// through a symlink (`O_CREAT|O_EXCL|O_NOFOLLOW`), so nothing planted at a
+/// name we might use is ever written through. The rename replaces a symlink
+/// at `path` itself, not what it points to. Temp files that writers which
+/// died left behind are removed.
+fn write_file_atomically(path: &Path, bytes: &[u8], durable: bool) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let prefix = format!(".{name}.tmp-");
+    let tmp = dir.join(format!("{prefix}{}-{}", std::process::id(), paths::random_hex(8)?));
+    let mut file = paths::options_nofollow().write(true).create_new(true).mode(0o600).open(&tmp)?;
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| if durable { file.sync_all() } else { Ok(()) })
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
-        Error::io("write", path, e)
-    })
+    } else {
+        remove_stale_temps(dir, &prefix);
+    }
+    written
+}
+
+/// `<prefix><pid>-<suffix>` files whose writer is gone (or that are very old).
+fn remove_stale_temps(dir: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let now = std::time::SystemTime::now();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else { continue };
+        let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+        let age = entry
+            .metadata()
+            .ok()
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| now.duration_since(t).ok())
+            .unwrap_or_default();
+        let writer_gone = pid.is_none_or(|pid| !pid_alive(pid));
+        if age >= TEMP_ABANDONED || (age >= TEMP_GRACE && writer_gone) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 fn write_atomically(path: &Path, file: &RegistryFile) -> Result<()> {
@@ -419,5 +857,238 @@ mod tests {
         assert!(matches!(registry.modify("b", |j| j.status = JobStatus::Killed), Err(Error::UnknownJob(_))));
         assert_eq!(registry.load().unwrap().len(), 1);
         assert_eq!(std::fs::read(home.registry_path()).unwrap().len(), before.len());
+    }
+
+    /// What another user could plant before: symlinks at the predictable temp
+    /// names `.jobs.json.tmp-<pid>-<n>` made every registry write go through
+    /// them into a file of their choosing.
+    #[test]
+    fn symlinks_planted_at_temp_names_are_never_written_through() {
+        let (dir, home) = home();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"precious\n").unwrap();
+        for n in 0..3000 {
+            let name = format!(".jobs.json.tmp-{}-{n}", std::process::id());
+            std::os::unix::fs::symlink(&victim, home.root.join(name)).unwrap();
+        }
+        let registry = Registry::new(&home, 10);
+        std::fs::create_dir_all(home.job_dir("a")).unwrap();
+        registry.upsert(&job("a", JobStatus::Running, 1)).unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious\n");
+        assert!(!std::fs::symlink_metadata(home.registry_path()).unwrap().file_type().is_symlink());
+        assert_eq!(registry.load().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn symlinks_planted_in_the_home_are_refused_not_followed() {
+        let (dir, home) = home();
+        let registry = Registry::new(&home, 10);
+        // Records planted elsewhere are never read as ours.
+        let planted = dir.path().join("planted.json");
+        std::fs::write(&planted, serde_json::to_vec(&RegistryFile { version: 1, jobs: vec![job("planted", JobStatus::Running, 1)] }).unwrap()).unwrap();
+        std::os::unix::fs::symlink(&planted, home.registry_path()).unwrap();
+        let err = registry.load().expect_err("jobs.json as a symlink").to_string();
+        assert!(err.contains("symbolic link"), "{err}");
+        let err = registry.upsert(&job("a", JobStatus::Running, 1)).expect_err("jobs.json as a symlink").to_string();
+        assert!(err.contains("symbolic link"), "{err}");
+        std::fs::remove_file(home.registry_path()).unwrap();
+
+        // The lock is never created or opened through a symlink either.
+        let target = dir.path().join("created-through-the-lock");
+        let _ = std::fs::remove_file(home.lock_path());
+        std::os::unix::fs::symlink(&target, home.lock_path()).unwrap();
+        let err = registry.upsert(&job("a", JobStatus::Running, 1)).expect_err("jobs.lock as a symlink").to_string();
+        assert!(err.contains("symbolic link"), "{err}");
+        assert!(!target.exists());
+        std::fs::remove_file(home.lock_path()).unwrap();
+
+        // A job's record planted as a symlink is not taken into a rebuilt registry.
+        std::fs::create_dir_all(home.job_dir("real")).unwrap();
+        registry.upsert(&job("real", JobStatus::Success, 2)).unwrap();
+        std::fs::create_dir_all(home.job_dir("planted")).unwrap();
+        let planted_job = dir.path().join("planted-job.json");
+        std::fs::write(&planted_job, serde_json::to_vec(&job("planted", JobStatus::Running, 3)).unwrap()).unwrap();
+        std::os::unix::fs::symlink(&planted_job, home.job_dir("planted").join("job.json")).unwrap();
+        std::fs::write(home.registry_path(), b"{broken").unwrap();
+        let ids: Vec<String> = registry.load().unwrap().into_iter().map(|j| j.id).collect();
+        assert_eq!(ids, vec!["real"]);
+    }
+
+    /// A hand-edited registry may name a job twice: it is listed once, with the
+    /// record that knows most (an outcome over lost over orphaned over running,
+    /// then the later end, then the later entry in the file).
+    #[test]
+    fn duplicate_ids_are_listed_once_keeping_the_record_that_knows_most() {
+        let (_dir, home) = home();
+        let registry = Registry::new(&home, 10);
+        let running = job("dup", JobStatus::Running, 5);
+        let mut failed = job("dup", JobStatus::Failed, 5);
+        failed.exit_code = Some(3);
+        failed.ended_at = Some(9);
+        let mut lost = job("dup", JobStatus::Lost, 5);
+        lost.ended_at = Some(10);
+        let mut first_end = job("twice", JobStatus::Success, 6);
+        first_end.ended_at = Some(7);
+        let mut later_end = first_end.clone();
+        later_end.ended_at = Some(8);
+        let file = RegistryFile {
+            version: 1,
+            jobs: vec![running, failed.clone(), lost, later_end.clone(), first_end, job("other", JobStatus::Running, 7)],
+        };
+        std::fs::write(home.registry_path(), serde_json::to_vec(&file).unwrap()).unwrap();
+        let jobs = registry.load().unwrap();
+        let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+        assert_eq!(ids, vec!["dup", "twice", "other"]);
+        assert_eq!(jobs[0], failed);
+        assert_eq!(jobs[1], later_end);
+        // The next write stores each job once.
+        registry.modify("other", |j| j.owner = Some("me".into())).unwrap();
+        let stored: RegistryFile = serde_json::from_slice(&std::fs::read(home.registry_path()).unwrap()).unwrap();
+        assert_eq!(stored.jobs.len(), 3);
+    }
+
+    /// The state a supervisor killed while recording the end leaves: the job's
+    /// own job.json holds the outcome, the registry still says running (or a
+    /// later look made it lost), and a temp file of the dead writer remains.
+    #[test]
+    fn an_outcome_kept_in_job_json_wins_and_stale_temp_files_go() {
+        let (_dir, home) = home();
+        let registry = Registry::new(&home, 10);
+        for (id, registry_status) in [("was-running", JobStatus::Running), ("was-lost", JobStatus::Lost)] {
+            std::fs::create_dir_all(home.job_dir(id)).unwrap();
+            let mut ended = job(id, JobStatus::Failed, 5);
+            ended.exit_code = Some(3);
+            ended.ended_at = Some(50);
+            registry.upsert(&ended).unwrap();
+            let mut stale = ended.clone();
+            stale.status = registry_status;
+            stale.exit_code = None;
+            stale.ended_at = (registry_status == JobStatus::Lost).then_some(60);
+            // Only the registry loses it.
+            let mut file: RegistryFile = serde_json::from_slice(&std::fs::read(home.registry_path()).unwrap()).unwrap();
+            *file.jobs.iter_mut().find(|j| j.id == id).unwrap() = stale;
+            std::fs::write(home.registry_path(), serde_json::to_vec(&file).unwrap()).unwrap();
+        }
+        let mut dead = std::process::Command::new("true").spawn().unwrap();
+        let dead_pid = dead.id();
+        dead.wait().unwrap();
+        let stale_temp = home.root.join(format!(".jobs.json.tmp-{dead_pid}-0"));
+        std::fs::write(&stale_temp, b"{\"version\":1,\"jo").unwrap();
+        let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3700);
+        std::fs::File::options().write(true).open(&stale_temp).unwrap().set_modified(an_hour_ago).unwrap();
+
+        let running = registry.get("was-running").unwrap();
+        assert_eq!((running.status, running.exit_code, running.ended_at), (JobStatus::Failed, Some(3), Some(50)));
+        // A lost one (only registries written before job.json came first have
+        // it) is repaired by the next registry write.
+        registry.upsert(&job("next", JobStatus::Running, 9)).unwrap();
+        for job in registry.load().unwrap().into_iter().filter(|j| j.id.starts_with("was-")) {
+            assert_eq!((job.status, job.exit_code, job.ended_at), (JobStatus::Failed, Some(3), Some(50)), "{}", job.id);
+        }
+        let stored: RegistryFile = serde_json::from_slice(&std::fs::read(home.registry_path()).unwrap()).unwrap();
+        assert!(stored.jobs.iter().filter(|j| j.id.starts_with("was-")).all(|j| j.exit_code == Some(3)));
+        assert!(!stale_temp.exists(), "the dead writer's temp file is cleaned");
+    }
+
+    /// A job whose supervisor wrote its job.json but could not add it to the
+    /// registry (held lock, full disk) is listed and can be changed.
+    #[test]
+    fn a_job_only_in_its_job_json_is_listed_and_can_be_changed() {
+        let (_dir, home) = home();
+        let registry = Registry::new(&home, 10);
+        std::fs::create_dir_all(home.job_dir("known")).unwrap();
+        registry.upsert(&job("known", JobStatus::Running, 1)).unwrap();
+        std::fs::create_dir_all(home.job_dir("pending")).unwrap();
+        std::fs::write(home.job_dir("pending").join("job.json"), serde_json::to_vec(&job("pending", JobStatus::Running, 2)).unwrap()).unwrap();
+        // A job directory without its record yet (a start under way) is not a job.
+        std::fs::create_dir_all(home.job_dir("starting")).unwrap();
+
+        let ids: Vec<String> = registry.load().unwrap().into_iter().map(|j| j.id).collect();
+        assert_eq!(ids, vec!["known", "pending"]);
+        let killed = registry.modify("pending", |j| j.status = JobStatus::Killed).unwrap();
+        assert_eq!(killed.status, JobStatus::Killed);
+        assert_eq!(registry.get("pending").unwrap().status, JobStatus::Killed);
+    }
+
+    /// A process holding the lock the way we take it (flock(2)), stopped as a
+    /// debugger or a frozen container leaves it: the wait ends after the
+    /// timeout, naming the holder and its state; a brief wait ends sooner.
+    #[test]
+    fn a_stopped_lock_holder_is_named_when_the_wait_gives_up() {
+        if std::process::Command::new("flock").arg("--version").output().is_err() {
+            eprintln!("skipped: flock(1) from util-linux is needed to hold the lock from another process");
+            return;
+        }
+        let (_dir, home) = home();
+        let lock = home.lock_path();
+        std::fs::write(&lock, b"").unwrap();
+        let mut holder = std::process::Command::new("flock").arg("--exclusive").arg(&lock).args(["sleep", "600"]).spawn().unwrap();
+        let pid = holder.id();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while flock_holder(&lock) != Some(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        let signal_all = |signal: i32| {
+            for p in std::iter::once(pid).chain(children.split_whitespace().filter_map(|c| c.parse().ok())) {
+                // SAFETY: p is our child flock(1) or its child, both alive until we reap them below.
+                unsafe { libc::kill(p as libc::pid_t, signal) };
+            }
+        };
+        signal_all(libc::SIGSTOP);
+
+        let mut registry = Registry::new(&home, 10);
+        registry.lock_timeout = Duration::from_millis(300);
+        let outcome = std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| (registry.upsert(&job("a", JobStatus::Running, 1)), registry.modify_with(Patience::Brief, "a", |_| ())));
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !waiter.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if !waiter.is_finished() {
+                signal_all(libc::SIGCONT);
+                signal_all(libc::SIGKILL);
+            }
+            waiter.join().unwrap()
+        });
+        signal_all(libc::SIGCONT);
+        signal_all(libc::SIGKILL);
+        let _ = holder.wait();
+
+        let (full, brief) = outcome;
+        let err = full.expect_err("no lock while the holder is stopped");
+        assert!(matches!(err, Error::Busy(_)), "{err}");
+        let text = err.to_string();
+        assert!(text.contains(&format!("pid {pid} (flock")), "{text}");
+        assert!(text.contains("stopped (SIGSTOP"), "{text}");
+        assert!(text.contains("registry.lock_timeout_ms (300 ms)"), "{text}");
+        assert!(matches!(brief, Err(Error::Busy(_))));
+    }
+
+    /// Where no new file can be written (a full disk), an outcome still fits
+    /// in the room the start reserved, written over job.json in place.
+    #[test]
+    fn a_job_file_is_padded_and_can_be_overwritten_in_place() {
+        let (_dir, home) = home();
+        let registry = Registry::new(&home, 10);
+        std::fs::create_dir_all(home.job_dir("a")).unwrap();
+        let running = job("a", JobStatus::Running, 1);
+        registry.write_job_file(&running, false).unwrap();
+        let path = home.job_dir("a").join("job.json");
+        let reserved = std::fs::metadata(&path).unwrap().len() as usize;
+        assert_eq!(reserved % JOB_FILE_BLOCK, 0);
+        let mut ended = running.clone();
+        ended.status = JobStatus::Failed;
+        ended.exit_code = Some(3);
+        ended.ended_at = Some(99);
+        ended.error = Some("x".repeat(300));
+        let mut bytes = serde_json::to_vec_pretty(&ended).unwrap();
+        bytes.push(b'\n');
+        overwrite_in_place(&path, &bytes, true).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, reserved);
+        assert_eq!(read_job_file(&home, "a").unwrap(), ended);
+        let too_big = vec![b' '; reserved + 1];
+        assert!(overwrite_in_place(&path, &too_big, false).is_err());
+        assert_eq!(read_job_file(&home, "a").unwrap(), ended, "left as it was");
     }
 }

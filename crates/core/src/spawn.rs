@@ -4,6 +4,7 @@
 use super::ids::{id_prefix_from_label, random_suffix};
 use super::job::{Job, JobStatus};
 use super::ops::Context;
+use super::registry::Patience;
 use super::procinfo::JOB_COOKIE;
 use super::supervisor::{parse_ready_line, SupervisorSpec, SUPERVISOR_MARK};
 use super::text::visible;
@@ -207,17 +208,34 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
     match run_supervisor(context, &spec, supervisor_exe) {
         Ok(pid) => Ok(Started { job_id, pid, log_path: job.log_path, label, command }),
         Err(message) => {
-            // The supervisor records its own start failures; cover the case
-            // where it died before it could.
+            // The supervisor records its own start failures (in the job's
+            // job.json at least); cover the case where it could not, or died
+            // before it could.
             let registry = context.registry();
-            if registry.get(&job_id).is_err() {
-                let mut failed = job;
-                failed.status = JobStatus::Failed;
-                failed.error = Some(message.clone());
-                failed.ended_at = Some(now_ms());
-                let _ = registry.upsert(&failed);
+            if registry.get(&job_id).is_ok() {
+                return Err(Error::StartFailed { job_id, message });
             }
-            Err(Error::StartFailed { job_id, message })
+            let mut failed = job;
+            failed.status = JobStatus::Failed;
+            failed.error = Some(message.clone());
+            failed.ended_at = Some(now_ms());
+            match registry.write_job_file(&failed, false) {
+                Ok(()) => {
+                    let _ = registry.register(&failed, Patience::Brief);
+                    Err(Error::StartFailed { job_id, message })
+                }
+                Err(e) => {
+                    // Nothing could be kept (a full disk): leave nothing behind either.
+                    let _ = std::fs::remove_dir_all(context.home.job_dir(&job_id));
+                    // The supervisor's message says so already when recording was what failed.
+                    let message = if message.contains("record the job") {
+                        message
+                    } else {
+                        format!("{message}; the job was not recorded: {e}")
+                    };
+                    Err(Error::Other(message))
+                }
+            }
         }
     }
 }
@@ -232,7 +250,7 @@ fn allocate_job_dir(context: &Context, label: &str) -> Result<String> {
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             Ok(()) => return Ok(id),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => last_error = Some(Error::io("create job directory", dir, e)),
+            Err(e) => last_error = Some(context.home.explain(Error::io("create job directory", dir, e))),
         }
     }
     Err(last_error.unwrap_or_else(|| Error::Other("could not find a free job id after 16 tries".into())))
@@ -240,7 +258,7 @@ fn allocate_job_dir(context: &Context, label: &str) -> Result<String> {
 
 fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::result::Result<u32, String> {
     let job_dir = context.home.job_dir(&spec.job.id);
-    let stderr = std::fs::OpenOptions::new()
+    let stderr = super::paths::options_nofollow()
         .create(true)
         .append(true)
         .mode(0o600)

@@ -12,7 +12,7 @@ use super::logs::RotatingWriter;
 use super::paths::Home;
 use super::procinfo::{self, JOB_COOKIE};
 use super::launch::{self, LaunchSpec};
-use super::registry::Registry;
+use super::registry::{Patience, Registry};
 use super::kill::{self, Tree};
 use super::{notify, now_ms, outpipe, Error, Result};
 use serde::{Deserialize, Serialize};
@@ -141,10 +141,28 @@ pub fn supervise_main() -> i32 {
             supervisor.run();
             0
         }
-        Err(message) => {
-            report_ready(&format!("{READY_ERR}{message}"));
+        Err(failure) => {
+            report_ready(&format!("{READY_ERR}{}", failure.message));
+            // The caller has its answer; the failed job is in its job.json and
+            // joins the registry now if the lock can be had.
+            if let Some((registry, job)) = failure.record {
+                let _ = registry.register(&job, Patience::Full);
+            }
             1
         }
+    }
+}
+
+/// Why a start failed, and the failed job (kept in its job.json) to add to
+/// the registry once the caller has been told.
+struct StartFailure {
+    message: String,
+    record: Option<(Registry, Job)>,
+}
+
+impl From<String> for StartFailure {
+    fn from(message: String) -> StartFailure {
+        StartFailure { message, record: None }
     }
 }
 
@@ -254,26 +272,29 @@ fn check_cwd(cwd: &Path) -> std::result::Result<(), String> {
 }
 
 impl Supervisor {
-    fn start(spec: SupervisorSpec) -> std::result::Result<Supervisor, String> {
+    fn start(spec: SupervisorSpec) -> std::result::Result<Supervisor, StartFailure> {
         let home = Home { root: spec.home.clone() };
-        let registry = Registry::new(&home, spec.config.registry.max_jobs);
+        let registry = Registry::for_config(&home, &spec.config);
         let mut job = spec.job;
         job.supervisor = procinfo::identify_exactly(std::process::id());
 
-        let fail = |mut job: Job, message: String| -> String {
+        // The failed job goes to its job.json, and to the registry too if the
+        // lock is free now; else once the caller has its answer.
+        let fail = |mut job: Job, message: String| -> StartFailure {
             outpipe::remove(&home.job_dir(&job.id));
             job.status = JobStatus::Failed;
             job.error = Some(message.clone());
             job.ended_at = Some(now_ms());
-            if let Err(e) = registry.upsert(&job) {
-                return format!("{message} (and could not record the job: {e})");
+            match registry.write_job_file(&job, true) {
+                Ok(()) if registry.register(&job, Patience::Immediate).is_ok() => message.into(),
+                Ok(()) => StartFailure { message, record: Some((registry.clone(), job)) },
+                Err(e) => format!("{message} (and could not record the job: {e})").into(),
             }
-            message
         };
 
         let log = match RotatingWriter::create(Path::new(&job.log_path), spec.config.logs.max_bytes, spec.config.logs.keep) {
             Ok(log) => log,
-            Err(e) => return Err(fail(job, e.to_string())),
+            Err(e) => return Err(fail(job, home.explain(e).to_string())),
         };
         if let Err(message) = check_cwd(Path::new(&job.cwd)) {
             return Err(fail(job, message));
@@ -305,15 +326,25 @@ impl Supervisor {
             procinfo::identify_exactly(main_pid as u32).unwrap_or(ProcessIdentity::from_stat(main_pid as u32, 0)),
         );
         job.status = JobStatus::Running;
-        // Recorded while the child execs: the registry write and the exec overlap.
-        if let Err(e) = registry.upsert(&job) {
+        // Recorded while the child execs (the write and the exec overlap), in
+        // the job's own job.json: it needs no lock, so a registry held by
+        // another process delays neither the caller nor the job, and it
+        // reserves the room the outcome needs. A job that cannot be recorded
+        // (a full disk) is not started: its end could not be kept.
+        if let Err(e) = registry.write_job_file(&job, false) {
+            // SAFETY: main_pid is our own child, just forked into its own
+            // process group (pgid == main_pid) and not yet reaped, so the pid
+            // cannot have been reused; the group holds only it.
             unsafe {
                 libc::killpg(main_pid, libc::SIGKILL);
                 libc::waitpid(main_pid, std::ptr::null_mut(), 0);
             }
             outpipe::remove(&home.job_dir(&job.id));
-            return Err(format!("cannot record the job in the registry: {e}"));
+            return Err(format!("cannot record the job: {e}").into());
         }
+        // The registry entry too, if the lock is free now (usually); else it
+        // follows the answer, and readers list the job from its job.json meanwhile.
+        let registered = registry.register(&job, Patience::Immediate).is_ok();
         if let Err(message) = launched.exec_outcome() {
             job.main = None;
             return Err(fail(job, message));
@@ -321,6 +352,11 @@ impl Supervisor {
         report_ready(&format!("{READY_OK}{main_pid}"));
         if let Some(why) = output.unnamed_because {
             eprintln!("run-bg supervisor {}: {why}; the job's output cannot be taken up if this supervisor dies", job.id);
+        }
+        if !registered {
+            // Briefly: any registry write takes it in later, and a longer wait
+            // would only hold up the job's output.
+            let _ = registry.register(&job, Patience::Brief);
         }
 
         let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
@@ -455,7 +491,7 @@ impl Supervisor {
             // Only a request left by `kill` counts: a job may well send SIGUSR1
             // to its parent (a readiness signal) without meaning to be killed.
             let path = self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE);
-            let request = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice::<KillRequest>(&b).ok());
+            let request = super::paths::read_file(&path).ok().and_then(|b| serde_json::from_slice::<KillRequest>(&b).ok());
             if let Some(request) = request {
                 self.begin_kill(KillReason::Requested, request);
             }
@@ -588,6 +624,15 @@ impl Supervisor {
 
     fn record_end(&mut self) {
         self.recorded = true;
+        // An end recorded by someone else first (`kill` acting without this
+        // supervisor while it was stopped) stands, and was announced by them.
+        if let Ok(stored) = self.registry.get(&self.job.id) {
+            if stored.status.is_final() {
+                self.job = stored;
+                let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
+                return;
+            }
+        }
         let (code, signal) = self.main_exit.unwrap_or((None, None));
         let status = match (&self.kill, code) {
             (Some(KillInProgress { reason: KillReason::Timeout, .. }), _) => JobStatus::Timeout,
@@ -597,9 +642,9 @@ impl Supervisor {
         };
         let ended_at = now_ms();
         let signal_text = signal.map(signal_name);
-        let notify_config = &self.config.notify;
-        // The announcement is claimed with the status change, under the same
-        // lock: whoever records an outcome announces it, so it is announced once.
+        let notify_config = self.config.notify.clone();
+        // The announcement is claimed with the status change: whoever records
+        // an outcome announces it, so it is announced once.
         let peak_rss_kb = children_peak_rss_kb();
         let apply = |job: &mut Job| {
             job.status = status;
@@ -607,32 +652,38 @@ impl Supervisor {
             job.signal = signal_text.clone();
             job.ended_at = Some(ended_at);
             job.peak_rss_kb = peak_rss_kb;
-            job.notification = notify::claim(notify_config, job);
+            job.notification = notify::claim(&notify_config, job);
         };
         apply(&mut self.job);
-        let mut recorded_first: Option<Job> = None;
-        let result = match self.registry.modify(&self.job.id, |stored| {
-            // An end recorded by someone else first (`kill` acting without this
-            // supervisor while it was stopped) stands, and was announced by them.
-            if stored.status.is_final() {
-                recorded_first = Some(stored.clone());
-            } else {
-                apply(stored);
+        // The job's own job.json first: it needs no lock, and its room was
+        // reserved at the start, so it is written even on a full disk. Readers
+        // prefer it to a registry that could not be written, or that we are
+        // killed before writing.
+        let kept = self.registry.write_job_file(&self.job, true);
+        if let Err(e) = &kept {
+            self.note_error(&format!("cannot record the job's end in its job.json: {e}"));
+        }
+        let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
+        // Announced before the registry wait: the announcement is claimed in
+        // job.json, which only we write while we live, and goes out even if
+        // the registry is held up or we are killed waiting for it.
+        if notify::has_work(&self.config.notify, &self.job) {
+            self.spawn_notifier();
+        }
+        // The notifier may have recorded its delivery (taking our end from
+        // job.json) before we get the lock: an end already there stays as it is.
+        let registry_apply = |job: &mut Job| {
+            if !(job.status == status && job.ended_at == Some(ended_at)) {
+                apply(job);
             }
-        }) {
+        };
+        let result = match self.registry.modify(&self.job.id, registry_apply) {
             Err(Error::UnknownJob(_)) => self.registry.upsert(&self.job),
             other => other.map(|_| ()),
         };
         if let Err(e) = result {
-            self.note_error(&format!("cannot record the job's end: {e}"));
-        }
-        let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
-        if let Some(stored) = recorded_first {
-            self.job = stored;
-            return;
-        }
-        if notify::has_work(&self.config.notify, &self.job) {
-            self.spawn_notifier();
+            let kept = if kept.is_ok() { "; it is kept in its job.json, which readers prefer" } else { "" };
+            self.note_error(&format!("cannot record the job's end in the registry: {e}{kept}"));
         }
     }
 
