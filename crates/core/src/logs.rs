@@ -808,11 +808,8 @@ mod tests {
             drop(writer);
             peak
         });
-        loop {
-            match event_rx.recv().unwrap() {
-                Event::WriterWaits => permits.send(()).unwrap(),
-                Event::WriterDone => break,
-            }
+        while let Event::WriterWaits = event_rx.recv().unwrap() {
+            permits.send(()).unwrap();
         }
         for _ in 0..1000 {
             let _ = permits.send(());
@@ -861,7 +858,7 @@ mod tests {
             s.rng ^= s.rng << 13;
             s.rng ^= s.rng >> 7;
             s.rng ^= s.rng << 17;
-            if !s.finished[1 - me] && s.rng % s.odds == 0 {
+            if !s.finished[1 - me] && s.rng.is_multiple_of(s.odds) {
                 s.turn = 1 - me;
                 self.turned.notify_all();
                 while s.turn != me {

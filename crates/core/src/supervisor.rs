@@ -145,7 +145,7 @@ pub fn supervise_main() -> i32 {
             report_ready(&format!("{READY_ERR}{}", failure.message));
             // The caller has its answer; the failed job is in its job.json and
             // joins the registry now if the lock can be had.
-            if let Some((registry, job)) = failure.record {
+            if let Some((registry, job)) = failure.record.map(|boxed| *boxed) {
                 let _ = registry.register(&job, Patience::Full);
             }
             1
@@ -157,7 +157,8 @@ pub fn supervise_main() -> i32 {
 /// the registry once the caller has been told.
 struct StartFailure {
     message: String,
-    record: Option<(Registry, Job)>,
+    /// Boxed: a failed start is rare and the record large.
+    record: Option<Box<(Registry, Job)>>,
 }
 
 impl From<String> for StartFailure {
@@ -287,7 +288,7 @@ impl Supervisor {
             job.ended_at = Some(now_ms());
             match registry.write_job_file(&job, true) {
                 Ok(()) if registry.register(&job, Patience::Immediate).is_ok() => message.into(),
-                Ok(()) => StartFailure { message, record: Some((registry.clone(), job)) },
+                Ok(()) => StartFailure { message, record: Some(Box::new((registry.clone(), job))) },
                 Err(e) => format!("{message} (and could not record the job: {e})").into(),
             }
         };
