@@ -706,7 +706,7 @@ fn print_lines(out: &mut dyn Write, lines: &[Vec<u8>]) {
 fn follow_log(context: &Context, job: &Job, follower: &mut logs::LogFollower, out: &mut dyn Write) -> Result<()> {
     follower.follow(&mut StdoutSink(out), Duration::from_millis(100), || {
         let current = context.registry().get(&job.id)?;
-        let supervised = proc_manager_core::kill::live_supervisor(&current).is_some();
+        let supervised = proc_manager_core::tree::live_supervisor(&current).is_some();
         Ok(current.status.is_final() && !supervised)
     })
 }

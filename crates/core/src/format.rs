@@ -40,21 +40,8 @@ pub fn outcome_text(job: &Job) -> String {
     }
 }
 
-/// `exit 3`, `signal SIGTERM`, `could not start` (no main process was ever
-/// recorded: its exec failed), or what is known of an end without a status.
-/// Decided on the record's facts: an `error` alone says nothing about the start.
-pub fn how_it_ended(job: &Job) -> String {
-    match (job.exit_code, &job.signal) {
-        (Some(code), _) => format!("exit {code}"),
-        (None, Some(signal)) => format!("signal {}", visible(signal)),
-        _ if job.main.is_none() && job.status == JobStatus::Failed => "could not start".to_string(),
-        _ if job.status == JobStatus::Lost => match job.supervisor {
-            Some(s) => format!("supervisor pid {} gone, no exit status recorded", s.pid),
-            None => "supervisor gone, no exit status recorded".to_string(),
-        },
-        _ => "no exit status".to_string(),
-    }
-}
+pub use crate::job::how_it_ended;
+
 
 /// A `lost` job: its supervisor is gone without recording an end.
 fn why_lost(job: &Job) -> String {
@@ -95,7 +82,7 @@ pub fn list_line(job: &Job, lingering: usize) -> String {
 
 /// `list`'s text for these jobs (one pass over /proc for all of them).
 pub fn list_text(jobs: &[Job]) -> Vec<String> {
-    let counts = if jobs.iter().any(|j| j.status.is_final() && super::kill::live_supervisor(j).is_some()) {
+    let counts = if jobs.iter().any(|j| j.status.is_final() && super::tree::live_supervisor(j).is_some()) {
         procinfo::live_process_counts()
     } else {
         Default::default()

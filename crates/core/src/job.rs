@@ -261,3 +261,19 @@ pub fn signal_name(sig: i32) -> String {
 pub fn signal_number(name: &str) -> Option<i32> {
     (1..32).find(|&n| signal_name(n) == name)
 }
+/// `exit 3`, `signal SIGTERM`, `could not start` (no main process was ever
+/// recorded: its exec failed), or what is known of an end without a status.
+/// Decided on the record's facts: an `error` alone says nothing about the start.
+pub fn how_it_ended(job: &Job) -> String {
+    match (job.exit_code, &job.signal) {
+        (Some(code), _) => format!("exit {code}"),
+        (None, Some(signal)) => format!("signal {}", crate::text::visible(signal)),
+        _ if job.main.is_none() && job.status == JobStatus::Failed => "could not start".to_string(),
+        _ if job.status == JobStatus::Lost => match job.supervisor {
+            Some(s) => format!("supervisor pid {} gone, no exit status recorded", s.pid),
+            None => "supervisor gone, no exit status recorded".to_string(),
+        },
+        _ => "no exit status".to_string(),
+    }
+}
+

@@ -9,7 +9,7 @@
 //! string, pointer array and file descriptor is prepared before the fork.
 
 use std::ffi::{CString, OsString};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
@@ -199,7 +199,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<Launched, String> {
     let mut prepared = prepare(spec)?;
     let stdin = std::fs::File::open("/dev/null").map_err(|e| format!("cannot open /dev/null: {e}"))?;
     let (report_read, report_write) =
-        super::supervisor::new_pipe(0).map_err(|e| format!("cannot create a pipe: {e}"))?;
+        new_pipe(0).map_err(|e| format!("cannot create a pipe: {e}"))?;
     // Blocked across the fork: a signal meant for the new job waits until
     // the child has reset its handlers, then acts on it (or on its program).
     let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
@@ -266,6 +266,29 @@ impl Launched {
             _ => describe_spawn_error(&self.program, &error),
         }
     }
+}
+
+pub fn new_pipe(flags: libc::c_int) -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    #[cfg(target_os = "linux")]
+    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), flags | libc::O_CLOEXEC) };
+    #[cfg(not(target_os = "linux"))]
+    let rc = unsafe {
+        let rc = libc::pipe(fds.as_mut_ptr());
+        if rc == 0 {
+            for fd in fds {
+                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+                if flags & libc::O_NONBLOCK != 0 {
+                    libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK);
+                }
+            }
+        }
+        rc
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 #[cfg(test)]

@@ -72,7 +72,7 @@ pub fn message_line(job: &Job) -> String {
             "run-bg: {id}{label} ({command}) lost: supervisor and processes gone with no exit status, after {after}; run-bg check {id}"
         ),
         status => {
-            let how = super::format::how_it_ended(job);
+            let how = super::job::how_it_ended(job);
             format!("run-bg: {id}{label} ({command}) {status}, {how}, after {after}; run-bg check {id}")
         }
     }

@@ -6,10 +6,10 @@ use super::job::{Job, JobStatus, ProcessIdentity};
 use super::paths::{create_private_dir_all, Home};
 use super::procinfo::{self, ProcessEntry, SignalOutcome};
 use super::registry::{write_json_file, Patience, Registry};
-use super::supervisor::{KillRequest, KILL_REQUEST_FILE};
+use super::protocol::{KillRequest, KILL_REQUEST_FILE};
 use super::duration::format_duration_ms;
-use super::kill::Tree;
-use super::{digest, kill, notify, now_ms, outpipe, spawn, text, Error, Result};
+use super::tree::Tree;
+use super::{digest, tree, notify, now_ms, outpipe, spawn, text, Error, Result};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -146,7 +146,7 @@ impl Context {
             .collect();
         const SHOWN: usize = 5;
         for job in unseen.iter().rev().take(SHOWN) {
-            let how = super::format::how_it_ended(job);
+            let how = super::job::how_it_ended(job);
             lines.push(format!(
                 "finished: {} `{}` {} ({how}) after {} — run-bg check {}",
                 job.id,
@@ -176,11 +176,11 @@ impl Context {
         if let Some(reason) = job.impossible_identity() {
             return self.mark_corrupt(job, reason);
         }
-        if job.status.is_final() || kill::live_supervisor(&job).is_some() {
+        if job.status.is_final() || tree::live_supervisor(&job).is_some() {
             return Ok(job);
         }
         let being_killed = self.home.job_dir(&job.id).join(KILL_REQUEST_FILE).exists();
-        let verdict = if kill::tree_alive(Tree::of(&job)) {
+        let verdict = if tree::tree_alive(Tree::of(&job)) {
             JobStatus::Orphaned
         } else if being_killed {
             JobStatus::Killed // an orphan we were killing: gone because of us
@@ -327,13 +327,13 @@ impl Context {
         loop {
             let job = self.registry().get(id)?;
             let main = job.main.filter(procinfo::is_same_process_alive);
-            let ended = job.status != JobStatus::Orphaned || (main.is_none() && !kill::tree_alive(Tree::of(&job)));
+            let ended = job.status != JobStatus::Orphaned || (main.is_none() && !tree::tree_alive(Tree::of(&job)));
             if ended {
                 // What they wrote last is in the log before their end is recorded.
                 if let Some(output) = &mut output {
                     output.drain();
                 }
-                if !kill::tree_alive(Tree::of(&job)) {
+                if !tree::tree_alive(Tree::of(&job)) {
                     outpipe::remove(&self.home.job_dir(id));
                 }
                 if job.status == JobStatus::Orphaned {
@@ -393,7 +393,7 @@ impl Context {
         let tail = tail_job_log(&job, query);
         // One pass over /proc serves both: the live tree's cost, and what lingers.
         let tree = if !job.status.is_final() || self.lingering_possible(&job) {
-            kill::job_tree(Tree::of(&job)).0
+            tree::job_tree(Tree::of(&job)).0
         } else {
             Vec::new()
         };
@@ -455,7 +455,7 @@ impl Context {
     pub fn kill(&self, id: &str, grace: Option<Duration>, force: bool) -> Result<KillOutcome> {
         let job = self.job(id)?;
         let grace = grace.unwrap_or(Duration::from_millis(self.config.kill.grace_ms));
-        let supervised = kill::live_supervisor(&job);
+        let supervised = tree::live_supervisor(&job);
         let lingering: Vec<ProcessIdentity> = if job.status.is_final() {
             self.lingering(&job).iter().map(|p| p.identity).collect()
         } else {
@@ -492,7 +492,7 @@ impl Context {
             let limit = if stopped { Duration::ZERO } else { grace + SUPERVISOR_ANSWER };
             let done = if job.status.is_final() {
                 wait_until(limit, Duration::from_millis(20), || {
-                    lingering.iter().all(|p| !procinfo::is_same_process_alive(p)) && !kill::tree_alive(Tree::of(&job))
+                    lingering.iter().all(|p| !procinfo::is_same_process_alive(p)) && !tree::tree_alive(Tree::of(&job))
                 })
             } else {
                 wait_until(limit, Duration::from_millis(5), || {
@@ -564,7 +564,7 @@ impl Context {
             let mut removed = Vec::new();
             jobs.retain(|job| {
                 let old_enough = job.ended_at.unwrap_or(job.started_at) <= cutoff;
-                let remove = job.status.is_final() && old_enough && !kill::has_live_processes(job, &live);
+                let remove = job.status.is_final() && old_enough && !tree::has_live_processes(job, &live);
                 if remove {
                     removed.push(job.id.clone());
                 }
@@ -653,7 +653,7 @@ impl Context {
     /// whose supervisor is gone). Empty for a job still running normally.
     pub fn lingering(&self, job: &Job) -> Vec<ProcessEntry> {
         if (job.status.is_final() && self.lingering_possible(job)) || job.status == JobStatus::Orphaned {
-            kill::job_tree(Tree::of(job)).0
+            tree::job_tree(Tree::of(job)).0
         } else {
             Vec::new()
         }
@@ -662,7 +662,7 @@ impl Context {
     /// An ended job can have processes left only while its supervisor lives
     /// (it stays until the last descendant is gone).
     fn lingering_possible(&self, job: &Job) -> bool {
-        kill::live_supervisor(job).is_some()
+        tree::live_supervisor(job).is_some()
     }
 
     /// Orphaned jobs, and every process that still carries the cookie of a job
@@ -731,14 +731,14 @@ fn mark_killed(job: &mut Job) -> bool {
 fn terminate_tree(tree: Tree, grace: Duration, force: bool) -> usize {
     let mut signalled = std::collections::HashSet::new();
     let mut send = |signal| {
-        signalled.extend(kill::signal_tree(tree, signal).sent.iter().map(|p| (p.identity.pid, p.identity.start_ticks)));
+        signalled.extend(tree::signal_tree(tree, signal).sent.iter().map(|p| (p.identity.pid, p.identity.start_ticks)));
     };
     if !force {
         send(libc::SIGTERM);
-        wait_until(grace, Duration::from_millis(20), || !kill::tree_alive(tree));
+        wait_until(grace, Duration::from_millis(20), || !tree::tree_alive(tree));
     }
     let stubborn_deadline = Instant::now() + Duration::from_secs(2);
-    while kill::tree_alive(tree) && Instant::now() < stubborn_deadline {
+    while tree::tree_alive(tree) && Instant::now() < stubborn_deadline {
         send(libc::SIGKILL);
         std::thread::sleep(Duration::from_millis(10));
     }

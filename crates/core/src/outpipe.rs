@@ -204,7 +204,7 @@ fn enlarge(_fd: &OwnedFd) {
 /// inode left): an anonymous pipe. On Linux its write end is reopened
 /// read-write through /proc, so the job still never gets SIGPIPE.
 fn anonymous(why: String) -> std::io::Result<JobOutput> {
-    let (reader, writer) = super::supervisor::new_pipe(0)?;
+    let (reader, writer) = super::launch::new_pipe(0)?;
     // SAFETY: file status flags of our own read end only; the job's end is
     // another open file description and stays blocking.
     let flags = unsafe { libc::fcntl(reader.as_raw_fd(), libc::F_GETFL) };

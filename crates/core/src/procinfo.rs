@@ -4,11 +4,9 @@
 
 use super::job::ProcessIdentity;
 use super::pidfd;
-use super::supervisor::SUPERVISOR_MARK;
+use super::protocol::{JOB_COOKIE, SUPERVISOR_MARK};
 use std::time::Duration;
 
-/// Environment variable every process of a job inherits; its value is the job id.
-pub const JOB_COOKIE: &str = "PROC_MANAGER_JOB";
 
 /// The fields of /proc/<pid>/stat that proc-manager uses.
 #[derive(Debug, Clone, Copy)]

@@ -409,7 +409,7 @@ impl Registry {
                 continue;
             }
             let live = live.get_or_insert_with(procinfo::jobs_with_live_processes);
-            if !super::kill::has_live_processes(job, live) {
+            if !super::tree::has_live_processes(job, live) {
                 evict[i] = true;
                 excess -= 1;
             }
@@ -797,7 +797,7 @@ mod tests {
         let registry = Registry::new(&home, 1);
         let mut daemon = std::process::Command::new("sleep")
             .arg("30")
-            .env(crate::procinfo::JOB_COOKIE, "lingering")
+            .env(crate::protocol::JOB_COOKIE, "lingering")
             .spawn()
             .unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);

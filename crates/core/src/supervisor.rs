@@ -10,14 +10,16 @@ use super::config::Config;
 use super::job::{signal_name, Job, JobStatus, ProcessIdentity};
 use super::logs::RotatingWriter;
 use super::paths::Home;
-use super::procinfo::{self, JOB_COOKIE};
+use super::procinfo;
+use super::launch::new_pipe;
+use super::protocol::{KillRequest, JOB_COOKIE, KILL_REQUEST_FILE, READY_ERR, READY_OK, SUPERVISOR_MARK};
 use super::launch::{self, LaunchSpec};
 use super::registry::{Patience, Registry};
-use super::kill::{self, Tree};
-use super::{notify, now_ms, outpipe, Error, Result};
+use super::tree::{self, Tree};
+use super::{notify, now_ms, outpipe, Error};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
@@ -29,23 +31,6 @@ pub struct SupervisorSpec {
     pub job: Job,
     pub config: Config,
 }
-
-/// What a killer writes to `jobs/<id>/kill-request.json` before sending SIGUSR1.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-pub struct KillRequest {
-    pub grace_ms: u64,
-    pub force: bool,
-}
-
-pub const KILL_REQUEST_FILE: &str = "kill-request.json";
-
-/// Set in every supervisor's environment (value: its job id), so that a job's
-/// supervisor can tell another job's supervisor among the processes it adopts.
-pub const SUPERVISOR_MARK: &str = "PROC_MANAGER_SUPERVISOR";
-
-/// The first line the supervisor writes on its stdout pipe: `ok <pid>` or `err <message>`.
-pub const READY_OK: &str = "ok ";
-pub const READY_ERR: &str = "err ";
 
 static SIGNAL_PIPE_WRITE: AtomicI32 = AtomicI32::new(-1);
 
@@ -59,28 +44,6 @@ extern "C" fn on_signal(signal: libc::c_int) {
     }
 }
 
-pub(super) fn new_pipe(flags: libc::c_int) -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    #[cfg(target_os = "linux")]
-    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), flags | libc::O_CLOEXEC) };
-    #[cfg(not(target_os = "linux"))]
-    let rc = unsafe {
-        let rc = libc::pipe(fds.as_mut_ptr());
-        if rc == 0 {
-            for fd in fds {
-                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
-                if flags & libc::O_NONBLOCK != 0 {
-                    libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK);
-                }
-            }
-        }
-        rc
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
 
 fn install_signal_handlers() -> std::io::Result<OwnedFd> {
     let (read, write) = new_pipe(libc::O_NONBLOCK)?;
@@ -558,7 +521,7 @@ impl Supervisor {
     /// inside this job and adopted by us, and our notifier are left alone.
     /// Returns whether anything was left to signal.
     fn signal_everything(&self, signal: i32) -> bool {
-        let mut any = !kill::signal_tree(Tree::of(&self.job), signal).sent.is_empty();
+        let mut any = !tree::signal_tree(Tree::of(&self.job), signal).sent.is_empty();
         for child in self.adopted_children() {
             any |= matches!(procinfo::signal_process(&child, signal), procinfo::SignalOutcome::Sent);
         }
@@ -577,7 +540,7 @@ impl Supervisor {
     /// Whether any process of the job is left: its tree, or a descendant
     /// re-parented to us (see `signal_everything`).
     fn anything_left(&self) -> bool {
-        kill::tree_alive(Tree::of(&self.job)) || !self.adopted_children().is_empty()
+        tree::tree_alive(Tree::of(&self.job)) || !self.adopted_children().is_empty()
     }
 
     fn advance_timers(&mut self) {
@@ -727,18 +690,3 @@ fn children_peak_rss_kb() -> Option<u64> {
     Some(if cfg!(target_os = "macos") { max / 1024 } else { max }).filter(|&kb| kb > 0)
 }
 
-/// Reads the supervisor's ready line from its stdout pipe.
-pub fn parse_ready_line(line: &str) -> Result<u32, String> {
-    let line = line.trim_end();
-    if let Some(pid) = line.strip_prefix(READY_OK) {
-        return pid.trim().parse().map_err(|_| format!("supervisor sent a bad ready line: {line}"));
-    }
-    if let Some(message) = line.strip_prefix(READY_ERR) {
-        return Err(message.to_string());
-    }
-    Err(if line.is_empty() {
-        "the supervisor exited before starting the job".to_string()
-    } else {
-        format!("supervisor sent a bad ready line: {line}")
-    })
-}

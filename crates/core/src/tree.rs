@@ -5,7 +5,7 @@
 
 use super::job::{Job, ProcessIdentity};
 use super::procinfo::{self, ProcessEntry, Row, SignalOutcome};
-use super::supervisor::SUPERVISOR_MARK;
+use super::protocol::SUPERVISOR_MARK;
 use std::collections::{HashMap, HashSet};
 
 /// What tells a job's processes apart from the rest.
