@@ -2,15 +2,15 @@
 //! supervisor (`run-bg __supervise`, started by the core, not by users).
 
 use clap::{Args, Parser, Subcommand};
-use proc_manager_core::duration::parse_duration_ms;
-use proc_manager_core::job::{Job, JobStatus};
-use proc_manager_core::ops::{CheckResult, Context, ListFilter, OrphanOptions, TailQuery};
-use proc_manager_core::procinfo::ProcessEntry;
-use proc_manager_core::spawn::{parse_env_assignment, start_job, StartRequest};
-use proc_manager_core::view::{kb_to_mb, shell_exit_code, CheckView, JobView, ProcessView};
-use proc_manager_core::format::{self, shorten};
-use proc_manager_core::text::visible;
-use proc_manager_core::{logs, notify, procs, supervisor, Error, Result};
+use proc_manager_core::model::duration::parse_duration_ms;
+use proc_manager_core::model::job::{Job, JobStatus};
+use proc_manager_core::verbs::ops::{CheckResult, Context, ListFilter, OrphanOptions, TailQuery};
+use proc_manager_core::os::procinfo::ProcessEntry;
+use proc_manager_core::verbs::spawn::{parse_env_assignment, start_job, StartRequest};
+use proc_manager_core::present::view::{kb_to_mb, shell_exit_code, CheckView, JobView, ProcessView};
+use proc_manager_core::present::format::{self, shorten};
+use proc_manager_core::model::text::visible;
+use proc_manager_core::{store::logs, supervise::notify, verbs::procs, supervise::supervisor, Error, Result};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
@@ -285,7 +285,7 @@ fn background_main(args: &[String]) -> i32 {
         },
         ("__deliver", _) => notify::drain_spool(&context.home, &context.config),
         ("__watch", Some(id)) => {
-            if proc_manager_core::ids::validate_job_id(id).is_err() {
+            if proc_manager_core::model::ids::validate_job_id(id).is_err() {
                 return 2;
             }
             // What it cannot do (log the orphan's output) is said where the supervisor's errors go.
@@ -299,7 +299,7 @@ fn background_main(args: &[String]) -> i32 {
                 // SAFETY: dup2 onto our own stderr, which nothing else in this process holds a pointer into.
                 unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&errors), 2) };
             }
-            let inherited = proc_manager_core::outpipe::take_inherited(&context.home.job_dir(id));
+            let inherited = proc_manager_core::supervise::outpipe::take_inherited(&context.home.job_dir(id));
             let runner = std::env::current_exe().ok();
             let context = Context { runner, ..context };
             if context.watch_orphan(id, inherited).is_err() {
@@ -506,7 +506,7 @@ fn run_sub(command: Sub) -> Result<i32> {
                 context.kill_all(owner.as_deref(), grace, force)?.into_iter().map(|r| r.map_err(|(_, e)| e)).collect()
             } else {
                 for id in &ids {
-                    proc_manager_core::ids::validate_job_id(id)?;
+                    proc_manager_core::model::ids::validate_job_id(id)?;
                 }
                 ids.iter().map(|id| context.kill(id, grace, force)).collect()
             };
@@ -540,7 +540,7 @@ fn run_sub(command: Sub) -> Result<i32> {
         Sub::Orphans { kill, force, owner, grace, json } => {
             let grace = parse_dur("--grace", &grace)?;
             let report = context.orphans(&OrphanOptions { kill, force, owner, grace })?;
-            let orphan_view = |o: &proc_manager_core::ops::OrphanProcess| {
+            let orphan_view = |o: &proc_manager_core::verbs::ops::OrphanProcess| {
                 serde_json::json!({
                     "jobId": o.job_id, "jobStatus": o.job_status.as_str(),
                     "pid": o.process.identity.pid, "command": o.process.command,
@@ -706,7 +706,7 @@ fn print_lines(out: &mut dyn Write, lines: &[Vec<u8>]) {
 fn follow_log(context: &Context, job: &Job, follower: &mut logs::LogFollower, out: &mut dyn Write) -> Result<()> {
     follower.follow(&mut StdoutSink(out), Duration::from_millis(100), || {
         let current = context.registry().get(&job.id)?;
-        let supervised = proc_manager_core::tree::live_supervisor(&current).is_some();
+        let supervised = proc_manager_core::os::tree::live_supervisor(&current).is_some();
         Ok(current.status.is_final() && !supervised)
     })
 }

@@ -1,31 +1,28 @@
-//! The pure-Rust core shared by the napi addon (crates/node) and the `run-bg` CLI (crates/cli).
-//! Nothing in here names a napi or clap type; the faces convert.
+//! The pure-Rust core shared by the napi addon (crates/node) and the `run-bg`
+//! CLI (crates/cli). Nothing in here names a napi or clap type; the faces
+//! convert.
+//!
+//! Layers, each importing only from those above it in this list (a test,
+//! `__test__/layers.test.mjs`, fails on an upward import):
+//!
+//! - `model`: what a job is (record, status, identity), ids, durations,
+//!   errors, text cleaning, and the protocol between our processes.
+//! - `os`: the process table, identities and signals (pidfd), fork/exec,
+//!   finding and signalling a job's tree. Most `unsafe` lives here.
+//! - `store`: the home, config, the registry, logs (writer, tail, follow).
+//! - `supervise`: the per-job supervisor loop, its output pipe, notifications.
+//! - `verbs`: start, check, wait, kill, reconcile, orphans, prune, summary,
+//!   snapshots.
+//! - `present`: the text and shapes the faces print or return.
 
-pub mod config;
-pub mod digest;
-pub mod duration;
-pub mod format;
-pub mod error;
-pub mod ids;
-pub mod job;
-pub mod launch;
-pub mod tree;
-pub mod logs;
-pub mod ops;
-pub mod paths;
-pub mod pidfd;
-pub mod procinfo;
-pub mod procs;
-pub mod protocol;
-pub mod registry;
-pub mod spawn;
-pub mod notify;
-pub mod outpipe;
-pub mod supervisor;
-pub mod text;
-pub mod view;
+pub mod model;
+pub mod os;
+pub mod store;
+pub mod supervise;
+pub mod verbs;
+pub mod present;
 
-pub use error::{Error, Result};
+pub use model::error::{Error, Result};
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {

@@ -4,8 +4,8 @@
 //! wrong type or an unknown name is refused with a message that names it and
 //! says what is accepted.
 
-use proc_manager_core::duration::MAX_DURATION_MS;
-use proc_manager_core::text::visible;
+use proc_manager_core::model::duration::MAX_DURATION_MS;
+use proc_manager_core::model::text::visible;
 use napi::bindgen_prelude::*;
 use napi::ValueType;
 use std::collections::HashMap;

@@ -4,13 +4,13 @@
 
 mod js_args;
 
-use proc_manager_core::ops::{Context, KillOutcome, ListFilter, OrphanOptions, OrphanProcess, TailQuery};
-use proc_manager_core::procinfo::ProcessEntry;
-use proc_manager_core::procs;
-use proc_manager_core::spawn::{start_job, StartRequest};
-use proc_manager_core::view::{JobView, shell_exit_code};
-use proc_manager_core::job::JobStatus;
-use proc_manager_core::text::visible;
+use proc_manager_core::verbs::ops::{Context, KillOutcome, ListFilter, OrphanOptions, OrphanProcess, TailQuery};
+use proc_manager_core::os::procinfo::ProcessEntry;
+use proc_manager_core::verbs::procs;
+use proc_manager_core::verbs::spawn::{start_job, StartRequest};
+use proc_manager_core::present::view::{JobView, shell_exit_code};
+use proc_manager_core::model::job::JobStatus;
+use proc_manager_core::model::text::visible;
 use js_args::{millis_arg, string_arg, Options};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -171,7 +171,7 @@ pub struct HookInfo {
     pub duration_ms: f64,
 }
 
-fn notification_info(v: Option<proc_manager_core::view::NotificationView>) -> Option<NotificationInfo> {
+fn notification_info(v: Option<proc_manager_core::present::view::NotificationView>) -> Option<NotificationInfo> {
     v.map(|n| NotificationInfo {
         event_id: n.event_id,
         state: n.state,
@@ -181,7 +181,7 @@ fn notification_info(v: Option<proc_manager_core::view::NotificationView>) -> Op
     })
 }
 
-fn hook_infos(hooks: Vec<proc_manager_core::view::HookView>) -> Vec<HookInfo> {
+fn hook_infos(hooks: Vec<proc_manager_core::present::view::HookView>) -> Vec<HookInfo> {
     hooks
         .into_iter()
         .map(|h| HookInfo { command: h.command, exit_code: h.exit_code, error: h.error, duration_ms: h.duration_ms as f64 })
@@ -212,7 +212,7 @@ impl From<JobView> for JobSummary {
     }
 }
 
-fn summary_of(job: &proc_manager_core::job::Job) -> JobSummary {
+fn summary_of(job: &proc_manager_core::model::job::Job) -> JobSummary {
     JobSummary::from(JobView::from(job))
 }
 
@@ -401,7 +401,7 @@ fn tail_query(function: &'static str, options: Option<Unknown>) -> Result<TailQu
         .map_err(to_js_error)
 }
 
-fn check_to_js(check: proc_manager_core::ops::CheckResult) -> CheckResult {
+fn check_to_js(check: proc_manager_core::verbs::ops::CheckResult) -> CheckResult {
     let v = JobView::from(&check.job);
     CheckResult {
         job_id: v.job_id,
@@ -421,7 +421,7 @@ fn check_to_js(check: proc_manager_core::ops::CheckResult) -> CheckResult {
         tail: check.tail,
         lingering: check.lingering.iter().map(JobProcess::from).collect(),
         processes: check.usage.map(|u| u.processes as u32),
-        rss_mb: check.usage.map(|u| proc_manager_core::view::kb_to_mb(u.rss_kb)),
+        rss_mb: check.usage.map(|u| proc_manager_core::present::view::kb_to_mb(u.rss_kb)),
         peak_rss_mb: v.peak_rss_mb,
     }
 }
@@ -483,7 +483,7 @@ pub fn kill_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>)
         let (grace, force) = (o.millis("graceMs", 0)?.map(Duration::from_millis), o.boolean("force")?.unwrap_or(false));
         o.finish()?;
         let context = context_for_kill()?;
-        proc_manager_core::ids::validate_job_id(&job_id).map_err(to_js_error)?;
+        proc_manager_core::model::ids::validate_job_id(&job_id).map_err(to_js_error)?;
         spawn_promise(env, move || context.kill(&job_id, grace, force).map(KillResult::from))
     })
 }
@@ -530,7 +530,7 @@ pub fn wait_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>)
         let timeout = o.millis("timeoutMs", 0)?.map(Duration::from_millis);
         o.finish()?;
         let context = context()?;
-        proc_manager_core::ids::validate_job_id(&job_id).map_err(to_js_error)?;
+        proc_manager_core::model::ids::validate_job_id(&job_id).map_err(to_js_error)?;
         spawn_promise(env, move || {
             let outcome = context.wait(std::slice::from_ref(&job_id), timeout)?;
             let job = &outcome.jobs[0];
@@ -916,7 +916,7 @@ pub fn check_job_text(job_id: Unknown, options: Option<Unknown>) -> Result<Strin
     let job_id = string_arg("jobId", job_id)?;
     let query = tail_query("checkJobText", options)?;
     let check = context()?.check(&job_id, &query).map_err(to_js_error)?;
-    Ok(proc_manager_core::format::check_text(&check))
+    Ok(proc_manager_core::present::format::check_text(&check))
 }
 
 /// `listJobs` as the CLI prints it, one line per job.
@@ -927,6 +927,6 @@ pub fn list_jobs_text(options: Option<Unknown>) -> Result<String> {
     Ok(if jobs.is_empty() {
         format!("no jobs{}", if filter.all { "" } else { " running or ended within the hour (all: true for every job)" })
     } else {
-        proc_manager_core::format::list_text(&jobs).join("\n")
+        proc_manager_core::present::format::list_text(&jobs).join("\n")
     })
 }

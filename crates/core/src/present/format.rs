@@ -1,14 +1,14 @@
 //! The text both faces print (the CLI, and the JS API's `*Text` functions the
 //! MCP server uses): short, one fact per line, ready for a model's context.
 
-use super::duration::format_duration_ms;
-use super::job::{DeliveryState, Job, JobStatus};
-use super::notify::NOTHING_LISTENS;
-use super::now_ms;
-use super::ops::CheckResult;
-use super::procinfo::{self, ProcessEntry};
-use super::text::visible;
-use super::view::kb_to_mb;
+use crate::model::duration::format_duration_ms;
+use crate::model::job::{DeliveryState, Job, JobStatus};
+use crate::supervise::notify::NOTHING_LISTENS;
+use crate::now_ms;
+use crate::verbs::ops::CheckResult;
+use crate::os::procinfo::{self, ProcessEntry};
+use crate::model::text::visible;
+use crate::present::view::kb_to_mb;
 
 /// User text for one line: control characters written out (`\x1b`), newlines
 /// as spaces, cut to `max_chars` ending with `…` when cut.
@@ -40,7 +40,7 @@ pub fn outcome_text(job: &Job) -> String {
     }
 }
 
-pub use crate::job::how_it_ended;
+pub use crate::model::job::how_it_ended;
 
 
 /// A `lost` job: its supervisor is gone without recording an end.
@@ -82,7 +82,7 @@ pub fn list_line(job: &Job, lingering: usize) -> String {
 
 /// `list`'s text for these jobs (one pass over /proc for all of them).
 pub fn list_text(jobs: &[Job]) -> Vec<String> {
-    let counts = if jobs.iter().any(|j| j.status.is_final() && super::tree::live_supervisor(j).is_some()) {
+    let counts = if jobs.iter().any(|j| j.status.is_final() && crate::os::tree::live_supervisor(j).is_some()) {
         procinfo::live_process_counts()
     } else {
         Default::default()
@@ -157,7 +157,7 @@ pub fn check_text(check: &CheckResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::{HookRun, Notification, ProcessIdentity};
+    use crate::model::job::{HookRun, Notification, ProcessIdentity};
 
     const HOUR_MS: u64 = 3_600_000;
     const PWNED: &str = "\u{1b}]0;pwned\u{7}\u{1b}[2J";
@@ -239,7 +239,7 @@ mod tests {
         }];
         j.notification = Some(Notification {
             event_id: "x:failed".into(),
-            state: crate::job::DeliveryState::Pending,
+            state: crate::model::job::DeliveryState::Pending,
             attempts: 2,
             last_error: Some(format!("bad answer {PWNED}")),
             delivered_at: None,

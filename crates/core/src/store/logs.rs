@@ -1,7 +1,7 @@
 //! The job log: one writer (the supervisor) that rotates by rename, and a
 //! tail reader that walks backwards from the end across rotated files.
 
-use super::{Error, Result};
+use crate::{Error, Result};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -32,7 +32,7 @@ pub fn rotated_path(log: &Path, index: u32) -> PathBuf {
 
 fn open_log(path: &Path, truncate: bool) -> Result<File> {
     // Never through a symlink planted in the job's directory.
-    let mut options = super::paths::options_nofollow();
+    let mut options = crate::store::paths::options_nofollow();
     options.write(true).create(true).mode(0o600);
     if truncate {
         options.truncate(true);
@@ -270,7 +270,7 @@ impl ReverseLines {
         let mut seen = std::collections::HashSet::new();
         let files = log_files_newest_first(log)
             .iter()
-            .filter_map(|path| super::paths::open_read(path).ok())
+            .filter_map(|path| crate::store::paths::open_read(path).ok())
             .filter(|file| file.metadata().map(|m| seen.insert((m.dev(), m.ino()))).unwrap_or(false))
             .collect();
         ReverseLines {
@@ -423,7 +423,7 @@ pub fn log_files_newest_first(log: &Path) -> Vec<PathBuf> {
 /// The whole log, oldest first, streamed to `sink`.
 pub fn copy_all(log: &Path, sink: &mut dyn Write) -> std::io::Result<()> {
     for path in log_files_newest_first(log).iter().rev() {
-        match super::paths::open_read(path) {
+        match crate::store::paths::open_read(path) {
             Ok(mut file) => {
                 std::io::copy(&mut file, sink)?;
             }

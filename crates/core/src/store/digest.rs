@@ -4,8 +4,8 @@
 //! that look like errors with a line of context on each side. It reads
 //! backwards, so its cost follows what it shows, not the log's size.
 
-use super::logs::ReverseLines;
-use super::text;
+use crate::store::logs::ReverseLines;
+use crate::model::text;
 use std::path::Path;
 
 /// Longer lines are cut (with a marker saying how much was dropped).
@@ -122,7 +122,7 @@ pub fn error_lines(log: &Path, n: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::logs::RotatingWriter;
+    use crate::store::logs::RotatingWriter;
 
     fn log_with(content: &str) -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();

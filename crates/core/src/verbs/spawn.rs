@@ -1,14 +1,14 @@
 //! The caller's side of starting a job: validate, allocate an id, hand the
 //! job to a fresh supervisor and wait for its ready line.
 
-use super::ids::{id_prefix_from_label, random_suffix};
-use super::job::{Job, JobStatus};
-use super::ops::Context;
-use super::registry::Patience;
-use super::protocol::{parse_ready_line, JOB_COOKIE, SUPERVISOR_MARK};
-use super::supervisor::SupervisorSpec;
-use super::text::visible;
-use super::{now_ms, Error, Result};
+use crate::model::ids::{id_prefix_from_label, random_suffix};
+use crate::model::job::{Job, JobStatus};
+use crate::verbs::ops::Context;
+use crate::store::registry::Patience;
+use crate::model::protocol::{parse_ready_line, JOB_COOKIE, SUPERVISOR_MARK};
+use crate::supervise::supervisor::SupervisorSpec;
+use crate::model::text::visible;
+use crate::{now_ms, Error, Result};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -258,7 +258,7 @@ fn allocate_job_dir(context: &Context, label: &str) -> Result<String> {
 
 fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::result::Result<u32, String> {
     let job_dir = context.home.job_dir(&spec.job.id);
-    let stderr = super::paths::options_nofollow()
+    let stderr = crate::store::paths::options_nofollow()
         .create(true)
         .append(true)
         .mode(0o600)
@@ -277,7 +277,7 @@ fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::
         .spawn()
         .map_err(|e| format!("cannot start the supervisor {}: {e}", exe.display()))?;
     // While the supervisor starts up; it makes the pipe itself if this fails.
-    let _ = super::outpipe::make(&job_dir);
+    let _ = crate::supervise::outpipe::make(&job_dir);
     let payload = serde_json::to_vec(spec).map_err(|e| e.to_string())?;
     let write_result = child.stdin.take().map(|mut stdin| stdin.write_all(&payload));
     let mut ready = String::new();
@@ -297,7 +297,7 @@ fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::
 /// Runs `run-bg <args>` in the background with the given home; the program
 /// detaches itself at once (`supervisor::detach`), so the wait here is short
 /// and leaves no zombie behind.
-pub fn spawn_detached(runner: &Path, home: &super::paths::Home, args: &[&str]) -> std::io::Result<()> {
+pub fn spawn_detached(runner: &Path, home: &crate::store::paths::Home, args: &[&str]) -> std::io::Result<()> {
     spawn_detached_with_stdin(runner, home, args, Stdio::null())
 }
 
@@ -305,7 +305,7 @@ pub fn spawn_detached(runner: &Path, home: &super::paths::Home, args: &[&str]) -
 /// the job's output pipe, so what waits in it outlives the job's processes).
 pub fn spawn_detached_with_stdin(
     runner: &Path,
-    home: &super::paths::Home,
+    home: &crate::store::paths::Home,
     args: &[&str],
     stdin: Stdio,
 ) -> std::io::Result<()> {

@@ -2,9 +2,9 @@
 //! which processes belong to a job (its group, or its environment cookie), and
 //! signalling one process without ever hitting a stranger.
 
-use super::job::ProcessIdentity;
-use super::pidfd;
-use super::protocol::{JOB_COOKIE, SUPERVISOR_MARK};
+use crate::model::job::ProcessIdentity;
+use crate::os::pidfd;
+use crate::model::protocol::{JOB_COOKIE, SUPERVISOR_MARK};
 use std::time::Duration;
 
 

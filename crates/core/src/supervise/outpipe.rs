@@ -15,9 +15,9 @@
 //! if every process of an orphaned job ends before a watcher attaches, what
 //! they wrote after the supervisor died goes with them.
 
-use super::config::LogsConfig;
-use super::job::ProcessIdentity;
-use super::logs::RotatingWriter;
+use crate::store::config::LogsConfig;
+use crate::model::job::ProcessIdentity;
+use crate::store::logs::RotatingWriter;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -204,7 +204,7 @@ fn enlarge(_fd: &OwnedFd) {
 /// inode left): an anonymous pipe. On Linux its write end is reopened
 /// read-write through /proc, so the job still never gets SIGPIPE.
 fn anonymous(why: String) -> std::io::Result<JobOutput> {
-    let (reader, writer) = super::launch::new_pipe(0)?;
+    let (reader, writer) = crate::os::launch::new_pipe(0)?;
     // SAFETY: file status flags of our own read end only; the job's end is
     // another open file description and stays blocking.
     let flags = unsafe { libc::fcntl(reader.as_raw_fd(), libc::F_GETFL) };
@@ -342,9 +342,9 @@ impl Reattached {
 
 /// A descriptor that becomes readable when `who` exits, if it still runs.
 fn pidfd(who: &ProcessIdentity) -> Option<OwnedFd> {
-    let fd = super::pidfd::open(who.pid)?;
+    let fd = crate::os::pidfd::open(who.pid)?;
     // Checked after opening: the pidfd then cannot refer to a process that reused the pid.
-    super::procinfo::is_same_process_alive(who).then_some(fd)
+    crate::os::procinfo::is_same_process_alive(who).then_some(fd)
 }
 
 #[cfg(test)]

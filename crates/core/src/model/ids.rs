@@ -1,4 +1,4 @@
-use super::{Error, Result};
+use crate::{Error, Result};
 use std::io::Read;
 
 pub const ID_RULE: &str = "1 to 64 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit";

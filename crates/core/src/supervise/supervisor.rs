@@ -6,17 +6,17 @@
 //! It idles in `poll(2)` on two pipes (the job's output and a self-pipe fed by
 //! signal handlers), so it costs no CPU while the job runs.
 
-use super::config::Config;
-use super::job::{signal_name, Job, JobStatus, ProcessIdentity};
-use super::logs::RotatingWriter;
-use super::paths::Home;
-use super::procinfo;
-use super::launch::new_pipe;
-use super::protocol::{KillRequest, JOB_COOKIE, KILL_REQUEST_FILE, READY_ERR, READY_OK, SUPERVISOR_MARK};
-use super::launch::{self, LaunchSpec};
-use super::registry::{Patience, Registry};
-use super::tree::{self, Tree};
-use super::{notify, now_ms, outpipe, Error};
+use crate::store::config::Config;
+use crate::model::job::{signal_name, Job, JobStatus, ProcessIdentity};
+use crate::store::logs::RotatingWriter;
+use crate::store::paths::Home;
+use crate::os::procinfo;
+use crate::os::launch::new_pipe;
+use crate::model::protocol::{KillRequest, JOB_COOKIE, KILL_REQUEST_FILE, READY_ERR, READY_OK, SUPERVISOR_MARK};
+use crate::os::launch::{self, LaunchSpec};
+use crate::store::registry::{Patience, Registry};
+use crate::os::tree::{self, Tree};
+use crate::{supervise::notify, now_ms, supervise::outpipe, Error};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -455,7 +455,7 @@ impl Supervisor {
             // Only a request left by `kill` counts: a job may well send SIGUSR1
             // to its parent (a readiness signal) without meaning to be killed.
             let path = self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE);
-            let request = super::paths::read_file(&path).ok().and_then(|b| serde_json::from_slice::<KillRequest>(&b).ok());
+            let request = crate::store::paths::read_file(&path).ok().and_then(|b| serde_json::from_slice::<KillRequest>(&b).ok());
             if let Some(request) = request {
                 self.begin_kill(KillReason::Requested, request);
             }

@@ -3,9 +3,9 @@
 //! fork), and, while its supervisor lives, everything below the supervisor.
 //! Each process is signalled by identity, never by a bare pid.
 
-use super::job::{Job, ProcessIdentity};
-use super::procinfo::{self, ProcessEntry, Row, SignalOutcome};
-use super::protocol::SUPERVISOR_MARK;
+use crate::model::job::{Job, ProcessIdentity};
+use crate::os::procinfo::{self, ProcessEntry, Row, SignalOutcome};
+use crate::model::protocol::SUPERVISOR_MARK;
 use std::collections::{HashMap, HashSet};
 
 /// What tells a job's processes apart from the rest.

@@ -13,12 +13,12 @@
 //! kept when the registry cannot be written: a stuck lock, a full disk, a
 //! read-only `jobs.json`. The next registry write takes it in.
 
-use super::config::Config;
-use super::ids::validate_job_id;
-use super::job::{Job, JobStatus};
-use super::paths::{self, Home};
-use super::procinfo;
-use super::{now_ms, Error, Result};
+use crate::store::config::Config;
+use crate::model::ids::validate_job_id;
+use crate::model::job::{Job, JobStatus};
+use crate::store::paths::{self, Home};
+use crate::os::procinfo;
+use crate::{now_ms, Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -89,7 +89,7 @@ struct Merge {
 
 impl Registry {
     pub fn new(home: &Home, max_jobs: usize) -> Registry {
-        let lock_timeout = Duration::from_millis(super::config::RegistryConfig::default().lock_timeout_ms);
+        let lock_timeout = Duration::from_millis(crate::store::config::RegistryConfig::default().lock_timeout_ms);
         Registry { home: home.clone(), max_jobs, lock_timeout }
     }
 
@@ -409,7 +409,7 @@ impl Registry {
                 continue;
             }
             let live = live.get_or_insert_with(procinfo::jobs_with_live_processes);
-            if !super::tree::has_live_processes(job, live) {
+            if !crate::os::tree::has_live_processes(job, live) {
                 evict[i] = true;
                 excess -= 1;
             }
@@ -590,7 +590,7 @@ fn process_command(pid: u32) -> Option<String> {
     let words: Vec<String> =
         raw.split(|&b| b == 0).filter(|w| !w.is_empty()).map(|w| String::from_utf8_lossy(w).into_owned()).collect();
     let line = words.join(" ");
-    (!line.is_empty()).then(|| super::text::cut(&line, 80))
+    (!line.is_empty()).then(|| crate::model::text::cut(&line, 80))
 }
 
 fn process_state(pid: u32) -> Option<&'static str> {
@@ -715,7 +715,7 @@ fn write_atomically(path: &Path, file: &RegistryFile) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::{JobStatus, ProcessIdentity};
+    use crate::model::job::{JobStatus, ProcessIdentity};
 
     fn job(id: &str, status: JobStatus, started_at: u64) -> Job {
         Job {
@@ -797,7 +797,7 @@ mod tests {
         let registry = Registry::new(&home, 1);
         let mut daemon = std::process::Command::new("sleep")
             .arg("30")
-            .env(crate::protocol::JOB_COOKIE, "lingering")
+            .env(crate::model::protocol::JOB_COOKIE, "lingering")
             .spawn()
             .unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);

@@ -1,9 +1,9 @@
 //! The public shape of a job (camelCase, as SPEC.md names the fields), shared
 //! by the CLI's `--json` output and the JS API.
 
-use super::job::{Job, JobStatus};
-use super::procinfo::ProcessEntry;
-use super::now_ms;
+use crate::model::job::{Job, JobStatus};
+use crate::os::procinfo::ProcessEntry;
+use crate::now_ms;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
@@ -126,7 +126,7 @@ impl From<&ProcessEntry> for ProcessView {
 /// exited 0 on SIGTERM is reported as 143 (128 + SIGTERM), never as success.
 /// (`wait` itself uses 124 when its own `--timeout` passes first.)
 pub fn shell_exit_code(job: &Job) -> i32 {
-    let signal = job.signal.as_deref().and_then(super::job::signal_number);
+    let signal = job.signal.as_deref().and_then(crate::model::job::signal_number);
     let ended_by_us = matches!(job.status, JobStatus::Killed | JobStatus::Timeout);
     match (job.exit_code, signal) {
         (Some(0) | None, None) if ended_by_us => 128 + libc::SIGTERM,

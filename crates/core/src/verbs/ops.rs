@@ -1,15 +1,15 @@
 //! The verbs both faces share: check, list, wait, kill, reconcile, logs.
 
-use super::config::Config;
-use super::ids::validate_job_id;
-use super::job::{Job, JobStatus, ProcessIdentity};
-use super::paths::{create_private_dir_all, Home};
-use super::procinfo::{self, ProcessEntry, SignalOutcome};
-use super::registry::{write_json_file, Patience, Registry};
-use super::protocol::{KillRequest, KILL_REQUEST_FILE};
-use super::duration::format_duration_ms;
-use super::tree::Tree;
-use super::{digest, tree, notify, now_ms, outpipe, spawn, text, Error, Result};
+use crate::store::config::Config;
+use crate::model::ids::validate_job_id;
+use crate::model::job::{Job, JobStatus, ProcessIdentity};
+use crate::store::paths::{create_private_dir_all, Home};
+use crate::os::procinfo::{self, ProcessEntry, SignalOutcome};
+use crate::store::registry::{write_json_file, Patience, Registry};
+use crate::model::protocol::{KillRequest, KILL_REQUEST_FILE};
+use crate::model::duration::format_duration_ms;
+use crate::os::tree::Tree;
+use crate::{store::digest, os::tree, supervise::notify, now_ms, supervise::outpipe, verbs::spawn, model::text, Error, Result};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -146,7 +146,7 @@ impl Context {
             .collect();
         const SHOWN: usize = 5;
         for job in unseen.iter().rev().take(SHOWN) {
-            let how = super::job::how_it_ended(job);
+            let how = crate::model::job::how_it_ended(job);
             lines.push(format!(
                 "finished: {} `{}` {} ({how}) after {} — run-bg check {}",
                 job.id,
@@ -295,7 +295,7 @@ impl Context {
 
     /// Whether a watcher holds the orphaned job `id` (see `watch_orphan`).
     fn watcher_attached(&self, id: &str) -> bool {
-        let Ok(lock) = crate::paths::open_read(&self.home.job_dir(id).join(WATCH_LOCK)) else { return false };
+        let Ok(lock) = crate::store::paths::open_read(&self.home.job_dir(id).join(WATCH_LOCK)) else { return false };
         // Taken and let go at once: only whether someone else holds it matters.
         lock.try_lock().is_err()
     }
@@ -310,7 +310,7 @@ impl Context {
     pub fn watch_orphan(&self, id: &str, inherited: Option<std::os::fd::OwnedFd>) -> Result<()> {
         let lock_path = self.home.job_dir(id).join(WATCH_LOCK);
         let Ok(lock) =
-            super::paths::options_nofollow().create(true).truncate(false).write(true).mode(0o600).open(&lock_path)
+            crate::store::paths::options_nofollow().create(true).truncate(false).write(true).mode(0o600).open(&lock_path)
         else {
             return Ok(());
         };

@@ -267,7 +267,7 @@ pub fn signal_number(name: &str) -> Option<i32> {
 pub fn how_it_ended(job: &Job) -> String {
     match (job.exit_code, &job.signal) {
         (Some(code), _) => format!("exit {code}"),
-        (None, Some(signal)) => format!("signal {}", crate::text::visible(signal)),
+        (None, Some(signal)) => format!("signal {}", crate::model::text::visible(signal)),
         _ if job.main.is_none() && job.status == JobStatus::Failed => "could not start".to_string(),
         _ if job.status == JobStatus::Lost => match job.supervisor {
             Some(s) => format!("supervisor pid {} gone, no exit status recorded", s.pid),

@@ -2,8 +2,8 @@
 //! behind and what it cost. Linux reads /proc directly (one `stat` and one
 //! `cmdline` read per process); other systems use sysinfo.
 
-use super::config::ResourceTrackingConfig;
-use super::now_ms;
+use crate::store::config::ResourceTrackingConfig;
+use crate::now_ms;
 use std::collections::{HashMap, HashSet};
 
 /// Environment variable a tracked task inherits; its value is the tracker's token.
@@ -39,7 +39,7 @@ pub fn matches_mcp(command: &str, patterns: &[String]) -> bool {
 #[cfg(target_os = "linux")]
 mod os {
     use super::ProcessInfo;
-    use crate::procinfo::{parse_stat, read_proc_file, stat_comm};
+    use crate::os::procinfo::{parse_stat, read_proc_file, stat_comm};
     use std::fmt::Write;
     use std::sync::OnceLock;
 
@@ -131,7 +131,7 @@ mod os {
 #[cfg(not(target_os = "linux"))]
 mod os {
     use super::ProcessInfo;
-    use crate::procinfo::portable;
+    use crate::os::procinfo::portable;
     use sysinfo::{ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind};
 
     pub fn processes() -> Vec<ProcessInfo> {
@@ -170,7 +170,7 @@ pub fn snapshot(mcp_patterns: &[String]) -> Snapshot {
 }
 
 pub fn environ_value(pid: u32, key: &str) -> Option<String> {
-    super::procinfo::environ_value(pid, key)
+    crate::os::procinfo::environ_value(pid, key)
 }
 
 /// Which rule decided that a process was left behind.
@@ -282,7 +282,7 @@ impl ResourceTracker {
     pub fn new(config: ResourceTrackingConfig) -> ResourceTracker {
         ResourceTracker {
             config,
-            token: format!("{}-{}", std::process::id(), super::ids::random_suffix()),
+            token: format!("{}-{}", std::process::id(), crate::model::ids::random_suffix()),
             cookie_handed_out: false,
             observer: std::process::id(),
             phases: HashMap::new(),
@@ -342,7 +342,7 @@ impl ResourceTracker {
         if !orphans.is_empty() {
             let listed = format!(
                 "[{}]",
-                orphans.iter().map(|p| format!("{} {}", super::text::visible(&short_name(&p.command)), p.pid)).collect::<Vec<_>>().join(", ")
+                orphans.iter().map(|p| format!("{} {}", crate::model::text::visible(&short_name(&p.command)), p.pid)).collect::<Vec<_>>().join(", ")
             );
             tracing::warn!(count = orphans.len(), processes = ?listed, "orphaned processes detected");
             warnings.push(format!("orphaned processes detected count={} processes=\"{listed}\"", orphans.len()));

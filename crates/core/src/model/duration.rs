@@ -1,4 +1,4 @@
-use super::{Error, Result};
+use crate::{Error, Result};
 
 /// The longest duration accepted anywhere (a timeout, a grace period, a wait,
 /// `--older-than`): a year. Anything longer is a typo or an overflow waiting

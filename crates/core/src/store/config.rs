@@ -1,4 +1,4 @@
-use super::{Error, Result};
+use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -115,7 +115,7 @@ impl Config {
     /// Reads `path`; a missing file means all defaults. A symlink in its place
     /// is refused, never followed: it could lead to someone else's hooks.
     pub fn load(path: &Path) -> Result<Config> {
-        let read = super::paths::read_file(path)
+        let read = crate::store::paths::read_file(path)
             .and_then(|bytes| String::from_utf8(bytes).map_err(|_| std::io::Error::other("it is not UTF-8 text")));
         let text = match read {
             Ok(text) => text,
@@ -157,8 +157,8 @@ impl Config {
         if self.logs.max_bytes < 4096 {
             return Err(format!("key `logs.max_bytes`: {} is too small; use at least 4096 bytes", self.logs.max_bytes));
         }
-        if self.logs.keep > super::logs::MAX_KEEP {
-            let max = super::logs::MAX_KEEP;
+        if self.logs.keep > crate::store::logs::MAX_KEEP {
+            let max = crate::store::logs::MAX_KEEP;
             return Err(format!("key `logs.keep`: {} is too many; use 0 to {max} rotated files", self.logs.keep));
         }
         if self.registry.max_jobs == 0 {

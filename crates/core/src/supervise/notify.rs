@@ -3,12 +3,12 @@
 //! status change that causes it), retried with backoff for about a minute,
 //! then kept in a spool that any later `run-bg` invocation drains.
 
-use super::config::{Config, NotifyConfig};
-use super::duration::format_duration_ms;
-use super::job::{DeliveryState, HookRun, Job, JobStatus, Notification};
-use super::paths::{create_private_dir_all, Home};
-use super::registry::{write_json_file, Registry};
-use super::{logs, now_ms, text};
+use crate::store::config::{Config, NotifyConfig};
+use crate::model::duration::format_duration_ms;
+use crate::model::job::{DeliveryState, HookRun, Job, JobStatus, Notification};
+use crate::store::paths::{create_private_dir_all, Home};
+use crate::store::registry::{write_json_file, Registry};
+use crate::{store::logs, now_ms, model::text};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -57,7 +57,7 @@ pub fn has_work(config: &NotifyConfig, job: &Job) -> bool {
 pub fn message_line(job: &Job) -> String {
     // Shown to an agent, and by hooks that print $RUN_BG_MESSAGE: control characters written out.
     let command = text::cut(&text::visible(&job.command).replace('\n', " "), 80);
-    let label = if job.id.starts_with(&super::ids::id_prefix_from_label(&job.label)) {
+    let label = if job.id.starts_with(&crate::model::ids::id_prefix_from_label(&job.label)) {
         String::new()
     } else {
         format!(" \"{}\"", text::cut(&text::visible(&job.label), 40))
@@ -72,7 +72,7 @@ pub fn message_line(job: &Job) -> String {
             "run-bg: {id}{label} ({command}) lost: supervisor and processes gone with no exit status, after {after}; run-bg check {id}"
         ),
         status => {
-            let how = super::job::how_it_ended(job);
+            let how = crate::model::job::how_it_ended(job);
             format!("run-bg: {id}{label} ({command}) {status}, {how}, after {after}; run-bg check {id}")
         }
     }
@@ -141,7 +141,7 @@ pub fn run_hook(command: &str, event: &[u8], job: &Job, message: &str, timeout: 
         duration_ms: started.elapsed().as_millis() as u64,
     };
     let log_dir = Path::new(&job.log_path).parent().map(Path::to_path_buf).unwrap_or_default();
-    let output = super::paths::options_nofollow()
+    let output = crate::store::paths::options_nofollow()
         .create(true)
         .append(true)
         .mode(0o600)
@@ -187,7 +187,7 @@ pub fn run_hook(command: &str, event: &[u8], job: &Job, message: &str, timeout: 
                     (Some(0), _) => finish(Some(0), None),
                     (Some(code), _) => finish(Some(code), Some(format!("exited {code}"))),
                     (None, Some(signal)) => {
-                        finish(None, Some(format!("died of {}", super::job::signal_name(signal))))
+                        finish(None, Some(format!("died of {}", crate::model::job::signal_name(signal))))
                     }
                     _ => finish(None, Some("ended without a status".into())),
                 };
@@ -303,7 +303,7 @@ fn spool_file(home: &Home, event_id: &str) -> PathBuf {
     spool_dir(home).join(format!("{}.json", event_id.replace(':', ".")))
 }
 
-pub fn spool_add(home: &Home, entry: &SpoolEntry) -> super::Result<()> {
+pub fn spool_add(home: &Home, entry: &SpoolEntry) -> crate::Result<()> {
     create_private_dir_all(&spool_dir(home))?;
     write_json_file(&spool_file(home, &entry.event_id), entry, true)
 }
@@ -315,7 +315,7 @@ fn spool_entries(home: &Home) -> Vec<(PathBuf, SpoolEntry)> {
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .filter_map(|p| {
-            let entry = serde_json::from_slice(&super::paths::read_file(&p).ok()?).ok()?;
+            let entry = serde_json::from_slice(&crate::store::paths::read_file(&p).ok()?).ok()?;
             Some((p, entry))
         })
         .collect();
@@ -331,7 +331,7 @@ pub fn spool_due(home: &Home) -> bool {
 }
 
 fn spool_lock(home: &Home) -> Option<std::fs::File> {
-    let file = super::paths::options_nofollow()
+    let file = crate::store::paths::options_nofollow()
         .create(true)
         .truncate(false)
         .write(true)

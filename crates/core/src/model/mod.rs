@@ -1,0 +1,8 @@
+//! What a job is, independent of any process or file: records, statuses, identities, ids, durations, errors, text, and the protocol our processes speak.
+
+pub mod duration;
+pub mod error;
+pub mod ids;
+pub mod job;
+pub mod protocol;
+pub mod text;

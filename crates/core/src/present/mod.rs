@@ -1,0 +1,4 @@
+//! Every text the faces print and every shape they return, built from the verbs' results.
+
+pub mod format;
+pub mod view;

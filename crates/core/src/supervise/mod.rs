@@ -1,0 +1,5 @@
+//! The per-job supervisor: its loop, the job's output pipe, and the notifications it sends when the job ends.
+
+pub mod notify;
+pub mod outpipe;
+pub mod supervisor;

@@ -1,0 +1,5 @@
+//! What the faces ask for: start, check, wait, kill, reconcile, orphans, prune, summary, and process snapshots.
+
+pub mod ops;
+pub mod procs;
+pub mod spawn;
