@@ -51,12 +51,27 @@ export function startJob(home, argv, flags = []) {
   return JSON.parse(r.stdout)
 }
 
+/**
+ * The jobs as readers see them: jobs.json, plus each job's own job.json for
+ * a job the registry has not taken in yet (a start writes job.json first and
+ * adds the registry entry when the lock is free, possibly after it returns).
+ */
 export function readRegistry(home) {
+  let jobs = []
   try {
-    return JSON.parse(fs.readFileSync(path.join(home, 'jobs.json'), 'utf8')).jobs
-  } catch {
-    return []
+    jobs = JSON.parse(fs.readFileSync(path.join(home, 'jobs.json'), 'utf8')).jobs
+  } catch {}
+  const known = new Set(jobs.map((j) => j.id))
+  let dirs = []
+  try {
+    dirs = fs.readdirSync(path.join(home, 'jobs'))
+  } catch {}
+  for (const id of dirs.filter((d) => !known.has(d))) {
+    try {
+      jobs.push(JSON.parse(fs.readFileSync(path.join(home, 'jobs', id, 'job.json'), 'utf8')))
+    } catch {}
   }
+  return jobs
 }
 
 export function checkJson(home, id, extra = []) {
