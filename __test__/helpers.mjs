@@ -133,21 +133,30 @@ export function runNode(script, env) {
   })
 }
 
-/** Every live process whose environment carries the job's cookie, as {pid, start}. */
-export function cookieProcesses(jobId) {
-  const needle = `PROC_MANAGER_JOB=${jobId}\0`
+/**
+ * Every process but this one with its environment, each entry framed by NULs
+ * (`\0KEY=value\0`) so that a search for `\0KEY=` matches whole names only.
+ * Processes whose environment cannot be read (another user's) are left out.
+ */
+export function processEnvironments() {
   const found = []
   for (const name of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue
-    let environ
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue
     try {
-      environ = fs.readFileSync(`/proc/${name}/environ`, 'latin1')
-    } catch {
-      continue
-    }
-    if (!environ.startsWith(needle) && !environ.includes(`\0${needle}`)) continue
-    const start = processStart(Number(name))
-    if (start !== null) found.push({ pid: Number(name), start })
+      found.push({ pid: Number(name), environ: `\0${fs.readFileSync(`/proc/${name}/environ`, 'latin1')}` })
+    } catch {}
+  }
+  return found
+}
+
+/** Every live process whose environment carries the job's cookie, as {pid, start}. */
+export function cookieProcesses(jobId) {
+  const needle = `\0PROC_MANAGER_JOB=${jobId}\0`
+  const found = []
+  for (const { pid, environ } of processEnvironments()) {
+    if (!environ.includes(needle)) continue
+    const start = processStart(pid)
+    if (start !== null) found.push({ pid, start })
   }
   return found
 }
@@ -243,15 +252,7 @@ export const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
  */
 export function waitForQuiet(home, timeout = 20_000) {
   const mine = `\0PROC_MANAGER_HOME=${home}\0`
-  const busy = () => fs.readdirSync('/proc').some((name) => {
-    if (!/^\d+$/.test(name) || Number(name) === process.pid) return false
-    let environ
-    try {
-      environ = `\0${fs.readFileSync(`/proc/${name}/environ`, 'latin1')}`
-    } catch {
-      return false
-    }
-    return environ.includes(mine) && environ.includes('\0PROC_MANAGER_SUPERVISOR=') && processStart(Number(name)) !== null
-  })
+  const busy = () => processEnvironments().some(({ pid, environ }) =>
+    environ.includes(mine) && environ.includes('\0PROC_MANAGER_SUPERVISOR=') && processStart(pid) !== null)
   return waitFor(() => !busy(), { timeout, what: 'proc-manager to finish its background work' })
 }
