@@ -3,7 +3,18 @@ fn main() {
     // applies thousands of relocations and faults more pages per exec, and
     // keeps those pages private to each idle supervisor instead of shared.
     // run-bg listens on no socket.
-    if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
+    //
+    // Only for a dynamically linked run-bg. A statically linked one (musl's
+    // default, crt-static) is a static PIE: rustc has already chosen musl's
+    // self-relocating start file (rcrt1.o), whose first act is to read the
+    // PIE's own _DYNAMIC; `-no-pie` drops that section and the binary
+    // segfaults before main. A static non-PIE needs rustc to choose crt1.o:
+    // `-C relocation-model=static`, which scripts/build-target.mjs passes.
+    let linux = std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux");
+    let crt_static = std::env::var("CARGO_CFG_TARGET_FEATURE")
+        .map(|features| features.split(',').any(|f| f == "crt-static"))
+        .unwrap_or(false);
+    if linux && !crt_static {
         println!("cargo:rustc-link-arg-bins=-no-pie");
     }
 }

@@ -210,9 +210,13 @@ fn fill_random(buf: &mut [u8]) -> std::io::Result<()> {
     {
         let mut filled = 0;
         while filled < buf.len() {
+            // The raw syscall, not glibc's wrapper: that one needs glibc 2.25,
+            // and the prebuilt packages promise 2.17.
             // SAFETY: the pointer and length describe the unfilled tail of `buf`,
             // which getrandom writes at most that many bytes into.
-            let n = unsafe { libc::getrandom(buf[filled..].as_mut_ptr().cast(), buf.len() - filled, 0) };
+            let n = unsafe {
+                libc::syscall(libc::SYS_getrandom, buf[filled..].as_mut_ptr(), buf.len() - filled, 0 as libc::c_uint)
+            };
             if n < 0 {
                 let e = std::io::Error::last_os_error();
                 match e.raw_os_error() {

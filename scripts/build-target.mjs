@@ -1,0 +1,166 @@
+#!/usr/bin/env node
+// Builds the Node addon and the run-bg executable for one Rust target and
+// lays them out as that target's napi-rs platform package:
+//
+//   npm/<abi>/package.json               name proc-manager-<abi>, os, cpu, libc
+//   npm/<abi>/proc-manager.<abi>.node    the addon (`main`)
+//   npm/<abi>/native/run-bg              the CLI and supervisor; the addon looks
+//                                        for it under native/ next to itself
+//
+// usage: node scripts/build-target.mjs <rust-target> [--manifest-only]
+//        node scripts/build-target.mjs --list
+//
+// --manifest-only writes npm/<abi>/package.json and builds nothing (for the
+// targets a machine cannot build, such as macOS ones on Linux).
+//
+// Linux targets cross-compile with cargo-zigbuild, which links with zig:
+//   glibc: against the symbol versions of glibc GLIBC_FLOOR (2.17), whatever
+//          the build machine's glibc is.
+//   musl:  the addon dynamically against musl (Node on Alpine loads it with
+//          musl's loader; a static addon would carry a second libc), run-bg
+//          statically (no loader, no libc needed at run time).
+// Needs: rustup target add <target>; cargo install cargo-zigbuild; zig
+// (pip install ziglang). macOS targets build natively with plain cargo.
+// The result is checked with check-artifacts.mjs (architecture, glibc
+// floor, static run-bg for musl).
+import { spawnSync } from 'node:child_process'
+import fs from 'node:fs'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { GLIBC_FLOOR, checkPackage } from './check-artifacts.mjs'
+
+const TARGETS = {
+  'x86_64-unknown-linux-gnu': { abi: 'linux-x64-gnu', os: 'linux', cpu: 'x64', libc: 'glibc' },
+  'aarch64-unknown-linux-gnu': { abi: 'linux-arm64-gnu', os: 'linux', cpu: 'arm64', libc: 'glibc' },
+  'x86_64-unknown-linux-musl': { abi: 'linux-x64-musl', os: 'linux', cpu: 'x64', libc: 'musl' },
+  'aarch64-unknown-linux-musl': { abi: 'linux-arm64-musl', os: 'linux', cpu: 'arm64', libc: 'musl' },
+  'x86_64-apple-darwin': { abi: 'darwin-x64', os: 'darwin', cpu: 'x64' },
+  'aarch64-apple-darwin': { abi: 'darwin-arm64', os: 'darwin', cpu: 'arm64' },
+}
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'))
+const binaryName = pkg.napi?.binaryName ?? pkg.name
+
+function die(message) {
+  console.error(`build-target: ${message}`)
+  process.exit(1)
+}
+
+const args = process.argv.slice(2)
+if (args.includes('--list')) {
+  for (const [triple, t] of Object.entries(TARGETS)) console.log(`${triple}\t${t.abi}`)
+  process.exit(0)
+}
+const manifestOnly = args.includes('--manifest-only')
+const positional = args.filter((a) => !a.startsWith('--'))
+const unknown = args.filter((a) => a.startsWith('--') && a !== '--manifest-only')
+if (unknown.length || positional.length !== 1) {
+  die(
+    `${unknown.length ? `unknown option ${unknown[0]}` : 'expected exactly one Rust target'}; ` +
+      `usage: build-target.mjs <target> [--manifest-only]; targets: ${Object.keys(TARGETS).join(', ')}`,
+  )
+}
+const triple = positional[0]
+const target = TARGETS[triple]
+if (!target) die(`unknown target '${triple}'; accepted: ${Object.keys(TARGETS).join(', ')}`)
+
+const outDir = path.join(root, 'npm', target.abi)
+const targetDir = process.env.CARGO_TARGET_DIR ? path.resolve(root, process.env.CARGO_TARGET_DIR) : path.join(root, 'target')
+const addonName = `${binaryName}.${target.abi}.node`
+
+function writeManifest() {
+  const manifest = {
+    name: `${pkg.name}-${target.abi}`,
+    version: pkg.version,
+    description: `The ${target.abi} addon and run-bg executable of ${pkg.name}`,
+    license: pkg.license,
+    os: [target.os],
+    cpu: [target.cpu],
+    ...(target.libc ? { libc: [target.libc] } : {}),
+    main: addonName,
+    files: [addonName, 'native/run-bg'],
+    ...(pkg.engines ? { engines: pkg.engines } : {}),
+  }
+  fs.mkdirSync(outDir, { recursive: true })
+  fs.writeFileSync(path.join(outDir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`)
+}
+
+writeManifest()
+if (manifestOnly) {
+  console.log(`build-target: wrote ${path.relative(root, path.join(outDir, 'package.json'))}`)
+  process.exit(0)
+}
+
+// One cargo invocation; returns its wall time in seconds.
+function cargo(argv, rustflags, label) {
+  const env = { ...process.env }
+  if (rustflags) env.RUSTFLAGS = [process.env.RUSTFLAGS, rustflags].filter(Boolean).join(' ')
+  console.log(`build-target: ${rustflags ? `RUSTFLAGS='${env.RUSTFLAGS}' ` : ''}cargo ${argv.join(' ')}`)
+  const started = process.hrtime.bigint()
+  const result = spawnSync('cargo', argv, { cwd: root, env, stdio: 'inherit' })
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9
+  if (result.error) die(`cannot run cargo (${result.error.message}); install Rust from https://rustup.rs`)
+  if (result.status !== 0) die(`${label} build failed (cargo exited ${result.status ?? result.signal})`)
+  return { label, seconds }
+}
+
+const builds = []
+let addonFrom
+let runBgFrom
+if (target.os === 'darwin') {
+  builds.push(cargo(['build', '--release', '--target', triple, '-p', 'proc-manager-node', '-p', 'proc-manager-cli'], null, 'addon + run-bg'))
+  const dir = path.join(targetDir, triple, 'release')
+  addonFrom = path.join(dir, 'libproc_manager.dylib')
+  runBgFrom = path.join(dir, 'run-bg')
+} else if (target.libc === 'glibc') {
+  // The `.2.17` suffix is cargo-zigbuild's: zig links against that glibc's
+  // symbol versions. Artifacts land under target/<triple>/ without it.
+  builds.push(
+    cargo(['zigbuild', '--release', '--target', `${triple}.${GLIBC_FLOOR}`, '-p', 'proc-manager-node', '-p', 'proc-manager-cli'], null, 'addon + run-bg'),
+  )
+  const dir = path.join(targetDir, triple, 'release')
+  addonFrom = path.join(dir, 'libproc_manager.so')
+  runBgFrom = path.join(dir, 'run-bg')
+} else {
+  // musl's default is crt-static, under which rustc builds no cdylib at all.
+  builds.push(
+    cargo(['zigbuild', '--release', '--target', triple, '-p', 'proc-manager-node'], '-C target-feature=-crt-static', 'addon'),
+  )
+  addonFrom = path.join(targetDir, triple, 'release', 'libproc_manager.so')
+  // Static and not a PIE (see build.rs): relocation-model=static makes rustc
+  // link with crt1.o instead of the self-relocating static-PIE start file.
+  // Other RUSTFLAGS than the addon's, so its own target dir: sharing one,
+  // each build would invalidate the other's cache.
+  const staticDir = path.join(targetDir, 'static')
+  builds.push(
+    cargo(
+      ['zigbuild', '--release', '--target', triple, '-p', 'proc-manager-cli', '--target-dir', staticDir],
+      '-C target-feature=+crt-static -C relocation-model=static',
+      'run-bg (static)',
+    ),
+  )
+  runBgFrom = path.join(staticDir, triple, 'release', 'run-bg')
+}
+
+// Copy to a temp name and rename, so a process that has the old file mapped
+// keeps its inode.
+function install(from, to) {
+  if (!fs.existsSync(from)) die(`the build finished but ${path.relative(root, from)} does not exist`)
+  fs.mkdirSync(path.dirname(to), { recursive: true })
+  const tmp = `${to}.tmp-${process.pid}`
+  fs.copyFileSync(from, tmp)
+  fs.chmodSync(tmp, 0o755)
+  fs.renameSync(tmp, to)
+}
+const addonTo = path.join(outDir, addonName)
+const runBgTo = path.join(outDir, 'native', 'run-bg')
+install(addonFrom, addonTo)
+install(runBgFrom, runBgTo)
+
+const { files, problems } = checkPackage(outDir)
+for (const f of files) {
+  console.log(`build-target: ${f.file}: ${f.size} bytes (${(f.size / 1048576).toFixed(2)} MiB)${f.notes.length ? `, ${f.notes.join(', ')}` : ''}`)
+}
+for (const b of builds) console.log(`build-target: ${b.label}: ${b.seconds.toFixed(1)} s`)
+if (problems.length) die(problems.join('; '))
