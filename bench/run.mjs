@@ -85,12 +85,29 @@ function mustRunBg(home, args, options) {
 
 const startJson = (home, argv, label) => JSON.parse(mustRunBg(home, ['--json', '--label', label, '--', ...argv]).stdout)
 
+/**
+ * The jobs as run-bg's readers see them: each job's own job.json (written
+ * first, and the first to hold an outcome) over its jobs.json entry (which
+ * the registry takes in when its lock is free).
+ */
 function readJobs(home) {
+  let jobs = []
   try {
-    return JSON.parse(fs.readFileSync(path.join(home, 'jobs.json'), 'utf8')).jobs
-  } catch {
-    return [] // absent, or (never expected: writes are atomic) unreadable
+    jobs = JSON.parse(fs.readFileSync(path.join(home, 'jobs.json'), 'utf8')).jobs
+  } catch {} // absent, or (never expected: writes are atomic) unreadable
+  const byId = new Map(jobs.map((j) => [j.id, j]))
+  let dirs = []
+  try {
+    dirs = fs.readdirSync(path.join(home, 'jobs'))
+  } catch {}
+  for (const id of dirs) {
+    try {
+      const own = JSON.parse(fs.readFileSync(path.join(home, 'jobs', id, 'job.json'), 'utf8'))
+      const listed = byId.get(id)
+      if (!listed || (FINAL.has(own.status) && !FINAL.has(listed.status))) byId.set(id, own)
+    } catch {}
   }
+  return [...byId.values()]
 }
 
 /** Every home gets a config.json. Notifications are off unless a group sets a
@@ -384,12 +401,14 @@ function whenEnded(home) {
     if (job && FINAL.has(job.status)) finish(null, { t: now(), job })
   }
   const watcher = fs.watch(home, look)
-  const poll = setInterval(look, 25) // safety net only; inotify sees the registry's rename first
+  let jobWatcher = null // the job's directory: its job.json holds the outcome first
+  const poll = setInterval(look, 25) // safety net only; inotify sees the renames first
   const timer = setTimeout(() => finish(new Error(`job ${id} did not end in 300 s`)), 300_000)
   function finish(error, value) {
     if (finished) return
     finished = true
     watcher.close()
+    jobWatcher?.close()
     clearInterval(poll)
     clearTimeout(timer)
     error ? settle.reject(error) : settle.resolve(value)
@@ -397,6 +416,9 @@ function whenEnded(home) {
   return {
     track(jobId) {
       id = jobId
+      try {
+        jobWatcher = fs.watch(path.join(home, 'jobs', jobId), look)
+      } catch {}
       look()
       return done
     },
