@@ -1,0 +1,38 @@
+//! `run-bg wait <id>...`: blocks until the jobs end; exits with the job's own
+//! exit code, 124 when `--timeout` passes first.
+
+use crate::{parse_dur, print_json};
+use proc_manager_core::model::job::JobStatus;
+use proc_manager_core::present::format;
+use proc_manager_core::present::view::{shell_exit_code, JobView};
+use proc_manager_core::verbs::ops::Context;
+use proc_manager_core::Result;
+
+pub fn run(context: &Context, ids: &[String], timeout: Option<String>, json: bool) -> Result<i32> {
+    let timeout = parse_dur("--timeout", &timeout)?;
+    let outcome = context.wait(ids, timeout)?;
+    if json {
+        print_json(&serde_json::json!({
+            "timedOut": outcome.timed_out,
+            "jobs": outcome.jobs.iter().map(JobView::from).collect::<Vec<_>>(),
+        }));
+    } else {
+        for job in &outcome.jobs {
+            outln!("{}", format::header(job, ""));
+            if let Some(line) = format::lingering_line(job, &context.lingering(job)) {
+                outln!("{line}");
+            }
+        }
+    }
+    if outcome.timed_out {
+        if !json {
+            eprintln!("run-bg: wait timed out; the job is still running");
+        }
+        return Ok(124);
+    }
+    Ok(match outcome.jobs.as_slice() {
+        [job] => shell_exit_code(job),
+        jobs if jobs.iter().all(|j| j.status == JobStatus::Success) => 0,
+        _ => 1,
+    })
+}
