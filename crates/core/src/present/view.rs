@@ -135,3 +135,80 @@ pub fn shell_exit_code(job: &Job) -> i32 {
         (None, None) => 1,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::job::sample_job;
+
+    fn ended(status: JobStatus, exit_code: Option<i32>, signal: Option<&str>) -> Job {
+        let mut job = sample_job(status);
+        job.exit_code = exit_code;
+        job.signal = signal.map(str::to_string);
+        job
+    }
+
+    #[test]
+    fn a_job_that_exited_hands_on_its_own_exit_code() {
+        assert_eq!(shell_exit_code(&ended(JobStatus::Success, Some(0), None)), 0);
+        assert_eq!(shell_exit_code(&ended(JobStatus::Failed, Some(3), None)), 3);
+        assert_eq!(shell_exit_code(&ended(JobStatus::Failed, Some(255), None)), 255);
+    }
+
+    #[test]
+    fn a_job_that_died_of_a_signal_hands_on_128_plus_the_signal() {
+        assert_eq!(shell_exit_code(&ended(JobStatus::Failed, None, Some("SIGKILL"))), 137);
+        assert_eq!(shell_exit_code(&ended(JobStatus::Failed, None, Some("SIGSEGV"))), 139);
+        assert_eq!(shell_exit_code(&ended(JobStatus::Killed, None, Some("SIGKILL"))), 137, "killed after the grace period");
+        assert_eq!(shell_exit_code(&ended(JobStatus::Timeout, None, Some("SIGTERM"))), 143);
+    }
+
+    #[test]
+    fn a_job_ended_by_us_is_never_a_success() {
+        // It caught SIGTERM and exited 0, or no status was recorded at all.
+        assert_eq!(shell_exit_code(&ended(JobStatus::Killed, Some(0), None)), 143);
+        assert_eq!(shell_exit_code(&ended(JobStatus::Timeout, Some(0), None)), 143);
+        assert_eq!(shell_exit_code(&ended(JobStatus::Killed, None, None)), 143);
+        assert_eq!(shell_exit_code(&ended(JobStatus::Timeout, None, None)), 143);
+        // Its own non-zero code on the way out is handed on as it is.
+        assert_eq!(shell_exit_code(&ended(JobStatus::Killed, Some(2), None)), 2);
+    }
+
+    #[test]
+    fn a_job_without_exit_status_or_known_signal_hands_on_1() {
+        assert_eq!(shell_exit_code(&ended(JobStatus::Lost, None, None)), 1);
+        assert_eq!(shell_exit_code(&ended(JobStatus::Failed, None, None)), 1, "could not start");
+        assert_eq!(shell_exit_code(&ended(JobStatus::Failed, None, Some("SIG64"))), 1, "a signal name not read back");
+        assert_eq!(shell_exit_code(&ended(JobStatus::Orphaned, None, None)), 1);
+    }
+
+    #[test]
+    fn memory_is_shown_in_mib_to_one_decimal() {
+        assert_eq!(kb_to_mb(0), 0.0);
+        assert_eq!(kb_to_mb(1024), 1.0);
+        assert_eq!(kb_to_mb(1536), 1.5);
+        assert_eq!(kb_to_mb(1540), 1.5);
+        assert_eq!(kb_to_mb(1100), 1.1);
+    }
+
+    #[test]
+    fn a_job_view_has_the_fields_spec_names_in_camel_case() {
+        let mut job = ended(JobStatus::Failed, Some(3), None);
+        job.peak_rss_kb = Some(2048);
+        let value = serde_json::to_value(JobView::from(&job)).unwrap();
+        let mut keys: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "command", "context", "cwd", "durationMs", "endedAt", "error", "exitCode", "hooks", "jobId", "label",
+                "logPath", "notification", "owner", "peakRssMb", "pid", "signal", "startedAt", "status"
+            ]
+        );
+        assert_eq!(value["status"], "failed");
+        assert_eq!(value["exitCode"], 3);
+        assert_eq!(value["pid"], 4242);
+        assert_eq!(value["peakRssMb"], 2.0);
+        assert_eq!(value["durationMs"], 2 * 3_600_000 + 13 * 60_000);
+    }
+}
