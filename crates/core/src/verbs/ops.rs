@@ -905,3 +905,36 @@ fn non_blank() -> &'static regex::Regex {
     static PATTERN: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     PATTERN.get_or_init(|| regex::Regex::new(r"\S").expect("valid pattern"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::job::sample_job;
+
+    #[test]
+    fn a_kill_is_recorded_over_a_running_orphaned_or_lost_job() {
+        for status in [JobStatus::Running, JobStatus::Orphaned] {
+            let mut job = sample_job(status);
+            assert!(mark_killed(&mut job), "{status}");
+            assert_eq!(job.status, JobStatus::Killed);
+            assert!(job.ended_at.is_some(), "{status}: the end is dated");
+        }
+        // Lost meanwhile: its watcher saw the processes end under our signals.
+        let mut lost = sample_job(JobStatus::Lost);
+        lost.error = Some("no exit status was recorded".into());
+        let ended_at = lost.ended_at;
+        assert!(mark_killed(&mut lost));
+        assert_eq!((lost.status, lost.error.as_deref(), lost.ended_at), (JobStatus::Killed, None, ended_at));
+    }
+
+    #[test]
+    fn a_kill_never_overwrites_an_outcome() {
+        for status in [JobStatus::Success, JobStatus::Failed, JobStatus::Killed, JobStatus::Timeout] {
+            let mut job = sample_job(status);
+            job.exit_code = Some(0);
+            let before = job.clone();
+            assert!(!mark_killed(&mut job), "{status}");
+            assert_eq!(job, before, "{status}");
+        }
+    }
+}

@@ -320,3 +320,60 @@ pub fn spawn_detached_with_stdin(
         .spawn()?;
     child.wait().map(|_| ())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[test]
+    fn plain_words_are_shown_as_they_are() {
+        assert_eq!(display_argv(&argv(&["npm", "run", "build"])), "npm run build");
+        assert_eq!(
+            display_argv(&argv(&["./x.sh", "--out=/tmp/a_b", "user@host:22", "50%", "a+b,c"])),
+            "./x.sh --out=/tmp/a_b user@host:22 50% a+b,c"
+        );
+    }
+
+    #[test]
+    fn words_a_shell_would_split_or_expand_are_quoted() {
+        assert_eq!(display_argv(&argv(&["sh", "-c", "echo hi; exit 3"])), "sh -c 'echo hi; exit 3'");
+        assert_eq!(display_argv(&argv(&["echo", "$HOME", "*", "a|b", "~"])), "echo '$HOME' '*' 'a|b' '~'");
+        assert_eq!(display_argv(&argv(&["printf", ""])), "printf ''", "an empty argument stays visible");
+        assert_eq!(display_argv(&argv(&["echo", "naïve"])), "echo 'naïve'");
+    }
+
+    #[test]
+    fn a_single_quote_inside_a_word_is_closed_escaped_and_reopened() {
+        assert_eq!(display_argv(&argv(&["echo", "it's"])), r"echo 'it'\''s'");
+        assert_eq!(display_argv(&argv(&["'"])), r"''\'''");
+    }
+
+    #[test]
+    fn no_argv_shows_as_nothing() {
+        assert_eq!(display_argv(&[]), "");
+    }
+
+    #[test]
+    fn env_assignments_split_at_the_first_equals_sign() {
+        assert_eq!(parse_env_assignment("NODE_ENV=test").unwrap(), ("NODE_ENV".into(), "test".into()));
+        assert_eq!(parse_env_assignment("A=b=c").unwrap(), ("A".into(), "b=c".into()));
+        assert_eq!(parse_env_assignment("EMPTY=").unwrap(), ("EMPTY".into(), String::new()));
+        for bad in ["NOEQUALS", "=value", ""] {
+            let error = parse_env_assignment(bad).unwrap_err().to_string();
+            assert!(error.contains("expected KEY=VALUE"), "{bad:?}: {error}");
+        }
+        assert!(parse_env_assignment("K=a\0b").unwrap_err().to_string().contains("NUL"));
+    }
+
+    #[test]
+    fn the_default_label_is_the_program_name_without_its_directory() {
+        assert_eq!(default_label(&StartRequest::program(argv(&["/usr/bin/python3", "x.py"]))), "python3");
+        assert_eq!(default_label(&StartRequest::shell("  npm test && echo ok")), "npm");
+        assert_eq!(default_label(&StartRequest::shell("./scripts/build.sh --fast")), "build.sh");
+        assert_eq!(default_label(&StartRequest::shell("   ")), "job");
+    }
+}
