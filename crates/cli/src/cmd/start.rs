@@ -5,7 +5,6 @@ use crate::{load_context, parse_dur, print_json, StartCli};
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::format;
 use proc_manager_core::present::view::shell_exit_code;
-use proc_manager_core::verbs::ops::TailQuery;
 use proc_manager_core::verbs::spawn::{parse_env_assignment, start_job, StartRequest};
 use proc_manager_core::{Error, Result};
 
@@ -43,10 +42,8 @@ pub fn run(cli: StartCli) -> Result<i32> {
         Err(e) => return Err(e),
     };
 
-    if let Some(wait_for) = yield_for {
-        let outcome = context.wait(std::slice::from_ref(&started.job_id), Some(wait_for))?;
-        if !outcome.timed_out {
-            let check = context.check(&started.job_id, &TailQuery::new(None, None)?)?;
+    if let Some(yield_for) = yield_for {
+        if let Some(check) = context.yield_to(&started.job_id, yield_for)? {
             super::check::print(&check, cli.json);
             return Ok(shell_exit_code(&check.job));
         }

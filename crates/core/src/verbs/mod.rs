@@ -3,3 +3,4 @@
 pub mod ops;
 pub mod procs;
 pub mod spawn;
+pub mod yielding;
