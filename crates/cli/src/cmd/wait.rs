@@ -2,9 +2,8 @@
 //! exit code, 124 when `--timeout` passes first.
 
 use crate::{parse_dur, print_json};
-use proc_manager_core::model::job::JobStatus;
 use proc_manager_core::present::format;
-use proc_manager_core::present::view::{shell_exit_code, JobView};
+use proc_manager_core::present::view::{wait_exit_code, JobView};
 use proc_manager_core::verbs::ops::Context;
 use proc_manager_core::Result;
 
@@ -24,15 +23,8 @@ pub fn run(context: &Context, ids: &[String], timeout: Option<String>, json: boo
             }
         }
     }
-    if outcome.timed_out {
-        if !json {
-            eprintln!("run-bg: wait timed out; the job is still running");
-        }
-        return Ok(124);
+    if outcome.timed_out && !json {
+        eprintln!("run-bg: wait timed out; the job is still running");
     }
-    Ok(match outcome.jobs.as_slice() {
-        [job] => shell_exit_code(job),
-        jobs if jobs.iter().all(|j| j.status == JobStatus::Success) => 0,
-        _ => 1,
-    })
+    Ok(wait_exit_code(&outcome))
 }

@@ -3,6 +3,7 @@
 
 use crate::model::job::{Job, JobStatus};
 use crate::os::procinfo::ProcessEntry;
+use crate::verbs::ops::WaitOutcome;
 use crate::now_ms;
 use serde::Serialize;
 
@@ -136,6 +137,21 @@ pub fn shell_exit_code(job: &Job) -> i32 {
     }
 }
 
+/// The exit status of a wait for `outcome`'s jobs, as `run-bg wait` exits
+/// and the JS API's `shellExitCode` says: 124 (as timeout(1)) when the wait's
+/// own time limit passed first, one job's own status (`shell_exit_code`),
+/// and for several jobs 0 only when every one succeeded, else 1.
+pub fn wait_exit_code(outcome: &WaitOutcome) -> i32 {
+    if outcome.timed_out {
+        return 124;
+    }
+    match outcome.jobs.as_slice() {
+        [job] => shell_exit_code(job),
+        jobs if jobs.iter().all(|j| j.status == JobStatus::Success) => 0,
+        _ => 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,5 +226,37 @@ mod tests {
         assert_eq!(value["pid"], 4242);
         assert_eq!(value["peakRssMb"], 2.0);
         assert_eq!(value["durationMs"], 2 * 3_600_000 + 13 * 60_000);
+    }
+
+    #[test]
+    fn a_wait_exits_124_when_its_own_time_limit_passes_first() {
+        let running = sample_job(JobStatus::Running);
+        assert_eq!(wait_exit_code(&WaitOutcome { jobs: vec![running.clone()], timed_out: true }), 124);
+        let done = ended(JobStatus::Success, Some(0), None);
+        assert_eq!(wait_exit_code(&WaitOutcome { jobs: vec![done, running], timed_out: true }), 124);
+    }
+
+    #[test]
+    fn a_wait_for_one_job_exits_as_the_job_did() {
+        for job in [
+            ended(JobStatus::Success, Some(0), None),
+            ended(JobStatus::Failed, Some(3), None),
+            ended(JobStatus::Killed, Some(0), None),
+            ended(JobStatus::Failed, None, Some("SIGKILL")),
+            ended(JobStatus::Lost, None, None),
+        ] {
+            let code = shell_exit_code(&job);
+            assert_eq!(wait_exit_code(&WaitOutcome { jobs: vec![job], timed_out: false }), code);
+        }
+    }
+
+    #[test]
+    fn a_wait_for_several_jobs_exits_0_only_when_all_succeeded() {
+        let ok = || ended(JobStatus::Success, Some(0), None);
+        assert_eq!(wait_exit_code(&WaitOutcome { jobs: vec![ok(), ok()], timed_out: false }), 0);
+        let failed = ended(JobStatus::Failed, Some(3), None);
+        assert_eq!(wait_exit_code(&WaitOutcome { jobs: vec![ok(), failed], timed_out: false }), 1, "1, not the 3");
+        let killed = ended(JobStatus::Killed, None, Some("SIGTERM"));
+        assert_eq!(wait_exit_code(&WaitOutcome { jobs: vec![killed, ok()], timed_out: false }), 1);
     }
 }
