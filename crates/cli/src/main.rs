@@ -7,6 +7,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use proc_manager_core::model::duration::parse_duration_ms;
+use proc_manager_core::model::protocol::{Errand, SUPERVISE};
 use proc_manager_core::model::text::visible;
 use proc_manager_core::verbs::ops::Context;
 use proc_manager_core::{Error, Result};
@@ -245,12 +246,11 @@ enum Sub {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    match args.get(1).map(String::as_str) {
-        Some("__supervise") => std::process::exit(cmd::supervise::run()),
-        Some("__announce") => std::process::exit(cmd::announce::run(&args)),
-        Some("__deliver") => std::process::exit(cmd::deliver::run()),
-        Some("__watch") => std::process::exit(cmd::watch::run(&args)),
-        _ => {}
+    if args.get(1).map(String::as_str) == Some(SUPERVISE) {
+        std::process::exit(cmd::supervise::run());
+    }
+    if let Some(errand) = Errand::parse(args.get(1..).unwrap_or_default()) {
+        std::process::exit(cmd::run_errand(errand));
     }
     // As a command-line tool, end quietly when the reader goes away
     // (`run-bg list | head`), as Unix tools do, instead of panicking on EPIPE.

@@ -3,13 +3,12 @@
 
 use proc_manager_core::model::job::JobStatus;
 use proc_manager_core::supervise::notify;
+use proc_manager_core::verbs::ops::Context;
 
-pub fn run(args: &[String]) -> i32 {
-    let Some(context) = super::background_context() else { return 1 };
-    let Some(id) = args.get(2) else { return 2 };
-    match context.registry().get(id) {
+pub fn run(context: &Context, job_id: &str, claimed: Option<JobStatus>) -> i32 {
+    match context.registry().get(job_id) {
         Ok(mut job) => {
-            if let Some(claimed) = args.get(3).and_then(|s| JobStatus::parse(s)) {
+            if let Some(claimed) = claimed {
                 job.status = claimed;
             }
             notify::announce(&context.home, &context.config, &job);

@@ -2,9 +2,9 @@
 //! background.
 
 use proc_manager_core::supervise::notify;
+use proc_manager_core::verbs::ops::Context;
 
-pub fn run() -> i32 {
-    let Some(context) = super::background_context() else { return 1 };
+pub fn run(context: &Context) -> i32 {
     notify::drain_spool(&context.home, &context.config);
     0
 }

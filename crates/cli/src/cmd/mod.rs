@@ -17,12 +17,21 @@ pub mod supervise;
 pub mod wait;
 pub mod watch;
 
+use proc_manager_core::model::protocol::Errand;
 use proc_manager_core::verbs::ops::Context;
 
-/// What the hidden background modes (`__announce`, `__deliver`, `__watch`)
-/// start with: detached from whoever started them, in the home's context.
-/// `None` when either fails; they then exit 1.
-fn background_context() -> Option<Context> {
-    proc_manager_core::supervise::supervisor::detach().ok()?;
-    Context::load().ok()
+/// The hidden background modes the core starts (`__announce`, `__deliver`,
+/// `__watch`): detached from whoever started them, in the home's context;
+/// exit 1 when either fails, 2 when the core asked badly.
+pub fn run_errand(errand: Result<Errand, String>) -> i32 {
+    if proc_manager_core::supervise::supervisor::detach().is_err() {
+        return 1;
+    }
+    let Ok(context) = Context::load() else { return 1 };
+    match errand {
+        Ok(Errand::Announce { job_id, claimed }) => announce::run(&context, &job_id, claimed),
+        Ok(Errand::Deliver) => deliver::run(&context),
+        Ok(Errand::Watch { job_id }) => watch::run(context, &job_id),
+        Err(_) => 2,
+    }
 }

@@ -4,12 +4,8 @@
 use proc_manager_core::verbs::ops::Context;
 use std::os::unix::fs::OpenOptionsExt;
 
-pub fn run(args: &[String]) -> i32 {
-    let Some(context) = super::background_context() else { return 1 };
-    let Some(id) = args.get(2) else { return 2 };
-    if proc_manager_core::model::ids::validate_job_id(id).is_err() {
-        return 2;
-    }
+/// `id` is a valid job id (`Errand::parse` checks it): it names a directory.
+pub fn run(context: Context, id: &str) -> i32 {
     // What it cannot do (log the orphan's output) is said where the supervisor's errors go.
     let errors = std::fs::OpenOptions::new()
         .create(true)

@@ -6,7 +6,7 @@ use crate::model::job::{Job, JobStatus, ProcessIdentity};
 use crate::store::paths::{create_private_dir_all, Home};
 use crate::os::procinfo::{self, ProcessEntry, SignalOutcome};
 use crate::store::registry::{write_json_file, Patience, Registry};
-use crate::model::protocol::{KillRequest, KILL_REQUEST_FILE};
+use crate::model::protocol::{Errand, KillRequest, KILL_REQUEST_FILE};
 use crate::model::duration::format_duration_ms;
 use crate::os::tree::Tree;
 use crate::{store::digest, os::tree, supervise::notify, now_ms, supervise::outpipe, verbs::spawn, model::text, Error, Result};
@@ -60,14 +60,15 @@ impl Context {
     pub fn with_runner(mut self, runner: PathBuf) -> Context {
         self.runner = Some(runner);
         if notify::spool_due(&self.home) {
-            self.run_in_background(&["__deliver"]);
+            self.run_in_background(Errand::Deliver);
         }
         self
     }
 
-    fn run_in_background(&self, args: &[&str]) {
+    fn run_in_background(&self, errand: Errand) {
         if let Some(runner) = &self.runner {
-            if let Err(e) = spawn::spawn_detached(runner, &self.home, args) {
+            let args = errand.args();
+            if let Err(e) = spawn::spawn_detached(runner, &self.home, &args) {
                 eprintln!("run-bg: cannot start background `{}`: {e}", args.join(" "));
             }
         }
@@ -87,7 +88,7 @@ impl Context {
         if announce {
             // The status claimed here is the one announced, even if the job
             // has moved on (orphaned, then lost) by the time the announcer runs.
-            self.run_in_background(&["__announce", id, job.status.as_str()]);
+            self.run_in_background(Errand::Announce { job_id: id.to_string(), claimed: Some(job.status) });
         }
         Ok(job)
     }
@@ -288,7 +289,8 @@ impl Context {
             Ok(Some(pipe)) => std::process::Stdio::from(pipe),
             _ => std::process::Stdio::null(),
         };
-        if let Err(e) = spawn::spawn_detached_with_stdin(runner, &self.home, &["__watch", id], stdin) {
+        let args = Errand::Watch { job_id: id.to_string() }.args();
+        if let Err(e) = spawn::spawn_detached_with_stdin(runner, &self.home, &args, stdin) {
             eprintln!("run-bg: cannot start background `__watch {id}`: {e}");
         }
     }

@@ -5,7 +5,7 @@ use crate::model::ids::{id_prefix_from_label, random_suffix};
 use crate::model::job::{Job, JobStatus};
 use crate::verbs::ops::Context;
 use crate::store::registry::Patience;
-use crate::model::protocol::{parse_ready_line, JOB_COOKIE, SUPERVISOR_MARK};
+use crate::model::protocol::{parse_ready_line, JOB_COOKIE, SUPERVISE, SUPERVISOR_MARK};
 use crate::supervise::supervisor::SupervisorSpec;
 use crate::model::text::visible;
 use crate::{now_ms, Error, Result};
@@ -266,7 +266,7 @@ fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::
         .map(Stdio::from)
         .unwrap_or_else(|_| Stdio::null());
     let mut child = Command::new(exe)
-        .arg("__supervise")
+        .arg(SUPERVISE)
         .arg(&spec.job.id)
         // Started from inside another job, the supervisor is not part of it.
         .env_remove(JOB_COOKIE)
@@ -297,7 +297,7 @@ fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::
 /// Runs `run-bg <args>` in the background with the given home; the program
 /// detaches itself at once (`supervisor::detach`), so the wait here is short
 /// and leaves no zombie behind.
-pub fn spawn_detached(runner: &Path, home: &crate::store::paths::Home, args: &[&str]) -> std::io::Result<()> {
+pub fn spawn_detached(runner: &Path, home: &crate::store::paths::Home, args: &[String]) -> std::io::Result<()> {
     spawn_detached_with_stdin(runner, home, args, Stdio::null())
 }
 
@@ -306,7 +306,7 @@ pub fn spawn_detached(runner: &Path, home: &crate::store::paths::Home, args: &[&
 pub fn spawn_detached_with_stdin(
     runner: &Path,
     home: &crate::store::paths::Home,
-    args: &[&str],
+    args: &[String],
     stdin: Stdio,
 ) -> std::io::Result<()> {
     let mut child = Command::new(runner)
