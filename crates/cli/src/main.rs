@@ -38,6 +38,9 @@ fn reader_gone(error: &std::io::Error) -> bool {
 fn stdout_failed(error: std::io::Error) -> ! {
     if reader_gone(&error) {
         // Die of SIGPIPE (default disposition in the CLI), as on a closed pipe.
+        // SAFETY: raise(3) only sends a signal to this thread and touches no
+        // memory of ours. Should it return (the disposition changed), the
+        // exit below ends the process instead.
         unsafe { libc::raise(libc::SIGPIPE) };
     }
     eprintln!("run-bg: cannot write to stdout: {error}");
@@ -255,6 +258,9 @@ fn main() {
     // As a command-line tool, end quietly when the reader goes away
     // (`run-bg list | head`), as Unix tools do, instead of panicking on EPIPE.
     // Every subcommand has done its work before it prints.
+    // SAFETY: the default disposition installs no handler, so no code of ours
+    // can run at an async-signal-unsafe point; this runs before any thread is
+    // started. It fails only for an invalid signal, and SIGPIPE is valid.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let code = match run(&args) {
         Ok(code) => code,

@@ -15,6 +15,7 @@ pub fn run(context: Context, id: &str) -> i32 {
         .open(context.home.job_dir(id).join("supervisor.log"));
     if let Ok(errors) = errors {
         // SAFETY: dup2 onto our own stderr, which nothing else in this process holds a pointer into.
+        // Its result needs no check: when it fails, stderr stays /dev/null, where the errand was started with it.
         unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&errors), 2) };
     }
     let inherited = proc_manager_core::supervise::outpipe::take_inherited(&context.home.job_dir(id));
