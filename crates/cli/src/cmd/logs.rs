@@ -1,13 +1,11 @@
 //! `run-bg logs <id>`: a job's output; `--follow` keeps printing until it ends.
 
 use crate::{print_json, reader_gone, stdout_failed};
-use proc_manager_core::model::job::Job;
 use proc_manager_core::store::logs;
 use proc_manager_core::verbs::ops::Context;
 use proc_manager_core::{Error, Result};
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Duration;
 
 pub fn run(context: &Context, id: &str, lines: Option<usize>, all: bool, follow: bool, json: bool) -> Result<i32> {
     let job = context.mark_seen(context.job(id)?)?;
@@ -38,7 +36,7 @@ pub fn run(context: &Context, id: &str, lines: Option<usize>, all: bool, follow:
             follower
         };
         let _ = out.flush();
-        follow_log(context, &job, &mut follower, &mut out)?;
+        context.follow_log(&job, &mut follower, &mut StdoutSink(&mut out))?;
     } else if all {
         logs::copy_all(&log, &mut out)
             .map_err(|e| if reader_gone(&e) { stdout_failed(e) } else { Error::io("read log", &log, e) })?;
@@ -55,16 +53,6 @@ fn print_lines(out: &mut dyn Write, lines: &[Vec<u8>]) {
             stdout_failed(e);
         }
     }
-}
-
-/// Streams new output until the job has ended and its supervisor, the log's
-/// only writer, is gone.
-fn follow_log(context: &Context, job: &Job, follower: &mut logs::LogFollower, out: &mut dyn Write) -> Result<()> {
-    follower.follow(&mut StdoutSink(out), Duration::from_millis(100), || {
-        let current = context.registry().get(&job.id)?;
-        let supervised = proc_manager_core::os::tree::live_supervisor(&current).is_some();
-        Ok(current.status.is_final() && !supervised)
-    })
 }
 
 /// Our stdout for the core's writers: a failed write ends the CLI as any
