@@ -369,3 +369,22 @@ test('a reader that goes away (run-bg … | head) ends run-bg quietly, as on SIG
     assert.deepEqual([code, signal], [null, 'SIGPIPE'], args.join(' '))
   }
 })
+
+test("wait's exit status: 124 when its own --timeout passes first; for several jobs 0 only when all succeeded", (t) => {
+  const { home } = makeHome(t)
+  const slow = startJob(home, ['sleep', '300'])
+  const timedOut = runBg(home, ['wait', slow.jobId, '--timeout', '200ms'])
+  assert.equal(timedOut.code, 124, timedOut.stderr)
+  assert.match(timedOut.stderr, /wait timed out; the job is still running/)
+  const timedOutJson = runBg(home, ['wait', slow.jobId, '--timeout', '200ms', '--json'])
+  assert.equal(timedOutJson.code, 124)
+  assert.equal(timedOutJson.stderr, '', '--json says it in the JSON only')
+  assert.equal(JSON.parse(timedOutJson.stdout).timedOut, true)
+
+  const ok = startJob(home, ['sh', '-c', 'exit 0'])
+  const three = startJob(home, ['sh', '-c', 'exit 3'])
+  assert.equal(runBg(home, ['wait', ok.jobId, three.jobId]).code, 1, 'one failed among several: 1, not its 3')
+  assert.equal(runBg(home, ['wait', ok.jobId, ok.jobId]).code, 0)
+  assert.equal(runBg(home, ['wait', three.jobId]).code, 3)
+  assert.equal(runBg(home, ['kill', slow.jobId]).code, 0)
+})

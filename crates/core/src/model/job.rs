@@ -277,3 +277,174 @@ pub fn how_it_ended(job: &Job) -> String {
     }
 }
 
+
+/// A plain record for unit tests anywhere in the crate: a job that ran
+/// `make -j2` for 2h13m as pid 4242 under supervisor 4241, ended now, with
+/// `status` and no outcome details; tests set what they look at.
+#[cfg(test)]
+pub(crate) fn sample_job(status: JobStatus) -> Job {
+    let now = crate::now_ms();
+    Job {
+        id: "build-3f2a1c".into(),
+        label: "build".into(),
+        argv: vec!["make".into(), "-j2".into()],
+        command: "make -j2".into(),
+        cwd: "/src".into(),
+        env: Default::default(),
+        owner: None,
+        context: None,
+        status,
+        exit_code: None,
+        signal: None,
+        main: Some(ProcessIdentity::from_stat(4242, 100)),
+        supervisor: Some(ProcessIdentity::from_stat(4241, 99)),
+        started_at: now - (2 * 3_600_000 + 13 * 60_000),
+        ended_at: if status.is_final() { Some(now) } else { None },
+        timeout_ms: None,
+        notify: true,
+        on_exit: None,
+        error: None,
+        log_path: "/tmp/x/output.log".into(),
+        notification: None,
+        hooks: Vec::new(),
+        peak_rss_kb: None,
+        seen_at: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_status_has_one_name_that_parses_back_and_is_its_json() {
+        for status in JobStatus::ALL {
+            assert_eq!(JobStatus::parse(status.as_str()), Some(status));
+            assert_eq!(status.to_string(), status.as_str());
+            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
+            assert_eq!(serde_json::from_value::<JobStatus>(status.as_str().into()).unwrap(), status);
+        }
+        assert_eq!(JobStatus::parse("Running"), None, "names are lowercase only");
+        assert_eq!(JobStatus::parse(""), None);
+    }
+
+    #[test]
+    fn a_bad_status_is_refused_naming_every_accepted_one() {
+        let error = JobStatus::parse_or_explain("done").unwrap_err();
+        assert_eq!(
+            error,
+            "bad status `done`: expected one of running, success, failed, killed, timeout, orphaned, lost"
+        );
+        assert_eq!(JobStatus::parse_or_explain("lost"), Ok(JobStatus::Lost));
+    }
+
+    #[test]
+    fn only_running_and_orphaned_jobs_are_unfinished() {
+        let unfinished: Vec<JobStatus> = JobStatus::ALL.into_iter().filter(|s| !s.is_final()).collect();
+        assert_eq!(unfinished, [JobStatus::Running, JobStatus::Orphaned]);
+    }
+
+    #[test]
+    fn signal_names_and_numbers_map_both_ways() {
+        assert_eq!(signal_name(libc::SIGTERM), "SIGTERM");
+        assert_eq!(signal_name(libc::SIGKILL), "SIGKILL");
+        assert_eq!(signal_number("SIGKILL"), Some(9));
+        assert_eq!(signal_number("SIGTERM"), Some(15));
+        for n in 1..32 {
+            assert_eq!(signal_number(&signal_name(n)), Some(n), "signal {n} ({})", signal_name(n));
+        }
+        // Numbers without a name here are written as such and read back.
+        assert_eq!(signal_name(64), "SIG64");
+        assert_eq!(signal_number("SIG64"), None, "only 1..31 are read back");
+        assert_eq!(signal_number("TERM"), None);
+        assert_eq!(signal_number(""), None);
+    }
+
+    #[test]
+    fn how_it_ended_prefers_the_exit_code_then_the_signal() {
+        let mut job = sample_job(JobStatus::Failed);
+        job.exit_code = Some(3);
+        assert_eq!(how_it_ended(&job), "exit 3");
+        job.signal = Some("SIGKILL".into());
+        assert_eq!(how_it_ended(&job), "exit 3", "an exit code says more than a signal");
+        job.exit_code = None;
+        assert_eq!(how_it_ended(&job), "signal SIGKILL");
+        job.exit_code = Some(0);
+        job.status = JobStatus::Success;
+        assert_eq!(how_it_ended(&job), "exit 0");
+    }
+
+    #[test]
+    fn how_it_ended_writes_out_control_characters_in_a_signal_name() {
+        let mut job = sample_job(JobStatus::Failed);
+        job.signal = Some("SIGTERM\u{1b}[2J".into());
+        assert_eq!(how_it_ended(&job), "signal SIGTERM\\x1b[2J");
+    }
+
+    #[test]
+    fn how_it_ended_says_could_not_start_only_for_a_failed_job_without_main_process() {
+        let mut job = sample_job(JobStatus::Failed);
+        job.main = None;
+        assert_eq!(how_it_ended(&job), "could not start");
+        job.error = Some("command not found".into());
+        assert_eq!(how_it_ended(&job), "could not start");
+        job.status = JobStatus::Killed;
+        assert_eq!(how_it_ended(&job), "no exit status", "killed before its main process was recorded");
+        let mut ran = sample_job(JobStatus::Failed);
+        ran.error = Some("its supervisor died".into());
+        assert_eq!(how_it_ended(&ran), "no exit status", "an error beside a main process is no start failure");
+    }
+
+    #[test]
+    fn how_it_ended_for_a_lost_job_names_its_supervisor_when_known() {
+        let mut job = sample_job(JobStatus::Lost);
+        assert_eq!(how_it_ended(&job), "supervisor pid 4241 gone, no exit status recorded");
+        job.supervisor = None;
+        assert_eq!(how_it_ended(&job), "supervisor gone, no exit status recorded");
+        job.main = None;
+        assert_eq!(how_it_ended(&job), "supervisor gone, no exit status recorded", "lost, not `could not start`");
+        job.exit_code = Some(2);
+        assert_eq!(how_it_ended(&job), "exit 2", "a recorded exit code still wins");
+    }
+
+    #[test]
+    fn identities_match_on_pid_and_start_time_and_on_inode_and_boot_where_both_know_them() {
+        let scanned = ProcessIdentity::from_stat(500, 7);
+        let opened = ProcessIdentity { pid: 500, start_ticks: 7, pidfs_ino: Some(11), boot: Some(3) };
+        assert!(scanned.matches(&opened) && opened.matches(&scanned), "unknown inode and boot do not disagree");
+        assert!(opened.matches(&opened));
+        assert!(!opened.matches(&ProcessIdentity { pidfs_ino: Some(12), ..opened }), "pid reused within one tick");
+        assert!(!opened.matches(&ProcessIdentity { boot: Some(4), ..opened }), "another boot");
+        assert!(!scanned.matches(&ProcessIdentity::from_stat(500, 8)), "pid reused");
+        assert!(!scanned.matches(&ProcessIdentity::from_stat(501, 7)));
+    }
+
+    #[test]
+    fn no_job_process_can_be_pid_0_or_1_or_past_i32_max() {
+        let possible = |pid| ProcessIdentity::from_stat(pid, 1).is_possible_job_process();
+        assert!(!possible(0) && !possible(1));
+        assert!(possible(2) && possible(i32::MAX as u32));
+        assert!(!possible(i32::MAX as u32 + 1) && !possible(u32::MAX));
+
+        let mut job = sample_job(JobStatus::Running);
+        assert_eq!(job.impossible_identity(), None);
+        job.supervisor = Some(ProcessIdentity::from_stat(1, 1));
+        let why = job.impossible_identity().unwrap();
+        assert!(why.contains("pid 1 as the job's supervisor") && why.contains("nothing was signalled"), "{why}");
+        job.main = Some(ProcessIdentity::from_stat(0, 1));
+        assert!(job.impossible_identity().unwrap().contains("pid 0 as the job's main process"), "main is named first");
+    }
+
+    #[test]
+    fn a_job_lasts_until_it_ended_or_until_now() {
+        let mut job = sample_job(JobStatus::Running);
+        job.started_at = 1_000;
+        job.ended_at = None;
+        assert_eq!(job.duration_ms(1_500), 500);
+        job.ended_at = Some(1_200);
+        assert_eq!(job.duration_ms(9_999), 200);
+        job.ended_at = None;
+        assert_eq!(job.duration_ms(900), 0, "a clock set back gives no negative runtime");
+        assert_eq!(job.pid(), Some(4242));
+    }
+}

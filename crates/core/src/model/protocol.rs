@@ -39,3 +39,108 @@ pub fn parse_ready_line(line: &str) -> Result<u32, String> {
         format!("supervisor sent a bad ready line: {line}")
     })
 }
+
+/// The word that makes the `run-bg` binary a job's supervisor.
+pub const SUPERVISE: &str = "__supervise";
+
+/// Work the core hands to the `run-bg` binary in the background, as its
+/// hidden modes: the core writes these arguments, the CLI reads them back,
+/// and both go through here so that the two cannot disagree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Errand {
+    /// `__announce <id> <status>`: announce a job's end (or it being orphaned
+    /// or lost) as `claimed`, the status changed under the lock, even if the
+    /// job has moved on by the time the announcer runs.
+    Announce { job_id: String, claimed: Option<crate::model::job::JobStatus> },
+    /// `__deliver`: deliver what waits in the notification spool.
+    Deliver,
+    /// `__watch <id>`: stay with an orphaned job until its processes end.
+    Watch { job_id: String },
+}
+
+const ANNOUNCE: &str = "__announce";
+const DELIVER: &str = "__deliver";
+const WATCH: &str = "__watch";
+
+impl Errand {
+    /// The arguments to give `run-bg` for this errand.
+    pub fn args(&self) -> Vec<String> {
+        match self {
+            Errand::Announce { job_id, claimed } => {
+                let mut args = vec![ANNOUNCE.to_string(), job_id.clone()];
+                args.extend(claimed.map(|s| s.as_str().to_string()));
+                args
+            }
+            Errand::Deliver => vec![DELIVER.to_string()],
+            Errand::Watch { job_id } => vec![WATCH.to_string(), job_id.clone()],
+        }
+    }
+
+    /// Reads `run-bg`'s arguments (without the program name): `None` when
+    /// they name no errand, `Some(Err(why))` when they name one badly (an
+    /// errand's arguments come from the core, never from users). A claimed
+    /// status that is no status is left out: the announcer then says the
+    /// status recorded.
+    pub fn parse(args: &[String]) -> Option<Result<Errand, String>> {
+        let job_id = |what: &str| args.get(1).cloned().ok_or_else(|| format!("{what} needs a job id"));
+        Some(match args.first()?.as_str() {
+            ANNOUNCE => job_id(ANNOUNCE).map(|job_id| Errand::Announce {
+                job_id,
+                claimed: args.get(2).and_then(|s| crate::model::job::JobStatus::parse(s)),
+            }),
+            DELIVER => Ok(Errand::Deliver),
+            WATCH => job_id(WATCH).and_then(|job_id| match crate::model::ids::validate_job_id(&job_id) {
+                Ok(()) => Ok(Errand::Watch { job_id }),
+                Err(e) => Err(e.to_string()),
+            }),
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::job::JobStatus;
+
+    fn words(args: &[&str]) -> Vec<String> {
+        args.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn every_errand_reads_back_as_written() {
+        for errand in [
+            Errand::Announce { job_id: "build-3f2a1c".into(), claimed: Some(JobStatus::Orphaned) },
+            Errand::Announce { job_id: "build-3f2a1c".into(), claimed: None },
+            Errand::Deliver,
+            Errand::Watch { job_id: "build-3f2a1c".into() },
+        ] {
+            assert_eq!(Errand::parse(&errand.args()), Some(Ok(errand.clone())), "{:?}", errand.args());
+        }
+        assert_eq!(
+            Errand::Announce { job_id: "x-1".into(), claimed: Some(JobStatus::Lost) }.args(),
+            ["__announce", "x-1", "lost"]
+        );
+        assert_eq!(Errand::Watch { job_id: "x-1".into() }.args(), ["__watch", "x-1"]);
+    }
+
+    #[test]
+    fn other_arguments_are_no_errand() {
+        for args in [&[][..], &["list"], &["--", "__watch"], &["__supervise", "x-1"], &["__bogus"]] {
+            assert_eq!(Errand::parse(&words(args)), None, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn an_errand_named_badly_says_what_is_wrong() {
+        assert!(Errand::parse(&words(&["__announce"])).unwrap().unwrap_err().contains("needs a job id"));
+        assert!(Errand::parse(&words(&["__watch"])).unwrap().unwrap_err().contains("needs a job id"));
+        assert!(Errand::parse(&words(&["__watch", "../etc"])).unwrap().is_err(), "a watcher's id names a directory");
+        assert_eq!(
+            Errand::parse(&words(&["__announce", "x-1", "done"])),
+            Some(Ok(Errand::Announce { job_id: "x-1".into(), claimed: None })),
+            "an unknown claimed status falls back to the recorded one"
+        );
+        assert_eq!(Errand::parse(&words(&["__deliver", "extra"])), Some(Ok(Errand::Deliver)));
+    }
+}

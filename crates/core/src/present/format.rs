@@ -266,3 +266,94 @@ mod tests {
         }
     }
 }
+
+/// The words each outcome is said in, as every face prints them.
+#[cfg(test)]
+mod wording_tests {
+    use super::*;
+    use crate::model::job::sample_job;
+
+    fn ended(status: JobStatus, exit_code: Option<i32>, signal: Option<&str>) -> Job {
+        let mut job = sample_job(status);
+        job.exit_code = exit_code;
+        job.signal = signal.map(str::to_string);
+        job
+    }
+
+    #[test]
+    fn each_outcome_reads_as_its_status_how_it_ended_and_its_runtime() {
+        let cases = [
+            (ended(JobStatus::Running, None, None), "running for 2h13m"),
+            (ended(JobStatus::Success, Some(0), None), "success (exit 0) after 2h13m"),
+            (ended(JobStatus::Failed, Some(3), None), "failed (exit 3) after 2h13m"),
+            (ended(JobStatus::Failed, None, Some("SIGSEGV")), "failed (signal SIGSEGV) after 2h13m"),
+            (ended(JobStatus::Killed, None, Some("SIGTERM")), "killed (signal SIGTERM) after 2h13m"),
+            (ended(JobStatus::Timeout, Some(0), None), "timeout (exit 0) after 2h13m"),
+            (ended(JobStatus::Orphaned, None, None), "orphaned (supervisor gone, processes still running) after 2h13m"),
+            (
+                ended(JobStatus::Lost, None, None),
+                "lost: its supervisor (pid 4241) is gone and no exit status was recorded, after 2h13m",
+            ),
+        ];
+        for (job, expected) in cases {
+            assert_eq!(outcome_text(&job), expected, "{}", job.status);
+        }
+        let mut unknown_supervisor = ended(JobStatus::Lost, None, None);
+        unknown_supervisor.supervisor = None;
+        assert!(outcome_text(&unknown_supervisor).starts_with("lost: its supervisor is gone and"));
+    }
+
+    #[test]
+    fn a_header_names_the_job_its_outcome_pid_and_command_then_its_error() {
+        let mut job = ended(JobStatus::Failed, Some(2), None);
+        assert_eq!(header(&job, ""), "build-3f2a1c: failed (exit 2) after 2h13m · pid 4242 · make -j2");
+        assert_eq!(
+            header(&job, " · peak 1.5 MiB"),
+            "build-3f2a1c: failed (exit 2) after 2h13m · pid 4242 · make -j2 · peak 1.5 MiB"
+        );
+        job.error = Some("hook timed out".into());
+        assert_eq!(header(&job, ""), "build-3f2a1c: failed (exit 2) after 2h13m · pid 4242 · make -j2\n  error: hook timed out");
+
+        let mut never_started = ended(JobStatus::Failed, None, None);
+        never_started.main = None;
+        never_started.command = "/nonexistent/prog".into();
+        assert_eq!(
+            header(&never_started, ""),
+            "build-3f2a1c: failed (could not start) after 2h13m · /nonexistent/prog",
+            "no pid without a main process"
+        );
+    }
+
+    #[test]
+    fn a_long_or_multi_line_command_is_shown_on_one_line_cut_with_an_ellipsis() {
+        let mut job = ended(JobStatus::Success, Some(0), None);
+        job.command = format!("sh -c 'echo a\necho b' {}", "x".repeat(200));
+        let line = header(&job, "");
+        let command = line.rsplit(" · ").next().unwrap();
+        assert_eq!(command.chars().count(), 80);
+        assert!(command.starts_with("sh -c 'echo a echo b' ") && command.ends_with('…'), "{command}");
+        assert_eq!(shorten("short", 10), "short");
+        assert_eq!(shorten("exactly10!", 10), "exactly10!");
+        assert_eq!(shorten("eleven chars", 10), "eleven ch…");
+    }
+
+    #[test]
+    fn the_ack_stays_under_200_characters_whatever_the_command() {
+        let line = ack_line("build-3f2a1c", 4242, &"y".repeat(5000));
+        assert!(line.chars().count() < 200, "{} chars", line.chars().count());
+        assert!(line.starts_with("started build-3f2a1c (pid 4242): yyy") && line.ends_with("… — run-bg check build-3f2a1c"));
+        assert_eq!(ack_line("ls-1", 7, "ls"), "started ls-1 (pid 7): ls — run-bg check ls-1");
+    }
+
+    #[test]
+    fn list_says_lingering_processes_only_for_an_ended_job() {
+        let done = ended(JobStatus::Success, Some(0), None);
+        assert_eq!(list_line(&done, 0), "build-3f2a1c  success (exit 0) after 2h13m  make -j2");
+        assert_eq!(
+            list_line(&done, 2),
+            "build-3f2a1c  success (exit 0) after 2h13m · 2 process(es) still running  make -j2"
+        );
+        let running = ended(JobStatus::Running, None, None);
+        assert_eq!(list_line(&running, 2), "build-3f2a1c  running for 2h13m  make -j2");
+    }
+}

@@ -1,5 +1,7 @@
 //! What the faces ask for: start, check, wait, kill, reconcile, orphans, prune, summary, and process snapshots.
 
+pub mod follow;
 pub mod ops;
 pub mod procs;
 pub mod spawn;
+pub mod yielding;

@@ -6,7 +6,7 @@ use crate::model::job::{Job, JobStatus, ProcessIdentity};
 use crate::store::paths::{create_private_dir_all, Home};
 use crate::os::procinfo::{self, ProcessEntry, SignalOutcome};
 use crate::store::registry::{write_json_file, Patience, Registry};
-use crate::model::protocol::{KillRequest, KILL_REQUEST_FILE};
+use crate::model::protocol::{Errand, KillRequest, KILL_REQUEST_FILE};
 use crate::model::duration::format_duration_ms;
 use crate::os::tree::Tree;
 use crate::{store::digest, os::tree, supervise::notify, now_ms, supervise::outpipe, verbs::spawn, model::text, Error, Result};
@@ -60,14 +60,15 @@ impl Context {
     pub fn with_runner(mut self, runner: PathBuf) -> Context {
         self.runner = Some(runner);
         if notify::spool_due(&self.home) {
-            self.run_in_background(&["__deliver"]);
+            self.run_in_background(Errand::Deliver);
         }
         self
     }
 
-    fn run_in_background(&self, args: &[&str]) {
+    fn run_in_background(&self, errand: Errand) {
         if let Some(runner) = &self.runner {
-            if let Err(e) = spawn::spawn_detached(runner, &self.home, args) {
+            let args = errand.args();
+            if let Err(e) = spawn::spawn_detached(runner, &self.home, &args) {
                 eprintln!("run-bg: cannot start background `{}`: {e}", args.join(" "));
             }
         }
@@ -87,7 +88,7 @@ impl Context {
         if announce {
             // The status claimed here is the one announced, even if the job
             // has moved on (orphaned, then lost) by the time the announcer runs.
-            self.run_in_background(&["__announce", id, job.status.as_str()]);
+            self.run_in_background(Errand::Announce { job_id: id.to_string(), claimed: Some(job.status) });
         }
         Ok(job)
     }
@@ -288,7 +289,8 @@ impl Context {
             Ok(Some(pipe)) => std::process::Stdio::from(pipe),
             _ => std::process::Stdio::null(),
         };
-        if let Err(e) = spawn::spawn_detached_with_stdin(runner, &self.home, &["__watch", id], stdin) {
+        let args = Errand::Watch { job_id: id.to_string() }.args();
+        if let Err(e) = spawn::spawn_detached_with_stdin(runner, &self.home, &args, stdin) {
             eprintln!("run-bg: cannot start background `__watch {id}`: {e}");
         }
     }
@@ -904,4 +906,37 @@ pub fn tail_job_log(job: &Job, query: &TailQuery) -> Vec<String> {
 fn non_blank() -> &'static regex::Regex {
     static PATTERN: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     PATTERN.get_or_init(|| regex::Regex::new(r"\S").expect("valid pattern"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::job::sample_job;
+
+    #[test]
+    fn a_kill_is_recorded_over_a_running_orphaned_or_lost_job() {
+        for status in [JobStatus::Running, JobStatus::Orphaned] {
+            let mut job = sample_job(status);
+            assert!(mark_killed(&mut job), "{status}");
+            assert_eq!(job.status, JobStatus::Killed);
+            assert!(job.ended_at.is_some(), "{status}: the end is dated");
+        }
+        // Lost meanwhile: its watcher saw the processes end under our signals.
+        let mut lost = sample_job(JobStatus::Lost);
+        lost.error = Some("no exit status was recorded".into());
+        let ended_at = lost.ended_at;
+        assert!(mark_killed(&mut lost));
+        assert_eq!((lost.status, lost.error.as_deref(), lost.ended_at), (JobStatus::Killed, None, ended_at));
+    }
+
+    #[test]
+    fn a_kill_never_overwrites_an_outcome() {
+        for status in [JobStatus::Success, JobStatus::Failed, JobStatus::Killed, JobStatus::Timeout] {
+            let mut job = sample_job(status);
+            job.exit_code = Some(0);
+            let before = job.clone();
+            assert!(!mark_killed(&mut job), "{status}");
+            assert_eq!(job, before, "{status}");
+        }
+    }
 }

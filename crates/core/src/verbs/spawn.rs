@@ -5,7 +5,7 @@ use crate::model::ids::{id_prefix_from_label, random_suffix};
 use crate::model::job::{Job, JobStatus};
 use crate::verbs::ops::Context;
 use crate::store::registry::Patience;
-use crate::model::protocol::{parse_ready_line, JOB_COOKIE, SUPERVISOR_MARK};
+use crate::model::protocol::{parse_ready_line, JOB_COOKIE, SUPERVISE, SUPERVISOR_MARK};
 use crate::supervise::supervisor::SupervisorSpec;
 use crate::model::text::visible;
 use crate::{now_ms, Error, Result};
@@ -266,7 +266,7 @@ fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::
         .map(Stdio::from)
         .unwrap_or_else(|_| Stdio::null());
     let mut child = Command::new(exe)
-        .arg("__supervise")
+        .arg(SUPERVISE)
         .arg(&spec.job.id)
         // Started from inside another job, the supervisor is not part of it.
         .env_remove(JOB_COOKIE)
@@ -297,7 +297,7 @@ fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::
 /// Runs `run-bg <args>` in the background with the given home; the program
 /// detaches itself at once (`supervisor::detach`), so the wait here is short
 /// and leaves no zombie behind.
-pub fn spawn_detached(runner: &Path, home: &crate::store::paths::Home, args: &[&str]) -> std::io::Result<()> {
+pub fn spawn_detached(runner: &Path, home: &crate::store::paths::Home, args: &[String]) -> std::io::Result<()> {
     spawn_detached_with_stdin(runner, home, args, Stdio::null())
 }
 
@@ -306,7 +306,7 @@ pub fn spawn_detached(runner: &Path, home: &crate::store::paths::Home, args: &[&
 pub fn spawn_detached_with_stdin(
     runner: &Path,
     home: &crate::store::paths::Home,
-    args: &[&str],
+    args: &[String],
     stdin: Stdio,
 ) -> std::io::Result<()> {
     let mut child = Command::new(runner)
@@ -319,4 +319,61 @@ pub fn spawn_detached_with_stdin(
         .stderr(Stdio::null())
         .spawn()?;
     child.wait().map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[test]
+    fn plain_words_are_shown_as_they_are() {
+        assert_eq!(display_argv(&argv(&["npm", "run", "build"])), "npm run build");
+        assert_eq!(
+            display_argv(&argv(&["./x.sh", "--out=/tmp/a_b", "user@host:22", "50%", "a+b,c"])),
+            "./x.sh --out=/tmp/a_b user@host:22 50% a+b,c"
+        );
+    }
+
+    #[test]
+    fn words_a_shell_would_split_or_expand_are_quoted() {
+        assert_eq!(display_argv(&argv(&["sh", "-c", "echo hi; exit 3"])), "sh -c 'echo hi; exit 3'");
+        assert_eq!(display_argv(&argv(&["echo", "$HOME", "*", "a|b", "~"])), "echo '$HOME' '*' 'a|b' '~'");
+        assert_eq!(display_argv(&argv(&["printf", ""])), "printf ''", "an empty argument stays visible");
+        assert_eq!(display_argv(&argv(&["echo", "naïve"])), "echo 'naïve'");
+    }
+
+    #[test]
+    fn a_single_quote_inside_a_word_is_closed_escaped_and_reopened() {
+        assert_eq!(display_argv(&argv(&["echo", "it's"])), r"echo 'it'\''s'");
+        assert_eq!(display_argv(&argv(&["'"])), r"''\'''");
+    }
+
+    #[test]
+    fn no_argv_shows_as_nothing() {
+        assert_eq!(display_argv(&[]), "");
+    }
+
+    #[test]
+    fn env_assignments_split_at_the_first_equals_sign() {
+        assert_eq!(parse_env_assignment("NODE_ENV=test").unwrap(), ("NODE_ENV".into(), "test".into()));
+        assert_eq!(parse_env_assignment("A=b=c").unwrap(), ("A".into(), "b=c".into()));
+        assert_eq!(parse_env_assignment("EMPTY=").unwrap(), ("EMPTY".into(), String::new()));
+        for bad in ["NOEQUALS", "=value", ""] {
+            let error = parse_env_assignment(bad).unwrap_err().to_string();
+            assert!(error.contains("expected KEY=VALUE"), "{bad:?}: {error}");
+        }
+        assert!(parse_env_assignment("K=a\0b").unwrap_err().to_string().contains("NUL"));
+    }
+
+    #[test]
+    fn the_default_label_is_the_program_name_without_its_directory() {
+        assert_eq!(default_label(&StartRequest::program(argv(&["/usr/bin/python3", "x.py"]))), "python3");
+        assert_eq!(default_label(&StartRequest::shell("  npm test && echo ok")), "npm");
+        assert_eq!(default_label(&StartRequest::shell("./scripts/build.sh --fast")), "build.sh");
+        assert_eq!(default_label(&StartRequest::shell("   ")), "job");
+    }
 }

@@ -1,0 +1,78 @@
+//! `run-bg logs <id>`: a job's output; `--follow` keeps printing until it ends.
+
+use crate::{print_json, reader_gone, stdout_failed};
+use proc_manager_core::store::logs;
+use proc_manager_core::verbs::ops::Context;
+use proc_manager_core::{Error, Result};
+use std::io::Write;
+use std::path::PathBuf;
+
+pub fn run(context: &Context, id: &str, lines: Option<usize>, all: bool, follow: bool, json: bool) -> Result<i32> {
+    let job = context.mark_seen(context.job(id)?)?;
+    let log = PathBuf::from(&job.log_path);
+    if json {
+        let raw = if all {
+            let mut bytes = Vec::new();
+            logs::copy_all(&log, &mut bytes).map_err(|e| Error::io("read log", &log, e))?;
+            bytes.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect::<Vec<_>>()
+        } else {
+            logs::tail_lines(&log, lines.unwrap_or(100), |_| true)
+        };
+        let mut text: Vec<String> = raw.iter().map(|l| String::from_utf8_lossy(l).into_owned()).collect();
+        if all && text.last().is_some_and(String::is_empty) {
+            text.pop();
+        }
+        print_json(&serde_json::json!({ "jobId": job.id, "lines": text }));
+        return Ok(0);
+    }
+    let mut out = std::io::stdout().lock();
+    if follow {
+        // The follower goes on exactly where the lines printed first end.
+        let mut follower = if all {
+            logs::LogFollower::from_start(&log)
+        } else {
+            let (lines, follower) = logs::tail_then_follow(&log, lines.unwrap_or(100));
+            print_lines(&mut out, &lines);
+            follower
+        };
+        let _ = out.flush();
+        context.follow_log(&job, &mut follower, &mut StdoutSink(&mut out))?;
+    } else if all {
+        logs::copy_all(&log, &mut out)
+            .map_err(|e| if reader_gone(&e) { stdout_failed(e) } else { Error::io("read log", &log, e) })?;
+    } else {
+        print_lines(&mut out, &logs::tail_lines(&log, lines.unwrap_or(100), |_| true));
+    }
+    let _ = out.flush();
+    Ok(0)
+}
+
+fn print_lines(out: &mut dyn Write, lines: &[Vec<u8>]) {
+    for line in lines {
+        if let Err(e) = out.write_all(line).and_then(|_| out.write_all(b"\n")) {
+            stdout_failed(e);
+        }
+    }
+}
+
+/// Our stdout for the core's writers: a failed write ends the CLI as any
+/// other write to stdout does (quietly once the reader is gone).
+struct StdoutSink<'a>(&'a mut dyn Write);
+
+impl Write for StdoutSink<'_> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.0.write(data).map_err(fail_unless_interrupted)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush().map_err(fail_unless_interrupted)
+    }
+}
+
+/// EINTR is retried by `write_all`; anything else ends the CLI.
+fn fail_unless_interrupted(error: std::io::Error) -> std::io::Error {
+    if error.kind() == std::io::ErrorKind::Interrupted {
+        return error;
+    }
+    stdout_failed(error)
+}

@@ -1,0 +1,37 @@
+//! One file per subcommand: each turns its parsed arguments into a call to
+//! the core and prints what `present` makes of the result.
+
+pub mod announce;
+pub mod check;
+pub mod deliver;
+pub mod kill;
+pub mod list;
+pub mod logs;
+pub mod orphans;
+pub mod prune;
+pub mod ps;
+pub mod reconcile;
+pub mod start;
+pub mod summary;
+pub mod supervise;
+pub mod wait;
+pub mod watch;
+
+use proc_manager_core::model::protocol::Errand;
+use proc_manager_core::verbs::ops::Context;
+
+/// The hidden background modes the core starts (`__announce`, `__deliver`,
+/// `__watch`): detached from whoever started them, in the home's context;
+/// exit 1 when either fails, 2 when the core asked badly.
+pub fn run_errand(errand: Result<Errand, String>) -> i32 {
+    if proc_manager_core::supervise::supervisor::detach().is_err() {
+        return 1;
+    }
+    let Ok(context) = Context::load() else { return 1 };
+    match errand {
+        Ok(Errand::Announce { job_id, claimed }) => announce::run(&context, &job_id, claimed),
+        Ok(Errand::Deliver) => deliver::run(&context),
+        Ok(Errand::Watch { job_id }) => watch::run(context, &job_id),
+        Err(_) => 2,
+    }
+}

@@ -1,0 +1,67 @@
+//! `run-bg orphans [--kill]`: orphaned jobs and processes left behind by
+//! ended jobs; `--kill` removes them.
+
+use crate::{parse_dur, print_json};
+use proc_manager_core::model::text::visible;
+use proc_manager_core::present::format::shorten;
+use proc_manager_core::present::view::JobView;
+use proc_manager_core::verbs::ops::{Context, OrphanOptions, OrphanProcess};
+use proc_manager_core::Result;
+
+pub fn run(
+    context: &Context,
+    kill: bool,
+    force: bool,
+    owner: Option<String>,
+    grace: Option<String>,
+    json: bool,
+) -> Result<i32> {
+    let grace = parse_dur("--grace", &grace)?;
+    let report = context.orphans(&OrphanOptions { kill, force, owner, grace })?;
+    let orphan_view = |o: &OrphanProcess| {
+        serde_json::json!({
+            "jobId": o.job_id, "jobStatus": o.job_status.as_str(),
+            "pid": o.process.identity.pid, "command": o.process.command,
+        })
+    };
+    if json {
+        print_json(&serde_json::json!({
+            "orphanedJobs": report.orphaned_jobs.iter().map(JobView::from).collect::<Vec<_>>(),
+            "processes": report.found.iter().map(orphan_view).collect::<Vec<_>>(),
+            "killed": report.killed.iter().map(orphan_view).collect::<Vec<_>>(),
+            "failed": report.failed.iter().map(|(o, why)| {
+                let mut v = orphan_view(o);
+                v["reason"] = serde_json::Value::String(why.clone());
+                v
+            }).collect::<Vec<_>>(),
+        }));
+    } else {
+        if report.found.is_empty() && report.orphaned_jobs.is_empty() {
+            outln!("no orphans: no process of an ended job is running");
+        }
+        for job in &report.orphaned_jobs {
+            outln!("orphaned job {}: supervisor gone, processes still running · {}", job.id, shorten(&job.command, 60));
+        }
+        for o in &report.killed {
+            outln!("killed: pid {} {} (job {}, {})", o.process.identity.pid, shorten(&o.process.command, 60), o.job_id, o.job_status);
+        }
+        if !kill {
+            for o in &report.found {
+                outln!("pid {} {} (job {}, {})", o.process.identity.pid, shorten(&o.process.command, 60), o.job_id, o.job_status);
+            }
+            if !report.found.is_empty() {
+                outln!("run `run-bg orphans --kill` to remove them");
+            }
+        }
+        for (o, why) in &report.failed {
+            outln!(
+                "failed: pid {} {} (job {}): {}",
+                o.process.identity.pid,
+                shorten(&o.process.command, 60),
+                o.job_id,
+                visible(why)
+            );
+        }
+    }
+    Ok(if report.failed.is_empty() { 0 } else { 1 })
+}

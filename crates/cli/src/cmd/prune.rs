@@ -1,0 +1,16 @@
+//! `run-bg prune [--older-than <dur>]`: forgets finished jobs, deletes their logs.
+
+use crate::{parse_dur, print_json};
+use proc_manager_core::verbs::ops::Context;
+use proc_manager_core::Result;
+
+pub fn run(context: &Context, older_than: Option<String>, json: bool) -> Result<i32> {
+    let older_than = parse_dur("--older-than", &older_than)?;
+    let removed = context.prune(older_than)?;
+    if json {
+        print_json(&serde_json::json!({ "removed": removed }));
+    } else {
+        outln!("removed {} finished job(s)", removed.len());
+    }
+    Ok(0)
+}

@@ -1,0 +1,6 @@
+//! `run-bg __supervise`: the per-job supervisor, started by the core for each
+//! job, never by users.
+
+pub fn run() -> i32 {
+    proc_manager_core::supervise::supervisor::supervise_main()
+}

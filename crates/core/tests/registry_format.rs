@@ -1,0 +1,165 @@
+//! The registry written by today's proc-manager must stay readable: homes
+//! outlive upgrades, and a record that no longer loads loses the jobs it
+//! names (and with them, what `kill` and `orphans` could still find).
+//!
+//! `fixtures/jobs-format-1.json` is a real `jobs.json` (format 1), taken from
+//! a run of `run-bg` with jobs of every outcome: success with owner, context
+//! and env; exit 3 with a failed `--on-exit` hook; death by SIGKILL; a start
+//! that failed (no main process); a `--timeout` with `--no-notify`; a `kill`;
+//! an orphaned job; a lost one; a notification still pending after a refused
+//! connection. Only the temp paths were replaced by stable ones.
+//!
+//! If the record changes (a field renamed, removed or re-typed, the status
+//! turned into an enum with data), this test fails. Then bump
+//! `FORMAT_VERSION` in `src/store/registry.rs`, add a migration from format 1
+//! there, keep this fixture as it is, and make this test check that the
+//! migrated records say the same things; add a fixture of the new format
+//! beside it.
+
+use proc_manager_core::model::job::{DeliveryState, Job, JobStatus, ProcessIdentity};
+use proc_manager_core::store::paths::Home;
+use proc_manager_core::store::registry::Registry;
+use std::path::Path;
+
+const FIXTURE: &str = include_str!("fixtures/jobs-format-1.json");
+const MAX_JOBS: usize = 1000;
+
+/// A private home whose `jobs.json` is the fixture, and its registry.
+fn registry_from_fixture() -> (tempfile::TempDir, Registry) {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::at(dir.path().join("home")).unwrap();
+    std::fs::write(home.registry_path(), FIXTURE).unwrap();
+    (dir, Registry::new(&home, MAX_JOBS))
+}
+
+fn find<'a>(jobs: &'a [Job], id: &str) -> &'a Job {
+    jobs.iter().find(|j| j.id == id).unwrap_or_else(|| panic!("job {id} missing from the loaded registry"))
+}
+
+fn identity(pid: u32, start_ticks: u64, pidfs_ino: u64) -> ProcessIdentity {
+    ProcessIdentity { pid, start_ticks, pidfs_ino: Some(pidfs_ino), boot: Some(5133173320832599505) }
+}
+
+#[test]
+fn a_format_1_registry_loads_with_every_job_in_order() {
+    let (_dir, registry) = registry_from_fixture();
+    let jobs = registry.load().unwrap();
+    let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "ok-05ee0c",
+            "three-f3c703",
+            "sig-8a04db",
+            "nostart-2cc365",
+            "slow-aecd04",
+            "victim-16a3ef",
+            "orphan-267816",
+            "gone-175e45",
+            "late-6e752f"
+        ]
+    );
+    let statuses: Vec<JobStatus> = jobs.iter().map(|j| j.status).collect();
+    use JobStatus::*;
+    assert_eq!(statuses, [Success, Failed, Failed, Failed, Timeout, Killed, Orphaned, Lost, Failed]);
+}
+
+#[test]
+fn a_format_1_registry_keeps_every_field_of_every_record() {
+    let (_dir, registry) = registry_from_fixture();
+    let jobs = registry.load().unwrap();
+
+    let ok = find(&jobs, "ok-05ee0c");
+    assert_eq!(ok.label, "ok");
+    assert_eq!(ok.argv, ["sh", "-c", "echo hello; exit 0"]);
+    assert_eq!(ok.command, "sh -c 'echo hello; exit 0'");
+    assert_eq!(ok.cwd, "/home/user/project");
+    assert_eq!(ok.env.get("FOO").map(String::as_str), Some("bar"));
+    assert_eq!(ok.owner.as_deref(), Some("agent-a"));
+    assert_eq!(ok.context, Some(serde_json::json!({ "ticket": 42 })));
+    assert_eq!((ok.exit_code, ok.signal.as_deref()), (Some(0), None));
+    assert_eq!(ok.main, Some(identity(26502, 457981, 512758)));
+    assert_eq!(ok.supervisor, Some(identity(26501, 457981, 512757)));
+    assert_eq!((ok.started_at, ok.ended_at), (1795434940495, Some(1795434940498)));
+    assert!(ok.notify);
+    assert_eq!(ok.log_path, "/home/user/.local/state/proc-manager/jobs/ok-05ee0c/output.log");
+    let note = ok.notification.as_ref().expect("notification");
+    assert_eq!(note.event_id, "ok-05ee0c:success");
+    assert_eq!((note.state, note.attempts, note.delivered_at), (DeliveryState::Delivered, 1, Some(1795434940522)));
+    assert_eq!(note.last_error, None);
+    assert_eq!(ok.peak_rss_kb, Some(1540));
+    assert_eq!(ok.seen_at, Some(1795434940506));
+    assert_eq!((ok.timeout_ms, ok.on_exit.as_deref(), ok.error.as_deref()), (None, None, None));
+    assert!(ok.hooks.is_empty());
+
+    let three = find(&jobs, "three-f3c703");
+    assert_eq!(three.exit_code, Some(3));
+    assert_eq!(three.on_exit.as_deref(), Some("exit 5"));
+    assert_eq!(three.hooks.len(), 1);
+    let hook = &three.hooks[0];
+    assert_eq!((hook.command.as_str(), hook.exit_code, hook.error.as_deref()), ("exit 5", Some(5), Some("exited 5")));
+    assert_eq!(hook.duration_ms, 10);
+    assert!(three.env.is_empty() && three.owner.is_none() && three.context.is_none());
+
+    let sig = find(&jobs, "sig-8a04db");
+    assert_eq!((sig.exit_code, sig.signal.as_deref()), (None, Some("SIGKILL")));
+
+    let nostart = find(&jobs, "nostart-2cc365");
+    assert_eq!(nostart.main, None, "a start that failed has no main process");
+    assert_eq!(nostart.supervisor.map(|s| s.pid), Some(26533));
+    assert_eq!(nostart.error.as_deref(), Some("cannot start `/nonexistent/prog`: no such file"));
+    assert_eq!(nostart.notification, None);
+
+    let slow = find(&jobs, "slow-aecd04");
+    assert_eq!(slow.timeout_ms, Some(1000));
+    assert!(!slow.notify, "--no-notify is kept");
+    assert_eq!(slow.signal.as_deref(), Some("SIGTERM"));
+
+    let victim = find(&jobs, "victim-16a3ef");
+    assert_eq!((victim.status, victim.signal.as_deref()), (JobStatus::Killed, Some("SIGTERM")));
+    assert_eq!(victim.seen_at, None);
+
+    let orphan = find(&jobs, "orphan-267816");
+    assert_eq!((orphan.ended_at, orphan.owner.as_deref()), (None, Some("agent-b")));
+    assert_eq!(orphan.main.map(|m| m.pid), Some(26949));
+    assert_eq!(orphan.notification.as_ref().map(|n| n.event_id.as_str()), Some("orphan-267816:orphaned"));
+
+    let gone = find(&jobs, "gone-175e45");
+    assert_eq!(gone.ended_at, Some(1795434948763));
+    assert_eq!(gone.error.as_deref(), Some("the supervisor and the job's processes are gone and no exit status was recorded"));
+
+    let late = find(&jobs, "late-6e752f");
+    let note = late.notification.as_ref().expect("notification");
+    assert_eq!((note.state, note.attempts, note.delivered_at), (DeliveryState::Pending, 1, None));
+    assert_eq!(note.last_error.as_deref(), Some("nothing listens at http://127.0.0.1:41687/trigger (connection refused)"));
+}
+
+/// Nothing in the file is dropped or changed on the way in: each record
+/// written back out is the record read. A field the `Job` struct no longer
+/// knows, or writes differently, shows here even where the test above does
+/// not look.
+#[test]
+fn a_format_1_record_written_back_is_the_record_read() {
+    let file: serde_json::Value = serde_json::from_str(FIXTURE).unwrap();
+    assert_eq!(file["version"], 1);
+    let (_dir, registry) = registry_from_fixture();
+    let jobs = registry.load().unwrap();
+    let records = file["jobs"].as_array().unwrap();
+    assert_eq!(records.len(), jobs.len());
+    for (record, job) in records.iter().zip(&jobs) {
+        assert_eq!(&serde_json::to_value(job).unwrap(), record, "job {}", job.id);
+    }
+}
+
+/// The registry's own write path takes format-1 records in and writes them
+/// out loadable: the next version reads what this one rewrote.
+#[test]
+fn a_format_1_registry_survives_a_registry_write() {
+    let (dir, registry) = registry_from_fixture();
+    let before = registry.load().unwrap();
+    registry.update(|_| ()).unwrap();
+    let rewritten: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(Path::new(dir.path()).join("home/jobs.json")).unwrap()).unwrap();
+    assert_eq!(rewritten["version"], 1);
+    assert_eq!(registry.load().unwrap(), before);
+}
