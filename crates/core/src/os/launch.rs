@@ -291,6 +291,46 @@ pub fn new_pipe(flags: libc::c_int) -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// Runs `f` with SIGPIPE blocked for this thread, discarding one it raised,
+/// so that a write to a pipe whose reader is gone (a supervisor that died
+/// before reading its start request) fails with EPIPE instead of killing the
+/// caller: the CLI keeps SIGPIPE at its default so that `run-bg list | head`
+/// ends quietly. A write's SIGPIPE is sent to the writing thread, so blocking
+/// it here is enough.
+pub fn without_sigpipe<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: the sigset_t values are plain data initialised by sigemptyset /
+    // sigaddset / sigpending before use; pthread_sigmask and sigtimedwait only
+    // read and write the sets we pass and change this thread's mask alone.
+    unsafe {
+        let mut pipe_only: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut pipe_only);
+        libc::sigaddset(&mut pipe_only, libc::SIGPIPE);
+        let mut pending: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut pending);
+        libc::sigpending(&mut pending);
+        let already_pending = libc::sigismember(&pending, libc::SIGPIPE) == 1;
+        let mut previous: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, &pipe_only, &mut previous);
+        let out = f();
+        if !already_pending {
+            let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            #[cfg(target_os = "linux")]
+            libc::sigtimedwait(&pipe_only, std::ptr::null_mut(), &zero);
+            #[cfg(not(target_os = "linux"))]
+            {
+                let _ = zero;
+                let mut taken = 0;
+                libc::sigpending(&mut pending);
+                if libc::sigismember(&pending, libc::SIGPIPE) == 1 {
+                    libc::sigwait(&pipe_only, &mut taken);
+                }
+            }
+        }
+        libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -410,5 +450,28 @@ mod tests {
         };
         assert_eq!(field("SigIgn:") & (1 << (libc::SIGUSR2 - 1)), 0, "SIGUSR2 is not ignored in the job");
         assert_eq!(field("SigBlk:"), 0, "nothing is blocked in the job");
+    }
+
+    #[test]
+    fn a_write_to_a_pipe_without_reader_fails_instead_of_killing_the_writer() {
+        // In a child with SIGPIPE at its default, as the CLI has it; only
+        // async-signal-safe calls there.
+        // SAFETY: the child calls only async-signal-safe functions and _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            unsafe {
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                let mut fds = [0; 2];
+                libc::pipe(fds.as_mut_ptr());
+                libc::close(fds[0]);
+                let failed = without_sigpipe(|| libc::write(fds[1], b"x".as_ptr().cast(), 1) < 0);
+                libc::_exit(if failed { 0 } else { 3 });
+            }
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child forked above.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status), "the writer was killed (signal {})", libc::WTERMSIG(status));
+        assert_eq!(libc::WEXITSTATUS(status), 0, "the write reported EPIPE");
     }
 }

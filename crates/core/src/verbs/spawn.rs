@@ -5,6 +5,7 @@ use crate::model::ids::{id_prefix_from_label, random_suffix};
 use crate::model::job::{Job, JobStatus};
 use crate::verbs::ops::Context;
 use crate::store::registry::Patience;
+use crate::os::launch::without_sigpipe;
 use crate::model::protocol::{parse_ready_line, JOB_COOKIE, SUPERVISE, SUPERVISOR_MARK};
 use crate::supervise::supervisor::SupervisorSpec;
 use crate::model::text::visible;
@@ -279,7 +280,9 @@ fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::
     // While the supervisor starts up; it makes the pipe itself if this fails.
     let _ = crate::supervise::outpipe::make(&job_dir);
     let payload = serde_json::to_vec(spec).map_err(|e| e.to_string())?;
-    let write_result = child.stdin.take().map(|mut stdin| stdin.write_all(&payload));
+    // A supervisor that died before reading (a binary that cannot run here)
+    // must not take the caller down with SIGPIPE: the write fails instead.
+    let write_result = child.stdin.take().map(|mut stdin| without_sigpipe(|| stdin.write_all(&payload)));
     let mut ready = String::new();
     if let Some(mut stdout) = child.stdout.take() {
         let _ = stdout.read_to_string(&mut ready);
