@@ -1,6 +1,9 @@
 //! The `run-bg` CLI: parses arguments, calls the core, prints. Also the
 //! supervisor (`run-bg __supervise`, started by the core, not by users).
 
+// Every unsafe block says why it is sound; clippy keeps it so.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use clap::{Args, Parser, Subcommand};
 use proc_manager_core::model::duration::parse_duration_ms;
 use proc_manager_core::model::job::{Job, JobStatus};
@@ -39,6 +42,8 @@ fn reader_gone(error: &std::io::Error) -> bool {
 fn stdout_failed(error: std::io::Error) -> ! {
     if reader_gone(&error) {
         // Die of SIGPIPE (default disposition in the CLI), as on a closed pipe.
+        // SAFETY: raise takes a signal number only; SIGPIPE's disposition is
+        // the default here, so nothing of ours runs. If it returns, we exit.
         unsafe { libc::raise(libc::SIGPIPE) };
     }
     eprintln!("run-bg: cannot write to stdout: {error}");
@@ -252,6 +257,8 @@ fn main() {
     // As a command-line tool, end quietly when the reader goes away
     // (`run-bg list | head`), as Unix tools do, instead of panicking on EPIPE.
     // Every subcommand has done its work before it prints.
+    // SAFETY: installs the default disposition, no handler of ours; cannot
+    // fail for SIGPIPE (only SIGKILL/SIGSTOP are refused).
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let code = match run(&args) {
         Ok(code) => code,
@@ -297,6 +304,7 @@ fn background_main(args: &[String]) -> i32 {
                 .open(context.home.job_dir(id).join("supervisor.log"));
             if let Ok(errors) = errors {
                 // SAFETY: dup2 onto our own stderr, which nothing else in this process holds a pointer into.
+                // On failure stderr stays /dev/null: there is nowhere else to say so.
                 unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&errors), 2) };
             }
             let inherited = proc_manager_core::supervise::outpipe::take_inherited(&context.home.job_dir(id));
