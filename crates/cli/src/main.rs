@@ -4,6 +4,8 @@
 // Every unsafe block says why it is sound; clippy keeps it so.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod warnings;
+
 use clap::{Args, Parser, Subcommand};
 use proc_manager_core::model::duration::parse_duration_ms;
 use proc_manager_core::model::job::{Job, JobStatus};
@@ -248,6 +250,7 @@ enum Sub {
 }
 
 fn main() {
+    warnings::init();
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
         Some("__supervise") => std::process::exit(supervisor::supervise_main()),
