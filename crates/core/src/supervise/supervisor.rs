@@ -99,11 +99,8 @@ fn redirect_to_dev_null(fd: RawFd) {
 /// failure is reported so a lingering tree can be explained.
 fn become_subreaper() {
     #[cfg(target_os = "linux")]
-    {
-        // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer flag; no pointers.
-        if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-            eprintln!("run-bg supervisor: cannot become a child subreaper: {}", std::io::Error::last_os_error());
-        }
+    if let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
+        eprintln!("run-bg supervisor: cannot become a child subreaper: {e}");
     }
 }
 
@@ -164,12 +161,9 @@ impl From<String> for StartFailure {
 /// once and never holds a zombie; we are then nobody's child. Call only while
 /// single-threaded.
 pub fn detach() -> std::io::Result<()> {
-    // SAFETY: setsid takes no arguments and touches no memory of ours.
-    if unsafe { libc::setsid() } < 0 {
-        // EPERM: we lead a process group, so a terminal's signals could still
-        // reach us; the core never starts us that way.
-        return Err(std::io::Error::last_os_error());
-    }
+    // EPERM: we lead a process group, so a terminal's signals could still
+    // reach us; the core never starts us that way.
+    rustix::process::setsid()?;
     // SAFETY: the caller guarantees we are single-threaded, so the child
     // inherits no lock held by another thread.
     match unsafe { libc::fork() } {
