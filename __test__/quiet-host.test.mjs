@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
-import { makeHome, root, runBg } from './helpers.mjs'
+import { makeHome, root, runBg, RUN_BG } from './helpers.mjs'
 
 test('a corrupt jobs.json read through the addon is moved aside without writing to the host stderr', (t) => {
   const { home } = makeHome(t)
@@ -29,4 +29,16 @@ test('a corrupt jobs.json read through the addon is moved aside without writing 
   const list = runBg(home, ['list'])
   assert.equal(list.code, 0, list.stderr)
   assert.match(list.stderr, /^run-bg: warning: .*jobs\.json could not be read .*; moved it to .*jobs\.json\.corrupt-\d+/m)
+})
+
+test('a background helper that cannot start its own session says so instead of staying in the caller\'s', (t) => {
+  const { home } = makeHome(t)
+  // detached: the helper leads its own session already, so its setsid() fails (EPERM).
+  const run = spawnSync(RUN_BG, ['__deliver'], {
+    env: { ...process.env, PROC_MANAGER_HOME: home },
+    detached: true,
+    encoding: 'utf8',
+    timeout: 60_000,
+  })
+  assert.equal(run.status, 1, `exit ${run.status}: ${run.stderr}`)
 })

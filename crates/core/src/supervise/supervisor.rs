@@ -120,7 +120,7 @@ pub fn supervise_main() -> i32 {
     };
 
     if let Err(e) = detach() {
-        report_ready(&format!("{READY_ERR}cannot fork supervisor: {e}"));
+        report_ready(&format!("{READY_ERR}cannot detach the supervisor: {e}"));
         return 1;
     }
     redirect_to_dev_null(0);
