@@ -5,6 +5,11 @@
 //! subcommand shares (stdout that ends quietly once its reader is gone).
 //! Each subcommand lives in `cmd/<name>.rs`.
 
+// Every unsafe block says why it is sound; clippy keeps it so.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+mod warnings;
+
 use clap::{Args, Parser, Subcommand};
 use proc_manager_core::model::duration::parse_duration_ms;
 use proc_manager_core::model::protocol::{Errand, SUPERVISE};
@@ -248,6 +253,7 @@ enum Sub {
 }
 
 fn main() {
+    warnings::init();
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some(SUPERVISE) {
         std::process::exit(cmd::supervise::run());

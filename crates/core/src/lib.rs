@@ -15,6 +15,9 @@
 //!   snapshots.
 //! - `present`: the text and shapes the faces print or return.
 
+// Every unsafe block says why it is sound; clippy keeps it so.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod model;
 pub mod os;
 pub mod store;

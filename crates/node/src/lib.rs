@@ -1,6 +1,9 @@
 //! The napi face: converts JS options and results to and from the core.
 //! Nothing here decides behaviour; `core` does.
 
+// Every unsafe block says why it is sound; clippy keeps it so.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 
 mod js_args;
 
@@ -67,11 +70,18 @@ fn supervisor_exe() -> Result<PathBuf> {
 
 fn addon_path() -> Option<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
+    // SAFETY: Dl_info is a plain C struct (pointers and ints) for which
+    // all-zero is valid.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: the address is a function of this library, mapped for as long
+    // as the addon is loaded; `info` is a live out-parameter.
     let found = unsafe { libc::dladdr(addon_path as *const () as *const libc::c_void, &mut info) };
     if found == 0 || info.dli_fname.is_null() {
         return None;
     }
+    // SAFETY: dladdr succeeded and dli_fname is non-null: a NUL-terminated
+    // path owned by the loader, valid while the library stays loaded, and
+    // copied out below before we return.
     let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
     Some(PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes())))
 }

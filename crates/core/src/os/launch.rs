@@ -37,6 +37,7 @@ pub struct Launched {
 const STEP_STDIO: u8 = 1;
 const STEP_CWD: u8 = 2;
 const STEP_EXEC: u8 = 3;
+const STEP_GROUP: u8 = 4;
 const REPORT_LEN: usize = 1 + std::mem::size_of::<libc::c_int>();
 
 /// Everything the child needs, built before the fork. The pointer arrays
@@ -134,6 +135,10 @@ fn prepare(spec: &LaunchSpec) -> Result<Prepared, String> {
 }
 
 /// Makes `fd` the child's `target` descriptor, open across the exec.
+///
+/// # Safety
+/// Only in the forked child before exec: it overwrites `target` whatever owns
+/// it, and only async-signal-safe calls are made.
 unsafe fn install_fd(fd: RawFd, target: RawFd) -> bool {
     if fd == target {
         // dup2 onto itself would keep close-on-exec set.
@@ -148,6 +153,10 @@ fn errno() -> libc::c_int {
 
 /// The child's side: set up and exec, or report which step failed and exit.
 /// Entered with every signal blocked (see `launch`).
+///
+/// # Safety
+/// Only in the child just forked from a single-threaded process: it calls
+/// only async-signal-safe functions, replaces fds 0-2 and never returns.
 unsafe fn exec_child(p: &mut Prepared, stdin: RawFd, output: RawFd, report: RawFd) -> ! {
     let fail = |step: u8, errno: libc::c_int| -> ! {
         let mut message = [0u8; REPORT_LEN];
@@ -159,14 +168,19 @@ unsafe fn exec_child(p: &mut Prepared, stdin: RawFd, output: RawFd, report: RawF
     // The supervisor's handlers must not run here (they would feed its
     // self-pipe), and dispositions its caller left ignored must not reach
     // the job: every signal starts at its default, as libuv's children do.
+    // Fails only for SIGKILL and SIGSTOP, whose disposition cannot change.
     for signal in 1..32 {
         libc::signal(signal, libc::SIG_DFL);
     }
     let mut none: libc::sigset_t = std::mem::zeroed();
     libc::sigemptyset(&mut none);
+    // Cannot fail: SIG_SETMASK and a valid set are the only inputs it checks.
     libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-    // Its own process group, so a kill can signal the whole group at once.
-    libc::setpgid(0, 0);
+    // Its own process group, so a kill can signal the whole group at once;
+    // without it a kill would miss the tree, so the start fails instead.
+    if libc::setpgid(0, 0) != 0 {
+        fail(STEP_GROUP, errno());
+    }
     if !(install_fd(stdin, 0) && install_fd(output, 1) && install_fd(output, 2)) {
         fail(STEP_STDIO, errno());
     }
@@ -202,23 +216,40 @@ pub fn launch(spec: &LaunchSpec) -> Result<Launched, String> {
         new_pipe(0).map_err(|e| format!("cannot create a pipe: {e}"))?;
     // Blocked across the fork: a signal meant for the new job waits until
     // the child has reset its handlers, then acts on it (or on its program).
+    // SAFETY: sigset_t is a plain C type for which all-zero is valid (and
+    // sigfillset overwrites it).
     let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; sigprocmask writes the old mask into it.
     let mut previous: libc::sigset_t = unsafe { std::mem::zeroed() };
-    unsafe {
+    // SAFETY: both sets are live locals of the right type.
+    let blocked = unsafe {
         libc::sigfillset(&mut all);
-        libc::sigprocmask(libc::SIG_SETMASK, &all, &mut previous);
+        libc::sigprocmask(libc::SIG_SETMASK, &all, &mut previous)
+    };
+    if blocked != 0 {
+        return Err(format!("cannot block signals across the fork: {}", std::io::Error::last_os_error()));
     }
+    // SAFETY: the caller guarantees we are single-threaded, so the child
+    // inherits no lock held by another thread; it only execs or _exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
+        // SAFETY: we are that freshly forked child of a single-threaded
+        // process; `prepared` holds every C string and array it needs, built
+        // before the fork so the child allocates nothing.
         unsafe { exec_child(&mut prepared, stdin.as_raw_fd(), spec.output, report_write.as_raw_fd()) }
     }
     let fork_error = std::io::Error::last_os_error();
+    // SAFETY: `previous` is the mask sigprocmask filled in above. Restoring
+    // it cannot fail (same inputs that just succeeded).
     unsafe { libc::sigprocmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut()) };
     if pid < 0 {
         return Err(format!("cannot fork: {fork_error}"));
     }
     // The child does the same; whichever runs first wins, so a group signal
-    // sent right after this reaches the child even before its exec.
+    // sent right after this reaches the child even before its exec. Its
+    // failures are the lost races (EACCES: it has exec'd, ESRCH: it is
+    // gone), after the child's own setpgid, which reports its failure.
+    // SAFETY: integer arguments only.
     unsafe { libc::setpgid(pid, pid) };
     Ok(Launched { pid, program: spec.argv[0].clone(), cwd: spec.cwd.to_path_buf(), report: report_read })
 }
@@ -230,6 +261,8 @@ impl Launched {
         let mut message = [0u8; REPORT_LEN];
         let mut got = 0;
         let outcome = loop {
+            // SAFETY: reads at most the unfilled tail of the live buffer
+            // from the report pipe we own.
             let n = unsafe {
                 libc::read(self.report.as_raw_fd(), message[got..].as_mut_ptr() as *mut libc::c_void, REPORT_LEN - got)
             };
@@ -247,11 +280,16 @@ impl Launched {
             } else if errno() != libc::EINTR {
                 let error = std::io::Error::last_os_error();
                 // Not knowing whether it started, do not leave it running unrecorded.
+                // SAFETY: integer arguments only. `pid` is our unreaped child,
+                // so it cannot be reused; ESRCH cannot happen, and any other
+                // failure leaves the report below true.
                 unsafe { libc::kill(self.pid, libc::SIGKILL) };
                 break Err(format!("cannot learn whether `{}` started: {error}", self.program));
             }
         };
         if outcome.is_err() {
+            // SAFETY: a null status pointer is allowed. It reaps our own
+            // child; ECHILD would mean it was reaped already, nothing to do.
             unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) };
         }
         outcome
@@ -263,6 +301,7 @@ impl Launched {
         match message[0] {
             STEP_CWD => format!("working directory `{}`: {error}", self.cwd.display()),
             STEP_STDIO => format!("cannot set up the output of `{}`: {error}", self.program),
+            STEP_GROUP => format!("cannot give `{}` its own process group: {error}", self.program),
             _ => describe_spawn_error(&self.program, &error),
         }
     }
@@ -270,25 +309,30 @@ impl Launched {
 
 pub fn new_pipe(flags: libc::c_int) -> std::io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as RawFd; 2];
+    // SAFETY: `fds` is a live array of two ints for the kernel to fill.
     #[cfg(target_os = "linux")]
     let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), flags | libc::O_CLOEXEC) };
+    // SAFETY: as above.
     #[cfg(not(target_os = "linux"))]
-    let rc = unsafe {
-        let rc = libc::pipe(fds.as_mut_ptr());
-        if rc == 0 {
-            for fd in fds {
-                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
-                if flags & libc::O_NONBLOCK != 0 {
-                    libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK);
-                }
-            }
-        }
-        rc
-    };
+    let rc = unsafe { libc::pipe(fds.as_mut_ptr()) };
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    // SAFETY: the pipe call succeeded, so both are open descriptors that
+    // nothing else owns; each gets exactly one owner here.
+    let pair = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    #[cfg(not(target_os = "linux"))]
+    for fd in [pair.0.as_raw_fd(), pair.1.as_raw_fd()] {
+        // SAFETY: fcntl on descriptors we own, integer arguments only.
+        let set = unsafe {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) == 0
+                && (flags & libc::O_NONBLOCK == 0 || libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK) == 0)
+        };
+        if !set {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(pair)
 }
 
 /// Runs `f` with SIGPIPE blocked for this thread, discarding one it raised,
@@ -359,6 +403,7 @@ mod tests {
         let pid = launched.pid;
         launched.exec_outcome()?;
         let mut status = 0;
+        // SAFETY: `status` is a live local; `pid` is our own unreaped child.
         assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
         Ok(libc::WEXITSTATUS(status))
     }
@@ -439,8 +484,11 @@ mod tests {
     fn signals_the_supervisor_ignores_start_at_their_default_in_the_job() {
         let dir = tempfile::tempdir().unwrap();
         let status = dir.path().join("status");
+        // SAFETY: SIG_IGN installs no code of ours; nothing in the test
+        // binary sends SIGUSR2, so ignoring it for a moment affects no test.
         let previous = unsafe { libc::signal(libc::SIGUSR2, libc::SIG_IGN) };
         let code = run_into(&status, &["cat", "/proc/self/status"], dir.path(), &[], &[]);
+        // SAFETY: puts back the disposition signal() returned above.
         unsafe { libc::signal(libc::SIGUSR2, previous) };
         assert_eq!(code, Ok(0));
         let status = std::fs::read_to_string(&status).unwrap();
@@ -459,6 +507,8 @@ mod tests {
         // SAFETY: the child calls only async-signal-safe functions and _exit.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
+            // SAFETY: in the forked child: signal, pipe, close, write, the
+            // signal-mask calls and _exit are all async-signal-safe.
             unsafe {
                 libc::signal(libc::SIGPIPE, libc::SIG_DFL);
                 let mut fds = [0; 2];

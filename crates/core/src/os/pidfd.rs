@@ -8,15 +8,10 @@ use std::os::fd::OwnedFd;
 /// A pidfd for `pid`, or why not (ESRCH: no such process; ENOSYS: old kernel).
 #[cfg(target_os = "linux")]
 pub fn open_checked(pid: u32) -> std::io::Result<OwnedFd> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1;
-    // it touches no memory of ours.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just returned this fd to us; nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
+    use rustix::process::{pidfd_open, Pid, PidfdFlags};
+    // Pid 0 (and anything past i32) names no single process.
+    let pid = i32::try_from(pid).ok().and_then(Pid::from_raw).ok_or_else(|| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    Ok(pidfd_open(pid, PidfdFlags::empty())?)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -33,28 +28,15 @@ pub fn open(pid: u32) -> Option<OwnedFd> {
 /// anonymous inodes that all share one number, which says nothing: None.
 #[cfg(target_os = "linux")]
 pub fn inode(fd: &OwnedFd) -> Option<u64> {
-    use std::os::fd::AsRawFd;
     const PIDFS_MAGIC: i64 = 0x5049_4446;
-    let mut fs = std::mem::MaybeUninit::<libc::statfs>::uninit();
-    // SAFETY: fstatfs writes one statfs into the buffer we pass, sized for it;
-    // it is read only when the call succeeded.
-    if unsafe { libc::fstatfs(fd.as_raw_fd(), fs.as_mut_ptr()) } != 0 {
-        return None;
-    }
-    // SAFETY: initialised by the successful fstatfs above.
-    let fs = unsafe { fs.assume_init() };
-    // f_type is i64 on glibc x86_64 but another width or sign elsewhere (musl).
+    let fs = rustix::fs::fstatfs(fd).ok()?;
+    // f_type's width and sign differ between targets.
     #[allow(clippy::unnecessary_cast)]
     if fs.f_type as i64 != PIDFS_MAGIC {
         return None;
     }
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: as above, for fstat and one stat.
-    if unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) } != 0 {
-        return None;
-    }
-    // SAFETY: initialised by the successful fstat above.
-    Some(unsafe { st.assume_init() }.st_ino)
+    #[allow(clippy::unnecessary_cast)]
+    rustix::fs::fstat(fd).ok().map(|st| st.st_ino as u64)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -76,10 +58,11 @@ pub fn send_signal(fd: &OwnedFd, signal: i32) -> libc::c_long {
 /// readable when its process exits).
 #[cfg(target_os = "linux")]
 pub fn wait_readable(fd: &OwnedFd, limit: std::time::Duration) {
-    use std::os::fd::AsRawFd;
-    let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    // SAFETY: one pollfd, valid for the call; a timeout or EINTR just ends the wait early.
-    unsafe { libc::poll(&mut pfd, 1, limit.as_millis().min(i32::MAX as u128) as i32) };
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut fds = [PollFd::new(fd, PollFlags::IN)];
+    let limit = Timespec { tv_sec: limit.as_secs().min(i64::MAX as u64) as i64, tv_nsec: limit.subsec_nanos().into() };
+    // A timeout or EINTR just ends the wait early; the caller looks again.
+    let _ = poll(&mut fds, Some(&limit));
 }
 
 /// The first 64 bits of this boot's random id, read once.

@@ -64,6 +64,8 @@ pub fn stat_comm(raw: &[u8]) -> String {
 pub fn read_proc_file(path: &str, buf: &mut Vec<u8>, limit: usize) -> bool {
     buf.clear();
     let Ok(c_path) = std::ffi::CString::new(path) else { return false };
+    // SAFETY: `c_path` is a NUL-terminated string alive for the call; the fd
+    // returned is ours and closed once below.
     let fd = unsafe { libc::open(c_path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
     if fd < 0 {
         return false;
@@ -74,6 +76,8 @@ pub fn read_proc_file(path: &str, buf: &mut Vec<u8>, limit: usize) -> bool {
             buf.reserve(4096);
         }
         let spare = buf.capacity() - buf.len();
+        // SAFETY: the destination is the vector's spare capacity, `spare`
+        // bytes starting right after its length, all inside its allocation.
         let n = unsafe { libc::read(fd, buf.as_mut_ptr().add(buf.len()) as *mut libc::c_void, spare) };
         if n < 0 {
             ok = false;
@@ -82,12 +86,16 @@ pub fn read_proc_file(path: &str, buf: &mut Vec<u8>, limit: usize) -> bool {
         if n == 0 {
             break;
         }
+        // SAFETY: read(2) initialised exactly `n` (<= spare) bytes past the
+        // old length, so the new length covers initialised bytes only.
         unsafe { buf.set_len(buf.len() + n as usize) };
         if buf.len() >= limit {
             buf.truncate(limit);
             break;
         }
     }
+    // SAFETY: `fd` is the descriptor opened above, not closed before and
+    // owned by nothing else. A close error after reads loses nothing.
     unsafe { libc::close(fd) };
     ok
 }
@@ -250,6 +258,7 @@ pub fn command_line(pid: u32) -> String {
 
 #[cfg(target_os = "linux")]
 fn page_kb() -> u64 {
+    // SAFETY: sysconf takes an integer name and touches no memory of ours.
     (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1024) as u64) / 1024
 }
 
@@ -525,6 +534,7 @@ pub fn signal_process(who: &ProcessIdentity, signal: i32) -> SignalOutcome {
     match identify(who.pid) {
         None => SignalOutcome::Gone,
         Some(now) if now.start_ticks != who.start_ticks => SignalOutcome::Replaced,
+        // SAFETY: integer arguments only; errno_outcome reads ESRCH as gone.
         Some(_) => errno_outcome(unsafe { libc::kill(who.pid as libc::pid_t, signal) } as libc::c_long),
     }
 }
@@ -572,7 +582,10 @@ mod tests {
     fn never_signals_init_the_caller_or_its_group_and_session() {
         // Signal 0 sends nothing even where it would be allowed: this checks
         // the refusal without any risk.
-        for pgid in [0, 1, unsafe { libc::getpgrp() } as u32, unsafe { libc::getsid(0) } as u32] {
+        // SAFETY: getpgrp and getsid take integers only and cannot fail for
+        // the calling process.
+        let (group, session) = unsafe { (libc::getpgrp(), libc::getsid(0)) };
+        for pgid in [0, 1, group as u32, session as u32] {
             assert!(matches!(signal_group(pgid, 0), SignalOutcome::Failed(_)), "group {pgid} refused");
         }
         let me = identify(std::process::id()).unwrap();

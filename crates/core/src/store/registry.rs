@@ -153,16 +153,16 @@ impl Registry {
         };
         let (mut jobs, merge) = self.merged(jobs, true);
         if let Some((aside, reason)) = moved_aside {
-            eprintln!(
-                "run-bg: warning: {} could not be read ({reason}); moved it to {} and rebuilt {} job(s) from the job directories",
+            tracing::warn!(
+                "{} could not be read ({reason}); moved it to {} and rebuilt {} job(s) from the job directories",
                 path.display(),
                 aside.display(),
                 jobs.len()
             );
         }
         if merge.duplicates > 0 {
-            eprintln!(
-                "run-bg: warning: {} named {} job(s) more than once; kept for each the record that knows most \
+            tracing::warn!(
+                "{} named {} job(s) more than once; kept for each the record that knows most \
                  (an outcome over lost over orphaned over running, then the later end, then the later entry)",
                 path.display(),
                 merge.duplicates

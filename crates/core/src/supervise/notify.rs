@@ -193,6 +193,9 @@ pub fn run_hook(command: &str, event: &[u8], job: &Job, message: &str, timeout: 
                 };
             }
             Ok(None) if Instant::now() >= deadline => {
+                // SAFETY: integer arguments only. The hook is our unreaped
+                // child leading its own group, so the group id cannot have
+                // been reused; ESRCH (group already gone) needs nothing.
                 unsafe { libc::killpg(child.id() as libc::pid_t, libc::SIGKILL) };
                 let _ = child.wait();
                 return finish(None, Some(format!("timed out after {}", format_duration_ms(timeout.as_millis() as u64))));

@@ -40,6 +40,9 @@ extern "C" fn on_signal(signal: libc::c_int) {
         let byte = signal as u8;
         // Async-signal-safe; a full pipe just drops the wake-up, which is
         // harmless because one pending byte is enough to wake the loop.
+        // SAFETY: write(2) is async-signal-safe; `byte` lives on this stack
+        // for the call and the length is 1; `fd` is the pipe's write end,
+        // leaked on purpose so it stays open for the life of the process.
         unsafe { libc::write(fd, &byte as *const u8 as *const libc::c_void, 1) };
     }
 }
@@ -50,31 +53,54 @@ fn install_signal_handlers() -> std::io::Result<OwnedFd> {
     SIGNAL_PIPE_WRITE.store(write.as_raw_fd(), Ordering::Relaxed);
     std::mem::forget(write); // lives as long as the process
     for signal in [libc::SIGCHLD, libc::SIGUSR1, libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-        unsafe {
+        // SAFETY: an all-zero sigaction is a valid value (plain C struct);
+        // the handler only loads an atomic and calls write(2), both
+        // async-signal-safe; the pointers passed are to live locals.
+        let installed = unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = on_signal as *const () as usize;
             action.sa_flags = libc::SA_RESTART | if signal == libc::SIGCHLD { libc::SA_NOCLDSTOP } else { 0 };
             libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(signal, &action, std::ptr::null_mut());
+            libc::sigaction(signal, &action, std::ptr::null_mut())
+        };
+        if installed != 0 {
+            return Err(std::io::Error::last_os_error());
         }
     }
     Ok(read)
 }
 
+/// Points `fd` at /dev/null. A failure leaves `fd` where it was (the
+/// caller's pipe), which only matters to a caller still reading it, so it is
+/// reported, not fatal.
 fn redirect_to_dev_null(fd: RawFd) {
-    unsafe {
+    // SAFETY: the path is a NUL-terminated literal; `null` is a descriptor we
+    // just opened and own, closed exactly once; dup2 onto a standard
+    // descriptor number cannot invalidate a Rust-owned fd (std owns none of
+    // 0/1/2 here).
+    let failed = unsafe {
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
-        if null >= 0 {
-            libc::dup2(null, fd);
+        if null < 0 {
+            Some(std::io::Error::last_os_error())
+        } else {
+            let duped = libc::dup2(null, fd);
+            let error = (duped < 0).then(std::io::Error::last_os_error);
             libc::close(null);
+            error
         }
+    };
+    if let Some(e) = failed {
+        eprintln!("run-bg supervisor: cannot point fd {fd} at /dev/null: {e}");
     }
 }
 
+/// Orphaned descendants are re-parented to us, so we can reap them and see the
+/// tree end. Without it the job still runs and is killed by its group; the
+/// failure is reported so a lingering tree can be explained.
 fn become_subreaper() {
     #[cfg(target_os = "linux")]
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    if let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
+        eprintln!("run-bg supervisor: cannot become a child subreaper: {e}");
     }
 }
 
@@ -94,7 +120,7 @@ pub fn supervise_main() -> i32 {
     };
 
     if let Err(e) = detach() {
-        report_ready(&format!("{READY_ERR}cannot fork supervisor: {e}"));
+        report_ready(&format!("{READY_ERR}cannot detach the supervisor: {e}"));
         return 1;
     }
     redirect_to_dev_null(0);
@@ -135,10 +161,16 @@ impl From<String> for StartFailure {
 /// once and never holds a zombie; we are then nobody's child. Call only while
 /// single-threaded.
 pub fn detach() -> std::io::Result<()> {
-    unsafe { libc::setsid() };
+    // EPERM: we lead a process group, so a terminal's signals could still
+    // reach us; the core never starts us that way.
+    rustix::process::setsid()?;
+    // SAFETY: the caller guarantees we are single-threaded, so the child
+    // inherits no lock held by another thread.
     match unsafe { libc::fork() } {
         -1 => Err(std::io::Error::last_os_error()),
         0 => Ok(()),
+        // SAFETY: _exit runs no destructors or atexit handlers, so nothing
+        // shared with the child (buffers, files) is flushed or removed twice.
         _ => unsafe { libc::_exit(0) },
     }
 }
@@ -165,6 +197,11 @@ fn release_startup_code() {
             let (Ok(start), Ok(end)) = (usize::from_str_radix(start, 16), usize::from_str_radix(end, 16)) else {
                 continue;
             };
+            // SAFETY: the range is a whole mapping the kernel listed for this
+            // process, private and never written (r-xp, file-backed): after
+            // MADV_DONTNEED it reads back the same bytes from the file, so no
+            // code or data anyone relies on changes. A failure (e.g. the
+            // mapping went away) only leaves pages resident; ignored.
             unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
         }
     }
@@ -366,6 +403,7 @@ impl Supervisor {
                 }
                 None => 1,
             };
+            // SAFETY: `fds` is a live array of at least `watched` pollfds.
             let ready = unsafe { libc::poll(fds.as_mut_ptr(), watched, timeout_ms) };
             if ready < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
                 // Should not happen; avoid a busy loop if it does.
@@ -438,6 +476,8 @@ impl Supervisor {
         let mut bytes = [0u8; 64];
         let mut got = [false; 65];
         loop {
+            // SAFETY: reads at most `bytes.len()` into the live buffer from
+            // the signal pipe we own.
             let n = unsafe {
                 libc::read(self.signals.as_raw_fd(), bytes.as_mut_ptr() as *mut libc::c_void, bytes.len())
             };
@@ -470,6 +510,7 @@ impl Supervisor {
     fn reap(&mut self) {
         loop {
             let mut status = 0;
+            // SAFETY: `status` is a live local the kernel writes an int into.
             let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
             if pid > 0 {
                 if pid == self.main_pid {
@@ -655,14 +696,21 @@ impl Supervisor {
     /// up the loop that drains lingering output. The supervisor stays until it
     /// is done, as it stays for any child.
     fn spawn_notifier(&mut self) {
+        // SAFETY: the supervisor is single-threaded, so the child inherits no
+        // lock another thread holds and may run ordinary Rust code.
         match unsafe { libc::fork() } {
             0 => {
                 SIGNAL_PIPE_WRITE.store(-1, Ordering::Relaxed);
                 for signal in [libc::SIGCHLD, libc::SIGUSR1, libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+                    // SAFETY: restoring the default disposition installs no
+                    // code of ours. It cannot fail for these valid signals,
+                    // and the handler it replaces is now a no-op anyway.
                     unsafe { libc::signal(signal, libc::SIG_DFL) };
                 }
                 self.output = None;
                 notify::announce(&self.home, &self.config, &self.job);
+                // SAFETY: _exit skips destructors and atexit handlers, so the
+                // parent's registry lock, temp files and buffers stay its own.
                 unsafe { libc::_exit(0) }
             }
             -1 => self.note_error(&format!("cannot fork the notifier: {}", std::io::Error::last_os_error())),
@@ -681,7 +729,9 @@ impl Supervisor {
 /// Peak RSS of the largest descendant reaped so far (by us or by its parent),
 /// as the kernel keeps it: free to read, no sampling while the job runs.
 fn children_peak_rss_kb() -> Option<u64> {
+    // SAFETY: rusage is a plain C struct for which all-zero is valid.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a live, correctly typed out-parameter.
     if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } != 0 {
         return None;
     }

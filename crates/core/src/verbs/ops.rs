@@ -40,13 +40,13 @@ impl Context {
 
     /// For stopping jobs: a config.json that cannot be used must not keep
     /// anyone from killing what runs, so it falls back to the defaults and
-    /// says so on stderr.
+    /// says so (a `tracing` warning; the CLI prints it on stderr).
     pub fn load_for_kill() -> Result<Context> {
         let home = Home::resolve()?;
         let config = match Config::load(&home.config_path()) {
             Ok(config) => config,
             Err(e @ Error::Config { .. }) => {
-                eprintln!("run-bg: warning: {e}; killing with the default settings");
+                tracing::warn!("{e}; killing with the default settings");
                 Config::default()
             }
             Err(e) => return Err(e),
@@ -69,7 +69,7 @@ impl Context {
         if let Some(runner) = &self.runner {
             let args = errand.args();
             if let Err(e) = spawn::spawn_detached(runner, &self.home, &args) {
-                eprintln!("run-bg: cannot start background `{}`: {e}", args.join(" "));
+                tracing::error!("cannot start background `{}`: {e}", args.join(" "));
             }
         }
     }
@@ -236,7 +236,7 @@ impl Context {
             Ok(stored) => stored,
             Err(e) => {
                 if !matches!(e, Error::Busy(_)) {
-                    eprintln!("run-bg: warning: {} is {verdict}, but that could not be recorded: {e}", job.id);
+                    tracing::warn!("{} is {verdict}, but that could not be recorded: {e}", job.id);
                 }
                 let mut shown = job;
                 apply(&mut shown);
@@ -291,7 +291,7 @@ impl Context {
         };
         let args = Errand::Watch { job_id: id.to_string() }.args();
         if let Err(e) = spawn::spawn_detached_with_stdin(runner, &self.home, &args, stdin) {
-            eprintln!("run-bg: cannot start background `__watch {id}`: {e}");
+            tracing::error!("cannot start background `__watch {id}`: {e}");
         }
     }
 
@@ -705,7 +705,7 @@ impl Context {
         }
         for job in &report.orphaned_jobs {
             if let Err(e) = self.change_status(&job.id, Patience::Full, mark_killed) {
-                eprintln!("run-bg: warning: killed orphaned job {}, but that could not be recorded: {e}", job.id);
+                tracing::warn!("killed orphaned job {}, but that could not be recorded: {e}", job.id);
             }
         }
         Ok(report)

@@ -56,7 +56,10 @@ mod os {
                 .ok()
                 .and_then(|s| s.lines().find_map(|l| l.strip_prefix("btime ")?.trim().parse::<u64>().ok()))
                 .unwrap_or(0);
+            // SAFETY: sysconf takes an integer name and touches no memory of
+            // ours; an error (-1) is clamped to 1 below.
             let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+            // SAFETY: as above.
             let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
             Clock { boot_ms: boot_secs * 1000, ms_per_tick: 1000 / ticks, page_kb: page / 1024 }
         })
