@@ -44,10 +44,11 @@ test('descendants that outlive the main process are shown, and kill removes them
   const wait = runBg(home, ['wait', jobId])
   assert.equal(wait.code, 0)
   assert.match(wait.stdout, /still running: 2 process\(es\)/, 'wait does not present it as cleanly done')
+  // Until setsid has exec'd, its process reads `setsid sleep 601`.
   const check = await waitFor(() => {
     const c = checkJson(home, jobId)
-    return c.lingering.length === 2 ? c : null
-  }, { what: 'two lingering processes' })
+    return c.lingering.length === 2 && c.lingering.every((p) => p.command.startsWith('sleep ')) ? c : null
+  }, { what: 'two lingering sleeps' })
   assert.equal(check.status, 'success')
   assert.deepEqual(check.lingering.map((p) => p.command).sort(), ['sleep 600', 'sleep 601'])
   assert.match(runBg(home, ['list']).stdout, new RegExp(`^${jobId}  success \\(exit 0\\) after \\S+ · 2 process\\(es\\) still running`, 'm'))
