@@ -221,7 +221,9 @@ function removeDir(dir) {
   try {
     killJobsIn(dir)
   } finally {
-    fs.rmSync(dir, { recursive: true, force: true })
+    // A supervisor whose kill was just reported may still be writing the
+    // registry (its job.json holds the outcome first): retry while it does.
+    fs.rmSync(dir, { recursive: true, force: true, maxRetries: 20, retryDelay: 25 })
     tempDirs.delete(dir)
   }
 }
