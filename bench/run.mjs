@@ -217,12 +217,29 @@ function killJobsIn(home) {
   }
 }
 
+/** Whether any process of proc-manager (a supervisor, watcher, notifier) still works for `home`. */
+function busyFor(home) {
+  const mine = `\0PROC_MANAGER_HOME=${home}\0`
+  return fs.readdirSync('/proc').some((name) => {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) return false
+    try {
+      const environ = `\0${fs.readFileSync(`/proc/${name}/environ`, 'latin1')}`
+      return environ.includes(mine) && environ.includes('\0PROC_MANAGER_SUPERVISOR=')
+    } catch {
+      return false
+    }
+  })
+}
+
 function removeDir(dir) {
   try {
     killJobsIn(dir)
   } finally {
     // A supervisor whose kill was just reported may still be writing the
-    // registry (its job.json holds the outcome first): retry while it does.
+    // registry (its job.json holds the outcome first), and a watcher may be
+    // finishing: wait until nothing works for the home (5 s at most).
+    const deadline = Date.now() + 5_000
+    while (busyFor(dir) && Date.now() < deadline) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10)
     fs.rmSync(dir, { recursive: true, force: true, maxRetries: 20, retryDelay: 25 })
     tempDirs.delete(dir)
   }
