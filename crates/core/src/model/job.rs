@@ -312,6 +312,15 @@ pub(crate) fn sample_job(status: JobStatus) -> Job {
     }
 }
 
+/// A sample job that ended with this exit code or signal (for tests).
+#[cfg(test)]
+pub(crate) fn sample_ended(status: JobStatus, exit_code: Option<i32>, signal: Option<&str>) -> Job {
+    let mut job = sample_job(status);
+    job.exit_code = exit_code;
+    job.signal = signal.map(str::to_string);
+    job
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -271,14 +271,8 @@ mod tests {
 #[cfg(test)]
 mod wording_tests {
     use super::*;
-    use crate::model::job::sample_job;
+    use crate::model::job::sample_ended as ended;
 
-    fn ended(status: JobStatus, exit_code: Option<i32>, signal: Option<&str>) -> Job {
-        let mut job = sample_job(status);
-        job.exit_code = exit_code;
-        job.signal = signal.map(str::to_string);
-        job
-    }
 
     #[test]
     fn each_outcome_reads_as_its_status_how_it_ended_and_its_runtime() {

@@ -155,14 +155,8 @@ pub fn wait_exit_code(outcome: &WaitOutcome) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::job::sample_job;
+    use crate::model::job::{sample_ended as ended, sample_job};
 
-    fn ended(status: JobStatus, exit_code: Option<i32>, signal: Option<&str>) -> Job {
-        let mut job = sample_job(status);
-        job.exit_code = exit_code;
-        job.signal = signal.map(str::to_string);
-        job
-    }
 
     #[test]
     fn a_job_that_exited_hands_on_its_own_exit_code() {
