@@ -17,7 +17,7 @@ use super::kill::{self, Tree};
 use super::{notify, now_ms, outpipe, Error, Result};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
@@ -240,6 +240,12 @@ struct Supervisor {
     /// The forked child that announces the end; not part of the job.
     notifier: Option<libc::pid_t>,
     buffer: Vec<u8>,
+    /// There while the output goes into the log by `splice(2)`, never seen
+    /// by us (see `copy_once`); gone once the kernel refused it for this log.
+    /// A feature that must see the output's lines (issue 15's `--ready-log`
+    /// and `--notify-on`) leaves it out while it scans them: read and write
+    /// then hand it every byte.
+    splice: Option<Splicer>,
 }
 
 fn check_cwd(cwd: &Path) -> std::result::Result<(), String> {
@@ -341,6 +347,7 @@ impl Supervisor {
             notifier: None,
             config: spec.config,
             buffer: vec![0u8; 256 * 1024],
+            splice: new_splicer(),
         })
     }
 
@@ -406,32 +413,27 @@ impl Supervisor {
         }
     }
 
-    /// Reads once from the output pipe into the log; false when nothing was there.
-    fn read_output_once(&mut self) -> bool {
-        let Some(output) = &self.output else { return false };
-        match outpipe::read_once(output.as_raw_fd(), &mut self.buffer) {
-            outpipe::Read::Data(n) => {
-                if let Err(e) = self.log.write_all(&self.buffer[..n]) {
-                    // Once is enough: the same failure would repeat for every chunk.
-                    if !self.log_failed {
-                        self.log_failed = true;
-                        self.note_error(&e.to_string());
-                    }
-                }
-                true
-            }
-            outpipe::Read::Empty => false,
-            outpipe::Read::Closed => {
-                self.output = None;
-                false
+    /// Moves what the output pipe holds into the log once; gives how many bytes (0: nothing was there).
+    fn read_output_once(&mut self) -> usize {
+        let Some(output) = &self.output else { return 0 };
+        let (copied, error) = copy_once(output.as_fd(), &mut self.log, &mut self.buffer, &mut self.splice);
+        if let Some(e) = error {
+            // Once is enough: the same failure would repeat for every chunk.
+            if !self.log_failed {
+                self.log_failed = true;
+                self.note_error(&e.to_string());
             }
         }
+        if copied == Copied::Closed {
+            self.output = None;
+        }
+        copied.bytes()
     }
 
     /// Takes whatever the main process wrote before it exited, without waiting
     /// for descendants that may keep the pipe open (the pipe does not block).
     fn drain_output_nonblocking(&mut self) {
-        while self.read_output_once() {}
+        while self.read_output_once() > 0 {}
     }
 
     fn handle_signals(&mut self) {
@@ -663,6 +665,133 @@ impl Supervisor {
     }
 }
 
+/// `None` where the kernel has no `splice(2)`, or no pipe is left for the
+/// stage (the output is then read and written, as it was before splice).
+fn new_splicer() -> Option<Splicer> {
+    #[cfg(target_os = "linux")]
+    return outpipe::Stage::new().ok();
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
+/// What one step of moving the job's output into its log did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Copied {
+    /// This many bytes went from the pipe into the log inside the kernel.
+    Spliced(usize),
+    /// This many bytes were read into the buffer, then written.
+    Read(usize),
+    /// Nothing to take now; the job still holds the pipe.
+    Empty,
+    /// Every writer has closed the pipe: nothing more will come.
+    Closed,
+}
+
+impl Copied {
+    fn bytes(self) -> usize {
+        match self {
+            Copied::Spliced(n) | Copied::Read(n) => n,
+            Copied::Empty | Copied::Closed => 0,
+        }
+    }
+}
+
+/// How the output is spliced into the log (see `copy_once`).
+#[cfg(target_os = "linux")]
+type Splicer = outpipe::Stage;
+/// No `splice(2)` here: the output is always read and written.
+#[cfg(not(target_os = "linux"))]
+enum Splicer {}
+
+/// One step of moving the job's output into its log: spliced inside the
+/// kernel while `splice` is there (one copy, into the page cache, where read
+/// and write make two), else read into `buffer` and written. The last
+/// `buffer.len()` bytes before each rotation are always read: `write_all`
+/// must see them to cut the file at a line end, as without splice. `splice`
+/// is dropped for good when the kernel refuses to splice into this log (a
+/// filesystem without it, a file opened for appending); any other refusal
+/// (a full disk) sends this one step through read and write, which reports
+/// the error. A failed write is returned with what was taken from the pipe:
+/// those bytes are lost, since the job must never block on its log.
+fn copy_once(output: BorrowedFd<'_>, log: &mut RotatingWriter, buffer: &mut [u8], splice: &mut Option<Splicer>) -> (Copied, Option<Error>) {
+    #[cfg(target_os = "linux")]
+    if let Some(stage) = splice.as_ref() {
+        let (done, refused_for_good) = splice_once(output, stage, log, buffer);
+        if refused_for_good {
+            *splice = None;
+        }
+        if let Some(done) = done {
+            return done;
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = splice;
+    match outpipe::read_once(output.as_raw_fd(), buffer) {
+        outpipe::Read::Data(n) => (Copied::Read(n), log.write_all(&buffer[..n]).err()),
+        outpipe::Read::Empty => (Copied::Empty, None),
+        outpipe::Read::Closed => (Copied::Closed, None),
+    }
+}
+
+/// The splice half of `copy_once`: `None` when it took nothing from the job's
+/// pipe (near a rotation, or refused), then the bytes are to be read; and
+/// whether splicing into this log is refused for good.
+#[cfg(target_os = "linux")]
+fn splice_once(
+    output: BorrowedFd<'_>,
+    stage: &Splicer,
+    log: &mut RotatingWriter,
+    buffer: &mut [u8],
+) -> (Option<(Copied, Option<Error>)>, bool) {
+    let for_good = |e: &std::io::Error| matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP));
+    let cut_window = buffer.len() as u64;
+    let room = log.room();
+    if room <= cut_window {
+        return (None, false);
+    }
+    // Never more than the file takes before its cut window: never past max_bytes.
+    let len = (room - cut_window).min(usize::MAX as u64) as usize;
+    let taken = match stage.take(output, len) {
+        Ok(outpipe::Read::Data(n)) => n,
+        Ok(outpipe::Read::Empty) => return (Some((Copied::Empty, None)), false),
+        Ok(outpipe::Read::Closed) => return (Some((Copied::Closed, None)), false),
+        Err(e) => return (None, for_good(&e)),
+    };
+    let mut left = taken;
+    let mut refused = false;
+    while left > 0 {
+        match log.splice_in(stage.output(), left) {
+            Ok(0) => break,
+            Ok(n) => left -= n,
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+            Err(e) => {
+                refused = for_good(&e);
+                break;
+            }
+        }
+    }
+    if left == 0 {
+        return (Some((Copied::Spliced(taken), None)), false);
+    }
+    // What the log would not take by splice waits in the stage: it is read
+    // and written in order, leaving the stage empty for the next move.
+    let mut error = None;
+    while left > 0 {
+        let chunk = left.min(buffer.len());
+        match outpipe::read_once(stage.output().as_raw_fd(), &mut buffer[..chunk]) {
+            outpipe::Read::Data(n) => {
+                left -= n;
+                if let Err(e) = log.write_all(&buffer[..n]) {
+                    error.get_or_insert(e);
+                }
+            }
+            // Cannot happen while we hold the stage's write end and it holds `left` bytes.
+            outpipe::Read::Empty | outpipe::Read::Closed => break,
+        }
+    }
+    (Some((Copied::Read(taken), error)), refused)
+}
+
 /// Peak RSS of the largest descendant reaped so far (by us or by its parent),
 /// as the kernel keeps it: free to read, no sampling while the job runs.
 fn children_peak_rss_kb() -> Option<u64> {
@@ -689,4 +818,135 @@ pub fn parse_ready_line(line: &str) -> Result<u32, String> {
     } else {
         format!("supervisor sent a bad ready line: {line}")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::logs::rotated_path;
+
+    /// What a job writes: numbered lines of varied lengths, with a stretch
+    /// of NULs longer than a log file in the middle (a line that must be cut).
+    fn job_output(bytes: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(bytes + 4096);
+        let mut i = 0u64;
+        while out.len() < bytes {
+            if i == 20_000 {
+                out.extend(std::iter::repeat_n(0u8, 1_500_000));
+                out.push(b'\n');
+            }
+            out.extend_from_slice(format!("{i:08} {}\n", "x".repeat((i * 7919 % 150) as usize)).as_bytes());
+            i += 1;
+        }
+        out
+    }
+
+    /// Runs the supervisor's copy loop over a real output pipe (the FIFO a
+    /// job gets, 1 MiB) while a thread writes `data` into it in uneven
+    /// pieces, as a job does; returns the bytes spliced and the bytes read.
+    /// After each step the file being written must hold at most `max` bytes.
+    fn copy_through_a_pipe(data: &[u8], log: &mut RotatingWriter, path: &Path, max: u64, splice: &mut Option<Splicer>) -> (usize, usize) {
+        let dir = tempfile::tempdir().unwrap();
+        let output = outpipe::create(dir.path()).unwrap();
+        // Write-only, unlike the job's read-write end: if this test fails
+        // half-way, its writer gets EPIPE instead of waiting for ever.
+        drop(output.child_end);
+        let mut end = std::fs::OpenOptions::new().write(true).open(dir.path().join(outpipe::FIFO_NAME)).unwrap();
+        let writer = std::thread::spawn({
+            let data = data.to_vec();
+            move || {
+                let mut rng = 0x2545_F491_4F6C_DD1Du64;
+                let mut rest = &data[..];
+                while !rest.is_empty() {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    let n = (1 + rng % (96 * 1024)) as usize;
+                    let (piece, after) = rest.split_at(n.min(rest.len()));
+                    end.write_all(piece).unwrap();
+                    rest = after;
+                }
+                // Dropping the last writer: the copy sees the end of the output.
+            }
+        });
+        let mut buffer = vec![0u8; 256 * 1024];
+        let (mut spliced, mut read) = (0, 0);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let mut fds = [libc::pollfd { fd: output.reader.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+            // SAFETY: `fds` is a valid array of one pollfd for the call.
+            assert!(unsafe { libc::poll(fds.as_mut_ptr(), 1, 10_000) } >= 0);
+            let (copied, error) = copy_once(output.reader.as_fd(), log, &mut buffer, splice);
+            assert!(error.is_none(), "{error:?}");
+            let size = std::fs::metadata(path).unwrap().len();
+            assert!(size <= max, "{size} bytes in the current file after {copied:?}: past max_bytes {max}");
+            match copied {
+                Copied::Spliced(n) => spliced += n,
+                Copied::Read(n) => read += n,
+                Copied::Empty => {}
+                Copied::Closed => break,
+            }
+            assert!(Instant::now() < deadline, "the output never ended: {spliced} bytes spliced, {read} read");
+        }
+        // A writer still writing gets EPIPE now rather than wait for ever.
+        drop(output.reader);
+        assert!(writer.join().is_ok(), "the copy saw the output end before the writer was done ({spliced} bytes spliced, {read} read)");
+        (spliced, read)
+    }
+
+    /// The log's files, oldest first.
+    fn log_files(log: &Path) -> Vec<Vec<u8>> {
+        (0..1000).rev().map(|i| rotated_path(log, i)).filter(|p| p.exists()).map(|p| std::fs::read(p).unwrap()).collect()
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn spliced_output_rotates_within_max_bytes_and_keeps_every_byte_in_order() {
+        const MAX: u64 = 1024 * 1024 - 3;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("output.log");
+        let data = job_output(12 * 1024 * 1024);
+        // keep holds every file: what went in must all be there.
+        let mut log = RotatingWriter::create(&path, MAX, 100).unwrap();
+        let mut splice = new_splicer();
+        assert!(splice.is_some(), "no pipe for the splice stage");
+        let (spliced, read) = copy_through_a_pipe(&data, &mut log, &path, MAX, &mut splice);
+        drop(log);
+        assert!(splice.is_some(), "splice was refused on this filesystem");
+        assert!(spliced >= data.len() / 2, "only {spliced} of {} bytes spliced ({read} read)", data.len());
+        assert!(read > 0, "the last bytes before each rotation are read, to cut at a line end");
+        let files = log_files(&path);
+        let sizes: Vec<usize> = files.iter().map(Vec::len).collect();
+        assert!(files.len() as u64 > data.len() as u64 / MAX, "rotated too rarely: {sizes:?}");
+        assert!(sizes.iter().all(|&n| n as u64 <= MAX), "a file past max_bytes {MAX}: {sizes:?}");
+        let logged = files.concat();
+        let first_difference = logged.iter().zip(&data).position(|(a, b)| a != b);
+        assert!(
+            logged.len() == data.len() && first_difference.is_none(),
+            "logged {} of {} bytes; first difference at {first_difference:?}; files {sizes:?}",
+            logged.len(),
+            data.len()
+        );
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn where_the_log_refuses_splice_the_output_is_read_and_written() {
+        const MAX: u64 = 1024 * 1024 - 3;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("output.log");
+        std::fs::write(&path, b"left by a dead supervisor\n").unwrap();
+        let data = job_output(4 * 1024 * 1024);
+        // Opened for appending, as a watcher does: the kernel will not splice into it.
+        let mut log = RotatingWriter::resume(&path, MAX, 100).unwrap();
+        let mut splice = new_splicer();
+        assert!(splice.is_some(), "no pipe for the splice stage");
+        let (spliced, read) = copy_through_a_pipe(&data, &mut log, &path, MAX, &mut splice);
+        drop(log);
+        assert!(splice.is_none(), "splice into an O_APPEND file was accepted: this test needs another refusal");
+        assert_eq!((spliced, read), (0, data.len()));
+        let files = log_files(&path);
+        assert!(files.iter().all(|f| f.len() as u64 <= MAX));
+        assert!(files.concat() == [&b"left by a dead supervisor\n"[..], &data].concat(), "bytes lost or reordered");
+    }
 }
