@@ -136,6 +136,45 @@ impl RotatingWriter {
         Ok(())
     }
 
+    /// How many bytes the current file takes before it is rotated.
+    pub fn room(&self) -> u64 {
+        self.max_bytes - self.written
+    }
+
+    /// Moves up to `len` bytes from `pipe` into the current file inside the
+    /// kernel (`splice(2)`: they never pass through user space), never past
+    /// `max_bytes`; it does not rotate, so it moves nothing once the file is
+    /// full. Whatever the result, nothing is lost: an error (`EINVAL` for a
+    /// file opened for appending or a filesystem that cannot splice, or the
+    /// write's own, `ENOSPC`) leaves the bytes in the pipe.
+    #[cfg(target_os = "linux")]
+    pub fn splice_in(&mut self, pipe: std::os::fd::BorrowedFd<'_>, len: usize) -> std::io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        let len = (len as u64).min(self.room()) as usize;
+        if len == 0 {
+            return Ok(0);
+        }
+        self.seam("write");
+        // SAFETY: `pipe` is borrowed for the call and `self.file` is ours, both
+        // open; the offsets are null (a pipe has none; the file's own position
+        // is used and advanced, as by write), so no memory of ours is passed.
+        let n = unsafe {
+            libc::splice(
+                pipe.as_raw_fd(),
+                std::ptr::null_mut(),
+                self.file.as_raw_fd(),
+                std::ptr::null_mut(),
+                len,
+                libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
+            )
+        };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        self.written += n as u64;
+        Ok(n as usize)
+    }
+
     fn write_raw(&mut self, data: &[u8]) -> Result<()> {
         self.seam("write");
         self.file.write_all(data).map_err(|e| Error::io("write log", &self.path, e))?;

@@ -161,6 +161,72 @@ pub fn read_once(fd: RawFd, buffer: &mut [u8]) -> Read {
     }
 }
 
+/// A pipe of the supervisor's own that the job's output passes through on
+/// its way into the log by `splice(2)`. Splicing the job's pipe straight
+/// into the file would hold that pipe's lock for the whole copy into the
+/// page cache, and the job's writes would wait on it: the job and the
+/// supervisor then take turns instead of running side by side (1 GiB of
+/// `/dev/zero` took 1.7× as long as through `cat`). A splice from pipe to
+/// pipe copies nothing (it hands over page references) and holds the job's
+/// pipe only for that; the copy into the log then holds only this one.
+#[cfg(target_os = "linux")]
+pub struct Stage {
+    read: OwnedFd,
+    write: OwnedFd,
+    /// What one move can take: what the pipe holds.
+    capacity: usize,
+}
+
+#[cfg(target_os = "linux")]
+impl Stage {
+    /// Empty, as large as a job's pipe (else the default 64 KiB: more moves).
+    pub fn new() -> std::io::Result<Stage> {
+        let (read, write) = crate::os::launch::new_pipe(libc::O_NONBLOCK)?;
+        enlarge(&read);
+        // SAFETY: F_GETPIPE_SZ only reads the pipe's capacity.
+        let capacity = unsafe { libc::fcntl(read.as_raw_fd(), libc::F_GETPIPE_SZ) };
+        if capacity <= 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Stage { read, write, capacity: capacity as usize })
+    }
+
+    /// Moves up to `len` bytes (at most what the stage holds) from the job's
+    /// `pipe` into the stage, which must be empty, without waiting: `Data(n)`
+    /// is what the stage now holds. An error means nothing was moved.
+    pub fn take(&self, pipe: std::os::fd::BorrowedFd<'_>, len: usize) -> std::io::Result<Read> {
+        let len = len.min(self.capacity);
+        // SAFETY: both descriptors are open for the call (`pipe` is borrowed,
+        // the stage's end is ours); pipes take no offsets, so none is passed.
+        let n = unsafe {
+            libc::splice(
+                pipe.as_raw_fd(),
+                std::ptr::null_mut(),
+                self.write.as_raw_fd(),
+                std::ptr::null_mut(),
+                len,
+                libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
+            )
+        };
+        match n {
+            0 => Ok(Read::Closed),
+            n if n > 0 => Ok(Read::Data(n as usize)),
+            _ => {
+                let error = std::io::Error::last_os_error();
+                match error.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(Read::Empty),
+                    _ => Err(error),
+                }
+            }
+        }
+    }
+
+    /// The end the staged bytes leave by.
+    pub fn output(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.read)
+    }
+}
+
 fn c_path(path: &Path) -> std::io::Result<CString> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "path contains a NUL byte"))
