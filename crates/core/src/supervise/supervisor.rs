@@ -770,6 +770,8 @@ fn new_splicer() -> Option<Splicer> {
 
 /// What one step of moving the job's output into its log did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Only Linux splices; elsewhere every step reads and writes.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 enum Copied {
     /// This many bytes went from the pipe into the log inside the kernel.
     Spliced(usize),
@@ -900,7 +902,8 @@ fn children_peak_rss_kb() -> Option<u64> {
     Some(if cfg!(target_os = "macos") { max / 1024 } else { max }).filter(|&kb| kb > 0)
 }
 
-#[cfg(test)]
+// The tests drive splice(2), which only Linux has.
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
     use crate::store::logs::rotated_path;
