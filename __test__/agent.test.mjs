@@ -3,9 +3,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import path from 'node:path'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
-import { pm, root, makeHome, runBg, startJob, checkJson, waitFor, isAlive, readRegistry } from './helpers.mjs'
+import { pm, root, makeHome, runBg, startJob, checkJson, waitFor, isAlive, readRegistry, connectMcp } from './helpers.mjs'
 
 test('the start ack is one line of under 200 characters, even for long labels and commands', (t) => {
   const { home } = makeHome(t)
@@ -115,15 +113,7 @@ test('summary: running jobs with their last line, ended jobs until looked at, no
 
 test('the MCP server, driven by the SDK client over stdio: list tools, run, check, kill, errors', async (t) => {
   const { home } = makeHome(t)
-  const transport = new StdioClientTransport({
-    command: process.execPath,
-    args: [path.join(root, 'skill', 'proc-manager-mcp.mjs')],
-    env: { ...process.env, PROC_MANAGER_HOME: home },
-    stderr: 'pipe',
-  })
-  const client = new Client({ name: 'test', version: '1.0.0' })
-  await client.connect(transport)
-  t.after(() => client.close())
+  const client = await connectMcp(t, home)
 
   const { tools } = await client.listTools()
   assert.deepEqual(tools.map((x) => x.name).sort(),

@@ -6,6 +6,8 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { createRequire } from 'node:module'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 export const RUN_BG = path.join(root, 'native', 'run-bg')
@@ -255,4 +257,18 @@ export function waitForQuiet(home, timeout = 20_000) {
   const busy = () => processEnvironments().some(({ pid, environ }) =>
     environ.includes(mine) && environ.includes('\0PROC_MANAGER_SUPERVISOR=') && processStart(pid) !== null)
   return waitFor(() => !busy(), { timeout, what: 'proc-manager to finish its background work' })
+}
+
+/** The official MCP SDK client, connected over stdio to our MCP server for `home`; closed after the test. */
+export async function connectMcp(t, home) {
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [path.join(root, 'skill', 'proc-manager-mcp.mjs')],
+    env: { ...process.env, PROC_MANAGER_HOME: home },
+    stderr: 'pipe',
+  })
+  const client = new Client({ name: 'test', version: '1.0.0' })
+  await client.connect(transport)
+  t.after(() => client.close())
+  return client
 }

@@ -8,9 +8,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
-import { pm, root, makeHome, runBg, waitFor, waitForQuiet, isAlive, readRegistry } from './helpers.mjs'
+import { pm, root, makeHome, runBg, waitFor, waitForQuiet, isAlive, readRegistry, connectMcp } from './helpers.mjs'
 
 // A window-title change, a bell and a screen clear.
 const PWNED = '\x1b]0;pwned\x07\x1b[2J'
@@ -271,15 +269,7 @@ test('the MCP server shows lingering process command lines and errors with escap
   assertPrintable(orphans.stdout, 'orphans')
   assert.ok(orphans.stdout.includes(PWNED_SHOWN), orphans.stdout)
 
-  const transport = new StdioClientTransport({
-    command: process.execPath,
-    args: [path.join(root, 'skill', 'proc-manager-mcp.mjs')],
-    env: { ...process.env, PROC_MANAGER_HOME: home },
-    stderr: 'pipe',
-  })
-  const client = new Client({ name: 'test', version: '1.0.0' })
-  await client.connect(transport)
-  t.after(() => client.close())
+  const client = await connectMcp(t, home)
   const texts = []
   for (const [name, args] of [
     ['cleanup_orphans', { mode: 'list' }],

@@ -163,33 +163,11 @@ mod tests {
     const PWNED: &str = "\u{1b}]0;pwned\u{7}\u{1b}[2J";
 
     fn job(status: JobStatus) -> Job {
-        let now = now_ms();
-        Job {
-            id: "build-3f2a1c".into(),
-            label: "build".into(),
-            argv: vec!["make".into()],
-            command: "make -j2".into(),
-            cwd: "/src".into(),
-            env: Default::default(),
-            owner: None,
-            context: None,
-            status,
-            exit_code: None,
-            signal: None,
-            main: Some(ProcessIdentity::from_stat(4242, 100)),
-            supervisor: Some(ProcessIdentity::from_stat(4241, 99)),
-            started_at: now - (2 * HOUR_MS + 13 * 60_000),
-            ended_at: Some(now),
-            timeout_ms: None,
-            notify: true,
-            on_exit: None,
-            error: None,
-            log_path: "/tmp/x/output.log".into(),
-            notification: None,
-            hooks: Vec::new(),
-            peak_rss_kb: None,
-            seen_at: None,
-        }
+        // Ended "now" whatever its status: the runtime shown is 2h13m either way.
+        let mut job = crate::model::job::sample_job(status);
+        job.argv = vec!["make".into()];
+        job.ended_at = Some(job.started_at + 2 * HOUR_MS + 13 * 60_000);
+        job
     }
 
     #[test]

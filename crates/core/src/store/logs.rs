@@ -20,6 +20,20 @@ const TAIL_BLOCK: usize = 64 * 1024;
 #[cfg(test)]
 pub(crate) type Seam = std::sync::Arc<dyn Fn(&'static str) + Send + Sync>;
 
+/// Where a `Seam` is kept: nothing at all outside tests.
+#[derive(Clone, Default)]
+struct Seams(#[cfg(test)] Option<Seam>);
+
+impl Seams {
+    #[inline]
+    fn at(&self, _point: &'static str) {
+        #[cfg(test)]
+        if let Some(seam) = &self.0 {
+            seam(_point);
+        }
+    }
+}
+
 /// `output.log`, then `output.log.1` … `output.log.<keep>` (oldest last).
 pub fn rotated_path(log: &Path, index: u32) -> PathBuf {
     if index == 0 {
@@ -52,8 +66,7 @@ pub struct RotatingWriter {
     dropped: u64,
     /// The unlink of the last dropped file, running aside (see `drop_oldest`).
     deleter: Option<std::thread::JoinHandle<()>>,
-    #[cfg(test)]
-    seam: Option<Seam>,
+    seams: Seams,
 }
 
 impl Drop for RotatingWriter {
@@ -88,22 +101,13 @@ impl RotatingWriter {
             written,
             dropped: 0,
             deleter: None,
-            #[cfg(test)]
-            seam: None,
+            seams: Seams::default(),
         })
     }
 
     #[cfg(test)]
     pub(crate) fn set_seam(&mut self, seam: Seam) {
-        self.seam = Some(seam);
-    }
-
-    #[inline]
-    fn seam(&self, _point: &'static str) {
-        #[cfg(test)]
-        if let Some(seam) = &self.seam {
-            seam(_point);
-        }
+        self.seams = Seams(Some(seam));
     }
 
     pub fn write_all(&mut self, mut data: &[u8]) -> Result<()> {
@@ -154,7 +158,7 @@ impl RotatingWriter {
         if len == 0 {
             return Ok(0);
         }
-        self.seam("write");
+        self.seams.at("write");
         // SAFETY: `pipe` is borrowed for the call and `self.file` is ours, both
         // open; the offsets are null (a pipe has none; the file's own position
         // is used and advanced, as by write), so no memory of ours is passed.
@@ -176,7 +180,7 @@ impl RotatingWriter {
     }
 
     fn write_raw(&mut self, data: &[u8]) -> Result<()> {
-        self.seam("write");
+        self.seams.at("write");
         self.file.write_all(data).map_err(|e| Error::io("write log", &self.path, e))?;
         self.written += data.len() as u64;
         Ok(())
@@ -193,7 +197,7 @@ impl RotatingWriter {
         let renamed = self.shift_files();
         // If the files cannot be shifted (the job's directory was deleted
         // under it), start the current file over rather than grow without bound.
-        self.seam("create");
+        self.seams.at("create");
         let reopened = open_log(&self.path, true);
         self.written = 0;
         match (renamed, reopened) {
@@ -218,7 +222,7 @@ impl RotatingWriter {
         for index in (1..self.keep).rev() {
             let from = rotated_path(&self.path, index);
             let to = rotated_path(&self.path, index + 1);
-            self.seam("shift");
+            self.seams.at("shift");
             match std::fs::rename(&from, &to) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -227,7 +231,7 @@ impl RotatingWriter {
         }
         if self.keep > 0 {
             let first = rotated_path(&self.path, 1);
-            self.seam("shift current");
+            self.seams.at("shift current");
             std::fs::rename(&self.path, &first).map_err(|e| Error::io("rotate log", &self.path, e))?;
         }
         Ok(())
@@ -250,21 +254,17 @@ impl RotatingWriter {
         let name = self.path.file_name().and_then(|n| n.to_str()).unwrap_or("output.log");
         let doomed = self.path.with_file_name(format!(".{name}.dropped-{}", self.dropped));
         self.dropped += 1;
-        self.seam("drop");
+        self.seams.at("drop");
         match std::fs::rename(&oldest, &doomed) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(Error::io("remove old log", oldest, e)),
         }
-        #[cfg(test)]
-        let seam = self.seam.clone();
+        let seams = self.seams.clone();
         match std::thread::Builder::new().name("log-drop".into()).spawn({
             let doomed = doomed.clone();
             move || {
-                #[cfg(test)]
-                if let Some(seam) = seam {
-                    seam("unlink");
-                }
+                seams.at("unlink");
                 let _ = std::fs::remove_file(doomed);
             }
         }) {
@@ -279,7 +279,7 @@ impl RotatingWriter {
     fn wait_for_deleter(&mut self) {
         if let Some(deleter) = self.deleter.take() {
             if !deleter.is_finished() {
-                self.seam("wait for unlink");
+                self.seams.at("wait for unlink");
             }
             let _ = deleter.join();
         }
@@ -517,8 +517,7 @@ pub struct LogFollower {
     /// None until a log file exists: then the oldest one is read from its start.
     held: Option<Held>,
     buffer: Vec<u8>,
-    #[cfg(test)]
-    seam: Option<Seam>,
+    seams: Seams,
 }
 
 impl LogFollower {
@@ -527,8 +526,7 @@ impl LogFollower {
             log: log.to_path_buf(),
             held,
             buffer: vec![0u8; 64 * 1024],
-            #[cfg(test)]
-            seam: None,
+            seams: Seams::default(),
         }
     }
 
@@ -549,15 +547,7 @@ impl LogFollower {
 
     #[cfg(test)]
     pub(crate) fn set_seam(&mut self, seam: Seam) {
-        self.seam = Some(seam);
-    }
-
-    #[inline]
-    fn seam(&self, _point: &'static str) {
-        #[cfg(test)]
-        if let Some(seam) = &self.seam {
-            seam(_point);
-        }
+        self.seams = Seams(Some(seam));
     }
 
     /// Streams new output to `sink` until `ended` says the writer is gone and
@@ -575,7 +565,7 @@ impl LogFollower {
             if read_new(self)? > 0 {
                 continue;
             }
-            self.seam("ended?");
+            self.seams.at("ended?");
             if ended()? {
                 // Asked before a read, never after one: what the writer wrote
                 // between that read and the question would be left unread.
@@ -604,7 +594,7 @@ impl LogFollower {
             }
             copied += self.read_held(sink)?;
             let held_id = self.held.as_ref().map(|h| h.id);
-            self.seam("stat log");
+            self.seams.at("stat log");
             if id_at(&self.log) == held_id {
                 break;
             }
@@ -624,7 +614,7 @@ impl LogFollower {
     }
 
     fn read_held(&mut self, sink: &mut dyn Write) -> std::io::Result<u64> {
-        self.seam("read");
+        self.seams.at("read");
         let Some(held) = self.held.as_mut() else { return Ok(0) };
         // The writer starts a file over in place when it cannot rotate.
         if held.file.metadata().is_ok_and(|m| m.len() < held.pos) && held.file.seek(SeekFrom::Start(0)).is_ok() {
@@ -657,15 +647,15 @@ impl LogFollower {
     fn successor(&mut self) -> Option<Held> {
         let held = self.held.as_ref()?.id;
         loop {
-            self.seam("find held");
+            self.seams.at("find held");
             let Some(index) = (1..=MAX_KEEP).find(|&i| id_at(&rotated_path(&self.log, i)) == Some(held)) else {
                 // Dropped past `keep` (renamed aside): the oldest file kept
                 // comes next; whatever was dropped in between is gone.
                 return self.open_oldest();
             };
-            self.seam("open next");
+            self.seams.at("open next");
             let next = File::open(rotated_path(&self.log, index - 1)).ok()?;
-            self.seam("check held");
+            self.seams.at("check held");
             if id_at(&rotated_path(&self.log, index)) == Some(held) {
                 return Held::new(next, 0);
             }
@@ -677,9 +667,9 @@ impl LogFollower {
     fn open_oldest(&self) -> Option<Held> {
         let highest = || (0..=MAX_KEEP).rev().find(|&i| rotated_path(&self.log, i).exists());
         loop {
-            self.seam("find oldest");
+            self.seams.at("find oldest");
             let index = highest()?;
-            self.seam("open oldest");
+            self.seams.at("open oldest");
             let file = match File::open(rotated_path(&self.log, index)) {
                 Ok(file) => file,
                 // Rotated on meanwhile: look again.
@@ -687,7 +677,7 @@ impl LogFollower {
                 Err(_) => return None,
             };
             let held = Held::new(file, 0)?;
-            self.seam("check oldest");
+            self.seams.at("check oldest");
             if highest() == Some(index) && id_at(&rotated_path(&self.log, index)) == Some(held.id) {
                 return Some(held);
             }

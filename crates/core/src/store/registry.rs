@@ -718,32 +718,10 @@ mod tests {
     use crate::model::job::{JobStatus, ProcessIdentity};
 
     fn job(id: &str, status: JobStatus, started_at: u64) -> Job {
-        Job {
-            id: id.into(),
-            label: id.into(),
-            argv: vec!["true".into()],
-            command: "true".into(),
-            cwd: "/".into(),
-            env: Default::default(),
-            owner: None,
-            context: None,
-            status,
-            exit_code: None,
-            signal: None,
-            main: None,
-            supervisor: None,
-            started_at,
-            ended_at: None,
-            timeout_ms: None,
-            notify: true,
-            on_exit: None,
-            error: None,
-            log_path: String::new(),
-            notification: None,
-            hooks: Vec::new(),
-            peak_rss_kb: None,
-            seen_at: None,
-        }
+        let mut job = crate::model::job::sample_job(status);
+        (job.id, job.label, job.argv, job.command, job.cwd) = (id.into(), id.into(), vec!["true".into()], "true".into(), "/".into());
+        (job.main, job.supervisor, job.started_at, job.ended_at, job.log_path) = (None, None, started_at, None, String::new());
+        job
     }
 
     fn home() -> (tempfile::TempDir, Home) {
