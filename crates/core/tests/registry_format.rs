@@ -9,14 +9,16 @@
 //! an orphaned job; a lost one; a notification still pending after a refused
 //! connection. Only the temp paths were replaced by stable ones.
 //!
-//! If the record changes (a field renamed, removed or re-typed, the status
-//! turned into an enum with data), this test fails. Then bump
+//! The state is an enum with data in memory (`JobState`) but is written as
+//! format 1's flat fields, so the format did not change with it.
+//!
+//! If the record changes (a field renamed, removed or re-typed), this test fails. Then bump
 //! `FORMAT_VERSION` in `src/store/registry.rs`, add a migration from format 1
 //! there, keep this fixture as it is, and make this test check that the
 //! migrated records say the same things; add a fixture of the new format
 //! beside it.
 
-use proc_manager_core::model::job::{DeliveryState, Job, JobStatus, ProcessIdentity};
+use proc_manager_core::model::job::{DeliveryState, Exit, Job, JobState, JobStatus, ProcessIdentity};
 use proc_manager_core::store::paths::Home;
 use proc_manager_core::store::registry::Registry;
 use std::path::Path;
@@ -59,9 +61,43 @@ fn a_format_1_registry_loads_with_every_job_in_order() {
             "late-6e752f"
         ]
     );
-    let statuses: Vec<JobStatus> = jobs.iter().map(|j| j.status).collect();
+    let statuses: Vec<JobStatus> = jobs.iter().map(|j| j.status()).collect();
     use JobStatus::*;
     assert_eq!(statuses, [Success, Failed, Failed, Failed, Timeout, Killed, Orphaned, Lost, Failed]);
+}
+
+#[test]
+fn a_format_1_registry_reads_as_the_state_of_each_job() {
+    let (_dir, registry) = registry_from_fixture();
+    let jobs = registry.load().unwrap();
+    let states: Vec<(&str, &JobState)> = jobs.iter().map(|j| (j.id.as_str(), &j.state)).collect();
+    let signal = |name: &str| Some(Exit::Signal(name.into()));
+    assert_eq!(
+        states,
+        [
+            ("ok-05ee0c", &JobState::Exited { code: 0, ended_at: 1795434940498 }),
+            ("three-f3c703", &JobState::Exited { code: 3, ended_at: 1795434940516 }),
+            ("sig-8a04db", &JobState::Signalled { signal: "SIGKILL".into(), ended_at: 1795434940527 }),
+            (
+                "nostart-2cc365",
+                &JobState::FailedToStart {
+                    error: "cannot start `/nonexistent/prog`: no such file".into(),
+                    ended_at: 1795434940539
+                }
+            ),
+            ("slow-aecd04", &JobState::TimedOut { exit: signal("SIGTERM"), ended_at: 1795434941550 }),
+            ("victim-16a3ef", &JobState::Killed { exit: signal("SIGTERM"), ended_at: 1795434945881 }),
+            ("orphan-267816", &JobState::Orphaned),
+            (
+                "gone-175e45",
+                &JobState::Lost {
+                    reason: Some("the supervisor and the job's processes are gone and no exit status was recorded".into()),
+                    ended_at: 1795434948763
+                }
+            ),
+            ("late-6e752f", &JobState::Exited { code: 1, ended_at: 1795434949075 }),
+        ]
+    );
 }
 
 #[test]
@@ -77,10 +113,10 @@ fn a_format_1_registry_keeps_every_field_of_every_record() {
     assert_eq!(ok.env.get("FOO").map(String::as_str), Some("bar"));
     assert_eq!(ok.owner.as_deref(), Some("agent-a"));
     assert_eq!(ok.context, Some(serde_json::json!({ "ticket": 42 })));
-    assert_eq!((ok.exit_code, ok.signal.as_deref()), (Some(0), None));
+    assert_eq!((ok.exit_code(), ok.signal().as_deref()), (Some(0), None));
     assert_eq!(ok.main, Some(identity(26502, 457981, 512758)));
     assert_eq!(ok.supervisor, Some(identity(26501, 457981, 512757)));
-    assert_eq!((ok.started_at, ok.ended_at), (1795434940495, Some(1795434940498)));
+    assert_eq!((ok.started_at, ok.ended_at()), (1795434940495, Some(1795434940498)));
     assert!(ok.notify);
     assert_eq!(ok.log_path, "/home/user/.local/state/proc-manager/jobs/ok-05ee0c/output.log");
     let note = ok.notification.as_ref().expect("notification");
@@ -89,11 +125,11 @@ fn a_format_1_registry_keeps_every_field_of_every_record() {
     assert_eq!(note.last_error, None);
     assert_eq!(ok.peak_rss_kb, Some(1540));
     assert_eq!(ok.seen_at, Some(1795434940506));
-    assert_eq!((ok.timeout_ms, ok.on_exit.as_deref(), ok.error.as_deref()), (None, None, None));
+    assert_eq!((ok.timeout_ms, ok.on_exit.as_deref(), ok.error().as_deref()), (None, None, None));
     assert!(ok.hooks.is_empty());
 
     let three = find(&jobs, "three-f3c703");
-    assert_eq!(three.exit_code, Some(3));
+    assert_eq!(three.exit_code(), Some(3));
     assert_eq!(three.on_exit.as_deref(), Some("exit 5"));
     assert_eq!(three.hooks.len(), 1);
     let hook = &three.hooks[0];
@@ -102,31 +138,31 @@ fn a_format_1_registry_keeps_every_field_of_every_record() {
     assert!(three.env.is_empty() && three.owner.is_none() && three.context.is_none());
 
     let sig = find(&jobs, "sig-8a04db");
-    assert_eq!((sig.exit_code, sig.signal.as_deref()), (None, Some("SIGKILL")));
+    assert_eq!((sig.exit_code(), sig.signal().as_deref()), (None, Some("SIGKILL")));
 
     let nostart = find(&jobs, "nostart-2cc365");
     assert_eq!(nostart.main, None, "a start that failed has no main process");
     assert_eq!(nostart.supervisor.map(|s| s.pid), Some(26533));
-    assert_eq!(nostart.error.as_deref(), Some("cannot start `/nonexistent/prog`: no such file"));
+    assert_eq!(nostart.error().as_deref(), Some("cannot start `/nonexistent/prog`: no such file"));
     assert_eq!(nostart.notification, None);
 
     let slow = find(&jobs, "slow-aecd04");
     assert_eq!(slow.timeout_ms, Some(1000));
     assert!(!slow.notify, "--no-notify is kept");
-    assert_eq!(slow.signal.as_deref(), Some("SIGTERM"));
+    assert_eq!(slow.signal().as_deref(), Some("SIGTERM"));
 
     let victim = find(&jobs, "victim-16a3ef");
-    assert_eq!((victim.status, victim.signal.as_deref()), (JobStatus::Killed, Some("SIGTERM")));
+    assert_eq!((victim.status(), victim.signal().as_deref()), (JobStatus::Killed, Some("SIGTERM")));
     assert_eq!(victim.seen_at, None);
 
     let orphan = find(&jobs, "orphan-267816");
-    assert_eq!((orphan.ended_at, orphan.owner.as_deref()), (None, Some("agent-b")));
+    assert_eq!((orphan.ended_at(), orphan.owner.as_deref()), (None, Some("agent-b")));
     assert_eq!(orphan.main.map(|m| m.pid), Some(26949));
     assert_eq!(orphan.notification.as_ref().map(|n| n.event_id.as_str()), Some("orphan-267816:orphaned"));
 
     let gone = find(&jobs, "gone-175e45");
-    assert_eq!(gone.ended_at, Some(1795434948763));
-    assert_eq!(gone.error.as_deref(), Some("the supervisor and the job's processes are gone and no exit status was recorded"));
+    assert_eq!(gone.ended_at(), Some(1795434948763));
+    assert_eq!(gone.error().as_deref(), Some("the supervisor and the job's processes are gone and no exit status was recorded"));
 
     let late = find(&jobs, "late-6e752f");
     let note = late.notification.as_ref().expect("notification");

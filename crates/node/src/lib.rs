@@ -316,8 +316,8 @@ pub struct KillResult {
 impl From<KillOutcome> for KillResult {
     fn from(o: KillOutcome) -> KillResult {
         KillResult {
+            status: o.job.status().as_str().into(),
             job_id: o.job.id,
-            status: o.job.status.as_str().into(),
             signalled: o.signalled,
             // A message to show (the MCP server relays it): written out like the CLI's.
             message: visible(&o.message).into_owned(),
@@ -448,7 +448,7 @@ fn list_filter(function: &'static str, options: Option<Unknown>) -> Result<ListF
     let mut o = Options::new(function, options)?;
     let options = ListOptions { status: o.string("status")?, owner: o.string("owner")?, all: o.boolean("all")? };
     o.finish()?;
-    let status = options.status.map(|s| JobStatus::parse_or_explain(&s).map_err(napi::Error::from_reason)).transpose()?;
+    let status = options.status.map(|s| JobStatus::parse_or_explain(&s).map_err(|e| napi::Error::from_reason(e.to_string()))).transpose()?;
     Ok(ListFilter { status, owner: options.owner, all: options.all.unwrap_or(false) || status.is_some() })
 }
 
@@ -546,9 +546,9 @@ pub fn wait_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>)
             let job = &outcome.jobs[0];
             Ok(JobResult {
                 job_id: job.id.clone(),
-                status: job.status.as_str().into(),
-                exit_code: job.exit_code,
-                signal: job.signal.clone(),
+                status: job.status().as_str().into(),
+                exit_code: job.exit_code(),
+                signal: job.signal(),
                 duration_ms: job.duration_ms(proc_manager_core::now_ms()) as f64,
                 timed_out: outcome.timed_out,
                 shell_exit_code: if outcome.timed_out { 124 } else { shell_exit_code(job) },

@@ -7,10 +7,11 @@ use proc_manager_core::verbs::ops::Context;
 
 pub fn run(context: &Context, job_id: &str, claimed: Option<JobStatus>) -> i32 {
     match context.registry().get(job_id) {
-        Ok(mut job) => {
-            if let Some(claimed) = claimed {
-                job.status = claimed;
-            }
+        Ok(job) => {
+            let job = match claimed {
+                Some(claimed) => job.as_claimed(claimed),
+                None => job,
+            };
             notify::announce(&context.home, &context.config, &job);
             0
         }

@@ -33,7 +33,7 @@ pub fn run(
                     outln!("{}", visible(&outcome.message));
                 }
                 views.push(serde_json::json!({
-                    "jobId": outcome.job.id, "status": outcome.job.status.as_str(),
+                    "jobId": outcome.job.id, "status": outcome.job.status().as_str(),
                     "signalled": outcome.signalled, "message": outcome.message,
                 }));
             }

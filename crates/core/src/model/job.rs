@@ -47,10 +47,10 @@ impl JobStatus {
     }
 
     /// As `parse`, with the error a caller should see.
-    pub fn parse_or_explain(text: &str) -> Result<JobStatus, String> {
+    pub fn parse_or_explain(text: &str) -> crate::Result<JobStatus> {
         JobStatus::parse(text).ok_or_else(|| {
             let names: Vec<&str> = JobStatus::ALL.iter().map(|s| s.as_str()).collect();
-            format!("bad status `{text}`: expected one of {}", names.join(", "))
+            crate::Error::Usage(format!("bad status `{text}`: expected one of {}", names.join(", ")))
         })
     }
 
@@ -112,8 +112,184 @@ impl ProcessIdentity {
     }
 }
 
+/// How the main process ended, as `waitpid` told its supervisor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited with this code.
+    Code(i32),
+    /// It died of this signal (its name: `SIGTERM`).
+    Signal(String),
+}
+
+impl Exit {
+    /// From a supervisor's reading of `waitpid`: an exit code, or else a signal number.
+    pub fn from_wait(code: Option<i32>, signal: Option<i32>) -> Option<Exit> {
+        match (code, signal) {
+            (Some(code), _) => Some(Exit::Code(code)),
+            (None, Some(signal)) => Some(Exit::Signal(signal_name(signal))),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Who ended a job whose main process the supervisor reaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndedBy {
+    /// The job itself (or a signal nobody here sent).
+    Itself,
+    /// A `kill`.
+    Kill,
+    /// Its time limit.
+    Timeout,
+}
+
+/// Where a job is, with exactly the facts that state has: a running job has
+/// no exit code, an ended one always has its end time, only a start failure
+/// has a start error. `JobStatus` is its one-word name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobState {
+    /// Under its supervisor.
+    Running,
+    /// Its supervisor is gone but processes of the job still run.
+    Orphaned,
+    /// The main process exited by itself: `success` with code 0, else `failed`.
+    Exited { code: i32, ended_at: u64 },
+    /// The main process died of a signal nobody here sent (`failed`).
+    Signalled { signal: String, ended_at: u64 },
+    /// No main process ever ran: why (`failed`).
+    FailedToStart { error: String, ended_at: u64 },
+    /// Ended by `kill`; how its main process ended, where it was seen.
+    Killed { exit: Option<Exit>, ended_at: u64 },
+    /// Ended by its time limit; how its main process ended, where it was seen.
+    TimedOut { exit: Option<Exit>, ended_at: u64 },
+    /// Supervisor and processes gone, no exit status recorded; why, where known.
+    Lost { reason: Option<String>, ended_at: u64 },
+}
+
+impl JobState {
+    /// The state a supervisor records when its job's main process was reaped
+    /// (`exit`, from `waitpid`) and nothing is left to wait for. The end of a
+    /// kill or timeout is theirs whatever the main process did meanwhile; one
+    /// whose exit could not be read is lost (waitpid without WUNTRACED reports
+    /// only exits and deaths by signal, so this does not happen).
+    pub fn ended(by: EndedBy, exit: Option<Exit>, ended_at: u64) -> JobState {
+        match (by, exit) {
+            (EndedBy::Kill, exit) => JobState::Killed { exit, ended_at },
+            (EndedBy::Timeout, exit) => JobState::TimedOut { exit, ended_at },
+            (EndedBy::Itself, Some(Exit::Code(code))) => JobState::Exited { code, ended_at },
+            (EndedBy::Itself, Some(Exit::Signal(signal))) => JobState::Signalled { signal, ended_at },
+            (EndedBy::Itself, None) => JobState::Lost {
+                reason: Some("the main process ended without an exit status".to_string()),
+                ended_at,
+            },
+        }
+    }
+
+    pub fn status(&self) -> JobStatus {
+        match self {
+            JobState::Running => JobStatus::Running,
+            JobState::Orphaned => JobStatus::Orphaned,
+            JobState::Exited { code: 0, .. } => JobStatus::Success,
+            JobState::Exited { .. } | JobState::Signalled { .. } | JobState::FailedToStart { .. } => JobStatus::Failed,
+            JobState::Killed { .. } => JobStatus::Killed,
+            JobState::TimedOut { .. } => JobStatus::Timeout,
+            JobState::Lost { .. } => JobStatus::Lost,
+        }
+    }
+
+    /// Finished: the main process has an outcome and nothing of ours supervises it.
+    pub fn is_final(&self) -> bool {
+        self.status().is_final()
+    }
+
+    pub fn ended_at(&self) -> Option<u64> {
+        match self {
+            JobState::Running | JobState::Orphaned => None,
+            JobState::Exited { ended_at, .. }
+            | JobState::Signalled { ended_at, .. }
+            | JobState::FailedToStart { ended_at, .. }
+            | JobState::Killed { ended_at, .. }
+            | JobState::TimedOut { ended_at, .. }
+            | JobState::Lost { ended_at, .. } => Some(*ended_at),
+        }
+    }
+
+    /// How the main process ended, where that is known.
+    pub fn exit(&self) -> Option<Exit> {
+        match self {
+            JobState::Exited { code, .. } => Some(Exit::Code(*code)),
+            JobState::Signalled { signal, .. } => Some(Exit::Signal(signal.clone())),
+            JobState::Killed { exit, .. } | JobState::TimedOut { exit, .. } => exit.clone(),
+            _ => None,
+        }
+    }
+
+    pub fn exit_code(&self) -> Option<i32> {
+        match self.exit() {
+            Some(Exit::Code(code)) => Some(code),
+            _ => None,
+        }
+    }
+
+    /// Name of the signal the main process died of (`SIGTERM`).
+    pub fn signal(&self) -> Option<String> {
+        match self.exit() {
+            Some(Exit::Signal(signal)) => Some(signal),
+            _ => None,
+        }
+    }
+
+    /// Why the job could not start, or why it is lost.
+    pub fn error(&self) -> Option<&str> {
+        let error = match self {
+            JobState::FailedToStart { error, .. } => Some(error.as_str()),
+            JobState::Lost { reason, .. } => reason.as_deref(),
+            _ => None,
+        };
+        // A `failed` record of format 1 without any detail has none to say.
+        error.filter(|e| !e.is_empty())
+    }
+
+    /// Whether `next` may follow this state. A running job may become
+    /// anything but running again; an orphan may end (nothing brings its
+    /// supervisor back); an ended job stays as it ended, except that a job
+    /// found lost while we were killing it is recorded as killed (our signals
+    /// ended it). A kill recorded after an exit does not replace the exit.
+    pub fn can_become(&self, next: &JobState) -> bool {
+        match (self, next) {
+            (_, JobState::Running) => false,
+            (JobState::Running, _) => true,
+            (JobState::Orphaned, next) => next.is_final(),
+            (JobState::Lost { .. }, JobState::Killed { .. }) => true,
+            _ => false,
+        }
+    }
+
+    /// The exit status a shell would give for this job: its exit code, 128 +
+    /// the signal it died of, 143 (SIGTERM's) for a job we ended whose own
+    /// end was not seen or was a clean exit under our signal, else 1.
+    pub fn shell_exit_code(&self) -> i32 {
+        let ended_by_us = matches!(self, JobState::Killed { .. } | JobState::TimedOut { .. });
+        match self.exit() {
+            Some(Exit::Code(0)) | None if ended_by_us => 128 + libc::SIGTERM,
+            Some(Exit::Code(code)) => code,
+            Some(Exit::Signal(signal)) => match signal_number(&signal) {
+                Some(number) => 128 + number,
+                None if ended_by_us => 128 + libc::SIGTERM,
+                None => 1,
+            },
+            None => 1,
+        }
+    }
+}
+
 /// One job as recorded in `jobs.json` (and mirrored in `jobs/<id>/job.json`).
+///
+/// On disk its state is the flat fields of format 1 (`status`, `exit_code`,
+/// `signal`, `ended_at`, `error`; see `JobRecord`), so records written by
+/// earlier versions load unchanged and are written back the same.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "JobRecord", into = "JobRecord")]
 pub struct Job {
     pub id: String,
     pub label: String,
@@ -122,49 +298,160 @@ pub struct Job {
     /// The command as the user gave it, for display.
     pub command: String,
     pub cwd: String,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<serde_json::Value>,
-    pub status: JobStatus,
-    #[serde(default)]
-    pub exit_code: Option<i32>,
-    /// Name of the signal the main process died of (`SIGTERM`).
-    #[serde(default)]
-    pub signal: Option<String>,
-    #[serde(default)]
+    pub state: JobState,
     pub main: Option<ProcessIdentity>,
-    #[serde(default)]
     pub supervisor: Option<ProcessIdentity>,
     pub started_at: u64,
-    #[serde(default)]
-    pub ended_at: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
-    #[serde(default = "default_true")]
     pub notify: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_exit: Option<String>,
-    /// Why the job could not start, or what went wrong around it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
     pub log_path: String,
     /// The last announcement of this job's end (or of it being orphaned or lost).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notification: Option<Notification>,
     /// Command hooks run when the job ended.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hooks: Vec<HookRun>,
     /// Peak resident memory of the job's largest process (getrusage of the
     /// reaped descendants), recorded when it ends.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_kb: Option<u64>,
     /// When someone first looked at the ended job (check, wait, logs); until
     /// then `summary` lists it as finished but unseen.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seen_at: Option<u64>,
+}
+
+/// A job as written in format 1: the state as flat fields, in this order.
+#[derive(Serialize, Deserialize)]
+struct JobRecord {
+    id: String,
+    label: String,
+    argv: Vec<String>,
+    command: String,
+    cwd: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    context: Option<serde_json::Value>,
+    status: JobStatus,
+    #[serde(default)]
+    exit_code: Option<i32>,
+    #[serde(default)]
+    signal: Option<String>,
+    #[serde(default)]
+    main: Option<ProcessIdentity>,
+    #[serde(default)]
+    supervisor: Option<ProcessIdentity>,
+    started_at: u64,
+    #[serde(default)]
+    ended_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    timeout_ms: Option<u64>,
+    #[serde(default = "default_true")]
+    notify: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    on_exit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    log_path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    notification: Option<Notification>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    hooks: Vec<HookRun>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    peak_rss_kb: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seen_at: Option<u64>,
+}
+
+/// The state a format-1 record describes. Every record this program writes
+/// reads back as the state it was written from. A hand-edited record whose
+/// fields contradict each other is read by its status, keeping the facts that
+/// status can have: a running job's exit code is dropped, an ended job without
+/// an end time ended when it started, a `failed` one with an exit code 0 is a
+/// success.
+fn state_of_record(r: &JobRecord) -> JobState {
+    let ended_at = r.ended_at.unwrap_or(r.started_at);
+    let exit = match (r.exit_code, &r.signal) {
+        (Some(code), _) => Some(Exit::Code(code)),
+        (None, Some(signal)) => Some(Exit::Signal(signal.clone())),
+        (None, None) => None,
+    };
+    match r.status {
+        JobStatus::Running => JobState::Running,
+        JobStatus::Orphaned => JobState::Orphaned,
+        JobStatus::Success => JobState::Exited { code: 0, ended_at },
+        JobStatus::Failed => match exit {
+            Some(Exit::Code(code)) => JobState::Exited { code, ended_at },
+            Some(Exit::Signal(signal)) => JobState::Signalled { signal, ended_at },
+            None => JobState::FailedToStart { error: r.error.clone().unwrap_or_default(), ended_at },
+        },
+        JobStatus::Killed => JobState::Killed { exit, ended_at },
+        JobStatus::Timeout => JobState::TimedOut { exit, ended_at },
+        JobStatus::Lost => JobState::Lost { reason: r.error.clone(), ended_at },
+    }
+}
+
+impl From<JobRecord> for Job {
+    fn from(r: JobRecord) -> Job {
+        let state = state_of_record(&r);
+        Job {
+            id: r.id,
+            label: r.label,
+            argv: r.argv,
+            command: r.command,
+            cwd: r.cwd,
+            env: r.env,
+            owner: r.owner,
+            context: r.context,
+            state,
+            main: r.main,
+            supervisor: r.supervisor,
+            started_at: r.started_at,
+            timeout_ms: r.timeout_ms,
+            notify: r.notify,
+            on_exit: r.on_exit,
+            log_path: r.log_path,
+            notification: r.notification,
+            hooks: r.hooks,
+            peak_rss_kb: r.peak_rss_kb,
+            seen_at: r.seen_at,
+        }
+    }
+}
+
+impl From<Job> for JobRecord {
+    fn from(job: Job) -> JobRecord {
+        let state = &job.state;
+        JobRecord {
+            status: state.status(),
+            exit_code: state.exit_code(),
+            signal: state.signal(),
+            ended_at: state.ended_at(),
+            error: state.error().map(str::to_string),
+            id: job.id,
+            label: job.label,
+            argv: job.argv,
+            command: job.command,
+            cwd: job.cwd,
+            env: job.env,
+            owner: job.owner,
+            context: job.context,
+            main: job.main,
+            supervisor: job.supervisor,
+            started_at: job.started_at,
+            timeout_ms: job.timeout_ms,
+            notify: job.notify,
+            on_exit: job.on_exit,
+            log_path: job.log_path,
+            notification: job.notification,
+            hooks: job.hooks,
+            peak_rss_kb: job.peak_rss_kb,
+            seen_at: job.seen_at,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -218,6 +505,54 @@ impl Job {
         self.main.map(|m| m.pid)
     }
 
+    pub fn status(&self) -> JobStatus {
+        self.state.status()
+    }
+
+    pub fn ended_at(&self) -> Option<u64> {
+        self.state.ended_at()
+    }
+
+    pub fn exit_code(&self) -> Option<i32> {
+        self.state.exit_code()
+    }
+
+    pub fn signal(&self) -> Option<String> {
+        self.state.signal()
+    }
+
+    pub fn error(&self) -> Option<&str> {
+        self.state.error()
+    }
+
+    /// Moves the job to `next` if that may follow its state (see
+    /// `JobState::can_become`); says whether it did.
+    pub fn change_state(&mut self, next: JobState) -> bool {
+        let allowed = self.state.can_become(&next);
+        if allowed {
+            self.state = next;
+        }
+        allowed
+    }
+
+    /// The job as an announcement made for `claimed` describes it: the
+    /// status changed under the lock, which the job may have left since
+    /// (orphaned, then lost or killed). A claimed state that carries facts
+    /// the record no longer has (an exit) leaves the recorded state.
+    pub fn as_claimed(mut self, claimed: JobStatus) -> Job {
+        if self.status() != claimed {
+            match claimed {
+                JobStatus::Orphaned => self.state = JobState::Orphaned,
+                JobStatus::Lost => {
+                    let ended_at = self.ended_at().unwrap_or_else(crate::now_ms);
+                    self.state = JobState::Lost { reason: None, ended_at };
+                }
+                _ => {}
+            }
+        }
+        self
+    }
+
     /// What makes this record unusable for signalling, if anything: a main
     /// process or supervisor at a pid no job's process can have.
     pub fn impossible_identity(&self) -> Option<String> {
@@ -230,7 +565,7 @@ impl Job {
     }
 
     pub fn duration_ms(&self, now_ms: u64) -> u64 {
-        self.ended_at.unwrap_or(now_ms).saturating_sub(self.started_at)
+        self.ended_at().unwrap_or(now_ms).saturating_sub(self.started_at)
     }
 }
 
@@ -263,13 +598,12 @@ pub fn signal_number(name: &str) -> Option<i32> {
 }
 /// `exit 3`, `signal SIGTERM`, `could not start` (no main process was ever
 /// recorded: its exec failed), or what is known of an end without a status.
-/// Decided on the record's facts: an `error` alone says nothing about the start.
 pub fn how_it_ended(job: &Job) -> String {
-    match (job.exit_code, &job.signal) {
-        (Some(code), _) => format!("exit {code}"),
-        (None, Some(signal)) => format!("signal {}", crate::model::text::visible(signal)),
-        _ if job.main.is_none() && job.status == JobStatus::Failed => "could not start".to_string(),
-        _ if job.status == JobStatus::Lost => match job.supervisor {
+    match (&job.state, job.state.exit()) {
+        (_, Some(Exit::Code(code))) => format!("exit {code}"),
+        (_, Some(Exit::Signal(signal))) => format!("signal {}", crate::model::text::visible(&signal)),
+        (JobState::FailedToStart { .. }, None) if job.main.is_none() => "could not start".to_string(),
+        (JobState::Lost { .. }, None) => match job.supervisor {
             Some(s) => format!("supervisor pid {} gone, no exit status recorded", s.pid),
             None => "supervisor gone, no exit status recorded".to_string(),
         },
@@ -277,12 +611,28 @@ pub fn how_it_ended(job: &Job) -> String {
     }
 }
 
-
 /// A plain record for unit tests anywhere in the crate: a job that ran
-/// `make -j2` for 2h13m as pid 4242 under supervisor 4241, ended now, with
-/// `status` and no outcome details; tests set what they look at.
+/// `make -j2` for 2h13m as pid 4242 under supervisor 4241, ended now, in
+/// the plainest state of `status` (`failed`: exit 1); tests set what they
+/// look at.
 #[cfg(test)]
 pub(crate) fn sample_job(status: JobStatus) -> Job {
+    let now = crate::now_ms();
+    let state = match status {
+        JobStatus::Running => JobState::Running,
+        JobStatus::Orphaned => JobState::Orphaned,
+        JobStatus::Success => JobState::Exited { code: 0, ended_at: now },
+        JobStatus::Failed => JobState::Exited { code: 1, ended_at: now },
+        JobStatus::Killed => JobState::Killed { exit: None, ended_at: now },
+        JobStatus::Timeout => JobState::TimedOut { exit: None, ended_at: now },
+        JobStatus::Lost => JobState::Lost { reason: None, ended_at: now },
+    };
+    sample_in(state)
+}
+
+/// The sample job in this state (for tests).
+#[cfg(test)]
+pub(crate) fn sample_in(state: JobState) -> Job {
     let now = crate::now_ms();
     Job {
         id: "build-3f2a1c".into(),
@@ -293,17 +643,13 @@ pub(crate) fn sample_job(status: JobStatus) -> Job {
         env: Default::default(),
         owner: None,
         context: None,
-        status,
-        exit_code: None,
-        signal: None,
+        state,
         main: Some(ProcessIdentity::from_stat(4242, 100)),
         supervisor: Some(ProcessIdentity::from_stat(4241, 99)),
         started_at: now - (2 * 3_600_000 + 13 * 60_000),
-        ended_at: if status.is_final() { Some(now) } else { None },
         timeout_ms: None,
         notify: true,
         on_exit: None,
-        error: None,
         log_path: "/tmp/x/output.log".into(),
         notification: None,
         hooks: Vec::new(),
@@ -312,12 +658,25 @@ pub(crate) fn sample_job(status: JobStatus) -> Job {
     }
 }
 
-/// A sample job that ended with this exit code or signal (for tests).
+/// A sample job of `status` that ended with this exit code or signal, where
+/// that status can have one (for tests).
 #[cfg(test)]
 pub(crate) fn sample_ended(status: JobStatus, exit_code: Option<i32>, signal: Option<&str>) -> Job {
     let mut job = sample_job(status);
-    job.exit_code = exit_code;
-    job.signal = signal.map(str::to_string);
+    let ended_at = job.ended_at().unwrap_or_else(crate::now_ms);
+    let exit = match (exit_code, signal) {
+        (Some(code), _) => Some(Exit::Code(code)),
+        (None, Some(signal)) => Some(Exit::Signal(signal.to_string())),
+        (None, None) => None,
+    };
+    job.state = match (status, exit) {
+        (JobStatus::Killed, exit) => JobState::Killed { exit, ended_at },
+        (JobStatus::Timeout, exit) => JobState::TimedOut { exit, ended_at },
+        (JobStatus::Success | JobStatus::Failed, Some(exit)) => JobState::ended(EndedBy::Itself, Some(exit), ended_at),
+        (JobStatus::Failed, None) => JobState::FailedToStart { error: String::new(), ended_at },
+        (_, _) => job.state,
+    };
+    assert_eq!(job.status(), status, "no {status} job ends with {exit_code:?} / {signal:?}");
     job
 }
 
@@ -340,11 +699,12 @@ mod tests {
     #[test]
     fn a_bad_status_is_refused_naming_every_accepted_one() {
         let error = JobStatus::parse_or_explain("done").unwrap_err();
+        assert!(matches!(error, crate::Error::Usage(_)), "{error:?}");
         assert_eq!(
-            error,
+            error.to_string(),
             "bad status `done`: expected one of running, success, failed, killed, timeout, orphaned, lost"
         );
-        assert_eq!(JobStatus::parse_or_explain("lost"), Ok(JobStatus::Lost));
+        assert_eq!(JobStatus::parse_or_explain("lost").unwrap(), JobStatus::Lost);
     }
 
     #[test]
@@ -369,51 +729,213 @@ mod tests {
         assert_eq!(signal_number(""), None);
     }
 
+    fn ended(state: JobState) -> Job {
+        sample_in(state)
+    }
+
+    const T: u64 = 1_000;
+
     #[test]
-    fn how_it_ended_prefers_the_exit_code_then_the_signal() {
-        let mut job = sample_job(JobStatus::Failed);
-        job.exit_code = Some(3);
-        assert_eq!(how_it_ended(&job), "exit 3");
-        job.signal = Some("SIGKILL".into());
-        assert_eq!(how_it_ended(&job), "exit 3", "an exit code says more than a signal");
-        job.exit_code = None;
-        assert_eq!(how_it_ended(&job), "signal SIGKILL");
-        job.exit_code = Some(0);
-        job.status = JobStatus::Success;
-        assert_eq!(how_it_ended(&job), "exit 0");
+    fn how_it_ended_says_the_exit_code_or_the_signal() {
+        assert_eq!(how_it_ended(&ended(JobState::Exited { code: 3, ended_at: T })), "exit 3");
+        assert_eq!(how_it_ended(&ended(JobState::Exited { code: 0, ended_at: T })), "exit 0");
+        assert_eq!(how_it_ended(&ended(JobState::Signalled { signal: "SIGKILL".into(), ended_at: T })), "signal SIGKILL");
+        let killed = |exit| ended(JobState::Killed { exit, ended_at: T });
+        assert_eq!(how_it_ended(&killed(Some(Exit::Signal("SIGTERM".into())))), "signal SIGTERM");
+        assert_eq!(how_it_ended(&killed(Some(Exit::Code(0)))), "exit 0", "it exited by itself while being killed");
+        assert_eq!(how_it_ended(&killed(None)), "no exit status");
+        let timed_out = ended(JobState::TimedOut { exit: Some(Exit::Signal("SIGKILL".into())), ended_at: T });
+        assert_eq!(how_it_ended(&timed_out), "signal SIGKILL");
     }
 
     #[test]
     fn how_it_ended_writes_out_control_characters_in_a_signal_name() {
-        let mut job = sample_job(JobStatus::Failed);
-        job.signal = Some("SIGTERM\u{1b}[2J".into());
+        let job = ended(JobState::Signalled { signal: "SIGTERM\u{1b}[2J".into(), ended_at: T });
         assert_eq!(how_it_ended(&job), "signal SIGTERM\\x1b[2J");
     }
 
     #[test]
-    fn how_it_ended_says_could_not_start_only_for_a_failed_job_without_main_process() {
-        let mut job = sample_job(JobStatus::Failed);
+    fn how_it_ended_says_could_not_start_only_for_a_start_failure_without_main_process() {
+        let mut job = ended(JobState::FailedToStart { error: "command not found".into(), ended_at: T });
         job.main = None;
         assert_eq!(how_it_ended(&job), "could not start");
-        job.error = Some("command not found".into());
-        assert_eq!(how_it_ended(&job), "could not start");
-        job.status = JobStatus::Killed;
-        assert_eq!(how_it_ended(&job), "no exit status", "killed before its main process was recorded");
-        let mut ran = sample_job(JobStatus::Failed);
-        ran.error = Some("its supervisor died".into());
+        let mut killed = ended(JobState::Killed { exit: None, ended_at: T });
+        killed.main = None;
+        assert_eq!(how_it_ended(&killed), "no exit status", "killed before its main process was recorded");
+        let ran = ended(JobState::FailedToStart { error: "its supervisor died".into(), ended_at: T });
         assert_eq!(how_it_ended(&ran), "no exit status", "an error beside a main process is no start failure");
     }
 
     #[test]
     fn how_it_ended_for_a_lost_job_names_its_supervisor_when_known() {
-        let mut job = sample_job(JobStatus::Lost);
+        let mut job = ended(JobState::Lost { reason: None, ended_at: T });
         assert_eq!(how_it_ended(&job), "supervisor pid 4241 gone, no exit status recorded");
         job.supervisor = None;
         assert_eq!(how_it_ended(&job), "supervisor gone, no exit status recorded");
         job.main = None;
         assert_eq!(how_it_ended(&job), "supervisor gone, no exit status recorded", "lost, not `could not start`");
-        job.exit_code = Some(2);
-        assert_eq!(how_it_ended(&job), "exit 2", "a recorded exit code still wins");
+    }
+
+    #[test]
+    fn a_shell_reads_an_exit_code_a_signal_or_our_sigterm() {
+        let code = |state: JobState| state.shell_exit_code();
+        assert_eq!(code(JobState::Exited { code: 0, ended_at: T }), 0);
+        assert_eq!(code(JobState::Exited { code: 3, ended_at: T }), 3);
+        assert_eq!(code(JobState::Signalled { signal: "SIGKILL".into(), ended_at: T }), 137);
+        assert_eq!(code(JobState::Signalled { signal: "SIG64".into(), ended_at: T }), 1, "a signal without a number here");
+        assert_eq!(code(JobState::FailedToStart { error: "no such file".into(), ended_at: T }), 1);
+        assert_eq!(code(JobState::Lost { reason: None, ended_at: T }), 1);
+        for ours in [
+            |exit| JobState::Killed { exit, ended_at: T },
+            |exit| JobState::TimedOut { exit, ended_at: T },
+        ] {
+            assert_eq!(code(ours(None)), 143, "ended by us, its own end unseen: as SIGTERM");
+            assert_eq!(code(ours(Some(Exit::Code(0)))), 143, "a clean exit under our SIGTERM is still our end");
+            assert_eq!(code(ours(Some(Exit::Code(2)))), 2);
+            assert_eq!(code(ours(Some(Exit::Signal("SIGKILL".into())))), 137);
+            assert_eq!(code(ours(Some(Exit::Signal("SIG64".into())))), 143);
+        }
+    }
+
+    #[test]
+    fn each_state_has_its_status_and_only_ended_ones_an_end_time() {
+        let cases = [
+            (JobState::Running, JobStatus::Running),
+            (JobState::Orphaned, JobStatus::Orphaned),
+            (JobState::Exited { code: 0, ended_at: T }, JobStatus::Success),
+            (JobState::Exited { code: 1, ended_at: T }, JobStatus::Failed),
+            (JobState::Signalled { signal: "SIGSEGV".into(), ended_at: T }, JobStatus::Failed),
+            (JobState::FailedToStart { error: "x".into(), ended_at: T }, JobStatus::Failed),
+            (JobState::Killed { exit: None, ended_at: T }, JobStatus::Killed),
+            (JobState::TimedOut { exit: None, ended_at: T }, JobStatus::Timeout),
+            (JobState::Lost { reason: None, ended_at: T }, JobStatus::Lost),
+        ];
+        for (state, status) in cases {
+            assert_eq!(state.status(), status, "{state:?}");
+            assert_eq!(state.ended_at().is_some(), status.is_final(), "{state:?}");
+            assert_eq!(state.is_final(), status.is_final(), "{state:?}");
+        }
+    }
+
+    #[test]
+    fn a_supervisor_records_the_end_of_a_kill_or_timeout_as_theirs_keeping_the_exit() {
+        let exit = Exit::from_wait(Some(0), None);
+        assert_eq!(exit, Some(Exit::Code(0)));
+        assert_eq!(Exit::from_wait(None, Some(libc::SIGTERM)), Some(Exit::Signal("SIGTERM".into())));
+        assert_eq!(Exit::from_wait(None, None), None);
+        assert_eq!(JobState::ended(EndedBy::Itself, exit.clone(), T), JobState::Exited { code: 0, ended_at: T });
+        assert_eq!(JobState::ended(EndedBy::Kill, exit.clone(), T), JobState::Killed { exit: exit.clone(), ended_at: T });
+        assert_eq!(JobState::ended(EndedBy::Timeout, exit.clone(), T), JobState::TimedOut { exit, ended_at: T });
+        let signalled = JobState::ended(EndedBy::Itself, Exit::from_wait(None, Some(libc::SIGSEGV)), T);
+        assert_eq!(signalled, JobState::Signalled { signal: "SIGSEGV".into(), ended_at: T });
+        assert_eq!(JobState::ended(EndedBy::Itself, None, T).status(), JobStatus::Lost, "no exit status: lost, not failed");
+    }
+
+    #[test]
+    fn an_ended_job_never_runs_again_and_keeps_how_it_ended() {
+        let running = JobState::Running;
+        let orphaned = JobState::Orphaned;
+        let exited = JobState::Exited { code: 3, ended_at: T };
+        let killed = JobState::Killed { exit: None, ended_at: T + 1 };
+        let lost = JobState::Lost { reason: Some("gone".into()), ended_at: T };
+        let others = [
+            JobState::Signalled { signal: "SIGKILL".into(), ended_at: T },
+            JobState::FailedToStart { error: "x".into(), ended_at: T },
+            JobState::TimedOut { exit: None, ended_at: T },
+            exited.clone(),
+            killed.clone(),
+        ];
+        // A running job may become anything but running; an orphan only ends.
+        for next in others.iter().chain([&orphaned, &lost]) {
+            assert!(running.can_become(next), "running -> {next:?}");
+        }
+        assert!(!running.can_become(&running));
+        assert!(!orphaned.can_become(&running) && !orphaned.can_become(&orphaned), "nothing brings a supervisor back");
+        for next in others.iter().chain([&lost]) {
+            assert!(orphaned.can_become(next), "orphaned -> {next:?}");
+        }
+        // An end stays; a job lost while we killed it is ours.
+        for ended in others.iter().chain([&lost]) {
+            for next in [&running, &orphaned, &exited, &lost] {
+                assert!(!ended.can_become(next), "{ended:?} -> {next:?}");
+            }
+        }
+        assert!(lost.can_become(&killed));
+        for ended in &others {
+            assert!(!ended.can_become(&killed), "a kill after {ended:?} keeps it");
+        }
+
+        let mut job = ended(exited.clone());
+        assert!(!job.change_state(killed.clone()), "a kill recorded after the exit");
+        assert_eq!((job.state.clone(), job.exit_code()), (exited, Some(3)), "keeps the exit");
+        let mut job = ended(JobState::Running);
+        assert!(job.change_state(killed.clone()));
+        assert_eq!(job.state, killed);
+        assert!(!job.change_state(JobState::Running));
+        assert_eq!(job.ended_at(), Some(T + 1));
+    }
+
+    #[test]
+    fn an_announcement_claimed_for_orphaned_or_lost_describes_the_job_so() {
+        let lost = ended(JobState::Lost { reason: Some("gone".into()), ended_at: T });
+        assert_eq!(lost.clone().as_claimed(JobStatus::Orphaned).state, JobState::Orphaned);
+        assert_eq!(lost.clone().as_claimed(JobStatus::Lost), lost, "as recorded");
+        let killed = ended(JobState::Killed { exit: None, ended_at: T });
+        assert_eq!(killed.clone().as_claimed(JobStatus::Lost).state, JobState::Lost { reason: None, ended_at: T });
+        let exited = ended(JobState::Exited { code: 2, ended_at: T });
+        assert_eq!(exited.clone().as_claimed(JobStatus::Success), exited, "an exit it cannot invent");
+    }
+
+    fn record(status: &str, exit_code: Option<i32>, signal: Option<&str>, ended_at: Option<u64>, error: Option<&str>) -> Job {
+        let mut value = serde_json::to_value(sample_job(JobStatus::Running)).unwrap();
+        value["status"] = status.into();
+        value["exit_code"] = serde_json::json!(exit_code);
+        value["signal"] = serde_json::json!(signal);
+        value["ended_at"] = serde_json::json!(ended_at);
+        if let Some(error) = error {
+            value["error"] = error.into();
+        }
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn format_1_fields_read_as_the_state_they_describe_and_write_back_the_same() {
+        let cases = [
+            (("running", None, None, None, None), JobState::Running),
+            (("orphaned", None, None, None, None), JobState::Orphaned),
+            (("success", Some(0), None, Some(T), None), JobState::Exited { code: 0, ended_at: T }),
+            (("failed", Some(3), None, Some(T), None), JobState::Exited { code: 3, ended_at: T }),
+            (("failed", None, Some("SIGKILL"), Some(T), None), JobState::Signalled { signal: "SIGKILL".into(), ended_at: T }),
+            (("failed", None, None, Some(T), Some("no such file")), JobState::FailedToStart { error: "no such file".into(), ended_at: T }),
+            (("killed", None, Some("SIGTERM"), Some(T), None), JobState::Killed { exit: Some(Exit::Signal("SIGTERM".into())), ended_at: T }),
+            (("killed", Some(0), None, Some(T), None), JobState::Killed { exit: Some(Exit::Code(0)), ended_at: T }),
+            (("timeout", None, None, Some(T), None), JobState::TimedOut { exit: None, ended_at: T }),
+            (("lost", None, None, Some(T), Some("gone")), JobState::Lost { reason: Some("gone".into()), ended_at: T }),
+            (("lost", None, None, Some(T), None), JobState::Lost { reason: None, ended_at: T }),
+            // Without any detail (no version writes this): read back the same.
+            (("failed", None, None, Some(T), None), JobState::FailedToStart { error: String::new(), ended_at: T }),
+        ];
+        for ((status, code, signal, ended_at, error), state) in cases {
+            let job = record(status, code, signal, ended_at, error);
+            assert_eq!(job.state, state, "{status} {code:?} {signal:?} {error:?}");
+            let written = serde_json::to_value(&job).unwrap();
+            assert_eq!(written["status"], status);
+            assert_eq!(written["exit_code"], serde_json::json!(code));
+            assert_eq!(written["signal"], serde_json::json!(signal));
+            assert_eq!(written["ended_at"], serde_json::json!(ended_at));
+            assert_eq!(written.get("error").and_then(|e| e.as_str()), error, "{status}");
+        }
+    }
+
+    #[test]
+    fn a_record_whose_fields_contradict_its_status_reads_by_its_status() {
+        let running = record("running", Some(5), Some("SIGTERM"), Some(T), None);
+        assert_eq!(running.state, JobState::Running, "no running job has an exit code");
+        let written = serde_json::to_value(&running).unwrap();
+        assert_eq!((&written["exit_code"], &written["ended_at"]), (&serde_json::Value::Null, &serde_json::Value::Null));
+        let lost = record("lost", Some(2), None, None, None);
+        assert_eq!(lost.state, JobState::Lost { reason: None, ended_at: lost.started_at }, "ended when it started");
+        assert_eq!(record("failed", Some(0), None, Some(T), None).status(), JobStatus::Success);
     }
 
     #[test]
@@ -448,11 +970,10 @@ mod tests {
     fn a_job_lasts_until_it_ended_or_until_now() {
         let mut job = sample_job(JobStatus::Running);
         job.started_at = 1_000;
-        job.ended_at = None;
         assert_eq!(job.duration_ms(1_500), 500);
-        job.ended_at = Some(1_200);
+        job.state = JobState::Exited { code: 0, ended_at: 1_200 };
         assert_eq!(job.duration_ms(9_999), 200);
-        job.ended_at = None;
+        job.state = JobState::Running;
         assert_eq!(job.duration_ms(900), 0, "a clock set back gives no negative runtime");
         assert_eq!(job.pid(), Some(4242));
     }

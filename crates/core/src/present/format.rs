@@ -32,7 +32,7 @@ pub fn ack_line(job_id: &str, pid: u32, command: &str) -> String {
 /// `running for 2m13s`, `failed (exit 3) after 1.0s`, …
 pub fn outcome_text(job: &Job) -> String {
     let runtime = format_duration_ms(job.duration_ms(now_ms()));
-    match job.status {
+    match job.status() {
         JobStatus::Running => format!("running for {runtime}"),
         JobStatus::Orphaned => format!("orphaned (supervisor gone, processes still running) after {runtime}"),
         JobStatus::Lost => format!("lost: {}, after {runtime}", why_lost(job)),
@@ -63,7 +63,7 @@ pub fn header(job: &Job, extra: &str) -> String {
         line.push_str(&format!(" · pid {pid}"));
     }
     line.push_str(&format!(" · {}{extra}", shorten(&job.command, 80)));
-    if let Some(error) = &job.error {
+    if let Some(error) = &job.error() {
         line.push_str(&format!("\n  error: {}", visible(error)));
     }
     line
@@ -72,7 +72,7 @@ pub fn header(job: &Job, extra: &str) -> String {
 /// One line per job for `list`; `lingering` processes of an ended job are
 /// said, so that it never reads as cleanly done while they run.
 pub fn list_line(job: &Job, lingering: usize) -> String {
-    let still = if lingering > 0 && job.status.is_final() {
+    let still = if lingering > 0 && job.status().is_final() {
         format!(" · {lingering} process(es) still running")
     } else {
         String::new()
@@ -82,7 +82,7 @@ pub fn list_line(job: &Job, lingering: usize) -> String {
 
 /// `list`'s text for these jobs (one pass over /proc for all of them).
 pub fn list_text(jobs: &[Job]) -> Vec<String> {
-    let counts = if jobs.iter().any(|j| j.status.is_final() && crate::os::tree::live_supervisor(j).is_some()) {
+    let counts = if jobs.iter().any(|j| j.status().is_final() && crate::os::tree::live_supervisor(j).is_some()) {
         procinfo::live_process_counts()
     } else {
         Default::default()
@@ -138,17 +138,17 @@ fn delivery_lines(job: &Job) -> Vec<String> {
 pub fn check_text(check: &CheckResult) -> String {
     let job = &check.job;
     let extra = match (check.usage, job.peak_rss_kb) {
-        (Some(usage), _) if job.status == JobStatus::Running => {
+        (Some(usage), _) if job.status() == JobStatus::Running => {
             format!(" · {} process(es), {} MiB", usage.processes, kb_to_mb(usage.rss_kb))
         }
-        (_, Some(peak)) if job.status.is_final() => format!(" · peak {} MiB", kb_to_mb(peak)),
+        (_, Some(peak)) if job.status().is_final() => format!(" · peak {} MiB", kb_to_mb(peak)),
         _ => String::new(),
     };
     let mut lines = vec![header(job, &extra)];
     lines.extend(lingering_line(job, &check.lingering));
     lines.extend(delivery_lines(job));
     if check.tail.is_empty() {
-        lines.push(format!("(no output{})", if job.status == JobStatus::Running { " yet" } else { "" }));
+        lines.push(format!("(no output{})", if job.status() == JobStatus::Running { " yet" } else { "" }));
     }
     lines.extend(check.tail.iter().cloned());
     lines.join("\n")
@@ -157,23 +157,29 @@ pub fn check_text(check: &CheckResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::job::{HookRun, Notification, ProcessIdentity};
+    use crate::model::job::{HookRun, JobState, Notification, ProcessIdentity};
 
     const HOUR_MS: u64 = 3_600_000;
     const PWNED: &str = "\u{1b}]0;pwned\u{7}\u{1b}[2J";
 
     fn job(status: JobStatus) -> Job {
-        // Ended "now" whatever its status: the runtime shown is 2h13m either way.
+        // Started 2h13m ago and, if it ended, ended then.
         let mut job = crate::model::job::sample_job(status);
         job.argv = vec!["make".into()];
-        job.ended_at = Some(job.started_at + 2 * HOUR_MS + 13 * 60_000);
         job
+    }
+
+    fn ended_at(job: &Job) -> u64 {
+        let ended_at = job.ended_at().unwrap();
+        assert_eq!(ended_at - job.started_at, 2 * HOUR_MS + 13 * 60_000);
+        ended_at
     }
 
     #[test]
     fn a_lost_job_that_ran_says_what_is_known() {
         let mut lost = job(JobStatus::Lost);
-        lost.error = Some("the supervisor and the job's processes are gone and no exit status was recorded".into());
+        let reason = "the supervisor and the job's processes are gone and no exit status was recorded";
+        lost.state = JobState::Lost { reason: Some(reason.into()), ended_at: ended_at(&lost) };
         let text = outcome_text(&lost);
         assert!(!text.contains("could not start"), "{text}");
         assert_eq!(text, "lost: its supervisor (pid 4241) is gone and no exit status was recorded, after 2h13m");
@@ -185,19 +191,19 @@ mod tests {
     fn only_a_job_whose_main_process_never_started_could_not_start() {
         let mut failed = job(JobStatus::Failed);
         failed.main = None;
-        failed.error = Some("command not found in PATH".into());
+        failed.state = JobState::FailedToStart { error: "command not found in PATH".into(), ended_at: ended_at(&failed) };
         assert!(outcome_text(&failed).starts_with("failed (could not start) after"), "{}", outcome_text(&failed));
 
         let mut lost = job(JobStatus::Lost);
         lost.main = None;
-        lost.error = Some("gone".into());
+        lost.state = JobState::Lost { reason: Some("gone".into()), ended_at: ended_at(&lost) };
         let text = outcome_text(&lost);
         assert!(text.starts_with("lost: its supervisor (pid 4241) is gone before its main process was recorded"), "{text}");
 
         // An error beside a main process that ran is no start failure.
-        let mut killed = job(JobStatus::Killed);
-        killed.error = Some("its supervisor died; its processes ended later".into());
-        assert_eq!(how_it_ended(&killed), "no exit status");
+        let mut ran = job(JobStatus::Failed);
+        ran.state = JobState::FailedToStart { error: "its supervisor died".into(), ended_at: ended_at(&ran) };
+        assert_eq!(how_it_ended(&ran), "no exit status");
     }
 
     #[test]
@@ -205,10 +211,13 @@ mod tests {
         let mut j = job(JobStatus::Failed);
         // A hand-edited record can hold anything, even in its id and signal.
         j.id = format!("id{PWNED}");
-        j.signal = Some(format!("SIGTERM{PWNED}"));
+        j.state = JobState::Signalled { signal: format!("SIGTERM{PWNED}"), ended_at: ended_at(&j) };
         j.command = format!("sh -c 'echo {PWNED}'");
         j.label = format!("x{PWNED}");
-        j.error = Some(format!("working directory `/tmp/{PWNED}` does not exist"));
+        let mut never_started = j.clone();
+        never_started.main = None;
+        let error = format!("working directory `/tmp/{PWNED}` does not exist");
+        never_started.state = JobState::FailedToStart { error, ended_at: ended_at(&j) };
         j.hooks = vec![HookRun {
             command: format!("notify {PWNED}"),
             exit_code: Some(1),
@@ -234,6 +243,7 @@ mod tests {
         let printed = [
             ack_line(&j.id, 4242, &j.command),
             header(&j, ""),
+            header(&never_started, ""),
             list_line(&j, 0),
             lingering_line(&j, &lingering).unwrap(),
             check_text(&check),
@@ -250,6 +260,7 @@ mod tests {
 mod wording_tests {
     use super::*;
     use crate::model::job::sample_ended as ended;
+    use crate::model::job::JobState;
 
 
     #[test]
@@ -268,7 +279,7 @@ mod wording_tests {
             ),
         ];
         for (job, expected) in cases {
-            assert_eq!(outcome_text(&job), expected, "{}", job.status);
+            assert_eq!(outcome_text(&job), expected, "{}", job.status());
         }
         let mut unknown_supervisor = ended(JobStatus::Lost, None, None);
         unknown_supervisor.supervisor = None;
@@ -277,14 +288,18 @@ mod wording_tests {
 
     #[test]
     fn a_header_names_the_job_its_outcome_pid_and_command_then_its_error() {
-        let mut job = ended(JobStatus::Failed, Some(2), None);
+        let job = ended(JobStatus::Failed, Some(2), None);
         assert_eq!(header(&job, ""), "build-3f2a1c: failed (exit 2) after 2h13m · pid 4242 · make -j2");
         assert_eq!(
             header(&job, " · peak 1.5 MiB"),
             "build-3f2a1c: failed (exit 2) after 2h13m · pid 4242 · make -j2 · peak 1.5 MiB"
         );
-        job.error = Some("hook timed out".into());
-        assert_eq!(header(&job, ""), "build-3f2a1c: failed (exit 2) after 2h13m · pid 4242 · make -j2\n  error: hook timed out");
+        let mut lost = ended(JobStatus::Lost, None, None);
+        lost.state = JobState::Lost { reason: Some("gone".into()), ended_at: lost.ended_at().unwrap() };
+        assert_eq!(
+            header(&lost, ""),
+            "build-3f2a1c: lost: its supervisor (pid 4241) is gone and no exit status was recorded, after 2h13m · pid 4242 · make -j2\n  error: gone"
+        );
 
         let mut never_started = ended(JobStatus::Failed, None, None);
         never_started.main = None;

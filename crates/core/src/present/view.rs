@@ -58,18 +58,18 @@ impl From<&Job> for JobView {
             job_id: job.id.clone(),
             label: job.label.clone(),
             command: job.command.clone(),
-            status: job.status.as_str().to_string(),
-            exit_code: job.exit_code,
-            signal: job.signal.clone(),
+            status: job.status().as_str().to_string(),
+            exit_code: job.exit_code(),
+            signal: job.signal(),
             pid: job.pid(),
             started_at: job.started_at,
-            ended_at: job.ended_at,
+            ended_at: job.ended_at(),
             duration_ms: job.duration_ms(now_ms()),
             log_path: job.log_path.clone(),
             cwd: job.cwd.clone(),
             owner: job.owner.clone(),
             context: job.context.clone(),
-            error: job.error.clone(),
+            error: job.error().map(str::to_string),
             notification: job.notification.as_ref().map(|n| NotificationView {
                 event_id: n.event_id.clone(),
                 state: n.state.as_str().to_string(),
@@ -127,14 +127,7 @@ impl From<&ProcessEntry> for ProcessView {
 /// exited 0 on SIGTERM is reported as 143 (128 + SIGTERM), never as success.
 /// (`wait` itself uses 124 when its own `--timeout` passes first.)
 pub fn shell_exit_code(job: &Job) -> i32 {
-    let signal = job.signal.as_deref().and_then(crate::model::job::signal_number);
-    let ended_by_us = matches!(job.status, JobStatus::Killed | JobStatus::Timeout);
-    match (job.exit_code, signal) {
-        (Some(0) | None, None) if ended_by_us => 128 + libc::SIGTERM,
-        (Some(code), _) => code,
-        (None, Some(signal)) => 128 + signal,
-        (None, None) => 1,
-    }
+    job.state.shell_exit_code()
 }
 
 /// The exit status of a wait for `outcome`'s jobs, as `run-bg wait` exits
@@ -147,7 +140,7 @@ pub fn wait_exit_code(outcome: &WaitOutcome) -> i32 {
     }
     match outcome.jobs.as_slice() {
         [job] => shell_exit_code(job),
-        jobs if jobs.iter().all(|j| j.status == JobStatus::Success) => 0,
+        jobs if jobs.iter().all(|j| j.status() == JobStatus::Success) => 0,
         _ => 1,
     }
 }

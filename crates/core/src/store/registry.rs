@@ -405,7 +405,7 @@ impl Registry {
                 break;
             }
             let job = &jobs[i];
-            if !job.status.is_final() {
+            if !job.status().is_final() {
                 continue;
             }
             let live = live.get_or_insert_with(procinfo::jobs_with_live_processes);
@@ -425,7 +425,7 @@ impl Registry {
 /// How much a record knows about how its job ended.
 const OUTCOME: u8 = 3;
 fn rank(job: &Job) -> u8 {
-    rank_of(job.status)
+    rank_of(job.status())
 }
 
 fn rank_of(status: JobStatus) -> u8 {
@@ -448,7 +448,7 @@ fn dedupe(jobs: Vec<Job>) -> (Vec<Job>, usize) {
         match index.get(&job.id) {
             Some(&i) => {
                 dropped += 1;
-                if (rank(&job), job.ended_at) >= (rank(&kept[i]), kept[i].ended_at) {
+                if (rank(&job), job.ended_at()) >= (rank(&kept[i]), kept[i].ended_at()) {
                     kept[i] = job;
                 }
             }
@@ -715,13 +715,28 @@ fn write_atomically(path: &Path, file: &RegistryFile) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::job::{JobStatus, ProcessIdentity};
+    use crate::model::job::{JobState, JobStatus, ProcessIdentity};
 
+    /// A job of `status` that started at `started_at` and, if it ended, ended then.
     fn job(id: &str, status: JobStatus, started_at: u64) -> Job {
         let mut job = crate::model::job::sample_job(status);
         (job.id, job.label, job.argv, job.command, job.cwd) = (id.into(), id.into(), vec!["true".into()], "true".into(), "/".into());
-        (job.main, job.supervisor, job.started_at, job.ended_at, job.log_path) = (None, None, started_at, None, String::new());
+        (job.main, job.supervisor, job.started_at, job.log_path) = (None, None, started_at, String::new());
+        job.state = ended_at(job.state, started_at);
         job
+    }
+
+    /// `state` with its end (if it has one) at `at`.
+    fn ended_at(state: JobState, at: u64) -> JobState {
+        match state {
+            JobState::Exited { code, .. } => JobState::Exited { code, ended_at: at },
+            JobState::Killed { exit, .. } => JobState::Killed { exit, ended_at: at },
+            JobState::TimedOut { exit, .. } => JobState::TimedOut { exit, ended_at: at },
+            JobState::Lost { reason, .. } => JobState::Lost { reason, ended_at: at },
+            JobState::Signalled { signal, .. } => JobState::Signalled { signal, ended_at: at },
+            JobState::FailedToStart { error, .. } => JobState::FailedToStart { error, ended_at: at },
+            unended => unended,
+        }
     }
 
     fn home() -> (tempfile::TempDir, Home) {
@@ -832,7 +847,7 @@ mod tests {
         let registry = Registry::new(&home, 10);
         registry.upsert(&job("a", JobStatus::Running, 1)).unwrap();
         let before = std::fs::read(home.registry_path()).unwrap();
-        assert!(matches!(registry.modify("b", |j| j.status = JobStatus::Killed), Err(Error::UnknownJob(_))));
+        assert!(matches!(registry.modify("b", |j| j.state = JobState::Killed { exit: None, ended_at: 1 }), Err(Error::UnknownJob(_))));
         assert_eq!(registry.load().unwrap().len(), 1);
         assert_eq!(std::fs::read(home.registry_path()).unwrap().len(), before.len());
     }
@@ -901,14 +916,13 @@ mod tests {
         let registry = Registry::new(&home, 10);
         let running = job("dup", JobStatus::Running, 5);
         let mut failed = job("dup", JobStatus::Failed, 5);
-        failed.exit_code = Some(3);
-        failed.ended_at = Some(9);
+        failed.state = JobState::Exited { code: 3, ended_at: 9 };
         let mut lost = job("dup", JobStatus::Lost, 5);
-        lost.ended_at = Some(10);
+        lost.state = JobState::Lost { reason: None, ended_at: 10 };
         let mut first_end = job("twice", JobStatus::Success, 6);
-        first_end.ended_at = Some(7);
+        first_end.state = JobState::Exited { code: 0, ended_at: 7 };
         let mut later_end = first_end.clone();
-        later_end.ended_at = Some(8);
+        later_end.state = JobState::Exited { code: 0, ended_at: 8 };
         let file = RegistryFile {
             version: 1,
             jobs: vec![running, failed.clone(), lost, later_end.clone(), first_end, job("other", JobStatus::Running, 7)],
@@ -935,13 +949,13 @@ mod tests {
         for (id, registry_status) in [("was-running", JobStatus::Running), ("was-lost", JobStatus::Lost)] {
             std::fs::create_dir_all(home.job_dir(id)).unwrap();
             let mut ended = job(id, JobStatus::Failed, 5);
-            ended.exit_code = Some(3);
-            ended.ended_at = Some(50);
+            ended.state = JobState::Exited { code: 3, ended_at: 50 };
             registry.upsert(&ended).unwrap();
             let mut stale = ended.clone();
-            stale.status = registry_status;
-            stale.exit_code = None;
-            stale.ended_at = (registry_status == JobStatus::Lost).then_some(60);
+            stale.state = match registry_status {
+                JobStatus::Lost => JobState::Lost { reason: None, ended_at: 60 },
+                _ => JobState::Running,
+            };
             // Only the registry loses it.
             let mut file: RegistryFile = serde_json::from_slice(&std::fs::read(home.registry_path()).unwrap()).unwrap();
             *file.jobs.iter_mut().find(|j| j.id == id).unwrap() = stale;
@@ -956,15 +970,15 @@ mod tests {
         std::fs::File::options().write(true).open(&stale_temp).unwrap().set_modified(an_hour_ago).unwrap();
 
         let running = registry.get("was-running").unwrap();
-        assert_eq!((running.status, running.exit_code, running.ended_at), (JobStatus::Failed, Some(3), Some(50)));
+        assert_eq!((running.status(), running.exit_code(), running.ended_at()), (JobStatus::Failed, Some(3), Some(50)));
         // A lost one (only registries written before job.json came first have
         // it) is repaired by the next registry write.
         registry.upsert(&job("next", JobStatus::Running, 9)).unwrap();
         for job in registry.load().unwrap().into_iter().filter(|j| j.id.starts_with("was-")) {
-            assert_eq!((job.status, job.exit_code, job.ended_at), (JobStatus::Failed, Some(3), Some(50)), "{}", job.id);
+            assert_eq!((job.status(), job.exit_code(), job.ended_at()), (JobStatus::Failed, Some(3), Some(50)), "{}", job.id);
         }
         let stored: RegistryFile = serde_json::from_slice(&std::fs::read(home.registry_path()).unwrap()).unwrap();
-        assert!(stored.jobs.iter().filter(|j| j.id.starts_with("was-")).all(|j| j.exit_code == Some(3)));
+        assert!(stored.jobs.iter().filter(|j| j.id.starts_with("was-")).all(|j| j.exit_code() == Some(3)));
         assert!(!stale_temp.exists(), "the dead writer's temp file is cleaned");
     }
 
@@ -983,9 +997,9 @@ mod tests {
 
         let ids: Vec<String> = registry.load().unwrap().into_iter().map(|j| j.id).collect();
         assert_eq!(ids, vec!["known", "pending"]);
-        let killed = registry.modify("pending", |j| j.status = JobStatus::Killed).unwrap();
-        assert_eq!(killed.status, JobStatus::Killed);
-        assert_eq!(registry.get("pending").unwrap().status, JobStatus::Killed);
+        let killed = registry.modify("pending", |j| j.state = JobState::Killed { exit: None, ended_at: 1 }).unwrap();
+        assert_eq!(killed.status(), JobStatus::Killed);
+        assert_eq!(registry.get("pending").unwrap().status(), JobStatus::Killed);
     }
 
     /// A process holding the lock the way we take it (flock(2)), stopped as a
@@ -1056,10 +1070,7 @@ mod tests {
         let reserved = std::fs::metadata(&path).unwrap().len() as usize;
         assert_eq!(reserved % JOB_FILE_BLOCK, 0);
         let mut ended = running.clone();
-        ended.status = JobStatus::Failed;
-        ended.exit_code = Some(3);
-        ended.ended_at = Some(99);
-        ended.error = Some("x".repeat(300));
+        ended.state = JobState::FailedToStart { error: "x".repeat(300), ended_at: 99 };
         let mut bytes = serde_json::to_vec_pretty(&ended).unwrap();
         bytes.push(b'\n');
         overwrite_in_place(&path, &bytes, true).unwrap();

@@ -25,10 +25,10 @@ const SPOOL_RETRY_THROTTLE_MS: u64 = 2_000;
 
 /// Stable across retries and deliverers: a receiver drops duplicates by it.
 pub fn event_id(job: &Job) -> String {
-    format!("{}:{}", job.id, job.status)
+    format!("{}:{}", job.id, job.status())
 }
 
-/// The notification to claim when a job reaches `job.status`, if any is due.
+/// The notification to claim when a job reaches `job.status()`, if any is due.
 pub fn claim(config: &NotifyConfig, job: &Job) -> Option<Notification> {
     (job.notify && config.url.is_some()).then(|| Notification {
         event_id: event_id(job),
@@ -42,7 +42,7 @@ pub fn claim(config: &NotifyConfig, job: &Job) -> Option<Notification> {
 /// Hooks to run for this job's current status: `notify.command` (unless the
 /// job opted out of notifications) and the job's own `--on-exit`.
 fn hooks_for(config: &NotifyConfig, job: &Job) -> Vec<String> {
-    if !job.status.is_final() {
+    if !job.status().is_final() {
         return Vec::new();
     }
     let global = config.command.clone().filter(|_| job.notify);
@@ -64,7 +64,7 @@ pub fn message_line(job: &Job) -> String {
     };
     let after = format_duration_ms(job.duration_ms(now_ms()));
     let id = &job.id;
-    match job.status {
+    match job.status() {
         JobStatus::Orphaned => format!(
             "run-bg: {id}{label} ({command}) orphaned: its supervisor is gone while its processes run, after {after}; run-bg kill {id}"
         ),
@@ -95,9 +95,9 @@ pub fn event_body(config: &NotifyConfig, job: &Job) -> serde_json::Value {
             "jobId": job.id,
             "label": job.label,
             "command": job.command,
-            "status": job.status.as_str(),
-            "exitCode": job.exit_code,
-            "signal": job.signal,
+            "status": job.status().as_str(),
+            "exitCode": job.exit_code(),
+            "signal": job.signal(),
             "durationMs": job.duration_ms(now_ms()),
             "logPath": job.log_path,
             "owner": job.owner,
@@ -158,8 +158,8 @@ pub fn run_hook(command: &str, event: &[u8], job: &Job, message: &str, timeout: 
         .current_dir(cwd)
         .env("RUN_BG_JOB_ID", &job.id)
         .env("RUN_BG_LABEL", &job.label)
-        .env("RUN_BG_STATUS", job.status.as_str())
-        .env("RUN_BG_EXIT_CODE", job.exit_code.map(|c| c.to_string()).unwrap_or_default())
+        .env("RUN_BG_STATUS", job.status().as_str())
+        .env("RUN_BG_EXIT_CODE", job.exit_code().map(|c| c.to_string()).unwrap_or_default())
         .env("RUN_BG_LOG", &job.log_path)
         .env("RUN_BG_MESSAGE", message)
         .stdin(Stdio::piped())

@@ -7,7 +7,7 @@
 //! signal handlers), so it costs no CPU while the job runs.
 
 use crate::store::config::Config;
-use crate::model::job::{signal_name, Job, JobStatus, ProcessIdentity};
+use crate::model::job::{EndedBy, Exit, Job, JobState, ProcessIdentity};
 use crate::store::logs::RotatingWriter;
 use crate::store::paths::Home;
 use crate::os::procinfo;
@@ -295,9 +295,7 @@ impl Supervisor {
         // lock is free now; else once the caller has its answer.
         let fail = |mut job: Job, message: String| -> StartFailure {
             outpipe::remove(&home.job_dir(&job.id));
-            job.status = JobStatus::Failed;
-            job.error = Some(message.clone());
-            job.ended_at = Some(now_ms());
+            job.state = JobState::FailedToStart { error: message.clone(), ended_at: now_ms() };
             match registry.write_job_file(&job, true) {
                 Ok(()) if registry.register(&job, Patience::Immediate).is_ok() => message.into(),
                 Ok(()) => StartFailure { message, record: Some(Box::new((registry.clone(), job))) },
@@ -338,7 +336,7 @@ impl Supervisor {
             // Our unreaped child: its pid cannot have been reused yet.
             procinfo::identify_exactly(main_pid as u32).unwrap_or(ProcessIdentity::from_stat(main_pid as u32, 0)),
         );
-        job.status = JobStatus::Running;
+        job.state = JobState::Running;
         // Recorded while the child execs (the write and the exec overlap), in
         // the job's own job.json: it needs no lock, so a registry held by
         // another process delays neither the caller nor the job, and it
@@ -665,30 +663,25 @@ impl Supervisor {
         // An end recorded by someone else first (`kill` acting without this
         // supervisor while it was stopped) stands, and was announced by them.
         if let Ok(stored) = self.registry.get(&self.job.id) {
-            if stored.status.is_final() {
+            if stored.status().is_final() {
                 self.job = stored;
                 let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
                 return;
             }
         }
         let (code, signal) = self.main_exit.unwrap_or((None, None));
-        let status = match (&self.kill, code) {
-            (Some(KillInProgress { reason: KillReason::Timeout, .. }), _) => JobStatus::Timeout,
-            (Some(KillInProgress { reason: KillReason::Requested, .. }), _) => JobStatus::Killed,
-            (_, Some(0)) => JobStatus::Success,
-            (_, _) => JobStatus::Failed,
+        let by = match &self.kill {
+            Some(KillInProgress { reason: KillReason::Timeout, .. }) => EndedBy::Timeout,
+            Some(KillInProgress { reason: KillReason::Requested, .. }) => EndedBy::Kill,
+            _ => EndedBy::Itself,
         };
-        let ended_at = now_ms();
-        let signal_text = signal.map(signal_name);
+        let state = JobState::ended(by, Exit::from_wait(code, signal), now_ms());
         let notify_config = self.config.notify.clone();
         // The announcement is claimed with the status change: whoever records
         // an outcome announces it, so it is announced once.
         let peak_rss_kb = children_peak_rss_kb();
         let apply = |job: &mut Job| {
-            job.status = status;
-            job.exit_code = code;
-            job.signal = signal_text.clone();
-            job.ended_at = Some(ended_at);
+            job.state = state.clone();
             job.peak_rss_kb = peak_rss_kb;
             job.notification = notify::claim(&notify_config, job);
         };
@@ -711,7 +704,7 @@ impl Supervisor {
         // The notifier may have recorded its delivery (taking our end from
         // job.json) before we get the lock: an end already there stays as it is.
         let registry_apply = |job: &mut Job| {
-            if !(job.status == status && job.ended_at == Some(ended_at)) {
+            if job.state != state {
                 apply(job);
             }
         };

@@ -19,7 +19,7 @@ impl Context {
         follower.follow(sink, FOLLOW_POLL, || {
             let current = self.registry().get(&job.id)?;
             let supervised = crate::os::tree::live_supervisor(&current).is_some();
-            Ok(current.status.is_final() && !supervised)
+            Ok(current.status().is_final() && !supervised)
         })
     }
 }

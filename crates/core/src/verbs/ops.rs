@@ -2,7 +2,7 @@
 
 use crate::store::config::Config;
 use crate::model::ids::validate_job_id;
-use crate::model::job::{Job, JobStatus, ProcessIdentity};
+use crate::model::job::{Job, JobState, JobStatus, ProcessIdentity};
 use crate::store::paths::{create_private_dir_all, Home};
 use crate::os::procinfo::{self, ProcessEntry, SignalOutcome};
 use crate::store::registry::{write_json_file, Patience, Registry};
@@ -88,7 +88,7 @@ impl Context {
         if announce {
             // The status claimed here is the one announced, even if the job
             // has moved on (orphaned, then lost) by the time the announcer runs.
-            self.run_in_background(Errand::Announce { job_id: id.to_string(), claimed: Some(job.status) });
+            self.run_in_background(Errand::Announce { job_id: id.to_string(), claimed: Some(job.status()) });
         }
         Ok(job)
     }
@@ -107,7 +107,7 @@ impl Context {
     /// Records that the outcome of an ended job has been looked at. Best
     /// effort: a read-only home still lets one look.
     pub fn mark_seen(&self, job: Job) -> Result<Job> {
-        if !job.status.is_final() || job.seen_at.is_some() {
+        if !job.status().is_final() || job.seen_at.is_some() {
             return Ok(job);
         }
         Ok(self
@@ -126,11 +126,11 @@ impl Context {
         let jobs = self.list(&filter)?;
         let now = now_ms();
         let mut lines = Vec::new();
-        for job in jobs.iter().filter(|j| !j.status.is_final()) {
+        for job in jobs.iter().filter(|j| !j.status().is_final()) {
             let command = text::cut(&text::visible(&job.command).replace('\n', " "), 60);
             let runtime = format_duration_ms(job.duration_ms(now));
             let pid = job.pid().map(|p| format!("PID {p} ")).unwrap_or_default();
-            let state = match job.status {
+            let state = match job.status() {
                 JobStatus::Orphaned => format!("orphaned (supervisor gone) after {runtime}"),
                 _ => format!("running {runtime}"),
             };
@@ -142,8 +142,8 @@ impl Context {
         }
         let unseen: Vec<&Job> = jobs
             .iter()
-            .filter(|j| j.status.is_final() && j.seen_at.is_none())
-            .filter(|j| now.saturating_sub(j.ended_at.unwrap_or(j.started_at)) < 24 * 3_600_000)
+            .filter(|j| j.status().is_final() && j.seen_at.is_none())
+            .filter(|j| now.saturating_sub(j.ended_at().unwrap_or(j.started_at)) < 24 * 3_600_000)
             .collect();
         const SHOWN: usize = 5;
         for job in unseen.iter().rev().take(SHOWN) {
@@ -152,7 +152,7 @@ impl Context {
                 "finished: {} `{}` {} ({how}) after {} — run-bg check {}",
                 job.id,
                 text::cut(&text::visible(&job.command).replace('\n', " "), 50),
-                job.status,
+                job.status(),
                 format_duration_ms(job.duration_ms(now)),
                 job.id
             ));
@@ -177,7 +177,7 @@ impl Context {
         if let Some(reason) = job.impossible_identity() {
             return self.mark_corrupt(job, reason);
         }
-        if job.status.is_final() || tree::live_supervisor(&job).is_some() {
+        if job.status().is_final() || tree::live_supervisor(&job).is_some() {
             return Ok(job);
         }
         let being_killed = self.home.job_dir(&job.id).join(KILL_REQUEST_FILE).exists();
@@ -188,22 +188,22 @@ impl Context {
         } else {
             JobStatus::Lost
         };
-        if verdict == job.status {
+        if verdict == job.status() {
             if verdict == JobStatus::Orphaned && !self.watcher_attached(&job.id) {
                 // Its watcher died (or never started): a new one takes up its output.
                 self.start_watcher(&job.id);
             }
             return Ok(job);
         }
-        if job.status == JobStatus::Orphaned && !by_watcher && self.watcher_attached(&job.id) {
-            let recorded = || self.registry().get(&job.id).map_or(true, |j| j.status != JobStatus::Orphaned);
+        if job.status() == JobStatus::Orphaned && !by_watcher && self.watcher_attached(&job.id) {
+            let recorded = || self.registry().get(&job.id).map_or(true, |j| j.status() != JobStatus::Orphaned);
             if wait_until(WATCHER_PATIENCE, Duration::from_millis(20), recorded) {
                 return self.registry().get(&job.id);
             }
         }
         let reason = match job.main {
             // Its watcher (or a look after it) saw the orphan's processes end.
-            _ if job.status == JobStatus::Orphaned => format!(
+            _ if job.status() == JobStatus::Orphaned => format!(
                 "its supervisor{} died; the job ran on without it and ended; its exit status is unknown \
                  (the main process was no longer a child of ours)",
                 job.supervisor.map(|s| format!(" (pid {})", s.pid)).unwrap_or_default()
@@ -215,19 +215,18 @@ impl Context {
             ),
             _ => "the supervisor and the job's processes are gone and no exit status was recorded".to_string(),
         };
+        let ended_at = now_ms();
+        let next = match verdict {
+            JobStatus::Orphaned => JobState::Orphaned,
+            JobStatus::Killed => JobState::Killed { exit: None, ended_at },
+            _ => JobState::Lost { reason: Some(reason), ended_at },
+        };
         let apply = |stored: &mut Job| {
             // Re-checked under the lock: the supervisor may have recorded the end meanwhile.
-            if stored.status.is_final() || stored.status == verdict {
+            if stored.status().is_final() || stored.status() == verdict {
                 return false;
             }
-            stored.status = verdict;
-            if verdict != JobStatus::Orphaned {
-                stored.ended_at.get_or_insert(now_ms());
-            }
-            if verdict == JobStatus::Lost {
-                stored.error.get_or_insert(reason.clone());
-            }
-            true
+            stored.change_state(next.clone())
         };
         // A look must work where nothing can be recorded (a full disk, a
         // registry held by a stopped process): the verdict is then shown, and
@@ -243,7 +242,7 @@ impl Context {
                 return Ok(shown);
             }
         };
-        if stored.status == JobStatus::Orphaned {
+        if stored.status() == JobStatus::Orphaned {
             // So that its end is noticed (and announced) without anyone asking.
             self.start_watcher(&stored.id);
         }
@@ -261,19 +260,16 @@ impl Context {
         };
         let verdict = |stored: &mut Job| {
             clean(stored);
-            if stored.status.is_final() {
+            if stored.status().is_final() {
                 return false;
             }
-            stored.status = JobStatus::Lost;
-            stored.ended_at.get_or_insert(now_ms());
-            stored.error = Some(reason.clone());
-            true
+            stored.change_state(JobState::Lost { reason: Some(reason.clone()), ended_at: now_ms() })
         };
         // Best effort, as any verdict made while reading: what is shown is
         // cleaned whether or not it could be written.
         let mut shown = job.clone();
         verdict(&mut shown);
-        if job.status.is_final() {
+        if job.status().is_final() {
             return Ok(self.registry().modify(&job.id, clean).map(|mut j| { clean(&mut j); j }).unwrap_or(shown));
         }
         Ok(self.change_status(&job.id, Patience::Brief, verdict).unwrap_or(shown))
@@ -329,7 +325,7 @@ impl Context {
         loop {
             let job = self.registry().get(id)?;
             let main = job.main.filter(procinfo::is_same_process_alive);
-            let ended = job.status != JobStatus::Orphaned || (main.is_none() && !tree::tree_alive(Tree::of(&job)));
+            let ended = job.status() != JobStatus::Orphaned || (main.is_none() && !tree::tree_alive(Tree::of(&job)));
             if ended {
                 // What they wrote last is in the log before their end is recorded.
                 if let Some(output) = &mut output {
@@ -338,7 +334,7 @@ impl Context {
                 if !tree::tree_alive(Tree::of(&job)) {
                     outpipe::remove(&self.home.job_dir(id));
                 }
-                if job.status == JobStatus::Orphaned {
+                if job.status() == JobStatus::Orphaned {
                     self.reconcile_job_as(job, true)?;
                 }
                 return Ok(());
@@ -357,11 +353,11 @@ impl Context {
         let mut orphaned = Vec::new();
         let mut lost = Vec::new();
         for job in self.registry().load()? {
-            if job.status.is_final() {
+            if job.status().is_final() {
                 continue;
             }
             let job = self.reconcile_job(job)?;
-            match job.status {
+            match job.status() {
                 JobStatus::Orphaned => orphaned.push(job),
                 JobStatus::Lost => lost.push(job),
                 _ => {}
@@ -376,10 +372,10 @@ impl Context {
         for job in self.registry().load()? {
             let job = self.reconcile_job(job)?;
             if let Some(status) = filter.status {
-                if job.status != status {
+                if job.status() != status {
                     continue;
                 }
-            } else if !filter.all && job.status.is_final() && job.ended_at.unwrap_or(0) < recent_since {
+            } else if !filter.all && job.status().is_final() && job.ended_at().unwrap_or(0) < recent_since {
                 continue;
             }
             if filter.owner.as_ref().is_some_and(|owner| job.owner.as_ref() != Some(owner)) {
@@ -394,7 +390,7 @@ impl Context {
         let job = self.mark_seen(self.job(id)?)?;
         let tail = tail_job_log(&job, query);
         // One pass over /proc serves both: the live tree's cost, and what lingers.
-        let tree = if !job.status.is_final() || self.lingering_possible(&job) {
+        let tree = if !job.status().is_final() || self.lingering_possible(&job) {
             tree::job_tree(Tree::of(&job)).0
         } else {
             Vec::new()
@@ -403,7 +399,7 @@ impl Context {
             processes: tree.len(),
             rss_kb: tree.iter().map(|p| p.rss_kb).sum(),
         });
-        let lingering = if job.status.is_final() || job.status == JobStatus::Orphaned { tree } else { Vec::new() };
+        let lingering = if job.status().is_final() || job.status() == JobStatus::Orphaned { tree } else { Vec::new() };
         Ok(CheckResult { job, tail, lingering, usage })
     }
 
@@ -429,7 +425,7 @@ impl Context {
                 last_reconcile = Instant::now();
                 jobs = jobs.into_iter().map(|j| self.reconcile_job(j)).collect::<Result<_>>()?;
             }
-            if jobs.iter().all(|j| j.status.is_final()) {
+            if jobs.iter().all(|j| j.status().is_final()) {
                 let jobs = jobs.into_iter().map(|j| self.mark_seen(j)).collect::<Result<_>>()?;
                 return Ok(WaitOutcome { jobs, timed_out: false });
             }
@@ -458,12 +454,12 @@ impl Context {
         let job = self.job(id)?;
         let grace = grace.unwrap_or(Duration::from_millis(self.config.kill.grace_ms));
         let supervised = tree::live_supervisor(&job);
-        let lingering: Vec<ProcessIdentity> = if job.status.is_final() {
+        let lingering: Vec<ProcessIdentity> = if job.status().is_final() {
             self.lingering(&job).iter().map(|p| p.identity).collect()
         } else {
             Vec::new()
         };
-        let nothing_left = job.status.is_final() && lingering.is_empty();
+        let nothing_left = job.status().is_final() && lingering.is_empty();
         if let (Some(supervisor), false) = (supervised, nothing_left) {
             // With the request written, SIGUSR1 carries our grace period; if it
             // cannot be written (the job's directory is gone), SIGTERM asks the
@@ -492,13 +488,13 @@ impl Context {
             // moment we act without it.
             let stopped = procinfo::is_stopped(supervisor.pid);
             let limit = if stopped { Duration::ZERO } else { grace + SUPERVISOR_ANSWER };
-            let done = if job.status.is_final() {
+            let done = if job.status().is_final() {
                 wait_until(limit, Duration::from_millis(20), || {
                     lingering.iter().all(|p| !procinfo::is_same_process_alive(p)) && !tree::tree_alive(Tree::of(&job))
                 })
             } else {
                 wait_until(limit, Duration::from_millis(5), || {
-                    self.registry().get(id).map_or(true, |j| j.status.is_final())
+                    self.registry().get(id).map_or(true, |j| j.status().is_final())
                 })
             };
             if !done {
@@ -507,19 +503,19 @@ impl Context {
                 return self.kill_without_supervisor(&job, supervisor, stopped, direct_grace, force || !stopped);
             }
             let after = self.job(id)?;
-            let message = if !job.status.is_final() {
-                format!("killed {} ({})", after.id, after.status)
+            let message = if !job.status().is_final() {
+                format!("killed {} ({})", after.id, after.status())
             } else {
-                format!("{} had already ended ({}); removed the processes it left running", after.id, after.status)
+                format!("{} had already ended ({}); removed the processes it left running", after.id, after.status())
             };
             return Ok(KillOutcome { message, signalled: true, job: after });
         }
-        if job.status == JobStatus::Orphaned {
+        if job.status() == JobStatus::Orphaned {
             return self.kill_orphaned(job, grace, force);
         }
-        let message = match (&job.status, &job.error) {
+        let message = match (&job.status(), &job.error()) {
             (JobStatus::Lost, Some(error)) => format!("{} is not running (lost: {error}); nothing to kill", job.id),
-            _ => format!("{} is not running ({}); nothing to kill", job.id, job.status),
+            _ => format!("{} is not running ({}); nothing to kill", job.id, job.status()),
         };
         Ok(KillOutcome { job, signalled: false, message })
     }
@@ -538,7 +534,7 @@ impl Context {
         let targets: Vec<Job> = self
             .list(&filter)?
             .into_iter()
-            .filter(|j| !j.status.is_final() || !self.lingering(j).is_empty())
+            .filter(|j| !j.status().is_final() || !self.lingering(j).is_empty())
             .collect();
         Ok(std::thread::scope(|scope| {
             let handles: Vec<_> = targets
@@ -565,8 +561,8 @@ impl Context {
         let removed = self.registry().update(|jobs| {
             let mut removed = Vec::new();
             jobs.retain(|job| {
-                let old_enough = job.ended_at.unwrap_or(job.started_at) <= cutoff;
-                let remove = job.status.is_final() && old_enough && !tree::has_live_processes(job, &live);
+                let old_enough = job.ended_at().unwrap_or(job.started_at) <= cutoff;
+                let remove = job.status().is_final() && old_enough && !tree::has_live_processes(job, &live);
                 if remove {
                     removed.push(job.id.clone());
                 }
@@ -600,7 +596,7 @@ impl Context {
         let main_was_running = tree.main.is_some_and(|m| procinfo::is_same_process_alive(&m));
         let count = terminate_tree(tree, grace, force);
         let why = if stopped { "is stopped" } else { "did not answer in time" };
-        if job.status.is_final() || !main_was_running {
+        if job.status().is_final() || !main_was_running {
             let after = self.job(&job.id)?;
             let message = format!(
                 "{} had already ended; removed what it left running ({count} process(es) signalled) without its supervisor, \
@@ -612,7 +608,7 @@ impl Context {
         let (after, unrecorded) = self.record_kill(job.clone());
         let message = format!(
             "killed {} ({}) without its supervisor, which {why} (pid {}): {count} process(es) signalled{unrecorded}",
-            after.id, after.status, supervisor.pid
+            after.id, after.status(), supervisor.pid
         );
         Ok(KillOutcome { message, signalled: true, job: after })
     }
@@ -654,7 +650,7 @@ impl Context {
     /// Processes still running for a job whose main process has ended (or
     /// whose supervisor is gone). Empty for a job still running normally.
     pub fn lingering(&self, job: &Job) -> Vec<ProcessEntry> {
-        if (job.status.is_final() && self.lingering_possible(job)) || job.status == JobStatus::Orphaned {
+        if (job.status().is_final() && self.lingering_possible(job)) || job.status() == JobStatus::Orphaned {
             tree::job_tree(Tree::of(job)).0
         } else {
             Vec::new()
@@ -675,7 +671,7 @@ impl Context {
             .registry()
             .load()?
             .into_iter()
-            .filter(|j| j.status.is_final() || j.status == JobStatus::Orphaned)
+            .filter(|j| j.status().is_final() || j.status() == JobStatus::Orphaned)
             .filter(|j| options.owner.as_ref().is_none_or(|o| j.owner.as_ref() == Some(o)))
             .collect();
         let by_id: std::collections::HashMap<&str, &Job> = jobs.iter().map(|j| (j.id.as_str(), j)).collect();
@@ -683,10 +679,10 @@ impl Context {
             .into_iter()
             .map(|entry| {
                 let job = by_id[entry.cookie.as_deref().unwrap_or_default()];
-                OrphanProcess { job_id: job.id.clone(), job_status: job.status, process: entry }
+                OrphanProcess { job_id: job.id.clone(), job_status: job.status(), process: entry }
             })
             .collect();
-        let orphaned_jobs: Vec<Job> = jobs.iter().filter(|j| j.status == JobStatus::Orphaned).cloned().collect();
+        let orphaned_jobs: Vec<Job> = jobs.iter().filter(|j| j.status() == JobStatus::Orphaned).cloned().collect();
         let mut report = OrphanReport { found, orphaned_jobs, killed: Vec::new(), failed: Vec::new() };
         if !options.kill {
             return Ok(report);
@@ -713,17 +709,11 @@ impl Context {
 }
 
 fn mark_killed(job: &mut Job) -> bool {
-    // `lost` meanwhile: its watcher saw the processes end under our signals
-    // before we could record the kill (on a full disk it cannot see our note).
-    if job.status.is_final() && job.status != JobStatus::Lost {
-        return false;
-    }
-    if job.status == JobStatus::Lost {
-        job.error = None;
-    }
-    job.status = JobStatus::Killed;
-    job.ended_at.get_or_insert(now_ms());
-    true
+    // Over `lost` too (see `JobState::can_become`): its watcher saw the
+    // processes end under our signals before we could record the kill (on a
+    // full disk it cannot see our note); the end keeps its time.
+    let ended_at = job.ended_at().unwrap_or_else(now_ms);
+    job.change_state(JobState::Killed { exit: None, ended_at })
 }
 
 /// SIGTERM to the job's tree, SIGKILL to what is left after `grace` (at once
@@ -918,22 +908,31 @@ mod tests {
         for status in [JobStatus::Running, JobStatus::Orphaned] {
             let mut job = sample_job(status);
             assert!(mark_killed(&mut job), "{status}");
-            assert_eq!(job.status, JobStatus::Killed);
-            assert!(job.ended_at.is_some(), "{status}: the end is dated");
+            assert_eq!(job.status(), JobStatus::Killed);
+            assert!(job.ended_at().is_some(), "{status}: the end is dated");
         }
         // Lost meanwhile: its watcher saw the processes end under our signals.
         let mut lost = sample_job(JobStatus::Lost);
-        lost.error = Some("no exit status was recorded".into());
-        let ended_at = lost.ended_at;
+        lost.state = JobState::Lost { reason: Some("no exit status was recorded".into()), ended_at: 7 };
+        let ended_at = lost.ended_at();
         assert!(mark_killed(&mut lost));
-        assert_eq!((lost.status, lost.error.as_deref(), lost.ended_at), (JobStatus::Killed, None, ended_at));
+        assert_eq!((lost.status(), lost.error().as_deref(), lost.ended_at()), (JobStatus::Killed, None, ended_at));
     }
 
     #[test]
     fn a_kill_never_overwrites_an_outcome() {
-        for status in [JobStatus::Success, JobStatus::Failed, JobStatus::Killed, JobStatus::Timeout] {
-            let mut job = sample_job(status);
-            job.exit_code = Some(0);
+        let exited = |code| JobState::Exited { code, ended_at: 7 };
+        let exit = Some(crate::model::job::Exit::Code(0));
+        for state in [
+            exited(0),
+            exited(3),
+            JobState::Signalled { signal: "SIGSEGV".into(), ended_at: 7 },
+            JobState::FailedToStart { error: "no such file".into(), ended_at: 7 },
+            JobState::Killed { exit: exit.clone(), ended_at: 7 },
+            JobState::TimedOut { exit, ended_at: 7 },
+        ] {
+            let mut job = crate::model::job::sample_in(state);
+            let status = job.status();
             let before = job.clone();
             assert!(!mark_killed(&mut job), "{status}");
             assert_eq!(job, before, "{status}");

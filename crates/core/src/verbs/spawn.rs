@@ -2,7 +2,7 @@
 //! job to a fresh supervisor and wait for its ready line.
 
 use crate::model::ids::{id_prefix_from_label, random_suffix};
-use crate::model::job::{Job, JobStatus};
+use crate::model::job::{Job, JobState};
 use crate::verbs::ops::Context;
 use crate::store::registry::Patience;
 use crate::os::launch::without_sigpipe;
@@ -184,17 +184,13 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         env: request.env,
         owner: request.owner,
         context: request.context,
-        status: JobStatus::Running,
-        exit_code: None,
-        signal: None,
+        state: JobState::Running,
         main: None,
         supervisor: None,
         started_at: now_ms(),
-        ended_at: None,
         timeout_ms: request.timeout_ms,
         notify: request.notify,
         on_exit: request.on_exit,
-        error: None,
         log_path: log_path.to_string_lossy().into_owned(),
         notification: None,
         hooks: Vec::new(),
@@ -217,9 +213,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
                 return Err(Error::StartFailed { job_id, message });
             }
             let mut failed = job;
-            failed.status = JobStatus::Failed;
-            failed.error = Some(message.clone());
-            failed.ended_at = Some(now_ms());
+            failed.state = JobState::FailedToStart { error: message.clone(), ended_at: now_ms() };
             match registry.write_job_file(&failed, false) {
                 Ok(()) => {
                     let _ = registry.register(&failed, Patience::Brief);
