@@ -125,7 +125,7 @@ fn a_format_1_registry_keeps_every_field_of_every_record() {
     assert_eq!(note.last_error, None);
     assert_eq!(ok.peak_rss_kb, Some(1540));
     assert_eq!(ok.seen_at, Some(1795434940506));
-    assert_eq!((ok.timeout_ms, ok.on_exit.as_deref(), ok.error().as_deref()), (None, None, None));
+    assert_eq!((ok.timeout_ms, ok.on_exit.as_deref(), ok.error()), (None, None, None));
     assert!(ok.hooks.is_empty());
 
     let three = find(&jobs, "three-f3c703");
@@ -143,7 +143,7 @@ fn a_format_1_registry_keeps_every_field_of_every_record() {
     let nostart = find(&jobs, "nostart-2cc365");
     assert_eq!(nostart.main, None, "a start that failed has no main process");
     assert_eq!(nostart.supervisor.map(|s| s.pid), Some(26533));
-    assert_eq!(nostart.error().as_deref(), Some("cannot start `/nonexistent/prog`: no such file"));
+    assert_eq!(nostart.error(), Some("cannot start `/nonexistent/prog`: no such file"));
     assert_eq!(nostart.notification, None);
 
     let slow = find(&jobs, "slow-aecd04");
@@ -162,7 +162,7 @@ fn a_format_1_registry_keeps_every_field_of_every_record() {
 
     let gone = find(&jobs, "gone-175e45");
     assert_eq!(gone.ended_at(), Some(1795434948763));
-    assert_eq!(gone.error().as_deref(), Some("the supervisor and the job's processes are gone and no exit status was recorded"));
+    assert_eq!(gone.error(), Some("the supervisor and the job's processes are gone and no exit status was recorded"));
 
     let late = find(&jobs, "late-6e752f");
     let note = late.notification.as_ref().expect("notification");

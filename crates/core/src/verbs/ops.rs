@@ -916,7 +916,7 @@ mod tests {
         lost.state = JobState::Lost { reason: Some("no exit status was recorded".into()), ended_at: 7 };
         let ended_at = lost.ended_at();
         assert!(mark_killed(&mut lost));
-        assert_eq!((lost.status(), lost.error().as_deref(), lost.ended_at()), (JobStatus::Killed, None, ended_at));
+        assert_eq!((lost.status(), lost.error(), lost.ended_at()), (JobStatus::Killed, None, ended_at));
     }
 
     #[test]
