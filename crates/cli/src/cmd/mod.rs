@@ -23,7 +23,7 @@ use proc_manager_core::verbs::ops::Context;
 /// The hidden background modes the core starts (`__announce`, `__deliver`,
 /// `__watch`): detached from whoever started them, in the home's context;
 /// exit 1 when either fails, 2 when the core asked badly.
-pub fn run_errand(errand: Result<Errand, String>) -> i32 {
+pub fn run_errand(errand: proc_manager_core::Result<Errand>) -> i32 {
     if proc_manager_core::supervise::supervisor::detach().is_err() {
         return 1;
     }

@@ -2,6 +2,7 @@
 //! that identify a job's processes and its supervisor, the kill request left
 //! beside a job, and the supervisor's first answer to its starter.
 
+use crate::model::error::HandOffError;
 use serde::{Deserialize, Serialize};
 
 /// Environment variable every process of a job inherits; its value is the job id.
@@ -25,19 +26,15 @@ pub const READY_OK: &str = "ok ";
 pub const READY_ERR: &str = "err ";
 
 /// Reads the supervisor's ready line from its stdout pipe.
-pub fn parse_ready_line(line: &str) -> Result<u32, String> {
+pub fn parse_ready_line(line: &str) -> Result<u32, HandOffError> {
     let line = line.trim_end();
     if let Some(pid) = line.strip_prefix(READY_OK) {
-        return pid.trim().parse().map_err(|_| format!("supervisor sent a bad ready line: {line}"));
+        return pid.trim().parse().map_err(|_| HandOffError::Garbled(line.to_string()));
     }
     if let Some(message) = line.strip_prefix(READY_ERR) {
-        return Err(message.to_string());
+        return Err(HandOffError::Refused(message.to_string()));
     }
-    Err(if line.is_empty() {
-        "the supervisor exited before starting the job".to_string()
-    } else {
-        format!("supervisor sent a bad ready line: {line}")
-    })
+    Err(if line.is_empty() { HandOffError::NoAnswer } else { HandOffError::Garbled(line.to_string()) })
 }
 
 /// The word that makes the `run-bg` binary a job's supervisor.
@@ -81,18 +78,16 @@ impl Errand {
     /// errand's arguments come from the core, never from users). A claimed
     /// status that is no status is left out: the announcer then says the
     /// status recorded.
-    pub fn parse(args: &[String]) -> Option<Result<Errand, String>> {
-        let job_id = |what: &str| args.get(1).cloned().ok_or_else(|| format!("{what} needs a job id"));
+    pub fn parse(args: &[String]) -> Option<crate::Result<Errand>> {
+        let job_id = |what: &str| args.get(1).cloned().ok_or_else(|| crate::Error::Usage(format!("{what} needs a job id")));
         Some(match args.first()?.as_str() {
             ANNOUNCE => job_id(ANNOUNCE).map(|job_id| Errand::Announce {
                 job_id,
                 claimed: args.get(2).and_then(|s| crate::model::job::JobStatus::parse(s)),
             }),
             DELIVER => Ok(Errand::Deliver),
-            WATCH => job_id(WATCH).and_then(|job_id| match crate::model::ids::validate_job_id(&job_id) {
-                Ok(()) => Ok(Errand::Watch { job_id }),
-                Err(e) => Err(e.to_string()),
-            }),
+            WATCH => job_id(WATCH)
+                .and_then(|job_id| crate::model::ids::validate_job_id(&job_id).map(|()| Errand::Watch { job_id })),
             _ => return None,
         })
     }
@@ -115,7 +110,7 @@ mod tests {
             Errand::Deliver,
             Errand::Watch { job_id: "build-3f2a1c".into() },
         ] {
-            assert_eq!(Errand::parse(&errand.args()), Some(Ok(errand.clone())), "{:?}", errand.args());
+            assert_eq!(Errand::parse(&errand.args()).map(Result::unwrap), Some(errand.clone()), "{:?}", errand.args());
         }
         assert_eq!(
             Errand::Announce { job_id: "x-1".into(), claimed: Some(JobStatus::Lost) }.args(),
@@ -127,20 +122,33 @@ mod tests {
     #[test]
     fn other_arguments_are_no_errand() {
         for args in [&[][..], &["list"], &["--", "__watch"], &["__supervise", "x-1"], &["__bogus"]] {
-            assert_eq!(Errand::parse(&words(args)), None, "{args:?}");
+            assert!(Errand::parse(&words(args)).is_none(), "{args:?}");
         }
     }
 
     #[test]
     fn an_errand_named_badly_says_what_is_wrong() {
-        assert!(Errand::parse(&words(&["__announce"])).unwrap().unwrap_err().contains("needs a job id"));
-        assert!(Errand::parse(&words(&["__watch"])).unwrap().unwrap_err().contains("needs a job id"));
+        let refused = |args: &[&str]| Errand::parse(&words(args)).unwrap().unwrap_err().to_string();
+        assert_eq!(refused(&["__announce"]), "__announce needs a job id");
+        assert_eq!(refused(&["__watch"]), "__watch needs a job id");
         assert!(Errand::parse(&words(&["__watch", "../etc"])).unwrap().is_err(), "a watcher's id names a directory");
         assert_eq!(
-            Errand::parse(&words(&["__announce", "x-1", "done"])),
-            Some(Ok(Errand::Announce { job_id: "x-1".into(), claimed: None })),
+            Errand::parse(&words(&["__announce", "x-1", "done"])).map(Result::unwrap),
+            Some(Errand::Announce { job_id: "x-1".into(), claimed: None }),
             "an unknown claimed status falls back to the recorded one"
         );
-        assert_eq!(Errand::parse(&words(&["__deliver", "extra"])), Some(Ok(Errand::Deliver)));
+        assert_eq!(Errand::parse(&words(&["__deliver", "extra"])).map(Result::unwrap), Some(Errand::Deliver));
+    }
+
+    #[test]
+    fn a_ready_line_gives_the_pid_or_says_what_went_wrong() {
+        assert_eq!(parse_ready_line("ok 4242\n").unwrap(), 4242);
+        let refused = parse_ready_line("err cannot start `x`: no such file");
+        assert!(matches!(&refused, Err(HandOffError::Refused(why)) if why == "cannot start `x`: no such file"), "{refused:?}");
+        assert!(matches!(parse_ready_line(""), Err(HandOffError::NoAnswer)));
+        assert!(matches!(parse_ready_line("ok many"), Err(HandOffError::Garbled(line)) if line == "ok many"));
+        assert_eq!(parse_ready_line("hello").unwrap_err().to_string(), "supervisor sent a bad ready line: hello");
+        assert_eq!(parse_ready_line("").unwrap_err().to_string(), "the supervisor exited before starting the job");
+        assert_eq!(HandOffError::Refused("why".into()).to_string(), "why");
     }
 }

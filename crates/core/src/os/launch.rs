@@ -8,6 +8,7 @@
 //! The child does only async-signal-safe work between fork and exec: every
 //! string, pointer array and file descriptor is prepared before the fork.
 
+use crate::model::error::LaunchError;
 use std::ffi::{CString, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStringExt;
@@ -55,8 +56,8 @@ struct Prepared {
     _strings: Vec<CString>,
 }
 
-fn c_string(bytes: impl Into<Vec<u8>>, what: &str) -> Result<CString, String> {
-    CString::new(bytes).map_err(|_| format!("{what} contains a NUL byte"))
+fn c_string(bytes: impl Into<Vec<u8>>, what: &str) -> Result<CString, LaunchError> {
+    CString::new(bytes).map_err(|_| LaunchError::BadRequest(format!("{what} contains a NUL byte")))
 }
 
 fn null_terminated<'a>(strings: impl Iterator<Item = &'a CString>) -> Vec<*const libc::c_char> {
@@ -105,8 +106,8 @@ pub fn describe_spawn_error(program: &str, error: &std::io::Error) -> String {
     }
 }
 
-fn prepare(spec: &LaunchSpec) -> Result<Prepared, String> {
-    let name = spec.argv.first().ok_or("no program to run")?;
+fn prepare(spec: &LaunchSpec) -> Result<Prepared, LaunchError> {
+    let name = spec.argv.first().ok_or_else(|| LaunchError::BadRequest("no program to run".into()))?;
     let (vars, path) = child_environment(spec);
     let env = vars
         .into_iter()
@@ -209,11 +210,10 @@ unsafe fn exec_child(p: &mut Prepared, stdin: RawFd, output: RawFd, report: RawF
 }
 
 /// Forks the child and returns at once; call only while single-threaded.
-pub fn launch(spec: &LaunchSpec) -> Result<Launched, String> {
+pub fn launch(spec: &LaunchSpec) -> Result<Launched, LaunchError> {
     let mut prepared = prepare(spec)?;
-    let stdin = std::fs::File::open("/dev/null").map_err(|e| format!("cannot open /dev/null: {e}"))?;
-    let (report_read, report_write) =
-        new_pipe(0).map_err(|e| format!("cannot create a pipe: {e}"))?;
+    let stdin = std::fs::File::open("/dev/null").map_err(|e| LaunchError::system("cannot open /dev/null", e))?;
+    let (report_read, report_write) = new_pipe(0).map_err(|e| LaunchError::system("cannot create a pipe", e))?;
     // Blocked across the fork: a signal meant for the new job waits until
     // the child has reset its handlers, then acts on it (or on its program).
     // SAFETY: sigset_t is a plain C type for which all-zero is valid (and
@@ -227,7 +227,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<Launched, String> {
         libc::sigprocmask(libc::SIG_SETMASK, &all, &mut previous)
     };
     if blocked != 0 {
-        return Err(format!("cannot block signals across the fork: {}", std::io::Error::last_os_error()));
+        return Err(LaunchError::system("cannot block signals across the fork", std::io::Error::last_os_error()));
     }
     // SAFETY: the caller guarantees we are single-threaded, so the child
     // inherits no lock held by another thread; it only execs or _exits.
@@ -243,7 +243,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<Launched, String> {
     // it cannot fail (same inputs that just succeeded).
     unsafe { libc::sigprocmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut()) };
     if pid < 0 {
-        return Err(format!("cannot fork: {fork_error}"));
+        return Err(LaunchError::system("cannot fork", fork_error));
     }
     // The child does the same; whichever runs first wins, so a group signal
     // sent right after this reaches the child even before its exec. Its
@@ -257,7 +257,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<Launched, String> {
 impl Launched {
     /// Waits until the exec has happened (`Ok`), or reaps the child and says
     /// why it could not start.
-    pub fn exec_outcome(self) -> Result<(), String> {
+    pub fn exec_outcome(self) -> Result<(), LaunchError> {
         let mut message = [0u8; REPORT_LEN];
         let mut got = 0;
         let outcome = loop {
@@ -269,13 +269,13 @@ impl Launched {
             if n > 0 {
                 got += n as usize;
                 if got == REPORT_LEN {
-                    break Err(self.describe_failure(&message));
+                    break Err(LaunchError::NotStarted(self.describe_failure(&message)));
                 }
             } else if n == 0 {
                 break if got == 0 {
                     Ok(())
                 } else {
-                    Err(format!("cannot start `{}`: its set-up ended mid-report", self.program))
+                    Err(LaunchError::NotStarted(format!("cannot start `{}`: its set-up ended mid-report", self.program)))
                 };
             } else if errno() != libc::EINTR {
                 let error = std::io::Error::last_os_error();
@@ -284,7 +284,7 @@ impl Launched {
                 // so it cannot be reused; ESRCH cannot happen, and any other
                 // failure leaves the report below true.
                 unsafe { libc::kill(self.pid, libc::SIGKILL) };
-                break Err(format!("cannot learn whether `{}` started: {error}", self.program));
+                break Err(LaunchError::system(format!("cannot learn whether `{}` started", self.program), error));
             }
         };
         if outcome.is_err() {
@@ -385,12 +385,17 @@ mod tests {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
     }
 
-    /// Launches and waits for the child's exit; returns the exec outcome and the exit code.
+    /// Launches and waits for the child's exit; returns the exec outcome (as
+    /// its text) and the exit code.
     fn run(argv: &[&str], cwd: &Path, set: &[(&str, &str)], remove: &[&str]) -> Result<i32, String> {
         run_into(Path::new("/dev/null"), argv, cwd, set, remove)
     }
 
     fn run_into(output: &Path, argv: &[&str], cwd: &Path, set: &[(&str, &str)], remove: &[&str]) -> Result<i32, String> {
+        try_run_into(output, argv, cwd, set, remove).map_err(|e| e.to_string())
+    }
+
+    fn try_run_into(output: &Path, argv: &[&str], cwd: &Path, set: &[(&str, &str)], remove: &[&str]) -> Result<i32, LaunchError> {
         let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
         let output = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(output).unwrap();
         let launched = launch(&LaunchSpec {
@@ -406,6 +411,17 @@ mod tests {
         // SAFETY: `status` is a live local; `pid` is our own unreaped child.
         assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
         Ok(libc::WEXITSTATUS(status))
+    }
+
+    #[test]
+    fn a_request_exec_cannot_take_is_refused_before_the_fork_and_a_missing_program_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let nul = try_run_into(Path::new("/dev/null"), &["echo", "a\0b"], dir.path(), &[], &[]);
+        assert!(matches!(&nul, Err(LaunchError::BadRequest(why)) if why == "an argument contains a NUL byte"), "{nul:?}");
+        let none = try_run_into(Path::new("/dev/null"), &[], dir.path(), &[], &[]);
+        assert!(matches!(&none, Err(LaunchError::BadRequest(why)) if why == "no program to run"), "{none:?}");
+        let missing = try_run_into(Path::new("/dev/null"), &["/nonexistent/prog"], dir.path(), &[], &[]);
+        assert!(matches!(&missing, Err(LaunchError::NotStarted(why)) if why == "cannot start `/nonexistent/prog`: no such file"), "{missing:?}");
     }
 
     #[test]

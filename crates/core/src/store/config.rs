@@ -1,3 +1,4 @@
+use crate::model::error::ConfigError;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -124,71 +125,67 @@ impl Config {
                 return Err(Error::Config { path: path.to_path_buf(), message: format!("cannot read it: {e}") })
             }
         };
-        Self::parse(&text).map_err(|message| Error::Config { path: path.to_path_buf(), message })
+        Self::parse(&text).map_err(|e| Error::Config { path: path.to_path_buf(), message: e.to_string() })
     }
 
-    pub fn parse(text: &str) -> std::result::Result<Config, String> {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+    pub fn parse(text: &str) -> std::result::Result<Config, ConfigError> {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| ConfigError::NotJson(e.to_string()))?;
         // Sections must be objects: serde would otherwise fill a struct from an array.
         let sections = ["logs", "registry", "kill", "notify", "diagnostics"];
         let Some(root) = value.as_object() else {
-            return Err(format!("expected a JSON object with any of the keys {}", sections.join(", ")));
+            return Err(ConfigError::NotAnObject(sections.join(", ")));
         };
         for (key, section) in root {
             if sections.contains(&key.as_str()) && !section.is_object() {
-                return Err(format!("key `{key}`: expected an object"));
+                return Err(ConfigError::bad_key(key, "expected an object"));
             }
         }
         if let Some(tracking) = value.pointer("/diagnostics/resource_tracking") {
             if !tracking.is_object() {
-                return Err("key `diagnostics.resource_tracking`: expected an object".into());
+                return Err(ConfigError::bad_key("diagnostics.resource_tracking", "expected an object"));
             }
         }
-        let config: Config = serde_path_to_error::deserialize(value).map_err(|e| {
-            let key = e.path().to_string();
-            format!("key `{key}`: {}", e.inner())
-        })?;
+        let config: Config = serde_path_to_error::deserialize(value)
+            .map_err(|e| ConfigError::bad_key(e.path().to_string(), e.inner().to_string()))?;
         config.validate()?;
         Ok(config)
     }
 
-    fn validate(&self) -> std::result::Result<(), String> {
+    fn validate(&self) -> std::result::Result<(), ConfigError> {
         if self.logs.max_bytes < 4096 {
-            return Err(format!("key `logs.max_bytes`: {} is too small; use at least 4096 bytes", self.logs.max_bytes));
+            let problem = format!("{} is too small; use at least 4096 bytes", self.logs.max_bytes);
+            return Err(ConfigError::bad_key("logs.max_bytes", problem));
         }
         if self.logs.keep > crate::store::logs::MAX_KEEP {
             let max = crate::store::logs::MAX_KEEP;
-            return Err(format!("key `logs.keep`: {} is too many; use 0 to {max} rotated files", self.logs.keep));
+            let problem = format!("{} is too many; use 0 to {max} rotated files", self.logs.keep);
+            return Err(ConfigError::bad_key("logs.keep", problem));
         }
         if self.registry.max_jobs == 0 {
-            return Err("key `registry.max_jobs`: must be at least 1".to_string());
+            return Err(ConfigError::bad_key("registry.max_jobs", "must be at least 1"));
         }
         if self.registry.lock_timeout_ms == 0 {
-            return Err("key `registry.lock_timeout_ms`: must be at least 1 (milliseconds)".to_string());
+            return Err(ConfigError::bad_key("registry.lock_timeout_ms", "must be at least 1 (milliseconds)"));
         }
         if let Some(url) = &self.notify.url {
             let host = url.strip_prefix("http://").map(|rest| rest.split(['/', '?', '#']).next().unwrap_or(""));
             if host.is_none_or(str::is_empty) {
-                return Err(format!(
-                    "key `notify.url`: `{url}` is not an http:// URL with a host (or null to turn it off)"
-                ));
+                let problem = format!("`{url}` is not an http:// URL with a host (or null to turn it off)");
+                return Err(ConfigError::bad_key("notify.url", problem));
             }
         }
         let threshold = self.diagnostics.resource_tracking.memory_threshold_mb;
         if !threshold.is_finite() || threshold < 0.0 {
-            return Err(format!(
-                "key `diagnostics.resource_tracking.memory_threshold_mb`: {threshold} is not a number of MiB >= 0"
-            ));
+            let problem = format!("{threshold} is not a number of MiB >= 0");
+            return Err(ConfigError::bad_key("diagnostics.resource_tracking.memory_threshold_mb", problem));
         }
         if self.notify.timeout_ms == 0 || self.notify.hook_timeout_ms == 0 {
-            return Err("key `notify.timeout_ms` / `notify.hook_timeout_ms`: must be at least 1".to_string());
+            // Both named, as one rule: the text says it as before.
+            return Err(ConfigError::bad_key("notify.timeout_ms` / `notify.hook_timeout_ms", "must be at least 1"));
         }
         if !matches!(self.notify.level.as_str(), "debug" | "info" | "warn" | "error") {
-            return Err(format!(
-                "key `notify.level`: `{}` is not one of debug, info, warn, error",
-                self.notify.level
-            ));
+            let problem = format!("`{}` is not one of debug, info, warn, error", self.notify.level);
+            return Err(ConfigError::bad_key("notify.level", problem));
         }
         Ok(())
     }
@@ -220,25 +217,41 @@ mod tests {
 
     #[test]
     fn errors_name_the_wrong_key() {
+        let parse_error = |text| Config::parse(text).unwrap_err().to_string();
         let err = Config::parse(r#"{"logs": {"max_bytes": "big"}}"#).unwrap_err();
+        assert!(matches!(&err, ConfigError::BadKey { key, .. } if key == "logs.max_bytes"), "{err}");
+        let err = err.to_string();
         assert!(err.contains("logs.max_bytes"), "{err}");
-        let err = Config::parse(r#"{"logs": {"max_byte": 5}}"#).unwrap_err();
+        let err = parse_error(r#"{"logs": {"max_byte": 5}}"#);
         assert!(err.contains("max_byte") && err.contains("max_bytes"), "{err}");
-        let err = Config::parse(r#"{"registry": {"max_jobs": 0}}"#).unwrap_err();
+        let err = parse_error(r#"{"registry": {"max_jobs": 0}}"#);
         assert!(err.contains("registry.max_jobs"), "{err}");
-        let err = Config::parse(r#"{"registry": {"lock_timeout_ms": 0}}"#).unwrap_err();
+        let err = parse_error(r#"{"registry": {"lock_timeout_ms": 0}}"#);
         assert!(err.contains("registry.lock_timeout_ms"), "{err}");
-        let err = Config::parse(r#"{"registry": {"lock_timeout_ms": "5s"}}"#).unwrap_err();
+        let err = parse_error(r#"{"registry": {"lock_timeout_ms": "5s"}}"#);
         assert!(err.contains("registry.lock_timeout_ms"), "{err}");
-        let err = Config::parse("{not json").unwrap_err();
+        let err = parse_error("{not json");
         assert!(err.contains("JSON"), "{err}");
         for bad in ["{} trailing", "[]", "null"] {
             assert!(Config::parse(bad).is_err(), "{bad}");
         }
-        assert!(Config::parse(r#"{"logs": []}"#).unwrap_err().contains("key `logs`: expected an object"));
-        assert!(Config::parse(r#"{"notify": {"url": "http://"}}"#).unwrap_err().contains("notify.url"));
+        assert!(parse_error(r#"{"logs": []}"#).contains("key `logs`: expected an object"));
+        assert!(parse_error(r#"{"notify": {"url": "http://"}}"#).contains("notify.url"));
         let negative = r#"{"diagnostics": {"resource_tracking": {"memory_threshold_mb": -1}}}"#;
-        assert!(Config::parse(negative).unwrap_err().contains("memory_threshold_mb"));
+        assert!(parse_error(negative).contains("memory_threshold_mb"));
+    }
+
+    #[test]
+    fn errors_read_as_they_always_did() {
+        let said = |text| Config::parse(text).unwrap_err().to_string();
+        assert_eq!(said(r#"{"registry": {"max_jobs": 0}}"#), "key `registry.max_jobs`: must be at least 1");
+        assert_eq!(
+            said(r#"{"notify": {"timeout_ms": 0}}"#),
+            "key `notify.timeout_ms` / `notify.hook_timeout_ms`: must be at least 1"
+        );
+        assert_eq!(said(r#"{"notify": {"level": "loud"}}"#), "key `notify.level`: `loud` is not one of debug, info, warn, error");
+        assert_eq!(said("[]"), "expected a JSON object with any of the keys logs, registry, kill, notify, diagnostics");
+        assert!(said("{not json").starts_with("not valid JSON: "));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use crate::store::config::{Config, NotifyConfig};
 use crate::model::duration::format_duration_ms;
+use crate::model::error::PostError;
 use crate::model::job::{DeliveryState, HookRun, Job, JobStatus, Notification};
 use crate::store::paths::{create_private_dir_all, Home};
 use crate::store::registry::{write_json_file, Registry};
@@ -112,7 +113,7 @@ pub fn event_body(config: &NotifyConfig, job: &Job) -> serde_json::Value {
 pub const NOTHING_LISTENS: &str = "nothing listens at";
 
 /// One POST, bounded by `timeout` from connect to answer; a non-2xx answer is a failure.
-pub fn post(url: &str, body: &[u8], timeout: Duration) -> Result<(), String> {
+pub fn post(url: &str, body: &[u8], timeout: Duration) -> Result<(), PostError> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
         .http_status_as_error(false)
@@ -120,12 +121,12 @@ pub fn post(url: &str, body: &[u8], timeout: Duration) -> Result<(), String> {
         .into();
     match agent.post(url).header("content-type", "application/json").send(body) {
         Ok(response) if response.status().is_success() => Ok(()),
-        Ok(response) => Err(format!("HTTP {}", response.status())),
-        Err(ureq::Error::Timeout(_)) => Err(format!("no answer within {}", format_duration_ms(timeout.as_millis() as u64))),
+        Ok(response) => Err(PostError::Status(response.status().to_string())),
+        Err(ureq::Error::Timeout(_)) => Err(PostError::Timeout(format_duration_ms(timeout.as_millis() as u64))),
         Err(ureq::Error::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            Err(format!("{NOTHING_LISTENS} {url} (connection refused)"))
+            Err(PostError::NothingListens { url: url.to_string() })
         }
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(PostError::Other(e.to_string())),
     }
 }
 
@@ -221,13 +222,13 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
     let started = Instant::now();
 
     let mut attempts = 0u32;
-    let mut outcome: Result<(), String> = Err("not attempted".into());
+    let mut outcome: Result<(), PostError> = Err(PostError::Other("not attempted".into()));
     if let Some(url) = &url {
         attempts += 1;
         outcome = post(url, &body, timeout);
         if let Err(error) = &outcome {
             // `check` says why it is pending while the retries go on.
-            record_delivery(&registry, &job.id, &event_id(job), attempts, Some(error.clone()));
+            record_delivery(&registry, &job.id, &event_id(job), attempts, Some(error.to_string()));
         }
     }
 
@@ -249,7 +250,7 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
         outcome = post(&url, &body, timeout);
     }
     let event_id = event_id(job);
-    let error = outcome.as_ref().err().cloned();
+    let error = outcome.as_ref().err().map(PostError::to_string);
     record_delivery(&registry, &job.id, &event_id, attempts, error.clone());
     if let Some(error) = error {
         let entry = SpoolEntry {
@@ -362,6 +363,7 @@ pub fn drain_spool(home: &Home, config: &Config) {
                 let _ = std::fs::remove_file(&path);
             }
             Err(error) => {
+                let error = error.to_string();
                 entry.last_error = Some(error.clone());
                 if now_ms().saturating_sub(entry.spooled_at) > SPOOL_GIVE_UP_MS {
                     let _ = registry.modify(&entry.job_id, |stored| {
@@ -383,5 +385,26 @@ pub fn drain_spool(home: &Home, config: &Config) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_post_says_nothing_listens_as_check_recognises_it() {
+        // A port just freed: nothing listens there.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let url = format!("http://127.0.0.1:{port}/trigger");
+        let error = post(&url, b"{}", Duration::from_secs(5)).unwrap_err();
+        assert!(matches!(&error, PostError::NothingListens { url: at } if *at == url), "{error:?}");
+        assert_eq!(error.to_string(), format!("{NOTHING_LISTENS} {url} (connection refused)"));
+    }
+
+    #[test]
+    fn other_failures_read_as_before() {
+        assert_eq!(PostError::Status("404 Not Found".into()).to_string(), "HTTP 404 Not Found");
+        assert_eq!(PostError::Timeout("5.0s".into()).to_string(), "no answer within 5.0s");
     }
 }

@@ -7,6 +7,7 @@
 //! signal handlers), so it costs no CPU while the job runs.
 
 use crate::store::config::Config;
+use crate::model::error::LaunchError;
 use crate::model::job::{EndedBy, Exit, Job, JobState, ProcessIdentity};
 use crate::store::logs::RotatingWriter;
 use crate::store::paths::Home;
@@ -273,15 +274,14 @@ struct Supervisor {
     splice: Option<Splicer>,
 }
 
-fn check_cwd(cwd: &Path) -> std::result::Result<(), String> {
-    match std::fs::metadata(cwd) {
-        Ok(meta) if meta.is_dir() => Ok(()),
-        Ok(_) => Err(format!("working directory `{}` is not a directory", cwd.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(format!("working directory `{}` does not exist", cwd.display()))
-        }
-        Err(e) => Err(format!("working directory `{}`: {e}", cwd.display())),
-    }
+fn check_cwd(cwd: &Path) -> std::result::Result<(), LaunchError> {
+    let why = match std::fs::metadata(cwd) {
+        Ok(meta) if meta.is_dir() => return Ok(()),
+        Ok(_) => format!("working directory `{}` is not a directory", cwd.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!("working directory `{}` does not exist", cwd.display()),
+        Err(e) => format!("working directory `{}`: {e}", cwd.display()),
+    };
+    Err(LaunchError::BadRequest(why))
 }
 
 impl Supervisor {
@@ -307,8 +307,8 @@ impl Supervisor {
             Ok(log) => log,
             Err(e) => return Err(fail(job, home.explain(e).to_string())),
         };
-        if let Err(message) = check_cwd(Path::new(&job.cwd)) {
-            return Err(fail(job, message));
+        if let Err(e) = check_cwd(Path::new(&job.cwd)) {
+            return Err(fail(job, e.to_string()));
         }
         let signals = install_signal_handlers().map_err(|e| format!("cannot set up signal handling: {e}"))?;
         // A named pipe the job holds read-write: our death never ends the job
@@ -329,7 +329,7 @@ impl Supervisor {
         let output_read = output.reader;
         let launched = match launched {
             Ok(launched) => launched,
-            Err(message) => return Err(fail(job, message)),
+            Err(e) => return Err(fail(job, e.to_string())),
         };
         let main_pid = launched.pid;
         job.main = Some(
@@ -356,9 +356,9 @@ impl Supervisor {
         // The registry entry too, if the lock is free now (usually); else it
         // follows the answer, and readers list the job from its job.json meanwhile.
         let registered = registry.register(&job, Patience::Immediate).is_ok();
-        if let Err(message) = launched.exec_outcome() {
+        if let Err(e) = launched.exec_outcome() {
             job.main = None;
-            return Err(fail(job, message));
+            return Err(fail(job, e.to_string()));
         }
         report_ready(&format!("{READY_OK}{main_pid}"));
         if let Some(why) = output.unnamed_because {

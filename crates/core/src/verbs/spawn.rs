@@ -2,6 +2,7 @@
 //! job to a fresh supervisor and wait for its ready line.
 
 use crate::model::ids::{id_prefix_from_label, random_suffix};
+use crate::model::error::HandOffError;
 use crate::model::job::{Job, JobState};
 use crate::verbs::ops::Context;
 use crate::store::registry::Patience;
@@ -204,7 +205,8 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
     };
     match run_supervisor(context, &spec, supervisor_exe) {
         Ok(pid) => Ok(Started { job_id, pid, log_path: job.log_path, label, command }),
-        Err(message) => {
+        Err(error) => {
+            let message = error.to_string();
             // The supervisor records its own start failures (in the job's
             // job.json at least); cover the case where it could not, or died
             // before it could.
@@ -251,7 +253,7 @@ fn allocate_job_dir(context: &Context, label: &str) -> Result<String> {
     Err(last_error.unwrap_or_else(|| Error::Other("could not find a free job id after 16 tries".into())))
 }
 
-fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::result::Result<u32, String> {
+fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::result::Result<u32, HandOffError> {
     let job_dir = context.home.job_dir(&spec.job.id);
     let stderr = crate::store::paths::options_nofollow()
         .create(true)
@@ -270,10 +272,10 @@ fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::
         .stdout(Stdio::piped())
         .stderr(stderr)
         .spawn()
-        .map_err(|e| format!("cannot start the supervisor {}: {e}", exe.display()))?;
+        .map_err(|source| HandOffError::CannotStart { exe: exe.to_path_buf(), source })?;
     // While the supervisor starts up; it makes the pipe itself if this fails.
     let _ = crate::supervise::outpipe::make(&job_dir);
-    let payload = serde_json::to_vec(spec).map_err(|e| e.to_string())?;
+    let payload = serde_json::to_vec(spec).map_err(|e| HandOffError::Encode(e.to_string()))?;
     // A supervisor that died before reading (a binary that cannot run here)
     // must not take the caller down with SIGPIPE: the write fails instead.
     let write_result = child.stdin.take().map(|mut stdin| without_sigpipe(|| stdin.write_all(&payload)));
@@ -285,7 +287,7 @@ fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::
     let _ = child.wait();
     if let Some(Err(e)) = write_result {
         if ready.is_empty() {
-            return Err(format!("cannot hand the job to the supervisor: {e}"));
+            return Err(HandOffError::CannotHandOver(e));
         }
     }
     parse_ready_line(ready.lines().next().unwrap_or(""))
