@@ -253,14 +253,16 @@ enum Sub {
 }
 
 fn main() {
-    warnings::init();
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some(SUPERVISE) {
+        warnings::init_background();
         std::process::exit(cmd::supervise::run());
     }
     if let Some(errand) = Errand::parse(args.get(1..).unwrap_or_default()) {
+        warnings::init_background();
         std::process::exit(cmd::run_errand(errand));
     }
+    warnings::init();
     // As a command-line tool, end quietly when the reader goes away
     // (`run-bg list | head`), as Unix tools do, instead of panicking on EPIPE.
     // Every subcommand has done its work before it prints.

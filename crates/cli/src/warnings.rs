@@ -22,6 +22,35 @@ where
     }
 }
 
+/// The background modes' voice: the core's message as it is. Their
+/// messages name who speaks (`run-bg supervisor <id>: …`) and go to the
+/// stderr their starter chose: a job's `supervisor.log`, or nowhere.
+struct Plain;
+
+impl<S, N> FormatEvent<S, N> for Plain
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(&self, ctx: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> std::fmt::Result {
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
+}
+
+/// For the supervisor and the errands (`__watch`, `__announce`, `__deliver`):
+/// warnings and errors to stderr, unprefixed.
+pub fn init_background() {
+    let _ = tracing::subscriber::set_global_default(background(std::io::stderr));
+}
+
+fn background<W>(writer: W) -> impl Subscriber + Send + Sync
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt().with_writer(writer).with_max_level(Level::WARN).with_ansi(false).event_format(Plain).finish()
+}
+
 /// Warnings and errors to stderr; the core's info events (snapshots) stay off.
 pub fn init() {
     let _ = tracing_subscriber::fmt()
@@ -30,4 +59,40 @@ pub fn init() {
         .with_ansi(false)
         .event_format(CliVoice)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn a_background_mode_writes_the_core_s_warnings_and_errors_as_they_are() {
+        let written = Arc::new(Mutex::new(Vec::<u8>::new()));
+        let sink = written.clone();
+        let make = move || Sink(sink.clone());
+        tracing::subscriber::with_default(background(make), || {
+            tracing::error!("run-bg supervisor build-1: cannot record the job's end in its job.json: disk full");
+            tracing::warn!("run-bg watcher: cannot log the orphaned job's output: gone");
+            tracing::info!("not shown");
+        });
+        let text = String::from_utf8(written.lock().unwrap().clone()).unwrap();
+        assert_eq!(
+            text,
+            "run-bg supervisor build-1: cannot record the job's end in its job.json: disk full\n\
+             run-bg watcher: cannot log the orphaned job's output: gone\n"
+        );
+    }
+
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
 }

@@ -264,7 +264,7 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
             last_error: Some(error),
         };
         if let Err(e) = spool_add(home, &entry) {
-            eprintln!("run-bg: cannot spool notification {}: {e}", entry.event_id);
+            tracing::warn!("run-bg: cannot spool notification {}: {e}", entry.event_id);
         }
     }
 }

@@ -401,7 +401,7 @@ impl Reattached {
     fn fail(&mut self, message: &str) {
         if !self.log_failed {
             self.log_failed = true;
-            eprintln!("run-bg watcher: cannot log the orphaned job's output: {message}");
+            tracing::warn!("run-bg watcher: cannot log the orphaned job's output: {message}");
         }
     }
 }

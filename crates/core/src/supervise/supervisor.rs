@@ -91,7 +91,7 @@ fn redirect_to_dev_null(fd: RawFd) {
         }
     };
     if let Some(e) = failed {
-        eprintln!("run-bg supervisor: cannot point fd {fd} at /dev/null: {e}");
+        tracing::warn!("run-bg supervisor: cannot point fd {fd} at /dev/null: {e}");
     }
 }
 
@@ -101,7 +101,7 @@ fn redirect_to_dev_null(fd: RawFd) {
 fn become_subreaper() {
     #[cfg(target_os = "linux")]
     if let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
-        eprintln!("run-bg supervisor: cannot become a child subreaper: {e}");
+        tracing::warn!("run-bg supervisor: cannot become a child subreaper: {e}");
     }
 }
 
@@ -362,7 +362,7 @@ impl Supervisor {
         }
         report_ready(&format!("{READY_OK}{main_pid}"));
         if let Some(why) = output.unnamed_because {
-            eprintln!("run-bg supervisor {}: {why}; the job's output cannot be taken up if this supervisor dies", job.id);
+            tracing::warn!("run-bg supervisor {}: {why}; the job's output cannot be taken up if this supervisor dies", job.id);
         }
         if !registered {
             // Briefly: any registry write takes it in later, and a longer wait
@@ -748,7 +748,7 @@ impl Supervisor {
     }
 
     fn note_error(&self, message: &str) {
-        eprintln!("run-bg supervisor {}: {message}", self.job.id);
+        tracing::error!("run-bg supervisor {}: {message}", self.job.id);
     }
 }
 
