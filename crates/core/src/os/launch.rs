@@ -10,7 +10,7 @@
 
 use crate::model::error::LaunchError;
 use std::ffi::{CString, OsString};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
@@ -39,6 +39,7 @@ const STEP_STDIO: u8 = 1;
 const STEP_CWD: u8 = 2;
 const STEP_EXEC: u8 = 3;
 const STEP_GROUP: u8 = 4;
+const STEP_SIGNALS: u8 = 5;
 const REPORT_LEN: usize = 1 + std::mem::size_of::<libc::c_int>();
 
 /// Everything the child needs, built before the fork. The pointer arrays
@@ -169,14 +170,18 @@ unsafe fn exec_child(p: &mut Prepared, stdin: RawFd, output: RawFd, report: RawF
     // The supervisor's handlers must not run here (they would feed its
     // self-pipe), and dispositions its caller left ignored must not reach
     // the job: every signal starts at its default, as libuv's children do.
-    // Fails only for SIGKILL and SIGSTOP, whose disposition cannot change.
+    // Refused only for SIGKILL and SIGSTOP, whose disposition cannot change.
     for signal in 1..32 {
-        libc::signal(signal, libc::SIG_DFL);
+        if libc::signal(signal, libc::SIG_DFL) == libc::SIG_ERR && signal != libc::SIGKILL && signal != libc::SIGSTOP {
+            fail(STEP_SIGNALS, errno());
+        }
     }
+    // A job started with every signal blocked would ignore our SIGTERM: a
+    // failure here (only bad inputs make one) ends the start instead.
     let mut none: libc::sigset_t = std::mem::zeroed();
-    libc::sigemptyset(&mut none);
-    // Cannot fail: SIG_SETMASK and a valid set are the only inputs it checks.
-    libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+    if libc::sigemptyset(&mut none) != 0 || libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) != 0 {
+        fail(STEP_SIGNALS, errno());
+    }
     // Its own process group, so a kill can signal the whole group at once;
     // without it a kill would miss the tree, so the start fails instead.
     if libc::setpgid(0, 0) != 0 {
@@ -302,37 +307,15 @@ impl Launched {
             STEP_CWD => format!("working directory `{}`: {error}", self.cwd.display()),
             STEP_STDIO => format!("cannot set up the output of `{}`: {error}", self.program),
             STEP_GROUP => format!("cannot give `{}` its own process group: {error}", self.program),
+            STEP_SIGNALS => format!("cannot reset the signals of `{}`: {error}", self.program),
             _ => describe_spawn_error(&self.program, &error),
         }
     }
 }
 
+/// A pipe, both ends close-on-exec, with `flags` (`O_NONBLOCK`) on both.
 pub fn new_pipe(flags: libc::c_int) -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: `fds` is a live array of two ints for the kernel to fill.
-    #[cfg(target_os = "linux")]
-    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), flags | libc::O_CLOEXEC) };
-    // SAFETY: as above.
-    #[cfg(not(target_os = "linux"))]
-    let rc = unsafe { libc::pipe(fds.as_mut_ptr()) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: the pipe call succeeded, so both are open descriptors that
-    // nothing else owns; each gets exactly one owner here.
-    let pair = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    #[cfg(not(target_os = "linux"))]
-    for fd in [pair.0.as_raw_fd(), pair.1.as_raw_fd()] {
-        // SAFETY: fcntl on descriptors we own, integer arguments only.
-        let set = unsafe {
-            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) == 0
-                && (flags & libc::O_NONBLOCK == 0 || libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK) == 0)
-        };
-        if !set {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(pair)
+    crate::os::platform::pipe(flags)
 }
 
 /// Runs `f` with SIGPIPE blocked for this thread, discarding one it raised,
@@ -357,18 +340,7 @@ pub fn without_sigpipe<T>(f: impl FnOnce() -> T) -> T {
         libc::pthread_sigmask(libc::SIG_BLOCK, &pipe_only, &mut previous);
         let out = f();
         if !already_pending {
-            let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-            #[cfg(target_os = "linux")]
-            libc::sigtimedwait(&pipe_only, std::ptr::null_mut(), &zero);
-            #[cfg(not(target_os = "linux"))]
-            {
-                let _ = zero;
-                let mut taken = 0;
-                libc::sigpending(&mut pending);
-                if libc::sigismember(&pending, libc::SIGPIPE) == 1 {
-                    libc::sigwait(&pipe_only, &mut taken);
-                }
-            }
+            crate::os::platform::discard_pending_sigpipe(&pipe_only);
         }
         libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
         out

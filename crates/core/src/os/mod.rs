@@ -4,3 +4,12 @@ pub mod launch;
 pub mod pidfd;
 pub mod procinfo;
 pub mod tree;
+
+// The platform's own ways to the same facts: one file per platform, each
+// with the same functions, and no `cfg` anywhere else in `os`.
+#[cfg(target_os = "linux")]
+#[path = "linux.rs"]
+pub(crate) mod platform;
+#[cfg(not(target_os = "linux"))]
+#[path = "macos.rs"]
+pub(crate) mod platform;

@@ -3,10 +3,11 @@
 //! signalling one process without ever hitting a stranger.
 
 use crate::model::job::ProcessIdentity;
-use crate::os::pidfd;
-use crate::model::protocol::{JOB_COOKIE, SUPERVISOR_MARK};
+use crate::os::{pidfd, platform};
 use std::time::Duration;
 
+// The platform's own reading of the process table (`os/linux.rs`, `os/macos.rs`).
+pub use platform::{command_line, environ_value, identify, is_stopped, live_children, table};
 
 /// The fields of /proc/<pid>/stat that proc-manager uses.
 #[derive(Debug, Clone, Copy)]
@@ -57,72 +58,8 @@ pub fn stat_comm(raw: &[u8]) -> String {
     String::from_utf8_lossy(&raw[open..close]).into_owned()
 }
 
-/// Reads a small /proc file into `buf` with one open and as few reads as it
-/// takes (`std::fs::read` adds a stat and extra reads per file, which shows
-/// when every process is visited). At most `limit` bytes.
-#[cfg(target_os = "linux")]
-pub fn read_proc_file(path: &str, buf: &mut Vec<u8>, limit: usize) -> bool {
-    buf.clear();
-    let Ok(c_path) = std::ffi::CString::new(path) else { return false };
-    // SAFETY: `c_path` is a NUL-terminated string alive for the call; the fd
-    // returned is ours and closed once below.
-    let fd = unsafe { libc::open(c_path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return false;
-    }
-    let mut ok = true;
-    loop {
-        if buf.capacity() - buf.len() < 4096 {
-            buf.reserve(4096);
-        }
-        let spare = buf.capacity() - buf.len();
-        // SAFETY: the destination is the vector's spare capacity, `spare`
-        // bytes starting right after its length, all inside its allocation.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().add(buf.len()) as *mut libc::c_void, spare) };
-        if n < 0 {
-            ok = false;
-            break;
-        }
-        if n == 0 {
-            break;
-        }
-        // SAFETY: read(2) initialised exactly `n` (<= spare) bytes past the
-        // old length, so the new length covers initialised bytes only.
-        unsafe { buf.set_len(buf.len() + n as usize) };
-        if buf.len() >= limit {
-            buf.truncate(limit);
-            break;
-        }
-    }
-    // SAFETY: `fd` is the descriptor opened above, not closed before and
-    // owned by nothing else. A close error after reads loses nothing.
-    unsafe { libc::close(fd) };
-    ok
-}
-
-/// Parsed from /proc/<pid>/stat.
-#[cfg(target_os = "linux")]
-fn read_stat(pid: u32) -> Option<Stat> {
-    let mut raw = Vec::with_capacity(512);
-    if !read_proc_file(&format!("/proc/{pid}/stat"), &mut raw, 4096) {
-        return None;
-    }
-    parse_stat(&raw)
-}
-
-fn is_dead_state(state: u8) -> bool {
+pub(crate) fn is_dead_state(state: u8) -> bool {
     state == b'Z' || state == b'X'
-}
-
-#[cfg(target_os = "linux")]
-pub fn identify(pid: u32) -> Option<ProcessIdentity> {
-    let stat = read_stat(pid)?;
-    (!is_dead_state(stat.state)).then_some(ProcessIdentity::from_stat(pid, stat.start_ticks))
-}
-
-#[cfg(not(target_os = "linux"))]
-pub fn identify(pid: u32) -> Option<ProcessIdentity> {
-    portable::with_process(pid, portable::Reads::Basic, |p| portable::identity(pid, p)).flatten()
 }
 
 /// The identity of `pid` with everything that tells it apart from a later
@@ -137,18 +74,6 @@ pub fn identify_exactly(pid: u32) -> Option<ProcessIdentity> {
     identity.pidfs_ino = inode;
     identity.boot = pidfd::boot_tag();
     Some(identity)
-}
-
-/// Whether `pid` is stopped (SIGSTOP, a debugger, a frozen cgroup): it will
-/// not act on anything we ask of it until something resumes it.
-#[cfg(target_os = "linux")]
-pub fn is_stopped(pid: u32) -> bool {
-    read_stat(pid).is_some_and(|stat| matches!(stat.state, b'T' | b't'))
-}
-
-#[cfg(not(target_os = "linux"))]
-pub fn is_stopped(_pid: u32) -> bool {
-    false
 }
 
 /// Whether `who` was recorded in an earlier boot, so nothing of it can run now.
@@ -173,28 +98,6 @@ pub fn is_same_process_alive(who: &ProcessIdentity) -> bool {
     identify(who.pid).is_some_and(|now| now.start_ticks == who.start_ticks)
 }
 
-/// Live (non-zombie) children of `pid`'s main thread. A child that is dying
-/// still counts until it is a zombie, which a pass over environments cannot
-/// tell (its environment is already gone).
-pub fn live_children(pid: u32) -> Vec<u32> {
-    #[cfg(target_os = "linux")]
-    {
-        let mut buf = Vec::with_capacity(256);
-        if !read_proc_file(&format!("/proc/{pid}/task/{pid}/children"), &mut buf, 1 << 20) {
-            return Vec::new();
-        }
-        String::from_utf8_lossy(&buf)
-            .split_ascii_whitespace()
-            .filter_map(|c| c.parse().ok())
-            .filter(|&c| identify(c).is_some())
-            .collect()
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        portable::live_children(pid)
-    }
-}
-
 /// A live process as seen in one pass over /proc.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProcessEntry {
@@ -206,60 +109,6 @@ pub struct ProcessEntry {
     /// The job id from `PROC_MANAGER_JOB`, when the environment was read and carries one.
     pub cookie: Option<String>,
     pub rss_kb: u64,
-}
-
-/// The value of `key` in a NUL-separated environment block.
-#[cfg(target_os = "linux")]
-fn env_entry(environ: &[u8], key: &str) -> Option<String> {
-    environ.split(|&b| b == 0).find_map(|entry| {
-        let value = entry.strip_prefix(key.as_bytes())?.strip_prefix(b"=")?;
-        Some(String::from_utf8_lossy(value).into_owned())
-    })
-}
-
-#[cfg(target_os = "linux")]
-fn cookie_in(environ: &[u8]) -> Option<String> {
-    env_entry(environ, JOB_COOKIE)
-}
-
-/// The value of `key` in a process's (initial) environment; only this user's
-/// processes are readable.
-pub fn environ_value(pid: u32, key: &str) -> Option<String> {
-    #[cfg(target_os = "linux")]
-    {
-        let mut environ = Vec::with_capacity(8192);
-        read_proc_file(&format!("/proc/{pid}/environ"), &mut environ, 1 << 20).then(|| env_entry(&environ, key))?
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        portable::with_process(pid, portable::Reads::Environment, |p| portable::env_value(p, key)).flatten()
-    }
-}
-
-pub fn command_line(pid: u32) -> String {
-    #[cfg(target_os = "linux")]
-    {
-        if let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) {
-            let trimmed = raw.strip_suffix(b"\0").unwrap_or(&raw);
-            if !trimmed.is_empty() {
-                return String::from_utf8_lossy(trimmed).replace('\0', " ");
-            }
-        }
-        if let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) {
-            return format!("[{}]", comm.trim_end());
-        }
-        String::new()
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        portable::with_process(pid, portable::Reads::Command, portable::command).unwrap_or_default()
-    }
-}
-
-#[cfg(target_os = "linux")]
-fn page_kb() -> u64 {
-    // SAFETY: sysconf takes an integer name and touches no memory of ours.
-    (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1024) as u64) / 1024
 }
 
 /// A live process as one pass over the process table sees it, before its
@@ -290,41 +139,6 @@ impl Row {
     }
 }
 
-/// Every live (non-zombie) process except the caller, in one pass.
-#[cfg(target_os = "linux")]
-pub fn table() -> Vec<Row> {
-    let me = std::process::id();
-    let mut rows = Vec::new();
-    let mut environ = Vec::with_capacity(8192);
-    let Ok(entries) = std::fs::read_dir("/proc") else { return rows };
-    for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        if pid == me {
-            continue;
-        }
-        let Some(stat) = read_stat(pid) else { continue };
-        if is_dead_state(stat.state) {
-            continue;
-        }
-        // Only this user's processes have a readable environment.
-        let readable = read_proc_file(&format!("/proc/{pid}/environ"), &mut environ, 1 << 20);
-        rows.push(Row {
-            identity: ProcessIdentity::from_stat(pid, stat.start_ticks),
-            ppid: stat.ppid,
-            pgid: stat.pgrp,
-            cookie: readable.then(|| cookie_in(&environ)).flatten(),
-            helper: readable && env_entry(&environ, SUPERVISOR_MARK).is_some(),
-            rss_kb: stat.rss_pages * page_kb(),
-        });
-    }
-    rows
-}
-
-#[cfg(not(target_os = "linux"))]
-pub fn table() -> Vec<Row> {
-    portable::table()
-}
-
 /// The live processes `wanted` keeps, judged from (pid, pgid, cookie), with
 /// their command lines.
 pub fn scan(mut wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<ProcessEntry> {
@@ -333,101 +147,6 @@ pub fn scan(mut wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<Proce
         .filter(|r| wanted(r.identity.pid, r.pgid, r.cookie.as_deref()))
         .map(Row::entry)
         .collect()
-}
-
-/// Without /proc (macOS): the process table from sysinfo, the process group
-/// from getpgid. A process's start time there has a resolution of one second,
-/// so the identity check tells apart any pid reuse but one within that second.
-#[cfg(not(target_os = "linux"))]
-pub(crate) mod portable {
-    use super::{ProcessIdentity, Row, JOB_COOKIE, SUPERVISOR_MARK};
-    use sysinfo::{Process, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
-
-    pub enum Reads {
-        Basic,
-        Command,
-        Environment,
-    }
-
-    fn refresh_kind(reads: Reads) -> ProcessRefreshKind {
-        match reads {
-            Reads::Basic => ProcessRefreshKind::nothing(),
-            Reads::Command => ProcessRefreshKind::nothing().with_cmd(UpdateKind::Always),
-            Reads::Environment => ProcessRefreshKind::nothing().with_environ(UpdateKind::Always),
-        }
-    }
-
-    pub fn with_process<T>(pid: u32, reads: Reads, f: impl FnOnce(&Process) -> T) -> Option<T> {
-        let mut system = System::new().ok()?;
-        let target = sysinfo::Pid::from_u32(pid);
-        system.refresh_processes_specifics(ProcessesToUpdate::Some(&[target]), true, refresh_kind(reads));
-        system.process(target).map(f)
-    }
-
-    pub fn identity(pid: u32, p: &Process) -> Option<ProcessIdentity> {
-        (p.status() != ProcessStatus::Zombie).then_some(ProcessIdentity::from_stat(pid, p.start_time()))
-    }
-
-    pub fn env_value(p: &Process, key: &str) -> Option<String> {
-        p.environ().iter().find_map(|entry| {
-            let entry = entry.to_string_lossy();
-            entry.strip_prefix(key)?.strip_prefix('=').map(str::to_string)
-        })
-    }
-
-    pub fn command(p: &Process) -> String {
-        if p.cmd().is_empty() {
-            format!("[{}]", p.name().to_string_lossy())
-        } else {
-            p.cmd().iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
-        }
-    }
-
-    fn all_processes() -> Option<System> {
-        let mut system = System::new().ok()?;
-        system.refresh_processes_specifics(
-            ProcessesToUpdate::All,
-            true,
-            ProcessRefreshKind::nothing()
-                .with_memory()
-                .with_cmd(UpdateKind::Always)
-                .with_environ(UpdateKind::Always),
-        );
-        Some(system)
-    }
-
-    pub fn live_children(pid: u32) -> Vec<u32> {
-        let Some(system) = all_processes() else { return Vec::new() };
-        system
-            .processes()
-            .values()
-            .filter(|p| p.parent().map(|pp| pp.as_u32()) == Some(pid) && p.status() != ProcessStatus::Zombie)
-            .map(|p| p.pid().as_u32())
-            .collect()
-    }
-
-    pub fn table() -> Vec<Row> {
-        let me = std::process::id();
-        let Some(system) = all_processes() else { return Vec::new() };
-        let mut rows = Vec::new();
-        for p in system.processes().values() {
-            let pid = p.pid().as_u32();
-            let Some(identity) = identity(pid, p).filter(|_| pid != me) else { continue };
-            let pgid = unsafe { libc::getpgid(pid as libc::pid_t) };
-            if pgid < 0 {
-                continue; // gone meanwhile
-            }
-            rows.push(Row {
-                identity,
-                ppid: p.parent().map_or(0, |pp| pp.as_u32()),
-                pgid: pgid as u32,
-                cookie: env_value(p, JOB_COOKIE),
-                helper: env_value(p, SUPERVISOR_MARK).is_some(),
-                rss_kb: p.memory() / 1024,
-            });
-        }
-        rows
-    }
 }
 
 /// The ids of every job that still has a process carrying its cookie, in one
@@ -449,7 +168,6 @@ pub fn live_process_counts() -> std::collections::HashMap<String, usize> {
 /// Blocks until the process ends or `limit` passes. On Linux it sleeps on a
 /// pidfd (no polling); elsewhere it checks every 100 ms.
 pub fn wait_for_exit(who: &ProcessIdentity, limit: Duration) {
-    #[cfg(target_os = "linux")]
     if let Some(fd) = pidfd::open(who.pid) {
         if is_same_process_alive(who) {
             pidfd::wait_readable(&fd, limit);
@@ -513,24 +231,10 @@ pub fn signal_process(who: &ProcessIdentity, signal: i32) -> SignalOutcome {
     if from_earlier_boot(who) {
         return SignalOutcome::Gone;
     }
-    #[cfg(target_os = "linux")]
-    {
-        match pidfd::open_checked(who.pid) {
-            Ok(fd) => {
-                // The fd pins one process; its inode (pidfs) and the start
-                // time read after opening it must both be the recorded ones.
-                let replaced = who.pidfs_ino.is_some_and(|recorded| pidfd::inode(&fd).is_some_and(|now| now != recorded));
-                return match identify(who.pid) {
-                    None => SignalOutcome::Gone,
-                    Some(now) if replaced || now.start_ticks != who.start_ticks => SignalOutcome::Replaced,
-                    Some(_) => errno_outcome(pidfd::send_signal(&fd, signal)),
-                };
-            }
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return SignalOutcome::Gone,
-            // No pidfd (old kernel): check, then signal; the remaining race is tiny.
-            Err(_) => {}
-        }
+    if let Some(outcome) = platform::signal_pinned(who, signal) {
+        return outcome;
     }
+    // No pidfd (macOS, an old kernel): check, then signal; the remaining race is tiny.
     match identify(who.pid) {
         None => SignalOutcome::Gone,
         Some(now) if now.start_ticks != who.start_ticks => SignalOutcome::Replaced,
@@ -539,7 +243,7 @@ pub fn signal_process(who: &ProcessIdentity, signal: i32) -> SignalOutcome {
     }
 }
 
-fn errno_outcome(rc: libc::c_long) -> SignalOutcome {
+pub(crate) fn errno_outcome(rc: libc::c_long) -> SignalOutcome {
     if rc == 0 {
         return SignalOutcome::Sent;
     }
@@ -557,6 +261,7 @@ fn io_outcome(error: std::io::Error) -> SignalOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::protocol::JOB_COOKIE;
 
     #[test]
     fn identifies_self_and_refuses_wrong_start_time() {
@@ -596,28 +301,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg(target_os = "linux")]
-    fn a_pid_reused_within_one_tick_is_told_apart_by_its_pidfs_inode() {
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
-        let real = identify_exactly(child.id()).unwrap();
-        assert!(is_same_process_alive(&real));
-        if real.pidfs_ino.is_none() {
-            eprintln!("skipped: this kernel has no pidfs (Linux < 6.9); start time is all there is");
-        } else {
-            // The same pid and start time, another process: what a reuse
-            // within one clock tick looks like to the start-time check.
-            let newcomer = ProcessIdentity { pidfs_ino: real.pidfs_ino.map(|i| i + 1), ..real };
-            assert!(!is_same_process_alive(&newcomer));
-            assert_eq!(signal_process(&newcomer, libc::SIGKILL), SignalOutcome::Replaced);
-            assert!(is_same_process_alive(&real), "a refused signal is not sent");
-        }
-        let earlier_boot = ProcessIdentity { boot: real.boot.map(|b| b ^ 1), ..real };
-        assert!(real.boot.is_none() || !is_same_process_alive(&earlier_boot));
-        assert_eq!(signal_process(&real, libc::SIGKILL), SignalOutcome::Sent);
-        child.wait().unwrap();
-    }
-
-    #[test]
     fn finds_a_child_by_cookie_with_its_command() {
         let cookie = format!("test-{}", std::process::id());
         let mut child = std::process::Command::new("sleep")
@@ -654,13 +337,5 @@ mod tests {
         assert_eq!((stat.state, stat.ppid, stat.pgrp), (b'R', 27239, 27240));
         assert_eq!((stat.start_ticks, stat.rss_pages), (1165548, 383));
         assert_eq!(stat_comm(odd_name), "a) b (c");
-    }
-
-    #[test]
-    #[cfg(target_os = "linux")]
-    fn cookie_parsing_needs_the_exact_key() {
-        assert_eq!(cookie_in(b"A=1\0PROC_MANAGER_JOB=x-1\0B=2\0").as_deref(), Some("x-1"));
-        assert_eq!(cookie_in(b"PROC_MANAGER_JOBS=x\0").as_deref(), None);
-        assert_eq!(cookie_in(b"XPROC_MANAGER_JOB=x\0").as_deref(), None);
     }
 }

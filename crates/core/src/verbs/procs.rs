@@ -39,7 +39,8 @@ pub fn matches_mcp(command: &str, patterns: &[String]) -> bool {
 #[cfg(target_os = "linux")]
 mod os {
     use super::ProcessInfo;
-    use crate::os::procinfo::{parse_stat, read_proc_file, stat_comm};
+    use crate::os::platform::read_proc_file;
+    use crate::os::procinfo::{parse_stat, stat_comm};
     use std::fmt::Write;
     use std::sync::OnceLock;
 
@@ -134,7 +135,7 @@ mod os {
 #[cfg(not(target_os = "linux"))]
 mod os {
     use super::ProcessInfo;
-    use crate::os::procinfo::portable;
+    use crate::os::platform as portable;
     use sysinfo::{ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind};
 
     pub fn processes() -> Vec<ProcessInfo> {

@@ -1,0 +1,164 @@
+//! macOS's ways (and any Unix without `/proc`) to what `os` needs: the
+//! process table from sysinfo, the process group from getpgid; no pidfds,
+//! `pipe` plus `fcntl`, `sigwait`. `linux.rs` has the same functions.
+//!
+//! A process's start time here has a resolution of one second, so the
+//! identity check tells apart any pid reuse but one within that second.
+
+use crate::model::job::ProcessIdentity;
+use crate::model::protocol::{JOB_COOKIE, SUPERVISOR_MARK};
+use crate::os::procinfo::{Row, SignalOutcome};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use sysinfo::{Process, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
+
+pub enum Reads {
+    Basic,
+    Command,
+    Environment,
+}
+
+fn refresh_kind(reads: Reads) -> ProcessRefreshKind {
+    match reads {
+        Reads::Basic => ProcessRefreshKind::nothing(),
+        Reads::Command => ProcessRefreshKind::nothing().with_cmd(UpdateKind::Always),
+        Reads::Environment => ProcessRefreshKind::nothing().with_environ(UpdateKind::Always),
+    }
+}
+
+fn with_process<T>(pid: u32, reads: Reads, f: impl FnOnce(&Process) -> T) -> Option<T> {
+    let mut system = System::new().ok()?;
+    let target = sysinfo::Pid::from_u32(pid);
+    system.refresh_processes_specifics(ProcessesToUpdate::Some(&[target]), true, refresh_kind(reads));
+    system.process(target).map(f)
+}
+
+fn identity_of(pid: u32, p: &Process) -> Option<ProcessIdentity> {
+    (p.status() != ProcessStatus::Zombie).then_some(ProcessIdentity::from_stat(pid, p.start_time()))
+}
+
+fn env_value(p: &Process, key: &str) -> Option<String> {
+    p.environ().iter().find_map(|entry| {
+        let entry = entry.to_string_lossy();
+        entry.strip_prefix(key)?.strip_prefix('=').map(str::to_string)
+    })
+}
+
+/// argv joined with spaces, or the name in brackets when there is none.
+pub fn command(p: &Process) -> String {
+    if p.cmd().is_empty() {
+        format!("[{}]", p.name().to_string_lossy())
+    } else {
+        p.cmd().iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
+    }
+}
+
+fn all_processes() -> Option<System> {
+    let mut system = System::new().ok()?;
+    system.refresh_processes_specifics(
+        ProcessesToUpdate::All,
+        true,
+        ProcessRefreshKind::nothing().with_memory().with_cmd(UpdateKind::Always).with_environ(UpdateKind::Always),
+    );
+    Some(system)
+}
+
+pub fn identify(pid: u32) -> Option<ProcessIdentity> {
+    with_process(pid, Reads::Basic, |p| identity_of(pid, p)).flatten()
+}
+
+/// No cheap way to ask: a stopped process is treated as running.
+pub fn is_stopped(_pid: u32) -> bool {
+    false
+}
+
+pub fn live_children(pid: u32) -> Vec<u32> {
+    let Some(system) = all_processes() else { return Vec::new() };
+    system
+        .processes()
+        .values()
+        .filter(|p| p.parent().map(|pp| pp.as_u32()) == Some(pid) && p.status() != ProcessStatus::Zombie)
+        .map(|p| p.pid().as_u32())
+        .collect()
+}
+
+pub fn environ_value(pid: u32, key: &str) -> Option<String> {
+    with_process(pid, Reads::Environment, |p| env_value(p, key)).flatten()
+}
+
+pub fn command_line(pid: u32) -> String {
+    with_process(pid, Reads::Command, command).unwrap_or_default()
+}
+
+pub fn table() -> Vec<Row> {
+    let me = std::process::id();
+    let Some(system) = all_processes() else { return Vec::new() };
+    let mut rows = Vec::new();
+    for p in system.processes().values() {
+        let pid = p.pid().as_u32();
+        let Some(identity) = identity_of(pid, p).filter(|_| pid != me) else { continue };
+        // SAFETY: getpgid takes an integer and touches no memory of ours.
+        let pgid = unsafe { libc::getpgid(pid as libc::pid_t) };
+        if pgid < 0 {
+            continue; // gone meanwhile
+        }
+        rows.push(Row {
+            identity,
+            ppid: p.parent().map_or(0, |pp| pp.as_u32()),
+            pgid: pgid as u32,
+            cookie: env_value(p, JOB_COOKIE),
+            helper: env_value(p, SUPERVISOR_MARK).is_some(),
+            rss_kb: p.memory() / 1024,
+        });
+    }
+    rows
+}
+
+/// No pidfds here: the caller checks the identity, then signals.
+pub fn signal_pinned(_who: &ProcessIdentity, _signal: i32) -> Option<SignalOutcome> {
+    None
+}
+
+pub fn pidfd_open(_pid: u32) -> std::io::Result<OwnedFd> {
+    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+}
+
+pub fn pidfd_inode(_fd: &OwnedFd) -> Option<u64> {
+    None
+}
+
+/// A pipe, both ends close-on-exec, with `flags` (`O_NONBLOCK`) on both.
+pub fn pipe(flags: libc::c_int) -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: `fds` is a live array of two ints for the kernel to fill.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the pipe call succeeded, so both are open descriptors that
+    // nothing else owns; each gets exactly one owner here.
+    let pair = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    for fd in [pair.0.as_raw_fd(), pair.1.as_raw_fd()] {
+        // SAFETY: fcntl on descriptors we own, integer arguments only.
+        let set = unsafe {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) == 0
+                && (flags & libc::O_NONBLOCK == 0 || libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK) == 0)
+        };
+        if !set {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(pair)
+}
+
+/// Takes a SIGPIPE pending for this thread, if one is, without waiting
+/// (there is no sigtimedwait here: sigwait only when sigpending shows one).
+///
+/// # Safety
+/// `pipe_only` holds SIGPIPE alone, and SIGPIPE is blocked in this thread.
+pub unsafe fn discard_pending_sigpipe(pipe_only: &libc::sigset_t) {
+    let mut pending: libc::sigset_t = std::mem::zeroed();
+    libc::sigemptyset(&mut pending);
+    if libc::sigpending(&mut pending) == 0 && libc::sigismember(&pending, libc::SIGPIPE) == 1 {
+        let mut taken = 0;
+        libc::sigwait(pipe_only, &mut taken);
+    }
+}
