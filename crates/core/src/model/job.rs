@@ -302,6 +302,10 @@ pub struct Job {
     pub owner: Option<String>,
     pub context: Option<serde_json::Value>,
     pub state: JobState,
+    /// An error the record carries beside a state that has none of its own
+    /// (only a hand edit makes one): kept, shown and written back as it was,
+    /// never set by this program.
+    pub note: Option<String>,
     pub main: Option<ProcessIdentity>,
     pub supervisor: Option<ProcessIdentity>,
     pub started_at: u64,
@@ -397,6 +401,7 @@ fn state_of_record(r: &JobRecord) -> JobState {
 impl From<JobRecord> for Job {
     fn from(r: JobRecord) -> Job {
         let state = state_of_record(&r);
+        let note = if state.error().is_some() { None } else { r.error.filter(|e| !e.is_empty()) };
         Job {
             id: r.id,
             label: r.label,
@@ -407,6 +412,7 @@ impl From<JobRecord> for Job {
             owner: r.owner,
             context: r.context,
             state,
+            note,
             main: r.main,
             supervisor: r.supervisor,
             started_at: r.started_at,
@@ -430,7 +436,7 @@ impl From<Job> for JobRecord {
             exit_code: state.exit_code(),
             signal: state.signal(),
             ended_at: state.ended_at(),
-            error: state.error().map(str::to_string),
+            error: state.error().or(job.note.as_deref()).map(str::to_string),
             id: job.id,
             label: job.label,
             argv: job.argv,
@@ -521,8 +527,9 @@ impl Job {
         self.state.signal()
     }
 
+    /// Why it could not start or is lost, or the note a record carries.
     pub fn error(&self) -> Option<&str> {
-        self.state.error()
+        self.state.error().or(self.note.as_deref())
     }
 
     /// Moves the job to `next` if that may follow its state (see
@@ -644,6 +651,7 @@ pub(crate) fn sample_in(state: JobState) -> Job {
         owner: None,
         context: None,
         state,
+        note: None,
         main: Some(ProcessIdentity::from_stat(4242, 100)),
         supervisor: Some(ProcessIdentity::from_stat(4241, 99)),
         started_at: now - (2 * 3_600_000 + 13 * 60_000),
@@ -925,6 +933,16 @@ mod tests {
             assert_eq!(written["ended_at"], serde_json::json!(ended_at));
             assert_eq!(written.get("error").and_then(|e| e.as_str()), error, "{status}");
         }
+    }
+
+    #[test]
+    fn an_error_beside_a_state_without_one_is_kept_as_a_note() {
+        let killed = record("killed", None, Some("SIGTERM"), Some(T), Some("edited by hand"));
+        assert_eq!(killed.state, JobState::Killed { exit: Some(Exit::Signal("SIGTERM".into())), ended_at: T });
+        assert_eq!((killed.note.as_deref(), killed.error()), (Some("edited by hand"), Some("edited by hand")));
+        assert_eq!(serde_json::to_value(&killed).unwrap()["error"], "edited by hand", "written back as it was");
+        let lost = record("lost", None, None, Some(T), Some("gone"));
+        assert_eq!((lost.note.as_deref(), lost.error()), (None, Some("gone")), "a lost job's reason is its state's");
     }
 
     #[test]

@@ -201,9 +201,9 @@ mod tests {
         assert!(text.starts_with("lost: its supervisor (pid 4241) is gone before its main process was recorded"), "{text}");
 
         // An error beside a main process that ran is no start failure.
-        let mut ran = job(JobStatus::Failed);
-        ran.state = JobState::FailedToStart { error: "its supervisor died".into(), ended_at: ended_at(&ran) };
-        assert_eq!(how_it_ended(&ran), "no exit status");
+        let mut killed = job(JobStatus::Killed);
+        killed.note = Some("its supervisor died; its processes ended later".into());
+        assert_eq!(how_it_ended(&killed), "no exit status");
     }
 
     #[test]
@@ -214,10 +214,7 @@ mod tests {
         j.state = JobState::Signalled { signal: format!("SIGTERM{PWNED}"), ended_at: ended_at(&j) };
         j.command = format!("sh -c 'echo {PWNED}'");
         j.label = format!("x{PWNED}");
-        let mut never_started = j.clone();
-        never_started.main = None;
-        let error = format!("working directory `/tmp/{PWNED}` does not exist");
-        never_started.state = JobState::FailedToStart { error, ended_at: ended_at(&j) };
+        j.note = Some(format!("working directory `/tmp/{PWNED}` does not exist"));
         j.hooks = vec![HookRun {
             command: format!("notify {PWNED}"),
             exit_code: Some(1),
@@ -243,7 +240,6 @@ mod tests {
         let printed = [
             ack_line(&j.id, 4242, &j.command),
             header(&j, ""),
-            header(&never_started, ""),
             list_line(&j, 0),
             lingering_line(&j, &lingering).unwrap(),
             check_text(&check),
@@ -260,7 +256,6 @@ mod tests {
 mod wording_tests {
     use super::*;
     use crate::model::job::sample_ended as ended;
-    use crate::model::job::JobState;
 
 
     #[test]
@@ -288,18 +283,14 @@ mod wording_tests {
 
     #[test]
     fn a_header_names_the_job_its_outcome_pid_and_command_then_its_error() {
-        let job = ended(JobStatus::Failed, Some(2), None);
+        let mut job = ended(JobStatus::Failed, Some(2), None);
         assert_eq!(header(&job, ""), "build-3f2a1c: failed (exit 2) after 2h13m · pid 4242 · make -j2");
         assert_eq!(
             header(&job, " · peak 1.5 MiB"),
             "build-3f2a1c: failed (exit 2) after 2h13m · pid 4242 · make -j2 · peak 1.5 MiB"
         );
-        let mut lost = ended(JobStatus::Lost, None, None);
-        lost.state = JobState::Lost { reason: Some("gone".into()), ended_at: lost.ended_at().unwrap() };
-        assert_eq!(
-            header(&lost, ""),
-            "build-3f2a1c: lost: its supervisor (pid 4241) is gone and no exit status was recorded, after 2h13m · pid 4242 · make -j2\n  error: gone"
-        );
+        job.note = Some("hook timed out".into());
+        assert_eq!(header(&job, ""), "build-3f2a1c: failed (exit 2) after 2h13m · pid 4242 · make -j2\n  error: hook timed out");
 
         let mut never_started = ended(JobStatus::Failed, None, None);
         never_started.main = None;

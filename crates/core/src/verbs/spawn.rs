@@ -186,6 +186,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         owner: request.owner,
         context: request.context,
         state: JobState::Running,
+        note: None,
         main: None,
         supervisor: None,
         started_at: now_ms(),
