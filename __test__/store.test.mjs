@@ -391,6 +391,8 @@ test('with jobs.json not writable, exit statuses are kept and kills report truth
   assert.equal(r.checkE.code, 0, r.checkE.stderr)
   const checkE = JSON.parse(r.checkE.stdout)
   assert.deepEqual([checkE.status, checkE.exitCode], ['failed', 4])
+  // The supervisor says so in its own log, in its own words.
+  assert.match(r.eSupervisorLog, new RegExp(`^run-bg supervisor ${r.E}: cannot record the job's end in the registry: .*; it is kept in its job.json, which readers prefer$`, 'm'))
   assert.equal(r.killF.code, 0, r.killF.stderr)
   assert.ok(r.killF.mainGone)
   assert.equal(JSON.parse(r.checkF.stdout).status, 'killed')
