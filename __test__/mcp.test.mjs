@@ -266,6 +266,8 @@ test('answers stop near 16,000 characters and say how to see more; a 5 MB line i
   assert.equal(header, `${wideId}: lines 1–2 of 2`)
   assert.match(line, /^x{400}… \[4999600 more bytes\]$/)
   assert.equal(after, 'after')
+  const wideCheck = await call('check_job', { jobId: wideId })
+  assert.deepEqual(text(wideCheck).split('\n').slice(1), [line, 'after'], 'check_job shows it as one line too')
 })
 
 test('no answer names a CLI command: lingering processes, unknown ids, usage errors, the summary', async (t) => {

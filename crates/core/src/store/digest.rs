@@ -30,10 +30,52 @@ pub fn looks_like_error(line: &str) -> bool {
 }
 
 /// Cleaned lines, newest first, each with its position from the end (0 = last line).
+/// A line the reader hands over in pieces (over `MAX_LINE_BYTES`) is one line.
 fn cleaned_lines_backwards(log: &Path) -> impl Iterator<Item = (usize, String)> {
-    ReverseLines::open(log)
-        .map(|raw| text::clean_line(&String::from_utf8_lossy(&raw), LINE_CHARS))
-        .enumerate()
+    let mut reader = ReverseLines::open(log);
+    let mut done = false;
+    std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        let last = reader.next()?;
+        if !reader.cut_a_line() {
+            return Some(text::clean_line(&String::from_utf8_lossy(&last), LINE_CHARS));
+        }
+        // Pieces come last first: keep the start and the piece right after it.
+        let (mut after_start, mut beyond) = (last, 0usize);
+        let start = loop {
+            if beyond > LONGEST_LINE_READ {
+                // Its start lies further back than a check reads: so does every earlier line.
+                done = true;
+                let total = after_start.len() + beyond;
+                return Some(format!("[a line of over {total} bytes; its start is not read] …"));
+            }
+            let Some(item) = reader.next() else { break Vec::new() };
+            if !reader.cut_a_line() {
+                break item;
+            }
+            beyond += after_start.len();
+            after_start = item;
+        };
+        let total = start.len() + after_start.len() + beyond;
+        let mut head = start;
+        head.extend_from_slice(&after_start[..after_start.len().min(4 * LINE_CHARS)]);
+        Some(cut_long(&head, total))
+    })
+    .enumerate()
+}
+
+/// How far back a check reads for the start of one line: output with no
+/// newline at all (`head -c 1G /dev/zero`) costs at most this much to show.
+const LONGEST_LINE_READ: usize = 8 << 20;
+
+/// What is shown of a line longer than what was held of it (`head`, its first
+/// bytes, of `total`): one marker with all the rest.
+fn cut_long(head: &[u8], total: usize) -> String {
+    let raw = String::from_utf8_lossy(head);
+    let kept: String = text::strip_ansi(text::last_redraw(&raw)).chars().take(LINE_CHARS).collect();
+    format!("{kept}… [{} more bytes]", total.saturating_sub(kept.len()))
 }
 
 /// The last `n` display lines (after folding), oldest first; with `grep`, only matching lines.
@@ -147,14 +189,10 @@ pub fn line_window(log: &Path, from: Option<usize>, count: usize) -> LineWindow 
             None => count > 0,
         };
         if wanted {
-            let raw = String::from_utf8_lossy(held);
             window.push_back(if *dropped == 0 {
-                text::clean_line(&raw, LINE_CHARS)
+                text::clean_line(&String::from_utf8_lossy(held), LINE_CHARS)
             } else {
-                // Cut twice (held, then shown): one marker with the whole rest.
-                let kept: String = text::strip_ansi(text::last_redraw(&raw)).chars().take(LINE_CHARS).collect();
-                let rest = (held.len() + *dropped).saturating_sub(kept.len());
-                format!("{kept}… [{rest} more bytes]")
+                cut_long(held, held.len() + *dropped)
             });
             if from.is_none() && window.len() > count {
                 window.pop_front();
@@ -297,5 +335,20 @@ mod tests {
         assert!(window.lines[1].len() < 1000, "{}", window.lines[1]);
         assert!(window.lines[1].ends_with(&format!("… [{} more bytes]", 5_000_000 - LINE_CHARS)), "{}", &window.lines[1][LINE_CHARS..]);
         assert_eq!(&window.lines[2..], ["after", "unfinished"]);
+        // check's view: the same line, once, with the same marker.
+        assert_eq!(last_lines(&log, 10, None), window.lines);
+        assert_eq!(error_lines(&log, 10), Vec::<String>::new());
+        let re = regex::Regex::new("^x").unwrap();
+        assert_eq!(last_lines(&log, 10, Some(&re)), vec![window.lines[1].clone()]);
+    }
+
+    #[test]
+    fn a_line_longer_than_a_check_reads_ends_what_it_shows() {
+        let long = "y".repeat(LONGEST_LINE_READ + 3 * crate::store::logs::MAX_LINE_BYTES);
+        let (_d, log) = log_with(&format!("before\n{long}\nafter\n"));
+        let shown = last_lines(&log, 10, None);
+        assert_eq!(shown.len(), 2, "{:?}", shown.iter().map(|l| &l[..l.len().min(80)]).collect::<Vec<_>>());
+        assert!(shown[0].starts_with("[a line of over ") && shown[0].ends_with(" bytes; its start is not read] …"), "{}", shown[0]);
+        assert_eq!(shown[1], "after");
     }
 }
