@@ -352,6 +352,8 @@ server.server.registerCapabilities({ tools: { listChanged: false } })
 const quit = () => process.exit(0)
 process.stdin.once('end', quit)
 process.stdin.once('close', quit)
+// A client gone without closing our stdin first: the next answer meets EPIPE.
+process.stdout.once('error', quit)
 
 // tools/list as the SDK writes it repeats `$schema` in every schema,
 // `execution: {taskSupport: 'forbidden'}` (the default) in every tool and
