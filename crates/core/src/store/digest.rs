@@ -207,8 +207,7 @@ pub fn line_window(log: &Path, from: Option<usize>, count: usize) -> LineWindow 
         // Rotated away between listing and opening: its lines moved to a later name.
         let Ok(file) = crate::store::paths::open_read(&path) else { continue };
         let mut reader = std::io::BufReader::with_capacity(64 * 1024, file);
-        loop {
-            let Ok(chunk) = reader.fill_buf() else { break };
+        while let Ok(chunk) = reader.fill_buf() {
             if chunk.is_empty() {
                 break;
             }
