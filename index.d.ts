@@ -277,6 +277,32 @@ export interface ProcessSnapshot {
 export declare function pruneJobs(olderThanMs?: number | undefined | null): Array<string>
 
 /**
+ * A range of a job's log lines (`fromLine`, `lines`), across rotations; a
+ * line of any length is one line, shown cut.
+ */
+export declare function readLog(jobId: string, options?: ReadLogOptions | undefined | null): LogLines
+
+export interface ReadLogOptions {
+  /**
+   * The first line to show, counted from 1 (the oldest line the log still
+   * holds); without it, the last `lines` lines.
+   */
+  fromLine?: number
+  /** How many lines (default 100). */
+  lines?: number
+}
+
+/** Lines of a job's log by number, as `check` cleans them but never folded. */
+export interface LogLines {
+  jobId: string
+  /** The number of the first line in `lines`. */
+  fromLine: number
+  lines: Array<string>
+  /** How many lines the log holds now (rotated files included). */
+  totalLines: number
+}
+
+/**
  * Verifies running jobs against the OS: supervisor gone but processes alive
  * → `orphaned`; both gone with no exit status → `lost`.
  */

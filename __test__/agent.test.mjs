@@ -117,7 +117,7 @@ test('the MCP server, driven by the SDK client over stdio: list tools, run, chec
 
   const { tools } = await client.listTools()
   assert.deepEqual(tools.map((x) => x.name).sort(),
-    ['check_job', 'cleanup_orphans', 'kill_job', 'list_jobs', 'run_background', 'wait_job'])
+    ['check_job', 'cleanup_orphans', 'job_summary', 'kill_job', 'list_jobs', 'read_log', 'run_background', 'wait_job'])
   const size = JSON.stringify({ tools }).length
   assert.ok(size < 6000, `tools/list is ${size} characters`)
 
@@ -148,5 +148,5 @@ test('the MCP server, driven by the SDK client over stdio: list tools, run, chec
   assert.equal(unknown.isError, true)
   assert.equal(unknown.content[0].text, 'no job with id `unknown-123456` (call list_jobs with all: true to see known jobs)')
   // Still serving after errors.
-  assert.ok((await client.listTools()).tools.length === 6)
+  assert.ok((await client.listTools()).tools.length === 8)
 })

@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // proc-manager's Model Context Protocol server over stdio. Each tool calls the
 // same Rust core as the CLI and the JS API, and answers with the short text
-// the CLI prints; a failure comes back as a tool error, never a crash.
+// the CLI prints, said in tool calls instead of CLI commands, at most about
+// CAP characters, with the job's id, status and exit code as structured
+// content beside it; a failure comes back as a tool error, never a crash.
 import { createRequire } from 'node:module'
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
@@ -9,7 +11,21 @@ import { z } from 'zod'
 
 const pm = createRequire(import.meta.url)('../index.js')
 
-const text = (value) => ({ content: [{ type: 'text', text: value }] })
+/** Longest answer text, in characters: a 100,000-line check is 1.8 MB otherwise. */
+const CAP = 16_000
+/**
+ * The longest a call waits without progress notifications. The TypeScript
+ * SDK's client gives up on a request after 60 s by default (and then cancels
+ * it); 45 s leaves room for the answer to be built and sent on a busy host.
+ */
+const WAIT_MS = 45_000
+/** With a progressToken, a client that resets its timeout on progress can wait this long. */
+const WAIT_WITH_PROGRESS_MS = 3_600_000
+/** Well under any client timeout a progress notification is meant to reset. */
+const PROGRESS_EVERY_MS = 2_000
+
+const seconds = (ms) => `${Math.round(ms / 100) / 10}s`
+const count = (n) => n.toLocaleString('en-US')
 
 /**
  * User text (a process's command line, a failure reason) that this server puts
@@ -21,83 +37,283 @@ const visible = (value) => String(value).replace(/[\x00-\x09\x0b-\x1f\x7f-\x9f]/
   return code < 0x80 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u{${code.toString(16)}}`
 })
 
-/** Runs a tool body; any thrown error becomes an `isError` result with its message. */
-const tool = (body) => async (args) => {
+/**
+ * The core's texts tell a shell user what to type next (`run-bg kill <id>`,
+ * `--grep`); here the model has tools instead. Every text of every answer
+ * passes through this one table (crates/core: model/error.rs, present/format.rs,
+ * verbs/ops.rs summary, verbs/spawn.rs and ops.rs usage errors, supervise/notify.rs).
+ */
+const CLI_TO_MCP = [
+  [/run `run-bg list --all` to see known jobs/g, 'call list_jobs with all: true to see known jobs'],
+  [/`run-bg kill (\S+)` removes them/g, 'call kill_job with jobId $1 to remove them'],
+  [/`?run-bg kill (\S+?)`?(?=[\s;,)]|$)/g, 'call kill_job with jobId $1'],
+  [/`?run-bg check (\S+?)`?(?=[\s;,)]|$)/g, 'call check_job with jobId $1'],
+  [/\(run-bg list\)/g, '(call list_jobs)'],
+  [/put the program and its arguments after `--`, e\.g\. run-bg -- npm install/g, 'give command (a shell line, or a program with args)'],
+  [/give the program to run after `--`/g, 'give the program to run as command'],
+  [/e\.g\. --env NODE_ENV=test/g, 'e.g. env: {"NODE_ENV": "test"}'],
+  [/--(grep|errors|env)\b/g, '$1'],
+]
+const speakMcp = (text) => CLI_TO_MCP.reduce((t, [pattern, said]) => t.replace(pattern, said), text)
+
+/**
+ * Keeps `head` and as many of `lines` as fit in CAP, the newest (last) ones
+ * when `keep` is 'last', and says what was left out with `more(n)`.
+ */
+function capLines(head, lines, keep, more) {
+  let room = CAP - head.reduce((n, l) => n + l.length + 1, 0) - 200
+  const shown = []
+  const order = keep === 'last' ? [...lines].reverse() : lines
+  for (const line of order) {
+    if (line.length + 1 > room) break
+    room -= line.length + 1
+    shown.push(line)
+  }
+  if (keep === 'last') shown.reverse()
+  const left = lines.length - shown.length
+  if (left === 0) return [...head, ...lines].join('\n')
+  const note = more(left)
+  return (keep === 'last' ? [...head, note, ...shown] : [...head, ...shown, note]).join('\n')
+}
+
+/** Any text over CAP, cut at a line with a note (a list of every job, a long summary). */
+const capText = (text, what) => {
+  if (text.length <= CAP) return text
+  const lines = text.split('\n')
+  return capLines([], lines, 'first', (n) => `[${count(n)} more ${what} not shown: answers stop at ${count(CAP)} characters]`)
+}
+
+/**
+ * Runs a tool body: a string or `{ text, structured }` becomes the answer; any
+ * thrown error becomes an `isError` result with its message.
+ */
+const tool = (body) => async (args, extra) => {
   try {
-    return text(await body(args))
+    const out = await body(args, extra)
+    const { text, structured } = typeof out === 'string' ? { text: out } : out
+    const result = { content: [{ type: 'text', text: speakMcp(text) }] }
+    if (structured) result.structuredContent = structured
+    return result
   } catch (error) {
-    // The core's hints name CLI commands; here the model has tools instead.
-    const message = visible(error?.message ?? error).replace('run `run-bg list --all`', 'call list_jobs with all: true')
-    return { isError: true, content: [{ type: 'text', text: message }] }
+    return { isError: true, content: [{ type: 'text', text: speakMcp(visible(error?.message ?? error)) }] }
   }
 }
 
-const jobId = z.string().describe('Job id, e.g. npm-test-3f2a1c')
+/** Resolves when the request is cancelled (`notifications/cancelled`, or the connection ends). */
+const aborted = (signal) => new Promise((resolve) => {
+  if (signal.aborted) resolve()
+  else signal.addEventListener('abort', () => resolve(), { once: true })
+})
+
+class Cancelled extends Error {}
+
+/**
+ * Awaits `work`, or stops at once when the request is cancelled: the answer
+ * never waits for a native thread that cannot be interrupted.
+ */
+async function unlessCancelled(work, signal) {
+  const result = await Promise.race([work, aborted(signal).then(() => Cancelled)])
+  if (result === Cancelled) throw new Cancelled('cancelled')
+  return result
+}
+
+// The addon's waitJob takes an AbortSignal from the version that ends its
+// wait thread on abort; an older one refuses the option, so ask once.
+let nativeAbort = true
+async function waitJob(id, timeoutMs, signal) {
+  if (nativeAbort) {
+    try {
+      return await pm.waitJob(id, { timeoutMs, signal })
+    } catch (error) {
+      if (!/unknown option `signal`/.test(error?.message)) throw error
+      nativeAbort = false
+    }
+  }
+  return pm.waitJob(id, { timeoutMs })
+}
+
+/** `notifications/progress` every PROGRESS_EVERY_MS with the time waited and the job's last line. */
+function progressTicker(id, extra, started) {
+  const progressToken = extra._meta?.progressToken
+  if (progressToken === undefined) return () => {}
+  const timer = setInterval(() => {
+    const elapsed = Date.now() - started
+    let message = `waited ${seconds(elapsed)}`
+    try {
+      const last = pm.checkJob(id, { lines: 1 }).tail.at(-1)
+      if (last !== undefined) message += `; last line: ${last.length > 200 ? `${last.slice(0, 200)}…` : last}`
+    } catch {}
+    extra.sendNotification({ method: 'notifications/progress', params: { progressToken, progress: elapsed, message } })
+      .catch(() => {})
+  }, PROGRESS_EVERY_MS)
+  return () => clearInterval(timer)
+}
+
+/** `check_job`'s text, its log lines cut to fit CAP (the newest kept), and its structured part. */
+function checkAnswer(id, options = {}) {
+  const text = pm.checkJobText(id, options)
+  const check = pm.checkJob(id, { ...options, lines: text.length > CAP ? options.lines : 1 })
+  const structured = jobFields(check)
+  if (text.length <= CAP) return { text, structured }
+  // The text ends with the tail lines, after the header and what needs attention.
+  const tail = check.tail
+  const all = text.split('\n')
+  const head = text.endsWith(tail.join('\n')) ? all.slice(0, all.length - tail.length) : all.slice(0, 1)
+  return {
+    text: capLines(head, tail, 'last', (n) =>
+      `[${count(n)} earlier lines not shown: answers stop at ${count(CAP)} characters; read_log with fromLine pages through the whole log, grep narrows]`),
+    structured,
+  }
+}
+
+const jobFields = (job) => ({
+  jobId: job.jobId,
+  status: job.status,
+  ...(job.exitCode == null ? {} : { exitCode: job.exitCode }),
+})
+
+const jobId = z.string().describe('e.g. npm-test-3f2a1c')
+const whole = (min) => z.number().int().min(min)
+const status = z.enum(['running', 'success', 'failed', 'killed', 'timeout', 'orphaned', 'lost'])
+const jobOut = { jobId: z.string(), status: z.string(), exitCode: z.number().int().optional() }
+const readOnly = { readOnlyHint: true }
 
 const server = new McpServer({ name: 'proc-manager', version: '0.1.0' })
 
 server.registerTool('run_background', {
-  description: 'Start a shell command in the background (for anything over 10 s or 50 lines of output). Returns its jobId at once.',
-  inputSchema: {
-    command: z.string().describe('Shell command line, run with /bin/sh -c'),
-    label: z.string().optional(),
-    cwd: z.string().optional(),
-    timeoutMs: z.number().positive().optional().describe('Kill the job after this long'),
-    owner: z.string().optional(),
-    notify: z.boolean().optional().describe('false: no exit notification'),
-  },
-}, tool(({ command, ...options }) => {
-  const job = pm.runBackground(command, options)
-  return `started jobId: ${job.jobId} (pid ${job.pid}); check it with check_job`
+  description: 'Start a command in the background (for anything over 10 s or 50 lines); answers with its jobId at once.',
+  inputSchema: z.object({
+    command: z.string().describe('Shell line (/bin/sh -c); with args, the program'),
+    args: z.array(z.string()).optional().describe('Arguments: run without a shell (default none)'),
+    yieldMs: whole(1).max(WAIT_MS).optional().describe(`Answer as check_job if it ends within this (max ${WAIT_MS}, default 0)`),
+    label: z.string().optional().describe('Name in lists (default: program name)'),
+    cwd: z.string().optional().describe('Working directory (default: the server\'s)'),
+    env: z.record(z.string()).optional().describe('Extra environment (default none)'),
+    timeoutMs: whole(1).optional().describe('Kill it after this long (default never)'),
+    owner: z.string().optional().describe('Owning agent (default none)'),
+    notify: z.boolean().optional().describe('false: no exit notification (default true)'),
+  }).strict(),
+  outputSchema: { ...jobOut, pid: z.number().int().optional() },
+}, tool(async ({ command, yieldMs, ...options }, extra) => {
+  if (yieldMs === undefined) {
+    const job = pm.runBackground(command, options)
+    return {
+      text: `started jobId: ${job.jobId} (pid ${job.pid}); check it with check_job or wait_job`,
+      structured: { jobId: job.jobId, status: 'running', pid: job.pid },
+    }
+  }
+  const result = await unlessCancelled(pm.runYield(command, { yieldMs, ...options }), extra.signal)
+  if (result.done) return checkAnswer(result.jobId)
+  return {
+    text: `still running after ${seconds(yieldMs)}: jobId ${result.jobId}; call wait_job or check_job with it`,
+    structured: { jobId: result.jobId, status: 'running' },
+  }
 }))
 
 server.registerTool('check_job', {
-  description: 'Status, exit code, runtime and the last lines of a job (ANSI stripped, repeats folded).',
-  inputSchema: {
+  description: 'Status, exit code, runtime and last lines of a job (cleaned, repeats folded).',
+  inputSchema: z.object({
     jobId,
-    lines: z.number().int().positive().optional().describe('Default 20'),
+    lines: whole(1).optional().describe('How many last lines (default 20)'),
     grep: z.string().optional().describe('Only lines matching this regex'),
     errors: z.boolean().optional().describe('Only error-like lines, with context'),
-  },
-}, tool(({ jobId: id, ...options }) => pm.checkJobText(id, options)))
+  }).strict(),
+  outputSchema: jobOut,
+  annotations: readOnly,
+}, tool(({ jobId: id, ...options }) => checkAnswer(id, options)))
+
+server.registerTool('read_log', {
+  description: 'A job\'s output lines by number (1 = oldest kept), cleaned, not folded.',
+  inputSchema: z.object({
+    jobId,
+    fromLine: whole(1).optional().describe('First line (default: the last lines)'),
+    lines: whole(1).optional().describe('How many lines (default 100)'),
+  }).strict(),
+  outputSchema: { jobId: z.string(), fromLine: z.number().int(), lineCount: z.number().int(), totalLines: z.number().int() },
+  annotations: readOnly,
+}, tool(({ jobId: id, fromLine, lines = 100 }) => {
+  // Each line takes at least two characters: more than CAP / 2 never fit.
+  const log = pm.readLog(id, { fromLine, lines: Math.min(lines, CAP / 2) })
+  const last = log.fromLine + log.lines.length - 1
+  const head = [log.lines.length
+    ? `${id}: lines ${count(log.fromLine)}–${count(last)} of ${count(log.totalLines)}`
+    : `${id}: no lines from ${count(log.fromLine)} (the log holds ${count(log.totalLines)})`]
+  // What the call asked for beyond what fits is said, not what the read left out.
+  const wanted = Math.max(0, Math.min(lines, log.totalLines - log.fromLine + 1))
+  let shown = log.lines.length
+  const text = capLines(head, log.lines, 'first', (n) => {
+    shown = log.lines.length - n
+    return `[${count(wanted - shown)} more lines not shown: answers stop at ${count(CAP)} characters; use read_log with fromLine ${log.fromLine + shown}]`
+  })
+  return {
+    text,
+    structured: { jobId: log.jobId, fromLine: log.fromLine, lineCount: shown, totalLines: log.totalLines },
+  }
+}))
 
 server.registerTool('list_jobs', {
-  description: 'Jobs: running ones and those ended within the hour (all: every job).',
-  inputSchema: {
-    status: z.enum(['running', 'success', 'failed', 'killed', 'timeout', 'orphaned', 'lost']).optional(),
-    owner: z.string().optional(),
-    all: z.boolean().optional(),
-  },
-}, tool((options) => pm.listJobsText(options)))
-
-server.registerTool('kill_job', {
-  description: "Kill a job's whole process tree: SIGTERM, then SIGKILL after the grace period.",
-  inputSchema: {
-    jobId,
-    graceMs: z.number().nonnegative().optional().describe('Default 5000'),
-    force: z.boolean().optional().describe('SIGKILL at once'),
-  },
-}, tool(async ({ jobId: id, ...options }) => (await pm.killJob(id, options)).message))
+  description: 'Jobs: running ones and those ended within the hour.',
+  inputSchema: z.object({
+    status: status.optional().describe('Only jobs in this state'),
+    owner: z.string().optional().describe('Only this owner\'s jobs'),
+    all: z.boolean().optional().describe('Also jobs ended over an hour ago'),
+  }).strict(),
+  outputSchema: { jobs: z.array(z.object(jobOut)) },
+  annotations: { ...readOnly, idempotentHint: true },
+}, tool((options) => ({
+  text: capText(pm.listJobsText(options), 'jobs'),
+  structured: { jobs: pm.listJobs(options).map(jobFields) },
+})))
 
 server.registerTool('wait_job', {
-  description: 'Wait until a job ends (or timeoutMs passes), then show it as check_job does.',
-  inputSchema: {
+  description: `Wait for a job to end (at most ${WAIT_MS / 1000} s unless a progressToken is given), then check it.`,
+  inputSchema: z.object({
     jobId,
-    timeoutMs: z.number().nonnegative().optional(),
-  },
-}, tool(async ({ jobId: id, timeoutMs }) => {
-  const result = await pm.waitJob(id, { timeoutMs })
-  const note = result.timedOut ? `still running after ${timeoutMs} ms\n` : ''
-  return note + pm.checkJobText(id)
+    timeoutMs: whole(1).max(WAIT_WITH_PROGRESS_MS).optional()
+      .describe(`Default and max ${WAIT_MS}; max ${WAIT_WITH_PROGRESS_MS} with a progressToken`),
+  }).strict(),
+  outputSchema: { ...jobOut, timedOut: z.boolean() },
+  annotations: readOnly,
+}, tool(async ({ jobId: id, timeoutMs = WAIT_MS }, extra) => {
+  const progress = extra._meta?.progressToken !== undefined
+  const limit = Math.min(timeoutMs, progress ? WAIT_WITH_PROGRESS_MS : WAIT_MS)
+  const started = Date.now()
+  const stopTicker = progressTicker(id, extra, started)
+  let result
+  try {
+    result = await unlessCancelled(waitJob(id, limit, extra.signal), extra.signal)
+  } finally {
+    stopTicker()
+  }
+  const answer = checkAnswer(id)
+  const why = limit < timeoutMs ? ` (the longest wait without a progressToken)` : ''
+  const note = result.timedOut ? `still running after ${seconds(limit)}${why} — call wait_job again\n` : ''
+  return { text: note + answer.text, structured: { ...answer.structured, timedOut: result.timedOut } }
+}))
+
+server.registerTool('kill_job', {
+  description: "Kill a job's whole process tree: SIGTERM, then SIGKILL after graceMs.",
+  inputSchema: z.object({
+    jobId,
+    graceMs: whole(0).optional().describe('SIGTERM to SIGKILL (default 5000)'),
+    force: z.boolean().optional().describe('SIGKILL at once'),
+  }).strict(),
+  outputSchema: { jobId: z.string(), status: z.string(), signalled: z.boolean() },
+  annotations: { destructiveHint: true, idempotentHint: true },
+}, tool(async ({ jobId: id, ...options }) => {
+  const result = await pm.killJob(id, options)
+  return { text: result.message, structured: { jobId: result.jobId, status: result.status, signalled: result.signalled } }
 }))
 
 server.registerTool('cleanup_orphans', {
-  description: 'Find processes left behind by ended jobs (and orphaned jobs); mode kill removes them.',
-  inputSchema: {
-    mode: z.enum(['list', 'kill']),
-    owner: z.string().optional(),
+  description: 'Processes left behind by ended jobs, and orphaned jobs; mode kill removes them.',
+  inputSchema: z.object({
+    mode: z.enum(['list', 'kill']).default('list').describe('Default list'),
+    owner: z.string().optional().describe('Only this owner\'s jobs'),
     force: z.boolean().optional().describe('With kill: SIGKILL at once'),
-  },
+  }).strict(),
+  outputSchema: { orphanedJobs: z.array(z.string()), pids: z.array(z.number().int()), killed: z.array(z.number().int()) },
+  annotations: { destructiveHint: true, idempotentHint: true },
 }, tool(async (options) => {
   const report = await pm.cleanupOrphans(options)
   const line = (p) => `pid ${p.pid} ${visible(p.command)} (jobId: ${p.jobId}, ${p.jobStatus})`
@@ -108,7 +324,57 @@ server.registerTool('cleanup_orphans', {
   } else {
     lines.push(...report.processes.map(line))
   }
-  return lines.length ? lines.join('\n') : 'no orphans'
+  return {
+    text: capText(lines.length ? lines.join('\n') : 'no orphans', 'lines'),
+    structured: {
+      orphanedJobs: report.orphanedJobs.map((j) => j.jobId),
+      pids: report.processes.map((p) => p.pid),
+      killed: report.killed.map((p) => p.pid),
+    },
+  }
 }))
 
-await server.connect(new StdioServerTransport())
+server.registerTool('job_summary', {
+  description: 'Running jobs (command, runtime, last line) and ended jobs not looked at yet.',
+  inputSchema: z.object({
+    owner: z.string().optional().describe('Only this owner\'s jobs'),
+  }).strict(),
+  annotations: readOnly,
+}, tool((options) => capText(pm.summary(options) || 'no jobs running and none ended unseen', 'lines')))
+
+// The tool list never changes while the server runs; the SDK announces that
+// it might as soon as a tool is registered.
+server.server.registerCapabilities({ tools: { listChanged: false } })
+
+// The client closing our stdin ends the session: exit now, whatever waits are
+// in flight (a native wait thread would otherwise keep the process until its
+// job ends). Jobs run under their own supervisors and are not touched.
+const quit = () => process.exit(0)
+process.stdin.once('end', quit)
+process.stdin.once('close', quit)
+// A client gone without closing our stdin first: the next answer meets EPIPE.
+process.stdout.once('error', quit)
+
+// tools/list as the SDK writes it repeats `$schema` in every schema,
+// `execution: {taskSupport: 'forbidden'}` (the default) in every tool and
+// `additionalProperties: false` in every output object (the server writes
+// them; nothing is refused): 1,300 of its characters, read into the model's
+// context for nothing.
+const transport = new StdioServerTransport()
+const send = transport.send.bind(transport)
+const closedOutput = (schema) => {
+  if (schema?.type === 'array') closedOutput(schema.items)
+  if (schema?.type !== 'object') return
+  delete schema.additionalProperties
+  Object.values(schema.properties ?? {}).forEach(closedOutput)
+}
+transport.send = (message, options) => {
+  for (const t of Array.isArray(message?.result?.tools) ? message.result.tools : []) {
+    delete t.execution
+    delete t.inputSchema?.$schema
+    delete t.outputSchema?.$schema
+    closedOutput(t.outputSchema)
+  }
+  return send(message, options)
+}
+await server.connect(transport)

@@ -30,10 +30,52 @@ pub fn looks_like_error(line: &str) -> bool {
 }
 
 /// Cleaned lines, newest first, each with its position from the end (0 = last line).
+/// A line the reader hands over in pieces (over `MAX_LINE_BYTES`) is one line.
 fn cleaned_lines_backwards(log: &Path) -> impl Iterator<Item = (usize, String)> {
-    ReverseLines::open(log)
-        .map(|raw| text::clean_line(&String::from_utf8_lossy(&raw), LINE_CHARS))
-        .enumerate()
+    let mut reader = ReverseLines::open(log);
+    let mut done = false;
+    std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        let last = reader.next()?;
+        if !reader.cut_a_line() {
+            return Some(text::clean_line(&String::from_utf8_lossy(&last), LINE_CHARS));
+        }
+        // Pieces come last first: keep the start and the piece right after it.
+        let (mut after_start, mut beyond) = (last, 0usize);
+        let start = loop {
+            if beyond > LONGEST_LINE_READ {
+                // Its start lies further back than a check reads: so does every earlier line.
+                done = true;
+                let total = after_start.len() + beyond;
+                return Some(format!("[a line of over {total} bytes; its start is not read] …"));
+            }
+            let Some(item) = reader.next() else { break Vec::new() };
+            if !reader.cut_a_line() {
+                break item;
+            }
+            beyond += after_start.len();
+            after_start = item;
+        };
+        let total = start.len() + after_start.len() + beyond;
+        let mut head = start;
+        head.extend_from_slice(&after_start[..after_start.len().min(4 * LINE_CHARS)]);
+        Some(cut_long(&head, total))
+    })
+    .enumerate()
+}
+
+/// How far back a check reads for the start of one line: output with no
+/// newline at all (`head -c 1G /dev/zero`) costs at most this much to show.
+const LONGEST_LINE_READ: usize = 8 << 20;
+
+/// What is shown of a line longer than what was held of it (`head`, its first
+/// bytes, of `total`): one marker with all the rest.
+fn cut_long(head: &[u8], total: usize) -> String {
+    let raw = String::from_utf8_lossy(head);
+    let kept: String = text::strip_ansi(text::last_redraw(&raw)).chars().take(LINE_CHARS).collect();
+    format!("{kept}… [{} more bytes]", total.saturating_sub(kept.len()))
 }
 
 /// The last `n` display lines (after folding), oldest first; with `grep`, only matching lines.
@@ -119,6 +161,80 @@ pub fn error_lines(log: &Path, n: usize) -> Vec<String> {
     out
 }
 
+/// Lines of a log by number, as `read_log` shows them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LineWindow {
+    /// The number of the first line in `lines` (1 = the oldest line the log still holds).
+    pub first: usize,
+    /// Cleaned as `check` shows them (ANSI stripped, redraws collapsed, cut
+    /// at `LINE_CHARS`), never folded: each keeps its number.
+    pub lines: Vec<String>,
+    /// How many lines the log holds now (an unfinished last line counts).
+    pub total: usize,
+}
+
+/// Lines `from ..` (numbered from 1, oldest rotated file first), at most
+/// `count` of them; without `from`, the last `count`. A line of any length
+/// is one line: only its first `MAX_LINE_BYTES` are held, the rest counted.
+pub fn line_window(log: &Path, from: Option<usize>, count: usize) -> LineWindow {
+    use std::io::BufRead;
+    let mut window: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    let mut total = 0usize;
+    let mut held: Vec<u8> = Vec::new();
+    let mut dropped = 0usize;
+    let mut finish = |held: &mut Vec<u8>, dropped: &mut usize, total: &mut usize| {
+        *total += 1;
+        let wanted = match from {
+            Some(from) => *total >= from && *total - from < count,
+            None => count > 0,
+        };
+        if wanted {
+            window.push_back(if *dropped == 0 {
+                text::clean_line(&String::from_utf8_lossy(held), LINE_CHARS)
+            } else {
+                cut_long(held, held.len() + *dropped)
+            });
+            if from.is_none() && window.len() > count {
+                window.pop_front();
+            }
+        }
+        held.clear();
+        *dropped = 0;
+    };
+    let mut files = crate::store::logs::log_files_newest_first(log);
+    files.reverse();
+    for path in files {
+        // Rotated away between listing and opening: its lines moved to a later name.
+        let Ok(file) = crate::store::paths::open_read(&path) else { continue };
+        let mut reader = std::io::BufReader::with_capacity(64 * 1024, file);
+        while let Ok(chunk) = reader.fill_buf() {
+            if chunk.is_empty() {
+                break;
+            }
+            let (piece, ends_line) = match chunk.iter().position(|&b| b == b'\n') {
+                Some(at) => (&chunk[..at], true),
+                None => (chunk, false),
+            };
+            let room = crate::store::logs::MAX_LINE_BYTES.saturating_sub(held.len());
+            held.extend_from_slice(&piece[..piece.len().min(room)]);
+            dropped += piece.len().saturating_sub(room);
+            let used = piece.len() + usize::from(ends_line);
+            reader.consume(used);
+            if ends_line {
+                finish(&mut held, &mut dropped, &mut total);
+            }
+        }
+    }
+    if !held.is_empty() || dropped > 0 {
+        finish(&mut held, &mut dropped, &mut total);
+    }
+    let first = match from {
+        Some(from) => from,
+        None => total - window.len() + 1,
+    };
+    LineWindow { first, lines: window.into(), total }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,5 +296,58 @@ mod tests {
         assert!(!looks_like_error("compiled without errors"));
         assert!(!looks_like_error("Tests: 10 passed, 0 failed"));
         assert!(looks_like_error("Tests: 1 failed, 9 passed"));
+    }
+    #[test]
+    fn a_line_window_numbers_lines_across_rotations_and_never_folds() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("output.log");
+        let mut writer = RotatingWriter::create(&log, 4096, 3).unwrap();
+        let mut content = String::new();
+        for i in 1..=300 {
+            content.push_str(&format!("\x1b[1mline {i:03}\x1b[0m same\n"));
+        }
+        writer.write_all(content.as_bytes()).unwrap();
+        assert!(crate::store::logs::rotated_path(&log, 1).exists(), "the test needs a rotated file");
+        let all = line_window(&log, Some(1), 100_000);
+        assert_eq!(all.total, all.lines.len());
+        let last: u32 = all.lines.last().unwrap()[5..8].parse().unwrap();
+        assert_eq!(last, 300);
+        for pair in all.lines.windows(2) {
+            let (a, b): (u32, u32) = (pair[0][5..8].parse().unwrap(), pair[1][5..8].parse().unwrap());
+            assert_eq!(b, a + 1, "consecutive, in order, cleaned: {pair:?}");
+        }
+        let some = line_window(&log, Some(3), 2);
+        assert_eq!((some.first, some.lines.clone(), some.total), (3, all.lines[2..4].to_vec(), all.total));
+        let tail = line_window(&log, None, 2);
+        assert_eq!((tail.first, tail.lines), (all.total - 1, all.lines[all.total - 2..].to_vec()));
+        assert_eq!(line_window(&log, Some(all.total + 1), 5).lines, Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_5_mb_line_is_one_line_shown_cut() {
+        let long = "x".repeat(5_000_000);
+        let (_d, log) = log_with(&format!("before\n{long}\nafter\nunfinished"));
+        let window = line_window(&log, Some(1), 10);
+        assert_eq!(window.total, 4);
+        assert_eq!(window.lines[0], "before");
+        assert!(window.lines[1].starts_with(&"x".repeat(LINE_CHARS)), "{}", &window.lines[1][..40]);
+        assert!(window.lines[1].len() < 1000, "{}", window.lines[1]);
+        assert!(window.lines[1].ends_with(&format!("… [{} more bytes]", 5_000_000 - LINE_CHARS)), "{}", &window.lines[1][LINE_CHARS..]);
+        assert_eq!(&window.lines[2..], ["after", "unfinished"]);
+        // check's view: the same line, once, with the same marker.
+        assert_eq!(last_lines(&log, 10, None), window.lines);
+        assert_eq!(error_lines(&log, 10), Vec::<String>::new());
+        let re = regex::Regex::new("^x").unwrap();
+        assert_eq!(last_lines(&log, 10, Some(&re)), vec![window.lines[1].clone()]);
+    }
+
+    #[test]
+    fn a_line_longer_than_a_check_reads_ends_what_it_shows() {
+        let long = "y".repeat(LONGEST_LINE_READ + 3 * crate::store::logs::MAX_LINE_BYTES);
+        let (_d, log) = log_with(&format!("before\n{long}\nafter\n"));
+        let shown = last_lines(&log, 10, None);
+        assert_eq!(shown.len(), 2, "{:?}", shown.iter().map(|l| &l[..l.len().min(80)]).collect::<Vec<_>>());
+        assert!(shown[0].starts_with("[a line of over ") && shown[0].ends_with(" bytes; its start is not read] …"), "{}", shown[0]);
+        assert_eq!(shown[1], "after");
     }
 }

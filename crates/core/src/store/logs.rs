@@ -300,6 +300,8 @@ pub struct ReverseLines {
     newest: Option<(File, u64)>,
     started: bool,
     exhausted: bool,
+    /// The last item was the end of an overlong line: the next one is more of it.
+    piece: bool,
 }
 
 impl ReverseLines {
@@ -320,7 +322,14 @@ impl ReverseLines {
             newest: None,
             started: false,
             exhausted: false,
+            piece: false,
         }
+    }
+
+    /// True when the item just returned is a piece cut off the end of a line
+    /// longer than `MAX_LINE_BYTES`: the next item is the part before it.
+    pub fn cut_a_line(&self) -> bool {
+        self.piece
     }
 
     /// Prepends the block that precedes `pending`; false at the start of the oldest file.
@@ -367,6 +376,7 @@ impl Iterator for ReverseLines {
     type Item = Vec<u8>;
 
     fn next(&mut self) -> Option<Vec<u8>> {
+        self.piece = false;
         if self.exhausted {
             return None;
         }
@@ -394,6 +404,7 @@ impl Iterator for ReverseLines {
             if self.pending.len() > MAX_LINE_BYTES {
                 let cut = self.pending.len() - MAX_LINE_BYTES;
                 let piece = self.pending.split_off(cut);
+                self.piece = true;
                 return Some(piece);
             }
             if !self.fill() {

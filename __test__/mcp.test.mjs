@@ -1,0 +1,323 @@
+// The MCP server against the official TypeScript SDK client over stdio, with
+// real jobs: bounded waits, progress, cancellation, shutdown, sized answers,
+// described tools, and answers that name tools, never the CLI.
+import test from 'node:test'
+import assert from 'node:assert/strict'
+import { makeHome, connectMcp, waitFor, isAlive, killPid } from './helpers.mjs'
+
+/** Every answer text a test saw: none may tell the model to type a CLI command. */
+const seen = []
+
+/** The SDK client for `home`, tools listed first: only then does it validate structuredContent against outputSchema. */
+async function connect(t, home) {
+  const client = await connectMcp(t, home)
+  const { tools } = await client.listTools()
+  const call = async (name, args = {}, options) => {
+    const result = await client.callTool({ name, arguments: args }, undefined, options)
+    for (const part of result.content) seen.push(`${name}: ${part.text}`)
+    const tool = tools.find((x) => x.name === name)
+    if (tool.outputSchema && !result.isError) {
+      assert.ok(result.structuredContent, `${name} answers with structuredContent`)
+    }
+    return result
+  }
+  return { client, tools, call }
+}
+
+const text = (result) => result.content.map((c) => c.text).join('\n')
+const idOf = (result) => result.structuredContent?.jobId ?? text(result).match(/jobId:? (\S+?)[;)]?(\s|$)/)[1]
+
+/** Kills the job's main process by PID when the test ends (the home's cleanup kills the rest). */
+function started(t, result) {
+  const pid = result.structuredContent?.pid
+  if (pid) t.after(() => killPid(pid))
+  return idOf(result)
+}
+
+test('tools/list: 8 tools, every argument described, integer minimums, annotations, output schemas, under 6,000 characters', async (t) => {
+  const { home } = makeHome(t)
+  const { client, tools, call } = await connect(t, home)
+  assert.deepEqual(tools.map((x) => x.name).sort(), [
+    'check_job', 'cleanup_orphans', 'job_summary', 'kill_job', 'list_jobs', 'read_log', 'run_background', 'wait_job',
+  ])
+  const size = JSON.stringify({ tools }).length
+  console.log(`tools/list: ${size} characters`)
+  assert.ok(size < 6000, `tools/list is ${size} characters`)
+  assert.notEqual(client.getServerCapabilities().tools?.listChanged, true, 'the list never changes')
+
+  for (const tool of tools) {
+    assert.ok(tool.description.length < 140, `${tool.name}: one short description`)
+    for (const [name, schema] of Object.entries(tool.inputSchema.properties)) {
+      assert.ok(schema.description, `${tool.name}.${name} is described`)
+      assert.ok(schema.description.length <= 80, `${tool.name}.${name}: one short line`)
+      if (/Ms$|^lines$|^fromLine$/.test(name)) {
+        assert.equal(schema.type, 'integer', `${tool.name}.${name} is whole`)
+        assert.equal(typeof schema.minimum, 'number', `${tool.name}.${name} has a minimum`)
+      }
+    }
+    if (tool.name !== 'job_summary') {
+      for (const field of tool.name === 'list_jobs' ? [] : tool.name === 'read_log' ? ['jobId'] : tool.name === 'cleanup_orphans' ? [] : ['jobId', 'status']) {
+        assert.ok(tool.outputSchema.properties[field], `${tool.name} outputs ${field}`)
+      }
+    }
+  }
+  const by = Object.fromEntries(tools.map((x) => [x.name, x]))
+  for (const name of ['check_job', 'list_jobs', 'read_log', 'wait_job', 'job_summary']) {
+    assert.equal(by[name].annotations?.readOnlyHint, true, `${name} is read-only`)
+  }
+  for (const name of ['kill_job', 'cleanup_orphans']) {
+    assert.equal(by[name].annotations?.destructiveHint, true, `${name} is destructive`)
+    assert.equal(by[name].annotations?.idempotentHint, true, `${name} is idempotent`)
+  }
+  assert.equal(by.cleanup_orphans.inputSchema.properties.mode.default, 'list')
+  assert.ok(!(by.cleanup_orphans.inputSchema.required ?? []).includes('mode'), 'mode is optional')
+  assert.equal(by.wait_job.inputSchema.properties.timeoutMs.maximum >= 45_000, true)
+  assert.match(by.wait_job.inputSchema.properties.timeoutMs.description, /45000/)
+  assert.ok(by.run_background.inputSchema.properties.args && by.run_background.inputSchema.properties.env &&
+    by.run_background.inputSchema.properties.yieldMs)
+
+  // What is advertised is what is accepted.
+  for (const [name, args, why] of [
+    ['check_job', { jobId: 'x-123456', bogus: 1 }, /Unrecognized key.*bogus/],
+    ['wait_job', { jobId: 'x-123456', timeoutMs: 0.5 }, /integer/],
+    ['kill_job', { jobId: 'x-123456', graceMs: -1 }, /greater than or equal to 0/],
+    ['read_log', { jobId: 'x-123456', fromLine: 0 }, /greater than or equal to 1/],
+    ['run_background', { command: 'true', yieldMs: 60_000 }, /less than or equal to 45000/],
+  ]) {
+    const result = await call(name, args)
+    assert.equal(result.isError, true, `${name} ${JSON.stringify(args)}`)
+    assert.match(text(result), why)
+  }
+  // cleanup_orphans lists by default.
+  const orphans = await call('cleanup_orphans')
+  assert.equal(orphans.isError, undefined, text(orphans))
+  assert.equal(text(orphans), 'no orphans')
+  assert.deepEqual(orphans.structuredContent, { orphanedJobs: [], pids: [], killed: [] })
+})
+
+test('run_background: args without a shell, env, and yieldMs: a short command answers like a normal call, a long one becomes a job', async (t) => {
+  const { home } = makeHome(t)
+  const { call } = await connect(t, home)
+
+  const quick = await call('run_background', {
+    command: 'sh', args: ['-c', 'echo "$GREETING:$1:$#"; exit 3', 'zero', 'a b; echo not-run'], env: { GREETING: 'hello' }, yieldMs: 20_000,
+  })
+  assert.equal(quick.isError, undefined, text(quick))
+  assert.equal(quick.structuredContent.status, 'failed')
+  assert.equal(quick.structuredContent.exitCode, 3)
+  assert.match(text(quick), /: failed \(exit 3\) after /)
+  assert.match(text(quick), /^hello:a b; echo not-run:1$/m, 'argv reached the program unparsed')
+  assert.doesNotMatch(text(quick), /^not-run$/m)
+
+  const slow = await call('run_background', { command: 'echo begun; sleep 30', yieldMs: 300, label: 'slow' })
+  const id = started(t, slow)
+  assert.equal(slow.structuredContent.status, 'running')
+  assert.match(text(slow), new RegExp(`still running after 0\\.3s: jobId ${id}; call wait_job or check_job with it`))
+  await waitFor(async () => text(await call('check_job', { jobId: id })).includes('begun'), { what: 'output' })
+
+  const plain = await call('run_background', { command: 'sleep 30' })
+  started(t, plain)
+  assert.match(text(plain), /^started jobId: \S+ \(pid \d+\); check it with check_job or wait_job$/)
+  assert.equal(plain.structuredContent.status, 'running')
+  assert.equal(typeof plain.structuredContent.pid, 'number')
+
+  const listed = await call('list_jobs')
+  assert.deepEqual(listed.structuredContent.jobs.map((j) => j.jobId).sort(), [id, plain.structuredContent.jobId, quick.structuredContent.jobId].sort())
+  const summary = await call('job_summary')
+  assert.match(text(summary), new RegExp(`\\(${id}\\): \`.*\` — running`))
+})
+
+test('wait_job past the client timeout: through progress notifications, or answered within the bound', async (t) => {
+  const { home } = makeHome(t)
+  const { call } = await connect(t, home)
+  // A 4 s client timeout stands for the usual 60 s: the job runs far longer than it.
+  const long = started(t, await call('run_background', { command: 'echo step one; sleep 10; echo all done' }))
+  const endless = started(t, await call('run_background', { command: 'echo forever; sleep 120' }))
+
+  // Without progress: the default wait (45 s) answers before the SDK's default timeout (60 s).
+  const bounded = (async () => {
+    const began = Date.now()
+    const result = await call('wait_job', { jobId: endless })
+    return { result, took: Date.now() - began }
+  })()
+  bounded.catch(() => {})
+
+  const progress = []
+  const began = Date.now()
+  const waited = await call('wait_job', { jobId: long, timeoutMs: 60_000 }, {
+    timeout: 4_000, resetTimeoutOnProgress: true, onprogress: (p) => progress.push(p),
+  })
+  assert.equal(waited.isError, undefined, text(waited))
+  assert.ok(Date.now() - began > 4_000, 'the wait outlasted the client timeout')
+  assert.equal(waited.structuredContent.status, 'success')
+  assert.equal(waited.structuredContent.timedOut, false)
+  assert.match(text(waited), /all done/)
+  assert.ok(progress.length >= 2, `${progress.length} progress notifications`)
+  assert.match(progress[0].message, /^waited \d+(\.\d)?s; last line: step one$/)
+  for (const p of progress) assert.match(p.message, /^waited \d+(\.\d)?s; last line: (step one|all done)$/)
+  for (let i = 1; i < progress.length; i++) assert.ok(progress[i].progress > progress[i - 1].progress, 'progress grows')
+
+  // A short wait answers in time, saying what to do next.
+  const short = await call('wait_job', { jobId: endless, timeoutMs: 1_500 }, { timeout: 4_000 })
+  assert.equal(short.structuredContent.timedOut, true)
+  assert.match(text(short), new RegExp(`^still running after 1\\.5s — call wait_job again\\n${endless}: running for `))
+
+  const { result, took } = await bounded
+  console.log(`wait_job without timeoutMs answered after ${took} ms`)
+  assert.ok(took >= 45_000 && took < 60_000, `answered after ${took} ms`)
+  assert.equal(result.structuredContent.timedOut, true)
+  assert.match(text(result), /^still running after 45s — call wait_job again\n/)
+  assert.match(text(result), /forever/)
+})
+
+test('a cancelled wait ends at once: its progress stops, the server serves on', async (t) => {
+  const { home } = makeHome(t)
+  const { client, call } = await connect(t, home)
+  const id = started(t, await call('run_background', { command: 'echo waiting; sleep 8' }))
+  // Progress notifications as they arrive on the wire, whoever listens for them.
+  const arrived = []
+  const transport = client.transport
+  const onmessage = transport.onmessage
+  transport.onmessage = (message, extra) => {
+    if (message.method === 'notifications/progress') arrived.push(Date.now())
+    onmessage(message, extra)
+  }
+  const controller = new AbortController()
+  const wait = call('wait_job', { jobId: id, timeoutMs: 60_000 }, { signal: controller.signal, onprogress: () => {} })
+  await waitFor(() => arrived.length > 0, { what: 'a first progress notification' })
+  const cancelledAt = Date.now()
+  controller.abort()
+  await assert.rejects(wait, /abort/i)
+  // Still serving, and the job ends on its own; a wait still in flight would
+  // have sent progress all along.
+  await waitFor(async () => (await call('check_job', { jobId: id })).structuredContent.status === 'success', { what: 'the job to end' })
+  const after = arrived.filter((at) => at > cancelledAt + 500)
+  assert.deepEqual(after, [], `${after.length} progress notifications after the cancel`)
+})
+
+test('the server exits within 100 ms of stdin closing with a wait in flight; its jobs run on', async (t) => {
+  const { home } = makeHome(t)
+  const times = []
+  let pid
+  for (let round = 0; round < 3; round++) {
+    const { client, call } = await connect(t, home)
+    const job = await call('run_background', { command: 'sleep 60' })
+    started(t, job)
+    pid = job.structuredContent.pid
+    const arrived = []
+    const wait = call('wait_job', { jobId: job.structuredContent.jobId, timeoutMs: 30_000 }, { onprogress: (p) => arrived.push(p) })
+    wait.catch(() => {})
+    await waitFor(() => arrived.length > 0, { what: 'the wait to be in flight' })
+    const transport = client.transport
+    const server = transport.pid
+    const closed = new Promise((resolve) => client.onclose = resolve)
+    const began = performance.now()
+    // The SDK's close ends stdin, then waits 2 s for the exit before SIGTERM.
+    await transport.close()
+    await closed
+    times.push(performance.now() - began)
+    assert.equal(isAlive(server), false)
+    assert.ok(isAlive(pid), 'the job started through MCP runs on')
+  }
+  console.log(`exit after stdin closed: ${times.map((ms) => ms.toFixed(1)).join(', ')} ms`)
+  assert.ok(times.every((ms) => ms < 2_000), 'the server exited on its own, not on SIGTERM')
+  assert.ok(Math.min(...times) < 100, `exit took ${times.join(', ')} ms`)
+})
+
+test('answers stop near 16,000 characters and say how to see more; a 5 MB line is one line', async (t) => {
+  const { home } = makeHome(t)
+  const { call } = await connect(t, home)
+  const many = await call('run_background', { command: 'seq 1 100000', yieldMs: 20_000 })
+  const id = many.structuredContent.jobId
+  assert.equal(many.structuredContent.status, 'success')
+
+  const check = await call('check_job', { jobId: id, lines: 100_000 })
+  const shown = text(check)
+  console.log(`check_job lines 100000: ${shown.length} characters`)
+  assert.ok(shown.length <= 16_000, `${shown.length} characters`)
+  assert.match(shown, new RegExp(`^${id}: success \\(exit 0\\)`))
+  const [, cut] = shown.match(/\n\[([\d,]+) earlier lines not shown: answers stop at 16,000 characters; read_log with fromLine pages through the whole log, grep narrows\]\n/)
+  const lines = shown.split('\n')
+  assert.equal(lines.at(-1), '100000')
+  assert.equal(Number(cut.replaceAll(',', '')) + lines.length - 2, 100_000, 'the cut lines and the shown ones make the whole')
+
+  const read = await call('read_log', { jobId: id, fromLine: 1, lines: 100_000 })
+  const page = text(read)
+  console.log(`read_log lines 100000: ${page.length} characters`)
+  assert.ok(page.length <= 16_000, `${page.length} characters`)
+  assert.match(page, new RegExp(`^${id}: lines 1–[\\d,]+ of 100,000\\n1\\n2\\n`))
+  const [, more, next] = page.match(/\n\[([\d,]+) more lines not shown: answers stop at 16,000 characters; use read_log with fromLine (\d+)\]$/)
+  assert.equal(read.structuredContent.totalLines, 100_000)
+  assert.equal(read.structuredContent.fromLine + read.structuredContent.lineCount, Number(next))
+  assert.equal(Number(more.replaceAll(',', '')) + read.structuredContent.lineCount, 100_000)
+  const following = await call('read_log', { jobId: id, fromLine: Number(next), lines: 3 })
+  assert.equal(text(following), `${id}: lines ${Number(next).toLocaleString('en-US')}–${(Number(next) + 2).toLocaleString('en-US')} of 100,000\n${next}\n${Number(next) + 1}\n${Number(next) + 2}`)
+  const last = await call('read_log', { jobId: id, lines: 2 })
+  assert.equal(text(last), `${id}: lines 99,999–100,000 of 100,000\n99999\n100000`)
+  const beyond = await call('read_log', { jobId: id, fromLine: 200_000 })
+  assert.equal(text(beyond), `${id}: no lines from 200,000 (the log holds 100,000)`)
+
+  const wide = await call('run_background', { command: "head -c 5000000 /dev/zero | tr '\\0' x; echo; echo after", yieldMs: 20_000 })
+  const wideId = wide.structuredContent.jobId
+  assert.equal(wide.structuredContent.status, 'success', text(wide))
+  const whole = await call('read_log', { jobId: wideId, fromLine: 1 })
+  assert.equal(whole.structuredContent.totalLines, 2)
+  const [header, line, after] = text(whole).split('\n')
+  assert.equal(header, `${wideId}: lines 1–2 of 2`)
+  assert.match(line, /^x{400}… \[4999600 more bytes\]$/)
+  assert.equal(after, 'after')
+  const wideCheck = await call('check_job', { jobId: wideId })
+  assert.deepEqual(text(wideCheck).split('\n').slice(1), [line, 'after'], 'check_job shows it as one line too')
+})
+
+test('no answer names a CLI command: lingering processes, unknown ids, usage errors, the summary', async (t) => {
+  const { home } = makeHome(t)
+  const { call } = await connect(t, home)
+  const before = seen.length
+  const unknown = 'unknown-123456'
+  for (const name of ['check_job', 'kill_job', 'wait_job', 'read_log']) {
+    const result = await call(name, { jobId: unknown })
+    assert.equal(result.isError, true)
+    assert.equal(text(result), `no job with id \`${unknown}\` (call list_jobs with all: true to see known jobs)`)
+  }
+
+  // The main process ends; its background sleep lingers.
+  const lingering = await call('run_background', { command: 'sleep 300 & echo left-behind', yieldMs: 20_000 })
+  const id = lingering.structuredContent.jobId
+  assert.match(text(lingering), new RegExp(`still running: 1 process\\(es\\): \\d+ sleep 300 — call kill_job with jobId ${id} to remove them`))
+  const check = await call('check_job', { jobId: id })
+  assert.match(text(check), new RegExp(`— call kill_job with jobId ${id} to remove them`))
+  const wait = await call('wait_job', { jobId: id })
+  assert.match(text(wait), /call kill_job with jobId/)
+  const orphans = await call('cleanup_orphans')
+  assert.match(text(orphans), new RegExp(`^pid \\d+ sleep 300 \\(jobId: ${id}, success\\)$`))
+  assert.equal(orphans.structuredContent.pids.length, 1)
+
+  const failed = await call('run_background', { command: 'exit 4' })
+  await waitFor(async () => (await call('list_jobs', { status: 'failed' })).structuredContent.jobs.length === 1, { what: 'the failure' })
+  const summary = await call('job_summary')
+  assert.match(text(summary), new RegExp(`finished: ${failed.structuredContent.jobId} \`exit 4\` failed \\(exit 4\\) after \\S+ — call check_job with jobId ${failed.structuredContent.jobId}`))
+
+  for (const [name, args, said] of [
+    ['check_job', { jobId: id, grep: '(' }, /^bad grep pattern `\(`/],
+    ['check_job', { jobId: id, grep: 'x', errors: true }, /^give either grep or errors, not both$/],
+    ['run_background', { command: '', args: [] }, /^empty program name: give the program to run as command$/],
+    ['run_background', { command: 'true', cwd: '/no/such/dir' }, /working directory `\/no\/such\/dir` does not exist/],
+  ]) {
+    const result = await call(name, args)
+    assert.equal(result.isError, true, `${name} ${JSON.stringify(args)}: ${text(result)}`)
+    assert.match(text(result), said)
+  }
+
+  const killed = await call('kill_job', { jobId: id, force: true })
+  assert.equal(killed.isError, undefined, text(killed))
+  assert.equal(killed.structuredContent.jobId, id)
+  const cleaned = await call('cleanup_orphans', { mode: 'kill' })
+  assert.equal(cleaned.isError, undefined, text(cleaned))
+  assert.equal(text(await call('cleanup_orphans')), 'no orphans')
+
+  const cli = seen.filter((answer) => answer.includes('run-bg '))
+  assert.deepEqual(cli, [], 'answers that name the CLI')
+  // This test's own answers, and those of every test before it in this file.
+  assert.ok(seen.length - before >= 19, `${seen.length - before} answers of this test looked at`)
+})
