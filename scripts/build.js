@@ -47,6 +47,26 @@ fs.mkdirSync(native, { recursive: true })
 install(path.join(release, library), addon, 0o755)
 install(path.join(release, 'run-bg'), path.join(native, 'run-bg'), 0o755)
 
+// packages/mcp requires `proc-manager` by name, as it will when installed
+// from the registry. In a checkout that name is this directory: npm cannot
+// provide it (packages/mcp is no workspace, since npm would fetch a
+// workspace's `proc-manager` dependency from the registry instead of linking
+// the root), so the build links it, as `npm link` would, inside packages/mcp.
+const mcpModules = path.join(root, 'packages', 'mcp', 'node_modules')
+if (fs.existsSync(path.dirname(mcpModules))) {
+  const link = path.join(mcpModules, 'proc-manager')
+  const target = path.relative(mcpModules, root)
+  let current = null
+  try {
+    current = fs.readlinkSync(link)
+  } catch {}
+  if (current !== target) {
+    fs.mkdirSync(mcpModules, { recursive: true })
+    fs.rmSync(link, { recursive: true, force: true })
+    fs.symlinkSync(target, link, 'dir')
+  }
+}
+
 // Installed as a dependency, the ~200 MB of build intermediates are of no
 // further use (a reinstall builds afresh); in a checkout they are the
 // incremental build cache, so they stay.

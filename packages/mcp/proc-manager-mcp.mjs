@@ -7,7 +7,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { z } from 'zod'
 
-const pm = createRequire(import.meta.url)('../index.js')
+const pm = createRequire(import.meta.url)('proc-manager')
 
 const text = (value) => ({ content: [{ type: 'text', text: value }] })
 
