@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// Builds the Rust core from source (no prebuilt binaries are downloaded) and
-// puts the two artifacts where index.js and the run-bg shim look for them:
+// Builds the Rust core from source in a checkout (`npm run build`, and
+// `npm test` first) and puts the two artifacts where index.js, the run-bg
+// shim and the addon look first, ahead of any installed platform package:
 //   proc-manager.<platform>.node   the Node addon (loaded by index.js)
 //   native/run-bg                  the CLI, which is also each job's supervisor
 'use strict'
@@ -65,11 +66,4 @@ if (fs.existsSync(path.dirname(mcpModules))) {
     fs.rmSync(link, { recursive: true, force: true })
     fs.symlinkSync(target, link, 'dir')
   }
-}
-
-// Installed as a dependency, the ~200 MB of build intermediates are of no
-// further use (a reinstall builds afresh); in a checkout they are the
-// incremental build cache, so they stay.
-if (root.split(path.sep).includes('node_modules')) {
-  fs.rmSync(path.join(root, 'target'), { recursive: true, force: true })
 }

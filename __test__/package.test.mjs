@@ -1,0 +1,166 @@
+// Packaging: where the run-bg shim and the addon find the native executable,
+// and the packed packages installed offline into an empty project, on a PATH
+// without cargo or rustc, as a user without Rust gets them.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { spawnSync } from 'node:child_process'
+import { createRequire } from 'node:module'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
+import { makeHome, runBg, startJob, waitFor, root } from './helpers.mjs'
+
+const SHIM = path.join(root, 'bin', 'run-bg.js')
+const shellQuote = (s) => `'${String(s).replace(/'/g, `'\\''`)}'`
+
+// An on-exit hook runs in its supervisor's environment, which carries the
+// supervisor mark PROC_MANAGER_SUPERVISOR=<job id>; the mark is no path to a
+// binary, so run-bg and the addon called from a hook must still find theirs.
+test('run-bg and the addon work inside an on-exit hook (PROC_MANAGER_SUPERVISOR there is a job id)', async (t) => {
+  const { home } = makeHome(t)
+  const dir = fs.mkdtempSync(path.join(home, 'hook-'))
+  const cliOut = path.join(dir, 'cli.txt')
+  const apiOut = path.join(dir, 'api.txt')
+  const api = `const pm = require(${JSON.stringify(root)}); ` +
+    `try { const r = pm.runBackground('true', { label: 'from-hook' }); console.log('started ' + r.jobId) } ` +
+    `catch (e) { console.log('error ' + e.message) }`
+  const hook = `${shellQuote(process.execPath)} ${shellQuote(SHIM)} --version > ${shellQuote(cliOut)} 2>&1; ` +
+    `${shellQuote(process.execPath)} -e ${shellQuote(api)} > ${shellQuote(apiOut)} 2>&1`
+  startJob(home, ['true'], ['--on-exit', hook])
+  await waitFor(() => fs.existsSync(apiOut) && fs.readFileSync(apiOut, 'utf8').includes('\n'), { what: 'the hook to finish' })
+  assert.match(fs.readFileSync(cliOut, 'utf8'), /^run-bg \d+\.\d+\.\d+/)
+  const started = fs.readFileSync(apiOut, 'utf8')
+  assert.match(started, /^started \S+/)
+  const id = started.trim().split(' ')[1]
+  assert.equal(runBg(home, ['wait', id, '--timeout', '30s']).code, 0)
+})
+
+// ---------------------------------------------------------------------------
+// The packed packages, installed offline into an empty project.
+
+const { abi, platformPackage } = createRequire(import.meta.url)('../platform.js')
+const EXE = (dir, name) => fs.existsSync(path.join(dir, name)) && fs.statSync(path.join(dir, name)).isFile()
+// PATH without any directory that holds cargo or rustc: what a user without Rust has.
+const PATH_WITHOUT_RUST = (process.env.PATH || '').split(':').filter((d) => d && !EXE(d, 'cargo') && !EXE(d, 'rustc')).join(':')
+
+function run(command, args, options = {}) {
+  const started = process.hrtime.bigint()
+  const result = spawnSync(command, args, { encoding: 'utf8', timeout: 180_000, maxBuffer: 64 * 1024 * 1024, ...options })
+  if (result.error) throw result.error
+  return { ...result, seconds: Number(process.hrtime.bigint() - started) / 1e9 }
+}
+
+function must(result, what) {
+  assert.equal(result.status, 0, `${what} exited ${result.status ?? result.signal}\n${result.stdout}\n${result.stderr}`)
+  return result
+}
+
+/** `npm pack` of `dir` into `dest`; returns the tarball's path and npm's file list. */
+function pack(dir, dest, env) {
+  const r = must(run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', dest], { cwd: dir, env }), `npm pack in ${dir}`)
+  const [info] = JSON.parse(r.stdout)
+  return { tarball: path.join(dest, info.filename), files: info.files.map((f) => f.path), size: info.size, unpackedSize: info.unpackedSize }
+}
+
+const addonName = `proc-manager.${abi()}.node`
+const localBuild = fs.existsSync(path.join(root, addonName)) && fs.existsSync(path.join(root, 'native', 'run-bg'))
+const manifest = path.join(root, 'npm', abi(), 'package.json')
+const skipReason =
+  !fs.existsSync(manifest) ? `no platform package definition for ${abi()} (npm/${abi()}/package.json)`
+    : !localBuild ? `no local build to pack (${addonName}, native/run-bg); run npm run build`
+      : spawnSync('npm', ['--version']).status !== 0 ? 'npm is not on PATH'
+        : false
+
+test('the packed packages install offline, without cargo, and run the README job, the API, check and the MCP server', { skip: skipReason }, async (t) => {
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-pack-'))
+  t.after(() => fs.rmSync(work, { recursive: true, force: true }))
+  const env = { ...process.env, PATH: PATH_WITHOUT_RUST, npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false' }
+  delete env.PROC_MANAGER_BINARY_PATH
+  delete env.PROC_MANAGER_SUPERVISOR
+  for (const tool of ['cargo', 'rustc']) {
+    assert.notEqual(spawnSync('sh', ['-c', `command -v ${tool}`], { env }).status, 0, `${tool} must not be on the test's PATH`)
+  }
+
+  // The host's platform package from the local build (the CI builds the
+  // published ones with build-target.mjs; this checks the layout, not the build).
+  const stage = path.join(work, 'stage', abi())
+  fs.mkdirSync(path.join(stage, 'native'), { recursive: true })
+  fs.copyFileSync(manifest, path.join(stage, 'package.json'))
+  fs.copyFileSync(path.join(root, 'LICENSE'), path.join(stage, 'LICENSE'))
+  fs.copyFileSync(path.join(root, addonName), path.join(stage, addonName))
+  fs.copyFileSync(path.join(root, 'native', 'run-bg'), path.join(stage, 'native', 'run-bg'))
+  const tarballs = path.join(work, 'tarballs')
+  fs.mkdirSync(tarballs)
+  const platform = pack(stage, tarballs, env)
+  const main = pack(root, tarballs, env)
+  const mcp = pack(path.join(root, 'packages', 'mcp'), tarballs, env)
+  for (const p of [platform, main, mcp]) t.diagnostic(`${path.basename(p.tarball)}: ${p.size} B packed, ${p.unpackedSize} B unpacked`)
+
+  // The root package: JS, types and the skill; nothing to build, no install script.
+  const allowed = /^(index\.js|index\.d\.ts|platform\.js|package\.json|README\.md|LICENSE|bin\/[^/]+\.js|skills\/run-bg\/[^/]+\.md)$/
+  assert.deepEqual(main.files.filter((f) => !allowed.test(f)), [], 'files beyond JS, types and the skill')
+  const rootManifest = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'))
+  for (const script of ['preinstall', 'install', 'postinstall', 'prepare']) assert.equal(rootManifest.scripts?.[script], undefined, `${script} script`)
+  assert.equal(rootManifest.optionalDependencies[platformPackage()], rootManifest.version)
+  assert.deepEqual(platform.files.sort(), ['LICENSE', addonName, 'native/run-bg', 'package.json'].sort())
+
+  const project = path.join(work, 'project')
+  fs.mkdirSync(project)
+  fs.writeFileSync(path.join(project, 'package.json'), '{"name":"consumer","version":"1.0.0","private":true}\n')
+  const install = must(run('npm', ['install', '--offline', platform.tarball, main.tarball], { cwd: project, env }), 'npm install --offline')
+  t.diagnostic(`npm install --offline (proc-manager + ${platformPackage()}), no cargo on PATH: ${install.seconds.toFixed(2)} s`)
+  assert.ok(fs.existsSync(path.join(project, 'node_modules', platformPackage(), 'native', 'run-bg')))
+
+  const { home } = makeHome(t)
+  const inProject = { cwd: project, env: { ...env, PROC_MANAGER_HOME: home, npm_config_offline: 'true' } }
+
+  // README: npx run-bg --label demo -- sh -c 'echo hi; sleep 1', then check.
+  const ack = must(run('npx', ['run-bg', '--label', 'demo', '--', 'sh', '-c', 'echo hi; sleep 1'], inProject), 'npx run-bg')
+  const id = ack.stdout.match(/\b(demo-[0-9a-f]+)\b/)?.[1]
+  assert.ok(id, `no job id in the ack: ${ack.stdout}`)
+  assert.equal(run('npx', ['run-bg', 'wait', id, '--timeout', '60s'], inProject).status, 0)
+  const check = must(run('npx', ['run-bg', 'check', id], inProject), 'npx run-bg check')
+  assert.match(check.stdout, /success/)
+  assert.match(check.stdout, /^hi$/m)
+
+  // The API, loaded from the installed packages: the addon from the platform
+  // package, and the supervisor it starts is that package's run-bg.
+  const api = must(run(process.execPath, ['-e', `
+    const pm = require('proc-manager')
+    const started = pm.runBackground('echo api-ok', { label: 'api' })
+    const maps = require('fs').readFileSync('/proc/self/maps', 'utf8')
+    console.log(JSON.stringify({ id: started.jobId, entry: require.resolve('proc-manager'),
+      addon: maps.split('\\n').map((l) => l.split(' ').pop()).find((f) => f.endsWith('.node')) }))
+  `], inProject), 'require(proc-manager).runBackground')
+  const loaded = JSON.parse(api.stdout)
+  assert.equal(loaded.entry, path.join(fs.realpathSync(project), 'node_modules', 'proc-manager', 'index.js'))
+  assert.equal(loaded.addon, path.join(fs.realpathSync(project), 'node_modules', platformPackage(), addonName))
+  assert.equal(run('npx', ['run-bg', 'wait', loaded.id, '--timeout', '60s'], inProject).status, 0)
+  assert.match(must(run('npx', ['run-bg', 'check', loaded.id], inProject), 'check').stdout, /api-ok/)
+
+  // The MCP server: its own package; the SDK and zod come from the npm cache.
+  const mcpInstall = run('npm', ['install', '--offline', mcp.tarball], { cwd: project, env })
+  if (mcpInstall.status !== 0 && /ENOTCACHED/.test(mcpInstall.stderr)) {
+    t.diagnostic('MCP server not checked: the npm cache lacks @modelcontextprotocol/sdk or zod (run `npm install` online once)')
+    return
+  }
+  must(mcpInstall, 'npm install --offline proc-manager-mcp')
+  t.diagnostic(`npm install --offline proc-manager-mcp (+ SDK, zod): ${mcpInstall.seconds.toFixed(2)} s`)
+  const elsewhere = fs.mkdtempSync(path.join(work, 'cwd-'))
+  const transport = new StdioClientTransport({
+    command: path.join(project, 'node_modules', '.bin', 'proc-manager-mcp'),
+    cwd: elsewhere,
+    env: { ...env, PROC_MANAGER_HOME: home },
+    stderr: 'pipe',
+  })
+  const client = new Client({ name: 'package-test', version: '1.0.0' })
+  await client.connect(transport)
+  t.after(() => client.close())
+  const { tools } = await client.listTools()
+  assert.ok(tools.some((tool) => tool.name === 'run_background'), `tools: ${tools.map((tool) => tool.name)}`)
+  const answer = await client.callTool({ name: 'check_job', arguments: { jobId: id } })
+  assert.ok(!answer.isError, JSON.stringify(answer))
+  assert.match(answer.content[0].text, /success/)
+})
