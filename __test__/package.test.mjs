@@ -1,7 +1,7 @@
 // Packaging: where the run-bg shim and the addon find the native executable,
 // and the packed packages installed offline into an empty project, on a PATH
 // without cargo or rustc, as a user without Rust gets them.
-import { test } from 'node:test'
+import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -64,39 +64,142 @@ function pack(dir, dest, env) {
   return { tarball: path.join(dest, info.filename), files: info.files.map((f) => f.path), size: info.size, unpackedSize: info.unpackedSize }
 }
 
+/**
+ * A project depending on the packed `packs` (mcp first), with a
+ * package-lock.json that also pins every package the first one needs from the
+ * registry, at the version and integrity of this repository's lockfile.
+ */
+function writeLockedProject(dir, packs) {
+  const repoLock = JSON.parse(fs.readFileSync(path.join(root, 'package-lock.json'), 'utf8')).packages
+  const manifests = packs.map((p) => {
+    const listing = spawnSync('tar', ['-xzOf', p.tarball, 'package/package.json'], { encoding: 'utf8' })
+    assert.equal(listing.status, 0, listing.stderr)
+    return JSON.parse(listing.stdout)
+  })
+  const ours = new Set(manifests.map((m) => m.name))
+  const rel = (tarball) => `file:${path.relative(dir, tarball)}`
+  const packages = {
+    '': { name: 'consumer', version: '1.0.0', dependencies: Object.fromEntries(manifests.map((m, i) => [m.name, rel(packs[i].tarball)])) },
+  }
+  const fields = ['version', 'resolved', 'integrity', 'license', 'dependencies', 'optionalDependencies', 'peerDependencies', 'peerDependenciesMeta', 'bin', 'engines', 'os', 'cpu', 'libc', 'optional']
+  const pick = (entry) => Object.fromEntries(fields.filter((f) => entry[f] !== undefined).map((f) => [f, entry[f]]))
+  manifests.forEach((m, i) => {
+    packages[`node_modules/${m.name}`] = { ...pick(m), resolved: rel(packs[i].tarball) }
+  })
+  const parent = (loc) => (loc.includes('/node_modules/') ? loc.slice(0, loc.lastIndexOf('/node_modules/')) : '')
+  const visit = (from, name) => {
+    if (ours.has(name)) return
+    for (let dir = from; ; dir = parent(dir)) {
+      const loc = dir ? `${dir}/node_modules/${name}` : `node_modules/${name}`
+      if (repoLock[loc]) {
+        if (packages[loc]) return
+        packages[loc] = pick(repoLock[loc])
+        for (const dep of Object.keys({ ...repoLock[loc].dependencies, ...repoLock[loc].optionalDependencies })) visit(loc, dep)
+        return
+      }
+      assert.ok(dir, `${name} (needed by ${from}) is not in package-lock.json`)
+    }
+  }
+  for (const dep of Object.keys(manifests[0].dependencies || {})) visit('', dep)
+  fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true, dependencies: packages[''].dependencies }, null, 2))
+  fs.writeFileSync(path.join(dir, 'package-lock.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', lockfileVersion: 3, requires: true, packages }, null, 2))
+}
+
 const addonName = `proc-manager.${abi()}.node`
-const localBuild = fs.existsSync(path.join(root, addonName)) && fs.existsSync(path.join(root, 'native', 'run-bg'))
+// Where the platform package's files come from: the local build (npm test),
+// or, with PROC_MANAGER_TEST_PLATFORM_DIR=npm/<abi>, what build-target.mjs
+// built there (CI, scripts/ci-platform-packages.sh: the published artifacts).
+const artifacts = process.env.PROC_MANAGER_TEST_PLATFORM_DIR ? path.resolve(root, process.env.PROC_MANAGER_TEST_PLATFORM_DIR) : root
+const localBuild = fs.existsSync(path.join(artifacts, addonName)) && fs.existsSync(path.join(artifacts, 'native', 'run-bg'))
 const manifest = path.join(root, 'npm', abi(), 'package.json')
 const skipReason =
   !fs.existsSync(manifest) ? `no platform package definition for ${abi()} (npm/${abi()}/package.json)`
-    : !localBuild ? `no local build to pack (${addonName}, native/run-bg); run npm run build`
+    : !localBuild ? `nothing to pack: no ${addonName} and native/run-bg in ${artifacts} (run npm run build)`
       : spawnSync('npm', ['--version']).status !== 0 ? 'npm is not on PATH'
         : false
 
-test('the packed packages install offline, without cargo, and run the README job, the API, check and the MCP server', { skip: skipReason }, async (t) => {
+let packed = null
+after(() => packed && fs.rmSync(packed.work, { recursive: true, force: true }))
+/** Packs the three packages once (into a temp dir removed after the file's tests). */
+function packAll(env) {
+  if (packed) return packed
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-pack-'))
-  t.after(() => fs.rmSync(work, { recursive: true, force: true }))
-  const env = { ...process.env, PATH: PATH_WITHOUT_RUST, npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false' }
-  delete env.PROC_MANAGER_BINARY_PATH
-  delete env.PROC_MANAGER_SUPERVISOR
-  for (const tool of ['cargo', 'rustc']) {
-    assert.notEqual(spawnSync('sh', ['-c', `command -v ${tool}`], { env }).status, 0, `${tool} must not be on the test's PATH`)
-  }
-
   // The host's platform package from the local build (the CI builds the
   // published ones with build-target.mjs; this checks the layout, not the build).
   const stage = path.join(work, 'stage', abi())
   fs.mkdirSync(path.join(stage, 'native'), { recursive: true })
   fs.copyFileSync(manifest, path.join(stage, 'package.json'))
   fs.copyFileSync(path.join(root, 'LICENSE'), path.join(stage, 'LICENSE'))
-  fs.copyFileSync(path.join(root, addonName), path.join(stage, addonName))
-  fs.copyFileSync(path.join(root, 'native', 'run-bg'), path.join(stage, 'native', 'run-bg'))
+  fs.copyFileSync(path.join(artifacts, addonName), path.join(stage, addonName))
+  fs.copyFileSync(path.join(artifacts, 'native', 'run-bg'), path.join(stage, 'native', 'run-bg'))
   const tarballs = path.join(work, 'tarballs')
   fs.mkdirSync(tarballs)
-  const platform = pack(stage, tarballs, env)
-  const main = pack(root, tarballs, env)
-  const mcp = pack(path.join(root, 'packages', 'mcp'), tarballs, env)
-  for (const p of [platform, main, mcp]) t.diagnostic(`${path.basename(p.tarball)}: ${p.size} B packed, ${p.unpackedSize} B unpacked`)
+  packed = {
+    work,
+    platform: pack(stage, tarballs, env),
+    main: pack(root, tarballs, env),
+    mcp: pack(path.join(root, 'packages', 'mcp'), tarballs, env),
+  }
+  return packed
+}
+
+/** The environment of a user without Rust: no cargo or rustc on PATH, no overrides. */
+function userEnv() {
+  const env = { ...process.env, PATH: PATH_WITHOUT_RUST, npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false' }
+  delete env.PROC_MANAGER_BINARY_PATH
+  delete env.PROC_MANAGER_SUPERVISOR
+  for (const tool of ['cargo', 'rustc']) {
+    assert.notEqual(spawnSync('sh', ['-c', `command -v ${tool}`], { env }).status, 0, `${tool} must not be on the test's PATH`)
+  }
+  return env
+}
+
+function emptyProject(parent, name) {
+  const project = path.join(parent, name)
+  fs.mkdirSync(project)
+  fs.writeFileSync(path.join(project, 'package.json'), '{"name":"consumer","version":"1.0.0","private":true}\n')
+  return project
+}
+
+/** README's job with `npx run-bg`, then `npx run-bg check`; returns the job id. */
+function readmeJob(inProject) {
+  const ack = must(run('npx', ['run-bg', '--label', 'demo', '--', 'sh', '-c', 'echo hi; sleep 1'], inProject), 'npx run-bg')
+  const id = ack.stdout.match(/\b(demo-[0-9a-f]+)\b/)?.[1]
+  assert.ok(id, `no job id in the ack: ${ack.stdout}`)
+  assert.equal(run('npx', ['run-bg', 'wait', id, '--timeout', '60s'], inProject).status, 0)
+  const check = must(run('npx', ['run-bg', 'check', id], inProject), 'npx run-bg check')
+  assert.match(check.stdout, /success/)
+  assert.match(check.stdout, /^hi$/m)
+  return id
+}
+
+/**
+ * `require('proc-manager').runBackground` in the project: the entry, the addon
+ * (from the platform package) and the supervisor it starts (that package's
+ * run-bg) are all the installed ones.
+ */
+function apiJob(project, inProject) {
+  const api = must(run(process.execPath, ['-e', `
+    const pm = require('proc-manager')
+    const started = pm.runBackground('echo api-ok', { label: 'api' })
+    const maps = require('fs').readFileSync('/proc/self/maps', 'utf8')
+    console.log(JSON.stringify({ id: started.jobId, entry: require.resolve('proc-manager'),
+      addon: maps.split('\\n').map((l) => l.split(' ').pop()).find((f) => f.endsWith('.node')) }))
+  `], inProject), 'require(proc-manager).runBackground')
+  const loaded = JSON.parse(api.stdout)
+  const real = fs.realpathSync(project)
+  assert.equal(loaded.entry, path.join(real, 'node_modules', 'proc-manager', 'index.js'))
+  assert.equal(loaded.addon, path.join(real, 'node_modules', platformPackage(), addonName))
+  assert.equal(run('npx', ['run-bg', 'wait', loaded.id, '--timeout', '60s'], inProject).status, 0)
+  const check = must(run('npx', ['run-bg', 'check', loaded.id, '--json'], inProject), 'check').stdout
+  assert.match(check, /api-ok/)
+}
+
+test('the packed packages install offline, without cargo, and run the README job, the API, check and the MCP server', { skip: skipReason }, async (t) => {
+  const env = userEnv()
+  const { work, platform, main, mcp } = packAll(env)
+  t.diagnostic(`platform package from ${artifacts}`)
+  for (const p of [platform, main, mcp]) t.diagnostic(`${path.basename(p.tarball)}: ${p.size} B packed, ${p.unpackedSize} B unpacked, ${p.files.length} files`)
 
   // The root package: JS, types and the skill; nothing to build, no install script.
   const allowed = /^(index\.js|index\.d\.ts|platform\.js|package\.json|README\.md|LICENSE|bin\/[^/]+\.js|skills\/run-bg\/[^/]+\.md)$/
@@ -106,52 +209,35 @@ test('the packed packages install offline, without cargo, and run the README job
   assert.equal(rootManifest.optionalDependencies[platformPackage()], rootManifest.version)
   assert.deepEqual(platform.files.sort(), ['LICENSE', addonName, 'native/run-bg', 'package.json'].sort())
 
-  const project = path.join(work, 'project')
-  fs.mkdirSync(project)
-  fs.writeFileSync(path.join(project, 'package.json'), '{"name":"consumer","version":"1.0.0","private":true}\n')
+  const project = emptyProject(work, 'npm11')
   const install = must(run('npm', ['install', '--offline', platform.tarball, main.tarball], { cwd: project, env }), 'npm install --offline')
-  t.diagnostic(`npm install --offline (proc-manager + ${platformPackage()}), no cargo on PATH: ${install.seconds.toFixed(2)} s`)
+  t.diagnostic(`npm ${run('npm', ['--version'], { env }).stdout.trim()} install --offline (proc-manager + ${platformPackage()}), no cargo on PATH: ${install.seconds.toFixed(2)} s`)
   assert.ok(fs.existsSync(path.join(project, 'node_modules', platformPackage(), 'native', 'run-bg')))
 
   const { home } = makeHome(t)
   const inProject = { cwd: project, env: { ...env, PROC_MANAGER_HOME: home, npm_config_offline: 'true' } }
+  const id = readmeJob(inProject)
+  apiJob(project, inProject)
 
-  // README: npx run-bg --label demo -- sh -c 'echo hi; sleep 1', then check.
-  const ack = must(run('npx', ['run-bg', '--label', 'demo', '--', 'sh', '-c', 'echo hi; sleep 1'], inProject), 'npx run-bg')
-  const id = ack.stdout.match(/\b(demo-[0-9a-f]+)\b/)?.[1]
-  assert.ok(id, `no job id in the ack: ${ack.stdout}`)
-  assert.equal(run('npx', ['run-bg', 'wait', id, '--timeout', '60s'], inProject).status, 0)
-  const check = must(run('npx', ['run-bg', 'check', id], inProject), 'npx run-bg check')
-  assert.match(check.stdout, /success/)
-  assert.match(check.stdout, /^hi$/m)
-
-  // The API, loaded from the installed packages: the addon from the platform
-  // package, and the supervisor it starts is that package's run-bg.
-  const api = must(run(process.execPath, ['-e', `
-    const pm = require('proc-manager')
-    const started = pm.runBackground('echo api-ok', { label: 'api' })
-    const maps = require('fs').readFileSync('/proc/self/maps', 'utf8')
-    console.log(JSON.stringify({ id: started.jobId, entry: require.resolve('proc-manager'),
-      addon: maps.split('\\n').map((l) => l.split(' ').pop()).find((f) => f.endsWith('.node')) }))
-  `], inProject), 'require(proc-manager).runBackground')
-  const loaded = JSON.parse(api.stdout)
-  assert.equal(loaded.entry, path.join(fs.realpathSync(project), 'node_modules', 'proc-manager', 'index.js'))
-  assert.equal(loaded.addon, path.join(fs.realpathSync(project), 'node_modules', platformPackage(), addonName))
-  assert.equal(run('npx', ['run-bg', 'wait', loaded.id, '--timeout', '60s'], inProject).status, 0)
-  assert.match(must(run('npx', ['run-bg', 'check', loaded.id], inProject), 'check').stdout, /api-ok/)
-
-  // The MCP server: its own package; the SDK and zod come from the npm cache.
-  const mcpInstall = run('npm', ['install', '--offline', mcp.tarball], { cwd: project, env })
+  // The MCP server, its own package. Its dependencies (SDK, zod and theirs)
+  // come from the npm cache the dev install filled, through a lockfile with
+  // the versions and integrities of this repository's package-lock.json:
+  // offline, npm can take a locked tarball from the cache by its integrity,
+  // but cannot resolve a version range (the dev install cached no packuments).
+  const mcpProject = path.join(work, 'mcp-project')
+  fs.mkdirSync(mcpProject)
+  writeLockedProject(mcpProject, [mcp, main, platform])
+  const mcpInstall = run('npm', ['install', '--offline'], { cwd: mcpProject, env })
   if (mcpInstall.status !== 0 && /ENOTCACHED/.test(mcpInstall.stderr)) {
-    t.diagnostic('MCP server not checked: the npm cache lacks @modelcontextprotocol/sdk or zod (run `npm install` online once)')
+    t.skip(`MCP server not checked: the npm cache lacks a dependency of the MCP SDK (run \`npm install\` online once): ${mcpInstall.stderr.split('\n').find((l) => l.includes('request to'))}`)
     return
   }
-  must(mcpInstall, 'npm install --offline proc-manager-mcp')
-  t.diagnostic(`npm install --offline proc-manager-mcp (+ SDK, zod): ${mcpInstall.seconds.toFixed(2)} s`)
-  const elsewhere = fs.mkdtempSync(path.join(work, 'cwd-'))
+  must(mcpInstall, 'npm install --offline (proc-manager-mcp)')
+  t.diagnostic(`npm install --offline (proc-manager-mcp, proc-manager, ${platformPackage()}, SDK, zod): ${mcpInstall.seconds.toFixed(2)} s`)
+  // Started by its bin from another directory, as an MCP client does.
   const transport = new StdioClientTransport({
-    command: path.join(project, 'node_modules', '.bin', 'proc-manager-mcp'),
-    cwd: elsewhere,
+    command: path.join(mcpProject, 'node_modules', '.bin', 'proc-manager-mcp'),
+    cwd: fs.mkdtempSync(path.join(work, 'cwd-')),
     env: { ...env, PROC_MANAGER_HOME: home },
     stderr: 'pipe',
   })
@@ -163,4 +249,24 @@ test('the packed packages install offline, without cargo, and run the README job
   const answer = await client.callTool({ name: 'check_job', arguments: { jobId: id } })
   assert.ok(!answer.isError, JSON.stringify(answer))
   assert.match(answer.content[0].text, /success/)
+})
+
+// npm 12 runs no dependency's install script unless allowed; nothing here
+// may need one. npm 12 itself comes from the npm cache (`npx -y npm@12
+// --version` online once fills it); without it this test is skipped.
+const npm12 = ['--offline', '-y', 'npm@12']
+const npm12Missing = skipReason || (spawnSync('npx', [...npm12, '--version'], { encoding: 'utf8' }).stdout?.startsWith('12.')
+  ? false : 'npm 12 is not in the npm cache (fetch it once online: npx -y npm@12 --version)')
+
+test('with npm 12 the packed packages install offline and work without any install script', { skip: npm12Missing }, async (t) => {
+  const env = userEnv()
+  const { work, platform, main } = packAll(env)
+  const project = emptyProject(work, 'npm12')
+  const install = must(run('npx', [...npm12, 'install', '--offline', platform.tarball, main.tarball], { cwd: project, env }), 'npm 12 install --offline')
+  t.diagnostic(`npm 12 install --offline (proc-manager + ${platformPackage()}), no cargo on PATH: ${install.seconds.toFixed(2)} s (includes starting npm 12 through npx)`)
+  assert.doesNotMatch(install.stdout + install.stderr, /blocked|allowScripts/i)
+  const { home } = makeHome(t)
+  const inProject = { cwd: project, env: { ...env, PROC_MANAGER_HOME: home, npm_config_offline: 'true' } }
+  readmeJob(inProject)
+  apiJob(project, inProject)
 })
