@@ -11,7 +11,7 @@ const { name: NAME, version: VERSION, repository } = require('./package.json')
 const root = __dirname
 // Platforms with a prebuilt package; anything else builds from source.
 const PREBUILT = ['linux-x64-gnu', 'linux-arm64-gnu', 'linux-x64-musl', 'linux-arm64-musl', 'darwin-x64', 'darwin-arm64']
-const SOURCE = (repository && (repository.url || repository)) || 'the proc-manager repository'
+const SOURCE = String((repository && (repository.url || repository)) || 'the proc-manager repository').replace(/^git\+/, '')
 
 // As napi-rs's generated loader decides it: /usr/bin/ldd names musl, else
 // the running Node reports no glibc version.

@@ -251,6 +251,24 @@ test('the packed packages install offline, without cargo, and run the README job
   assert.match(answer.content[0].text, /success/)
 })
 
+test('without its platform package (npm install --omit=optional) the API and run-bg name the package and the command that installs it', { skip: skipReason }, async (t) => {
+  const env = userEnv()
+  const { work, main } = packAll(env)
+  const project = emptyProject(work, 'omit-optional')
+  must(run('npm', ['install', '--offline', '--omit=optional', main.tarball], { cwd: project, env }), 'npm install --omit=optional')
+  assert.ok(!fs.existsSync(path.join(project, 'node_modules', platformPackage())))
+  const fix = `npm install ${platformPackage()}@${JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')).version}`
+  const api = run(process.execPath, ['-e', "require('proc-manager')"], { cwd: project, env })
+  assert.notEqual(api.status, 0)
+  assert.match(api.stderr, new RegExp(`the platform package ${platformPackage()} is not installed`))
+  assert.ok(api.stderr.includes(fix), api.stderr)
+  assert.doesNotMatch(api.stderr, /npm has a bug/)
+  const cli = run('npx', ['--offline', 'run-bg', '--version'], { cwd: project, env })
+  assert.equal(cli.status, 1)
+  assert.match(cli.stderr, new RegExp(`the platform package ${platformPackage()} is not installed`))
+  assert.ok(cli.stderr.includes(fix), cli.stderr)
+})
+
 // npm 12 runs no dependency's install script unless allowed; nothing here
 // may need one. npm 12 itself comes from the npm cache (`npx -y npm@12
 // --version` online once fills it); without it this test is skipped.
