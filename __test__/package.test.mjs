@@ -37,6 +37,24 @@ test('run-bg and the addon work inside an on-exit hook (PROC_MANAGER_SUPERVISOR 
   assert.equal(runBg(home, ['wait', id, '--timeout', '30s']).code, 0)
 })
 
+test('PROC_MANAGER_BINARY_PATH names the run-bg that the shim runs and the addon starts as supervisor', async (t) => {
+  const { home } = makeHome(t)
+  const calls = path.join(home, 'calls.txt')
+  const wrapper = path.join(home, 'my-run-bg')
+  fs.writeFileSync(wrapper, `#!/bin/sh\necho "$1" >> ${shellQuote(calls)}\nexec ${shellQuote(path.join(root, 'native', 'run-bg'))} "$@"\n`, { mode: 0o755 })
+  const env = { ...process.env, PROC_MANAGER_HOME: home, PROC_MANAGER_BINARY_PATH: wrapper }
+  const cli = spawnSync(process.execPath, [SHIM, '--version'], { env, encoding: 'utf8' })
+  assert.equal(cli.status, 0, cli.stderr)
+  assert.match(cli.stdout, /^run-bg /)
+  const api = spawnSync(process.execPath, ['-e', `console.log(require(${JSON.stringify(root)}).runBackground('true').jobId)`], { env, encoding: 'utf8' })
+  assert.equal(api.status, 0, api.stderr)
+  const id = api.stdout.trim()
+  assert.equal(runBg(home, ['wait', id, '--timeout', '30s']).code, 0)
+  const seen = fs.readFileSync(calls, 'utf8').split('\n').filter(Boolean)
+  assert.equal(seen[0], '--version', 'the shim ran the wrapper')
+  assert.ok(seen.length >= 2, `the addon started its supervisor through the wrapper: ${seen}`)
+})
+
 // ---------------------------------------------------------------------------
 // The packed packages, installed offline into an empty project.
 
