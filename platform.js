@@ -51,15 +51,17 @@ function fix(what, lookedFor, reason) {
   if (isCheckout()) {
     return `${NAME}: no ${what} built in this checkout${where}; build it from source with \`npm run build\` (needs Rust: https://rustup.rs)`
   }
+  const fromSource = `clone ${SOURCE}, run \`npm install && npm run build\` in it (needs Rust), ` +
+    `then \`npm install <that directory>\` in your project`
   if (!PREBUILT.includes(abi())) {
     return `${NAME}: no prebuilt ${what} for ${abi()}${where}; prebuilt packages exist for ${PREBUILT.join(', ')}. ` +
-      `Build from source (needs Rust): clone ${SOURCE}, run \`npm install && npm run build\` in it, ` +
-      `then \`npm install <that directory>\` in your project`
+      `Build from source: ${fromSource}`
   }
   const dir = platformPackageDir()
   if (dir) {
     return `${NAME}: ${pkg} is installed (${dir}) but its ${what} is not usable${reason ? ` (${reason})` : where}; ` +
-      `reinstall it: \`npm install ${pkg}@${VERSION}\``
+      `reinstall it: \`npm install ${pkg}@${VERSION}\`; where it cannot load (the glibc builds need glibc 2.17 or later), ` +
+      `build from source: ${fromSource}`
   }
   return `${NAME}: the platform package ${pkg} is not installed${where}. npm installs it with ${NAME} as an optional ` +
     `dependency; it is missing after an install with --omit=optional/--no-optional, or with a lockfile written on ` +
