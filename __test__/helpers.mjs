@@ -263,7 +263,7 @@ export function waitForQuiet(home, timeout = 20_000) {
 export async function connectMcp(t, home) {
   const transport = new StdioClientTransport({
     command: process.execPath,
-    args: [path.join(root, 'skill', 'proc-manager-mcp.mjs')],
+    args: [path.join(root, 'packages', 'mcp', 'proc-manager-mcp.mjs')],
     env: { ...process.env, PROC_MANAGER_HOME: home },
     stderr: 'pipe',
   })

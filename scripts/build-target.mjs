@@ -75,6 +75,7 @@ function writeManifest() {
     version: pkg.version,
     description: `The ${target.abi} addon and run-bg executable of ${pkg.name}`,
     license: pkg.license,
+    ...(pkg.repository ? { repository: { ...pkg.repository, directory: `npm/${target.abi}` } } : {}),
     os: [target.os],
     cpu: [target.cpu],
     ...(target.libc ? { libc: [target.libc] } : {}),
@@ -84,6 +85,8 @@ function writeManifest() {
   }
   fs.mkdirSync(outDir, { recursive: true })
   fs.writeFileSync(path.join(outDir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`)
+  // npm packs a LICENSE it finds in the package directory (git-ignored copy).
+  fs.copyFileSync(path.join(root, 'LICENSE'), path.join(outDir, 'LICENSE'))
 }
 
 writeManifest()

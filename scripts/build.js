@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// Builds the Rust core from source (no prebuilt binaries are downloaded) and
-// puts the two artifacts where index.js and the run-bg shim look for them:
+// Builds the Rust core from source in a checkout (`npm run build`, and
+// `npm test` first) and puts the two artifacts where index.js, the run-bg
+// shim and the addon look first, ahead of any installed platform package:
 //   proc-manager.<platform>.node   the Node addon (loaded by index.js)
 //   native/run-bg                  the CLI, which is also each job's supervisor
 'use strict'
@@ -47,9 +48,22 @@ fs.mkdirSync(native, { recursive: true })
 install(path.join(release, library), addon, 0o755)
 install(path.join(release, 'run-bg'), path.join(native, 'run-bg'), 0o755)
 
-// Installed as a dependency, the ~200 MB of build intermediates are of no
-// further use (a reinstall builds afresh); in a checkout they are the
-// incremental build cache, so they stay.
-if (root.split(path.sep).includes('node_modules')) {
-  fs.rmSync(path.join(root, 'target'), { recursive: true, force: true })
+// packages/mcp requires `proc-manager` by name, as it will when installed
+// from the registry. In a checkout that name is this directory: npm cannot
+// provide it (packages/mcp is no workspace, since npm would fetch a
+// workspace's `proc-manager` dependency from the registry instead of linking
+// the root), so the build links it, as `npm link` would, inside packages/mcp.
+const mcpModules = path.join(root, 'packages', 'mcp', 'node_modules')
+if (fs.existsSync(path.dirname(mcpModules))) {
+  const link = path.join(mcpModules, 'proc-manager')
+  const target = path.relative(mcpModules, root)
+  let current = null
+  try {
+    current = fs.readlinkSync(link)
+  } catch {}
+  if (current !== target) {
+    fs.mkdirSync(mcpModules, { recursive: true })
+    fs.rmSync(link, { recursive: true, force: true })
+    fs.symlinkSync(target, link, 'dir')
+  }
 }

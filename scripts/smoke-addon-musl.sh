@@ -2,8 +2,11 @@
 # Loads a musl build of the addon with musl's own dynamic loader, as Node on
 # Alpine would: dlopen with RTLD_NOW (every symbol resolved, constructors
 # run), then look up the entry point Node calls. Node itself is not run; this
-# machine has no musl build of it. Needs musl-gcc (Debian: musl-tools) and
-# runs only an addon for this machine's architecture.
+# machine has no musl build of it. Like the node executable, the loading
+# program exports the Node-API functions the addon imports (here as stubs,
+# never called: loading runs no Node-API call), so what must resolve from
+# musl's libc still has to. Needs musl-gcc (Debian: musl-tools) and nm
+# (binutils), and runs only an addon for this machine's architecture.
 #
 #   scripts/smoke-addon-musl.sh npm/linux-x64-musl/proc-manager.linux-x64-musl.node
 set -euo pipefail
@@ -24,7 +27,11 @@ int main(int argc, char **argv) {
   return 0;
 }
 C
-musl-gcc -o "$dir/load" "$dir/load.c"
+# The Node-API functions the addon imports, defined by the program and
+# exported from it (-rdynamic), as node exports them.
+nm -D --undefined-only "$addon" | awk '{print $NF}' | sed 's/@.*//' | grep -E '^(napi|node_api)_' | sort -u |
+  while read -r symbol; do echo "void $symbol(void) {}"; done >>"$dir/load.c"
+musl-gcc -rdynamic -o "$dir/load" "$dir/load.c"
 if "$dir/load" "$addon"; then
   echo "smoke: $1 loads with musl's loader and exports napi_register_module_v1"
 else

@@ -18,7 +18,7 @@ use js_args::{millis_arg, string_arg, Options};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Error messages quote user input (a path, an id, a label): written out so
@@ -48,9 +48,16 @@ fn with_runner(context: Context) -> Result<Context> {
     })
 }
 
-/// The supervisor is the `run-bg` binary; find it next to this addon.
+/// The supervisor is the `run-bg` binary: `$PROC_MANAGER_BINARY_PATH`, else
+/// next to this addon (native/run-bg in a checkout and in a platform package).
 fn supervisor_exe() -> Result<PathBuf> {
-    if let Some(explicit) = std::env::var_os("PROC_MANAGER_SUPERVISOR") {
+    if let Some(explicit) = std::env::var_os("PROC_MANAGER_BINARY_PATH").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(explicit));
+    }
+    // The older override. Every supervisor and helper carries this name as its
+    // mark (a job id or "helper"), which on-exit hooks inherit: only an
+    // absolute path names a binary.
+    if let Some(explicit) = std::env::var_os("PROC_MANAGER_SUPERVISOR").filter(|v| Path::new(v).is_absolute()) {
         return Ok(PathBuf::from(explicit));
     }
     let addon = addon_path().ok_or_else(|| napi::Error::from_reason("cannot locate the proc-manager addon file"))?;
@@ -62,7 +69,7 @@ fn supervisor_exe() -> Result<PathBuf> {
     ];
     candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
         napi::Error::from_reason(format!(
-            "cannot find the run-bg binary (looked for {}); run `npm run build` or set PROC_MANAGER_SUPERVISOR",
+            "cannot find the run-bg executable (looked for {}); in a checkout run `npm run build`, else reinstall this platform's package (`npm install proc-manager-<platform>`), or set PROC_MANAGER_BINARY_PATH",
             candidates[0].display()
         ))
     })

@@ -9,7 +9,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { z } from 'zod'
 
-const pm = createRequire(import.meta.url)('../index.js')
+const pm = createRequire(import.meta.url)('proc-manager')
 
 /** Longest answer text, in characters: a 100,000-line check is 1.8 MB otherwise. */
 const CAP = 16_000

@@ -1,0 +1,23 @@
+#!/usr/bin/env node
+// npm links `bin` entries to scripts, so the bin is this shim: it runs the
+// native run-bg (see platform.js for where it is looked for) with inherited
+// stdio and passes its exit status on.
+'use strict'
+const { spawnSync } = require('node:child_process')
+const { findRunBg } = require('../platform.js')
+
+let binary
+try {
+  binary = findRunBg()
+} catch (error) {
+  console.error(error.message)
+  process.exit(1)
+}
+const result = spawnSync(binary, process.argv.slice(2), { stdio: 'inherit' })
+if (result.error) {
+  const how = process.env.PROC_MANAGER_BINARY_PATH === binary ? ' (from PROC_MANAGER_BINARY_PATH)' : ''
+  console.error(`run-bg: cannot run ${binary}${how}: ${result.error.message}`)
+  process.exit(1)
+}
+if (result.signal) process.kill(process.pid, result.signal)
+process.exit(result.status ?? 1)
