@@ -269,10 +269,10 @@ pub(crate) fn cancel_on(env: &Env, signal: Option<Object>, on_abort: impl Fn() +
         on_abort();
         Ok(())
     })?;
-    let add: Function<(&str, Function<(), ()>, Object), ()> = signal.get_named_property("addEventListener")?;
+    let add: Function<FnArgs<(&str, Function<(), ()>, Object)>, ()> = signal.get_named_property("addEventListener")?;
     let mut once = Object::new(env)?;
     once.set("once", true)?;
-    add.apply(signal, ("abort", listener, once))
+    add.apply(signal, ("abort", listener, once).into())
 }
 
 /// A `Cancel` for `signal` (none needed without one).
@@ -529,8 +529,8 @@ pub fn run_yield<'env>(env: &'env Env, command: Unknown, options: Option<Unknown
         let command = string_arg("command", command)?;
         let mut o = Options::new("runYield", options)?;
         let yield_ms = o.millis("yieldMs", 0)?;
-        let signal = o.signal("signal")?;
         let run = RunOptions::read(&mut o)?;
+        let signal = o.signal("signal")?;
         o.finish()?;
         let Some(yield_ms) = yield_ms else {
             return Err(napi::Error::from_reason(
