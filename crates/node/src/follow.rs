@@ -46,12 +46,24 @@ struct Stream {
     cancel: Cancel,
 }
 
+/// An `IteratorResult`: `{ value, done: false }`, or `{ done: true }` at the end.
+#[derive(serde::Serialize)]
+struct Step {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<String>,
+    done: bool,
+}
+
+fn settle_with(step: Step) -> Settle {
+    Box::new(move |_| serde_json::to_value(step).map_err(|e| napi::Error::from_reason(e.to_string())))
+}
+
 fn step(line: String) -> Settle {
-    Box::new(move |_| Ok(serde_json::json!({ "value": line, "done": false })))
+    settle_with(Step { value: Some(line), done: false })
 }
 
 fn finished() -> Settle {
-    Box::new(|_| Ok(serde_json::json!({ "done": true })))
+    settle_with(Step { value: None, done: true })
 }
 
 fn settle_end(end: &End) -> Settle {

@@ -7,7 +7,7 @@
 
 mod js_args;
 
-mod follow;
+pub mod follow;
 
 use js_args::{millis_arg, string_arg, Options};
 use napi::bindgen_prelude::*;
@@ -269,11 +269,14 @@ pub(crate) fn cancel_on(env: &Env, signal: Option<Object>, on_abort: impl Fn() +
         on_abort();
         Ok(())
     })?;
-    let add: Function<FnArgs<(&str, Function<(), ()>, Object)>, ()> = signal.get_named_property("addEventListener")?;
+    let add: AddEventListener = signal.get_named_property("addEventListener")?;
     let mut once = Object::new(env)?;
     once.set("once", true)?;
     add.apply(signal, ("abort", listener, once).into())
 }
+
+/// `signal.addEventListener(type, listener, options)`.
+type AddEventListener<'env> = Function<'env, FnArgs<(&'env str, Function<'env, (), ()>, Object<'env>)>, ()>;
 
 /// A `Cancel` for `signal` (none needed without one).
 fn cancel_for(env: &Env, signal: Option<Object>) -> Result<Cancel> {
