@@ -123,6 +123,10 @@ test('the start ack, --yield, reconcile, orphans and ps have the JS API\'s shape
   const snap = pm.snapshot()
   assert.deepEqual(Object.keys(snap).sort(), Object.keys(ps).sort())
   assert.deepEqual(Object.keys(snap.processes[0]).sort(), Object.keys(ps.processes[0]).sort())
+  // What snapshot() and ps --json give reads back in (times past 2^32 ms arrive as doubles).
+  assert.deepEqual(pm.detectOrphans(snap, snap.processes), [])
+  assert.deepEqual(pm.detectOrphans(ps, ps), [])
+  assert.throws(() => pm.detectOrphans({ processes: 5 }, []), /bad before: give a snapshot\(\) result or an array of its processes/)
 })
 
 /** The fields index.d.ts declares for `name` (an interface), with their optionality. */

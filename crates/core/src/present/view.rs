@@ -367,6 +367,7 @@ pub struct ProcessInfoView {
     /// Resident set size in MiB.
     pub memory_mb: f64,
     /// Start time, milliseconds since the epoch: with the pid it identifies the process.
+    #[serde(deserialize_with = "whole_number")]
     pub start_time: u64,
     /// The command matches one of `diagnostics.resource_tracking.mcp_patterns`.
     pub is_mcp: bool,
@@ -398,11 +399,24 @@ impl From<&ProcessInfoView> for procs::ProcessInfo {
     }
 }
 
+/// A whole number read back from JS, where every number is a double (a
+/// millisecond time is past what a u32 holds, so it arrives as a float).
+fn whole_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<u64, D::Error> {
+    let n = f64::deserialize(deserializer)?;
+    // Up to 2^53: beyond, a double no longer holds every whole number.
+    if n.is_finite() && n >= 0.0 && n.fract() == 0.0 && n <= 9_007_199_254_740_991.0 {
+        Ok(n as u64)
+    } else {
+        Err(serde::de::Error::custom(format!("{n} is not a whole number >= 0")))
+    }
+}
+
 /// `snapshot`, `run-bg ps --json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SnapshotView {
     /// Milliseconds since the epoch.
+    #[serde(deserialize_with = "whole_number")]
     pub timestamp: u64,
     pub processes: Vec<ProcessInfoView>,
     /// Sum of the resident memory of every process in the snapshot, in MiB.
@@ -595,6 +609,20 @@ mod tests {
         for absent in ["exitCode", "signal", "endedAt", "notification", "peakRssMb"] {
             assert!(running.get(absent).is_none(), "{absent} is left out, not null: {running}");
         }
+    }
+
+    #[test]
+    fn a_snapshot_reads_back_what_it_wrote_even_with_its_times_as_floats() {
+        let json = r#"{"timestamp": 1795440671592.0, "totalMemoryMb": 3,
+            "processes": [{"pid": 7, "ppid": 1, "command": "sleep 1", "memoryMb": 1.5, "startTime": 1795440671000.0, "isMcp": false}]}"#;
+        let snapshot: SnapshotView = serde_json::from_str(json).unwrap();
+        assert_eq!((snapshot.timestamp, snapshot.processes[0].start_time), (1_795_440_671_592, 1_795_440_671_000));
+        let back: SnapshotView = serde_json::from_value(serde_json::to_value(&snapshot).unwrap()).unwrap();
+        assert_eq!(back.processes[0].start_time, 1_795_440_671_000);
+        assert!(serde_json::from_str::<ProcessInfoView>(
+            r#"{"pid": 7, "ppid": 1, "command": "x", "memoryMb": 1, "startTime": 1.5, "isMcp": false}"#
+        )
+        .is_err());
     }
 
     #[test]
