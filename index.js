@@ -843,3 +843,5 @@ module.exports.runYield = nativeBinding.runYield
 module.exports.snapshot = nativeBinding.snapshot
 module.exports.summary = nativeBinding.summary
 module.exports.waitJob = nativeBinding.waitJob
+module.exports.followLog = nativeBinding.followLog
+module.exports.LogLines = nativeBinding.LogLines

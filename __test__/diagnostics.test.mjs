@@ -204,6 +204,6 @@ test('check shows a running job\'s process count and memory, and the peak once i
   runBg(home, ['wait', jobId])
   const ended = checkJson(home, jobId)
   assert.ok(ended.peakRssMb > 90, `${ended.peakRssMb}`)
-  assert.equal(ended.processes, null)
+  assert.equal('processes' in ended, false)
   assert.match(runBg(home, ['check', jobId]).stdout, /success \(exit 0\) after .* · peak \d+(\.\d)? MiB/)
 })

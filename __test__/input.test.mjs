@@ -111,10 +111,11 @@ test('misspelt JS option names are refused with the list of accepted ones, by ev
   throwsWith(() => pm.listJobsText({ owners: 'a' }), /unknown option `owners` for listJobsText; accepted: status, owner, all$/)
   throwsWith(() => pm.summary({ ownr: 'a' }), /unknown option `ownr` for summary; accepted: owner$/)
   throwsWith(() => new pm.ResourceTracker({ threshold: 5 }), /unknown option `threshold` for ResourceTracker; accepted: enabled, memoryThresholdMb, mcpPatterns$/)
-  await rejectsWith(() => pm.runYield('true', { yieldMs: 10, lable: 'x' }), new RegExp(`unknown option \`lable\` for runYield; accepted: yieldMs, ${runNames}$`))
+  await rejectsWith(() => pm.runYield('true', { yieldMs: 10, lable: 'x' }), new RegExp(`unknown option \`lable\` for runYield; accepted: yieldMs, ${runNames}, signal$`))
   await rejectsWith(() => pm.killJob(id, { grace: 5 }), /unknown option `grace` for killJob; accepted: graceMs, force$/)
   await rejectsWith(() => pm.killAll({ graceMS: 5 }), /unknown option `graceMS` for killAll; accepted: owner, graceMs, force$/)
-  await rejectsWith(() => pm.waitJob(id, { timeout: 5 }), /unknown option `timeout` for waitJob; accepted: timeoutMs$/)
+  await rejectsWith(() => pm.waitJob(id, { timeout: 5 }), /unknown option `timeout` for waitJob; accepted: timeoutMs, signal$/)
+  throwsWith(() => pm.followLog(id, { line: 5 }), /unknown option `line` for followLog; accepted: lines, signal$/)
   await rejectsWith(() => pm.cleanupOrphans({ mod: 'kill' }), /unknown option `mod` for cleanupOrphans; accepted: mode, owner, force, graceMs$/)
   // A name with control characters is shown written out.
   throwsWith(() => pm.listJobs({ [PWNED]: 1 }), /unknown option `\\x1b\]0;pwned\\x07\\x1b\[2J` for listJobs/)

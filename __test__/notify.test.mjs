@@ -146,9 +146,9 @@ test('command hooks get the event JSON on stdin and RUN_BG_* variables; failures
     assert.equal(event.data.eventId, `${jobId}:failed`)
     assert.deepEqual(event.data.lastLines, ['hello'])
   }
-  assert.deepEqual(job.hooks.map((h) => [h.exitCode, h.error]), [[0, null], [1, 'exited 1']])
+  assert.deepEqual(job.hooks.map((h) => [h.exitCode, h.error]), [[0, undefined], [1, 'exited 1']])
   assert.equal(job.status, 'failed')
-  assert.equal(job.notification, null, 'notify.url null: no HTTP notification')
+  assert.equal(job.notification, undefined, 'notify.url null: no HTTP notification')
   assert.match(runBg(home, ['check', jobId]).stdout, /hook `cat > .*own\.json; exit 1` failed: exited 1/)
 
   const slow = startJob(home, ['true'], ['--on-exit', 'sleep 5'])
@@ -170,7 +170,7 @@ test('--no-notify sends nothing (its own --on-exit still runs); notify.url null 
     return j.hooks.length ? j : null
   }, { what: 'hook record' })
   assert.deepEqual(job.hooks.map((h) => h.command), [`touch ${marker}`], 'notify.command is skipped too')
-  assert.equal(job.notification, null)
+  assert.equal(job.notification, undefined)
   const loud = startJob(home, ['true'])
   runBg(home, ['wait', loud.jobId])
   await waitFor(() => listener.requests().length === 1, { what: 'the other job\'s request' })

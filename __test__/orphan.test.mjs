@@ -100,8 +100,8 @@ test('a job that ends on its own after its supervisor died reads as lost for tha
     return c.status !== 'orphaned' ? c : null
   }, { what: 'the orphan\'s end to be recorded' })
   assert.equal(ended.status, 'lost')
-  assert.equal(ended.exitCode, null)
-  assert.equal(ended.signal, null)
+  assert.equal(ended.exitCode, undefined)
+  assert.equal(ended.signal, undefined)
   assert.match(ended.error, /^its supervisor \(pid \d+\) died; the job ran on without it and ended; its exit status is unknown/)
   assert.doesNotMatch(ended.error, /could not start|no exit status was recorded/)
   await waitFor(() => checkJson(home, job.jobId).tail.at(-1) === 'bye', { what: 'its last line, written with no supervisor, in the log' })

@@ -12,7 +12,7 @@ mod warnings;
 
 use clap::{Args, Parser, Subcommand};
 use proc_manager_core::model::duration::parse_duration_ms;
-use proc_manager_core::model::protocol::{Errand, SUPERVISE};
+use proc_manager_core::model::protocol::HiddenMode;
 use proc_manager_core::model::text::visible;
 use proc_manager_core::verbs::ops::Context;
 use proc_manager_core::{Error, Result};
@@ -254,13 +254,16 @@ enum Sub {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some(SUPERVISE) {
-        warnings::init_background();
-        std::process::exit(cmd::supervise::run());
-    }
-    if let Some(errand) = Errand::parse(args.get(1..).unwrap_or_default()) {
-        warnings::init_background();
-        std::process::exit(cmd::run_errand(errand));
+    match HiddenMode::parse(args.get(1..).unwrap_or_default()) {
+        Some(HiddenMode::Supervise) => {
+            warnings::init_background();
+            std::process::exit(cmd::supervise::run())
+        }
+        Some(HiddenMode::Errand(errand)) => {
+            warnings::init_background();
+            std::process::exit(cmd::run_errand(errand))
+        }
+        None => {}
     }
     warnings::init();
     // As a command-line tool, end quietly when the reader goes away

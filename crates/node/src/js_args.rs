@@ -208,6 +208,29 @@ impl<'env> Options<'env> {
         Ok(Some(map))
     }
 
+    /// An `AbortSignal` (`signal`): an object with a boolean `aborted` and
+    /// an `addEventListener` method.
+    pub fn signal(&mut self, name: &'static str) -> Result<Option<Object<'env>>> {
+        let Some(value) = self.get(name)? else { return Ok(None) };
+        let refuse = || bad(format!("bad {name}: {}; give an AbortSignal (from an AbortController)", describe(&value)));
+        if kind_of(&value)? != ValueType::Object {
+            return Err(refuse());
+        }
+        let object = Object::from_unknown(value)?;
+        let aborted = object.get::<Unknown>("aborted")?;
+        let listen = object.get::<Unknown>("addEventListener")?;
+        let is = |v: Option<Unknown>, kind: ValueType| -> Result<bool> {
+            Ok(match v {
+                Some(v) => kind_of(&v)? == kind,
+                None => false,
+            })
+        };
+        if !is(aborted, ValueType::Boolean)? || !is(listen, ValueType::Function)? {
+            return Err(refuse());
+        }
+        Ok(Some(object))
+    }
+
     /// Any JSON data (`context`).
     pub fn json(&mut self, name: &'static str) -> Result<Option<serde_json::Value>> {
         let Some(value) = self.get(name)? else { return Ok(None) };

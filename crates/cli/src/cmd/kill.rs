@@ -3,6 +3,7 @@
 
 use crate::{parse_dur, print_json};
 use proc_manager_core::model::text::visible;
+use proc_manager_core::present::view::KillView;
 use proc_manager_core::verbs::ops::Context;
 use proc_manager_core::Result;
 
@@ -16,31 +17,29 @@ pub fn run(
     json: bool,
 ) -> Result<i32> {
     let grace = parse_dur("--grace", &grace)?;
-    let results: Vec<Result<_>> = if all {
-        context.kill_all(owner, grace, force)?.into_iter().map(|r| r.map_err(|(_, e)| e)).collect()
+    let results: Vec<std::result::Result<_, (String, _)>> = if all {
+        context.kill_all(owner, grace, force)?
     } else {
         for id in ids {
             proc_manager_core::model::ids::validate_job_id(id)?;
         }
-        ids.iter().map(|id| context.kill(id, grace, force)).collect()
+        ids.iter().map(|id| context.kill(id, grace, force).map_err(|e| (id.clone(), e))).collect()
     };
     let mut failed = false;
     let mut views = Vec::new();
     for result in results {
         match result {
             Ok(outcome) => {
+                let view = KillView::from(&outcome);
                 if !json {
-                    outln!("{}", visible(&outcome.message));
+                    outln!("{}", view.message);
                 }
-                views.push(serde_json::json!({
-                    "jobId": outcome.job.id, "status": outcome.job.status().as_str(),
-                    "signalled": outcome.signalled, "message": outcome.message,
-                }));
+                views.push(view);
             }
-            Err(e) => {
+            Err((job_id, e)) => {
                 failed = true;
                 eprintln!("run-bg: {}", visible(&e.to_string()));
-                views.push(serde_json::json!({ "error": e.to_string() }));
+                views.push(KillView::refused(&job_id, &e));
             }
         }
     }

@@ -1,7 +1,9 @@
 //! `run-bg logs <id>`: a job's output; `--follow` keeps printing until it ends.
 
 use crate::{print_json, reader_gone, stdout_failed};
+use proc_manager_core::present::view::LogsView;
 use proc_manager_core::store::logs;
+use proc_manager_core::verbs::cancel::Cancel;
 use proc_manager_core::verbs::ops::Context;
 use proc_manager_core::{Error, Result};
 use std::io::Write;
@@ -22,7 +24,7 @@ pub fn run(context: &Context, id: &str, lines: Option<usize>, all: bool, follow:
         if all && text.last().is_some_and(String::is_empty) {
             text.pop();
         }
-        print_json(&serde_json::json!({ "jobId": job.id, "lines": text }));
+        print_json(&LogsView { job_id: job.id, lines: text });
         return Ok(0);
     }
     let mut out = std::io::stdout().lock();
@@ -36,7 +38,7 @@ pub fn run(context: &Context, id: &str, lines: Option<usize>, all: bool, follow:
             follower
         };
         let _ = out.flush();
-        context.follow_log(&job, &mut follower, &mut StdoutSink(&mut out))?;
+        context.follow_log(&job, &mut follower, &mut StdoutSink(&mut out), &Cancel::never())?;
     } else if all {
         logs::copy_all(&log, &mut out)
             .map_err(|e| if reader_gone(&e) { stdout_failed(e) } else { Error::io("read log", &log, e) })?;

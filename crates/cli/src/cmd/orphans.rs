@@ -4,8 +4,8 @@
 use crate::{parse_dur, print_json};
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::format::shorten;
-use proc_manager_core::present::view::JobView;
-use proc_manager_core::verbs::ops::{Context, OrphanOptions, OrphanProcess};
+use proc_manager_core::present::view::OrphanReportView;
+use proc_manager_core::verbs::ops::{Context, OrphanOptions};
 use proc_manager_core::Result;
 
 pub fn run(
@@ -18,23 +18,8 @@ pub fn run(
 ) -> Result<i32> {
     let grace = parse_dur("--grace", &grace)?;
     let report = context.orphans(&OrphanOptions { kill, force, owner, grace })?;
-    let orphan_view = |o: &OrphanProcess| {
-        serde_json::json!({
-            "jobId": o.job_id, "jobStatus": o.job_status.as_str(),
-            "pid": o.process.identity.pid, "command": o.process.command,
-        })
-    };
     if json {
-        print_json(&serde_json::json!({
-            "orphanedJobs": report.orphaned_jobs.iter().map(JobView::from).collect::<Vec<_>>(),
-            "processes": report.found.iter().map(orphan_view).collect::<Vec<_>>(),
-            "killed": report.killed.iter().map(orphan_view).collect::<Vec<_>>(),
-            "failed": report.failed.iter().map(|(o, why)| {
-                let mut v = orphan_view(o);
-                v["reason"] = serde_json::Value::String(why.clone());
-                v
-            }).collect::<Vec<_>>(),
-        }));
+        print_json(&OrphanReportView::from(&report));
     } else {
         if report.found.is_empty() && report.orphaned_jobs.is_empty() {
             outln!("no orphans: no process of an ended job is running");

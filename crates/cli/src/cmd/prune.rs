@@ -1,6 +1,7 @@
 //! `run-bg prune [--older-than <dur>]`: forgets finished jobs, deletes their logs.
 
 use crate::{parse_dur, print_json};
+use proc_manager_core::present::view::PruneView;
 use proc_manager_core::verbs::ops::Context;
 use proc_manager_core::Result;
 
@@ -8,7 +9,7 @@ pub fn run(context: &Context, older_than: Option<String>, json: bool) -> Result<
     let older_than = parse_dur("--older-than", &older_than)?;
     let removed = context.prune(older_than)?;
     if json {
-        print_json(&serde_json::json!({ "removed": removed }));
+        print_json(&PruneView { removed });
     } else {
         outln!("removed {} finished job(s)", removed.len());
     }

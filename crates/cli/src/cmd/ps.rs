@@ -2,6 +2,7 @@
 
 use crate::print_json;
 use proc_manager_core::present::format::shorten;
+use proc_manager_core::present::view::SnapshotView;
 use proc_manager_core::verbs::ops::Context;
 use proc_manager_core::verbs::procs;
 use proc_manager_core::Result;
@@ -10,14 +11,7 @@ pub fn run(context: &Context, mcp: bool, json: bool) -> Result<i32> {
     let snap = procs::snapshot(&context.config.diagnostics.resource_tracking.mcp_patterns);
     let shown: Vec<&procs::ProcessInfo> = snap.processes.iter().filter(|p| !mcp || p.is_mcp).collect();
     if json {
-        print_json(&serde_json::json!({
-            "timestamp": snap.timestamp,
-            "totalMemoryMb": snap.total_memory_mb,
-            "processes": shown.iter().map(|p| serde_json::json!({
-                "pid": p.pid, "ppid": p.ppid, "command": p.command,
-                "memoryMb": p.memory_mb, "startTime": p.start_time, "isMcp": p.is_mcp,
-            })).collect::<Vec<_>>(),
-        }));
+        print_json(&SnapshotView::new(&snap, |p| !mcp || p.is_mcp));
     } else {
         outln!("{:>7} {:>7} {:>8}  COMMAND", "PID", "PPID", "RSS MiB");
         for p in &shown {

@@ -2,17 +2,14 @@
 
 use crate::print_json;
 use proc_manager_core::present::format;
-use proc_manager_core::present::view::JobView;
+use proc_manager_core::present::view::ReconcileView;
 use proc_manager_core::verbs::ops::Context;
 use proc_manager_core::Result;
 
 pub fn run(context: &Context, json: bool) -> Result<i32> {
     let (orphaned, lost) = context.reconcile()?;
     if json {
-        print_json(&serde_json::json!({
-            "orphaned": orphaned.iter().map(JobView::from).collect::<Vec<_>>(),
-            "lost": lost.iter().map(JobView::from).collect::<Vec<_>>(),
-        }));
+        print_json(&ReconcileView::new(&orphaned, &lost));
     } else {
         outln!("{} orphaned, {} lost", orphaned.len(), lost.len());
         for job in orphaned.iter().chain(&lost) {

@@ -4,7 +4,9 @@
 use crate::{load_context, parse_dur, print_json, StartCli};
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::format;
-use proc_manager_core::present::view::shell_exit_code;
+use proc_manager_core::present::view::{shell_exit_code, StartFailedView, StartView};
+use proc_manager_core::verbs::cancel::Cancel;
+use proc_manager_core::verbs::yielding::Yielded;
 use proc_manager_core::verbs::spawn::{parse_env_assignment, start_job, StartRequest};
 use proc_manager_core::{Error, Result};
 
@@ -34,7 +36,7 @@ pub fn run(cli: StartCli) -> Result<i32> {
         Ok(started) => started,
         Err(Error::StartFailed { job_id, message }) => {
             if cli.json {
-                print_json(&serde_json::json!({ "jobId": job_id, "status": "failed", "error": message }));
+                print_json(&StartFailedView::new(&job_id, &message));
             }
             eprintln!("run-bg: {} (recorded as failed job {job_id})", visible(&message));
             return Ok(1);
@@ -43,16 +45,13 @@ pub fn run(cli: StartCli) -> Result<i32> {
     };
 
     if let Some(yield_for) = yield_for {
-        if let Some(check) = context.yield_to(&started.job_id, yield_for)? {
+        if let Yielded::Ended(check) = context.yield_to(&started.job_id, yield_for, &Cancel::never())? {
             super::check::print(&check, cli.json);
             return Ok(shell_exit_code(&check.job));
         }
     }
     if cli.json {
-        print_json(&serde_json::json!({
-            "jobId": started.job_id, "pid": started.pid, "logPath": started.log_path,
-            "label": started.label, "status": "running",
-        }));
+        print_json(&StartView::from(&started));
     } else {
         outln!("{}", format::ack_line(&started.job_id, started.pid, &started.command));
     }

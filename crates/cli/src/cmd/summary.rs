@@ -1,13 +1,14 @@
 //! `run-bg summary`: a few lines for an agent's context preamble.
 
 use crate::print_json;
+use proc_manager_core::present::view::SummaryView;
 use proc_manager_core::verbs::ops::Context;
 use proc_manager_core::Result;
 
 pub fn run(context: &Context, owner: Option<&str>, json: bool) -> Result<i32> {
     let lines = context.summary(owner)?;
     if json {
-        print_json(&serde_json::json!({ "lines": lines }));
+        print_json(&SummaryView { lines });
     } else {
         for line in &lines {
             outln!("{line}");

@@ -3,18 +3,16 @@
 
 use crate::{parse_dur, print_json};
 use proc_manager_core::present::format;
-use proc_manager_core::present::view::{wait_exit_code, JobView};
+use proc_manager_core::present::view::WaitView;
 use proc_manager_core::verbs::ops::Context;
 use proc_manager_core::Result;
 
 pub fn run(context: &Context, ids: &[String], timeout: Option<String>, json: bool) -> Result<i32> {
     let timeout = parse_dur("--timeout", &timeout)?;
     let outcome = context.wait(ids, timeout)?;
+    let view = WaitView::from(&outcome);
     if json {
-        print_json(&serde_json::json!({
-            "timedOut": outcome.timed_out,
-            "jobs": outcome.jobs.iter().map(JobView::from).collect::<Vec<_>>(),
-        }));
+        print_json(&view);
     } else {
         for job in &outcome.jobs {
             outln!("{}", format::header(job, ""));
@@ -26,5 +24,5 @@ pub fn run(context: &Context, ids: &[String], timeout: Option<String>, json: boo
     if outcome.timed_out && !json {
         eprintln!("run-bg: wait timed out; the job is still running");
     }
-    Ok(wait_exit_code(&outcome))
+    Ok(view.shell_exit_code)
 }

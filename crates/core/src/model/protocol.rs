@@ -93,6 +93,24 @@ impl Errand {
     }
 }
 
+/// What the core may start the `run-bg` binary as, read from its arguments
+/// (without the program name): a job's supervisor, or an errand. `None`:
+/// an ordinary command line, for the CLI to parse.
+#[derive(Debug)]
+pub enum HiddenMode {
+    Supervise,
+    Errand(crate::Result<Errand>),
+}
+
+impl HiddenMode {
+    pub fn parse(args: &[String]) -> Option<HiddenMode> {
+        if args.first().map(String::as_str) == Some(SUPERVISE) {
+            return Some(HiddenMode::Supervise);
+        }
+        Errand::parse(args).map(HiddenMode::Errand)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +135,16 @@ mod tests {
             ["__announce", "x-1", "lost"]
         );
         assert_eq!(Errand::Watch { job_id: "x-1".into() }.args(), ["__watch", "x-1"]);
+    }
+
+    #[test]
+    fn the_supervisor_and_errands_are_hidden_modes_and_nothing_else_is() {
+        assert!(matches!(HiddenMode::parse(&words(&["__supervise"])), Some(HiddenMode::Supervise)));
+        assert!(matches!(HiddenMode::parse(&words(&["__deliver"])), Some(HiddenMode::Errand(Ok(Errand::Deliver)))));
+        assert!(matches!(HiddenMode::parse(&words(&["__watch"])), Some(HiddenMode::Errand(Err(_)))));
+        for args in [&[][..], &["list"], &["--", "__supervise"]] {
+            assert!(HiddenMode::parse(&words(args)).is_none(), "{args:?}");
+        }
     }
 
     #[test]

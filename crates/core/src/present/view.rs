@@ -1,35 +1,54 @@
-//! The public shape of a job (camelCase, as SPEC.md names the fields), shared
-//! by the CLI's `--json` output and the JS API.
+//! Every public shape the faces return, defined once: the CLI prints these
+//! with serde_json (`--json`) and the napi addon hands the same serialization
+//! to JS, so the two cannot drift. Field names are camelCase, as SPEC.md and
+//! the JS API name them. A field that has no value is left out (not `null`),
+//! as the JS API has always done: `undefined` in JS, absent in JSON.
 
 use crate::model::job::{Job, JobStatus};
 use crate::os::procinfo::ProcessEntry;
-use crate::verbs::ops::WaitOutcome;
+use crate::verbs::ops::{CheckResult, KillOutcome, OrphanProcess, OrphanReport, WaitOutcome};
+use crate::verbs::procs;
+use crate::verbs::spawn::Started;
 use crate::now_ms;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+/// A job as recorded, with its status verified against the OS (`listJobs`,
+/// `run-bg list --json`; the head of every other job shape).
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct JobView {
     pub job_id: String,
     pub label: String,
     pub command: String,
+    /// running | success | failed | killed | timeout | orphaned | lost
     pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// Milliseconds since the epoch.
     pub started_at: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<u64>,
     pub duration_ms: u64,
     pub log_path: String,
     pub cwd: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<serde_json::Value>,
+    /// Why the job could not start, or what went wrong around it.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The announcement of the job's end: `eventId`, `state` (pending,
     /// delivered, failed), `attempts`, `lastError`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub notification: Option<NotificationView>,
     pub hooks: Vec<HookView>,
     /// Peak RSS of the job's largest process, once it has ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_rss_mb: Option<f64>,
 }
 
@@ -39,7 +58,9 @@ pub struct NotificationView {
     pub event_id: String,
     pub state: String,
     pub attempts: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub delivered_at: Option<u64>,
 }
 
@@ -47,7 +68,9 @@ pub struct NotificationView {
 #[serde(rename_all = "camelCase")]
 pub struct HookView {
     pub command: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub duration_ms: u64,
 }
@@ -96,23 +119,41 @@ pub fn kb_to_mb(kb: u64) -> f64 {
     (kb as f64 / 1024.0 * 10.0).round() / 10.0
 }
 
+/// `checkJob`, `run-bg check --json`: the job plus the last lines of its output.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckView {
     #[serde(flatten)]
     pub job: JobView,
+    /// Last lines of output, oldest first.
     pub tail: Vec<String>,
     /// Processes still running although the main process ended.
     pub lingering: Vec<ProcessView>,
     /// How many of the job's processes run now, and their resident memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub processes: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub rss_mb: Option<f64>,
 }
 
+impl From<&CheckResult> for CheckView {
+    fn from(check: &CheckResult) -> CheckView {
+        CheckView {
+            job: JobView::from(&check.job),
+            tail: check.tail.clone(),
+            lingering: check.lingering.iter().map(ProcessView::from).collect(),
+            processes: check.usage.map(|u| u.processes),
+            rss_mb: check.usage.map(|u| kb_to_mb(u.rss_kb)),
+        }
+    }
+}
+
+/// One of a job's processes.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessView {
     pub pid: u32,
+    /// argv joined with spaces.
     pub command: String,
 }
 
@@ -120,6 +161,342 @@ impl From<&ProcessEntry> for ProcessView {
     fn from(entry: &ProcessEntry) -> ProcessView {
         ProcessView { pid: entry.identity.pid, command: entry.command.clone() }
     }
+}
+
+/// `runBackground`, `run-bg --json`: the job just started.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartView {
+    pub job_id: String,
+    pub pid: u32,
+    pub log_path: String,
+    pub label: String,
+    /// Always `running`: the call returns once the main process runs.
+    pub status: String,
+}
+
+impl From<&Started> for StartView {
+    fn from(started: &Started) -> StartView {
+        StartView {
+            job_id: started.job_id.clone(),
+            pid: started.pid,
+            log_path: started.log_path.clone(),
+            label: started.label.clone(),
+            status: JobStatus::Running.as_str().to_string(),
+        }
+    }
+}
+
+/// `run-bg --json` for a job that could not start (the JS API throws instead).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartFailedView {
+    pub job_id: String,
+    pub status: String,
+    pub error: String,
+}
+
+impl StartFailedView {
+    pub fn new(job_id: &str, error: &str) -> StartFailedView {
+        StartFailedView { job_id: job_id.to_string(), status: JobStatus::Failed.as_str().to_string(), error: error.to_string() }
+    }
+}
+
+/// `runYield`: whether the job ended within the time given, and if so its check.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct YieldView {
+    pub job_id: String,
+    /// True when the job ended in time; then `check` holds its outcome.
+    pub done: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check: Option<CheckView>,
+}
+
+/// `waitJob`, and each job of `run-bg wait --json`: the job and how the wait ended.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobResultView {
+    #[serde(flatten)]
+    pub job: JobView,
+    /// The wait's time limit passed while this job still ran.
+    pub timed_out: bool,
+    /// The exit status a shell would report (`shell_exit_code`), 124 when
+    /// the wait's time limit passed first.
+    pub shell_exit_code: i32,
+}
+
+/// `run-bg wait --json`: every job waited for, and the status `wait` exits with.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitView {
+    pub timed_out: bool,
+    pub shell_exit_code: i32,
+    pub jobs: Vec<JobResultView>,
+}
+
+impl From<&WaitOutcome> for WaitView {
+    fn from(outcome: &WaitOutcome) -> WaitView {
+        let jobs = outcome
+            .jobs
+            .iter()
+            .map(|job| {
+                // Each job as if waited for alone: the same rule as the whole wait's.
+                let alone = WaitOutcome { jobs: vec![job.clone()], timed_out: outcome.timed_out && !job.status().is_final() };
+                JobResultView { job: JobView::from(job), timed_out: alone.timed_out, shell_exit_code: wait_exit_code(&alone) }
+            })
+            .collect();
+        WaitView { timed_out: outcome.timed_out, shell_exit_code: wait_exit_code(outcome), jobs }
+    }
+}
+
+/// `killJob`, each entry of `killAll` and of `run-bg kill --json`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KillView {
+    pub job_id: String,
+    pub status: String,
+    /// Whether a signal was sent (false when the job had already ended).
+    pub signalled: bool,
+    /// What happened, to show: control characters of user text written out.
+    pub message: String,
+    /// Why this job could not be killed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl From<&KillOutcome> for KillView {
+    fn from(outcome: &KillOutcome) -> KillView {
+        KillView {
+            job_id: outcome.job.id.clone(),
+            status: outcome.job.status().as_str().to_string(),
+            signalled: outcome.signalled,
+            message: crate::model::text::visible(&outcome.message).into_owned(),
+            error: None,
+        }
+    }
+}
+
+impl KillView {
+    /// A kill that could not be done (an unknown job, a signal refused).
+    pub fn refused(job_id: &str, error: &crate::Error) -> KillView {
+        let said = crate::model::text::visible(&error.to_string()).into_owned();
+        KillView {
+            job_id: job_id.to_string(),
+            status: "unknown".to_string(),
+            signalled: false,
+            message: said.clone(),
+            error: Some(said),
+        }
+    }
+}
+
+/// `reconcile`, `run-bg reconcile --json`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReconcileView {
+    pub orphaned: Vec<JobView>,
+    pub lost: Vec<JobView>,
+}
+
+impl ReconcileView {
+    pub fn new(orphaned: &[Job], lost: &[Job]) -> ReconcileView {
+        ReconcileView { orphaned: orphaned.iter().map(JobView::from).collect(), lost: lost.iter().map(JobView::from).collect() }
+    }
+}
+
+/// A process left behind by an ended (or orphaned) job.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OrphanView {
+    pub job_id: String,
+    pub job_status: String,
+    pub pid: u32,
+    pub command: String,
+    /// Why it could not be killed (in `failed` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl OrphanView {
+    fn new(orphan: &OrphanProcess, reason: Option<&String>) -> OrphanView {
+        OrphanView {
+            job_id: orphan.job_id.clone(),
+            job_status: orphan.job_status.as_str().to_string(),
+            pid: orphan.process.identity.pid,
+            command: orphan.process.command.clone(),
+            reason: reason.cloned(),
+        }
+    }
+}
+
+/// `cleanupOrphans`, `run-bg orphans --json`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OrphanReportView {
+    /// Jobs whose supervisor is gone while their processes run.
+    pub orphaned_jobs: Vec<JobView>,
+    /// Every process found that belongs to an ended or orphaned job.
+    pub processes: Vec<OrphanView>,
+    /// With kill: the processes removed.
+    pub killed: Vec<OrphanView>,
+    /// With kill: the processes that could not be removed, with `reason`.
+    pub failed: Vec<OrphanView>,
+}
+
+impl From<&OrphanReport> for OrphanReportView {
+    fn from(report: &OrphanReport) -> OrphanReportView {
+        OrphanReportView {
+            orphaned_jobs: report.orphaned_jobs.iter().map(JobView::from).collect(),
+            processes: report.found.iter().map(|o| OrphanView::new(o, None)).collect(),
+            killed: report.killed.iter().map(|o| OrphanView::new(o, None)).collect(),
+            failed: report.failed.iter().map(|(o, why)| OrphanView::new(o, Some(why))).collect(),
+        }
+    }
+}
+
+/// A process in a snapshot (`snapshot`, `run-bg ps --json`); also what
+/// `detectOrphans` reads back.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessInfoView {
+    pub pid: u32,
+    pub ppid: u32,
+    /// Full argv joined with spaces (`[name]` for kernel threads).
+    pub command: String,
+    /// Resident set size in MiB.
+    pub memory_mb: f64,
+    /// Start time, milliseconds since the epoch: with the pid it identifies the process.
+    #[serde(deserialize_with = "whole_number")]
+    pub start_time: u64,
+    /// The command matches one of `diagnostics.resource_tracking.mcp_patterns`.
+    pub is_mcp: bool,
+}
+
+impl From<&procs::ProcessInfo> for ProcessInfoView {
+    fn from(p: &procs::ProcessInfo) -> ProcessInfoView {
+        ProcessInfoView {
+            pid: p.pid,
+            ppid: p.ppid,
+            command: p.command.clone(),
+            memory_mb: p.memory_mb,
+            start_time: p.start_time,
+            is_mcp: p.is_mcp,
+        }
+    }
+}
+
+impl From<&ProcessInfoView> for procs::ProcessInfo {
+    fn from(p: &ProcessInfoView) -> procs::ProcessInfo {
+        procs::ProcessInfo {
+            pid: p.pid,
+            ppid: p.ppid,
+            command: p.command.clone(),
+            memory_mb: p.memory_mb,
+            start_time: p.start_time,
+            is_mcp: p.is_mcp,
+        }
+    }
+}
+
+/// A whole number read back from JS, where every number is a double (a
+/// millisecond time is past what a u32 holds, so it arrives as a float).
+fn whole_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<u64, D::Error> {
+    let n = f64::deserialize(deserializer)?;
+    // Up to 2^53: beyond, a double no longer holds every whole number.
+    if n.is_finite() && n >= 0.0 && n.fract() == 0.0 && n <= 9_007_199_254_740_991.0 {
+        Ok(n as u64)
+    } else {
+        Err(serde::de::Error::custom(format!("{n} is not a whole number >= 0")))
+    }
+}
+
+/// `snapshot`, `run-bg ps --json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotView {
+    /// Milliseconds since the epoch.
+    #[serde(deserialize_with = "whole_number")]
+    pub timestamp: u64,
+    pub processes: Vec<ProcessInfoView>,
+    /// Sum of the resident memory of every process in the snapshot, in MiB.
+    pub total_memory_mb: f64,
+}
+
+impl SnapshotView {
+    /// The snapshot with only the processes `shown` lets through (`ps --mcp`);
+    /// the total stays that of every process.
+    pub fn new(snapshot: &procs::Snapshot, shown: impl Fn(&procs::ProcessInfo) -> bool) -> SnapshotView {
+        SnapshotView {
+            timestamp: snapshot.timestamp,
+            processes: snapshot.processes.iter().filter(|p| shown(p)).map(ProcessInfoView::from).collect(),
+            total_memory_mb: snapshot.total_memory_mb,
+        }
+    }
+}
+
+/// `ResourceTracker.snapshotAfter`: what a phase left behind.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PhaseView {
+    pub label: String,
+    /// Processes the phase left behind, MCP ones first.
+    pub orphans: Vec<ProcessInfoView>,
+    /// `cookie`, `parent`, or `disabled`.
+    pub rule: String,
+    pub memory_before_mb: f64,
+    pub memory_after_mb: f64,
+    pub memory_delta_mb: f64,
+    /// The warnings also logged.
+    pub warnings: Vec<String>,
+}
+
+impl PhaseView {
+    /// `report` of the phase `label`; `None`: the tracker is disabled.
+    pub fn new(label: &str, report: Option<&procs::PhaseReport>) -> PhaseView {
+        match report {
+            Some(r) => PhaseView {
+                label: r.label.clone(),
+                orphans: r.orphans.iter().map(ProcessInfoView::from).collect(),
+                rule: r.rule.as_str().to_string(),
+                memory_before_mb: r.memory_before_mb,
+                memory_after_mb: r.memory_after_mb,
+                memory_delta_mb: r.memory_delta_mb,
+                warnings: r.warnings.clone(),
+            },
+            None => PhaseView {
+                label: label.to_string(),
+                orphans: Vec::new(),
+                rule: "disabled".to_string(),
+                memory_before_mb: 0.0,
+                memory_after_mb: 0.0,
+                memory_delta_mb: 0.0,
+                warnings: Vec::new(),
+            },
+        }
+    }
+}
+
+/// `run-bg prune --json` (`pruneJobs` returns the ids alone).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PruneView {
+    pub removed: Vec<String>,
+}
+
+/// `run-bg summary --json` (`summary` returns the lines joined).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SummaryView {
+    pub lines: Vec<String>,
+}
+
+/// `run-bg logs --json`: a job's output lines (lossy UTF-8).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogsView {
+    pub job_id: String,
+    pub lines: Vec<String>,
 }
 
 /// The exit status to hand on for a job: its own exit code, 128 + signal for
@@ -195,24 +572,62 @@ mod tests {
     }
 
     #[test]
-    fn a_job_view_has_the_fields_spec_names_in_camel_case() {
+    fn a_job_view_has_the_fields_spec_names_in_camel_case_and_leaves_out_what_it_lacks() {
         let mut job = ended(JobStatus::Failed, Some(3), None);
         job.peak_rss_kb = Some(2048);
+        job.owner = Some("agent-1".into());
+        job.context = Some(serde_json::json!({ "ticket": null }));
+        job.note = Some("boom".into());
         let value = serde_json::to_value(JobView::from(&job)).unwrap();
-        let mut keys: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
-        keys.sort_unstable();
+        let keys = |value: &serde_json::Value| {
+            let mut keys: Vec<String> = value.as_object().unwrap().keys().cloned().collect();
+            keys.sort_unstable();
+            keys
+        };
         assert_eq!(
-            keys,
+            keys(&value),
             [
                 "command", "context", "cwd", "durationMs", "endedAt", "error", "exitCode", "hooks", "jobId", "label",
-                "logPath", "notification", "owner", "peakRssMb", "pid", "signal", "startedAt", "status"
+                "logPath", "owner", "peakRssMb", "pid", "startedAt", "status"
             ]
         );
         assert_eq!(value["status"], "failed");
         assert_eq!(value["exitCode"], 3);
         assert_eq!(value["pid"], 4242);
         assert_eq!(value["peakRssMb"], 2.0);
+        assert_eq!(value["context"], serde_json::json!({ "ticket": null }), "JSON data keeps its nulls");
         assert_eq!(value["durationMs"], 2 * 3_600_000 + 13 * 60_000);
+
+        let running = serde_json::to_value(JobView::from(&sample_job(JobStatus::Running))).unwrap();
+        for absent in ["exitCode", "signal", "endedAt", "notification", "peakRssMb"] {
+            assert!(running.get(absent).is_none(), "{absent} is left out, not null: {running}");
+        }
+    }
+
+    #[test]
+    fn a_snapshot_reads_back_what_it_wrote_even_with_its_times_as_floats() {
+        let json = r#"{"timestamp": 1795440671592.0, "totalMemoryMb": 3,
+            "processes": [{"pid": 7, "ppid": 1, "command": "sleep 1", "memoryMb": 1.5, "startTime": 1795440671000.0, "isMcp": false}]}"#;
+        let snapshot: SnapshotView = serde_json::from_str(json).unwrap();
+        assert_eq!((snapshot.timestamp, snapshot.processes[0].start_time), (1_795_440_671_592, 1_795_440_671_000));
+        let back: SnapshotView = serde_json::from_value(serde_json::to_value(&snapshot).unwrap()).unwrap();
+        assert_eq!(back.processes[0].start_time, 1_795_440_671_000);
+        assert!(serde_json::from_str::<ProcessInfoView>(
+            r#"{"pid": 7, "ppid": 1, "command": "x", "memoryMb": 1, "startTime": 1.5, "isMcp": false}"#
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn each_job_of_a_wait_says_whether_the_wait_gave_up_on_it() {
+        let running = sample_job(JobStatus::Running);
+        let done = ended(JobStatus::Failed, Some(3), None);
+        let view = WaitView::from(&WaitOutcome { jobs: vec![done, running], timed_out: true });
+        assert_eq!((view.timed_out, view.shell_exit_code), (true, 124));
+        let each: Vec<(bool, i32)> = view.jobs.iter().map(|j| (j.timed_out, j.shell_exit_code)).collect();
+        assert_eq!(each, [(false, 3), (true, 124)]);
+        let value = serde_json::to_value(&view.jobs[0]).unwrap();
+        assert_eq!((value["jobId"].as_str(), value["timedOut"].as_bool()), (Some("build-3f2a1c"), Some(false)), "{value}");
     }
 
     #[test]

@@ -1,25 +1,55 @@
 //! Following a job's log: new output as it is written, through rotations,
-//! until the job has ended and nothing can write to its log any more.
+//! until the job has ended and nothing can write to its log any more, or
+//! until the follower is cancelled.
 
 use crate::model::job::Job;
 use crate::store::logs::LogFollower;
+use crate::verbs::cancel::Cancel;
 use crate::verbs::ops::Context;
-use crate::Result;
+use crate::{Error, Result};
 use std::io::Write;
 use std::time::Duration;
 
 /// How often the log and the job's state are looked at while nothing new comes.
 const FOLLOW_POLL: Duration = Duration::from_millis(100);
 
+/// How a follow ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Followed {
+    /// The job ended and everything it wrote has been passed on.
+    Ended,
+    /// `cancel` was thrown; the job may still run.
+    Cancelled,
+}
+
 impl Context {
     /// Streams `job`'s new output into `sink` from where `follower` stands,
     /// until the job has ended and its supervisor, the log's only writer, is
-    /// gone (so that its last lines are not missed).
-    pub fn follow_log(&self, job: &Job, follower: &mut LogFollower, sink: &mut dyn Write) -> Result<()> {
-        follower.follow(sink, FOLLOW_POLL, || {
+    /// gone (so that its last lines are not missed), or until `cancel` is
+    /// thrown (noticed at once while waiting for output, and between reads).
+    pub fn follow_log(&self, job: &Job, follower: &mut LogFollower, sink: &mut dyn Write, cancel: &Cancel) -> Result<Followed> {
+        let log = job.log_path.clone();
+        let read_new = |follower: &mut LogFollower, sink: &mut dyn Write| {
+            follower.read_new(sink).map_err(|e| Error::io("copy the output of", &log, e))
+        };
+        loop {
+            if cancel.is_cancelled() {
+                return Ok(Followed::Cancelled);
+            }
+            if read_new(follower, sink)? > 0 {
+                continue;
+            }
             let current = self.registry().get(&job.id)?;
-            let supervised = crate::os::tree::live_supervisor(&current).is_some();
-            Ok(current.status().is_final() && !supervised)
-        })
+            if current.status().is_final() && crate::os::tree::live_supervisor(&current).is_none() {
+                // Asked before a read, never after one: what the writer wrote
+                // between that read and the question would be left unread.
+                // The writer is gone now, so this read takes all it wrote.
+                read_new(follower, sink)?;
+                return Ok(Followed::Ended);
+            }
+            if cancel.pause(FOLLOW_POLL) {
+                return Ok(Followed::Cancelled);
+            }
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! What the faces ask for: start, check, wait, kill, reconcile, orphans, prune, summary, and process snapshots.
 
+pub mod cancel;
 pub mod follow;
 pub mod ops;
 pub mod procs;

@@ -406,6 +406,17 @@ impl Context {
     /// Blocks until every job in `ids` has ended, or `timeout` passes.
     /// Returns the jobs as last seen; `timed_out` says whether any still runs.
     pub fn wait(&self, ids: &[String], timeout: Option<Duration>) -> Result<WaitOutcome> {
+        let outcome = self.wait_or_cancel(ids, timeout, &crate::verbs::cancel::Cancel::never())?;
+        Ok(outcome.expect("a wait that cannot be cancelled ends with an outcome"))
+    }
+
+    /// `wait`, stopped at once when `cancel` is thrown: then `None`.
+    pub fn wait_or_cancel(
+        &self,
+        ids: &[String],
+        timeout: Option<Duration>,
+        cancel: &crate::verbs::cancel::Cancel,
+    ) -> Result<Option<WaitOutcome>> {
         for id in ids {
             validate_job_id(id)?;
         }
@@ -427,16 +438,18 @@ impl Context {
             }
             if jobs.iter().all(|j| j.status().is_final()) {
                 let jobs = jobs.into_iter().map(|j| self.mark_seen(j)).collect::<Result<_>>()?;
-                return Ok(WaitOutcome { jobs, timed_out: false });
+                return Ok(Some(WaitOutcome { jobs, timed_out: false }));
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(WaitOutcome { jobs, timed_out: true });
+                return Ok(Some(WaitOutcome { jobs, timed_out: true }));
             }
             let mut sleep = pause;
             if let Some(d) = deadline {
                 sleep = sleep.min(d.saturating_duration_since(Instant::now()));
             }
-            std::thread::sleep(sleep);
+            if cancel.pause(sleep) {
+                return Ok(None);
+            }
             // The end of a short job is noticed within tens of ms; a long wait
             // looks less often, so hours of waiting do not cost a core.
             let cap = match started.elapsed().as_secs() {

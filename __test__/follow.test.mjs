@@ -1,0 +1,125 @@
+// followLog (an async iterator over a job's output, across rotations) and
+// the `signal` option of waitJob and runYield: stopping ends the native
+// thread at once, checked by the threads this process has.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import path from 'node:path'
+import { pm, makeHome, waitFor } from './helpers.mjs'
+
+function useHome(t, config) {
+  const fixture = makeHome(t, config)
+  process.env.PROC_MANAGER_HOME = fixture.home
+  return fixture
+}
+
+/** This process's threads by name (`comm` is cut to 15 characters). */
+function threads() {
+  return fs.readdirSync('/proc/self/task').map((tid) => {
+    try {
+      return fs.readFileSync(`/proc/self/task/${tid}/comm`, 'utf8').trim()
+    } catch {
+      return '' // ended while we looked
+    }
+  })
+}
+const ours = () => threads().filter((name) => name.startsWith('proc-manager-')).length
+
+/** The addon's worker threads are gone and the task count is back to `before`. */
+async function threadsBackTo(before, what) {
+  await waitFor(() => ours() === 0 && threads().length <= before, { timeout: 10_000, what: `${what}: its thread to end` })
+}
+
+const isAbort = (e) => e.name === 'AbortError' && e.code === 'ABORT_ERR'
+
+test('followLog gives every line of a job writing across many log rotations, in order, and ends with the job', async (t) => {
+  const { home } = useHome(t, { logs: { max_bytes: 4096, keep: 100 } })
+  const job = pm.runBackground(
+    'sleep 0.2; i=1; while [ $i -le 3000 ]; do printf "line %05d %s\\n" $i xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; ' +
+      'if [ $((i % 100)) -eq 0 ]; then sleep 0.01; fi; i=$((i+1)); done',
+  )
+  const lines = []
+  for await (const line of pm.followLog(job.jobId)) lines.push(line)
+  assert.equal(lines.length, 3000)
+  lines.forEach((line, i) => assert.equal(line.slice(0, 10), `line ${String(i + 1).padStart(5, '0')}`))
+  const rotated = fs.readdirSync(path.join(home, 'jobs', job.jobId)).filter((f) => /^output\.log\.\d+$/.test(f))
+  assert.ok(rotated.length >= 20, `the log rotated while followed (${rotated.length} rotated files)`)
+  assert.equal(pm.checkJob(job.jobId).status, 'success')
+  await threadsBackTo(Infinity, 'an ended follow')
+})
+
+test('followLog with lines starts with the last lines; a last line without newline is still given', async (t) => {
+  useHome(t)
+  const job = pm.runBackground('seq 1 50; printf tail')
+  await pm.waitJob(job.jobId)
+  const lines = []
+  for await (const line of pm.followLog(job.jobId, { lines: 3 })) lines.push(line)
+  assert.deepEqual(lines, ['49', '50', 'tail'])
+})
+
+test('break out of followLog on a job that never ends: the native thread ends at once', async (t) => {
+  useHome(t)
+  const before = threads().length
+  const job = pm.runBackground('i=0; while true; do i=$((i+1)); echo "tick $i"; sleep 0.01; done')
+  const seen = []
+  for await (const line of pm.followLog(job.jobId)) {
+    seen.push(line)
+    if (seen.length === 5) break
+  }
+  assert.deepEqual(seen, ['tick 1', 'tick 2', 'tick 3', 'tick 4', 'tick 5'])
+  await threadsBackTo(before, 'followLog after break')
+  assert.equal(pm.checkJob(job.jobId).status, 'running', 'stopping the follow leaves the job running')
+})
+
+test('an aborted signal rejects followLog\'s pending next() with an AbortError and ends its thread', async (t) => {
+  useHome(t)
+  const before = threads().length
+  const job = pm.runBackground('sleep 300')
+  const controller = new AbortController()
+  const lines = pm.followLog(job.jobId, { signal: controller.signal })
+  const pending = lines.next()
+  await waitFor(() => ours() === 1, { what: 'the follow thread' })
+  controller.abort()
+  await assert.rejects(pending, isAbort)
+  await assert.rejects(lines.next(), isAbort, 'later calls say so too')
+  await threadsBackTo(before, 'an aborted followLog')
+  assert.throws(() => pm.followLog(job.jobId, { signal: controller.signal }), isAbort, 'an aborted signal is refused at once')
+  assert.throws(() => pm.followLog(job.jobId, { signal: {} }), /bad signal: an object; give an AbortSignal/)
+})
+
+test('aborting waitJob on a job that never ends rejects with an AbortError and ends the wait thread at once', async (t) => {
+  useHome(t)
+  const before = threads().length
+  const job = pm.runBackground('sleep 300')
+  const controller = new AbortController()
+  const waiting = pm.waitJob(job.jobId, { signal: controller.signal })
+  await waitFor(() => ours() === 1, { what: 'the wait thread' })
+  controller.abort()
+  await assert.rejects(waiting, isAbort)
+  await threadsBackTo(before, 'an aborted waitJob')
+  assert.equal(pm.checkJob(job.jobId).status, 'running', 'the job runs on')
+
+  await assert.rejects(pm.waitJob(job.jobId, { signal: controller.signal }), isAbort, 'already aborted: rejected at once')
+  await assert.rejects(pm.waitJob(job.jobId, { signal: 'stop' }), /bad signal: "stop"; give an AbortSignal/)
+  // A signal that never aborts changes nothing.
+  const quick = pm.runBackground('exit 3')
+  const done = await pm.waitJob(quick.jobId, { signal: new AbortController().signal })
+  assert.deepEqual([done.status, done.shellExitCode], ['failed', 3])
+  await threadsBackTo(before, 'a completed waitJob')
+})
+
+test('aborting runYield stops its wait at once with an AbortError and leaves the job running', async (t) => {
+  useHome(t)
+  const before = threads().length
+  const controller = new AbortController()
+  const yielding = pm.runYield('sleep 300', { yieldMs: 3_600_000, label: 'long', signal: controller.signal })
+  await waitFor(() => ours() === 1, { what: 'the yield thread' })
+  controller.abort()
+  await assert.rejects(yielding, isAbort)
+  await threadsBackTo(before, 'an aborted runYield')
+  const [job] = pm.listJobs({ status: 'running' })
+  assert.equal(job.label, 'long')
+
+  const quick = await pm.runYield('echo fast', { yieldMs: 20_000, signal: new AbortController().signal })
+  assert.deepEqual([quick.done, quick.check.tail], [true, ['fast']])
+})
