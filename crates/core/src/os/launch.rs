@@ -9,7 +9,7 @@
 //! string, pointer array and file descriptor is prepared before the fork.
 
 use std::ffi::{CString, OsString};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
@@ -307,32 +307,26 @@ impl Launched {
     }
 }
 
+/// A close-on-exec pipe (read end, write end); `flags` may hold `O_NONBLOCK`.
 pub fn new_pipe(flags: libc::c_int) -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: `fds` is a live array of two ints for the kernel to fill.
+    let nonblocking = flags & libc::O_NONBLOCK != 0;
     #[cfg(target_os = "linux")]
-    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), flags | libc::O_CLOEXEC) };
-    // SAFETY: as above.
-    #[cfg(not(target_os = "linux"))]
-    let rc = unsafe { libc::pipe(fds.as_mut_ptr()) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
+    {
+        use rustix::pipe::PipeFlags;
+        let flags = if nonblocking { PipeFlags::CLOEXEC | PipeFlags::NONBLOCK } else { PipeFlags::CLOEXEC };
+        Ok(rustix::pipe::pipe_with(flags)?)
     }
-    // SAFETY: the pipe call succeeded, so both are open descriptors that
-    // nothing else owns; each gets exactly one owner here.
-    let pair = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     #[cfg(not(target_os = "linux"))]
-    for fd in [pair.0.as_raw_fd(), pair.1.as_raw_fd()] {
-        // SAFETY: fcntl on descriptors we own, integer arguments only.
-        let set = unsafe {
-            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) == 0
-                && (flags & libc::O_NONBLOCK == 0 || libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK) == 0)
-        };
-        if !set {
-            return Err(std::io::Error::last_os_error());
+    {
+        let pair = rustix::pipe::pipe()?;
+        for fd in [&pair.0, &pair.1] {
+            rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC)?;
+            if nonblocking {
+                rustix::fs::fcntl_setfl(fd, rustix::fs::OFlags::NONBLOCK)?;
+            }
         }
+        Ok(pair)
     }
-    Ok(pair)
 }
 
 /// Runs `f` with SIGPIPE blocked for this thread, discarding one it raised,
