@@ -510,18 +510,23 @@ impl Supervisor {
             }
             let timeout = self.poll_timeout().map(timespec);
             let (signalled, output_ready) = {
-                let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(2);
-                fds.push(PollFd::new(&self.signals.wake, PollFlags::IN));
-                if let Some(output) = &self.output {
-                    fds.push(PollFd::new(output, PollFlags::IN));
-                }
-                if let Err(e) = rustix::event::poll(&mut fds, timeout.as_ref()) {
+                // On the stack: this runs once per step of the output's copy.
+                let wake = PollFd::new(&self.signals.wake, PollFlags::IN);
+                let mut fds = [wake.clone(), wake];
+                let watched = match &self.output {
+                    Some(output) => {
+                        fds[1] = PollFd::new(output, PollFlags::IN);
+                        2
+                    }
+                    None => 1,
+                };
+                if let Err(e) = rustix::event::poll(&mut fds[..watched], timeout.as_ref()) {
                     if e != rustix::io::Errno::INTR {
                         // Should not happen; avoid a busy loop if it does.
                         std::thread::sleep(Duration::from_millis(50));
                     }
                 }
-                (!fds[0].revents().is_empty(), fds.get(1).is_some_and(|fd| !fd.revents().is_empty()))
+                (!fds[0].revents().is_empty(), watched > 1 && !fds[1].revents().is_empty())
             };
             if output_ready {
                 let moved = self.read_output_once();
