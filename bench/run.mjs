@@ -1,10 +1,18 @@
 #!/usr/bin/env node
 // Benchmarks proc-manager against plain-shell / plain-Node baselines, side by
-// side in one run: repetitions are interleaved (the order rotates every rep)
-// so that noise from a shared machine hits every variant alike. Reports
-// median and p90, prints a table with targets, writes bench/out/results.json.
+// side in one run: repetitions are interleaved (the order rotates every rep,
+// or is shuffled for the log rows) so that noise from a shared machine hits
+// every variant alike. Reports median, p90 and the range, prints a table with
+// targets, writes bench/out/results.json.
 //
-//   node bench/run.mjs [--quick] [--only=start,idle,log,tail,kill,notify,snapshot]
+//   node bench/run.mjs [--quick] [--only=start,idle,footprint,log,tail,kill,notify,snapshot]
+//                      [--baseline=<checkout>] [--log-reps=N] [--seed=N]
+//
+// --baseline runs the same rows with another checkout's build (its
+// native/run-bg and addon, e.g. an older commit's worktree after
+// `node scripts/build.js` there) and prints a before/after table: the log
+// rows interleave both builds sample by sample, the other groups run once per
+// build, back to back (the order alternating from group to group).
 //
 // Every sample gets its own temp PROC_MANAGER_HOME; every process started is
 // killed by pid (or through run-bg by job id), and every temp dir is removed,
@@ -19,11 +27,12 @@ import os from 'node:os'
 import path from 'node:path'
 
 const QUICK = process.argv.includes('--quick')
-const GROUPS = ['start', 'idle', 'log', 'tail', 'kill', 'notify', 'snapshot']
+const GROUPS = ['start', 'idle', 'footprint', 'log', 'tail', 'kill', 'notify', 'snapshot']
 const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',') ?? null
 const runs = (group) => !ONLY || ONLY.includes(group)
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-const RUN_BG = path.join(ROOT, 'native', 'run-bg')
+const option = (name) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? null
+const BASELINE = option('baseline')
 const OUT_FILE = path.join(ROOT, 'bench', 'out', 'results.json')
 const STATLOOP_SRC = path.join(ROOT, 'bench', 'statloop.c')
 const STATLOOP = path.join(ROOT, 'bench', 'out', 'statloop')
@@ -39,7 +48,27 @@ const ROTATING = { max_bytes: 100 * MiB, keep: 2 }
 const UNBOUNDED = { max_bytes: 2 * GiB, keep: 2 }
 const FINAL = new Set(['success', 'failed', 'killed', 'timeout', 'lost'])
 
-const pm = createRequire(path.join(ROOT, 'package.json'))(ROOT)
+/** A build to measure: a checkout's run-bg and addon. */
+function loadBuild(name, root) {
+  const runBg = path.join(root, 'native', 'run-bg')
+  if (!fs.existsSync(runBg)) throw new Error(`${runBg} missing; run \`node scripts/build.js\` in ${root}`)
+  const commit = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).stdout?.trim()
+  return { name, root, runBg, commit, pm: createRequire(path.join(root, 'package.json'))(root) }
+}
+const BUILDS = [loadBuild('after', ROOT), ...(BASELINE ? [loadBuild('before', path.resolve(BASELINE))] : [])]
+// The build the helpers below use; swapped by withBuild (the bench runs one sample at a time).
+let RUN_BG = BUILDS[0].runBg
+let pm = BUILDS[0].pm
+let BUILD = BUILDS[0]
+async function withBuild(build, fn) {
+  const saved = [RUN_BG, pm, BUILD]
+  ;[RUN_BG, pm, BUILD] = [build.runBg, build.pm, build]
+  try {
+    return await fn()
+  } finally {
+    ;[RUN_BG, pm, BUILD] = saved
+  }
+}
 // Only inHome() sets it, so nothing here can touch the user's real state dir.
 delete process.env.PROC_MANAGER_HOME
 
@@ -57,6 +86,61 @@ function quantile(samples, p) {
 }
 const stats = (samples) =>
   samples?.length ? { n: samples.length, median: quantile(samples, 0.5), p90: quantile(samples, 0.9), min: Math.min(...samples), max: Math.max(...samples) } : null
+
+/** A seeded shuffle (mulberry32): the order differs every repetition, the same every run. */
+function shuffler(seed) {
+  let a = seed >>> 0
+  const next = () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+  return (arr) => {
+    const out = [...arr]
+    for (let i = out.length - 1; i > 0; i--) {
+      const j = Math.floor(next() * (i + 1))
+      ;[out[i], out[j]] = [out[j], out[i]]
+    }
+    return out
+  }
+}
+
+function cpuJiffies() {
+  const f = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number)
+  return { idle: f[3] + f[4], total: f.reduce((a, b) => a + b, 0) }
+}
+const memFreeKiB = () => Number(/^MemFree:\s+(\d+)/m.exec(fs.readFileSync('/proc/meminfo', 'utf8'))[1])
+
+/**
+ * Before a heavy sample: the previous one's writeback is flushed (sync), its
+ * page cache dropped where we may (root), and we wait until the machine is
+ * quiet for a moment: the CPUs under half busy and free memory no longer
+ * moving (the hypervisor's free-page reporting hands freed pages back a
+ * while after they are freed, and faulting them in again is slow). At most
+ * `limitMs`; returns what it saw, reported with the sample.
+ */
+async function settle(limitMs = 5000) {
+  spawnSync('sync')
+  let dropped = false
+  try {
+    fs.writeFileSync('/proc/sys/vm/drop_caches', '1')
+    dropped = true
+  } catch {} // not root: the page cache stays, for every variant alike
+  const t0 = now()
+  let quiet = 0
+  let busy = 1
+  for (;;) {
+    const [c0, m0] = [cpuJiffies(), memFreeKiB()]
+    await sleep(200)
+    const [c1, m1] = [cpuJiffies(), memFreeKiB()]
+    busy = 1 - (c1.idle - c0.idle) / Math.max(1, c1.total - c0.total)
+    quiet = busy < 0.5 && Math.abs(m1 - m0) < 16 * 1024 ? quiet + 1 : 0
+    if (quiet >= 2 || now() - t0 > limitMs) break
+  }
+  return { dropped, waitedMs: now() - t0, busy, load1: os.loadavg()[0] }
+}
 
 const envFor = (home) => ({ ...process.env, PROC_MANAGER_HOME: home })
 
@@ -135,7 +219,19 @@ function cpuTicks(pid) {
 function procStatus(pid) {
   const text = fs.readFileSync(`/proc/${pid}/status`, 'utf8')
   const kb = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN)
-  return { vmRssKiB: kb('VmRSS'), rssAnonKiB: kb('RssAnon'), rssFileKiB: kb('RssFile') }
+  let rollup = ''
+  try {
+    rollup = fs.readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8')
+  } catch {}
+  const rk = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(rollup)?.[1] ?? NaN)
+  return {
+    vmRssKiB: kb('VmRSS'),
+    rssAnonKiB: kb('RssAnon'),
+    rssFileKiB: kb('RssFile'),
+    privateDirtyKiB: rk('Private_Dirty'),
+    privateCleanKiB: rk('Private_Clean'),
+    pssKiB: rk('Pss'),
+  }
 }
 const cmdline = (pid) => {
   try {
@@ -273,6 +369,7 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
 
 const checks = []
 function check(name, ok, detail = '') {
+  if (BUILDS.length > 1) name = `[${BUILD.name}] ${name}`
   checks.push({ name, ok, detail })
   if (!ok) log(`  CHECK FAILED: ${name}${detail ? ` (${detail})` : ''}`)
 }
@@ -421,7 +518,10 @@ function whenEnded(home) {
   }
   const watcher = fs.watch(home, look)
   let jobWatcher = null // the job's directory: its job.json holds the outcome first
-  const poll = setInterval(look, 25) // safety net only; inotify sees the renames first
+  // A safety net only: inotify sees the renames first. Rare, so that the
+  // bench's own reads take no CPU from the job it times (the shell baseline
+  // has nothing beside it).
+  const poll = setInterval(look, 250)
   const timer = setTimeout(() => finish(new Error(`job ${id} did not end in 300 s`)), 300_000)
   function finish(error, value) {
     if (finished) return
@@ -482,7 +582,7 @@ async function benchThroughput(size) {
     yes: { ours: ['sh', '-c', `yes | head -c ${size}`], shell: `yes | head -c ${size}` },
   }
   const variants = {
-    shell: (dir, p) => {
+    shell: async (dir, p) => {
       const file = path.join(dir, 'FILE')
       const t0 = now()
       const r = spawnSync('sh', ['-c', `${p.shell} | cat > ${q(file)}`], { stdio: 'ignore' })
@@ -490,41 +590,84 @@ async function benchThroughput(size) {
       if (r.status !== 0) throw new Error(`baseline pipeline exited ${r.status}`)
       return { seconds, retained: fs.statSync(file).size }
     },
-    ours: (dir, p) => runOurs(dir, p.ours, ROTATING),
-    oursUnbounded: (dir, p) => runOurs(dir, p.ours, UNBOUNDED),
   }
-  log(`log throughput: ${size / MiB} MiB × ${PLAN.logReps} reps × ${Object.keys(producers).length} producers × ${Object.keys(variants).length} variants`)
+  for (const build of BUILDS) {
+    const suffix = build === BUILDS[0] ? '' : `@${build.name}`
+    variants[`ours${suffix}`] = (dir, p) => withBuild(build, () => runOurs(dir, p.ours, ROTATING))
+    variants[`oursUnbounded${suffix}`] = (dir, p) => withBuild(build, () => runOurs(dir, p.ours, UNBOUNDED))
+  }
+  const reps = Number(option('log-reps') ?? PLAN.logReps)
+  const shuffle = shuffler(Number(option('seed') ?? 1))
+  const pairs = Object.keys(producers).flatMap((pname) => Object.keys(variants).map((vname) => [pname, vname]))
+  log(`log throughput: ${size / MiB} MiB × ${reps} reps × ${pairs.length} (producer, variant) pairs, shuffled each rep, settled before each sample`)
   const samples = {}
-  for (let rep = 0; rep < PLAN.logReps; rep++) {
-    for (const [pname, producer] of Object.entries(producers)) {
-      for (const vname of rotate(Object.keys(variants), rep)) {
-        const dir = tempDir('log')
-        spawnSync('sync') // untimed: the previous sample's writeback should not land on this one
-        const r = await variants[vname](dir, producer)
-        removeDir(dir)
-        ;(samples[`${pname}.${vname}`] ??= []).push(r)
-        log(`  rep ${rep} ${pname}.${vname}: ${r.seconds.toFixed(2)} s`)
-        const what = `log ${pname}.${vname} rep ${rep}`
-        if (vname === 'shell') {
-          check(`${what}: every byte written`, r.retained === size, `${r.retained}`)
-          continue
-        }
-        check(`${what}: job succeeded, wait exited 0`, r.status === 'success' && r.waitCode === 0, `${r.status}, wait ${r.waitCode}`)
-        if (vname === 'oursUnbounded') {
-          check(`${what}: every byte logged`, r.retained === size, `${r.retained}`)
-          continue
-        }
-        const sizes = r.files.map((f) => `${f.name}=${f.size}`).join(' ')
-        check(`${what}: each file ≤ max_bytes, at most keep rotated`, r.files.length <= ROTATING.keep + 1 && r.files.every((f) => f.size <= ROTATING.max_bytes), sizes)
-        if (pname === 'yes') {
-          const rotated = r.files.filter((f) => f.name !== 'output.log')
-          const aligned = r.files.every((f) => f.first === 0x79) && rotated.every((f) => f.last === 0x0a)
-          check(`${what}: rotated files hold whole lines`, aligned, JSON.stringify(r.files))
-        }
+  for (let rep = 0; rep < reps; rep++) {
+    for (const [pname, vname] of shuffle(pairs)) {
+      const producer = producers[pname]
+      const dir = tempDir('log')
+      const settled = await settle() // untimed
+      const r = { ...(await variants[vname](dir, producer)), settled }
+      removeDir(dir)
+      ;(samples[`${pname}.${vname}`] ??= []).push(r)
+      log(`  rep ${rep} ${pname}.${vname}: ${r.seconds.toFixed(2)} s (load ${settled.load1.toFixed(2)}, settled in ${settled.waitedMs.toFixed(0)} ms)`)
+      const what = `log ${pname}.${vname} rep ${rep}`
+      if (vname === 'shell') {
+        check(`${what}: every byte written`, r.retained === size, `${r.retained}`)
+        continue
+      }
+      check(`${what}: job succeeded, wait exited 0`, r.status === 'success' && r.waitCode === 0, `${r.status}, wait ${r.waitCode}`)
+      if (vname.startsWith('oursUnbounded')) {
+        check(`${what}: every byte logged`, r.retained === size, `${r.retained}`)
+        continue
+      }
+      const sizes = r.files.map((f) => `${f.name}=${f.size}`).join(' ')
+      check(`${what}: each file ≤ max_bytes, at most keep rotated`, r.files.length <= ROTATING.keep + 1 && r.files.every((f) => f.size <= ROTATING.max_bytes), sizes)
+      if (pname === 'yes') {
+        const rotated = r.files.filter((f) => f.name !== 'output.log')
+        const aligned = r.files.every((f) => f.first === 0x79) && rotated.every((f) => f.last === 0x0a)
+        check(`${what}: rotated files hold whole lines`, aligned, JSON.stringify(r.files))
       }
     }
   }
   return samples
+}
+
+/** The log samples as one build's rows read them: its own `ours*` under the plain names, the shared shell baseline. */
+function throughputOf(samples, build) {
+  if (!samples) return null
+  const suffix = build === BUILDS[0] ? '' : `@${build.name}`
+  const out = {}
+  for (const p of ['zero', 'yes']) {
+    out[`${p}.shell`] = samples[`${p}.shell`]
+    out[`${p}.ours`] = samples[`${p}.ours${suffix}`]
+    out[`${p}.oursUnbounded`] = samples[`${p}.oursUnbounded${suffix}`]
+  }
+  return out
+}
+
+// ------------------------------------------------------- 3b. footprint
+
+/** The supervisor binary's size, and `run-bg --version` start latency (the CLI's floor). */
+async function benchFootprint() {
+  const reps = QUICK ? 50 : 200
+  log(`footprint: run-bg --version × ${reps} (+${PLAN.warmup} warm-up) per build, interleaved`)
+  const latency = Object.fromEntries(BUILDS.map((b) => [b.name, []]))
+  for (let rep = -PLAN.warmup; rep < reps; rep++) {
+    for (const build of rotate(BUILDS, rep)) {
+      const t0 = now()
+      const r = spawnSync(build.runBg, ['--version'], { stdio: 'ignore' })
+      const ms = now() - t0
+      if (r.status !== 0) throw new Error(`${build.runBg} --version exited ${r.status}`)
+      if (rep >= 0) latency[build.name].push(ms)
+    }
+  }
+  const floor = []
+  for (let rep = 0; rep < reps; rep++) {
+    const t0 = now()
+    spawnSync('/bin/true', [], { stdio: 'ignore' })
+    floor.push(now() - t0)
+  }
+  return { latency, floor, bytes: Object.fromEntries(BUILDS.map((b) => [b.name, fs.statSync(b.runBg).size])) }
 }
 
 // ----------------------------------------------------------------------- 4. tail
@@ -1023,13 +1166,16 @@ function fmt(v, unit) {
 }
 
 function printTable(rows) {
-  const header = ['measurement', 'ours med', 'ours p90', 'base med', 'base p90', 'ratio', 'target', 'result']
+  const header = ['measurement', 'ours med', 'ours p90', 'ours min–max', 'base med', 'base p90', 'base min–max', 'ratio', 'target', 'result']
+  const range = (s, unit) => (s ? `${fmt(s.min, unit).split(' ')[0]}–${fmt(s.max, unit)}` : '—')
   const cells = rows.map((r) => [
     r.name,
     fmt(r.ours?.median, r.unit),
     fmt(r.ours?.p90, r.unit),
+    range(r.ours, r.unit),
     fmt(r.baseline?.median, r.unit),
     fmt(r.baseline?.p90, r.unit),
+    range(r.baseline, r.unit),
     r.ratio == null ? '—' : `${r.ratio.toFixed(2)}x`,
     r.target,
     r.pass == null ? 'info' : r.pass ? 'PASS' : 'FAIL',
@@ -1041,60 +1187,30 @@ function printTable(rows) {
   for (const c of cells) console.log(line(c))
 }
 
-// ---------------------------------------------------------------------- main
+/** Before (the baseline build) and after (this checkout), row by row: ours' medians and their ratios to the plain baseline. */
+function printComparison(before, after) {
+  const header = ['measurement', 'before med', 'after med', 'after/before', 'before vs base', 'after vs base']
+  const ratio = (r) => (r?.ratio == null ? '—' : `${r.ratio.toFixed(2)}x`)
+  const cells = after.map((a) => {
+    const b = before.find((r) => r.name === a.name)
+    const change = b?.ours?.median > 0 && a.ours ? `${(a.ours.median / b.ours.median).toFixed(2)}x` : '—'
+    return [a.name, fmt(b?.ours?.median, a.unit), fmt(a.ours?.median, a.unit), change, ratio(b), ratio(a)]
+  })
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)))
+  const line = (c) => c.map((x, i) => (i === 0 ? x.padEnd(widths[i]) : x.padStart(widths[i]))).join('  ')
+  console.log(line(header))
+  console.log(widths.map((w) => '-'.repeat(w)).join('  '))
+  for (const c of cells) console.log(line(c))
+}
 
-async function main() {
-  const unknown = ONLY?.filter((g) => !GROUPS.includes(g)) ?? []
-  if (unknown.length) throw new Error(`--only: unknown group ${unknown.join(', ')}; groups: ${GROUPS.join(', ')}`)
-  if (!fs.existsSync(RUN_BG)) throw new Error(`${RUN_BG} missing; run \`node scripts/build.js\``)
-  // Git ignores bench/out (the compiled C loop, results.json): a fresh clone has none.
-  fs.mkdirSync(path.dirname(OUT_FILE), { recursive: true })
-  const began = now()
-  const meta = {
-    date: new Date().toISOString(),
-    quick: QUICK,
-    only: ONLY,
-    plan: { ...PLAN },
-    node: process.version,
-    kernel: os.release(),
-    cpus: os.cpus().length,
-    loadavgStart: os.loadavg(),
-    commit: spawnSync('git', ['rev-parse', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout?.trim(),
-    tmpdir: os.tmpdir(),
-    binary: { path: RUN_BG, mtime: fs.statSync(RUN_BG).mtime.toISOString(), bytes: fs.statSync(RUN_BG).size },
-    warnings: [],
-  }
-  const free = freeBytes(os.tmpdir())
-  meta.freeBytes = free
-  if (free < 5 * GiB) {
-    const scaled = Math.max(16 * MiB, Math.floor(free / 5 / MiB) * MiB)
-    if (free < 100 * MiB) throw new Error(`only ${(free / MiB).toFixed(0)} MiB free in ${os.tmpdir()}`)
-    if (scaled < PLAN.logBytes) {
-      const warning = `only ${(free / GiB).toFixed(2)} GiB free in ${os.tmpdir()}: log sizes scaled down to ${scaled / MiB} MiB`
-      log(`WARNING: ${warning}`)
-      meta.warnings.push(warning)
-      PLAN.logBytes = PLAN.tailBytes = scaled
-      meta.plan = { ...PLAN }
-    }
-  }
 
-  if (runs('snapshot')) compileStatloop() // first: no point measuring anything if it cannot build
-  const start = runs('start') ? await benchStart() : null
-  const idle = runs('idle') ? await benchIdle() : null
-  const throughput = runs('log') ? await benchThroughput(PLAN.logBytes) : null
-  const tail = runs('tail') ? await benchTail(PLAN.tailBytes) : null
-  const kill = runs('kill') ? await benchKill() : null
-  const notify = runs('notify') ? await benchNotify() : null
-  const snap = runs('snapshot') ? await benchSnapshot() : null
-  meta.loadavgEnd = os.loadavg()
-  meta.seconds = (now() - began) / 1000
-
+/** The table's rows for one build's results; `notes` gets the baselines' descriptions. */
+function rowsFor({ start, idle, footprint, throughput, tail, kill, notify, snap, build }, notes) {
   const size = `${PLAN.logBytes >= GiB ? `${PLAN.logBytes / GiB} GiB` : `${PLAN.logBytes / MiB} MiB`}`
   const secs = (key, field = 'seconds') => throughput[key].map((r) => r[field])
   const bound = ROTATING.max_bytes * (ROTATING.keep + 1)
   const mib = (kib) => kib / 1024
   const rows = []
-  const notes = []
   if (start) {
     rows.push(
       row('start: run-bg CLI → job running', 'ms', start.cli.running, start.shell.running, '≤ 3x base', (o, r) => r <= 3),
@@ -1108,15 +1224,25 @@ async function main() {
     rows.push(
       row('idle: VmRSS (vs idle node)', 'MiB', idle.memory.ours.map((m) => mib(m.vmRssKiB)), idle.memory.node.map((m) => mib(m.vmRssKiB)), 'each ≤ 2 MiB', (o) => o.max <= 2),
       row('idle: RssAnon (vs idle node)', 'MiB', idle.memory.ours.map((m) => mib(m.rssAnonKiB)), idle.memory.node.map((m) => mib(m.rssAnonKiB))),
+      row('idle: RssFile (vs idle node)', 'MiB', idle.memory.ours.map((m) => mib(m.rssFileKiB)), idle.memory.node.map((m) => mib(m.rssFileKiB))),
+      row('idle: Private_Dirty (vs idle node)', 'MiB', idle.memory.ours.map((m) => mib(m.privateDirtyKiB)), idle.memory.node.map((m) => mib(m.privateDirtyKiB))),
+      row('idle: Pss (vs idle node)', 'MiB', idle.memory.ours.map((m) => mib(m.pssKiB)), idle.memory.node.map((m) => mib(m.pssKiB))),
       row(`idle: CPU over ${PLAN.cpuWindowMs / 1000} s`, 'ticks', idle.cpuTicksInWindow.ours, idle.cpuTicksInWindow.node, 'each = 0', (o) => o.max === 0),
     )
     notes.push('idle = node -e setTimeout')
   }
+  if (footprint) {
+    rows.push(
+      row('footprint: run-bg binary', 'MiB', [footprint.bytes[build.name] / MiB]),
+      row('footprint: run-bg --version vs /bin/true', 'ms', footprint.latency[build.name], footprint.floor),
+    )
+    notes.push('footprint = wall time of spawnSync (its own cost included on both sides)')
+  }
   if (throughput) {
     rows.push(
-      row(`log ${size} zero: rotating`, 's', secs('zero.ours'), secs('zero.shell'), '≤ 1.1x base', (o, r) => r <= 1.1),
+      row(`log ${size} zero: rotating`, 's', secs('zero.ours'), secs('zero.shell'), '≤ 1.0x base', (o, r) => r <= 1.0),
       row(`log ${size} zero: no rotation`, 's', secs('zero.oursUnbounded'), secs('zero.shell')),
-      row(`log ${size} yes: rotating`, 's', secs('yes.ours'), secs('yes.shell'), '≤ 1.1x base', (o, r) => r <= 1.1),
+      row(`log ${size} yes: rotating`, 's', secs('yes.ours'), secs('yes.shell'), '≤ 1.0x base', (o, r) => r <= 1.0),
       row(`log ${size} yes: no rotation`, 's', secs('yes.oursUnbounded'), secs('yes.shell')),
       row('log: `run-bg wait` lag after end', 'ms', ['zero.ours', 'yes.ours', 'zero.oursUnbounded', 'yes.oursUnbounded'].flatMap((k) => throughput[k].map((r) => (r.waitSeconds - r.seconds) * 1000))),
       row('log: disk use after (rotating)', 'MiB', [...throughput['zero.ours'], ...throughput['yes.ours']].map((r) => r.retained / MiB), null, `≤ ${bound / MiB} MiB`, (o) => o.max <= bound / MiB),
@@ -1166,15 +1292,98 @@ async function main() {
     notes.push('       and converts every process to a JS object through napi; JS stat loop = readdirSync + readFileSync')
   }
 
+  return rows
+}
+
+// ---------------------------------------------------------------------- main
+
+async function main() {
+  const unknown = ONLY?.filter((g) => !GROUPS.includes(g)) ?? []
+  if (unknown.length) throw new Error(`--only: unknown group ${unknown.join(', ')}; groups: ${GROUPS.join(', ')}`)
+  if (!fs.existsSync(RUN_BG)) throw new Error(`${RUN_BG} missing; run \`node scripts/build.js\``)
+  // Git ignores bench/out (the compiled C loop, results.json): a fresh clone has none.
+  fs.mkdirSync(path.dirname(OUT_FILE), { recursive: true })
+  const began = now()
+  const meta = {
+    date: new Date().toISOString(),
+    quick: QUICK,
+    only: ONLY,
+    plan: { ...PLAN },
+    node: process.version,
+    kernel: os.release(),
+    cpus: os.cpus().length,
+    loadavgStart: os.loadavg(),
+    commit: spawnSync('git', ['rev-parse', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout?.trim(),
+    tmpdir: os.tmpdir(),
+    binary: { path: RUN_BG, mtime: fs.statSync(RUN_BG).mtime.toISOString(), bytes: fs.statSync(RUN_BG).size },
+    warnings: [],
+  }
+  const free = freeBytes(os.tmpdir())
+  meta.freeBytes = free
+  if (free < 5 * GiB) {
+    const scaled = Math.max(16 * MiB, Math.floor(free / 5 / MiB) * MiB)
+    if (free < 100 * MiB) throw new Error(`only ${(free / MiB).toFixed(0)} MiB free in ${os.tmpdir()}`)
+    if (scaled < PLAN.logBytes) {
+      const warning = `only ${(free / GiB).toFixed(2)} GiB free in ${os.tmpdir()}: log sizes scaled down to ${scaled / MiB} MiB`
+      log(`WARNING: ${warning}`)
+      meta.warnings.push(warning)
+      PLAN.logBytes = PLAN.tailBytes = scaled
+      meta.plan = { ...PLAN }
+    }
+  }
+
+  if (runs('snapshot')) compileStatloop() // first: no point measuring anything if it cannot build
+  meta.builds = BUILDS.map((b) => ({ name: b.name, root: b.root, commit: b.commit, bytes: fs.statSync(b.runBg).size }))
+  // Each group once per build, back to back, the order alternating from group to group.
+  let turn = 0
+  const perBuild = async (group, fn) => {
+    if (!runs(group)) return Object.fromEntries(BUILDS.map((b) => [b.name, null]))
+    const out = {}
+    for (const build of rotate(BUILDS, turn++)) out[build.name] = await withBuild(build, fn)
+    return out
+  }
+  const load = {}
+  const timed = async (group, fn) => {
+    const before = os.loadavg()
+    const r = await fn()
+    load[group] = { start: before, end: os.loadavg() }
+    return r
+  }
+  const start = await timed('start', () => perBuild('start', benchStart))
+  const idle = await timed('idle', () => perBuild('idle', benchIdle))
+  const footprint = runs('footprint') ? await timed('footprint', benchFootprint) : null
+  const throughputAll = runs('log') ? await timed('log', () => benchThroughput(PLAN.logBytes)) : null
+  const tail = await timed('tail', () => perBuild('tail', () => benchTail(PLAN.tailBytes)))
+  const kill = await timed('kill', () => perBuild('kill', benchKill))
+  const notify = await timed('notify', () => perBuild('notify', benchNotify))
+  const snap = await timed('snapshot', () => perBuild('snapshot', benchSnapshot))
+  meta.loadavgEnd = os.loadavg()
+  meta.seconds = (now() - began) / 1000
+  meta.loadByGroup = load
+
+  const notes = []
+  const tables = {}
+  for (const build of BUILDS) {
+    const b = build.name
+    const r = rowsFor({ start: start[b], idle: idle[b], footprint, throughput: throughputOf(throughputAll, build), tail: tail[b], kill: kill[b], notify: notify[b], snap: snap[b], build }, build === BUILDS[0] ? notes : [])
+    tables[b] = r
+  }
+  const rows = tables.after
   console.log(`\nproc-manager bench${QUICK ? ' (--quick)' : ''}${ONLY ? ` --only=${ONLY.join(',')}` : ''}: ${meta.cpus} CPUs, load ${meta.loadavgStart.map((l) => l.toFixed(2)).join(' ')} → ${meta.loadavgEnd.map((l) => l.toFixed(2)).join(' ')}, ${meta.seconds.toFixed(0)} s`)
   console.log(notes.map((n, i) => `${i ? '      ' : 'base: '}${n}`).join('\n') + '\n')
   printTable(rows)
+  const groupLoad = Object.entries(load).filter(([g]) => runs(g)).map(([g, l]) => `${g} ${l.start[0].toFixed(2)}→${l.end[0].toFixed(2)}`).join(', ')
+  console.log(`\nload average (1 min) by group: ${groupLoad}`)
+  if (tables.before) {
+    console.log(`\nbefore (${BUILDS[1].commit}, ${BUILDS[1].root}) → after (${BUILDS[0].commit}): ours' medians`)
+    printComparison(tables.before, tables.after)
+  }
   const failedChecks = checks.filter((c) => !c.ok)
   console.log(`\nsanity checks: ${checks.length - failedChecks.length}/${checks.length} ok${failedChecks.map((c) => `\n  FAILED ${c.name}: ${c.detail}`).join('')}`)
   for (const w of meta.warnings) console.log(`warning: ${w}`)
 
-  const raw = { start, idle, throughput, tail, kill, notify, snapshot: snap }
-  fs.writeFileSync(OUT_FILE, `${JSON.stringify({ meta, rows, checks, raw }, null, 2)}\n`)
+  const raw = { start, idle, footprint, throughput: throughputAll, tail, kill, notify, snapshot: snap }
+  fs.writeFileSync(OUT_FILE, `${JSON.stringify({ meta, rows, tables, checks, raw }, null, 2)}\n`)
   console.log(`results: ${path.relative(process.cwd(), OUT_FILE) || OUT_FILE}`)
 }
 

@@ -5,7 +5,7 @@
 use crate::model::job::ProcessIdentity;
 use crate::model::protocol::{JOB_COOKIE, SUPERVISOR_MARK};
 use crate::os::procinfo::{errno_outcome, is_dead_state, parse_stat, Row, SignalOutcome, Stat};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 /// Reads a small /proc file into `buf` with one open and as few reads as it
 /// takes (`std::fs::read` adds a stat and extra reads per file, which shows
@@ -195,14 +195,9 @@ fn pidfd_send_signal(fd: &OwnedFd, signal: i32) -> libc::c_long {
 
 /// A pipe, both ends close-on-exec, with `flags` (`O_NONBLOCK`) on both.
 pub fn pipe(flags: libc::c_int) -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: `fds` is a live array of two ints for the kernel to fill.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), flags | libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: the pipe call succeeded, so both are open descriptors that
-    // nothing else owns; each gets exactly one owner here.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    use rustix::pipe::PipeFlags;
+    let nonblocking = if flags & libc::O_NONBLOCK != 0 { PipeFlags::NONBLOCK } else { PipeFlags::empty() };
+    Ok(rustix::pipe::pipe_with(PipeFlags::CLOEXEC | nonblocking)?)
 }
 
 /// Takes a SIGPIPE pending for this thread, if one is, without waiting.
@@ -213,6 +208,12 @@ pub unsafe fn discard_pending_sigpipe(pipe_only: &libc::sigset_t) {
     let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // EAGAIN (none pending) is the usual answer, and any answer will do.
     libc::sigtimedwait(pipe_only, std::ptr::null_mut(), &zero);
+}
+
+/// Makes a FIFO at `path`, readable and writable by its owner only.
+pub fn make_fifo(path: &std::path::Path) -> std::io::Result<()> {
+    rustix::fs::mkfifoat(rustix::fs::CWD, path, rustix::fs::Mode::from_raw_mode(0o600))?;
+    Ok(())
 }
 
 #[cfg(test)]

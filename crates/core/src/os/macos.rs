@@ -8,7 +8,7 @@
 use crate::model::job::ProcessIdentity;
 use crate::model::protocol::{JOB_COOKIE, SUPERVISOR_MARK};
 use crate::os::procinfo::{Row, SignalOutcome};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 use sysinfo::{Process, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
 
 pub enum Reads {
@@ -126,24 +126,14 @@ pub fn pidfd_inode(_fd: &OwnedFd) -> Option<u64> {
     None
 }
 
-/// A pipe, both ends close-on-exec, with `flags` (`O_NONBLOCK`) on both.
+/// A pipe, both ends close-on-exec, with `flags` (`O_NONBLOCK`) on both
+/// (macOS has no pipe2: set one flag after the other).
 pub fn pipe(flags: libc::c_int) -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: `fds` is a live array of two ints for the kernel to fill.
-    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: the pipe call succeeded, so both are open descriptors that
-    // nothing else owns; each gets exactly one owner here.
-    let pair = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    for fd in [pair.0.as_raw_fd(), pair.1.as_raw_fd()] {
-        // SAFETY: fcntl on descriptors we own, integer arguments only.
-        let set = unsafe {
-            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) == 0
-                && (flags & libc::O_NONBLOCK == 0 || libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK) == 0)
-        };
-        if !set {
-            return Err(std::io::Error::last_os_error());
+    let pair = rustix::pipe::pipe()?;
+    for fd in [&pair.0, &pair.1] {
+        rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC)?;
+        if flags & libc::O_NONBLOCK != 0 {
+            rustix::fs::fcntl_setfl(fd, rustix::fs::OFlags::NONBLOCK)?;
         }
     }
     Ok(pair)
@@ -161,4 +151,17 @@ pub unsafe fn discard_pending_sigpipe(pipe_only: &libc::sigset_t) {
         let mut taken = 0;
         libc::sigwait(pipe_only, &mut taken);
     }
+}
+
+/// Makes a FIFO at `path`, readable and writable by its owner only (rustix
+/// has no mkfifo for Apple targets).
+pub fn make_fifo(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let name = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a path with a NUL byte"))?;
+    // SAFETY: `name` is a NUL-terminated path that lives across the call.
+    if unsafe { libc::mkfifo(name.as_ptr(), 0o600) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }

@@ -194,10 +194,16 @@ pub fn run_hook(command: &str, event: &[u8], job: &Job, message: &str, timeout: 
                 };
             }
             Ok(None) if Instant::now() >= deadline => {
-                // SAFETY: integer arguments only. The hook is our unreaped
-                // child leading its own group, so the group id cannot have
-                // been reused; ESRCH (group already gone) needs nothing.
-                unsafe { libc::killpg(child.id() as libc::pid_t, libc::SIGKILL) };
+                // The hook is our unreaped child leading its own group, so the
+                // group id cannot have been reused; ESRCH (the group is gone
+                // already) needs nothing, anything else leaves its group running.
+                let group = rustix::process::Pid::from_raw(child.id() as i32);
+                let killed = group.map_or(Ok(()), |group| rustix::process::kill_process_group(group, rustix::process::Signal::KILL));
+                if let Err(e) = killed.or_else(|e| if e == rustix::io::Errno::SRCH { Ok(()) } else { Err(e) }) {
+                    tracing::warn!("cannot kill the timed-out hook's process group {}: {e}", child.id());
+                    // At least the hook itself, so the wait below returns.
+                    let _ = child.kill();
+                }
                 let _ = child.wait();
                 return finish(None, Some(format!("timed out after {}", format_duration_ms(timeout.as_millis() as u64))));
             }

@@ -18,9 +18,9 @@
 use crate::store::config::LogsConfig;
 use crate::model::job::ProcessIdentity;
 use crate::store::logs::RotatingWriter;
-use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
+use rustix::event::{PollFd, PollFlags};
+use rustix::fs::{FileType, Mode, OFlags};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -31,7 +31,7 @@ pub const FIFO_NAME: &str = "output.pipe";
 /// `/proc/sys/fs/pipe-max-size`. The pages are allocated only as output
 /// waits in them, so an idle job costs no more than with the default 64 KiB.
 #[cfg(target_os = "linux")]
-const PIPE_BYTES: libc::c_int = 1 << 20;
+const PIPE_BYTES: usize = 1 << 20;
 
 /// Both ends of a new job's output pipe.
 pub struct JobOutput {
@@ -61,12 +61,7 @@ pub enum Read {
 /// supervisor process starts, so that on a busy disk the inode's creation
 /// (up to a millisecond) is not one more step on the way to the job's start.
 pub fn make(job_dir: &Path) -> std::io::Result<()> {
-    let name = c_path(&job_dir.join(FIFO_NAME))?;
-    // SAFETY: `name` is a NUL-terminated path that lives across the call.
-    if unsafe { libc::mkfifo(name.as_ptr(), 0o600) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    crate::os::platform::make_fifo(&job_dir.join(FIFO_NAME))
 }
 
 /// Opens the job's output pipe in `job_dir`, making it if the caller has
@@ -75,20 +70,19 @@ pub fn make(job_dir: &Path) -> std::io::Result<()> {
 /// its stdout and stderr).
 pub fn create(job_dir: &Path) -> std::io::Result<JobOutput> {
     let path = job_dir.join(FIFO_NAME);
-    let name = c_path(&path)?;
     // Not blocking: no writer exists yet, and a blocking open would wait for one.
-    let reader = match open(&name, libc::O_RDONLY | libc::O_NONBLOCK) {
+    let reader = match open(&path, OFlags::RDONLY | OFlags::NONBLOCK) {
         Ok(reader) => reader,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if let Err(why) = make(job_dir) {
                 return anonymous(format!("cannot make {}: {why}", path.display()));
             }
-            open(&name, libc::O_RDONLY | libc::O_NONBLOCK)?
+            open(&path, OFlags::RDONLY | OFlags::NONBLOCK)?
         }
         Err(e) => return Err(e),
     };
     ensure_fifo(&reader, &path)?;
-    let child_end = open(&name, libc::O_RDWR)?;
+    let child_end = open(&path, OFlags::RDWR)?;
     enlarge(&reader);
     Ok(JobOutput { reader, child_end, unnamed_because: None })
 }
@@ -97,7 +91,7 @@ pub fn create(job_dir: &Path) -> std::io::Result<JobOutput> {
 /// when the job has none (it ended cleanly, or was started without one).
 pub fn reopen(job_dir: &Path) -> std::io::Result<Option<OwnedFd>> {
     let path = job_dir.join(FIFO_NAME);
-    let fd = match open(&c_path(&path)?, libc::O_RDONLY | libc::O_NONBLOCK) {
+    let fd = match open(&path, OFlags::RDONLY | OFlags::NONBLOCK) {
         Ok(fd) => fd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
@@ -110,10 +104,9 @@ pub fn reopen(job_dir: &Path) -> std::io::Result<Option<OwnedFd>> {
 /// orphaned put it (see `ops::Context::start_watcher`), leaving /dev/null in
 /// its place. `None` unless stdin is that very FIFO (same device and inode).
 pub fn take_inherited(job_dir: &Path) -> Option<OwnedFd> {
-    // SAFETY: an all-zero `stat` is a valid value for fstat to fill in.
-    let mut ours: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fd 0 is only inspected; `ours` is a valid, writable struct.
-    if unsafe { libc::fstat(0, &mut ours) } != 0 || ours.st_mode & libc::S_IFMT != libc::S_IFIFO {
+    let stdin = std::io::stdin();
+    let ours = rustix::fs::fstat(stdin.as_fd()).ok()?;
+    if FileType::from_raw_mode(ours.st_mode) != FileType::Fifo {
         return None;
     }
     let named = std::fs::symlink_metadata(job_dir.join(FIFO_NAME)).ok()?;
@@ -122,20 +115,12 @@ pub fn take_inherited(job_dir: &Path) -> Option<OwnedFd> {
     {
         return None;
     }
-    // SAFETY: F_DUPFD_CLOEXEC makes a new descriptor for the same pipe, or fails with -1.
-    let fd = unsafe { libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: `fd` was just made by fcntl and is owned by nothing else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: /dev/null is opened read-only and dup2'd over fd 0; the temporary is closed.
-    unsafe {
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if null >= 0 {
-            libc::dup2(null, 0);
-            libc::close(null);
-        }
+    let fd = rustix::io::fcntl_dupfd_cloexec(stdin.as_fd(), 3).ok()?;
+    // Else fd 0 keeps the pipe open too, which only delays the end of the
+    // output the watcher waits for until the watcher exits.
+    let nulled = std::fs::File::open("/dev/null").and_then(|null| Ok(rustix::stdio::dup2_stdin(&null)?));
+    if let Err(e) = nulled {
+        tracing::warn!("cannot point stdin at /dev/null after taking the job's pipe: {e}");
     }
     Some(fd)
 }
@@ -146,18 +131,12 @@ pub fn remove(job_dir: &Path) {
 }
 
 /// One read from a non-blocking pipe into `buffer`.
-pub fn read_once(fd: RawFd, buffer: &mut [u8]) -> Read {
-    // SAFETY: `buffer` is valid for writes of its length for the whole call.
-    let n = unsafe { libc::read(fd, buffer.as_mut_ptr() as *mut libc::c_void, buffer.len()) };
-    if n > 0 {
-        return Read::Data(n as usize);
-    }
-    if n == 0 {
-        return Read::Closed;
-    }
-    match std::io::Error::last_os_error().raw_os_error() {
-        Some(libc::EAGAIN) | Some(libc::EINTR) => Read::Empty,
-        _ => Read::Closed,
+pub fn read_once(fd: impl AsFd, buffer: &mut [u8]) -> Read {
+    match rustix::io::read(fd, buffer) {
+        Ok(0) => Read::Closed,
+        Ok(n) => Read::Data(n),
+        Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => Read::Empty,
+        Err(_) => Read::Closed,
     }
 }
 
@@ -183,41 +162,22 @@ impl Stage {
     pub fn new() -> std::io::Result<Stage> {
         let (read, write) = crate::os::launch::new_pipe(libc::O_NONBLOCK)?;
         enlarge(&read);
-        // SAFETY: F_GETPIPE_SZ only reads the pipe's capacity.
-        let capacity = unsafe { libc::fcntl(read.as_raw_fd(), libc::F_GETPIPE_SZ) };
-        if capacity <= 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(Stage { read, write, capacity: capacity as usize })
+        let capacity = rustix::pipe::fcntl_getpipe_size(&read)?;
+        Ok(Stage { read, write, capacity })
     }
 
     /// Moves up to `len` bytes (at most what the stage holds) from the job's
     /// `pipe` into the stage, which must be empty, without waiting: `Data(n)`
     /// is what the stage now holds. An error means nothing was moved.
     pub fn take(&self, pipe: std::os::fd::BorrowedFd<'_>, len: usize) -> std::io::Result<Read> {
+        use rustix::pipe::SpliceFlags;
         let len = len.min(self.capacity);
-        // SAFETY: both descriptors are open for the call (`pipe` is borrowed,
-        // the stage's end is ours); pipes take no offsets, so none is passed.
-        let n = unsafe {
-            libc::splice(
-                pipe.as_raw_fd(),
-                std::ptr::null_mut(),
-                self.write.as_raw_fd(),
-                std::ptr::null_mut(),
-                len,
-                libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
-            )
-        };
-        match n {
-            0 => Ok(Read::Closed),
-            n if n > 0 => Ok(Read::Data(n as usize)),
-            _ => {
-                let error = std::io::Error::last_os_error();
-                match error.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(Read::Empty),
-                    _ => Err(error),
-                }
-            }
+        // Pipes take no offsets, so none is passed.
+        match rustix::pipe::splice(pipe, None, &self.write, None, len, SpliceFlags::MOVE | SpliceFlags::NONBLOCK) {
+            Ok(0) => Ok(Read::Closed),
+            Ok(n) => Ok(Read::Data(n)),
+            Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => Ok(Read::Empty),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -227,42 +187,27 @@ impl Stage {
     }
 }
 
-fn c_path(path: &Path) -> std::io::Result<CString> {
-    CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "path contains a NUL byte"))
-}
-
-fn open(name: &CString, flags: libc::c_int) -> std::io::Result<OwnedFd> {
-    // SAFETY: `name` is NUL-terminated; the flags ask for no file creation, so no mode is read.
-    let fd = unsafe { libc::open(name.as_ptr(), flags | libc::O_CLOEXEC | libc::O_NOFOLLOW) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just opened and is owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+fn open(path: &Path, flags: OFlags) -> std::io::Result<OwnedFd> {
+    // The flags ask for no file creation, so the mode is not read.
+    Ok(rustix::fs::open(path, flags | OFlags::CLOEXEC | OFlags::NOFOLLOW, Mode::empty())?)
 }
 
 /// Refuses anything but a FIFO under that name: a regular file there would
 /// make a watcher pour it into the log, or a start write into it.
 fn ensure_fifo(fd: &OwnedFd, path: &Path) -> std::io::Result<()> {
-    // SAFETY: an all-zero `stat` is a valid value for fstat to fill in.
-    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `fd` is open and `stat` is a valid, writable struct.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    if stat.st_mode & libc::S_IFMT != libc::S_IFIFO {
+    if FileType::from_raw_mode(rustix::fs::fstat(fd)?.st_mode) != FileType::Fifo {
         return Err(std::io::Error::other(format!("{} is not a named pipe", path.display())));
     }
     Ok(())
 }
 
-/// Best effort: a user over `/proc/sys/fs/pipe-user-pages-soft` keeps the default size.
+/// Best effort: a user over `/proc/sys/fs/pipe-user-pages-soft` (EPERM) or
+/// a lowered `pipe-max-size` keeps the default size, which only costs
+/// wake-ups; the pipe works the same.
 fn enlarge(_fd: &OwnedFd) {
     #[cfg(target_os = "linux")]
-    // SAFETY: F_SETPIPE_SZ takes an int and changes nothing but the pipe's capacity.
-    unsafe {
-        libc::fcntl(_fd.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_BYTES);
+    if let Err(e) = rustix::pipe::fcntl_setpipe_size(_fd, PIPE_BYTES) {
+        tracing::debug!("the job's output pipe keeps its default size: {e}");
     }
 }
 
@@ -271,26 +216,16 @@ fn enlarge(_fd: &OwnedFd) {
 /// read-write through /proc, so the job still never gets SIGPIPE.
 fn anonymous(why: String) -> std::io::Result<JobOutput> {
     let (reader, writer) = crate::os::launch::new_pipe(0)?;
-    // SAFETY: file status flags of our own read end only; the job's end is
-    // another open file description and stays blocking.
-    let flags = unsafe { libc::fcntl(reader.as_raw_fd(), libc::F_GETFL) };
-    // SAFETY: as above.
-    if flags < 0 || unsafe { libc::fcntl(reader.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    // Our own read end only: the job's end is another open file description
+    // and stays blocking.
+    rustix::fs::fcntl_setfl(&reader, rustix::fs::fcntl_getfl(&reader)? | OFlags::NONBLOCK)?;
     enlarge(&reader);
     #[cfg(target_os = "linux")]
     let child_end = {
         // Not `open`: O_NOFOLLOW refuses /proc's fd links, which must be followed here.
-        let name = format!("/proc/self/fd/{}\0", writer.as_raw_fd());
-        // SAFETY: `name` is NUL-terminated and lives across the call; no file is created.
-        let fd = unsafe { libc::open(name.as_ptr() as *const libc::c_char, libc::O_RDWR | libc::O_CLOEXEC) };
-        if fd < 0 {
-            writer
-        } else {
-            // SAFETY: `fd` was just opened and is owned by nothing else.
-            unsafe { OwnedFd::from_raw_fd(fd) }
-        }
+        let name = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&writer));
+        // Failing that, the job gets the write-only end (and SIGPIPE if we die).
+        rustix::fs::open(name.as_str(), OFlags::RDWR | OFlags::CLOEXEC, Mode::empty()).unwrap_or(writer)
     };
     #[cfg(not(target_os = "linux"))]
     let child_end = writer;
@@ -344,7 +279,7 @@ impl Reattached {
     /// the job writes as fast as we read.
     fn drain_until(&mut self, deadline: Instant) {
         while let Some(fd) = &self.fd {
-            match read_once(fd.as_raw_fd(), &mut self.buffer) {
+            match read_once(fd, &mut self.buffer) {
                 Read::Data(n) => self.write(n),
                 Read::Empty => return,
                 Read::Closed => self.fd = None,
@@ -367,15 +302,18 @@ impl Reattached {
             if left.is_zero() {
                 return;
             }
-            let watch = |fd: RawFd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-            let mut fds = [watch(fd.as_raw_fd()), watch(exit.as_ref().map_or(-1, |f| f.as_raw_fd()))];
-            let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
-            // SAFETY: `fds` is a valid array of two pollfds; poll ignores negative fds.
-            let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
-            if ready < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                std::thread::sleep(left.min(Duration::from_millis(100)));
+            let mut fds = vec![PollFd::new(fd, PollFlags::IN)];
+            if let Some(exit) = &exit {
+                fds.push(PollFd::new(exit, PollFlags::IN));
             }
-            if fds[1].revents != 0 {
+            let timeout = rustix::event::Timespec { tv_sec: left.as_secs() as i64, tv_nsec: left.subsec_nanos() as _ };
+            match rustix::event::poll(&mut fds, Some(&timeout)) {
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(_) => std::thread::sleep(left.min(Duration::from_millis(100))),
+            }
+            let exited = fds.get(1).is_some_and(|exited| !exited.revents().is_empty());
+            drop(fds);
+            if exited {
                 self.drain_until(deadline);
                 return;
             }
@@ -419,14 +357,13 @@ mod tests {
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 
     fn write(fd: &OwnedFd, data: &[u8]) -> isize {
-        // SAFETY: `data` is valid for reads of its length.
-        unsafe { libc::write(fd.as_raw_fd(), data.as_ptr() as *const libc::c_void, data.len()) }
+        rustix::io::write(fd, data).map_or(-1, |n| n as isize)
     }
 
     fn read_all(fd: &OwnedFd) -> Vec<u8> {
         let mut buffer = vec![0u8; 4096];
         let mut got = Vec::new();
-        while let Read::Data(n) = read_once(fd.as_raw_fd(), &mut buffer) {
+        while let Read::Data(n) = read_once(fd, &mut buffer) {
             got.extend_from_slice(&buffer[..n]);
         }
         got
@@ -449,9 +386,9 @@ mod tests {
         // A watcher reopens it by name and finds what waited there.
         let reopened = reopen(dir.path()).unwrap().unwrap();
         assert_eq!(read_all(&reopened), b"orphaned\n");
-        assert_eq!(read_once(reopened.as_raw_fd(), &mut [0u8; 16]), Read::Empty, "the job still holds it");
+        assert_eq!(read_once(&reopened, &mut [0u8; 16]), Read::Empty, "the job still holds it");
         drop(output.child_end);
-        assert_eq!(read_once(reopened.as_raw_fd(), &mut [0u8; 16]), Read::Closed, "every writer is gone");
+        assert_eq!(read_once(&reopened, &mut [0u8; 16]), Read::Closed, "every writer is gone");
     }
 
     #[test]
@@ -459,9 +396,8 @@ mod tests {
     fn the_pipe_holds_a_mebibyte_while_nothing_reads_it() {
         let dir = tempfile::tempdir().unwrap();
         let output = create(dir.path()).unwrap();
-        // SAFETY: F_GETPIPE_SZ only reads the capacity.
-        let size = unsafe { libc::fcntl(output.reader.as_raw_fd(), libc::F_GETPIPE_SZ) };
-        let max: i32 = std::fs::read_to_string("/proc/sys/fs/pipe-max-size").unwrap().trim().parse().unwrap();
+        let size = rustix::pipe::fcntl_getpipe_size(&output.reader).unwrap();
+        let max: usize = std::fs::read_to_string("/proc/sys/fs/pipe-max-size").unwrap().trim().parse().unwrap();
         assert_eq!(size, PIPE_BYTES.min(max));
     }
 

@@ -18,11 +18,13 @@ use crate::os::launch::{self, LaunchSpec};
 use crate::store::registry::{Patience, Registry};
 use crate::os::tree::{self, Tree};
 use crate::{supervise::notify, now_ms, supervise::outpipe, Error};
+use rustix::event::{PollFd, PollFlags};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What the caller hands the supervisor on its stdin.
@@ -33,66 +35,69 @@ pub struct SupervisorSpec {
     pub config: Config,
 }
 
-static SIGNAL_PIPE_WRITE: AtomicI32 = AtomicI32::new(-1);
-
-extern "C" fn on_signal(signal: libc::c_int) {
-    let fd = SIGNAL_PIPE_WRITE.load(Ordering::Relaxed);
-    if fd >= 0 {
-        let byte = signal as u8;
-        // Async-signal-safe; a full pipe just drops the wake-up, which is
-        // harmless because one pending byte is enough to wake the loop.
-        // SAFETY: write(2) is async-signal-safe; `byte` lives on this stack
-        // for the call and the length is 1; `fd` is the pipe's write end,
-        // leaked on purpose so it stays open for the life of the process.
-        unsafe { libc::write(fd, &byte as *const u8 as *const libc::c_void, 1) };
-    }
+/// The signals the loop waits on, as signal-hook's handlers leave them: a
+/// flag per kind, set before the handler writes a byte into `wake`, which is
+/// what `poll` watches. A full pipe drops the byte, which is harmless: one
+/// pending byte is enough to wake the loop, and the flags say what came.
+struct Signals {
+    /// The read end of the self-pipe; its write end is the handlers' for
+    /// the life of the process.
+    wake: OwnedFd,
+    /// SIGCHLD: a child (the main process, an adopted descendant, the notifier) may be reapable.
+    child: Arc<AtomicBool>,
+    /// SIGUSR1: `kill` may have left a request.
+    kill_request: Arc<AtomicBool>,
+    /// SIGTERM, SIGINT or SIGHUP: someone wants the job gone.
+    stop: Arc<AtomicBool>,
 }
 
+/// Every signal the supervisor handles; the notifier puts them back to default.
+const HANDLED: [i32; 5] = [libc::SIGCHLD, libc::SIGUSR1, libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
 
-fn install_signal_handlers() -> std::io::Result<OwnedFd> {
-    let (read, write) = new_pipe(libc::O_NONBLOCK)?;
-    SIGNAL_PIPE_WRITE.store(write.as_raw_fd(), Ordering::Relaxed);
-    std::mem::forget(write); // lives as long as the process
-    for signal in [libc::SIGCHLD, libc::SIGUSR1, libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-        // SAFETY: an all-zero sigaction is a valid value (plain C struct);
-        // the handler only loads an atomic and calls write(2), both
-        // async-signal-safe; the pointers passed are to live locals.
-        let installed = unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_signal as *const () as usize;
-            action.sa_flags = libc::SA_RESTART | if signal == libc::SIGCHLD { libc::SA_NOCLDSTOP } else { 0 };
-            libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(signal, &action, std::ptr::null_mut())
-        };
-        if installed != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(read)
-}
-
-/// Points `fd` at /dev/null. A failure leaves `fd` where it was (the
-/// caller's pipe), which only matters to a caller still reading it, so it is
-/// reported, not fatal.
-fn redirect_to_dev_null(fd: RawFd) {
-    // SAFETY: the path is a NUL-terminated literal; `null` is a descriptor we
-    // just opened and own, closed exactly once; dup2 onto a standard
-    // descriptor number cannot invalidate a Rust-owned fd (std owns none of
-    // 0/1/2 here).
-    let failed = unsafe {
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
-        if null < 0 {
-            Some(std::io::Error::last_os_error())
-        } else {
-            let duped = libc::dup2(null, fd);
-            let error = (duped < 0).then(std::io::Error::last_os_error);
-            libc::close(null);
-            error
-        }
+fn install_signal_handlers() -> std::io::Result<Signals> {
+    let (wake, write) = new_pipe(libc::O_NONBLOCK)?;
+    let signals = Signals {
+        wake,
+        child: Arc::new(AtomicBool::new(false)),
+        kill_request: Arc::new(AtomicBool::new(false)),
+        stop: Arc::new(AtomicBool::new(false)),
     };
-    if let Some(e) = failed {
-        tracing::warn!("run-bg supervisor: cannot point fd {fd} at /dev/null: {e}");
+    // Owned by the handlers from now on, so it stays open while they may run.
+    let write = write.into_raw_fd();
+    for signal in HANDLED {
+        let flag = match signal {
+            libc::SIGCHLD => &signals.child,
+            libc::SIGUSR1 => &signals.kill_request,
+            _ => &signals.stop,
+        };
+        // The flag first: signal-hook runs a signal's actions in the order
+        // they were registered, so the loop never wakes to a flag not yet set.
+        signal_hook::flag::register(signal, Arc::clone(flag))?;
+        signal_hook::low_level::pipe::register_raw(signal, write)?;
     }
+    Ok(signals)
+}
+
+/// Points our stdin or stdout at /dev/null. A failure leaves it where it was
+/// (the caller's pipe), which only matters to a caller still reading it, so
+/// it is reported, not fatal.
+fn redirect_to_dev_null(which: Stdio) {
+    let redirected = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").and_then(|null| {
+        match which {
+            Stdio::In => rustix::stdio::dup2_stdin(&null),
+            Stdio::Out => rustix::stdio::dup2_stdout(&null),
+        }
+        .map_err(std::io::Error::from)
+    });
+    if let Err(e) = redirected {
+        tracing::warn!("run-bg supervisor: cannot point {which:?} at /dev/null: {e}");
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Stdio {
+    In,
+    Out,
 }
 
 /// Orphaned descendants are re-parented to us, so we can reap them and see the
@@ -124,7 +129,7 @@ pub fn supervise_main() -> i32 {
         report_ready(&format!("{READY_ERR}cannot detach the supervisor: {e}"));
         return 1;
     }
-    redirect_to_dev_null(0);
+    redirect_to_dev_null(Stdio::In);
     become_subreaper();
     match Supervisor::start(spec) {
         Ok(mut supervisor) => {
@@ -214,7 +219,7 @@ fn report_ready(line: &str) {
     let _ = out.write_all(line.replace('\n', " ").as_bytes());
     let _ = out.write_all(b"\n");
     let _ = out.flush();
-    redirect_to_dev_null(1);
+    redirect_to_dev_null(Stdio::Out);
 }
 
 enum KillReason {
@@ -236,6 +241,104 @@ struct KillInProgress {
     next_look: Instant,
 }
 
+/// How the main process ended, as `waitpid` reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MainExit {
+    Code(i32),
+    Signal(i32),
+}
+
+impl MainExit {
+    /// From a wait status's exit status and terminating signal; `None` for
+    /// a report that is no end (a stop or a continue, never asked for).
+    fn from_wait(exit_status: Option<i32>, terminating_signal: Option<i32>) -> Option<MainExit> {
+        exit_status.map(MainExit::Code).or(terminating_signal.map(MainExit::Signal))
+    }
+
+    /// (exit code, signal), as the job records them.
+    fn code_and_signal(self) -> (Option<i32>, Option<i32>) {
+        match self {
+            MainExit::Code(code) => (Some(code), None),
+            MainExit::Signal(signal) => (None, Some(signal)),
+        }
+    }
+}
+
+/// Where the supervisor is in a job's life. Each step only goes forward:
+/// the end is recorded only once the main process has exited, and the
+/// supervisor is done only once the end is recorded, the output has ended
+/// and no child of ours is left to reap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// The main process runs (it is our child, so there are children to reap).
+    Running,
+    /// The main process is reaped; its end is recorded once a kill in
+    /// progress has settled. `children`: others of ours may be left to reap.
+    MainExited { exit: MainExit, children: bool },
+    /// The end is recorded; what outlived the main process (its output,
+    /// adopted descendants, the notifier) is drained and reaped.
+    Recorded { children: bool },
+    /// Nothing of the job can write any more and nothing is left to reap.
+    Done,
+}
+
+impl Phase {
+    /// The main process was reaped with `exit`.
+    fn main_reaped(self, exit: MainExit) -> Phase {
+        match self {
+            Phase::Running => Phase::MainExited { exit, children: true },
+            // Reaped once only: a later report cannot be the main process's.
+            other => other,
+        }
+    }
+
+    /// `waitpid` said no child of ours is left.
+    fn no_children(self) -> Phase {
+        match self {
+            Phase::MainExited { exit, .. } => Phase::MainExited { exit, children: false },
+            Phase::Recorded { .. } => Phase::Recorded { children: false },
+            // While Running the main process is a child: ECHILD cannot be.
+            other => other,
+        }
+    }
+
+    /// A child of ours was forked (the notifier).
+    fn child_started(self) -> Phase {
+        match self {
+            Phase::MainExited { exit, .. } => Phase::MainExited { exit, children: true },
+            Phase::Recorded { .. } => Phase::Recorded { children: true },
+            other => other,
+        }
+    }
+
+    /// The end is recorded; only a main process that has exited has one.
+    fn recorded(self) -> Phase {
+        match self {
+            Phase::MainExited { children, .. } => Phase::Recorded { children },
+            other => other,
+        }
+    }
+
+    /// Done once recorded with nothing left to reap and the output ended.
+    fn settle(self, output_open: bool) -> Phase {
+        match self {
+            Phase::Recorded { children: false } if !output_open => Phase::Done,
+            other => other,
+        }
+    }
+
+    fn main_exit(self) -> Option<MainExit> {
+        match self {
+            Phase::MainExited { exit, .. } => Some(exit),
+            _ => None,
+        }
+    }
+
+    fn main_running(self) -> bool {
+        self == Phase::Running
+    }
+}
+
 /// A step that moved less than this left the pipe empty with the job
 /// writing slower than we copy: the loop pauses for `GATHER_PAUSE` before
 /// looking again (see `let_output_gather`). A quarter of the job's pipe.
@@ -252,12 +355,9 @@ struct Supervisor {
     home: Home,
     log: RotatingWriter,
     output: Option<OwnedFd>,
-    signals: OwnedFd,
-    main_pid: libc::pid_t,
-    /// (exit code, signal) once the main process is reaped.
-    main_exit: Option<(Option<i32>, Option<i32>)>,
-    recorded: bool,
-    has_children: bool,
+    signals: Signals,
+    main_pid: rustix::process::Pid,
+    phase: Phase,
     /// Cleared once the deadline has been acted on.
     timeout_at: Option<Instant>,
     log_failed: bool,
@@ -332,6 +432,9 @@ impl Supervisor {
             Err(e) => return Err(fail(job, e.to_string())),
         };
         let main_pid = launched.pid;
+        let Some(main) = rustix::process::Pid::from_raw(main_pid) else {
+            return Err(fail(job, format!("the launch reported pid {main_pid}")));
+        };
         job.main = Some(
             // Our unreaped child: its pid cannot have been reused yet.
             procinfo::identify_exactly(main_pid as u32).unwrap_or(ProcessIdentity::from_stat(main_pid as u32, 0)),
@@ -343,12 +446,12 @@ impl Supervisor {
         // reserves the room the outcome needs. A job that cannot be recorded
         // (a full disk) is not started: its end could not be kept.
         if let Err(e) = registry.write_job_file(&job, false) {
-            // SAFETY: main_pid is our own child, just forked into its own
-            // process group (pgid == main_pid) and not yet reaped, so the pid
-            // cannot have been reused; the group holds only it.
-            unsafe {
-                libc::killpg(main_pid, libc::SIGKILL);
-                libc::waitpid(main_pid, std::ptr::null_mut(), 0);
+            // Our own child, just forked into its own process group (pgid ==
+            // its pid) and not yet reaped, so the pid cannot have been reused.
+            let killed = rustix::process::kill_process_group(main, rustix::process::Signal::KILL)
+                .and_then(|()| rustix::process::waitpid(Some(main), rustix::process::WaitOptions::empty()).map(drop));
+            if let Err(kill) = killed {
+                return Err(format!("cannot record the job: {e} (and its process {main_pid} could not be stopped: {kill})").into());
             }
             outpipe::remove(&home.job_dir(&job.id));
             return Err(format!("cannot record the job: {e}").into());
@@ -378,10 +481,8 @@ impl Supervisor {
             log,
             output: Some(output_read),
             signals,
-            main_pid,
-            main_exit: None,
-            recorded: false,
-            has_children: true,
+            main_pid: main,
+            phase: Phase::Running,
             timeout_at,
             log_failed: false,
             kill: None,
@@ -395,45 +496,51 @@ impl Supervisor {
     fn run(&mut self) {
         release_startup_code();
         loop {
-            if !self.recorded && self.main_exit.is_some() && self.kill_settled() {
+            if self.phase.main_exit().is_some() && self.kill_settled() {
                 self.drain_output_nonblocking();
                 self.record_end();
             }
-            if self.recorded && self.output.is_none() && !self.has_children {
+            self.phase = self.phase.settle(self.output.is_some());
+            if self.phase == Phase::Done {
                 // Nothing of the job can write any more: no watcher will need it.
                 outpipe::remove(&self.home.job_dir(&self.job.id));
                 return;
             }
-            let timeout_ms = self.poll_timeout_ms();
-            let pollfd = |fd: RawFd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-            let mut fds = [pollfd(self.signals.as_raw_fd()), pollfd(-1)];
-            let watched = match &self.output {
-                Some(output) => {
-                    fds[1] = pollfd(output.as_raw_fd());
-                    2
+            let timeout = self.poll_timeout().map(timespec);
+            let (signalled, output_ready) = {
+                // On the stack: this runs once per step of the output's copy.
+                let wake = PollFd::new(&self.signals.wake, PollFlags::IN);
+                let mut fds = [wake.clone(), wake];
+                let watched = match &self.output {
+                    Some(output) => {
+                        fds[1] = PollFd::new(output, PollFlags::IN);
+                        2
+                    }
+                    None => 1,
+                };
+                if let Err(e) = rustix::event::poll(&mut fds[..watched], timeout.as_ref()) {
+                    if e != rustix::io::Errno::INTR {
+                        // Should not happen; avoid a busy loop if it does.
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
                 }
-                None => 1,
+                (!fds[0].revents().is_empty(), watched > 1 && !fds[1].revents().is_empty())
             };
-            // SAFETY: `fds` is a live array of at least `watched` pollfds.
-            let ready = unsafe { libc::poll(fds.as_mut_ptr(), watched, timeout_ms) };
-            if ready < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-                // Should not happen; avoid a busy loop if it does.
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            if watched > 1 && fds[1].revents != 0 {
+            if output_ready {
                 let moved = self.read_output_once();
                 if (1..GATHER_BELOW).contains(&moved) {
                     self.let_output_gather();
                 }
             }
-            if fds[0].revents != 0 {
+            if signalled {
                 self.handle_signals();
             }
             self.advance_timers();
         }
     }
 
-    fn poll_timeout_ms(&self) -> i32 {
+    /// How long the loop may sleep before a deadline needs it; `None`: until woken.
+    fn poll_timeout(&self) -> Option<Duration> {
         let now = Instant::now();
         let mut wait: Option<Duration> = None;
         let mut consider = |at: Instant| {
@@ -451,11 +558,8 @@ impl Supervisor {
                 consider(kill.next_look);
             }
         }
-        match wait {
-            None => -1,
-            // +1 so we wake after the deadline, not a hair before it.
-            Some(d) => (d.as_millis() + 1).min(i32::MAX as u128) as i32,
-        }
+        // A millisecond more so we wake after the deadline, not a hair before it.
+        wait.map(|d| d + Duration::from_millis(1))
     }
 
     /// Moves what the output pipe holds into the log once; gives how many bytes (0: nothing was there).
@@ -483,18 +587,10 @@ impl Supervisor {
     /// with the pause, ~155k and 0.87× (medians of 8, 2 cores at load 2).
     /// The log is behind by at most the pause.
     fn let_output_gather(&self) {
-        #[cfg(target_os = "linux")]
-        {
-            let pause = libc::timespec { tv_sec: 0, tv_nsec: GATHER_PAUSE.as_nanos() as libc::c_long };
-            let mut fds = [libc::pollfd { fd: self.signals.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
-            // SAFETY: `fds` is a valid array of one pollfd and `pause` a valid
-            // timespec, both alive across the call; a null sigmask leaves ours
-            // as it is. The result needs no check: the pause is over either
-            // way, and the loop then polls the signal pipe itself.
-            let _ = unsafe { libc::ppoll(fds.as_mut_ptr(), 1, &pause, std::ptr::null()) };
-        }
-        #[cfg(not(target_os = "linux"))]
-        std::thread::sleep(GATHER_PAUSE);
+        let mut fds = [PollFd::new(&self.signals.wake, PollFlags::IN)];
+        // Whatever it returns, the pause is over, and the loop then polls
+        // the signal pipe itself.
+        let _ = rustix::event::poll(&mut fds, Some(&timespec(GATHER_PAUSE)));
     }
 
     /// Takes whatever the main process wrote before it exited, without waiting
@@ -504,25 +600,14 @@ impl Supervisor {
     }
 
     fn handle_signals(&mut self) {
+        // Emptied before the flags are read: a signal that comes after this
+        // writes a new byte, so it wakes the loop again.
         let mut bytes = [0u8; 64];
-        let mut got = [false; 65];
-        loop {
-            // SAFETY: reads at most `bytes.len()` into the live buffer from
-            // the signal pipe we own.
-            let n = unsafe {
-                libc::read(self.signals.as_raw_fd(), bytes.as_mut_ptr() as *mut libc::c_void, bytes.len())
-            };
-            if n <= 0 {
-                break;
-            }
-            for &b in &bytes[..n as usize] {
-                got[(b as usize).min(64)] = true;
-            }
-        }
-        if got[libc::SIGCHLD as usize] {
+        while matches!(rustix::io::read(&self.signals.wake, &mut bytes), Ok(n) if n > 0) {}
+        if self.signals.child.swap(false, Ordering::Relaxed) {
             self.reap();
         }
-        if got[libc::SIGUSR1 as usize] {
+        if self.signals.kill_request.swap(false, Ordering::Relaxed) {
             // Only a request left by `kill` counts: a job may well send SIGUSR1
             // to its parent (a readiness signal) without meaning to be killed.
             let path = self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE);
@@ -531,7 +616,7 @@ impl Supervisor {
                 self.begin_kill(KillReason::Requested, request);
             }
         }
-        if got[libc::SIGTERM as usize] || got[libc::SIGINT as usize] || got[libc::SIGHUP as usize] {
+        if self.signals.stop.swap(false, Ordering::Relaxed) {
             let request = KillRequest { grace_ms: self.config.kill.grace_ms, force: false };
             self.begin_kill(KillReason::Requested, request);
         }
@@ -540,25 +625,25 @@ impl Supervisor {
     /// Reaps every exited child: the main process and any adopted descendant.
     fn reap(&mut self) {
         loop {
-            let mut status = 0;
-            // SAFETY: `status` is a live local the kernel writes an int into.
-            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-            if pid > 0 {
-                if pid == self.main_pid {
-                    self.main_exit = Some(if libc::WIFEXITED(status) {
-                        (Some(libc::WEXITSTATUS(status)), None)
-                    } else if libc::WIFSIGNALED(status) {
-                        (None, Some(libc::WTERMSIG(status)))
-                    } else {
-                        (None, None)
-                    });
+            // wait(), not waitpid(None, ..): that is waitpid(0), which waits
+            // only for children in our own process group, and the job has its own.
+            match rustix::process::wait(rustix::process::WaitOptions::NOHANG) {
+                Ok(Some((pid, status))) => {
+                    if pid == self.main_pid {
+                        if let Some(exit) = MainExit::from_wait(status.exit_status(), status.terminating_signal()) {
+                            self.phase = self.phase.main_reaped(exit);
+                        }
+                    }
                 }
-                continue;
+                Err(rustix::io::Errno::CHILD) => {
+                    self.phase = self.phase.no_children();
+                    return;
+                }
+                Err(rustix::io::Errno::INTR) => {}
+                // None: children left, none has exited. Any other error
+                // cannot be for these arguments; the next SIGCHLD tries again.
+                Ok(None) | Err(_) => return,
             }
-            if pid < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
-                self.has_children = false;
-            }
-            return;
         }
     }
 
@@ -570,7 +655,7 @@ impl Supervisor {
             Some(kill) => kill.hard_deadline = kill.hard_deadline.min(deadline),
             None => {
                 // The main process's own exit, if it came first, decides the outcome.
-                let reason = if self.main_exit.is_none() { reason } else { KillReason::AfterExit };
+                let reason = if self.phase.main_running() { reason } else { KillReason::AfterExit };
                 self.kill = Some(KillInProgress {
                     reason,
                     started: now,
@@ -621,7 +706,7 @@ impl Supervisor {
             if now >= at {
                 self.timeout_at = None;
                 // At the deadline the tree goes, even what outlived the main process.
-                if self.kill.is_none() && (self.main_exit.is_none() || self.anything_left()) {
+                if self.kill.is_none() && (self.phase.main_running() || self.anything_left()) {
                     let grace_ms = self.config.kill.grace_ms;
                     self.begin_kill(KillReason::Timeout, KillRequest { grace_ms, force: false });
                     return;
@@ -659,7 +744,8 @@ impl Supervisor {
     }
 
     fn record_end(&mut self) {
-        self.recorded = true;
+        let Some(exit) = self.phase.main_exit() else { return };
+        self.phase = self.phase.recorded();
         // An end recorded by someone else first (`kill` acting without this
         // supervisor while it was stopped) stands, and was announced by them.
         if let Ok(stored) = self.registry.get(&self.job.id) {
@@ -669,7 +755,7 @@ impl Supervisor {
                 return;
             }
         }
-        let (code, signal) = self.main_exit.unwrap_or((None, None));
+        let (code, signal) = exit.code_and_signal();
         let by = match &self.kill {
             Some(KillInProgress { reason: KillReason::Timeout, .. }) => EndedBy::Timeout,
             Some(KillInProgress { reason: KillReason::Requested, .. }) => EndedBy::Kill,
@@ -726,12 +812,15 @@ impl Supervisor {
         // lock another thread holds and may run ordinary Rust code.
         match unsafe { libc::fork() } {
             0 => {
-                SIGNAL_PIPE_WRITE.store(-1, Ordering::Relaxed);
-                for signal in [libc::SIGCHLD, libc::SIGUSR1, libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+                // The notifier is an ordinary process: a signal ends it and
+                // never reaches the supervisor's flags or wakes its loop.
+                for signal in HANDLED {
                     // SAFETY: restoring the default disposition installs no
-                    // code of ours. It cannot fail for these valid signals,
-                    // and the handler it replaces is now a no-op anyway.
-                    unsafe { libc::signal(signal, libc::SIG_DFL) };
+                    // code of ours; signal-hook's handler it replaces would
+                    // only set this copy's flags and write to the self-pipe.
+                    if unsafe { libc::signal(signal, libc::SIG_DFL) } == libc::SIG_ERR {
+                        self.note_error(&format!("notifier: cannot restore signal {signal}: {}", std::io::Error::last_os_error()));
+                    }
                 }
                 self.output = None;
                 notify::announce(&self.home, &self.config, &self.job);
@@ -742,7 +831,7 @@ impl Supervisor {
             -1 => self.note_error(&format!("cannot fork the notifier: {}", std::io::Error::last_os_error())),
             pid => {
                 self.notifier = Some(pid);
-                self.has_children = true;
+                self.phase = self.phase.child_started();
             }
         }
     }
@@ -750,6 +839,10 @@ impl Supervisor {
     fn note_error(&self, message: &str) {
         tracing::error!("run-bg supervisor {}: {message}", self.job.id);
     }
+}
+
+fn timespec(d: Duration) -> rustix::event::Timespec {
+    rustix::event::Timespec { tv_sec: d.as_secs().min(i64::MAX as u64) as i64, tv_nsec: d.subsec_nanos() as _ }
 }
 
 /// `None` where the kernel has no `splice(2)`, or no pipe is left for the
@@ -815,7 +908,7 @@ fn copy_once(output: BorrowedFd<'_>, log: &mut RotatingWriter, buffer: &mut [u8]
     }
     #[cfg(not(target_os = "linux"))]
     let _ = splice;
-    match outpipe::read_once(output.as_raw_fd(), buffer) {
+    match outpipe::read_once(output, buffer) {
         outpipe::Read::Data(n) => (Copied::Read(n), log.write_all(&buffer[..n]).err()),
         outpipe::Read::Empty => (Copied::Empty, None),
         outpipe::Read::Closed => (Copied::Closed, None),
@@ -867,7 +960,7 @@ fn splice_once(
     let mut error = None;
     while left > 0 {
         let chunk = left.min(buffer.len());
-        match outpipe::read_once(stage.output().as_raw_fd(), &mut buffer[..chunk]) {
+        match outpipe::read_once(stage.output(), &mut buffer[..chunk]) {
             outpipe::Read::Data(n) => {
                 left -= n;
                 if let Err(e) = log.write_all(&buffer[..n]) {
@@ -893,6 +986,69 @@ fn children_peak_rss_kb() -> Option<u64> {
     // Linux reports KiB; macOS reports bytes.
     let max = usage.ru_maxrss as u64;
     Some(if cfg!(target_os = "macos") { max / 1024 } else { max }).filter(|&kb| kb > 0)
+}
+
+#[cfg(test)]
+mod phase_tests {
+    use super::*;
+
+    const EXIT: MainExit = MainExit::Code(3);
+
+    #[test]
+    fn a_job_whose_main_process_leaves_nothing_behind_goes_through_every_phase() {
+        let phase = Phase::Running.main_reaped(EXIT);
+        assert_eq!(phase, Phase::MainExited { exit: EXIT, children: true });
+        assert_eq!(phase.main_exit(), Some(EXIT));
+        let phase = phase.no_children().recorded();
+        assert_eq!(phase, Phase::Recorded { children: false });
+        assert_eq!(phase.settle(true), phase, "done only once the output has ended");
+        assert_eq!(phase.settle(false), Phase::Done);
+    }
+
+    #[test]
+    fn the_notifier_and_adopted_descendants_keep_the_supervisor_until_reaped() {
+        let phase = Phase::Running.main_reaped(EXIT).recorded();
+        assert_eq!(phase, Phase::Recorded { children: true });
+        assert_eq!(phase.settle(false), phase, "a child is left to reap");
+        let phase = phase.no_children().child_started();
+        assert_eq!(phase, Phase::Recorded { children: true }, "the notifier forked after the last reap");
+        assert_eq!(phase.no_children().settle(false), Phase::Done);
+    }
+
+    #[test]
+    fn nothing_is_recorded_or_finished_while_the_main_process_runs() {
+        let running = Phase::Running;
+        assert!(running.main_running());
+        assert_eq!(running.main_exit(), None);
+        assert_eq!(running.recorded(), Phase::Running, "no end to record");
+        assert_eq!(running.no_children(), Phase::Running, "the main process is a child");
+        assert_eq!(running.settle(false), Phase::Running);
+        assert_eq!(running.child_started(), Phase::Running);
+    }
+
+    #[test]
+    fn every_step_only_goes_forward() {
+        let recorded = Phase::Running.main_reaped(EXIT).recorded();
+        assert_eq!(recorded.main_reaped(MainExit::Signal(9)), recorded, "the main process is reaped once");
+        assert_eq!(recorded.recorded(), recorded);
+        assert_eq!(recorded.main_exit(), None, "a recorded end is not recorded again");
+        assert!(!recorded.main_running());
+        assert_eq!(Phase::Done.main_reaped(EXIT), Phase::Done);
+        for step in [Phase::no_children, Phase::child_started, Phase::recorded] {
+            assert_eq!(step(Phase::Done), Phase::Done);
+        }
+        assert_eq!(Phase::Done.settle(true), Phase::Done);
+    }
+
+    #[test]
+    fn the_main_process_end_is_read_from_its_wait_status() {
+        assert_eq!(MainExit::from_wait(Some(3), None), Some(MainExit::Code(3)));
+        assert_eq!(MainExit::from_wait(Some(0), None), Some(MainExit::Code(0)));
+        assert_eq!(MainExit::from_wait(None, Some(libc::SIGKILL)), Some(MainExit::Signal(libc::SIGKILL)));
+        assert_eq!(MainExit::from_wait(None, None), None, "a stop is no end");
+        assert_eq!(MainExit::Code(3).code_and_signal(), (Some(3), None));
+        assert_eq!(MainExit::Signal(15).code_and_signal(), (None, Some(15)));
+    }
 }
 
 // The tests drive splice(2), which only Linux has.
@@ -949,9 +1105,9 @@ mod tests {
         let (mut spliced, mut read) = (0, 0);
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
-            let mut fds = [libc::pollfd { fd: output.reader.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
-            // SAFETY: `fds` is a valid array of one pollfd for the call.
-            assert!(unsafe { libc::poll(fds.as_mut_ptr(), 1, 10_000) } >= 0);
+            let mut fds = [PollFd::new(&output.reader, PollFlags::IN)];
+            let ten_seconds = timespec(Duration::from_secs(10));
+            assert!(matches!(rustix::event::poll(&mut fds, Some(&ten_seconds)), Ok(_) | Err(rustix::io::Errno::INTR)));
             let (copied, error) = copy_once(output.reader.as_fd(), log, &mut buffer, splice);
             assert!(error.is_none(), "{error:?}");
             let size = std::fs::metadata(path).unwrap().len();
