@@ -310,7 +310,7 @@ pub fn lines_since(log: &Path, since: u64, count: usize, ended: bool) -> crate::
     let end = files.end();
     if since > end {
         return Err(crate::Error::Usage(format!(
-            "bad since: {since}; this job's log ends at {end} (a cursor is what check or read_log of the same job gave)"
+            "bad since: {since}; this job's log ends at {end} (a cursor is what a check or an earlier read of this job's log gave)"
         )));
     }
     let rotated_away = files.oldest().saturating_sub(since);
