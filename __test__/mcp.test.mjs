@@ -3,7 +3,8 @@
 // described tools, and answers that name tools, never the CLI.
 import test from 'node:test'
 import assert from 'node:assert/strict'
-import { makeHome, connectMcp, waitFor, isAlive, killPid } from './helpers.mjs'
+import fs from 'node:fs'
+import { makeHome, connectMcp, waitFor, isAlive, killPid, runBg } from './helpers.mjs'
 
 /** Every answer text a test saw: none may tell the model to type a CLI command. */
 const seen = []
@@ -26,6 +27,17 @@ async function connect(t, home) {
 
 const text = (result) => result.content.map((c) => c.text).join('\n')
 const idOf = (result) => result.structuredContent?.jobId ?? text(result).match(/jobId:? (\S+?)[;)]?(\s|$)/)[1]
+
+/** The addon's named threads (`proc-manager-wait`, …) in process `pid`. */
+function nativeThreads(pid) {
+  return fs.readdirSync(`/proc/${pid}/task`).filter((tid) => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').startsWith('proc-manager-')
+    } catch {
+      return false // ended while we looked
+    }
+  }).length
+}
 
 /** Kills the job's main process by PID when the test ends (the home's cleanup kills the rest). */
 function started(t, result) {
@@ -170,9 +182,10 @@ test('wait_job past the client timeout: through progress notifications, or answe
   assert.match(text(result), /forever/)
 })
 
-test('a cancelled wait ends at once: its progress stops, the server serves on', async (t) => {
+test('a cancelled wait ends at once: its native thread and its progress stop, the server serves on', async (t) => {
   const { home } = makeHome(t)
   const { client, call } = await connect(t, home)
+  const server = client.transport.pid
   const id = started(t, await call('run_background', { command: 'echo waiting; sleep 8' }))
   // Progress notifications as they arrive on the wire, whoever listens for them.
   const arrived = []
@@ -185,9 +198,12 @@ test('a cancelled wait ends at once: its progress stops, the server serves on', 
   const controller = new AbortController()
   const wait = call('wait_job', { jobId: id, timeoutMs: 60_000 }, { signal: controller.signal, onprogress: () => {} })
   await waitFor(() => arrived.length > 0, { what: 'a first progress notification' })
+  assert.equal(nativeThreads(server), 1, 'the wait runs on a native thread of the server')
   const cancelledAt = Date.now()
   controller.abort()
   await assert.rejects(wait, /abort/i)
+  // The job runs 8 s: a thread left waiting for it would outlive this deadline.
+  await waitFor(() => nativeThreads(server) === 0, { timeout: 3_000, what: 'the native wait thread to end after the cancel' })
   // Still serving, and the job ends on its own; a wait still in flight would
   // have sent progress all along.
   await waitFor(async () => (await call('check_job', { jobId: id })).structuredContent.status === 'success', { what: 'the job to end' })
