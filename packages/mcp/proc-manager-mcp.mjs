@@ -60,8 +60,8 @@ const speakMcp = (text) => CLI_TO_MCP.reduce((t, [pattern, said]) => t.replace(p
  * Keeps `head` and as many of `lines` as fit in CAP, the newest (last) ones
  * when `keep` is 'last', and says what was left out with `more(n)`.
  */
-function capLines(head, lines, keep, more) {
-  let room = CAP - head.reduce((n, l) => n + l.length + 1, 0) - 200
+function capLines(head, lines, keep, more, reserve = 0) {
+  let room = CAP - head.reduce((n, l) => n + l.length + 1, 0) - 200 - reserve
   const shown = []
   const order = keep === 'last' ? [...lines].reverse() : lines
   for (const line of order) {
@@ -153,8 +153,8 @@ function checkAnswer(id, options = {}) {
   const head = text.endsWith(tail.join('\n')) ? all.slice(0, all.length - tail.length) : all.slice(0, 1)
   return {
     text: capLines(head, tail, 'last', (n) =>
-      `[${count(n)} earlier lines not shown: answers stop at ${count(CAP)} characters; read_log with fromLine pages through the whole log, grep narrows]`) +
-      `\n${note}`,
+      `[${count(n)} earlier lines not shown: answers stop at ${count(CAP)} characters; read_log with fromLine pages through the whole log, grep narrows]`,
+    note.length + 1) + `\n${note}`,
     structured,
   }
 }
@@ -250,10 +250,11 @@ server.registerTool('read_log', {
   // What the call asked for beyond what fits is said, not what the read left out.
   const wanted = since !== undefined ? log.lines.length : Math.max(0, Math.min(lines, log.totalLines - log.fromLine + 1))
   let shown = log.lines.length
-  let text = capLines(head, log.lines, 'first', (n) => { shown = log.lines.length - n; return '' })
+  let text = capLines(head, log.lines, 'first', (n) => { shown = log.lines.length - n; return '' }, 300)
   if (shown < log.lines.length) {
     // The cursor after the last line shown: the same read, that many lines.
     log = pm.readLog(id, { ...range, lines: shown })
+    if (since !== undefined) text = text.replace(head.at(-1), `${id}: ${count(shown)} lines after cursor ${since}`)
     const next = since !== undefined ? `since ${log.cursor}` : `fromLine ${log.fromLine + shown}`
     text = text.replace(/\n$/, '') + `\n[${count(wanted - shown)} more lines not shown: answers stop at ${count(CAP)} characters; use read_log with ${next}]`
   } else if (log.more) {
