@@ -532,4 +532,39 @@ mod tests {
         let ended = lines_since(&log, 4, 10, true).unwrap();
         assert_eq!((ended.lines, ended.cursor), (vec!["tw".to_string()], 6));
     }
+
+    #[test]
+    fn a_read_at_any_step_of_a_rotation_gives_every_line_after_the_cursor() {
+        use std::sync::{Arc, Mutex};
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("output.log");
+        let mut writer = RotatingWriter::create(&log, 110, 4).unwrap();
+        writer.write_all(numbered(0..3).as_bytes()).unwrap();
+        let cursor = line_window(&log, None, 100, false).cursor;
+        let written = Arc::new(Mutex::new(3usize));
+        let failures = Arc::new(Mutex::new(Vec::new()));
+        // At each file-system step of the writer (between the renames of a
+        // rotation too), a reader from the cursor gets every line written
+        // since, and the lines still kept are never said to be rotated away.
+        let (at_log, at_written, at_failures) = (log.clone(), written.clone(), failures.clone());
+        writer.set_seam(Arc::new(move |point| {
+            if point == "unlink" {
+                return;
+            }
+            let read = lines_since(&at_log, cursor, 1000, false).unwrap();
+            let upto = *at_written.lock().unwrap();
+            let expected: Vec<String> = (3..upto).map(|i| format!("line {i:05}")).collect();
+            if read.rotated_away != 0 || read.lines != expected {
+                at_failures.lock().unwrap().push(format!("at {point} after {upto} lines: {:?}, {} lines", read.rotated_away, read.lines.len()));
+            }
+        }));
+        // 4 rotated files of 10 lines and the current one hold 50 lines: 3 + 45 fit.
+        for i in 3..48 {
+            writer.write_all(numbered(i..i + 1).as_bytes()).unwrap();
+            *written.lock().unwrap() = i + 1;
+        }
+        assert!(crate::store::logs::rotated_path(&log, 4).exists(), "the test needs full rotations");
+        let failures = failures.lock().unwrap();
+        assert!(failures.is_empty(), "{} reads failed; first: {}", failures.len(), failures[0]);
+    }
 }

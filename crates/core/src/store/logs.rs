@@ -493,18 +493,25 @@ pub fn tail_then_follow(log: &Path, n: usize) -> (Vec<Vec<u8>>, LogFollower) {
     (lines, LogFollower::new(log, held))
 }
 
-/// `output.log` (if present) then `output.log.1`, `.2` … up to the first gap.
+/// `output.log` (if present) then `output.log.1`, `.2` … up to the first
+/// two missing names in a row. A rotation renames from the oldest file down,
+/// one name at a time, so while it runs one name in the middle is missing
+/// (`.2` moved to `.3`, `.1` not yet to `.2`): the files past it are still
+/// the log's, in order.
 pub fn log_files_newest_first(log: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
-    if log.exists() {
-        files.push(log.to_path_buf());
-    }
-    for index in 1.. {
-        let rotated = rotated_path(log, index);
-        if !rotated.exists() {
-            break;
+    let mut missing = 0;
+    for index in 0..=MAX_KEEP + 1 {
+        let path = rotated_path(log, index);
+        if path.exists() {
+            files.push(path);
+            missing = 0;
+        } else if index > 0 {
+            missing += 1;
+            if missing == 2 {
+                break;
+            }
         }
-        files.push(rotated);
     }
     files
 }
