@@ -88,6 +88,11 @@ export interface CheckOptions {
 export interface CheckResult extends JobSummary {
   /** Last lines of output, oldest first. */
   tail: Array<string>
+  /**
+   * Where the log stood after its last complete line when the tail was read:
+   * `readLog(jobId, { since: cursor })` gives only what came after.
+   */
+  cursor: number
   /** Processes still running although the main process ended (or its supervisor died). */
   lingering: Array<JobProcess>
   /** How many of the job's processes run now (running or lingering). */
@@ -300,29 +305,48 @@ export interface ProcessSnapshot {
 export declare function pruneJobs(olderThanMs?: number | undefined | null): Array<string>
 
 /**
- * A range of a job's log lines (`fromLine`, `lines`), across rotations; a
- * line of any length is one line, shown cut.
+ * A range of a job's log lines (`fromLine`, `lines`), or the lines written
+ * after a cursor (`since`, from `checkJob` or an earlier `readLog`), across
+ * rotations; a line of any length is one line, shown cut.
  */
-export declare function readLog(jobId: string, options?: ReadLogOptions | undefined | null): LogLines
+export declare function readLog(jobId: string, options?: ReadLogOptions | undefined | null): LogRead
 
 export interface ReadLogOptions {
   /**
    * The first line to show, counted from 1 (the oldest line the log still
-   * holds); without it, the last `lines` lines.
+   * holds); without it (and without `since`), the last `lines` lines.
    */
   fromLine?: number
+  /**
+   * A cursor (`checkJob().cursor`, `readLog().cursor`): only the lines
+   * written after it, the oldest first. Not with `fromLine`.
+   */
+  since?: number
   /** How many lines (default 100). */
   lines?: number
 }
 
-/** Lines of a job's log by number, as `check` cleans them but never folded. */
-export interface LogLines {
+/** `readLog`'s answer: lines as `check` cleans them, never folded. */
+export interface LogRead {
   jobId: string
-  /** The number of the first line in `lines`. */
-  fromLine: number
+  /** The number of the first line in `lines` (not with `since`). */
+  fromLine?: number
   lines: Array<string>
-  /** How many lines the log holds now (rotated files included). */
-  totalLines: number
+  /** How many lines the log holds now, rotated files included (not with `since`). */
+  totalLines?: number
+  /**
+   * Where the last line in `lines` ends in everything ever written to the
+   * log: give it as `since` for only what comes next. An unfinished last
+   * line counts as read only once the job has ended.
+   */
+  cursor: number
+  /**
+   * With `since`: bytes after it that were rotated away and deleted before
+   * this read; `lines` then start at the oldest line kept.
+   */
+  rotatedAwayBytes?: number
+  /** With `since`: more lines follow `cursor` than `lines` asked for. */
+  more?: boolean
 }
 
 /**

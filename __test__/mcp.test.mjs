@@ -3,7 +3,8 @@
 // described tools, and answers that name tools, never the CLI.
 import test from 'node:test'
 import assert from 'node:assert/strict'
-import { makeHome, connectMcp, waitFor, isAlive, killPid } from './helpers.mjs'
+import fs from 'node:fs'
+import { makeHome, connectMcp, waitFor, isAlive, killPid, runBg } from './helpers.mjs'
 
 /** Every answer text a test saw: none may tell the model to type a CLI command. */
 const seen = []
@@ -25,7 +26,26 @@ async function connect(t, home) {
 }
 
 const text = (result) => result.content.map((c) => c.text).join('\n')
+/** An answer's text without its last line, the cursor note, checked to be there. */
+const withoutCursor = (result) => {
+  const lines = text(result).split('\n')
+  const cursor = result.structuredContent?.cursor
+  assert.match(lines.at(-1), /^\[cursor (\d+): read_log with since \1 gives only what comes next\]$/)
+  if (cursor !== undefined) assert.equal(lines.at(-1), `[cursor ${cursor}: read_log with since ${cursor} gives only what comes next]`)
+  return lines.slice(0, -1).join('\n')
+}
 const idOf = (result) => result.structuredContent?.jobId ?? text(result).match(/jobId:? (\S+?)[;)]?(\s|$)/)[1]
+
+/** The addon's named threads (`proc-manager-wait`, …) in process `pid`. */
+function nativeThreads(pid) {
+  return fs.readdirSync(`/proc/${pid}/task`).filter((tid) => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').startsWith('proc-manager-')
+    } catch {
+      return false // ended while we looked
+    }
+  }).length
+}
 
 /** Kills the job's main process by PID when the test ends (the home's cleanup kills the rest). */
 function started(t, result) {
@@ -170,9 +190,10 @@ test('wait_job past the client timeout: through progress notifications, or answe
   assert.match(text(result), /forever/)
 })
 
-test('a cancelled wait ends at once: its progress stops, the server serves on', async (t) => {
+test('a cancelled wait ends at once: its native thread and its progress stop, the server serves on', async (t) => {
   const { home } = makeHome(t)
   const { client, call } = await connect(t, home)
+  const server = client.transport.pid
   const id = started(t, await call('run_background', { command: 'echo waiting; sleep 8' }))
   // Progress notifications as they arrive on the wire, whoever listens for them.
   const arrived = []
@@ -185,9 +206,12 @@ test('a cancelled wait ends at once: its progress stops, the server serves on', 
   const controller = new AbortController()
   const wait = call('wait_job', { jobId: id, timeoutMs: 60_000 }, { signal: controller.signal, onprogress: () => {} })
   await waitFor(() => arrived.length > 0, { what: 'a first progress notification' })
+  assert.equal(nativeThreads(server), 1, 'the wait runs on a native thread of the server')
   const cancelledAt = Date.now()
   controller.abort()
   await assert.rejects(wait, /abort/i)
+  // The job runs 8 s: a thread left waiting for it would outlive this deadline.
+  await waitFor(() => nativeThreads(server) === 0, { timeout: 3_000, what: 'the native wait thread to end after the cancel' })
   // Still serving, and the job ends on its own; a wait still in flight would
   // have sent progress all along.
   await waitFor(async () => (await call('check_job', { jobId: id })).structuredContent.status === 'success', { what: 'the job to end' })
@@ -232,9 +256,9 @@ test('answers stop near 16,000 characters and say how to see more; a 5 MB line i
   assert.equal(many.structuredContent.status, 'success')
 
   const check = await call('check_job', { jobId: id, lines: 100_000 })
-  const shown = text(check)
-  console.log(`check_job lines 100000: ${shown.length} characters`)
-  assert.ok(shown.length <= 16_000, `${shown.length} characters`)
+  console.log(`check_job lines 100000: ${text(check).length} characters`)
+  assert.ok(text(check).length <= 16_000, `${text(check).length} characters`)
+  const shown = withoutCursor(check)
   assert.match(shown, new RegExp(`^${id}: success \\(exit 0\\)`))
   const [, cut] = shown.match(/\n\[([\d,]+) earlier lines not shown: answers stop at 16,000 characters; read_log with fromLine pages through the whole log, grep narrows\]\n/)
   const lines = shown.split('\n')
@@ -242,32 +266,44 @@ test('answers stop near 16,000 characters and say how to see more; a 5 MB line i
   assert.equal(Number(cut.replaceAll(',', '')) + lines.length - 2, 100_000, 'the cut lines and the shown ones make the whole')
 
   const read = await call('read_log', { jobId: id, fromLine: 1, lines: 100_000 })
-  const page = text(read)
-  console.log(`read_log lines 100000: ${page.length} characters`)
-  assert.ok(page.length <= 16_000, `${page.length} characters`)
+  console.log(`read_log lines 100000: ${text(read).length} characters`)
+  assert.ok(text(read).length <= 16_000, `${text(read).length} characters`)
+  const page = withoutCursor(read)
   assert.match(page, new RegExp(`^${id}: lines 1–[\\d,]+ of 100,000\\n1\\n2\\n`))
   const [, more, next] = page.match(/\n\[([\d,]+) more lines not shown: answers stop at 16,000 characters; use read_log with fromLine (\d+)\]$/)
   assert.equal(read.structuredContent.totalLines, 100_000)
   assert.equal(read.structuredContent.fromLine + read.structuredContent.lineCount, Number(next))
   assert.equal(Number(more.replaceAll(',', '')) + read.structuredContent.lineCount, 100_000)
   const following = await call('read_log', { jobId: id, fromLine: Number(next), lines: 3 })
-  assert.equal(text(following), `${id}: lines ${Number(next).toLocaleString('en-US')}–${(Number(next) + 2).toLocaleString('en-US')} of 100,000\n${next}\n${Number(next) + 1}\n${Number(next) + 2}`)
+  assert.equal(withoutCursor(following), `${id}: lines ${Number(next).toLocaleString('en-US')}–${(Number(next) + 2).toLocaleString('en-US')} of 100,000\n${next}\n${Number(next) + 1}\n${Number(next) + 2}`)
   const last = await call('read_log', { jobId: id, lines: 2 })
-  assert.equal(text(last), `${id}: lines 99,999–100,000 of 100,000\n99999\n100000`)
+  assert.equal(withoutCursor(last), `${id}: lines 99,999–100,000 of 100,000\n99999\n100000`)
+  // The same cap after a cursor: the cursor given is after the last line shown.
+  const since = await call('read_log', { jobId: id, since: 0, lines: 100_000 })
+  assert.ok(text(since).length <= 16_000, `${text(since).length} characters`)
+  const sinceLines = withoutCursor(since).split('\n')
+  const [, sinceMore, sinceNext] = sinceLines.pop().match(/^\[([\d,]+) more lines not shown: answers stop at 16,000 characters; use read_log with since (\d+)\]$/)
+  assert.equal(sinceLines.shift(), `${id}: ${sinceLines.length.toLocaleString('en-US')} lines after cursor 0`)
+  assert.deepEqual(sinceLines, Array.from({ length: sinceLines.length }, (_, i) => String(i + 1)))
+  assert.equal(Number(sinceNext), since.structuredContent.cursor)
+  assert.equal(Number(sinceMore.replaceAll(',', '')) + sinceLines.length, 8_000, 'of the 8,000 lines one read gives at most')
+  const sinceFollowing = await call('read_log', { jobId: id, since: Number(sinceNext), lines: 2 })
+  const n = sinceLines.length
+  assert.equal(withoutCursor(sinceFollowing), `${id}: 2 lines after cursor ${sinceNext}\n${n + 1}\n${n + 2}\n[more lines follow: use read_log with since ${sinceFollowing.structuredContent.cursor}]`)
   const beyond = await call('read_log', { jobId: id, fromLine: 200_000 })
-  assert.equal(text(beyond), `${id}: no lines from 200,000 (the log holds 100,000)`)
+  assert.equal(withoutCursor(beyond), `${id}: no lines from 200,000 (the log holds 100,000)`)
 
   const wide = await call('run_background', { command: "head -c 5000000 /dev/zero | tr '\\0' x; echo; echo after", yieldMs: 20_000 })
   const wideId = wide.structuredContent.jobId
   assert.equal(wide.structuredContent.status, 'success', text(wide))
   const whole = await call('read_log', { jobId: wideId, fromLine: 1 })
   assert.equal(whole.structuredContent.totalLines, 2)
-  const [header, line, after] = text(whole).split('\n')
+  const [header, line, after] = withoutCursor(whole).split('\n')
   assert.equal(header, `${wideId}: lines 1–2 of 2`)
   assert.match(line, /^x{400}… \[4999600 more bytes\]$/)
   assert.equal(after, 'after')
   const wideCheck = await call('check_job', { jobId: wideId })
-  assert.deepEqual(text(wideCheck).split('\n').slice(1), [line, 'after'], 'check_job shows it as one line too')
+  assert.deepEqual(withoutCursor(wideCheck).split('\n').slice(1), [line, 'after'], 'check_job shows it as one line too')
 })
 
 test('no answer names a CLI command: lingering processes, unknown ids, usage errors, the summary', async (t) => {
@@ -319,5 +355,6 @@ test('no answer names a CLI command: lingering processes, unknown ids, usage err
   const cli = seen.filter((answer) => answer.includes('run-bg '))
   assert.deepEqual(cli, [], 'answers that name the CLI')
   // This test's own answers, and those of every test before it in this file.
+  // 18 calls, more when the wait for the failure polls list_jobs again.
   assert.ok(seen.length - before >= 18, `${seen.length - before} answers of this test looked at`)
 })

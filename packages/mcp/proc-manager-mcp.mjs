@@ -60,8 +60,8 @@ const speakMcp = (text) => CLI_TO_MCP.reduce((t, [pattern, said]) => t.replace(p
  * Keeps `head` and as many of `lines` as fit in CAP, the newest (last) ones
  * when `keep` is 'last', and says what was left out with `more(n)`.
  */
-function capLines(head, lines, keep, more) {
-  let room = CAP - head.reduce((n, l) => n + l.length + 1, 0) - 200
+function capLines(head, lines, keep, more, reserve = 0) {
+  let room = CAP - head.reduce((n, l) => n + l.length + 1, 0) - 200 - reserve
   const shown = []
   const order = keep === 'last' ? [...lines].reverse() : lines
   for (const line of order) {
@@ -117,21 +117,6 @@ async function unlessCancelled(work, signal) {
   return result
 }
 
-// The addon's waitJob takes an AbortSignal from the version that ends its
-// wait thread on abort; an older one refuses the option, so ask once.
-let nativeAbort = true
-async function waitJob(id, timeoutMs, signal) {
-  if (nativeAbort) {
-    try {
-      return await pm.waitJob(id, { timeoutMs, signal })
-    } catch (error) {
-      if (!/unknown option `signal`/.test(error?.message)) throw error
-      nativeAbort = false
-    }
-  }
-  return pm.waitJob(id, { timeoutMs })
-}
-
 /** `notifications/progress` every PROGRESS_EVERY_MS with the time waited and the job's last line. */
 function progressTicker(id, extra, started) {
   const progressToken = extra._meta?.progressToken
@@ -149,19 +134,27 @@ function progressTicker(id, extra, started) {
   return () => clearInterval(timer)
 }
 
+/** What every answer that shows a check ends with: where to read on from. */
+const cursorNote = (cursor) => `[cursor ${cursor}: read_log with since ${cursor} gives only what comes next]`
+
 /** `check_job`'s text, its log lines cut to fit CAP (the newest kept), and its structured part. */
 function checkAnswer(id, options = {}) {
+  // The cursor is taken before the text is read: output written in between
+  // may be shown twice by a read since it, but never skipped.
+  const { cursor } = pm.checkJob(id, { lines: 0 })
   const text = pm.checkJobText(id, options)
   const check = pm.checkJob(id, { ...options, lines: text.length > CAP ? options.lines : 1 })
-  const structured = jobFields(check)
-  if (text.length <= CAP) return { text, structured }
+  const structured = { ...jobFields(check), cursor }
+  const note = cursorNote(cursor)
+  if (text.length + note.length < CAP) return { text: `${text}\n${note}`, structured }
   // The text ends with the tail lines, after the header and what needs attention.
   const tail = check.tail
   const all = text.split('\n')
   const head = text.endsWith(tail.join('\n')) ? all.slice(0, all.length - tail.length) : all.slice(0, 1)
   return {
     text: capLines(head, tail, 'last', (n) =>
-      `[${count(n)} earlier lines not shown: answers stop at ${count(CAP)} characters; read_log with fromLine pages through the whole log, grep narrows]`),
+      `[${count(n)} earlier lines not shown: answers stop at ${count(CAP)} characters; read_log with fromLine pages through the whole log, grep narrows]`,
+    note.length + 1) + `\n${note}`,
     structured,
   }
 }
@@ -176,16 +169,17 @@ const jobId = z.string().describe('e.g. npm-test-3f2a1c')
 const whole = (min) => z.number().int().min(min)
 const status = z.enum(['running', 'success', 'failed', 'killed', 'timeout', 'orphaned', 'lost'])
 const jobOut = { jobId: z.string(), status: z.string(), exitCode: z.number().int().optional() }
+const checkOut = { ...jobOut, cursor: z.number().int() }
 const readOnly = { readOnlyHint: true }
 
 const server = new McpServer({ name: 'proc-manager', version: '0.1.0' })
 
 server.registerTool('run_background', {
-  description: 'Start a command in the background (for anything over 10 s or 50 lines); answers with its jobId at once.',
+  description: 'Start a command in the background (anything over 10 s or 50 lines); answers with its jobId.',
   inputSchema: z.object({
     command: z.string().describe('Shell line (/bin/sh -c); with args, the program'),
     args: z.array(z.string()).optional().describe('Arguments: run without a shell (default none)'),
-    yieldMs: whole(1).max(WAIT_MS).optional().describe(`Answer as check_job if it ends within this (max ${WAIT_MS}, default 0)`),
+    yieldMs: whole(1).max(WAIT_MS).optional().describe('Answer as check_job if it ends by then (default 0)'),
     label: z.string().optional().describe('Name in lists (default: program name)'),
     cwd: z.string().optional().describe('Working directory (default: the server\'s)'),
     env: z.record(z.string()).optional().describe('Extra environment (default none)'),
@@ -203,7 +197,11 @@ server.registerTool('run_background', {
     }
   }
   const result = await unlessCancelled(pm.runYield(command, { yieldMs, ...options }), extra.signal)
-  if (result.done) return checkAnswer(result.jobId)
+  if (result.done) {
+    // The cursor is in the text; the structured part is the start's.
+    const { text, structured: { cursor, ...structured } } = checkAnswer(result.jobId)
+    return { text, structured }
+  }
   return {
     text: `still running after ${seconds(yieldMs)}: jobId ${result.jobId}; call wait_job or check_job with it`,
     structured: { jobId: result.jobId, status: 'running' },
@@ -218,37 +216,54 @@ server.registerTool('check_job', {
     grep: z.string().optional().describe('Only lines matching this regex'),
     errors: z.boolean().optional().describe('Only error-like lines, with context'),
   }).strict(),
-  outputSchema: jobOut,
+  outputSchema: checkOut,
   annotations: readOnly,
 }, tool(({ jobId: id, ...options }) => checkAnswer(id, options)))
 
 server.registerTool('read_log', {
-  description: 'A job\'s output lines by number (1 = oldest kept), cleaned, not folded.',
+  description: 'A job\'s output lines by number or after a cursor, cleaned, not folded.',
   inputSchema: z.object({
     jobId,
-    fromLine: whole(1).optional().describe('First line (default: the last lines)'),
+    fromLine: whole(1).optional().describe('First line, 1 = oldest kept (default: the last lines)'),
+    since: whole(0).optional().describe('Cursor from check_job/read_log: only lines after it'),
     lines: whole(1).optional().describe('How many lines (default 100)'),
   }).strict(),
-  outputSchema: { jobId: z.string(), fromLine: z.number().int(), lineCount: z.number().int(), totalLines: z.number().int() },
+  outputSchema: {
+    jobId: z.string(), lineCount: z.number().int(), cursor: z.number().int(),
+    fromLine: z.number().int().optional(), totalLines: z.number().int().optional(),
+  },
   annotations: readOnly,
-}, tool(({ jobId: id, fromLine, lines = 100 }) => {
+}, tool(({ jobId: id, fromLine, since, lines = 100 }) => {
   // Each line takes at least two characters: more than CAP / 2 never fit.
-  const log = pm.readLog(id, { fromLine, lines: Math.min(lines, CAP / 2) })
-  const last = log.fromLine + log.lines.length - 1
-  const head = [log.lines.length
-    ? `${id}: lines ${count(log.fromLine)}–${count(last)} of ${count(log.totalLines)}`
-    : `${id}: no lines from ${count(log.fromLine)} (the log holds ${count(log.totalLines)})`]
-  // What the call asked for beyond what fits is said, not what the read left out.
-  const wanted = Math.max(0, Math.min(lines, log.totalLines - log.fromLine + 1))
-  let shown = log.lines.length
-  const text = capLines(head, log.lines, 'first', (n) => {
-    shown = log.lines.length - n
-    return `[${count(wanted - shown)} more lines not shown: answers stop at ${count(CAP)} characters; use read_log with fromLine ${log.fromLine + shown}]`
-  })
-  return {
-    text,
-    structured: { jobId: log.jobId, fromLine: log.fromLine, lineCount: shown, totalLines: log.totalLines },
+  const range = since === undefined ? { fromLine } : { since }
+  let log = pm.readLog(id, { ...range, lines: Math.min(lines, CAP / 2) })
+  const head = []
+  if (log.rotatedAwayBytes) head.push(`[${count(log.rotatedAwayBytes)} bytes rotated away since your cursor]`)
+  if (since !== undefined) {
+    head.push(`${id}: ${count(log.lines.length)} lines after cursor ${since}`)
+  } else {
+    const last = log.fromLine + log.lines.length - 1
+    head.push(log.lines.length
+      ? `${id}: lines ${count(log.fromLine)}–${count(last)} of ${count(log.totalLines)}`
+      : `${id}: no lines from ${count(log.fromLine)} (the log holds ${count(log.totalLines)})`)
   }
+  // What the call asked for beyond what fits is said, not what the read left out.
+  const wanted = since !== undefined ? log.lines.length : Math.max(0, Math.min(lines, log.totalLines - log.fromLine + 1))
+  let shown = log.lines.length
+  let text = capLines(head, log.lines, 'first', (n) => { shown = log.lines.length - n; return '' }, 300)
+  if (shown < log.lines.length) {
+    // The cursor after the last line shown: the same read, that many lines.
+    log = pm.readLog(id, { ...range, lines: shown })
+    if (since !== undefined) text = text.replace(head.at(-1), `${id}: ${count(shown)} lines after cursor ${since}`)
+    const next = since !== undefined ? `since ${log.cursor}` : `fromLine ${log.fromLine + shown}`
+    text = text.replace(/\n$/, '') + `\n[${count(wanted - shown)} more lines not shown: answers stop at ${count(CAP)} characters; use read_log with ${next}]`
+  } else if (log.more) {
+    text += `\n[more lines follow: use read_log with since ${log.cursor}]`
+  }
+  text += `\n${cursorNote(log.cursor)}`
+  const structured = { jobId: log.jobId, lineCount: shown, cursor: log.cursor }
+  if (log.fromLine !== undefined) Object.assign(structured, { fromLine: log.fromLine, totalLines: log.totalLines })
+  return { text, structured }
 }))
 
 server.registerTool('list_jobs', {
@@ -281,14 +296,15 @@ server.registerTool('wait_job', {
   const stopTicker = progressTicker(id, extra, started)
   let result
   try {
-    result = await unlessCancelled(waitJob(id, limit, extra.signal), extra.signal)
+    result = await unlessCancelled(pm.waitJob(id, { timeoutMs: limit, signal: extra.signal }), extra.signal)
   } finally {
     stopTicker()
   }
   const answer = checkAnswer(id)
   const why = limit < timeoutMs ? ` (the longest wait without a progressToken)` : ''
   const note = result.timedOut ? `still running after ${seconds(limit)}${why} — call wait_job again\n` : ''
-  return { text: note + answer.text, structured: { ...answer.structured, timedOut: result.timedOut } }
+  const { cursor, ...structured } = answer.structured
+  return { text: note + answer.text, structured: { ...structured, timedOut: result.timedOut } }
 }))
 
 server.registerTool('kill_job', {

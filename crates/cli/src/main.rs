@@ -58,7 +58,7 @@ mod cmd;
 const START_HELP: &str = "\
 Commands:
   run-bg check <id> [-n 20] [--grep <regex> | --errors]   status, exit code, runtime, last lines
-  run-bg logs <id> [-n <lines> | --all] [--follow | --json]
+  run-bg logs <id> [-n <lines> | --all] [--follow | --json] [--since <cursor>]
   run-bg list [--all] [--status <s>] [--owner <name>]
   run-bg wait <id>... [--timeout <dur>]
   run-bg kill <id>... | --all [--owner <name>]  [--grace <dur>] [--force]
@@ -157,6 +157,10 @@ enum Sub {
         /// Keep printing new output until the job ends
         #[arg(long, short = 'f', conflicts_with = "json")]
         follow: bool,
+        /// Only the lines written after this cursor (from `check --json` or an
+        /// earlier `logs --since`), cleaned as `check` shows them; -n caps them
+        #[arg(long, value_name = "CURSOR", conflicts_with_all = ["all", "follow"])]
+        since: Option<u64>,
         /// The lines as a JSON array (lossy UTF-8)
         #[arg(long)]
         json: bool,
@@ -352,7 +356,10 @@ fn run_sub(command: Sub) -> Result<i32> {
     };
     match command {
         Sub::Check { id, lines, grep, errors, json } => cmd::check::run(&context, &id, lines, grep.as_deref(), errors, json.json),
-        Sub::Logs { id, lines, all, follow, json } => cmd::logs::run(&context, &id, lines, all, follow, json),
+        Sub::Logs { id, lines, all, follow, since, json } => match since {
+            Some(since) => cmd::logs::since(&context, &id, since, lines, json),
+            None => cmd::logs::run(&context, &id, lines, all, follow, json),
+        },
         Sub::List { all, status, owner, json } => cmd::list::run(&context, all, status, owner, json.json),
         Sub::Wait { ids, timeout, json } => cmd::wait::run(&context, &ids, timeout, json.json),
         Sub::Kill { ids, all, owner, grace, force, json } => {

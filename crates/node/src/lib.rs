@@ -15,11 +15,11 @@ use napi_derive::napi;
 use proc_manager_core::model::job::JobStatus;
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::view::{
-    CheckView, JobResultView, JobView, KillView, OrphanReportView, PhaseView, ProcessInfoView, ReconcileView,
+    CheckView, JobResultView, JobView, KillView, LogReadView, OrphanReportView, PhaseView, ProcessInfoView, ReconcileView,
     SnapshotView, StartView, WaitView, YieldView,
 };
 use proc_manager_core::verbs::cancel::Cancel;
-use proc_manager_core::verbs::ops::{Context, ListFilter, OrphanOptions, TailQuery};
+use proc_manager_core::verbs::ops::{Context, ListFilter, LogRange, OrphanOptions, TailQuery};
 use proc_manager_core::verbs::procs;
 use proc_manager_core::verbs::spawn::{start_job, StartRequest};
 use proc_manager_core::verbs::yielding::Yielded;
@@ -585,40 +585,24 @@ pub fn list_jobs_text(options: Option<Unknown>) -> Result<String> {
     })
 }
 
-#[napi(object)]
-pub struct ReadLogOptions {
-    /// The first line to show, counted from 1 (the oldest line the log still
-    /// holds); without it, the last `lines` lines.
-    pub from_line: Option<u32>,
-    /// How many lines (default 100).
-    pub lines: Option<u32>,
-}
-
-/// Lines of a job's log by number, as `check` cleans them but never folded.
-#[napi(object)]
-pub struct LogLines {
-    pub job_id: String,
-    /// The number of the first line in `lines`.
-    pub from_line: u32,
-    pub lines: Vec<String>,
-    /// How many lines the log holds now (rotated files included).
-    pub total_lines: u32,
-}
-
-/// A range of a job's log lines (`fromLine`, `lines`), across rotations; a
-/// line of any length is one line, shown cut.
-#[napi(ts_args_type = "jobId: string, options?: ReadLogOptions | undefined | null")]
-pub fn read_log(job_id: Unknown, options: Option<Unknown>) -> Result<LogLines> {
+/// A range of a job's log lines (`fromLine`, `lines`), or the lines written
+/// after a cursor (`since`, from `checkJob` or an earlier `readLog`), across
+/// rotations; a line of any length is one line, shown cut.
+#[napi(ts_args_type = "jobId: string, options?: ReadLogOptions | undefined | null", ts_return_type = "LogRead")]
+pub fn read_log(job_id: Unknown, options: Option<Unknown>) -> Result<serde_json::Value> {
     let job_id = string_arg("jobId", job_id)?;
     let mut o = Options::new("readLog", options)?;
     let from = o.count("fromLine", "line number")?.map(|n| n as usize);
-    let lines = o.count("lines", "lines")?.map_or(100, |n| n as usize);
+    let since = o.count("since", "bytes (a cursor)")?;
+    let count = o.count("lines", "lines")?.map_or(100, |n| n as usize);
     o.finish()?;
-    if from == Some(0) {
-        return Err(napi::Error::from_reason("bad fromLine: 0; lines are numbered from 1"));
-    }
-    let job = context()?.job(&job_id).map_err(to_js_error)?;
-    let window = proc_manager_core::store::digest::line_window(std::path::Path::new(&job.log_path), from, lines);
-    let number = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-    Ok(LogLines { job_id, from_line: number(window.first), lines: window.lines, total_lines: number(window.total) })
+    let range = match (from, since) {
+        (Some(_), Some(_)) => {
+            return Err(napi::Error::from_reason("give either fromLine or since, not both"));
+        }
+        (_, Some(since)) => LogRange::Since { since, count },
+        (from, None) => LogRange::Lines { from, count },
+    };
+    let (job, read) = context()?.read_log(&job_id, range).map_err(to_js_error)?;
+    shape(&LogReadView::new(&job.id, &read))
 }

@@ -1,10 +1,11 @@
-//! `run-bg logs <id>`: a job's output; `--follow` keeps printing until it ends.
+//! `run-bg logs <id>`: a job's output; `--follow` keeps printing until it
+//! ends; `--since <cursor>` gives only what came after a cursor.
 
 use crate::{print_json, reader_gone, stdout_failed};
-use proc_manager_core::present::view::LogsView;
+use proc_manager_core::present::view::{LogReadView, LogsView};
 use proc_manager_core::store::logs;
 use proc_manager_core::verbs::cancel::Cancel;
-use proc_manager_core::verbs::ops::Context;
+use proc_manager_core::verbs::ops::{Context, LogRange};
 use proc_manager_core::{Error, Result};
 use std::io::Write;
 use std::path::PathBuf;
@@ -46,6 +47,27 @@ pub fn run(context: &Context, id: &str, lines: Option<usize>, all: bool, follow:
         print_lines(&mut out, &logs::tail_lines(&log, lines.unwrap_or(100), |_| true));
     }
     let _ = out.flush();
+    Ok(0)
+}
+
+/// `logs --since <cursor>`: the lines after the cursor (every one, or at
+/// most `lines`), then the new cursor on stderr, so that stdout holds only
+/// the log's lines and what is missing from them.
+pub fn since(context: &Context, id: &str, since: u64, lines: Option<usize>, json: bool) -> Result<i32> {
+    let job = context.mark_seen(context.job(id)?)?;
+    let range = LogRange::Since { since, count: lines.unwrap_or(usize::MAX) };
+    let (job, read) = context.read_log(&job.id, range)?;
+    let view = LogReadView::new(&job.id, &read);
+    if json {
+        print_json(&view);
+        return Ok(0);
+    }
+    let mut out = std::io::stdout().lock();
+    let text: Vec<Vec<u8>> = view.rotated_note().into_iter().chain(view.lines.iter().cloned()).map(String::into_bytes).collect();
+    print_lines(&mut out, &text);
+    let _ = out.flush();
+    let more = if view.more == Some(true) { "more lines follow; " } else { "" };
+    eprintln!("cursor {}: {more}run-bg logs {} --since {} for what comes next", view.cursor, job.id, view.cursor);
     Ok(0)
 }
 

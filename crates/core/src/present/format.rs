@@ -236,7 +236,7 @@ mod tests {
             cookie: Some(j.id.clone()),
             rss_kb: 0,
         }];
-        let check = CheckResult { job: j.clone(), tail: vec!["plain".into()], lingering: lingering.clone(), usage: None };
+        let check = CheckResult { job: j.clone(), tail: vec!["plain".into()], cursor: 0, lingering: lingering.clone(), usage: None };
         let printed = [
             ack_line(&j.id, 4242, &j.command),
             header(&j, ""),

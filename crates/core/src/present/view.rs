@@ -6,7 +6,7 @@
 
 use crate::model::job::{Job, JobStatus};
 use crate::os::procinfo::ProcessEntry;
-use crate::verbs::ops::{CheckResult, KillOutcome, OrphanProcess, OrphanReport, WaitOutcome};
+use crate::verbs::ops::{CheckResult, KillOutcome, LogRead, OrphanProcess, OrphanReport, WaitOutcome};
 use crate::verbs::procs;
 use crate::verbs::spawn::Started;
 use crate::now_ms;
@@ -127,6 +127,9 @@ pub struct CheckView {
     pub job: JobView,
     /// Last lines of output, oldest first.
     pub tail: Vec<String>,
+    /// Where the log stood after the last complete line read: `readLog` with
+    /// `since` gives only what came after.
+    pub cursor: u64,
     /// Processes still running although the main process ended.
     pub lingering: Vec<ProcessView>,
     /// How many of the job's processes run now, and their resident memory.
@@ -141,6 +144,7 @@ impl From<&CheckResult> for CheckView {
         CheckView {
             job: JobView::from(&check.job),
             tail: check.tail.clone(),
+            cursor: check.cursor,
             lingering: check.lingering.iter().map(ProcessView::from).collect(),
             processes: check.usage.map(|u| u.processes),
             rss_mb: check.usage.map(|u| kb_to_mb(u.rss_kb)),
@@ -497,6 +501,61 @@ pub struct SummaryView {
 pub struct LogsView {
     pub job_id: String,
     pub lines: Vec<String>,
+}
+
+/// `readLog`, `run-bg logs --since … --json` and MCP `read_log`: lines by
+/// number (`fromLine`, `totalLines`) or the lines after a cursor
+/// (`rotatedAwayBytes`, `more`), cleaned as `check` shows them, never folded.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogReadView {
+    pub job_id: String,
+    /// The number of the first line in `lines` (1 = the oldest line kept).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_line: Option<usize>,
+    pub lines: Vec<String>,
+    /// How many lines the log holds now (rotated files included).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_lines: Option<usize>,
+    /// Where the last line in `lines` ends: give it as `since` for what comes next.
+    pub cursor: u64,
+    /// Bytes after the cursor given that were rotated away and deleted; the
+    /// lines start at the oldest line kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rotated_away_bytes: Option<u64>,
+    /// With `since`: more lines follow `cursor` than were asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub more: Option<bool>,
+}
+
+impl LogReadView {
+    pub fn new(job_id: &str, read: &LogRead) -> LogReadView {
+        match read {
+            LogRead::Lines(window) => LogReadView {
+                job_id: job_id.to_string(),
+                from_line: Some(window.first),
+                lines: window.lines.clone(),
+                total_lines: Some(window.total),
+                cursor: window.cursor,
+                rotated_away_bytes: None,
+                more: None,
+            },
+            LogRead::Since(since) => LogReadView {
+                job_id: job_id.to_string(),
+                from_line: None,
+                lines: since.lines.clone(),
+                total_lines: None,
+                cursor: since.cursor,
+                rotated_away_bytes: (since.rotated_away > 0).then_some(since.rotated_away),
+                more: Some(since.more),
+            },
+        }
+    }
+
+    /// What every face says before the lines when output was lost to rotation.
+    pub fn rotated_note(&self) -> Option<String> {
+        self.rotated_away_bytes.map(|n| format!("[{n} bytes rotated away since your cursor]"))
+    }
 }
 
 /// The exit status to hand on for a job: its own exit code, 128 + signal for

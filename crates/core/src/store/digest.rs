@@ -31,8 +31,7 @@ pub fn looks_like_error(line: &str) -> bool {
 
 /// Cleaned lines, newest first, each with its position from the end (0 = last line).
 /// A line the reader hands over in pieces (over `MAX_LINE_BYTES`) is one line.
-fn cleaned_lines_backwards(log: &Path) -> impl Iterator<Item = (usize, String)> {
-    let mut reader = ReverseLines::open(log);
+fn cleaned_lines_backwards(mut reader: ReverseLines) -> impl Iterator<Item = (usize, String)> {
     let mut done = false;
     std::iter::from_fn(move || {
         if done {
@@ -80,11 +79,16 @@ fn cut_long(head: &[u8], total: usize) -> String {
 
 /// The last `n` display lines (after folding), oldest first; with `grep`, only matching lines.
 pub fn last_lines(log: &Path, n: usize, grep: Option<&regex::Regex>) -> Vec<String> {
+    last_lines_of(ReverseLines::open(log), n, grep)
+}
+
+/// `last_lines` of what `reader` reads (its `cursor` says where that ends).
+pub fn last_lines_of(reader: ReverseLines, n: usize, grep: Option<&regex::Regex>) -> Vec<String> {
     if n == 0 {
         return Vec::new();
     }
     let mut runs: Vec<(String, usize)> = Vec::new();
-    for (_, line) in cleaned_lines_backwards(log) {
+    for (_, line) in cleaned_lines_backwards(reader) {
         if grep.is_some_and(|g| !g.is_match(&line)) {
             continue;
         }
@@ -111,6 +115,11 @@ fn fold(line: String, count: usize) -> String {
 /// newest first within a budget of `n` lines (error lines take precedence over
 /// context), returned oldest first with `--` between groups that are not adjacent.
 pub fn error_lines(log: &Path, n: usize) -> Vec<String> {
+    error_lines_of(ReverseLines::open(log), n)
+}
+
+/// `error_lines` of what `reader` reads.
+pub fn error_lines_of(reader: ReverseLines, n: usize) -> Vec<String> {
     if n == 0 {
         return Vec::new();
     }
@@ -119,7 +128,7 @@ pub fn error_lines(log: &Path, n: usize) -> Vec<String> {
     let mut context: Vec<(usize, String)> = Vec::new();
     let mut after: Option<(usize, String)> = None;
     let mut want_before = false;
-    for (pos, line) in cleaned_lines_backwards(log) {
+    for (pos, line) in cleaned_lines_backwards(reader) {
         let is_error = looks_like_error(&line);
         if want_before && !is_error {
             context.push((pos, line.clone()));
@@ -171,68 +180,156 @@ pub struct LineWindow {
     pub lines: Vec<String>,
     /// How many lines the log holds now (an unfinished last line counts).
     pub total: usize,
+    /// Where the last line shown ends in everything ever written to the log
+    /// (see `lines_since`); an unfinished last line is not counted as read
+    /// unless the writer is gone.
+    pub cursor: u64,
+}
+
+/// The lines written after a cursor, as `read_log` shows them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinesSince {
+    pub lines: Vec<String>,
+    /// Where the last line in `lines` ends: the cursor for the next read.
+    pub cursor: u64,
+    /// Bytes after the cursor given that were rotated away and deleted
+    /// before this read; the lines start at the oldest byte kept.
+    pub rotated_away: u64,
+    /// More complete lines follow `cursor` (the read stopped at its count).
+    pub more: bool,
+}
+
+/// One line as the forward readers see it: its first `MAX_LINE_BYTES`, how
+/// many bytes more it had, and where it ends (after its newline).
+struct ForwardLine<'a> {
+    held: &'a [u8],
+    dropped: usize,
+    end: u64,
+    complete: bool,
+}
+
+impl ForwardLine<'_> {
+    fn shown(&self) -> String {
+        if self.dropped == 0 {
+            text::clean_line(&String::from_utf8_lossy(self.held), LINE_CHARS)
+        } else {
+            cut_long(self.held, self.held.len() + self.dropped)
+        }
+    }
+}
+
+/// Splits `stream` into lines from where it stands, calling `each` for every
+/// one (the last one possibly unfinished) until it returns false. A line of
+/// any length costs at most `MAX_LINE_BYTES` of memory.
+fn for_each_line(stream: crate::store::logs::StreamReader, mut each: impl FnMut(ForwardLine<'_>) -> bool) {
+    use std::io::BufRead;
+    let mut pos = stream.position();
+    let mut reader = std::io::BufReader::with_capacity(64 * 1024, stream);
+    let mut held: Vec<u8> = Vec::new();
+    let mut dropped = 0usize;
+    let mut pending = false;
+    while let Ok(chunk) = reader.fill_buf() {
+        if chunk.is_empty() {
+            break;
+        }
+        let (piece, ends_line) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(at) => (&chunk[..at], true),
+            None => (chunk, false),
+        };
+        let room = crate::store::logs::MAX_LINE_BYTES.saturating_sub(held.len());
+        held.extend_from_slice(&piece[..piece.len().min(room)]);
+        dropped += piece.len().saturating_sub(room);
+        let used = piece.len() + usize::from(ends_line);
+        reader.consume(used);
+        pos += used as u64;
+        pending = true;
+        if ends_line {
+            pending = false;
+            if !each(ForwardLine { held: &held, dropped, end: pos, complete: true }) {
+                return;
+            }
+            held.clear();
+            dropped = 0;
+        }
+    }
+    if pending {
+        each(ForwardLine { held: &held, dropped, end: pos, complete: false });
+    }
 }
 
 /// Lines `from ..` (numbered from 1, oldest rotated file first), at most
 /// `count` of them; without `from`, the last `count`. A line of any length
 /// is one line: only its first `MAX_LINE_BYTES` are held, the rest counted.
-pub fn line_window(log: &Path, from: Option<usize>, count: usize) -> LineWindow {
-    use std::io::BufRead;
-    let mut window: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+/// `ended`: the writer is gone, so an unfinished last line is complete.
+pub fn line_window(log: &Path, from: Option<usize>, count: usize, ended: bool) -> LineWindow {
+    let files = crate::store::logs::LogFiles::open(log);
+    let oldest = files.oldest();
+    let mut window: std::collections::VecDeque<(String, u64)> = std::collections::VecDeque::new();
     let mut total = 0usize;
-    let mut held: Vec<u8> = Vec::new();
-    let mut dropped = 0usize;
-    let mut finish = |held: &mut Vec<u8>, dropped: &mut usize, total: &mut usize| {
-        *total += 1;
+    // Where the line before the window ends: the cursor when nothing is shown.
+    let mut before = oldest;
+    let mut last_end = oldest;
+    for_each_line(files.reader_from(oldest), |line| {
+        total += 1;
+        // An unfinished line is shown, but only read once it is whole.
+        let end = if line.complete || ended { line.end } else { last_end };
         let wanted = match from {
-            Some(from) => *total >= from && *total - from < count,
+            Some(from) => total >= from && total - from < count,
             None => count > 0,
         };
         if wanted {
-            window.push_back(if *dropped == 0 {
-                text::clean_line(&String::from_utf8_lossy(held), LINE_CHARS)
-            } else {
-                cut_long(held, held.len() + *dropped)
-            });
+            window.push_back((line.shown(), end));
             if from.is_none() && window.len() > count {
-                window.pop_front();
+                before = window.pop_front().map_or(before, |(_, end)| end);
             }
+        } else if from.is_some_and(|from| total < from) {
+            before = end;
         }
-        held.clear();
-        *dropped = 0;
-    };
-    let mut files = crate::store::logs::log_files_newest_first(log);
-    files.reverse();
-    for path in files {
-        // Rotated away between listing and opening: its lines moved to a later name.
-        let Ok(file) = crate::store::paths::open_read(&path) else { continue };
-        let mut reader = std::io::BufReader::with_capacity(64 * 1024, file);
-        while let Ok(chunk) = reader.fill_buf() {
-            if chunk.is_empty() {
-                break;
-            }
-            let (piece, ends_line) = match chunk.iter().position(|&b| b == b'\n') {
-                Some(at) => (&chunk[..at], true),
-                None => (chunk, false),
-            };
-            let room = crate::store::logs::MAX_LINE_BYTES.saturating_sub(held.len());
-            held.extend_from_slice(&piece[..piece.len().min(room)]);
-            dropped += piece.len().saturating_sub(room);
-            let used = piece.len() + usize::from(ends_line);
-            reader.consume(used);
-            if ends_line {
-                finish(&mut held, &mut dropped, &mut total);
-            }
-        }
-    }
-    if !held.is_empty() || dropped > 0 {
-        finish(&mut held, &mut dropped, &mut total);
+        last_end = end;
+        true
+    });
+    if count == 0 {
+        before = last_end;
     }
     let first = match from {
         Some(from) => from,
         None => total - window.len() + 1,
     };
-    LineWindow { first, lines: window.into(), total }
+    let cursor = window.back().map_or(before, |(_, end)| *end);
+    LineWindow { first, lines: window.into_iter().map(|(line, _)| line).collect(), total, cursor }
+}
+
+/// At most `count` lines written after `since` (a cursor from `check`,
+/// `line_window` or an earlier call), across rotations. Bytes after `since`
+/// already dropped from the disk are counted in `rotated_away` and the lines
+/// start at the oldest one kept. An unfinished last line is left for the
+/// next call unless `ended` (the writer is gone). A cursor past the end of
+/// the log is refused: it is not this log's.
+pub fn lines_since(log: &Path, since: u64, count: usize, ended: bool) -> crate::Result<LinesSince> {
+    let files = crate::store::logs::LogFiles::open(log);
+    let end = files.end();
+    if since > end {
+        return Err(crate::Error::Usage(format!(
+            "bad since: {since}; this job's log ends at {end} (a cursor is what a check or an earlier read of this job's log gave)"
+        )));
+    }
+    let rotated_away = files.oldest().saturating_sub(since);
+    let mut cursor = since.max(files.oldest());
+    let mut lines = Vec::new();
+    let mut more = false;
+    for_each_line(files.reader_from(cursor), |line| {
+        if !line.complete && !ended {
+            return false;
+        }
+        if lines.len() == count {
+            more = true;
+            return false;
+        }
+        lines.push(line.shown());
+        cursor = line.end;
+        true
+    });
+    Ok(LinesSince { lines, cursor, rotated_away, more })
 }
 
 #[cfg(test)]
@@ -308,7 +405,7 @@ mod tests {
         }
         writer.write_all(content.as_bytes()).unwrap();
         assert!(crate::store::logs::rotated_path(&log, 1).exists(), "the test needs a rotated file");
-        let all = line_window(&log, Some(1), 100_000);
+        let all = line_window(&log, Some(1), 100_000, false);
         assert_eq!(all.total, all.lines.len());
         let last: u32 = all.lines.last().unwrap()[5..8].parse().unwrap();
         assert_eq!(last, 300);
@@ -316,18 +413,18 @@ mod tests {
             let (a, b): (u32, u32) = (pair[0][5..8].parse().unwrap(), pair[1][5..8].parse().unwrap());
             assert_eq!(b, a + 1, "consecutive, in order, cleaned: {pair:?}");
         }
-        let some = line_window(&log, Some(3), 2);
+        let some = line_window(&log, Some(3), 2, false);
         assert_eq!((some.first, some.lines.clone(), some.total), (3, all.lines[2..4].to_vec(), all.total));
-        let tail = line_window(&log, None, 2);
+        let tail = line_window(&log, None, 2, false);
         assert_eq!((tail.first, tail.lines), (all.total - 1, all.lines[all.total - 2..].to_vec()));
-        assert_eq!(line_window(&log, Some(all.total + 1), 5).lines, Vec::<String>::new());
+        assert_eq!(line_window(&log, Some(all.total + 1), 5, false).lines, Vec::<String>::new());
     }
 
     #[test]
     fn a_5_mb_line_is_one_line_shown_cut() {
         let long = "x".repeat(5_000_000);
         let (_d, log) = log_with(&format!("before\n{long}\nafter\nunfinished"));
-        let window = line_window(&log, Some(1), 10);
+        let window = line_window(&log, Some(1), 10, false);
         assert_eq!(window.total, 4);
         assert_eq!(window.lines[0], "before");
         assert!(window.lines[1].starts_with(&"x".repeat(LINE_CHARS)), "{}", &window.lines[1][..40]);
@@ -349,5 +446,125 @@ mod tests {
         assert_eq!(shown.len(), 2, "{:?}", shown.iter().map(|l| &l[..l.len().min(80)]).collect::<Vec<_>>());
         assert!(shown[0].starts_with("[a line of over ") && shown[0].ends_with(" bytes; its start is not read] …"), "{}", shown[0]);
         assert_eq!(shown[1], "after");
+    }
+
+    fn numbered(range: std::ops::Range<usize>) -> String {
+        range.map(|i| format!("line {i:05}\n")).collect()
+    }
+
+    #[test]
+    fn reading_since_a_cursor_across_rotations_neither_repeats_nor_loses_a_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("output.log");
+        // 11-byte lines, 256-byte files, 20 kept: nothing is dropped here.
+        let mut writer = RotatingWriter::create(&log, 256, 20).unwrap();
+        let mut seen: Vec<String> = Vec::new();
+        let first = line_window(&log, None, 10, false);
+        assert_eq!((first.lines.len(), first.cursor), (0, 0));
+        let mut cursor = first.cursor;
+        for round in 0..12 {
+            writer.write_all(numbered(round * 40..round * 40 + 40).as_bytes()).unwrap();
+            // Small reads: a cursor that lands in a file later rotated goes on.
+            loop {
+                let read = lines_since(&log, cursor, 7, false).unwrap();
+                assert_eq!(read.rotated_away, 0);
+                seen.extend(read.lines.iter().cloned());
+                assert!(read.cursor >= cursor);
+                cursor = read.cursor;
+                if !read.more {
+                    break;
+                }
+            }
+        }
+        assert!(crate::store::logs::rotated_path(&log, 10).exists(), "the test needs many rotations");
+        let expected: Vec<String> = (0..480).map(|i| format!("line {i:05}")).collect();
+        assert_eq!(seen, expected);
+        assert_eq!(cursor, 480 * 11, "the cursor counts every byte ever written");
+        assert!(lines_since(&log, cursor, 10, false).unwrap().lines.is_empty());
+    }
+
+    #[test]
+    fn a_cursor_behind_what_was_dropped_says_how_much_and_goes_on_from_the_oldest_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("output.log");
+        let mut writer = RotatingWriter::create(&log, 110, 2).unwrap();
+        writer.write_all(numbered(0..5).as_bytes()).unwrap();
+        let cursor = line_window(&log, None, 100, false).cursor;
+        assert_eq!(cursor, 55);
+        // 10 lines a file, 3 files kept: lines 0..70 are dropped by the end.
+        writer.write_all(numbered(5..100).as_bytes()).unwrap();
+        let read = lines_since(&log, cursor, 1000, false).unwrap();
+        let kept = line_window(&log, Some(1), 1000, false);
+        assert_eq!(read.lines, kept.lines, "from the oldest line kept");
+        assert_eq!(read.lines.first().map(String::as_str), Some("line 00070"));
+        assert_eq!(read.rotated_away, 70 * 11 - 55, "the bytes between the cursor and the oldest kept");
+        assert_eq!((read.cursor, kept.cursor), (1100, 1100));
+        // A cursor from elsewhere (past the end) is refused, saying why.
+        let error = lines_since(&log, 5000, 10, false).unwrap_err().to_string();
+        assert!(error.contains("bad since: 5000; this job's log ends at 1100"), "{error}");
+    }
+
+    #[test]
+    fn a_resumed_writer_goes_on_counting_where_the_last_one_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("output.log");
+        let mut writer = RotatingWriter::create(&log, 110, 1).unwrap();
+        writer.write_all(numbered(0..35).as_bytes()).unwrap();
+        drop(writer);
+        let cursor = line_window(&log, None, 1, false).cursor;
+        assert_eq!(cursor, 35 * 11);
+        let mut writer = RotatingWriter::resume(&log, 110, 1).unwrap();
+        writer.write_all(numbered(35..38).as_bytes()).unwrap();
+        let read = lines_since(&log, cursor, 100, false).unwrap();
+        assert_eq!(read.lines, vec!["line 00035", "line 00036", "line 00037"]);
+        assert_eq!((read.cursor, read.rotated_away), (38 * 11, 0));
+    }
+
+    #[test]
+    fn an_unfinished_line_is_read_once_it_is_whole_or_the_writer_is_gone() {
+        let (_d, log) = log_with("one\ntw");
+        let check = crate::store::logs::ReverseLines::open(&log);
+        assert_eq!((check.cursor(false), check.cursor(true)), (4, 6));
+        let read = lines_since(&log, 0, 10, false).unwrap();
+        assert_eq!((read.lines.clone(), read.cursor), (vec!["one".to_string()], 4));
+        let window = line_window(&log, None, 10, false);
+        assert_eq!((window.lines.clone(), window.cursor), (vec!["one".to_string(), "tw".to_string()], 4));
+        let ended = lines_since(&log, 4, 10, true).unwrap();
+        assert_eq!((ended.lines, ended.cursor), (vec!["tw".to_string()], 6));
+    }
+
+    #[test]
+    fn a_read_at_any_step_of_a_rotation_gives_every_line_after_the_cursor() {
+        use std::sync::{Arc, Mutex};
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("output.log");
+        let mut writer = RotatingWriter::create(&log, 110, 4).unwrap();
+        writer.write_all(numbered(0..3).as_bytes()).unwrap();
+        let cursor = line_window(&log, None, 100, false).cursor;
+        let written = Arc::new(Mutex::new(3usize));
+        let failures = Arc::new(Mutex::new(Vec::new()));
+        // At each file-system step of the writer (between the renames of a
+        // rotation too), a reader from the cursor gets every line written
+        // since, and the lines still kept are never said to be rotated away.
+        let (at_log, at_written, at_failures) = (log.clone(), written.clone(), failures.clone());
+        writer.set_seam(Arc::new(move |point| {
+            if point == "unlink" {
+                return;
+            }
+            let read = lines_since(&at_log, cursor, 1000, false).unwrap();
+            let upto = *at_written.lock().unwrap();
+            let expected: Vec<String> = (3..upto).map(|i| format!("line {i:05}")).collect();
+            if read.rotated_away != 0 || read.lines != expected {
+                at_failures.lock().unwrap().push(format!("at {point} after {upto} lines: {:?}, {} lines", read.rotated_away, read.lines.len()));
+            }
+        }));
+        // 4 rotated files of 10 lines and the current one hold 50 lines: 3 + 45 fit.
+        for i in 3..48 {
+            writer.write_all(numbered(i..i + 1).as_bytes()).unwrap();
+            *written.lock().unwrap() = i + 1;
+        }
+        assert!(crate::store::logs::rotated_path(&log, 4).exists(), "the test needs full rotations");
+        let failures = failures.lock().unwrap();
+        assert!(failures.is_empty(), "{} reads failed; first: {}", failures.len(), failures[0]);
     }
 }

@@ -63,6 +63,11 @@ pub struct RotatingWriter {
     keep: u32,
     file: File,
     written: u64,
+    /// Where the current file starts in everything ever written to the log:
+    /// the bytes of the files before it, dropped ones included.
+    base: u64,
+    /// `.output.log.start`, which says that (see `StartRecord`).
+    record: Option<File>,
     dropped: u64,
     /// The unlink of the last dropped file, running aside (see `drop_oldest`).
     deleter: Option<std::thread::JoinHandle<()>>,
@@ -93,16 +98,38 @@ impl RotatingWriter {
         // A file already past the limit (the limit was lowered since) rotates at the first write.
         let written = if truncate { 0 } else { file.metadata().map_err(|e| Error::io("open log", path, e))?.len() };
         let written = written.min(max_bytes);
-        Ok(RotatingWriter {
+        // Resumed: the current file goes on from where the reader places it.
+        let base = if truncate {
+            0
+        } else {
+            let id = file.metadata().ok().map(|m| file_id(&m));
+            LogFiles::open(path).files.iter().find(|f| Some(f.id) == id).map_or(0, |f| f.start)
+        };
+        let record = StartRecord::open(path);
+        let mut writer = RotatingWriter {
             path: path.to_path_buf(),
             max_bytes,
             keep,
             file,
             written,
+            base,
+            record,
             dropped: 0,
             deleter: None,
             seams: Seams::default(),
-        })
+        };
+        writer.record_start();
+        Ok(writer)
+    }
+
+    /// Says where the current file starts. A reader that cannot read it (a
+    /// full disk) places the oldest file kept at 0: cursors then shift, but
+    /// nothing is lost or repeated within one read.
+    fn record_start(&mut self) {
+        let Some(record) = &self.record else { return };
+        if let Ok(meta) = self.file.metadata() {
+            StartRecord::write(record, file_id(&meta), self.base);
+        }
     }
 
     #[cfg(test)]
@@ -199,7 +226,16 @@ impl RotatingWriter {
         // under it), start the current file over rather than grow without bound.
         self.seams.at("create");
         let reopened = open_log(&self.path, true);
+        // Rotated or started over, what the file held now lies behind the new start.
+        self.base += self.written;
         self.written = 0;
+        let outcome = self.finish_rotation(renamed, reopened);
+        self.seams.at("record start");
+        self.record_start();
+        outcome
+    }
+
+    fn finish_rotation(&mut self, renamed: Result<()>, reopened: Result<File>) -> Result<()> {
         match (renamed, reopened) {
             (Ok(()), Ok(file)) => {
                 self.file = file;
@@ -288,16 +324,17 @@ impl RotatingWriter {
 
 /// Reads lines backwards over `output.log`, `.1`, `.2` … as one stream.
 pub struct ReverseLines {
-    /// Opened newest first, each file once (a rotation during the opening
-    /// makes `.1` the file already opened as `output.log`: it is skipped).
-    files: Vec<File>,
+    /// Newest first, each with its length when opened: the lines end there.
+    files: Vec<(File, u64)>,
     next_file: usize,
     current: Option<(File, u64)>,
     /// Unconsumed bytes that precede everything already returned.
     pending: Vec<u8>,
-    /// The newest file and its length when the reader started on it: where
+    /// The newest file and its length when the reader opened it: where
     /// the lines end, and where a follower goes on (see `tail_then_follow`).
     newest: Option<(File, u64)>,
+    /// The same files as a stream with positions (see `end_of_lines`).
+    stream: LogFiles,
     started: bool,
     exhausted: bool,
     /// The last item was the end of an overlong line: the next one is more of it.
@@ -307,23 +344,28 @@ pub struct ReverseLines {
 impl ReverseLines {
     /// `log` is the path of `output.log`; rotated siblings are found by probing.
     pub fn open(log: &Path) -> ReverseLines {
-        use std::os::unix::fs::MetadataExt;
-        let mut seen = std::collections::HashSet::new();
-        let files = log_files_newest_first(log)
-            .iter()
-            .filter_map(|path| crate::store::paths::open_read(path).ok())
-            .filter(|file| file.metadata().map(|m| seen.insert((m.dev(), m.ino()))).unwrap_or(false))
-            .collect();
+        let stream = LogFiles::open(log);
+        let files: Vec<(File, u64)> =
+            stream.files.iter().rev().filter_map(|f| f.file.try_clone().ok().map(|file| (file, f.len))).collect();
+        let newest = files.first().and_then(|(file, len)| file.try_clone().ok().map(|f| (f, *len)));
         ReverseLines {
             files,
             next_file: 0,
             current: None,
             pending: Vec::new(),
-            newest: None,
+            newest,
+            stream,
             started: false,
             exhausted: false,
             piece: false,
         }
+    }
+
+    /// The cursor for what this reader reads: where its last complete line
+    /// ends in everything ever written to the log, or its very end when
+    /// `whole` (the writer is gone: an unfinished last line is all there is).
+    pub fn cursor(&self, whole: bool) -> u64 {
+        if whole { self.stream.end() } else { self.stream.end_of_lines() }
     }
 
     /// True when the item just returned is a piece cut off the end of a line
@@ -339,11 +381,8 @@ impl ReverseLines {
                 if self.next_file >= self.files.len() {
                     return false;
                 }
-                let Ok(file) = self.files[self.next_file].try_clone() else { return false };
-                let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-                if self.next_file == 0 {
-                    self.newest = file.try_clone().ok().map(|f| (f, len));
-                }
+                let Ok(file) = self.files[self.next_file].0.try_clone() else { return false };
+                let len = self.files[self.next_file].1;
                 self.next_file += 1;
                 self.current = Some((file, len));
                 continue;
@@ -454,18 +493,25 @@ pub fn tail_then_follow(log: &Path, n: usize) -> (Vec<Vec<u8>>, LogFollower) {
     (lines, LogFollower::new(log, held))
 }
 
-/// `output.log` (if present) then `output.log.1`, `.2` … up to the first gap.
+/// `output.log` (if present) then `output.log.1`, `.2` … up to the first
+/// two missing names in a row. A rotation renames from the oldest file down,
+/// one name at a time, so while it runs one name in the middle is missing
+/// (`.2` moved to `.3`, `.1` not yet to `.2`): the files past it are still
+/// the log's, in order.
 pub fn log_files_newest_first(log: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
-    if log.exists() {
-        files.push(log.to_path_buf());
-    }
-    for index in 1.. {
-        let rotated = rotated_path(log, index);
-        if !rotated.exists() {
-            break;
+    let mut missing = 0;
+    for index in 0..=MAX_KEEP + 1 {
+        let path = rotated_path(log, index);
+        if path.exists() {
+            files.push(path);
+            missing = 0;
+        } else if index > 0 {
+            missing += 1;
+            if missing == 2 {
+                break;
+            }
         }
-        files.push(rotated);
     }
     files
 }
@@ -483,6 +529,210 @@ pub fn copy_all(log: &Path, sink: &mut dyn Write) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `.output.log.start` beside the log: the (device, inode) of the file that
+/// is `output.log` and where it starts in everything ever written to the log.
+/// A position in that stream (a cursor) thus names the same byte whatever
+/// rotations come after, and a reader tells how much was dropped before the
+/// oldest file kept. Written in place, one fixed-size record with a checksum
+/// (a rename per rotation would cost a disk flush on ext4); a torn read fails
+/// the checksum and is read again.
+struct StartRecord;
+
+const RECORD_LEN: usize = 72;
+
+impl StartRecord {
+    fn path(log: &Path) -> PathBuf {
+        let name = log.file_name().and_then(|n| n.to_str()).unwrap_or("output.log");
+        log.with_file_name(format!(".{name}.start"))
+    }
+
+    fn open(log: &Path) -> Option<File> {
+        let mut options = crate::store::paths::options_nofollow();
+        options.write(true).create(true).mode(0o600);
+        options.open(Self::path(log)).ok()
+    }
+
+    fn sum(id: FileId, start: u64) -> u64 {
+        (id.0 ^ id.1.rotate_left(21) ^ start.rotate_left(42)).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1
+    }
+
+    fn write(record: &File, id: FileId, start: u64) {
+        use std::os::unix::fs::FileExt;
+        let text = format!("pm1 {:016x} {:016x} {:016x} {:016x}\n", id.0, id.1, start, Self::sum(id, start));
+        debug_assert_eq!(text.len(), RECORD_LEN);
+        let _ = record.write_all_at(text.as_bytes(), 0);
+    }
+
+    /// None when there is none (a log written before this record existed) or
+    /// it stays unreadable.
+    fn read(log: &Path) -> Option<(FileId, u64)> {
+        let path = Self::path(log);
+        for _ in 0..100 {
+            let mut file = crate::store::paths::open_read(&path).ok()?;
+            let mut text = String::new();
+            file.read_to_string(&mut text).ok()?;
+            let fields: Vec<u64> =
+                text.strip_prefix("pm1 ").unwrap_or("").split_whitespace().filter_map(|f| u64::from_str_radix(f, 16).ok()).collect();
+            if let [dev, ino, start, sum] = fields[..] {
+                if Self::sum((dev, ino), start) == sum {
+                    return Some(((dev, ino), start));
+                }
+            }
+            std::thread::yield_now();
+        }
+        None
+    }
+}
+
+/// One file of a log as a reader took it: opened, with its length then and
+/// where it starts in everything written to the log.
+pub struct LogFile {
+    file: File,
+    id: FileId,
+    /// Where its first byte lies in the stream of everything ever written.
+    pub start: u64,
+    /// Its length when the reader opened it; the reader reads no further.
+    pub len: u64,
+}
+
+/// A log's files as one stream, oldest first, each with its place in it:
+/// opened together, so a rotation meanwhile neither hides nor repeats bytes.
+pub struct LogFiles {
+    /// Oldest first.
+    pub files: Vec<LogFile>,
+}
+
+impl LogFiles {
+    pub fn open(log: &Path) -> LogFiles {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let names = log_files_newest_first(log);
+            let mut seen = std::collections::HashSet::new();
+            let mut opened: Vec<(usize, LogFile)> = Vec::new();
+            for (index, path) in names.iter().enumerate() {
+                let Ok(file) = crate::store::paths::open_read(path) else { continue };
+                let Ok(meta) = file.metadata() else { continue };
+                let id = file_id(&meta);
+                // A rotation during the opening shows one file under two names.
+                if seen.insert(id) {
+                    opened.push((index, LogFile { file, id, start: 0, len: meta.len() }));
+                }
+            }
+            let record = StartRecord::read(log);
+            // The same files under the same names after the record was read:
+            // no rotation came between, so the record speaks of these files.
+            let settled = log_files_newest_first(log) == names
+                && opened.iter().all(|(index, f)| id_at(&names[*index]) == Some(f.id));
+            if settled || attempt >= 50 {
+                let mut files: Vec<LogFile> = opened.into_iter().map(|(_, f)| f).collect();
+                place(&mut files, record);
+                files.reverse();
+                return LogFiles { files };
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Where the stream ends (as the files were when opened).
+    pub fn end(&self) -> u64 {
+        self.files.last().map_or(0, |f| f.start + f.len)
+    }
+
+    /// Where the oldest byte kept lies: everything before it was dropped.
+    pub fn oldest(&self) -> u64 {
+        self.files.first().map_or(0, |f| f.start)
+    }
+
+    /// Where the last complete line ends: the end, or the start of a last
+    /// line still being written (looked for in the newest file only; a file
+    /// starts on a line unless a line is longer than a file).
+    pub fn end_of_lines(&self) -> u64 {
+        use std::os::unix::fs::FileExt;
+        let Some(newest) = self.files.last() else { return 0 };
+        let mut pos = newest.len;
+        let mut block = vec![0u8; TAIL_BLOCK];
+        while pos > 0 {
+            let size = pos.min(TAIL_BLOCK as u64) as usize;
+            let from = pos - size as u64;
+            if newest.file.read_exact_at(&mut block[..size], from).is_err() {
+                break;
+            }
+            if let Some(nl) = block[..size].iter().rposition(|&b| b == b'\n') {
+                return newest.start + from + nl as u64 + 1;
+            }
+            pos = from;
+        }
+        newest.start
+    }
+
+    /// The bytes from `pos` (clamped to what is kept) to the end.
+    pub fn reader_from(self, pos: u64) -> StreamReader {
+        let pos = pos.max(self.oldest()).min(self.end());
+        StreamReader { files: self.files, pos }
+    }
+}
+
+/// Gives each file its start: from the record's file on both sides, each
+/// neighbour by the length of the older one of the pair (a rotated file is
+/// complete); without the record, the oldest file kept starts at 0.
+fn place(newest_first: &mut [LogFile], record: Option<(FileId, u64)>) {
+    let known = record.and_then(|(id, start)| newest_first.iter().position(|f| f.id == id).map(|i| (i, start)));
+    let (anchor, start) = known.unwrap_or((newest_first.len().saturating_sub(1), 0));
+    if newest_first.is_empty() {
+        return;
+    }
+    newest_first[anchor].start = start;
+    for i in anchor + 1..newest_first.len() {
+        newest_first[i].start = newest_first[i - 1].start.saturating_sub(newest_first[i].len);
+    }
+    for i in (0..anchor).rev() {
+        newest_first[i].start = newest_first[i + 1].start + newest_first[i + 1].len;
+    }
+}
+
+/// Reads a log's files as one stream from a position, each no further than
+/// its length when they were opened.
+pub struct StreamReader {
+    files: Vec<LogFile>,
+    pos: u64,
+}
+
+impl StreamReader {
+    /// Where the next byte read lies in the stream.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+}
+
+impl Read for StreamReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        loop {
+            let Some(file) = self.files.iter().find(|f| self.pos < f.start + f.len && self.pos >= f.start) else {
+                // Between files (a file that shrank) or at the end.
+                match self.files.iter().find(|f| f.start > self.pos) {
+                    Some(next) => {
+                        self.pos = next.start;
+                        continue;
+                    }
+                    None => return Ok(0),
+                }
+            };
+            let offset = self.pos - file.start;
+            let want = ((file.len - offset) as usize).min(buf.len());
+            let n = file.file.read_at(&mut buf[..want], offset)?;
+            if n == 0 {
+                // Shorter now than when opened (kept 0 starts a file over): what it held is gone.
+                self.pos = file.start + file.len;
+                continue;
+            }
+            self.pos += n as u64;
+            return Ok(n);
+        }
+    }
 }
 
 /// The most rotated files a log can have (`logs.keep`); the follower looks
@@ -793,12 +1043,18 @@ mod tests {
         assert_eq!(last, vec![b"no newline at end".to_vec()]);
     }
 
-    /// Bytes and entries in `dir`, hidden files (a dropped log) included.
+    /// Bytes and entries in `dir`, hidden files (a dropped log) included,
+    /// but for the start record: one fixed-size record, whatever is written.
     fn dir_usage(dir: &Path) -> (u64, usize) {
         let mut usage = (0, 0);
         for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_name() == ".output.log.start" {
+                assert_eq!(entry.metadata().unwrap().len(), RECORD_LEN as u64);
+                continue;
+            }
             // A file being unlinked meanwhile no longer counts.
-            if let Ok(meta) = entry.unwrap().metadata() {
+            if let Ok(meta) = entry.metadata() {
                 usage.0 += meta.len();
                 usage.1 += 1;
             }

@@ -388,7 +388,7 @@ impl Context {
 
     pub fn check(&self, id: &str, query: &TailQuery) -> Result<CheckResult> {
         let job = self.mark_seen(self.job(id)?)?;
-        let tail = tail_job_log(&job, query);
+        let (tail, cursor) = tail_job_log(&job, query);
         // One pass over /proc serves both: the live tree's cost, and what lingers.
         let tree = if !job.status().is_final() || self.lingering_possible(&job) {
             tree::job_tree(Tree::of(&job)).0
@@ -400,7 +400,7 @@ impl Context {
             rss_kb: tree.iter().map(|p| p.rss_kb).sum(),
         });
         let lingering = if job.status().is_final() || job.status() == JobStatus::Orphaned { tree } else { Vec::new() };
-        Ok(CheckResult { job, tail, lingering, usage })
+        Ok(CheckResult { job, tail, cursor, lingering, usage })
     }
 
     /// Blocks until every job in `ids` has ended, or `timeout` passes.
@@ -872,6 +872,9 @@ impl TailQuery {
 pub struct CheckResult {
     pub job: Job,
     pub tail: Vec<String>,
+    /// Where the log stood when the tail was read (after its last complete
+    /// line): `read_log` since it gives only what came after.
+    pub cursor: u64,
     /// Processes still running although the main process ended (or the supervisor died).
     pub lingering: Vec<ProcessEntry>,
     /// What the job's live processes cost now (None when none run).
@@ -897,12 +900,48 @@ pub struct KillOutcome {
     pub message: String,
 }
 
-pub fn tail_job_log(job: &Job, query: &TailQuery) -> Vec<String> {
-    let path = std::path::Path::new(&job.log_path);
-    if query.errors {
-        digest::error_lines(path, query.lines)
+/// The tail `query` asks for, and the cursor after it (see `CheckResult::cursor`).
+pub fn tail_job_log(job: &Job, query: &TailQuery) -> (Vec<String>, u64) {
+    let reader = crate::store::logs::ReverseLines::open(std::path::Path::new(&job.log_path));
+    let cursor = reader.cursor(job.status().is_final());
+    let tail = if query.errors {
+        digest::error_lines_of(reader, query.lines)
     } else {
-        digest::last_lines(path, query.lines, query.grep.as_ref())
+        digest::last_lines_of(reader, query.lines, query.grep.as_ref())
+    };
+    (tail, cursor)
+}
+
+/// Which lines of a job's log `read_log` gives.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LogRange {
+    /// `count` lines from line `from` (1 = the oldest kept), or the last `count`.
+    Lines { from: Option<usize>, count: usize },
+    /// At most `count` lines written after the cursor `since`.
+    Since { since: u64, count: usize },
+}
+
+/// What `read_log` read: lines by number, or the lines after a cursor.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LogRead {
+    Lines(digest::LineWindow),
+    Since(digest::LinesSince),
+}
+
+impl Context {
+    /// A job's log lines by number or after a cursor, across rotations.
+    pub fn read_log(&self, id: &str, range: LogRange) -> Result<(Job, LogRead)> {
+        let job = self.job(id)?;
+        let log = std::path::Path::new(&job.log_path);
+        let ended = job.status().is_final();
+        let read = match range {
+            LogRange::Lines { from: Some(0), .. } => {
+                return Err(Error::Usage("bad fromLine: 0; lines are numbered from 1".into()))
+            }
+            LogRange::Lines { from, count } => LogRead::Lines(digest::line_window(log, from, count, ended)),
+            LogRange::Since { since, count } => LogRead::Since(digest::lines_since(log, since, count, ended)?),
+        };
+        Ok((job, read))
     }
 }
 

@@ -285,13 +285,31 @@ fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::
         let _ = stdout.read_to_string(&mut ready);
     }
     // The intermediate process exits right after forking the real supervisor.
-    let _ = child.wait();
+    let status = child.wait();
     if let Some(Err(e)) = write_result {
         if ready.is_empty() {
-            return Err(HandOffError::CannotHandOver(e));
+            return Err(HandOffError::CannotHandOver(exited_unread(e, status, &job_dir.join("supervisor.log"))));
         }
     }
     parse_ready_line(ready.lines().next().unwrap_or(""))
+}
+
+/// A hand-off write that failed because the supervisor was gone (EPIPE):
+/// says so, how it ended, and what it wrote on its way out, rather than
+/// "Broken pipe".
+fn exited_unread(error: std::io::Error, status: std::io::Result<std::process::ExitStatus>, log: &Path) -> std::io::Error {
+    if error.kind() != std::io::ErrorKind::BrokenPipe {
+        return error;
+    }
+    let how = status.map_or_else(|e| format!("cannot tell how: {e}"), |s| s.to_string());
+    let said = std::fs::read_to_string(log)
+        .ok()
+        .and_then(|text| text.lines().rev().find(|l| !l.trim().is_empty()).map(|l| format!("; it said: {}", l.trim())))
+        .unwrap_or_default();
+    std::io::Error::new(
+        error.kind(),
+        format!("it exited before reading the job ({how}){said}; its errors go to {}", log.display()),
+    )
 }
 
 /// Runs `run-bg <args>` in the background with the given home; the program

@@ -1,0 +1,158 @@
+// Incremental reading through every face: a check's cursor, then only what
+// came after it (run-bg logs --since, readLog(id, {since}), MCP read_log
+// since), across log rotations: nothing repeated, nothing lost, and what was
+// rotated away and deleted said in bytes.
+import test from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import path from 'node:path'
+import { pm, makeHome, runBg, startJob, connectMcp, waitFor, killPid, checkJson } from './helpers.mjs'
+
+const LINES = 300
+/** A line as the job writes it, BYTES with its newline (a 4,096-byte log file holds 157). */
+const line = (phase, n) => `phase ${phase} line ${String(n).padStart(5, '0')} ......`
+const BYTES = line(1, 0).length + 1
+const phaseLines = (phase) => Array.from({ length: LINES }, (_, n) => line(phase, n))
+
+/**
+ * A job that writes LINES lines, waits for `<dir>/go1`, writes LINES more,
+ * waits for `go2`, writes its last LINES and ends. Its waits poll a file the
+ * test creates: the job never runs ahead of the reads.
+ */
+function phasedJob(t, home, dir) {
+  const script = [
+    'for phase in 1 2 3; do',
+    `  n=0; while [ $n -lt ${LINES} ]; do printf 'phase %s line %05d ......\\n' $phase $n; n=$((n+1)); done`,
+    `  [ $phase = 3 ] || while [ ! -e "${dir}/go$phase" ]; do sleep 0.02; done`,
+    'done',
+  ].join('\n')
+  const job = startJob(home, ['sh', '-c', script])
+  t.after(() => killPid(job.pid))
+  return job.jobId
+}
+
+/** The three faces' reads since a cursor: `{ lines, cursor, rotatedAwayBytes }`, at most `lines` lines. */
+function faces(home, mcp) {
+  return {
+    cli(id, since, lines) {
+      const r = runBg(home, ['logs', id, '--since', String(since), '-n', String(lines), '--json'])
+      assert.equal(r.code, 0, r.stderr)
+      return JSON.parse(r.stdout)
+    },
+    js(id, since, lines) {
+      return pm.readLog(id, { since, lines })
+    },
+    async mcp(id, since, lines) {
+      const result = await mcp.callTool({ name: 'read_log', arguments: { jobId: id, since, lines } })
+      assert.equal(result.isError, undefined, result.content[0].text)
+      const text = result.content[0].text.split('\n')
+      const rotated = text[0].match(/^\[([\d,]+) bytes rotated away since your cursor\]$/)
+      const body = text.slice(rotated ? 2 : 1).filter((l) => !l.startsWith('['))
+      assert.equal(body.length, result.structuredContent.lineCount)
+      return {
+        lines: body,
+        cursor: result.structuredContent.cursor,
+        rotatedAwayBytes: rotated ? Number(rotated[1].replaceAll(',', '')) : undefined,
+      }
+    },
+  }
+}
+
+/** Each face's check cursor and tail: `{ cursor, tail }`. */
+function checks(home, mcp) {
+  return {
+    cli: async (id) => checkJson(home, id, ['-n', '1000']),
+    js: async (id) => pm.checkJob(id, { lines: 1000 }),
+    async mcp(id) {
+      const result = await mcp.callTool({ name: 'check_job', arguments: { jobId: id, lines: 1000 } })
+      const text = result.content[0].text.split('\n')
+      return { cursor: result.structuredContent.cursor, tail: text.slice(1).filter((l) => !l.startsWith('[')) }
+    },
+  }
+}
+
+test('check, then only what came after, through the CLI, JS and MCP, across rotations: nothing repeated, nothing lost', async (t) => {
+  const { home } = makeHome(t, { logs: { max_bytes: 4096, keep: 50 } })
+  process.env.PROC_MANAGER_HOME = home
+  const dir = fs.mkdtempSync(path.join(home, 'signals-'))
+  const mcp = await connectMcp(t, home)
+  const id = phasedJob(t, home, dir)
+  const read = faces(home, mcp)
+  const check = checks(home, mcp)
+
+  await waitFor(() => pm.checkJob(id, { lines: 1 }).tail[0] === line(1, LINES - 1), { what: 'phase 1 written' })
+  const seen = {}
+  const cursors = {}
+  for (const face of Object.keys(read)) {
+    const c = await check[face](id)
+    assert.deepEqual(c.tail, phaseLines(1), `${face}: the check shows phase 1`)
+    assert.equal(typeof c.cursor, 'number', `${face}: the check gives a cursor`)
+    seen[face] = [...c.tail]
+    cursors[face] = c.cursor
+  }
+  assert.equal(new Set(Object.values(cursors)).size, 1, `every face gives the same cursor: ${JSON.stringify(cursors)}`)
+
+  for (const phase of [2, 3]) {
+    fs.writeFileSync(path.join(dir, `go${phase - 1}`), '')
+    const last = line(phase, LINES - 1)
+    // Each face reads in pages of 70 lines while the job writes, until it has the phase's last line.
+    for (const face of Object.keys(read)) {
+      await waitFor(async () => {
+        const page = await read[face](id, cursors[face], 70)
+        assert.equal(page.rotatedAwayBytes, undefined, `${face}: nothing was deleted (keep 50)`)
+        assert.ok(page.cursor >= cursors[face], `${face}: the cursor never goes back`)
+        seen[face].push(...page.lines)
+        cursors[face] = page.cursor
+        return seen[face].at(-1) === last
+      }, { what: `${face}: phase ${phase} read`, interval: 10 })
+    }
+  }
+  const logDir = path.join(home, 'jobs', id)
+  assert.ok(fs.existsSync(path.join(logDir, 'output.log.4')), 'the log rotated between the reads')
+  const whole = [...phaseLines(1), ...phaseLines(2), ...phaseLines(3)]
+  for (const face of Object.keys(read)) {
+    assert.deepEqual(seen[face], whole, `${face}: every line the job wrote, once, in order`)
+    const after = await read[face](id, cursors[face], 100)
+    assert.deepEqual(after.lines, [], `${face}: nothing after the last cursor`)
+  }
+
+  // The CLI's text: the lines on stdout, the next cursor on stderr.
+  const text = runBg(home, ['logs', id, '--since', String(cursors.cli - 2 * BYTES)])
+  assert.equal(text.stdout, `${line(3, LINES - 2)}\n${line(3, LINES - 1)}\n`)
+  assert.match(text.stderr, new RegExp(`^cursor ${cursors.cli}: run-bg logs ${id} --since ${cursors.cli} for what comes next\\n$`))
+  // A cursor from elsewhere is refused, saying what is accepted.
+  const bad = runBg(home, ['logs', id, '--since', String(cursors.cli + 1)])
+  assert.equal(bad.code, 2)
+  assert.match(bad.stderr, new RegExp(`bad since: ${cursors.cli + 1}; this job's log ends at ${cursors.cli}`))
+  assert.throws(() => pm.readLog(id, { since: 1, fromLine: 1 }), /give either fromLine or since, not both/)
+  assert.throws(() => pm.readLog(id, { since: -1 }), /bad since: -1; give a whole number/)
+})
+
+test('a cursor whose lines were rotated away and deleted: every face says how many bytes, then goes on from the oldest kept', async (t) => {
+  const { home } = makeHome(t, { logs: { max_bytes: 4096, keep: 1 } })
+  process.env.PROC_MANAGER_HOME = home
+  const dir = fs.mkdtempSync(path.join(home, 'signals-'))
+  const mcp = await connectMcp(t, home)
+  const id = phasedJob(t, home, dir)
+  const read = faces(home, mcp)
+
+  await waitFor(() => pm.checkJob(id, { lines: 1 }).tail[0] === line(1, LINES - 1), { what: 'phase 1 written' })
+  const cursor = pm.checkJob(id).cursor
+  assert.equal(cursor, LINES * BYTES, 'the cursor counts every byte written, the rotated ones too')
+  fs.writeFileSync(path.join(dir, 'go1'), '')
+  fs.writeFileSync(path.join(dir, 'go2'), '')
+  await waitFor(() => pm.checkJob(id).status === 'success', { what: 'the job to end' })
+  // Two files of at most 4,096 bytes are kept of 25,200 written.
+  const kept = pm.readLog(id, { fromLine: 1, lines: 1000 })
+  const dropped = LINES * 3 * BYTES - kept.lines.length * BYTES
+  assert.ok(kept.lines.length < LINES * 2, `${kept.lines.length} lines kept`)
+  assert.equal(kept.cursor, LINES * 3 * BYTES)
+  for (const face of Object.keys(read)) {
+    const page = await read[face](id, cursor, 1000)
+    assert.equal(page.rotatedAwayBytes, dropped - cursor, `${face}: the bytes between the cursor and the oldest kept`)
+    assert.deepEqual(page.lines, kept.lines, `${face}: from the oldest line kept`)
+    assert.equal(page.cursor, LINES * 3 * BYTES, face)
+  }
+  assert.match(runBg(home, ['logs', id, '--since', String(cursor)]).stdout,
+    new RegExp(`^\\[${dropped - cursor} bytes rotated away since your cursor\\]\\n${kept.lines[0]}\\n`))
+})
