@@ -26,6 +26,21 @@ import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
 
+const USAGE = `usage: node bench/run.mjs [--quick] [--only=GROUP,...] [--baseline=<checkout>] [--log-reps=N] [--seed=N]
+groups: start, idle, footprint, log, tail, kill, notify, snapshot`
+{
+  // An option misspelt must not start a 10-minute run of everything.
+  const known = /^--(quick|help|(only|baseline|log-reps|seed)=.+)$/
+  const unknown = process.argv.slice(2).filter((a) => !known.test(a))
+  if (process.argv.includes('--help')) {
+    console.log(USAGE)
+    process.exit(0)
+  }
+  if (unknown.length) {
+    console.error(`bench: unknown argument ${unknown.join(' ')}\n${USAGE}`)
+    process.exit(2)
+  }
+}
 const QUICK = process.argv.includes('--quick')
 const GROUPS = ['start', 'idle', 'footprint', 'log', 'tail', 'kill', 'notify', 'snapshot']
 const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',') ?? null
