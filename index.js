@@ -827,21 +827,22 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.LogLines = nativeBinding.LogLines
 module.exports.ResourceTracker = nativeBinding.ResourceTracker
 module.exports.checkJob = nativeBinding.checkJob
 module.exports.checkJobText = nativeBinding.checkJobText
 module.exports.cleanupOrphans = nativeBinding.cleanupOrphans
 module.exports.detectOrphans = nativeBinding.detectOrphans
+module.exports.followLog = nativeBinding.followLog
 module.exports.killAll = nativeBinding.killAll
 module.exports.killJob = nativeBinding.killJob
 module.exports.listJobs = nativeBinding.listJobs
 module.exports.listJobsText = nativeBinding.listJobsText
 module.exports.pruneJobs = nativeBinding.pruneJobs
+module.exports.readLog = nativeBinding.readLog
 module.exports.reconcile = nativeBinding.reconcile
 module.exports.runBackground = nativeBinding.runBackground
 module.exports.runYield = nativeBinding.runYield
 module.exports.snapshot = nativeBinding.snapshot
 module.exports.summary = nativeBinding.summary
 module.exports.waitJob = nativeBinding.waitJob
-module.exports.followLog = nativeBinding.followLog
-module.exports.LogLines = nativeBinding.LogLines
