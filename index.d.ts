@@ -234,14 +234,31 @@ export interface ListOptions {
   all?: boolean
 }
 
+/**
+ * What became of an exit notification, as the receiver answered it:
+ * `pending` (being retried: refused connection, timeout, 5xx), `queued` (the
+ * interrupt service queued it for the agent), `ignored` (it took it and
+ * passes it to no one, e.g. `info` matching no rule), `failed` (a 4xx, 3
+ * server errors, or a day of retries), `no-listener` (nothing listens at the
+ * default address: no service installed), `delivered` (a 2xx from a receiver
+ * that is not the interrupt service; also older records).
+ */
+export type NotificationState = 'pending' | 'queued' | 'ignored' | 'failed' | 'no-listener' | 'delivered'
+
 export interface NotificationInfo {
   /** `<jobId>:<status>`, stable across retries. */
   eventId: string
-  /** pending | delivered | failed */
-  state: string
+  state: NotificationState
   attempts: number
   lastError?: string
+  /** When the receiver took it (queued, ignored, delivered). */
   deliveredAt?: number
+  /** `queued`: how many of the service's rules matched (0: its default action for the level). */
+  matched?: number
+  /** `ignored`: the service's reason; `failed`: what the refusal said. */
+  reason?: string
+  /** The interrupt service's level it was sent at: `info`, `warn` or `alert`. */
+  level?: 'info' | 'warn' | 'alert'
 }
 
 /** A process left behind by an ended (or orphaned) job. */

@@ -2,11 +2,20 @@
 //! command hooks. Each event is claimed once (under the registry lock, with the
 //! status change that causes it), retried with backoff for about a minute,
 //! then kept in a spool that any later `run-bg` invocation drains.
+//!
+//! What is recorded is what the service answered, not only its HTTP status:
+//! OpenClaw's interrupt service answers 200 both when it queued an event for
+//! the agent (`{"status":"queued","matched":N}`) and when it dropped it
+//! (`{"status":"ignored",…}`, an `info` event no rule matched); a 4xx will be
+//! answered the same way again, so it is not retried; a 5xx may come after
+//! the service queued the event (it does not de-duplicate), so it is retried
+//! only a few times.
 
 use crate::store::config::{Config, NotifyConfig};
+use crate::store::digest;
 use crate::model::duration::format_duration_ms;
 use crate::model::error::PostError;
-use crate::model::job::{DeliveryState, HookRun, Job, JobStatus, Notification};
+use crate::model::job::{DeliveryState, Exit, HookRun, Job, JobState, JobStatus, Notification};
 use crate::store::paths::{create_private_dir_all, Home};
 use crate::store::registry::{write_json_file, Registry};
 use crate::{store::logs, now_ms, model::text};
@@ -23,6 +32,11 @@ const LAST_LINE_CHARS: usize = 200;
 /// A spooled event is retried for this long before it is marked failed.
 const SPOOL_GIVE_UP_MS: u64 = 24 * 3_600_000;
 const SPOOL_RETRY_THROTTLE_MS: u64 = 2_000;
+/// A 5xx may come after the service queued the event, and it does not
+/// de-duplicate: each retry can be one more wake-up of the agent.
+pub const MAX_SERVER_ERRORS: u32 = 3;
+/// The first error-looking line of a failed job's log, added to its message, is cut to this.
+const ERROR_LINE_CHARS: usize = 160;
 
 /// Stable across retries and deliverers: a receiver drops duplicates by it.
 pub fn event_id(job: &Job) -> String {
@@ -33,10 +47,8 @@ pub fn event_id(job: &Job) -> String {
 pub fn claim(config: &NotifyConfig, job: &Job) -> Option<Notification> {
     (job.notify && config.url.is_some()).then(|| Notification {
         event_id: event_id(job),
-        state: DeliveryState::Pending,
-        attempts: 0,
-        last_error: None,
-        delivered_at: None,
+        level: Some(config.level_for(job.status().as_str()).to_string()),
+        ..Default::default()
     })
 }
 
@@ -79,6 +91,63 @@ pub fn message_line(job: &Job) -> String {
     }
 }
 
+/// `message_line`, and for a failed job the first line of its log that looks
+/// like an error (the first `check --errors` shows), with every `{{` and `}}`
+/// broken up: the interrupt service fills `{{key}}` in a rule's message from
+/// `data`, and uses `data.message` as that template when the rule has none,
+/// so text from the log must not be able to pull in other values.
+pub fn event_message(job: &Job) -> String {
+    let mut message = message_line(job);
+    if job.status() == JobStatus::Failed {
+        if let Some(line) = first_error_line(job) {
+            message.push_str("; first error: ");
+            message.push_str(&text::cut(&line, ERROR_LINE_CHARS));
+        }
+    }
+    defuse_templates(&message)
+}
+
+fn first_error_line(job: &Job) -> Option<String> {
+    digest::error_lines(Path::new(&job.log_path), 20).into_iter().find(|line| digest::looks_like_error(line))
+}
+
+/// `{{` and `}}` become `{ {` and `} }`, until none is left (`{{{` too).
+pub fn defuse_templates(text: &str) -> String {
+    let mut text = text.to_string();
+    while text.contains("{{") || text.contains("}}") {
+        text = text.replace("{{", "{ {").replace("}}", "} }");
+    }
+    text
+}
+
+/// The exit code, as a shell's `$?` reports it: 128 + the signal's number
+/// for a death by signal; -1 when no exit status is known (orphaned, lost,
+/// never started). Never null, so a rule's `{{exitCode}}` always resolves.
+pub fn exit_code_for_event(job: &Job) -> i32 {
+    match job.state.exit() {
+        Some(Exit::Code(code)) => code,
+        Some(Exit::Signal(name)) => crate::model::job::signal_number(&name).map_or(-1, |n| 128 + n),
+        None => -1,
+    }
+}
+
+/// How it ended, in a few words: `exit 1`, `signal SIGTERM`, `timeout after
+/// 10m`, `killed (signal SIGTERM)`, `orphaned`, `lost`, `could not start`.
+pub fn outcome(job: &Job) -> String {
+    let how = crate::model::job::how_it_ended(job);
+    match &job.state {
+        JobState::TimedOut { .. } => match job.timeout_ms {
+            Some(limit) => format!("timeout after {}", format_duration_ms(limit)),
+            None => "timeout".to_string(),
+        },
+        JobState::Killed { exit: Some(_), .. } => format!("killed ({how})"),
+        JobState::Killed { exit: None, .. } => "killed".to_string(),
+        JobState::Orphaned => "orphaned".to_string(),
+        JobState::Lost { .. } => "lost".to_string(),
+        _ => how,
+    }
+}
+
 fn last_lines(job: &Job) -> Vec<String> {
     logs::tail_lines(Path::new(&job.log_path), LAST_LINES, |_| true)
         .iter()
@@ -86,23 +155,25 @@ fn last_lines(job: &Job) -> Vec<String> {
         .collect()
 }
 
-/// The request body: `{"source", "level", "data": {...}}`.
+/// The request body: `{"source", "level", "data": {...}}`. No value in
+/// `data` is null: the service leaves a rule's `{{key}}` literal for a null.
 pub fn event_body(config: &NotifyConfig, job: &Job) -> serde_json::Value {
     serde_json::json!({
         "source": config.source,
-        "level": config.level,
+        "level": config.level_for(job.status().as_str()),
         "data": {
             "eventId": event_id(job),
             "jobId": job.id,
             "label": job.label,
             "command": job.command,
             "status": job.status().as_str(),
-            "exitCode": job.exit_code(),
-            "signal": job.signal(),
+            "exitCode": exit_code_for_event(job),
+            "signal": job.signal().unwrap_or_default(),
+            "outcome": outcome(job),
             "durationMs": job.duration_ms(now_ms()),
             "logPath": job.log_path,
-            "owner": job.owner,
-            "message": message_line(job),
+            "owner": job.owner.clone().unwrap_or_default(),
+            "message": event_message(job),
             "lastLines": last_lines(job),
         }
     })
@@ -112,21 +183,87 @@ pub fn event_body(config: &NotifyConfig, job: &Job) -> serde_json::Value {
 /// installed at all, which `check` then says how to turn off.
 pub const NOTHING_LISTENS: &str = "nothing listens at";
 
-/// One POST, bounded by `timeout` from connect to answer; a non-2xx answer is a failure.
-pub fn post(url: &str, body: &[u8], timeout: Duration) -> Result<(), PostError> {
+/// What a receiver made of an event it took (a 2xx).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// The interrupt service queued it for the agent; `matched` rules (0: its default action).
+    Queued { matched: u32 },
+    /// The interrupt service took it and passes it to no one.
+    Ignored { reason: String },
+    /// A 2xx in another shape: a receiver that is not the interrupt service.
+    Accepted,
+}
+
+/// Why a POST did not get an event taken.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// A 4xx: this request is refused, and would be again.
+    Refused { status: String, error: String },
+    /// A 5xx (or another non-2xx): the service may have queued it first.
+    ServerError { status: String, error: String },
+    /// No answer: refused connection, timeout, broken connection.
+    Unanswered(PostError),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Refused { status, error } | Failure::ServerError { status, error } if !error.is_empty() => {
+                write!(f, "HTTP {status}: {error}")
+            }
+            Failure::Refused { status, .. } | Failure::ServerError { status, .. } => write!(f, "HTTP {status}"),
+            Failure::Unanswered(e) => e.fmt(f),
+        }
+    }
+}
+
+/// Reads a 2xx body as the interrupt service writes it.
+fn read_answer(body: &str) -> Answer {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(body) else { return Answer::Accepted };
+    match value.get("status").and_then(|s| s.as_str()) {
+        Some("queued") => Answer::Queued { matched: value.get("matched").and_then(|m| m.as_u64()).unwrap_or(0) as u32 },
+        Some("ignored") => Answer::Ignored {
+            reason: value.get("reason").and_then(|r| r.as_str()).unwrap_or("no reason given").to_string(),
+        },
+        _ => Answer::Accepted,
+    }
+}
+
+/// The error text of a refusal: its JSON `error`, else the body itself (cut).
+fn error_text(body: &str) -> String {
+    let said = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+        .unwrap_or_else(|| body.trim().to_string());
+    text::cut(&text::visible(&said.replace('\n', " ")), 200)
+}
+
+/// One POST, bounded by `timeout` from connect to answer.
+pub fn post(url: &str, body: &[u8], timeout: Duration) -> Result<Answer, Failure> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
         .http_status_as_error(false)
         .build()
         .into();
     match agent.post(url).header("content-type", "application/json").send(body) {
-        Ok(response) if response.status().is_success() => Ok(()),
-        Ok(response) => Err(PostError::Status(response.status().to_string())),
-        Err(ureq::Error::Timeout(_)) => Err(PostError::Timeout(format_duration_ms(timeout.as_millis() as u64))),
-        Err(ureq::Error::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            Err(PostError::NothingListens { url: url.to_string() })
+        Ok(mut response) => {
+            let status = response.status();
+            let text = response.body_mut().with_config().limit(64 * 1024).read_to_string().unwrap_or_default();
+            if status.is_success() {
+                Ok(read_answer(&text))
+            } else if status.is_client_error() {
+                Err(Failure::Refused { status: status.to_string(), error: error_text(&text) })
+            } else {
+                Err(Failure::ServerError { status: status.to_string(), error: error_text(&text) })
+            }
         }
-        Err(e) => Err(PostError::Other(e.to_string())),
+        Err(ureq::Error::Timeout(_)) => {
+            Err(Failure::Unanswered(PostError::Timeout(format_duration_ms(timeout.as_millis() as u64))))
+        }
+        Err(ureq::Error::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            Err(Failure::Unanswered(PostError::NothingListens { url: url.to_string() }))
+        }
+        Err(e) => Err(Failure::Unanswered(PostError::Other(e.to_string()))),
     }
 }
 
@@ -216,20 +353,16 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
     let notify = &config.notify;
     let event = event_body(notify, job);
     let body = serde_json::to_vec(&event).unwrap_or_default();
-    let message = message_line(job);
+    let message = event_message(job);
     let url = claim(notify, job).and(notify.url.clone());
     let timeout = Duration::from_millis(notify.timeout_ms);
     let started = Instant::now();
+    let event_id = event_id(job);
+    let mut tries = Tries::default();
 
-    let mut attempts = 0u32;
-    let mut outcome: Result<(), PostError> = Err(PostError::Other("not attempted".into()));
+    let mut retry = None;
     if let Some(url) = &url {
-        attempts += 1;
-        outcome = post(url, &body, timeout);
-        if let Err(error) = &outcome {
-            // `check` says why it is pending while the retries go on.
-            record_delivery(&registry, &job.id, &event_id(job), attempts, Some(error.to_string()));
-        }
+        retry = tries.attempt(&registry, &job.id, &event_id, post(url, &body, timeout));
     }
 
     let hooks: Vec<HookRun> = hooks_for(notify, job)
@@ -243,22 +376,19 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
     let Some(url) = url else { return };
     let mut pause = Duration::from_millis(250);
     let retry_until = started + Duration::from_millis(notify.retry_for_ms);
-    while outcome.is_err() && Instant::now() + pause < retry_until {
+    while retry.is_some() && Instant::now() + pause < retry_until {
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_secs(10));
-        attempts += 1;
-        outcome = post(&url, &body, timeout);
+        retry = tries.attempt(&registry, &job.id, &event_id, post(&url, &body, timeout));
     }
-    let event_id = event_id(job);
-    let error = outcome.as_ref().err().map(PostError::to_string);
-    record_delivery(&registry, &job.id, &event_id, attempts, error.clone());
-    if let Some(error) = error {
+    if let Some(error) = retry {
         let entry = SpoolEntry {
             event_id,
             job_id: job.id.clone(),
             url,
             body: event,
-            attempts,
+            attempts: tries.attempts,
+            server_errors: tries.server_errors,
             spooled_at: now_ms(),
             next_attempt_at: now_ms(),
             last_error: Some(error),
@@ -269,20 +399,82 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
     }
 }
 
-fn record_delivery(registry: &Registry, job_id: &str, event_id: &str, attempts: u32, error: Option<String>) {
-    let _ = registry.modify(job_id, |stored| {
-        if let Some(n) = stored.notification.as_mut().filter(|n| n.event_id == event_id) {
-            n.attempts = attempts;
-            match &error {
-                None => {
-                    n.state = DeliveryState::Delivered;
+/// The attempts made at one event, by whichever process makes them.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tries {
+    attempts: u32,
+    server_errors: u32,
+}
+
+impl Tries {
+    /// Records what one attempt came to in the job's `notification`;
+    /// `Some(error)` when another attempt is worth making.
+    fn attempt(
+        &mut self,
+        registry: &Registry,
+        job_id: &str,
+        event_id: &str,
+        result: Result<Answer, Failure>,
+    ) -> Option<String> {
+        self.attempts += 1;
+        let attempts = self.attempts;
+        let (retry, update): (Option<String>, Update) = match result {
+            Ok(answer) => (
+                None,
+                Box::new(move |n: &mut Notification| {
+                    (n.state, n.matched, n.reason) = match &answer {
+                        Answer::Queued { matched } => (DeliveryState::Queued, Some(*matched), None),
+                        Answer::Ignored { reason } => (DeliveryState::Ignored, None, Some(reason.clone())),
+                        Answer::Accepted => (DeliveryState::Delivered, None, None),
+                    };
                     n.delivered_at = Some(now_ms());
                     n.last_error = None;
+                }),
+            ),
+            Err(failure @ Failure::Refused { .. }) => (None, failed(&failure, None)),
+            Err(failure @ Failure::ServerError { .. }) => {
+                self.server_errors += 1;
+                if self.server_errors >= MAX_SERVER_ERRORS {
+                    let why = format!("not sent again after {} server errors: each may have queued it", self.server_errors);
+                    (None, failed(&failure, Some(why)))
+                } else {
+                    (Some(failure.to_string()), pending(failure.to_string()))
                 }
-                Some(e) => n.last_error = Some(e.clone()),
             }
+            Err(failure @ Failure::Unanswered(_)) => (Some(failure.to_string()), pending(failure.to_string())),
+        };
+        let _ = registry.modify(job_id, |stored| {
+            if let Some(n) = stored.notification.as_mut().filter(|n| n.event_id == event_id) {
+                n.attempts = attempts;
+                update(n);
+            }
+        });
+        retry
+    }
+}
+
+/// A change to a job's `notification`, made under the registry lock.
+type Update = Box<dyn Fn(&mut Notification)>;
+
+fn failed(failure: &Failure, why: Option<String>) -> Update {
+    let (last_error, reason) = match failure {
+        Failure::Refused { error, .. } | Failure::ServerError { error, .. } => {
+            (failure.to_string(), why.or_else(|| (!error.is_empty()).then(|| error.clone())))
         }
-    });
+        Failure::Unanswered(_) => (failure.to_string(), why),
+    };
+    Box::new(move |n: &mut Notification| {
+        n.state = DeliveryState::Failed;
+        n.last_error = Some(last_error.clone());
+        n.reason = reason.clone();
+    })
+}
+
+fn pending(error: String) -> Update {
+    Box::new(move |n: &mut Notification| {
+        n.state = DeliveryState::Pending;
+        n.last_error = Some(error.clone());
+    })
 }
 
 /// An event the supervisor could not deliver, kept in `<home>/spool/`.
@@ -293,6 +485,9 @@ pub struct SpoolEntry {
     pub url: String,
     pub body: serde_json::Value,
     pub attempts: u32,
+    /// 5xx answers so far (`MAX_SERVER_ERRORS` ends the retries).
+    #[serde(default)]
+    pub server_errors: u32,
     pub spooled_at: u64,
     pub next_attempt_at: u64,
     pub last_error: Option<String>,
@@ -356,21 +551,22 @@ pub fn drain_spool(home: &Home, config: &Config) {
             continue;
         }
         let body = serde_json::to_vec(&entry.body).unwrap_or_default();
-        entry.attempts += 1;
-        match post(&entry.url, &body, timeout) {
-            Ok(()) => {
-                record_delivery(&registry, &entry.job_id, &entry.event_id, entry.attempts, None);
+        let mut tries = Tries { attempts: entry.attempts, server_errors: entry.server_errors };
+        let retry = tries.attempt(&registry, &entry.job_id, &entry.event_id, post(&entry.url, &body, timeout));
+        entry.attempts = tries.attempts;
+        entry.server_errors = tries.server_errors;
+        match retry {
+            None => {
                 let _ = std::fs::remove_file(&path);
             }
-            Err(error) => {
-                let error = error.to_string();
+            Some(error) => {
                 entry.last_error = Some(error.clone());
                 if now_ms().saturating_sub(entry.spooled_at) > SPOOL_GIVE_UP_MS {
                     let _ = registry.modify(&entry.job_id, |stored| {
                         if let Some(n) = stored.notification.as_mut().filter(|n| n.event_id == entry.event_id) {
                             n.state = DeliveryState::Failed;
-                            n.attempts = entry.attempts;
                             n.last_error = Some(error.clone());
+                            n.reason = Some("given up on after 24h of retries".to_string());
                         }
                     });
                     let failed_dir = spool_dir(home).join("failed");
@@ -380,7 +576,6 @@ pub fn drain_spool(home: &Home, config: &Config) {
                     // Any later invocation retries, at most this often, so an
                     // interrupt service that comes back hears of it at once.
                     entry.next_attempt_at = now_ms() + SPOOL_RETRY_THROTTLE_MS;
-                    record_delivery(&registry, &entry.job_id, &entry.event_id, entry.attempts, Some(error));
                     let _ = write_json_file(&path, &entry, true);
                 }
             }
@@ -398,8 +593,26 @@ mod tests {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let url = format!("http://127.0.0.1:{port}/trigger");
         let error = post(&url, b"{}", Duration::from_secs(5)).unwrap_err();
-        assert!(matches!(&error, PostError::NothingListens { url: at } if *at == url), "{error:?}");
+        assert!(matches!(&error, Failure::Unanswered(PostError::NothingListens { url: at }) if *at == url), "{error:?}");
         assert_eq!(error.to_string(), format!("{NOTHING_LISTENS} {url} (connection refused)"));
+    }
+
+    #[test]
+    fn the_services_answers_are_read_as_it_writes_them() {
+        assert_eq!(read_answer(r#"{"status":"queued","matched":2}"#), Answer::Queued { matched: 2 });
+        assert_eq!(read_answer(r#"{"status":"queued","matched":0,"defaultAction":true}"#), Answer::Queued { matched: 0 });
+        let ignored = r#"{"status":"ignored","matched":0,"reason":"no matching rules"}"#;
+        assert_eq!(read_answer(ignored), Answer::Ignored { reason: "no matching rules".into() });
+        assert_eq!(read_answer("ok"), Answer::Accepted, "another kind of receiver");
+        assert_eq!(error_text("{\"error\":\"Missing required field: source\"}\n"), "Missing required field: source");
+        assert_eq!(error_text("<html>\nbad gateway</html>"), "<html> bad gateway</html>");
+    }
+
+    #[test]
+    fn template_braces_are_broken_up_however_many() {
+        assert_eq!(defuse_templates("a {{jobId}} b"), "a { {jobId} } b");
+        assert_eq!(defuse_templates("{{{x}}}"), "{ { {x} } }");
+        assert_eq!(defuse_templates("{ plain }"), "{ plain }");
     }
 
     #[test]

@@ -1,0 +1,166 @@
+// Exit notifications against a double of OpenClaw's interrupt service
+// (fixtures/interrupt-service.mjs): what it answered is what is recorded,
+// its levels, retries that do not multiply wake-ups, payloads whose every
+// `{{key}}` resolves.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import path from 'node:path'
+import { makeHome, runBg, startJob, checkJson, waitFor, waitForQuiet, readRegistry, isAlive } from './helpers.mjs'
+import { startInterruptService } from './fixtures/interrupt-service.mjs'
+
+// Batches go out quickly; the rate limits stay the service's.
+const FAST = { message: { batch_window_ms: 100 }, subagent: { batch_window_ms: 100 } }
+
+function writeConfig(home, config) {
+  fs.writeFileSync(path.join(home, 'config.json'), JSON.stringify(config))
+}
+
+async function triggersOf(service, jobId) {
+  return (await service.inspect()).triggers.filter((t) => t.body.data?.jobId === jobId)
+}
+
+/** Every text the agent got (each item of each dispatched batch), with the event it came from. */
+async function delivered(service) {
+  return (await service.inspect()).dispatched.flatMap((batch) => batch.items.map((item) => ({ ...item, pipeline: batch.pipeline })))
+}
+
+async function settled(home, jobId) {
+  return waitFor(() => {
+    const n = checkJson(home, jobId).notification
+    return n && n.state !== 'pending' ? n : null
+  }, { what: `a settled notification for ${jobId}` })
+}
+
+test('what the interrupt service answered is recorded: queued, ignored, failed on a 4xx at once', async (t) => {
+  const service = await startInterruptService(t, FAST)
+
+  const { home } = makeHome(t, { notify: { url: service.url } })
+  const { jobId } = startJob(home, ['true'])
+  runBg(home, ['wait', jobId])
+  const queued = await settled(home, jobId)
+  assert.equal(queued.state, 'queued')
+  assert.equal(queued.matched, 0)
+  assert.equal(queued.level, 'warn')
+  assert.doesNotMatch(runBg(home, ['check', jobId]).stdout, /notification:/, 'nothing to say about a queued event')
+  await waitFor(async () => (await delivered(service)).some((d) => d.data.jobId === jobId), { what: 'the agent side' })
+
+  const info = makeHome(t, { notify: { url: service.url, level: 'info' } }).home
+  const quiet = startJob(info, ['true']).jobId
+  runBg(info, ['wait', quiet])
+  const ignored = await settled(info, quiet)
+  assert.deepEqual([ignored.state, ignored.reason, ignored.attempts], ['ignored', 'no matching rules', 1])
+  assert.match(runBg(info, ['check', quiet]).stdout,
+    /\n {2}notification: ignored by the interrupt service \(no matching rule at level info\)\n/)
+
+  const wrongPath = makeHome(t, { notify: { url: `${service.base}/nope`, retry_for_ms: 3000 } }).home
+  const lost = startJob(wrongPath, ['true']).jobId
+  runBg(wrongPath, ['wait', lost])
+  const refused = await settled(wrongPath, lost)
+  await waitForQuiet(wrongPath)
+  const final = checkJson(wrongPath, lost).notification
+  assert.deepEqual([final.state, final.attempts, final.lastError, final.reason],
+    ['failed', 1, 'HTTP 404 Not Found: Not found', 'Not found'], JSON.stringify(refused))
+  assert.ok(!fs.existsSync(path.join(wrongPath, 'spool', `${lost}.success.json`)), 'a 4xx is not spooled')
+  assert.match(runBg(wrongPath, ['check', lost]).stdout, /notification: failed: HTTP 404 Not Found: Not found/)
+
+  // The service's own 400 names the field it missed.
+  const noSource = makeHome(t, { notify: { url: service.url, source: '' } }).home
+  const bad = startJob(noSource, ['true']).jobId
+  runBg(noSource, ['wait', bad])
+  const n = await settled(noSource, bad)
+  assert.deepEqual([n.state, n.attempts, n.reason], ['failed', 1, 'Missing required field: source'])
+})
+
+test('the service\'s levels: alert is accepted, a level per outcome, others refused by name (a kill still goes through)', async (t) => {
+  const service = await startInterruptService(t, FAST)
+  const { home } = makeHome(t, { notify: { url: service.url, level: 'alert', levels: { success: 'info' } } })
+  const failing = startJob(home, ['sh', '-c', 'exit 2']).jobId
+  const fine = startJob(home, ['true']).jobId
+  runBg(home, ['wait', failing, fine])
+  assert.equal((await settled(home, failing)).state, 'queued')
+  assert.equal((await settled(home, fine)).state, 'ignored')
+  const levels = Object.fromEntries((await service.inspect()).triggers.map((tr) => [tr.body.data.jobId, tr.body.level]))
+  assert.deepEqual(levels, { [failing]: 'alert', [fine]: 'info' })
+  const sub = await waitFor(async () => (await delivered(service)).find((d) => d.data.jobId === failing), { what: 'sub-agent dispatch' })
+  assert.equal(sub.pipeline, 'subagent')
+
+  // Killed with the default settings, which would announce it to the default address.
+  const running = startJob(home, ['sleep', '30'], ['--no-notify'])
+  writeConfig(home, { notify: { url: service.url, levels: { timeout: 'error' } } })
+  const refused = runBg(home, ['list'])
+  assert.equal(refused.code, 2)
+  assert.match(refused.stderr, /key `notify\.levels\.timeout`: `error` is not one of the interrupt service's levels info, warn, alert/)
+  const killed = runBg(home, ['kill', running.jobId])
+  assert.equal(killed.code, 0, killed.stderr)
+  await waitFor(() => !isAlive(running.pid), { what: 'the kill despite a bad config.json' })
+  writeConfig(home, { notify: { url: null } })
+})
+
+test('a 5xx is retried at most 3 times, with one eventId; a 500 after a partial queue gives at most 3 wake-ups', async (t) => {
+  const service = await startInterruptService(t, FAST)
+  await service.control({ fail: { status: 500, count: 1000, afterQueue: true, error: 'boom' } })
+  const { home } = makeHome(t, { notify: { url: service.url, retry_for_ms: 8000 } })
+  const { jobId } = startJob(home, ['sh', '-c', 'exit 1'])
+  runBg(home, ['wait', jobId])
+  await waitForQuiet(home)
+  const triggers = await triggersOf(service, jobId)
+  assert.equal(triggers.length, 3, `POSTs: ${triggers.length}`)
+  assert.deepEqual([...new Set(triggers.map((tr) => tr.body.data.eventId))], [`${jobId}:failed`])
+  const n = checkJson(home, jobId).notification
+  assert.deepEqual([n.state, n.attempts, n.lastError], ['failed', 3, 'HTTP 500 Internal Server Error: boom'])
+  assert.match(n.reason, /after 3 server errors/)
+  assert.ok(!fs.existsSync(path.join(home, 'spool', `${jobId}.failed.json`)))
+  const wakeUps = await waitFor(async () => {
+    const got = (await delivered(service)).filter((d) => d.data.jobId === jobId)
+    return got.length >= 3 && got
+  }, { what: 'the three queued copies' })
+  assert.equal(wakeUps.length, 3)
+})
+
+function nulls(value, where = 'data') {
+  if (value === null) return [where]
+  if (typeof value !== 'object') return []
+  return Object.entries(value).flatMap(([k, v]) => nulls(v, `${where}.${k}`))
+}
+
+test('no null in any payload: exitCode, signal and outcome resolve every template, killed and timed out too', async (t) => {
+  const service = await startInterruptService(t, FAST)
+  await service.addRule({
+    id: 'ends', source: 'run-bg', action: 'message',
+    message: 'job {{jobId}} {{status}} exit {{exitCode}} signal {{signal}} ({{outcome}}) owner {{owner}}',
+  })
+  const { home } = makeHome(t, { notify: { url: service.url }, kill: { grace_ms: 2000 } })
+  const killed = startJob(home, ['sleep', '30'])
+  const timed = startJob(home, ['sleep', '30'], ['--timeout', '1s'])
+  const failed = startJob(home, ['sh', '-c', 'exit 3'])
+  runBg(home, ['kill', killed.jobId])
+  runBg(home, ['wait', killed.jobId, timed.jobId, failed.jobId, '--timeout', '20s'])
+  const ids = [killed.jobId, timed.jobId, failed.jobId]
+  const texts = await waitFor(async () => {
+    const got = (await delivered(service)).filter((d) => ids.includes(d.data.jobId))
+    return got.length >= 3 && Object.fromEntries(got.map((d) => [d.data.jobId, d]))
+  }, { what: 'three dispatched texts' })
+  for (const id of ids) {
+    assert.deepEqual(nulls(texts[id].data), [], id)
+    assert.doesNotMatch(texts[id].text, /\{\{/, texts[id].text)
+  }
+  assert.equal(texts[killed.jobId].text, `job ${killed.jobId} killed exit 143 signal SIGTERM (killed (signal SIGTERM)) owner `)
+  assert.equal(texts[timed.jobId].text, `job ${timed.jobId} timeout exit 143 signal SIGTERM (timeout after 1.0s) owner `)
+  assert.equal(texts[failed.jobId].text, `job ${failed.jobId} failed exit 3 signal  (exit 3) owner `)
+})
+
+test('a failed job\'s message ends with its first error line, which the service\'s {{key}} filling cannot touch', async (t) => {
+  const service = await startInterruptService(t, FAST)
+  // No message of its own: the service fills data.message as the template.
+  await service.addRule({ id: 'failures', source: 'run-bg', condition: { status: 'failed' }, action: 'message' })
+  const { home } = makeHome(t, { notify: { url: service.url } })
+  const script = 'echo compiling; echo "error: cannot open {{jobId}}/{{{logPath}}}"; echo "npm ERR! second"; echo done; exit 1'
+  const { jobId } = startJob(home, ['sh', '-c', script])
+  runBg(home, ['wait', jobId])
+  const got = await waitFor(async () => (await delivered(service)).find((d) => d.data.jobId === jobId), { what: 'dispatch' })
+  assert.ok(got.text.startsWith(`run-bg: ${jobId} (sh -c `), got.text)
+  assert.ok(got.text.endsWith('; first error: error: cannot open { {jobId} }/{ { {logPath} } }'), got.text)
+  assert.equal(got.text.split(jobId).length - 1, 2, 'the job id only where we put it')
+  assert.equal(checkJson(home, jobId).notification.matched, 1)
+})
