@@ -6,7 +6,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
-import { makeHome, runBg, startJob, checkJson, waitFor, waitForQuiet, readRegistry, isAlive } from './helpers.mjs'
+import { makeHome, runBg, startJob, checkJson, waitFor, waitForQuiet, readRegistry, isAlive, freePort } from './helpers.mjs'
 import { startInterruptService } from './fixtures/interrupt-service.mjs'
 
 // Batches go out quickly; the rate limits stay the service's.
@@ -163,4 +163,51 @@ test('a failed job\'s message ends with its first error line, which the service\
   assert.ok(got.text.endsWith('; first error: error: cannot open { {jobId} }/{ { {logPath} } }'), got.text)
   assert.equal(got.text.split(jobId).length - 1, 2, 'the job id only where we put it')
   assert.equal(checkJson(home, jobId).notification.matched, 1)
+})
+
+test('a spooled event is delivered with no run-bg invocation once the service comes back', async (t) => {
+  const port = await freePort()
+  const { home } = makeHome(t, { notify: { url: `http://127.0.0.1:${port}/trigger`, retry_for_ms: 300 } })
+  const { jobId } = startJob(home, ['sh', '-c', 'echo done'])
+  // From here on no run-bg is invoked (each would hand the spool to a deliverer itself): files only.
+  const spooled = path.join(home, 'spool', `${jobId}.success.json`)
+  await waitFor(() => fs.existsSync(spooled), { what: 'the spooled event' })
+  const service = await startInterruptService(t, { ...FAST, port })
+  const [trigger] = await waitFor(async () => {
+    const got = await triggersOf(service, jobId)
+    return got.length >= 1 && got
+  }, { what: 'delivery by the background deliverer', timeout: 40_000, interval: 200 })
+  assert.equal(trigger.body.data.eventId, `${jobId}:success`)
+  const n = await waitFor(() => {
+    const note = readRegistry(home).find((j) => j.id === jobId)?.notification
+    return note?.state === 'queued' && note
+  }, { what: 'queued recorded' })
+  assert.ok(n.attempts >= 2, JSON.stringify(n))
+  await waitFor(() => !fs.existsSync(spooled), { what: 'the spool emptied' })
+  await waitForQuiet(home)
+  assert.equal((await triggersOf(service, jobId)).length, 1, 'sent once')
+})
+
+test('the built-in address with nothing listening: no-listener, nothing spooled, nothing left running, one hint per home', async (t) => {
+  const net = await import('node:net')
+  const taken = await new Promise((resolve) => {
+    const socket = net.connect(7600, '127.0.0.1', () => { socket.destroy(); resolve(true) })
+    socket.on('error', () => resolve(false))
+  })
+  if (taken) return t.skip('something listens on 127.0.0.1:7600 here')
+  const { home } = makeHome(t)
+  writeConfig(home, { notify: { retry_for_ms: 500 } })
+  const first = startJob(home, ['true']).jobId
+  runBg(home, ['wait', first])
+  await waitFor(() => checkJson(home, first).notification.state === 'no-listener', { what: 'no-listener' })
+  const second = startJob(home, ['true']).jobId
+  runBg(home, ['wait', second])
+  await waitFor(() => checkJson(home, second).notification.state === 'no-listener', { what: 'no-listener' })
+  await waitForQuiet(home)
+  const spool = path.join(home, 'spool')
+  assert.deepEqual(fs.existsSync(spool) ? fs.readdirSync(spool) : [], [], 'nothing spooled')
+  const lines = [first, second].map((id) => runBg(home, ['check', id]).stdout.split('\n').filter((l) => l.includes('notification')))
+  assert.deepEqual(lines[0], ['  notification: not sent: no interrupt service listens at the default address; set `notify.url` in config.json to yours, or `"notify": {"url": null}` to stop trying'])
+  assert.deepEqual(lines[1], ['  notification: not sent (no interrupt service listening)'])
+  await waitForQuiet(home)
 })

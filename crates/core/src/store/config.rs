@@ -44,7 +44,9 @@ pub struct NotifyConfig {
     pub url: Option<String>,
     /// Whether config.json names `notify.url` (set by `Config::parse`): only
     /// then is a service known to be installed, worth retrying for a day.
-    #[serde(skip)]
+    /// Not a key of config.json (refused there); serialized so that a
+    /// supervisor, which gets its settings from its spec, knows it too.
+    #[serde(default)]
     pub url_explicit: bool,
     pub command: Option<String>,
     pub source: String,
@@ -189,6 +191,9 @@ impl Config {
             if !tracking.is_object() {
                 return Err(ConfigError::bad_key("diagnostics.resource_tracking", "expected an object"));
             }
+        }
+        if value.pointer("/notify/url_explicit").is_some() {
+            return Err(ConfigError::bad_key("notify.url_explicit", "unknown field; `notify.url` is what sets where to send"));
         }
         let url_explicit = value.pointer("/notify/url").is_some();
         let mut config: Config = serde_path_to_error::deserialize(value)
@@ -336,6 +341,9 @@ mod tests {
         assert!(!Config::parse(r#"{"notify": {"level": "warn"}}"#).unwrap().notify.url_explicit);
         let named = Config::parse(r#"{"notify": {"url": "http://127.0.0.1:7600/trigger"}}"#).unwrap();
         assert!(named.notify.url_explicit);
+        assert!(Config::parse(r#"{"notify": {"url_explicit": true}}"#).is_err(), "not a setting");
+        let through_a_spec: Config = serde_json::from_value(serde_json::to_value(&named).unwrap()).unwrap();
+        assert!(through_a_spec.notify.url_explicit, "a supervisor gets it in its spec");
     }
 
     #[test]

@@ -32,6 +32,12 @@ const LAST_LINE_CHARS: usize = 200;
 /// A spooled event is retried for this long before it is marked failed.
 const SPOOL_GIVE_UP_MS: u64 = 24 * 3_600_000;
 const SPOOL_RETRY_THROTTLE_MS: u64 = 2_000;
+/// The background deliverer's pause between tries of one event: doubling from
+/// 1 s up to this, so a service that comes back hears within 30 s.
+const DELIVERER_MAX_PAUSE_MS: u64 = 30_000;
+/// Created (once) in the home by the first `no-listener`: that one says how to
+/// set up or turn off notifications, later ones only that none was sent.
+const NO_LISTENER_SEEN: &str = "notify-no-listener.seen";
 /// A 5xx may come after the service queued the event, and it does not
 /// de-duplicate: each retry can be one more wake-up of the agent.
 pub const MAX_SERVER_ERRORS: u32 = 3;
@@ -381,29 +387,92 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
         pause = (pause * 2).min(Duration::from_secs(10));
         retry = tries.attempt(&registry, &job.id, &event_id, post(&url, &body, timeout));
     }
-    if let Some(error) = retry {
-        let entry = SpoolEntry {
-            event_id,
-            job_id: job.id.clone(),
-            url,
-            body: event,
-            attempts: tries.attempts,
-            server_errors: tries.server_errors,
-            spooled_at: now_ms(),
-            next_attempt_at: now_ms(),
-            last_error: Some(error),
-        };
-        if let Err(e) = spool_add(home, &entry) {
-            tracing::warn!("run-bg: cannot spool notification {}: {e}", entry.event_id);
+    let Some(error) = retry else { return };
+    if !notify.url_explicit && tries.all_refused {
+        // The built-in address, and nothing listened there for the whole
+        // retry period: no interrupt service is installed. Spooling would
+        // only grow the spool and keep a process retrying for nobody.
+        record_no_listener(home, &registry, &job.id, &event_id);
+        return;
+    }
+    let entry = SpoolEntry {
+        event_id,
+        job_id: job.id.clone(),
+        url,
+        body: event,
+        attempts: tries.attempts,
+        server_errors: tries.server_errors,
+        spooled_at: now_ms(),
+        next_attempt_at: now_ms(),
+        last_error: Some(error),
+        keep_trying: notify.url_explicit,
+        spool_tries: 0,
+    };
+    if let Err(e) = spool_add(home, &entry) {
+        tracing::warn!("run-bg: cannot spool notification {}: {e}", entry.event_id);
+        return;
+    }
+    if entry.keep_trying {
+        start_deliverer(home);
+    }
+}
+
+fn record_no_listener(home: &Home, registry: &Registry, job_id: &str, event_id: &str) {
+    // O_EXCL: of all the announcers of a home, exactly one creates it.
+    let first = crate::store::paths::options_nofollow()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(home.root.join(NO_LISTENER_SEEN))
+        .is_ok();
+    let _ = registry.modify(job_id, |stored| {
+        if let Some(n) = stored.notification.as_mut().filter(|n| n.event_id == event_id) {
+            n.state = DeliveryState::NoListener;
+            n.hint = first;
         }
+    });
+}
+
+/// The value of `SUPERVISOR_MARK` in the deliverer a notifier starts: a
+/// supervisor (a subreaper) adopts it, and does not wait for it.
+pub const DELIVERER_MARK: &str = "deliverer";
+
+/// Starts `run-bg __deliver` in the background (it detaches itself at once);
+/// if one already delivers for this home, the new one finds its lock taken
+/// and leaves, and the running one takes the new event in on its next round.
+fn start_deliverer(home: &Home) {
+    let Ok(runner) = std::env::current_exe() else { return };
+    use crate::model::protocol::{Errand, JOB_COOKIE, SUPERVISOR_MARK};
+    let spawned = Command::new(runner)
+        .args(Errand::Deliver.args())
+        .env("PROC_MANAGER_HOME", &home.root)
+        .env_remove(JOB_COOKIE)
+        .env(SUPERVISOR_MARK, DELIVERER_MARK)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    match spawned {
+        Ok(mut child) => {
+            let _ = child.wait();
+        }
+        Err(e) => tracing::warn!("run-bg: cannot start the notification deliverer: {e}"),
     }
 }
 
 /// The attempts made at one event, by whichever process makes them.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 struct Tries {
     attempts: u32,
     server_errors: u32,
+    /// Every attempt so far met a refused connection: nothing listens.
+    all_refused: bool,
+}
+
+impl Default for Tries {
+    fn default() -> Self {
+        Tries { attempts: 0, server_errors: 0, all_refused: true }
+    }
 }
 
 impl Tries {
@@ -418,6 +487,7 @@ impl Tries {
     ) -> Option<String> {
         self.attempts += 1;
         let attempts = self.attempts;
+        self.all_refused &= matches!(&result, Err(Failure::Unanswered(PostError::NothingListens { .. })));
         let (retry, update): (Option<String>, Update) = match result {
             Ok(answer) => (
                 None,
@@ -491,6 +561,13 @@ pub struct SpoolEntry {
     pub spooled_at: u64,
     pub next_attempt_at: u64,
     pub last_error: Option<String>,
+    /// `notify.url` was set in config.json: a service is installed, so the
+    /// background deliverer keeps at it (up to a day) without any invocation.
+    #[serde(default)]
+    pub keep_trying: bool,
+    /// Tries made from the spool, for the deliverer's backoff.
+    #[serde(default)]
+    pub spool_tries: u32,
 }
 
 pub fn spool_dir(home: &Home) -> PathBuf {
@@ -530,7 +607,7 @@ pub fn spool_due(home: &Home) -> bool {
 }
 
 fn spool_lock(home: &Home) -> Option<std::fs::File> {
-    let file = crate::store::paths::options_nofollow()
+    let mut file = crate::store::paths::options_nofollow()
         .create(true)
         .truncate(false)
         .write(true)
@@ -538,49 +615,99 @@ fn spool_lock(home: &Home) -> Option<std::fs::File> {
         .open(home.root.join("spool.lock"))
         .ok()?;
     file.try_lock().ok()?;
+    // Who delivers, for whoever wonders what this process is.
+    let _ = file.set_len(0);
+    let _ = writeln!(file, "{}", std::process::id());
     Some(file)
 }
 
-/// Delivers what is due in the spool; one deliverer at a time (others return at once).
-pub fn drain_spool(home: &Home, config: &Config) {
-    let Some(_lock) = spool_lock(home) else { return };
+/// The background deliverer (`run-bg __deliver`), one per home (a lock; a
+/// second returns at once): tries what is due in the spool; while an event
+/// spooled for an explicitly configured service is left, sleeps until the
+/// next one is due (at most 30 s) and goes on; returns when none is left.
+pub fn deliver(home: &Home, config: &Config) {
+    loop {
+        {
+            let Some(_lock) = spool_lock(home) else { return };
+            let mut config = config.clone();
+            while let Some(wait) = deliver_round(home, &config) {
+                std::thread::sleep(wait);
+                // Turned off meanwhile (`"url": null`): the rest is not sent.
+                if let Ok(now) = Config::load(&home.config_path()) {
+                    config = now;
+                }
+            }
+        }
+        // An event spooled while we held the lock, by an announcer that then
+        // found the lock taken, is ours: look once more now that it is free.
+        if !spool_entries(home).iter().any(|(_, e)| e.keep_trying) {
+            return;
+        }
+    }
+}
+
+/// One pass over the spool: each due event is tried once. How long to sleep
+/// before the next pass, or `None` when nothing is left to keep trying.
+fn deliver_round(home: &Home, config: &Config) -> Option<Duration> {
     let registry = Registry::for_config(home, config);
     let timeout = Duration::from_millis(config.notify.timeout_ms);
+    let mut next_due: Option<u64> = None;
     for (path, mut entry) in spool_entries(home) {
+        if config.notify.url.is_none() {
+            give_up(home, &registry, &path, &entry, "not sent: notify.url is null in config.json now");
+            continue;
+        }
         if entry.next_attempt_at > now_ms() {
+            if entry.keep_trying {
+                next_due = Some(next_due.map_or(entry.next_attempt_at, |d| d.min(entry.next_attempt_at)));
+            }
             continue;
         }
         let body = serde_json::to_vec(&entry.body).unwrap_or_default();
-        let mut tries = Tries { attempts: entry.attempts, server_errors: entry.server_errors };
+        let mut tries = Tries { attempts: entry.attempts, server_errors: entry.server_errors, all_refused: false };
         let retry = tries.attempt(&registry, &entry.job_id, &entry.event_id, post(&entry.url, &body, timeout));
         entry.attempts = tries.attempts;
         entry.server_errors = tries.server_errors;
+        entry.spool_tries += 1;
         match retry {
             None => {
                 let _ = std::fs::remove_file(&path);
             }
+            Some(error) if now_ms().saturating_sub(entry.spooled_at) > SPOOL_GIVE_UP_MS => {
+                give_up(home, &registry, &path, &entry, &format!("given up on after 24h of retries; last: {error}"));
+            }
             Some(error) => {
-                entry.last_error = Some(error.clone());
-                if now_ms().saturating_sub(entry.spooled_at) > SPOOL_GIVE_UP_MS {
-                    let _ = registry.modify(&entry.job_id, |stored| {
-                        if let Some(n) = stored.notification.as_mut().filter(|n| n.event_id == entry.event_id) {
-                            n.state = DeliveryState::Failed;
-                            n.last_error = Some(error.clone());
-                            n.reason = Some("given up on after 24h of retries".to_string());
-                        }
-                    });
-                    let failed_dir = spool_dir(home).join("failed");
-                    let _ = create_private_dir_all(&failed_dir);
-                    let _ = std::fs::rename(&path, failed_dir.join(path.file_name().unwrap_or_default()));
-                } else {
-                    // Any later invocation retries, at most this often, so an
-                    // interrupt service that comes back hears of it at once.
-                    entry.next_attempt_at = now_ms() + SPOOL_RETRY_THROTTLE_MS;
-                    let _ = write_json_file(&path, &entry, true);
+                entry.last_error = Some(error);
+                entry.next_attempt_at = now_ms()
+                    + if entry.keep_trying {
+                        (1_000u64 << entry.spool_tries.min(5)).min(DELIVERER_MAX_PAUSE_MS)
+                    } else {
+                        // Any later invocation retries, at most this often, so an
+                        // interrupt service that comes back hears of it at once.
+                        SPOOL_RETRY_THROTTLE_MS
+                    };
+                let _ = write_json_file(&path, &entry, true);
+                if entry.keep_trying {
+                    next_due = Some(next_due.map_or(entry.next_attempt_at, |d| d.min(entry.next_attempt_at)));
                 }
             }
         }
     }
+    next_due.map(|due| Duration::from_millis(due.saturating_sub(now_ms()).clamp(10, DELIVERER_MAX_PAUSE_MS)))
+}
+
+/// Marks the event failed for good and moves it to `spool/failed/`.
+fn give_up(home: &Home, registry: &Registry, path: &Path, entry: &SpoolEntry, why: &str) {
+    let _ = registry.modify(&entry.job_id, |stored| {
+        if let Some(n) = stored.notification.as_mut().filter(|n| n.event_id == entry.event_id) {
+            n.state = DeliveryState::Failed;
+            n.last_error = entry.last_error.clone();
+            n.reason = Some(why.to_string());
+        }
+    });
+    let failed_dir = spool_dir(home).join("failed");
+    let _ = create_private_dir_all(&failed_dir);
+    let _ = std::fs::rename(path, failed_dir.join(path.file_name().unwrap_or_default()));
 }
 
 #[cfg(test)]
