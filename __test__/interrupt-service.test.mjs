@@ -211,3 +211,37 @@ test('the built-in address with nothing listening: no-listener, nothing spooled,
   assert.deepEqual(lines[1], ['  notification: not sent (no interrupt service listening)'])
   await waitForQuiet(home)
 })
+
+test('12 jobs ending in a burst all reach the agent side within the service\'s rate limit, none dropped', async (t) => {
+  // The service's minute and batch window scaled down 10x, and our pace with them.
+  const scaled = { batch_window_ms: 200, rate_limit_max: 10, rate_limit_window_ms: 6000 }
+  const service = await startInterruptService(t, { message: scaled, subagent: { batch_window_ms: 100 } })
+  const { home } = makeHome(t, {
+    notify: { url: service.url, max_per_minute: 10, pace_window_ms: 6000, batch_window_ms: 200 },
+  })
+  const go = path.join(home, 'go')
+  const ids = []
+  for (let i = 0; i < 12; i++) {
+    // 300 ms apart: each one past the batch window of the one before (3 s apart at full scale).
+    const script = `while [ ! -e ${go} ]; do sleep 0.02; done; sleep ${(i * 0.3).toFixed(1)}; exit ${i % 4 === 0 ? 1 : 0}`
+    ids.push(startJob(home, ['sh', '-c', script]).jobId)
+  }
+  fs.writeFileSync(go, '')
+  const reached = (items) => new Set(items.flatMap((d) => (d.data.jobs ?? [d.data]).map((j) => j.jobId)))
+  await waitFor(async () => {
+    const got = reached(await delivered(service))
+    return ids.every((id) => got.has(id))
+  }, { what: 'all 12 ends at the agent side', timeout: 40_000, interval: 200 })
+  const { dropped, dispatched, triggers } = await service.inspect()
+  t.diagnostic(`POSTs ${triggers.length}, batches dispatched ${dispatched.length}, dropped ${dropped.length}, over ${((dispatched.at(-1).at - triggers[0].at) / 1000).toFixed(1)} s`)
+  assert.deepEqual(dropped, [], 'no batch dropped by the rate limit')
+  assert.ok(dispatched.length <= 11, `batches: ${dispatched.length}`)
+  assert.ok(triggers.length < 12, `POSTs: ${triggers.length}: the last ones went together`)
+  const merged = triggers.find((tr) => tr.body.data.jobs)
+  assert.ok(merged, 'a merged event')
+  assert.match(merged.body.data.message, new RegExp(`^run-bg: ${merged.body.data.jobs.length} jobs ended: `))
+  for (const job of merged.body.data.jobs) assert.ok(merged.body.data.message.includes(job.jobId))
+  assert.deepEqual(nulls(merged.body.data), [])
+  await waitFor(() => ids.every((id) => readRegistry(home).find((j) => j.id === id)?.notification?.state === 'queued'),
+    { what: 'every job recorded queued' })
+})

@@ -129,7 +129,10 @@ fn notification_line(n: &Notification) -> Option<String> {
     let reason = n.reason.as_deref().map(visible);
     Some(match n.state {
         DeliveryState::Queued | DeliveryState::Delivered => return None,
-        DeliveryState::Pending if n.attempts == 0 => "pending (being sent)".to_string(),
+        DeliveryState::Pending if n.attempts == 0 => match reason.as_deref() {
+            Some(reason) => format!("pending ({reason})"),
+            None => "pending (being sent)".to_string(),
+        },
         DeliveryState::Pending => {
             let error = match n.last_error.as_deref() {
                 // Most often no interrupt service is installed: say how to stop trying.

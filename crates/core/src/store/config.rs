@@ -54,6 +54,14 @@ pub struct NotifyConfig {
     pub level: String,
     /// A level per outcome, over `level`.
     pub levels: LevelsConfig,
+    /// At most this many batches opened at the interrupt service per
+    /// `pace_window_ms` (its `rate_limit_max` / `rate_limit_window_ms`;
+    /// `alert`'s sub-agent pipeline takes at most 4); what would open more is
+    /// held back and sent together.
+    pub max_per_minute: u32,
+    pub pace_window_ms: u64,
+    /// The service's batch window (its `batch_window_ms` of the message pipeline).
+    pub batch_window_ms: u64,
     /// How long the supervisor keeps retrying a failed POST before spooling it.
     pub retry_for_ms: u64,
     /// Bound on one POST attempt (connect + send + answer).
@@ -139,6 +147,9 @@ impl Default for NotifyConfig {
             source: "run-bg".to_string(),
             level: "warn".to_string(),
             levels: LevelsConfig::default(),
+            max_per_minute: 10,
+            pace_window_ms: 60_000,
+            batch_window_ms: 2_000,
             retry_for_ms: 60_000,
             timeout_ms: 5_000,
             hook_timeout_ms: 30_000,
@@ -234,6 +245,14 @@ impl Config {
         if self.notify.timeout_ms == 0 || self.notify.hook_timeout_ms == 0 {
             // Both named, as one rule: the text says it as before.
             return Err(ConfigError::bad_key("notify.timeout_ms` / `notify.hook_timeout_ms", "must be at least 1"));
+        }
+        for (key, value) in [
+            ("notify.max_per_minute", u64::from(self.notify.max_per_minute)),
+            ("notify.pace_window_ms", self.notify.pace_window_ms),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::bad_key(key, "must be at least 1"));
+            }
         }
         let levels = &self.notify.levels;
         let named = [

@@ -2,4 +2,5 @@
 
 pub mod notify;
 pub mod outpipe;
+pub mod pace;
 pub mod supervisor;

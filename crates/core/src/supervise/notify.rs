@@ -12,6 +12,7 @@
 //! only a few times.
 
 use crate::store::config::{Config, NotifyConfig};
+use crate::supervise::pace::{self, Pace, Slot};
 use crate::store::digest;
 use crate::model::duration::format_duration_ms;
 use crate::model::error::PostError;
@@ -38,6 +39,8 @@ const DELIVERER_MAX_PAUSE_MS: u64 = 30_000;
 /// Created (once) in the home by the first `no-listener`: that one says how to
 /// set up or turn off notifications, later ones only that none was sent.
 const NO_LISTENER_SEEN: &str = "notify-no-listener.seen";
+/// The `reason` of a notification held back by the pace.
+const HELD: &str = "held back under the interrupt service's rate limit, to go with the next batch";
 /// A 5xx may come after the service queued the event, and it does not
 /// de-duplicate: each retry can be one more wake-up of the agent.
 pub const MAX_SERVER_ERRORS: u32 = 3;
@@ -367,8 +370,13 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
     let mut tries = Tries::default();
 
     let mut retry = None;
+    let mut held_until = None;
     if let Some(url) = &url {
-        retry = tries.attempt(&registry, &job.id, &event_id, post(url, &body, timeout));
+        let pace = Pace::for_level(notify, notify.level_for(job.status().as_str()));
+        match pace::claim(home, &pace, now_ms()) {
+            Slot::Now => retry = tries.attempt(&registry, &job.id, &event_id, post(url, &body, timeout)),
+            Slot::At(at) => held_until = Some(at),
+        }
     }
 
     let hooks: Vec<HookRun> = hooks_for(notify, job)
@@ -380,6 +388,34 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
     }
 
     let Some(url) = url else { return };
+    if let Some(at) = held_until {
+        // Over the service's rate limit: the deliverer sends it at `at`,
+        // together with whatever else is held by then.
+        let _ = registry.modify(&job.id, |stored| {
+            if let Some(n) = stored.notification.as_mut().filter(|n| n.event_id == event_id) {
+                n.reason = Some(HELD.to_string());
+            }
+        });
+        let entry = SpoolEntry {
+            event_id,
+            job_id: job.id.clone(),
+            url,
+            body: event,
+            attempts: 0,
+            server_errors: 0,
+            spooled_at: now_ms(),
+            next_attempt_at: at,
+            last_error: None,
+            keep_trying: notify.url_explicit,
+            spool_tries: 0,
+            held: true,
+        };
+        match spool_add(home, &entry) {
+            Ok(()) => start_deliverer(home),
+            Err(e) => tracing::warn!("run-bg: cannot spool notification {}: {e}", entry.event_id),
+        }
+        return;
+    }
     let mut pause = Duration::from_millis(250);
     let retry_until = started + Duration::from_millis(notify.retry_for_ms);
     while retry.is_some() && Instant::now() + pause < retry_until {
@@ -407,6 +443,7 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
         last_error: Some(error),
         keep_trying: notify.url_explicit,
         spool_tries: 0,
+        held: false,
     };
     if let Err(e) = spool_add(home, &entry) {
         tracing::warn!("run-bg: cannot spool notification {}: {e}", entry.event_id);
@@ -568,6 +605,10 @@ pub struct SpoolEntry {
     /// Tries made from the spool, for the deliverer's backoff.
     #[serde(default)]
     pub spool_tries: u32,
+    /// Held back by the pace (never sent yet): sent at `next_attempt_at`
+    /// together with every other event held for the same pipeline.
+    #[serde(default)]
+    pub held: bool,
 }
 
 pub fn spool_dir(home: &Home) -> PathBuf {
@@ -640,7 +681,7 @@ pub fn deliver(home: &Home, config: &Config) {
         }
         // An event spooled while we held the lock, by an announcer that then
         // found the lock taken, is ours: look once more now that it is free.
-        if !spool_entries(home).iter().any(|(_, e)| e.keep_trying) {
+        if !spool_entries(home).iter().any(|(_, e)| e.keep_trying || e.held) {
             return;
         }
     }
@@ -651,8 +692,8 @@ pub fn deliver(home: &Home, config: &Config) {
 fn deliver_round(home: &Home, config: &Config) -> Option<Duration> {
     let registry = Registry::for_config(home, config);
     let timeout = Duration::from_millis(config.notify.timeout_ms);
-    let mut next_due: Option<u64> = None;
-    for (path, mut entry) in spool_entries(home) {
+    let mut next_due: Option<u64> = send_held(home, config, &registry, timeout);
+    for (path, mut entry) in spool_entries(home).into_iter().filter(|(_, e)| !e.held) {
         if config.notify.url.is_none() {
             give_up(home, &registry, &path, &entry, "not sent: notify.url is null in config.json now");
             continue;
@@ -694,6 +735,112 @@ fn deliver_round(home: &Home, config: &Config) -> Option<Duration> {
         }
     }
     next_due.map(|due| Duration::from_millis(due.saturating_sub(now_ms()).clamp(10, DELIVERER_MAX_PAUSE_MS)))
+}
+
+/// Sends what the pace held back, one POST per pipeline and address with
+/// every event held for it (merged when there are several), once the first
+/// of them is due and a slot is free. When to look again, if anything stays held.
+fn send_held(home: &Home, config: &Config, registry: &Registry, timeout: Duration) -> Option<u64> {
+    let held: Vec<(PathBuf, SpoolEntry)> = spool_entries(home).into_iter().filter(|(_, e)| e.held).collect();
+    let mut groups: std::collections::BTreeMap<(&'static str, String), Vec<(PathBuf, SpoolEntry)>> = Default::default();
+    for (path, entry) in held {
+        let level = entry.body.get("level").and_then(|l| l.as_str()).unwrap_or("warn");
+        let pipeline = Pace::for_level(&config.notify, level).pipeline;
+        groups.entry((pipeline, entry.url.clone())).or_default().push((path, entry));
+    }
+    let mut next_due: Option<u64> = None;
+    let mut look_at = |at: u64| next_due = Some(next_due.map_or(at, |d: u64| d.min(at)));
+    for ((_, url), mut group) in groups {
+        if config.notify.url.is_none() {
+            for (path, entry) in &group {
+                give_up(home, registry, path, entry, "not sent: notify.url is null in config.json now");
+            }
+            continue;
+        }
+        let due = group.iter().map(|(_, e)| e.next_attempt_at).min().unwrap_or(0);
+        if due > now_ms() {
+            look_at(due);
+            continue;
+        }
+        let body = merged_body(group.iter().map(|(_, e)| &e.body).collect());
+        let level = body.get("level").and_then(|l| l.as_str()).unwrap_or("warn").to_string();
+        if let Slot::At(at) = pace::claim(home, &Pace::for_level(&config.notify, &level), now_ms()) {
+            for (path, entry) in &mut group {
+                entry.next_attempt_at = at;
+                let _ = write_json_file(path, entry, true);
+            }
+            look_at(at);
+            continue;
+        }
+        let result = post(&url, &serde_json::to_vec(&body).unwrap_or_default(), timeout);
+        for (path, mut entry) in group {
+            let mut tries = Tries { attempts: entry.attempts, server_errors: entry.server_errors, all_refused: false };
+            let retry = tries.attempt(registry, &entry.job_id, &entry.event_id, result.clone());
+            match retry {
+                None => {
+                    let _ = std::fs::remove_file(&path);
+                }
+                Some(_) if !entry.keep_trying && matches!(&result, Err(Failure::Unanswered(PostError::NothingListens { .. }))) => {
+                    // The built-in address, and nothing there: as in `announce`.
+                    record_no_listener(home, registry, &entry.job_id, &entry.event_id);
+                    let _ = std::fs::remove_file(&path);
+                }
+                Some(error) => {
+                    // Sent once: from now on retried as any spooled event.
+                    (entry.held, entry.attempts, entry.server_errors) = (false, tries.attempts, tries.server_errors);
+                    entry.last_error = Some(error);
+                    entry.next_attempt_at = now_ms() + SPOOL_RETRY_THROTTLE_MS;
+                    let _ = write_json_file(&path, &entry, true);
+                    look_at(entry.next_attempt_at);
+                }
+            }
+        }
+    }
+    next_due
+}
+
+/// One event standing for several: `data.jobs` holds each one's `data`, the
+/// other fields name them all (joined with `, `), so that a rule's template
+/// still resolves and `message` is one line naming every job.
+pub fn merged_body(bodies: Vec<&serde_json::Value>) -> serde_json::Value {
+    if let [only] = bodies.as_slice() {
+        return (*only).clone();
+    }
+    let data: Vec<&serde_json::Value> = bodies.iter().map(|b| &b["data"]).collect();
+    let join = |key: &str| {
+        data.iter().map(|d| d[key].as_str().unwrap_or_default().to_string()).collect::<Vec<_>>().join(", ")
+    };
+    let level = if bodies.iter().any(|b| b["level"] == "warn") { "warn" } else { bodies[0]["level"].as_str().unwrap_or("warn") };
+    let named: Vec<String> = data
+        .iter()
+        .map(|d| format!("{} {} ({})", d["jobId"].as_str().unwrap_or_default(), d["status"].as_str().unwrap_or_default(), d["outcome"].as_str().unwrap_or_default()))
+        .collect();
+    let first_failed = data.iter().find(|d| d["exitCode"].as_i64().unwrap_or(0) != 0);
+    let message = defuse_templates(&format!(
+        "run-bg: {} jobs ended: {}; run-bg check <id> for each",
+        data.len(),
+        named.join(", ")
+    ));
+    serde_json::json!({
+        "source": bodies[0]["source"],
+        "level": level,
+        "data": {
+            "eventId": join("eventId"),
+            "jobId": join("jobId"),
+            "label": join("label"),
+            "command": join("command"),
+            "status": join("status"),
+            "exitCode": first_failed.map_or(0, |d| d["exitCode"].as_i64().unwrap_or(0)),
+            "signal": join("signal"),
+            "outcome": join("outcome"),
+            "durationMs": data.iter().map(|d| d["durationMs"].as_u64().unwrap_or(0)).max().unwrap_or(0),
+            "logPath": join("logPath"),
+            "owner": join("owner"),
+            "message": message,
+            "lastLines": [],
+            "jobs": data,
+        }
+    })
 }
 
 /// Marks the event failed for good and moves it to `spool/failed/`.
