@@ -845,3 +845,5 @@ module.exports.summary = nativeBinding.summary
 module.exports.waitJob = nativeBinding.waitJob
 module.exports.followLog = nativeBinding.followLog
 module.exports.LogLines = nativeBinding.LogLines
+module.exports.watchJobs = nativeBinding.watchJobs
+module.exports.JobEnds = nativeBinding.JobEnds

@@ -3,4 +3,5 @@
 pub mod notify;
 pub mod outpipe;
 pub mod pace;
+pub mod ends;
 pub mod supervisor;
