@@ -85,8 +85,14 @@ pub fn claim(home: &Home, pace: &Pace, now: u64) -> Slot {
     else {
         return Slot::Now;
     };
-    if lock.lock().is_err() {
-        return Slot::Now;
+    // Held for a moment by each claimer; one that cannot be had within a
+    // second (a holder stopped with SIGSTOP) must not hold the event up.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while lock.try_lock().is_err() {
+        if std::time::Instant::now() >= deadline {
+            return Slot::Now;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
     let path = dir.join("notify-pace.json");
     let mut file: PaceFile = crate::store::paths::read_file(&path)
