@@ -66,6 +66,62 @@ export declare class LogLines implements AsyncIterableIterator<string> {
   [Symbol.asyncIterator](): LogLines
 }
 
+/**
+ * Each job end from now on, from any process of the user (a job started by
+ * the CLI, another Node process or this one), as it happens: an async
+ * iterator of the same `data` the exit notification POSTs. A native thread
+ * waits on inotify for the home's job records, so nothing polls on the JS
+ * thread; `break` (the iterator's `return()`) or an aborted `signal` stops it
+ * at once. A job that ends while nobody iterates is kept for the next `next()`.
+ *
+ * ```js
+ * for await (const end of pm.watchJobs({ owner: 'agent-a' })) console.log(end.message)
+ * ```
+ */
+export declare function watchJobs(options?: WatchJobsOptions | undefined | null): JobEnds
+
+export interface WatchJobsOptions {
+  /** Only the jobs started with this `owner`. */
+  owner?: string
+  /** Stops watching at once when aborted; the pending `next()` rejects with an `AbortError`. */
+  signal?: AbortSignal
+}
+
+/** A job end as `watchJobs` yields it: the `data` of its exit notification. */
+export interface JobEnd {
+  /** `<jobId>:<status>` */
+  eventId: string
+  jobId: string
+  label: string
+  command: string
+  /** success | failed | killed | timeout | orphaned | lost */
+  status: string
+  /** The exit code; 128 + the signal's number for a death by signal; -1 when none is known. */
+  exitCode: number
+  /** The signal's name, or `""`. */
+  signal: string
+  /** `exit 1`, `signal SIGSEGV`, `killed (signal SIGTERM)`, `timeout after 10m`, `orphaned`, `lost`. */
+  outcome: string
+  durationMs: number
+  logPath: string
+  /** `""` when none was given. */
+  owner: string
+  /** One line for an agent; a failed job's ends with its first error line. */
+  message: string
+  /** The last 5 lines of output, cleaned. */
+  lastLines: string[]
+}
+
+/** What `watchJobs` returns: an async iterator (and iterable) of job ends. */
+export declare class JobEnds implements AsyncIterableIterator<JobEnd> {
+  private constructor()
+  /** The next job end; waits for one. */
+  next(): Promise<IteratorResult<JobEnd, undefined>>
+  /** Stops watching (what `break` calls); the native thread ends at once. */
+  return(): Promise<IteratorResult<JobEnd, undefined>>
+  [Symbol.asyncIterator](): JobEnds
+}
+
 /** Status, exit code, runtime and the last lines of a job's output. */
 export declare function checkJob(jobId: string, options?: CheckOptions | undefined | null): CheckResult
 
@@ -239,14 +295,31 @@ export interface ListOptions {
   all?: boolean
 }
 
+/**
+ * What became of an exit notification, as the receiver answered it:
+ * `pending` (being retried: refused connection, timeout, 5xx), `queued` (the
+ * interrupt service queued it for the agent), `ignored` (it took it and
+ * passes it to no one, e.g. `info` matching no rule), `failed` (a 4xx, 3
+ * server errors, or a day of retries), `no-listener` (nothing listens at the
+ * default address: no service installed), `delivered` (a 2xx from a receiver
+ * that is not the interrupt service; also older records).
+ */
+export type NotificationState = 'pending' | 'queued' | 'ignored' | 'failed' | 'no-listener' | 'delivered'
+
 export interface NotificationInfo {
   /** `<jobId>:<status>`, stable across retries. */
   eventId: string
-  /** pending | delivered | failed */
-  state: string
+  state: NotificationState
   attempts: number
   lastError?: string
+  /** When the receiver took it (queued, ignored, delivered). */
   deliveredAt?: number
+  /** `queued`: how many of the service's rules matched (0: its default action for the level). */
+  matched?: number
+  /** `ignored`: the service's reason; `failed`: what the refusal said. */
+  reason?: string
+  /** The interrupt service's level it was sent at: `info`, `warn` or `alert`. */
+  level?: 'info' | 'warn' | 'alert'
 }
 
 /** A process left behind by an ended (or orphaned) job. */

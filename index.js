@@ -827,6 +827,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.JobEnds = nativeBinding.JobEnds
 module.exports.LogLines = nativeBinding.LogLines
 module.exports.ResourceTracker = nativeBinding.ResourceTracker
 module.exports.checkJob = nativeBinding.checkJob
@@ -846,3 +847,4 @@ module.exports.runYield = nativeBinding.runYield
 module.exports.snapshot = nativeBinding.snapshot
 module.exports.summary = nativeBinding.summary
 module.exports.waitJob = nativeBinding.waitJob
+module.exports.watchJobs = nativeBinding.watchJobs

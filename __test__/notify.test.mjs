@@ -100,6 +100,11 @@ test('a listener that never answers: the job still ends cleanly and the event st
   assert.ok(listener.requests().length >= 1, 'the listener saw the attempts')
   const supervisor = readRegistry(home)[0].supervisor
   await waitFor(() => !isAlive(supervisor.pid), { what: 'the supervisor to finish' })
+  // The background deliverer would keep trying this configured service for a
+  // day; turning notifications off ends it, giving the event up.
+  fs.writeFileSync(path.join(home, 'config.json'), JSON.stringify({ notify: { url: null } }))
+  await waitForQuiet(home, 40_000)
+  assert.equal(checkJson(home, jobId).notification.state, 'failed')
 })
 
 test('20 jobs ending together give 20 requests, none doubled', async (t) => {

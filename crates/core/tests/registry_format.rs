@@ -199,3 +199,29 @@ fn a_format_1_registry_survives_a_registry_write() {
     assert_eq!(rewritten["version"], 1);
     assert_eq!(registry.load().unwrap(), before);
 }
+
+/// What the interrupt service answered is kept beside format 1's notification
+/// fields, each optional: an old record (`delivered`, no answer) loads with
+/// none of them, and a new one keeps them through a write and a read.
+#[test]
+fn a_notification_keeps_the_services_answer_and_old_ones_load_without_it() {
+    let (_dir, registry) = registry_from_fixture();
+    let jobs = registry.load().unwrap();
+    let old = find(&jobs, "ok-05ee0c").notification.clone().expect("notification");
+    assert_eq!((old.state, old.matched, old.reason.as_deref(), old.level.as_deref(), old.hint), (DeliveryState::Delivered, None, None, None, false));
+
+    let mut job = find(&jobs, "three-f3c703").clone();
+    let mut note = old.clone();
+    (note.state, note.matched, note.level) = (DeliveryState::Queued, Some(2), Some("alert".to_string()));
+    job.notification = Some(note.clone());
+    let written = serde_json::to_value(&job).unwrap();
+    assert_eq!(written["notification"]["state"], "queued");
+    assert_eq!(written["notification"]["matched"], 2);
+    assert_eq!(serde_json::from_value::<Job>(written).unwrap().notification, Some(note.clone()));
+
+    for (state, word) in [(DeliveryState::Ignored, "ignored"), (DeliveryState::NoListener, "no-listener"), (DeliveryState::Failed, "failed")] {
+        note.state = state;
+        assert_eq!(serde_json::to_value(&note).unwrap()["state"], word);
+        assert_eq!(state.as_str(), word);
+    }
+}

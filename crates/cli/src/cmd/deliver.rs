@@ -1,10 +1,10 @@
-//! `run-bg __deliver`: delivers what waits in the notification spool, in the
-//! background.
+//! `run-bg __deliver`: the home's background deliverer of the notification
+//! spool (one at a time; it returns when nothing is left to keep trying).
 
 use proc_manager_core::supervise::notify;
 use proc_manager_core::verbs::ops::Context;
 
 pub fn run(context: &Context) -> i32 {
-    notify::drain_spool(&context.home, &context.config);
+    notify::deliver(&context.home, &context.config);
     0
 }

@@ -2,7 +2,7 @@
 //! MCP server uses): short, one fact per line, ready for a model's context.
 
 use crate::model::duration::format_duration_ms;
-use crate::model::job::{DeliveryState, Job, JobStatus};
+use crate::model::job::{DeliveryState, Job, JobStatus, Notification};
 use crate::supervise::notify::NOTHING_LISTENS;
 use crate::now_ms;
 use crate::verbs::ops::CheckResult;
@@ -109,20 +109,8 @@ pub fn lingering_line(job: &Job, lingering: &[ProcessEntry]) -> Option<String> {
 /// (yet), a hook that failed.
 fn delivery_lines(job: &Job) -> Vec<String> {
     let mut lines = Vec::new();
-    if let Some(n) = job.notification.as_ref().filter(|n| n.state != DeliveryState::Delivered) {
-        if n.attempts == 0 {
-            lines.push(format!("  notification: {} (being sent)", n.state.as_str()));
-        } else {
-            let error = match n.last_error.as_deref() {
-                // Most often no interrupt service is installed: say how to stop trying.
-                Some(e) if e.starts_with(NOTHING_LISTENS) => {
-                    format!("; {} — if none runs here, `\"notify\": {{\"url\": null}}` in config.json turns this off", visible(e))
-                }
-                Some(e) => format!("; last error: {}", shorten(e, 80)),
-                None => String::new(),
-            };
-            lines.push(format!("  notification: {} ({} attempt(s){error})", n.state.as_str(), n.attempts));
-        }
+    if let Some(line) = job.notification.as_ref().and_then(notification_line) {
+        lines.push(format!("  notification: {line}"));
     }
     for hook in job.hooks.iter().filter(|h| h.error.is_some()) {
         lines.push(format!(
@@ -132,6 +120,57 @@ fn delivery_lines(job: &Job) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// What became of the job's notification, in words, when the agent may not
+/// have heard of the end through it (nothing for queued or delivered).
+fn notification_line(n: &Notification) -> Option<String> {
+    let level = n.level.as_deref().unwrap_or("warn");
+    let reason = n.reason.as_deref().map(visible);
+    Some(match n.state {
+        DeliveryState::Queued | DeliveryState::Delivered => return None,
+        DeliveryState::Pending if n.attempts == 0 => match reason.as_deref() {
+            Some(reason) => format!("pending ({reason})"),
+            None => "pending (being sent)".to_string(),
+        },
+        DeliveryState::Pending => {
+            let error = match n.last_error.as_deref() {
+                // Most often no interrupt service is installed: say how to stop trying.
+                Some(e) if e.starts_with(NOTHING_LISTENS) => {
+                    format!("; {} — if none runs here, `\"notify\": {{\"url\": null}}` in config.json turns this off", visible(e))
+                }
+                Some(e) => format!("; last error: {}", shorten(e, 80)),
+                None => String::new(),
+            };
+            format!("pending ({} attempt(s){error})", n.attempts)
+        }
+        DeliveryState::Ignored => match reason.as_deref() {
+            Some("no matching rules") | None => {
+                format!("ignored by the interrupt service (no matching rule at level {level})")
+            }
+            Some(reason) => format!("ignored by the interrupt service ({}; level {level})", shorten(reason, 80)),
+        },
+        DeliveryState::Failed => {
+            let error = n.last_error.as_deref().map(|e| shorten(e, 80)).unwrap_or_default();
+            match n.reason.as_deref() {
+                Some(why) if !n.last_error.as_deref().is_some_and(|e| e.contains(why)) => {
+                    format!("failed: {error} ({})", shorten(why, 80))
+                }
+                _ => format!("failed: {error}"),
+            }
+        }
+        DeliveryState::NoListener => no_listener_line(n),
+    })
+}
+
+fn no_listener_line(n: &Notification) -> String {
+    if n.hint {
+        "not sent: no interrupt service listens at the default address; set `notify.url` in config.json to \
+         yours, or `\"notify\": {\"url\": null}` to stop trying"
+            .to_string()
+    } else {
+        "not sent (no interrupt service listening)".to_string()
+    }
 }
 
 /// What `run-bg check` prints: a header, what needs attention, then the lines.
@@ -226,7 +265,7 @@ mod tests {
             state: crate::model::job::DeliveryState::Pending,
             attempts: 2,
             last_error: Some(format!("bad answer {PWNED}")),
-            delivered_at: None,
+            ..Default::default()
         });
         let lingering = vec![ProcessEntry {
             identity: ProcessIdentity::from_stat(77, 1),

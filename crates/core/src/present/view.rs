@@ -43,7 +43,8 @@ pub struct JobView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The announcement of the job's end: `eventId`, `state` (pending,
-    /// delivered, failed), `attempts`, `lastError`.
+    /// queued, ignored, failed, no-listener, delivered), `attempts`, `lastError`,
+    /// `matched`, `reason`, `level`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notification: Option<NotificationView>,
     pub hooks: Vec<HookView>,
@@ -56,12 +57,25 @@ pub struct JobView {
 #[serde(rename_all = "camelCase")]
 pub struct NotificationView {
     pub event_id: String,
+    /// `pending` (being retried), `queued` (the interrupt service queued it
+    /// for the agent), `ignored` (it took it and passes it to no one),
+    /// `failed` (refused, or given up on), `no-listener` (no service at the
+    /// default address), `delivered` (a 2xx from another kind of receiver).
     pub state: String,
     pub attempts: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delivered_at: Option<u64>,
+    /// `queued`: how many of the service's rules matched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matched: Option<u32>,
+    /// `ignored`: the service's reason; `failed`: what the refusal said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The interrupt service's level it was sent at.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub level: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -99,6 +113,9 @@ impl From<&Job> for JobView {
                 attempts: n.attempts,
                 last_error: n.last_error.clone(),
                 delivered_at: n.delivered_at,
+                matched: n.matched,
+                reason: n.reason.clone(),
+                level: n.level.clone(),
             }),
             hooks: job
                 .hooks

@@ -42,15 +42,65 @@ pub struct KillConfig {
 pub struct NotifyConfig {
     /// `null` turns the HTTP notification off.
     pub url: Option<String>,
+    /// Whether config.json names `notify.url` (set by `Config::parse`): only
+    /// then is a service known to be installed, worth retrying for a day.
+    /// Not a key of config.json (refused there); serialized so that a
+    /// supervisor, which gets its settings from its spec, knows it too.
+    #[serde(default)]
+    pub url_explicit: bool,
     pub command: Option<String>,
     pub source: String,
+    /// The interrupt service's level for every outcome `levels` does not name.
     pub level: String,
+    /// A level per outcome, over `level`.
+    pub levels: LevelsConfig,
+    /// At most this many batches opened at the interrupt service per
+    /// `pace_window_ms` (its `rate_limit_max` / `rate_limit_window_ms`;
+    /// `alert`'s sub-agent pipeline takes at most 4); what would open more is
+    /// held back and sent together.
+    pub max_per_minute: u32,
+    pub pace_window_ms: u64,
+    /// The service's batch window (its `batch_window_ms` of the message pipeline).
+    pub batch_window_ms: u64,
     /// How long the supervisor keeps retrying a failed POST before spooling it.
     pub retry_for_ms: u64,
     /// Bound on one POST attempt (connect + send + answer).
     pub timeout_ms: u64,
     /// Bound on each command hook; it is killed after this.
     pub hook_timeout_ms: u64,
+}
+
+/// The levels the interrupt service knows: `info` reaches the agent only
+/// through a rule that matches, `warn` as a system event (message pipeline),
+/// `alert` through a sub-agent.
+pub const LEVELS: [&str; 3] = ["info", "warn", "alert"];
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct LevelsConfig {
+    pub success: Option<String>,
+    pub failed: Option<String>,
+    pub killed: Option<String>,
+    pub timeout: Option<String>,
+    pub orphaned: Option<String>,
+    pub lost: Option<String>,
+}
+
+impl NotifyConfig {
+    /// The level for a job that ended as `status` (`success`, `failed`, …).
+    pub fn level_for(&self, status: &str) -> &str {
+        let levels = &self.levels;
+        let own = match status {
+            "success" => &levels.success,
+            "failed" => &levels.failed,
+            "killed" => &levels.killed,
+            "timeout" => &levels.timeout,
+            "orphaned" => &levels.orphaned,
+            "lost" => &levels.lost,
+            _ => &None,
+        };
+        own.as_deref().unwrap_or(&self.level)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
@@ -85,13 +135,21 @@ impl Default for KillConfig {
     }
 }
 
+/// Where OpenClaw's interrupt service listens unless told otherwise.
+pub const DEFAULT_URL: &str = "http://127.0.0.1:7600/trigger";
+
 impl Default for NotifyConfig {
     fn default() -> Self {
         NotifyConfig {
-            url: Some("http://127.0.0.1:7600/trigger".to_string()),
+            url: Some(DEFAULT_URL.to_string()),
+            url_explicit: false,
             command: None,
             source: "run-bg".to_string(),
             level: "warn".to_string(),
+            levels: LevelsConfig::default(),
+            max_per_minute: 10,
+            pace_window_ms: 60_000,
+            batch_window_ms: 2_000,
             retry_for_ms: 60_000,
             timeout_ms: 5_000,
             hook_timeout_ms: 30_000,
@@ -145,8 +203,13 @@ impl Config {
                 return Err(ConfigError::bad_key("diagnostics.resource_tracking", "expected an object"));
             }
         }
-        let config: Config = serde_path_to_error::deserialize(value)
+        if value.pointer("/notify/url_explicit").is_some() {
+            return Err(ConfigError::bad_key("notify.url_explicit", "unknown field; `notify.url` is what sets where to send"));
+        }
+        let url_explicit = value.pointer("/notify/url").is_some();
+        let mut config: Config = serde_path_to_error::deserialize(value)
             .map_err(|e| ConfigError::bad_key(e.path().to_string(), e.inner().to_string()))?;
+        config.notify.url_explicit = url_explicit;
         config.validate()?;
         Ok(config)
     }
@@ -183,9 +246,29 @@ impl Config {
             // Both named, as one rule: the text says it as before.
             return Err(ConfigError::bad_key("notify.timeout_ms` / `notify.hook_timeout_ms", "must be at least 1"));
         }
-        if !matches!(self.notify.level.as_str(), "debug" | "info" | "warn" | "error") {
-            let problem = format!("`{}` is not one of debug, info, warn, error", self.notify.level);
-            return Err(ConfigError::bad_key("notify.level", problem));
+        for (key, value) in [
+            ("notify.max_per_minute", u64::from(self.notify.max_per_minute)),
+            ("notify.pace_window_ms", self.notify.pace_window_ms),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::bad_key(key, "must be at least 1"));
+            }
+        }
+        let levels = &self.notify.levels;
+        let named = [
+            ("notify.level", Some(&self.notify.level)),
+            ("notify.levels.success", levels.success.as_ref()),
+            ("notify.levels.failed", levels.failed.as_ref()),
+            ("notify.levels.killed", levels.killed.as_ref()),
+            ("notify.levels.timeout", levels.timeout.as_ref()),
+            ("notify.levels.orphaned", levels.orphaned.as_ref()),
+            ("notify.levels.lost", levels.lost.as_ref()),
+        ];
+        for (key, level) in named {
+            if let Some(level) = level.filter(|l| !LEVELS.contains(&l.as_str())) {
+                let problem = format!("`{level}` is not one of the interrupt service's levels {}", LEVELS.join(", "));
+                return Err(ConfigError::bad_key(key, problem));
+            }
         }
         Ok(())
     }
@@ -249,9 +332,37 @@ mod tests {
             said(r#"{"notify": {"timeout_ms": 0}}"#),
             "key `notify.timeout_ms` / `notify.hook_timeout_ms`: must be at least 1"
         );
-        assert_eq!(said(r#"{"notify": {"level": "loud"}}"#), "key `notify.level`: `loud` is not one of debug, info, warn, error");
+        assert_eq!(
+            said(r#"{"notify": {"level": "loud"}}"#),
+            "key `notify.level`: `loud` is not one of the interrupt service's levels info, warn, alert"
+        );
         assert_eq!(said("[]"), "expected a JSON object with any of the keys logs, registry, kill, notify, diagnostics");
         assert!(said("{not json").starts_with("not valid JSON: "));
+    }
+
+    #[test]
+    fn the_interrupt_services_levels_are_accepted_per_outcome_and_no_others() {
+        let config = Config::parse(r#"{"notify": {"level": "alert", "levels": {"success": "info"}}}"#).unwrap();
+        assert_eq!((config.notify.level_for("success"), config.notify.level_for("failed")), ("info", "alert"));
+        assert_eq!(Config::default().notify.level_for("lost"), "warn");
+        for old in ["debug", "error"] {
+            let err = Config::parse(&format!(r#"{{"notify": {{"levels": {{"timeout": "{old}"}}}}}}"#)).unwrap_err();
+            assert!(matches!(&err, ConfigError::BadKey { key, .. } if key == "notify.levels.timeout"), "{err}");
+            assert!(err.to_string().ends_with("levels info, warn, alert"), "{err}");
+        }
+        let err = Config::parse(r#"{"notify": {"levels": {"succes": "warn"}}}"#).unwrap_err().to_string();
+        assert!(err.contains("succes"), "{err}");
+    }
+
+    #[test]
+    fn only_a_url_named_in_config_json_counts_as_explicit() {
+        assert!(!Config::parse("{}").unwrap().notify.url_explicit);
+        assert!(!Config::parse(r#"{"notify": {"level": "warn"}}"#).unwrap().notify.url_explicit);
+        let named = Config::parse(r#"{"notify": {"url": "http://127.0.0.1:7600/trigger"}}"#).unwrap();
+        assert!(named.notify.url_explicit);
+        assert!(Config::parse(r#"{"notify": {"url_explicit": true}}"#).is_err(), "not a setting");
+        let through_a_spec: Config = serde_json::from_value(serde_json::to_value(&named).unwrap()).unwrap();
+        assert!(through_a_spec.notify.url_explicit, "a supervisor gets it in its spec");
     }
 
     #[test]

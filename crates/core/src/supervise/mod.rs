@@ -2,4 +2,6 @@
 
 pub mod notify;
 pub mod outpipe;
+pub mod pace;
+pub mod ends;
 pub mod supervisor;

@@ -2,11 +2,21 @@
 //! command hooks. Each event is claimed once (under the registry lock, with the
 //! status change that causes it), retried with backoff for about a minute,
 //! then kept in a spool that any later `run-bg` invocation drains.
+//!
+//! What is recorded is what the service answered, not only its HTTP status:
+//! OpenClaw's interrupt service answers 200 both when it queued an event for
+//! the agent (`{"status":"queued","matched":N}`) and when it dropped it
+//! (`{"status":"ignored",…}`, an `info` event no rule matched); a 4xx will be
+//! answered the same way again, so it is not retried; a 5xx may come after
+//! the service queued the event (it does not de-duplicate), so it is retried
+//! only a few times.
 
 use crate::store::config::{Config, NotifyConfig};
+use crate::supervise::pace::{self, Pace, Slot};
+use crate::store::digest;
 use crate::model::duration::format_duration_ms;
 use crate::model::error::PostError;
-use crate::model::job::{DeliveryState, HookRun, Job, JobStatus, Notification};
+use crate::model::job::{DeliveryState, Exit, HookRun, Job, JobState, JobStatus, Notification};
 use crate::store::paths::{create_private_dir_all, Home};
 use crate::store::registry::{write_json_file, Registry};
 use crate::{store::logs, now_ms, model::text};
@@ -23,6 +33,19 @@ const LAST_LINE_CHARS: usize = 200;
 /// A spooled event is retried for this long before it is marked failed.
 const SPOOL_GIVE_UP_MS: u64 = 24 * 3_600_000;
 const SPOOL_RETRY_THROTTLE_MS: u64 = 2_000;
+/// The background deliverer's pause between tries of one event: doubling from
+/// 1 s up to this, so a service that comes back hears within 30 s.
+const DELIVERER_MAX_PAUSE_MS: u64 = 30_000;
+/// Created (once) in the home by the first `no-listener`: that one says how to
+/// set up or turn off notifications, later ones only that none was sent.
+const NO_LISTENER_SEEN: &str = "notify-no-listener.seen";
+/// The `reason` of a notification held back by the pace.
+const HELD: &str = "held back under the interrupt service's rate limit, to go with the next batch";
+/// A 5xx may come after the service queued the event, and it does not
+/// de-duplicate: each retry can be one more wake-up of the agent.
+pub const MAX_SERVER_ERRORS: u32 = 3;
+/// The first error-looking line of a failed job's log, added to its message, is cut to this.
+const ERROR_LINE_CHARS: usize = 160;
 
 /// Stable across retries and deliverers: a receiver drops duplicates by it.
 pub fn event_id(job: &Job) -> String {
@@ -33,10 +56,8 @@ pub fn event_id(job: &Job) -> String {
 pub fn claim(config: &NotifyConfig, job: &Job) -> Option<Notification> {
     (job.notify && config.url.is_some()).then(|| Notification {
         event_id: event_id(job),
-        state: DeliveryState::Pending,
-        attempts: 0,
-        last_error: None,
-        delivered_at: None,
+        level: Some(config.level_for(job.status().as_str()).to_string()),
+        ..Default::default()
     })
 }
 
@@ -79,6 +100,63 @@ pub fn message_line(job: &Job) -> String {
     }
 }
 
+/// `message_line`, and for a failed job the first line of its log that looks
+/// like an error (the first `check --errors` shows), with every `{{` and `}}`
+/// broken up: the interrupt service fills `{{key}}` in a rule's message from
+/// `data`, and uses `data.message` as that template when the rule has none,
+/// so text from the log must not be able to pull in other values.
+pub fn event_message(job: &Job) -> String {
+    let mut message = message_line(job);
+    if job.status() == JobStatus::Failed {
+        if let Some(line) = first_error_line(job) {
+            message.push_str("; first error: ");
+            message.push_str(&text::cut(&line, ERROR_LINE_CHARS));
+        }
+    }
+    defuse_templates(&message)
+}
+
+fn first_error_line(job: &Job) -> Option<String> {
+    digest::error_lines(Path::new(&job.log_path), 20).into_iter().find(|line| digest::looks_like_error(line))
+}
+
+/// `{{` and `}}` become `{ {` and `} }`, until none is left (`{{{` too).
+pub fn defuse_templates(text: &str) -> String {
+    let mut text = text.to_string();
+    while text.contains("{{") || text.contains("}}") {
+        text = text.replace("{{", "{ {").replace("}}", "} }");
+    }
+    text
+}
+
+/// The exit code, as a shell's `$?` reports it: 128 + the signal's number
+/// for a death by signal; -1 when no exit status is known (orphaned, lost,
+/// never started). Never null, so a rule's `{{exitCode}}` always resolves.
+pub fn exit_code_for_event(job: &Job) -> i32 {
+    match job.state.exit() {
+        Some(Exit::Code(code)) => code,
+        Some(Exit::Signal(name)) => crate::model::job::signal_number(&name).map_or(-1, |n| 128 + n),
+        None => -1,
+    }
+}
+
+/// How it ended, in a few words: `exit 1`, `signal SIGTERM`, `timeout after
+/// 10m`, `killed (signal SIGTERM)`, `orphaned`, `lost`, `could not start`.
+pub fn outcome(job: &Job) -> String {
+    let how = crate::model::job::how_it_ended(job);
+    match &job.state {
+        JobState::TimedOut { .. } => match job.timeout_ms {
+            Some(limit) => format!("timeout after {}", format_duration_ms(limit)),
+            None => "timeout".to_string(),
+        },
+        JobState::Killed { exit: Some(_), .. } => format!("killed ({how})"),
+        JobState::Killed { exit: None, .. } => "killed".to_string(),
+        JobState::Orphaned => "orphaned".to_string(),
+        JobState::Lost { .. } => "lost".to_string(),
+        _ => how,
+    }
+}
+
 fn last_lines(job: &Job) -> Vec<String> {
     logs::tail_lines(Path::new(&job.log_path), LAST_LINES, |_| true)
         .iter()
@@ -86,23 +164,25 @@ fn last_lines(job: &Job) -> Vec<String> {
         .collect()
 }
 
-/// The request body: `{"source", "level", "data": {...}}`.
+/// The request body: `{"source", "level", "data": {...}}`. No value in
+/// `data` is null: the service leaves a rule's `{{key}}` literal for a null.
 pub fn event_body(config: &NotifyConfig, job: &Job) -> serde_json::Value {
     serde_json::json!({
         "source": config.source,
-        "level": config.level,
+        "level": config.level_for(job.status().as_str()),
         "data": {
             "eventId": event_id(job),
             "jobId": job.id,
             "label": job.label,
             "command": job.command,
             "status": job.status().as_str(),
-            "exitCode": job.exit_code(),
-            "signal": job.signal(),
+            "exitCode": exit_code_for_event(job),
+            "signal": job.signal().unwrap_or_default(),
+            "outcome": outcome(job),
             "durationMs": job.duration_ms(now_ms()),
             "logPath": job.log_path,
-            "owner": job.owner,
-            "message": message_line(job),
+            "owner": job.owner.clone().unwrap_or_default(),
+            "message": event_message(job),
             "lastLines": last_lines(job),
         }
     })
@@ -112,21 +192,87 @@ pub fn event_body(config: &NotifyConfig, job: &Job) -> serde_json::Value {
 /// installed at all, which `check` then says how to turn off.
 pub const NOTHING_LISTENS: &str = "nothing listens at";
 
-/// One POST, bounded by `timeout` from connect to answer; a non-2xx answer is a failure.
-pub fn post(url: &str, body: &[u8], timeout: Duration) -> Result<(), PostError> {
+/// What a receiver made of an event it took (a 2xx).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// The interrupt service queued it for the agent; `matched` rules (0: its default action).
+    Queued { matched: u32 },
+    /// The interrupt service took it and passes it to no one.
+    Ignored { reason: String },
+    /// A 2xx in another shape: a receiver that is not the interrupt service.
+    Accepted,
+}
+
+/// Why a POST did not get an event taken.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// A 4xx: this request is refused, and would be again.
+    Refused { status: String, error: String },
+    /// A 5xx (or another non-2xx): the service may have queued it first.
+    ServerError { status: String, error: String },
+    /// No answer: refused connection, timeout, broken connection.
+    Unanswered(PostError),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Refused { status, error } | Failure::ServerError { status, error } if !error.is_empty() => {
+                write!(f, "HTTP {status}: {error}")
+            }
+            Failure::Refused { status, .. } | Failure::ServerError { status, .. } => write!(f, "HTTP {status}"),
+            Failure::Unanswered(e) => e.fmt(f),
+        }
+    }
+}
+
+/// Reads a 2xx body as the interrupt service writes it.
+fn read_answer(body: &str) -> Answer {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(body) else { return Answer::Accepted };
+    match value.get("status").and_then(|s| s.as_str()) {
+        Some("queued") => Answer::Queued { matched: value.get("matched").and_then(|m| m.as_u64()).unwrap_or(0) as u32 },
+        Some("ignored") => Answer::Ignored {
+            reason: value.get("reason").and_then(|r| r.as_str()).unwrap_or("no reason given").to_string(),
+        },
+        _ => Answer::Accepted,
+    }
+}
+
+/// The error text of a refusal: its JSON `error`, else the body itself (cut).
+fn error_text(body: &str) -> String {
+    let said = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+        .unwrap_or_else(|| body.trim().to_string());
+    text::cut(&text::visible(&said.replace('\n', " ")), 200)
+}
+
+/// One POST, bounded by `timeout` from connect to answer.
+pub fn post(url: &str, body: &[u8], timeout: Duration) -> Result<Answer, Failure> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
         .http_status_as_error(false)
         .build()
         .into();
     match agent.post(url).header("content-type", "application/json").send(body) {
-        Ok(response) if response.status().is_success() => Ok(()),
-        Ok(response) => Err(PostError::Status(response.status().to_string())),
-        Err(ureq::Error::Timeout(_)) => Err(PostError::Timeout(format_duration_ms(timeout.as_millis() as u64))),
-        Err(ureq::Error::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            Err(PostError::NothingListens { url: url.to_string() })
+        Ok(mut response) => {
+            let status = response.status();
+            let text = response.body_mut().with_config().limit(64 * 1024).read_to_string().unwrap_or_default();
+            if status.is_success() {
+                Ok(read_answer(&text))
+            } else if status.is_client_error() {
+                Err(Failure::Refused { status: status.to_string(), error: error_text(&text) })
+            } else {
+                Err(Failure::ServerError { status: status.to_string(), error: error_text(&text) })
+            }
         }
-        Err(e) => Err(PostError::Other(e.to_string())),
+        Err(ureq::Error::Timeout(_)) => {
+            Err(Failure::Unanswered(PostError::Timeout(format_duration_ms(timeout.as_millis() as u64))))
+        }
+        Err(ureq::Error::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            Err(Failure::Unanswered(PostError::NothingListens { url: url.to_string() }))
+        }
+        Err(e) => Err(Failure::Unanswered(PostError::Other(e.to_string()))),
     }
 }
 
@@ -222,19 +368,20 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
     let notify = &config.notify;
     let event = event_body(notify, job);
     let body = serde_json::to_vec(&event).unwrap_or_default();
-    let message = message_line(job);
+    let message = event_message(job);
     let url = claim(notify, job).and(notify.url.clone());
     let timeout = Duration::from_millis(notify.timeout_ms);
     let started = Instant::now();
+    let event_id = event_id(job);
+    let mut tries = Tries::default();
 
-    let mut attempts = 0u32;
-    let mut outcome: Result<(), PostError> = Err(PostError::Other("not attempted".into()));
+    let mut retry = None;
+    let mut held_until = None;
     if let Some(url) = &url {
-        attempts += 1;
-        outcome = post(url, &body, timeout);
-        if let Err(error) = &outcome {
-            // `check` says why it is pending while the retries go on.
-            record_delivery(&registry, &job.id, &event_id(job), attempts, Some(error.to_string()));
+        let pace = Pace::for_level(notify, notify.level_for(job.status().as_str()));
+        match pace::claim(home, &pace, now_ms()) {
+            Slot::Now => retry = tries.attempt(&registry, &job.id, &event_id, post(url, &body, timeout)),
+            Slot::At(at) => held_until = Some(at),
         }
     }
 
@@ -247,48 +394,200 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
     }
 
     let Some(url) = url else { return };
-    let mut pause = Duration::from_millis(250);
-    let retry_until = started + Duration::from_millis(notify.retry_for_ms);
-    while outcome.is_err() && Instant::now() + pause < retry_until {
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_secs(10));
-        attempts += 1;
-        outcome = post(&url, &body, timeout);
-    }
-    let event_id = event_id(job);
-    let error = outcome.as_ref().err().map(PostError::to_string);
-    record_delivery(&registry, &job.id, &event_id, attempts, error.clone());
-    if let Some(error) = error {
+    if let Some(at) = held_until {
+        // Over the service's rate limit: the deliverer sends it at `at`,
+        // together with whatever else is held by then.
+        let _ = registry.modify(&job.id, |stored| {
+            if let Some(n) = stored.notification.as_mut().filter(|n| n.event_id == event_id) {
+                n.reason = Some(HELD.to_string());
+            }
+        });
         let entry = SpoolEntry {
             event_id,
             job_id: job.id.clone(),
             url,
             body: event,
-            attempts,
+            attempts: 0,
+            server_errors: 0,
             spooled_at: now_ms(),
-            next_attempt_at: now_ms(),
-            last_error: Some(error),
+            next_attempt_at: at,
+            last_error: None,
+            keep_trying: notify.url_explicit,
+            spool_tries: 0,
+            held: true,
         };
-        if let Err(e) = spool_add(home, &entry) {
-            tracing::warn!("run-bg: cannot spool notification {}: {e}", entry.event_id);
+        match spool_add(home, &entry) {
+            Ok(()) => start_deliverer(home),
+            Err(e) => tracing::warn!("run-bg: cannot spool notification {}: {e}", entry.event_id),
         }
+        return;
+    }
+    let mut pause = Duration::from_millis(250);
+    let retry_until = started + Duration::from_millis(notify.retry_for_ms);
+    while retry.is_some() && Instant::now() + pause < retry_until {
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_secs(10));
+        retry = tries.attempt(&registry, &job.id, &event_id, post(&url, &body, timeout));
+    }
+    let Some(error) = retry else { return };
+    if !notify.url_explicit && tries.all_refused {
+        // The built-in address, and nothing listened there for the whole
+        // retry period: no interrupt service is installed. Spooling would
+        // only grow the spool and keep a process retrying for nobody.
+        record_no_listener(home, &registry, &job.id, &event_id);
+        return;
+    }
+    let entry = SpoolEntry {
+        event_id,
+        job_id: job.id.clone(),
+        url,
+        body: event,
+        attempts: tries.attempts,
+        server_errors: tries.server_errors,
+        spooled_at: now_ms(),
+        next_attempt_at: now_ms(),
+        last_error: Some(error),
+        keep_trying: notify.url_explicit,
+        spool_tries: 0,
+        held: false,
+    };
+    if let Err(e) = spool_add(home, &entry) {
+        tracing::warn!("run-bg: cannot spool notification {}: {e}", entry.event_id);
+        return;
+    }
+    if entry.keep_trying {
+        start_deliverer(home);
     }
 }
 
-fn record_delivery(registry: &Registry, job_id: &str, event_id: &str, attempts: u32, error: Option<String>) {
+fn record_no_listener(home: &Home, registry: &Registry, job_id: &str, event_id: &str) {
+    // O_EXCL: of all the announcers of a home, exactly one creates it.
+    let first = crate::store::paths::options_nofollow()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(home.root.join(NO_LISTENER_SEEN))
+        .is_ok();
     let _ = registry.modify(job_id, |stored| {
         if let Some(n) = stored.notification.as_mut().filter(|n| n.event_id == event_id) {
-            n.attempts = attempts;
-            match &error {
-                None => {
-                    n.state = DeliveryState::Delivered;
-                    n.delivered_at = Some(now_ms());
-                    n.last_error = None;
-                }
-                Some(e) => n.last_error = Some(e.clone()),
-            }
+            n.state = DeliveryState::NoListener;
+            n.hint = first;
         }
     });
+}
+
+/// The value of `SUPERVISOR_MARK` in the deliverer a notifier starts: a
+/// supervisor (a subreaper) adopts it, and does not wait for it.
+pub const DELIVERER_MARK: &str = "deliverer";
+
+/// Starts `run-bg __deliver` in the background (it detaches itself at once);
+/// if one already delivers for this home, the new one finds its lock taken
+/// and leaves, and the running one takes the new event in on its next round.
+fn start_deliverer(home: &Home) {
+    let Ok(runner) = std::env::current_exe() else { return };
+    use crate::model::protocol::{Errand, JOB_COOKIE, SUPERVISOR_MARK};
+    let spawned = Command::new(runner)
+        .args(Errand::Deliver.args())
+        .env("PROC_MANAGER_HOME", &home.root)
+        .env_remove(JOB_COOKIE)
+        .env(SUPERVISOR_MARK, DELIVERER_MARK)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    match spawned {
+        Ok(mut child) => {
+            let _ = child.wait();
+        }
+        Err(e) => tracing::warn!("run-bg: cannot start the notification deliverer: {e}"),
+    }
+}
+
+/// The attempts made at one event, by whichever process makes them.
+#[derive(Debug, Clone, Copy)]
+struct Tries {
+    attempts: u32,
+    server_errors: u32,
+    /// Every attempt so far met a refused connection: nothing listens.
+    all_refused: bool,
+}
+
+impl Default for Tries {
+    fn default() -> Self {
+        Tries { attempts: 0, server_errors: 0, all_refused: true }
+    }
+}
+
+impl Tries {
+    /// Records what one attempt came to in the job's `notification`;
+    /// `Some(error)` when another attempt is worth making.
+    fn attempt(
+        &mut self,
+        registry: &Registry,
+        job_id: &str,
+        event_id: &str,
+        result: Result<Answer, Failure>,
+    ) -> Option<String> {
+        self.attempts += 1;
+        let attempts = self.attempts;
+        self.all_refused &= matches!(&result, Err(Failure::Unanswered(PostError::NothingListens { .. })));
+        let (retry, update): (Option<String>, Update) = match result {
+            Ok(answer) => (
+                None,
+                Box::new(move |n: &mut Notification| {
+                    (n.state, n.matched, n.reason) = match &answer {
+                        Answer::Queued { matched } => (DeliveryState::Queued, Some(*matched), None),
+                        Answer::Ignored { reason } => (DeliveryState::Ignored, None, Some(reason.clone())),
+                        Answer::Accepted => (DeliveryState::Delivered, None, None),
+                    };
+                    n.delivered_at = Some(now_ms());
+                    n.last_error = None;
+                }),
+            ),
+            Err(failure @ Failure::Refused { .. }) => (None, failed(&failure, None)),
+            Err(failure @ Failure::ServerError { .. }) => {
+                self.server_errors += 1;
+                if self.server_errors >= MAX_SERVER_ERRORS {
+                    let why = format!("not sent again after {} server errors: each may have queued it", self.server_errors);
+                    (None, failed(&failure, Some(why)))
+                } else {
+                    (Some(failure.to_string()), pending(failure.to_string()))
+                }
+            }
+            Err(failure @ Failure::Unanswered(_)) => (Some(failure.to_string()), pending(failure.to_string())),
+        };
+        let _ = registry.modify(job_id, |stored| {
+            if let Some(n) = stored.notification.as_mut().filter(|n| n.event_id == event_id) {
+                n.attempts = attempts;
+                update(n);
+            }
+        });
+        retry
+    }
+}
+
+/// A change to a job's `notification`, made under the registry lock.
+type Update = Box<dyn Fn(&mut Notification)>;
+
+fn failed(failure: &Failure, why: Option<String>) -> Update {
+    let (last_error, reason) = match failure {
+        Failure::Refused { error, .. } | Failure::ServerError { error, .. } => {
+            (failure.to_string(), why.or_else(|| (!error.is_empty()).then(|| error.clone())))
+        }
+        Failure::Unanswered(_) => (failure.to_string(), why),
+    };
+    Box::new(move |n: &mut Notification| {
+        n.state = DeliveryState::Failed;
+        n.last_error = Some(last_error.clone());
+        n.reason = reason.clone();
+    })
+}
+
+fn pending(error: String) -> Update {
+    Box::new(move |n: &mut Notification| {
+        n.state = DeliveryState::Pending;
+        n.last_error = Some(error.clone());
+    })
 }
 
 /// An event the supervisor could not deliver, kept in `<home>/spool/`.
@@ -299,9 +598,23 @@ pub struct SpoolEntry {
     pub url: String,
     pub body: serde_json::Value,
     pub attempts: u32,
+    /// 5xx answers so far (`MAX_SERVER_ERRORS` ends the retries).
+    #[serde(default)]
+    pub server_errors: u32,
     pub spooled_at: u64,
     pub next_attempt_at: u64,
     pub last_error: Option<String>,
+    /// `notify.url` was set in config.json: a service is installed, so the
+    /// background deliverer keeps at it (up to a day) without any invocation.
+    #[serde(default)]
+    pub keep_trying: bool,
+    /// Tries made from the spool, for the deliverer's backoff.
+    #[serde(default)]
+    pub spool_tries: u32,
+    /// Held back by the pace (never sent yet): sent at `next_attempt_at`
+    /// together with every other event held for the same pipeline.
+    #[serde(default)]
+    pub held: bool,
 }
 
 pub fn spool_dir(home: &Home) -> PathBuf {
@@ -341,7 +654,7 @@ pub fn spool_due(home: &Home) -> bool {
 }
 
 fn spool_lock(home: &Home) -> Option<std::fs::File> {
-    let file = crate::store::paths::options_nofollow()
+    let mut file = crate::store::paths::options_nofollow()
         .create(true)
         .truncate(false)
         .write(true)
@@ -349,49 +662,205 @@ fn spool_lock(home: &Home) -> Option<std::fs::File> {
         .open(home.root.join("spool.lock"))
         .ok()?;
     file.try_lock().ok()?;
+    // Who delivers, for whoever wonders what this process is.
+    let _ = file.set_len(0);
+    let _ = writeln!(file, "{}", std::process::id());
     Some(file)
 }
 
-/// Delivers what is due in the spool; one deliverer at a time (others return at once).
-pub fn drain_spool(home: &Home, config: &Config) {
-    let Some(_lock) = spool_lock(home) else { return };
+/// The background deliverer (`run-bg __deliver`), one per home (a lock; a
+/// second returns at once): tries what is due in the spool; while an event
+/// spooled for an explicitly configured service is left, sleeps until the
+/// next one is due (at most 30 s) and goes on; returns when none is left.
+pub fn deliver(home: &Home, config: &Config) {
+    loop {
+        {
+            let Some(_lock) = spool_lock(home) else { return };
+            let mut config = config.clone();
+            while let Some(wait) = deliver_round(home, &config) {
+                std::thread::sleep(wait);
+                // Turned off meanwhile (`"url": null`): the rest is not sent.
+                if let Ok(now) = Config::load(&home.config_path()) {
+                    config = now;
+                }
+            }
+        }
+        // An event spooled while we held the lock, by an announcer that then
+        // found the lock taken, is ours: look once more now that it is free.
+        if !spool_entries(home).iter().any(|(_, e)| e.keep_trying || e.held) {
+            return;
+        }
+    }
+}
+
+/// One pass over the spool: each due event is tried once. How long to sleep
+/// before the next pass, or `None` when nothing is left to keep trying.
+fn deliver_round(home: &Home, config: &Config) -> Option<Duration> {
     let registry = Registry::for_config(home, config);
     let timeout = Duration::from_millis(config.notify.timeout_ms);
-    for (path, mut entry) in spool_entries(home) {
+    let mut next_due: Option<u64> = send_held(home, config, &registry, timeout);
+    for (path, mut entry) in spool_entries(home).into_iter().filter(|(_, e)| !e.held) {
+        if config.notify.url.is_none() {
+            give_up(home, &registry, &path, &entry, "not sent: notify.url is null in config.json now");
+            continue;
+        }
         if entry.next_attempt_at > now_ms() {
+            if entry.keep_trying {
+                next_due = Some(next_due.map_or(entry.next_attempt_at, |d| d.min(entry.next_attempt_at)));
+            }
             continue;
         }
         let body = serde_json::to_vec(&entry.body).unwrap_or_default();
-        entry.attempts += 1;
-        match post(&entry.url, &body, timeout) {
-            Ok(()) => {
-                record_delivery(&registry, &entry.job_id, &entry.event_id, entry.attempts, None);
+        let mut tries = Tries { attempts: entry.attempts, server_errors: entry.server_errors, all_refused: false };
+        let retry = tries.attempt(&registry, &entry.job_id, &entry.event_id, post(&entry.url, &body, timeout));
+        entry.attempts = tries.attempts;
+        entry.server_errors = tries.server_errors;
+        entry.spool_tries += 1;
+        match retry {
+            None => {
                 let _ = std::fs::remove_file(&path);
             }
-            Err(error) => {
-                let error = error.to_string();
-                entry.last_error = Some(error.clone());
-                if now_ms().saturating_sub(entry.spooled_at) > SPOOL_GIVE_UP_MS {
-                    let _ = registry.modify(&entry.job_id, |stored| {
-                        if let Some(n) = stored.notification.as_mut().filter(|n| n.event_id == entry.event_id) {
-                            n.state = DeliveryState::Failed;
-                            n.attempts = entry.attempts;
-                            n.last_error = Some(error.clone());
-                        }
-                    });
-                    let failed_dir = spool_dir(home).join("failed");
-                    let _ = create_private_dir_all(&failed_dir);
-                    let _ = std::fs::rename(&path, failed_dir.join(path.file_name().unwrap_or_default()));
-                } else {
-                    // Any later invocation retries, at most this often, so an
-                    // interrupt service that comes back hears of it at once.
-                    entry.next_attempt_at = now_ms() + SPOOL_RETRY_THROTTLE_MS;
-                    record_delivery(&registry, &entry.job_id, &entry.event_id, entry.attempts, Some(error));
-                    let _ = write_json_file(&path, &entry, true);
+            Some(error) if now_ms().saturating_sub(entry.spooled_at) > SPOOL_GIVE_UP_MS => {
+                give_up(home, &registry, &path, &entry, &format!("given up on after 24h of retries; last: {error}"));
+            }
+            Some(error) => {
+                entry.last_error = Some(error);
+                entry.next_attempt_at = now_ms()
+                    + if entry.keep_trying {
+                        (1_000u64 << entry.spool_tries.min(5)).min(DELIVERER_MAX_PAUSE_MS)
+                    } else {
+                        // Any later invocation retries, at most this often, so an
+                        // interrupt service that comes back hears of it at once.
+                        SPOOL_RETRY_THROTTLE_MS
+                    };
+                let _ = write_json_file(&path, &entry, true);
+                if entry.keep_trying {
+                    next_due = Some(next_due.map_or(entry.next_attempt_at, |d| d.min(entry.next_attempt_at)));
                 }
             }
         }
     }
+    next_due.map(|due| Duration::from_millis(due.saturating_sub(now_ms()).clamp(10, DELIVERER_MAX_PAUSE_MS)))
+}
+
+/// Sends what the pace held back, one POST per pipeline and address with
+/// every event held for it (merged when there are several), once the first
+/// of them is due and a slot is free. When to look again, if anything stays held.
+fn send_held(home: &Home, config: &Config, registry: &Registry, timeout: Duration) -> Option<u64> {
+    let held: Vec<(PathBuf, SpoolEntry)> = spool_entries(home).into_iter().filter(|(_, e)| e.held).collect();
+    let mut groups: std::collections::BTreeMap<(&'static str, String), Vec<(PathBuf, SpoolEntry)>> = Default::default();
+    for (path, entry) in held {
+        let level = entry.body.get("level").and_then(|l| l.as_str()).unwrap_or("warn");
+        let pipeline = Pace::for_level(&config.notify, level).pipeline;
+        groups.entry((pipeline, entry.url.clone())).or_default().push((path, entry));
+    }
+    let mut next_due: Option<u64> = None;
+    let mut look_at = |at: u64| next_due = Some(next_due.map_or(at, |d: u64| d.min(at)));
+    for ((_, url), mut group) in groups {
+        if config.notify.url.is_none() {
+            for (path, entry) in &group {
+                give_up(home, registry, path, entry, "not sent: notify.url is null in config.json now");
+            }
+            continue;
+        }
+        let due = group.iter().map(|(_, e)| e.next_attempt_at).min().unwrap_or(0);
+        if due > now_ms() {
+            look_at(due);
+            continue;
+        }
+        let body = merged_body(group.iter().map(|(_, e)| &e.body).collect());
+        let level = body.get("level").and_then(|l| l.as_str()).unwrap_or("warn").to_string();
+        if let Slot::At(at) = pace::claim(home, &Pace::for_level(&config.notify, &level), now_ms()) {
+            for (path, entry) in &mut group {
+                entry.next_attempt_at = at;
+                let _ = write_json_file(path, entry, true);
+            }
+            look_at(at);
+            continue;
+        }
+        let result = post(&url, &serde_json::to_vec(&body).unwrap_or_default(), timeout);
+        for (path, mut entry) in group {
+            let mut tries = Tries { attempts: entry.attempts, server_errors: entry.server_errors, all_refused: false };
+            let retry = tries.attempt(registry, &entry.job_id, &entry.event_id, result.clone());
+            match retry {
+                None => {
+                    let _ = std::fs::remove_file(&path);
+                }
+                Some(_) if !entry.keep_trying && matches!(&result, Err(Failure::Unanswered(PostError::NothingListens { .. }))) => {
+                    // The built-in address, and nothing there: as in `announce`.
+                    record_no_listener(home, registry, &entry.job_id, &entry.event_id);
+                    let _ = std::fs::remove_file(&path);
+                }
+                Some(error) => {
+                    // Sent once: from now on retried as any spooled event.
+                    (entry.held, entry.attempts, entry.server_errors) = (false, tries.attempts, tries.server_errors);
+                    entry.last_error = Some(error);
+                    entry.next_attempt_at = now_ms() + SPOOL_RETRY_THROTTLE_MS;
+                    let _ = write_json_file(&path, &entry, true);
+                    look_at(entry.next_attempt_at);
+                }
+            }
+        }
+    }
+    next_due
+}
+
+/// One event standing for several: `data.jobs` holds each one's `data`, the
+/// other fields name them all (joined with `, `), so that a rule's template
+/// still resolves and `message` is one line naming every job.
+pub fn merged_body(bodies: Vec<&serde_json::Value>) -> serde_json::Value {
+    if let [only] = bodies.as_slice() {
+        return (*only).clone();
+    }
+    let data: Vec<&serde_json::Value> = bodies.iter().map(|b| &b["data"]).collect();
+    let join = |key: &str| {
+        data.iter().map(|d| d[key].as_str().unwrap_or_default().to_string()).collect::<Vec<_>>().join(", ")
+    };
+    let level = if bodies.iter().any(|b| b["level"] == "warn") { "warn" } else { bodies[0]["level"].as_str().unwrap_or("warn") };
+    let named: Vec<String> = data
+        .iter()
+        .map(|d| format!("{} {} ({})", d["jobId"].as_str().unwrap_or_default(), d["status"].as_str().unwrap_or_default(), d["outcome"].as_str().unwrap_or_default()))
+        .collect();
+    let first_failed = data.iter().find(|d| d["exitCode"].as_i64().unwrap_or(0) != 0);
+    let message = defuse_templates(&format!(
+        "run-bg: {} jobs ended: {}; run-bg check <id> for each",
+        data.len(),
+        named.join(", ")
+    ));
+    serde_json::json!({
+        "source": bodies[0]["source"],
+        "level": level,
+        "data": {
+            "eventId": join("eventId"),
+            "jobId": join("jobId"),
+            "label": join("label"),
+            "command": join("command"),
+            "status": join("status"),
+            "exitCode": first_failed.map_or(0, |d| d["exitCode"].as_i64().unwrap_or(0)),
+            "signal": join("signal"),
+            "outcome": join("outcome"),
+            "durationMs": data.iter().map(|d| d["durationMs"].as_u64().unwrap_or(0)).max().unwrap_or(0),
+            "logPath": join("logPath"),
+            "owner": join("owner"),
+            "message": message,
+            "lastLines": [],
+            "jobs": data,
+        }
+    })
+}
+
+/// Marks the event failed for good and moves it to `spool/failed/`.
+fn give_up(home: &Home, registry: &Registry, path: &Path, entry: &SpoolEntry, why: &str) {
+    let _ = registry.modify(&entry.job_id, |stored| {
+        if let Some(n) = stored.notification.as_mut().filter(|n| n.event_id == entry.event_id) {
+            n.state = DeliveryState::Failed;
+            n.last_error = entry.last_error.clone();
+            n.reason = Some(why.to_string());
+        }
+    });
+    let failed_dir = spool_dir(home).join("failed");
+    let _ = create_private_dir_all(&failed_dir);
+    let _ = std::fs::rename(path, failed_dir.join(path.file_name().unwrap_or_default()));
 }
 
 #[cfg(test)]
@@ -404,8 +873,26 @@ mod tests {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let url = format!("http://127.0.0.1:{port}/trigger");
         let error = post(&url, b"{}", Duration::from_secs(5)).unwrap_err();
-        assert!(matches!(&error, PostError::NothingListens { url: at } if *at == url), "{error:?}");
+        assert!(matches!(&error, Failure::Unanswered(PostError::NothingListens { url: at }) if *at == url), "{error:?}");
         assert_eq!(error.to_string(), format!("{NOTHING_LISTENS} {url} (connection refused)"));
+    }
+
+    #[test]
+    fn the_services_answers_are_read_as_it_writes_them() {
+        assert_eq!(read_answer(r#"{"status":"queued","matched":2}"#), Answer::Queued { matched: 2 });
+        assert_eq!(read_answer(r#"{"status":"queued","matched":0,"defaultAction":true}"#), Answer::Queued { matched: 0 });
+        let ignored = r#"{"status":"ignored","matched":0,"reason":"no matching rules"}"#;
+        assert_eq!(read_answer(ignored), Answer::Ignored { reason: "no matching rules".into() });
+        assert_eq!(read_answer("ok"), Answer::Accepted, "another kind of receiver");
+        assert_eq!(error_text("{\"error\":\"Missing required field: source\"}\n"), "Missing required field: source");
+        assert_eq!(error_text("<html>\nbad gateway</html>"), "<html> bad gateway</html>");
+    }
+
+    #[test]
+    fn template_braces_are_broken_up_however_many() {
+        assert_eq!(defuse_templates("a {{jobId}} b"), "a { {jobId} } b");
+        assert_eq!(defuse_templates("{{{x}}}"), "{ { {x} } }");
+        assert_eq!(defuse_templates("{ plain }"), "{ plain }");
     }
 
     #[test]

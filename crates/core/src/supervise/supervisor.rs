@@ -500,6 +500,15 @@ impl Supervisor {
                 self.drain_output_nonblocking();
                 self.record_end();
             }
+            // The deliverer our notifier starts becomes our child (we are a
+            // subreaper) and may retry for a day: it is not the job's, so it
+            // is not waited for.
+            if matches!(self.phase, Phase::Recorded { children: true })
+                && self.output.is_none()
+                && self.only_deliverer_left()
+            {
+                self.phase = self.phase.no_children();
+            }
             self.phase = self.phase.settle(self.output.is_some());
             if self.phase == Phase::Done {
                 // Nothing of the job can write any more: no watcher will need it.
@@ -683,6 +692,19 @@ impl Supervisor {
             any |= matches!(procinfo::signal_process(&child, signal), procinfo::SignalOutcome::Sent);
         }
         any
+    }
+
+    /// The notification deliverer our notifier started is re-parented to us
+    /// (a subreaper) and may keep at it for a day, for every job of the home:
+    /// not ours to wait for. Once it is all that is left, we are done, and
+    /// whoever adopts it next (init, or a subreaper above us) reaps it.
+    fn only_deliverer_left(&self) -> bool {
+        let children = procinfo::live_children(std::process::id());
+        !children.is_empty()
+            && children.iter().all(|&pid| {
+                Some(pid as libc::pid_t) != self.notifier
+                    && procinfo::environ_value(pid, SUPERVISOR_MARK).as_deref() == Some(notify::DELIVERER_MARK)
+            })
     }
 
     fn adopted_children(&self) -> Vec<ProcessIdentity> {

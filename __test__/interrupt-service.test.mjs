@@ -1,0 +1,247 @@
+// Exit notifications against a double of OpenClaw's interrupt service
+// (fixtures/interrupt-service.mjs): what it answered is what is recorded,
+// its levels, retries that do not multiply wake-ups, payloads whose every
+// `{{key}}` resolves.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import path from 'node:path'
+import { makeHome, runBg, startJob, checkJson, waitFor, waitForQuiet, readRegistry, isAlive, freePort } from './helpers.mjs'
+import { startInterruptService } from './fixtures/interrupt-service.mjs'
+
+// Batches go out quickly; the rate limits stay the service's.
+const FAST = { message: { batch_window_ms: 100 }, subagent: { batch_window_ms: 100 } }
+
+function writeConfig(home, config) {
+  fs.writeFileSync(path.join(home, 'config.json'), JSON.stringify(config))
+}
+
+async function triggersOf(service, jobId) {
+  return (await service.inspect()).triggers.filter((t) => t.body.data?.jobId === jobId)
+}
+
+/** Every text the agent got (each item of each dispatched batch), with the event it came from. */
+async function delivered(service) {
+  return (await service.inspect()).dispatched.flatMap((batch) => batch.items.map((item) => ({ ...item, pipeline: batch.pipeline })))
+}
+
+async function settled(home, jobId) {
+  return waitFor(() => {
+    const n = checkJson(home, jobId).notification
+    return n && n.state !== 'pending' ? n : null
+  }, { what: `a settled notification for ${jobId}` })
+}
+
+test('what the interrupt service answered is recorded: queued, ignored, failed on a 4xx at once', async (t) => {
+  const service = await startInterruptService(t, FAST)
+
+  const { home } = makeHome(t, { notify: { url: service.url } })
+  const { jobId } = startJob(home, ['true'])
+  runBg(home, ['wait', jobId])
+  const queued = await settled(home, jobId)
+  assert.equal(queued.state, 'queued')
+  assert.equal(queued.matched, 0)
+  assert.equal(queued.level, 'warn')
+  assert.doesNotMatch(runBg(home, ['check', jobId]).stdout, /notification:/, 'nothing to say about a queued event')
+  await waitFor(async () => (await delivered(service)).some((d) => d.data.jobId === jobId), { what: 'the agent side' })
+
+  const info = makeHome(t, { notify: { url: service.url, level: 'info' } }).home
+  const quiet = startJob(info, ['true']).jobId
+  runBg(info, ['wait', quiet])
+  const ignored = await settled(info, quiet)
+  assert.deepEqual([ignored.state, ignored.reason, ignored.attempts], ['ignored', 'no matching rules', 1])
+  assert.match(runBg(info, ['check', quiet]).stdout,
+    /\n {2}notification: ignored by the interrupt service \(no matching rule at level info\)\n/)
+
+  const wrongPath = makeHome(t, { notify: { url: `${service.base}/nope`, retry_for_ms: 3000 } }).home
+  const lost = startJob(wrongPath, ['true']).jobId
+  runBg(wrongPath, ['wait', lost])
+  const refused = await settled(wrongPath, lost)
+  await waitForQuiet(wrongPath)
+  const final = checkJson(wrongPath, lost).notification
+  assert.deepEqual([final.state, final.attempts, final.lastError, final.reason],
+    ['failed', 1, 'HTTP 404 Not Found: Not found', 'Not found'], JSON.stringify(refused))
+  assert.ok(!fs.existsSync(path.join(wrongPath, 'spool', `${lost}.success.json`)), 'a 4xx is not spooled')
+  assert.match(runBg(wrongPath, ['check', lost]).stdout, /notification: failed: HTTP 404 Not Found: Not found/)
+
+  // The service's own 400 names the field it missed.
+  const noSource = makeHome(t, { notify: { url: service.url, source: '' } }).home
+  const bad = startJob(noSource, ['true']).jobId
+  runBg(noSource, ['wait', bad])
+  const n = await settled(noSource, bad)
+  assert.deepEqual([n.state, n.attempts, n.reason], ['failed', 1, 'Missing required field: source'])
+})
+
+test('the service\'s levels: alert is accepted, a level per outcome, others refused by name (a kill still goes through)', async (t) => {
+  const service = await startInterruptService(t, FAST)
+  const { home } = makeHome(t, { notify: { url: service.url, level: 'alert', levels: { success: 'info' } } })
+  const failing = startJob(home, ['sh', '-c', 'exit 2']).jobId
+  const fine = startJob(home, ['true']).jobId
+  runBg(home, ['wait', failing, fine])
+  assert.equal((await settled(home, failing)).state, 'queued')
+  assert.equal((await settled(home, fine)).state, 'ignored')
+  const levels = Object.fromEntries((await service.inspect()).triggers.map((tr) => [tr.body.data.jobId, tr.body.level]))
+  assert.deepEqual(levels, { [failing]: 'alert', [fine]: 'info' })
+  const sub = await waitFor(async () => (await delivered(service)).find((d) => d.data.jobId === failing), { what: 'sub-agent dispatch' })
+  assert.equal(sub.pipeline, 'subagent')
+
+  // Killed with the default settings, which would announce it to the default address.
+  const running = startJob(home, ['sleep', '30'], ['--no-notify'])
+  writeConfig(home, { notify: { url: service.url, levels: { timeout: 'error' } } })
+  const refused = runBg(home, ['list'])
+  assert.equal(refused.code, 2)
+  assert.match(refused.stderr, /key `notify\.levels\.timeout`: `error` is not one of the interrupt service's levels info, warn, alert/)
+  const killed = runBg(home, ['kill', running.jobId])
+  assert.equal(killed.code, 0, killed.stderr)
+  await waitFor(() => !isAlive(running.pid), { what: 'the kill despite a bad config.json' })
+  writeConfig(home, { notify: { url: null } })
+})
+
+test('a 5xx is retried at most 3 times, with one eventId; a 500 after a partial queue gives at most 3 wake-ups', async (t) => {
+  const service = await startInterruptService(t, FAST)
+  await service.control({ fail: { status: 500, count: 1000, afterQueue: true, error: 'boom' } })
+  const { home } = makeHome(t, { notify: { url: service.url, retry_for_ms: 8000 } })
+  const { jobId } = startJob(home, ['sh', '-c', 'exit 1'])
+  runBg(home, ['wait', jobId])
+  await waitForQuiet(home)
+  const triggers = await triggersOf(service, jobId)
+  assert.equal(triggers.length, 3, `POSTs: ${triggers.length}`)
+  assert.deepEqual([...new Set(triggers.map((tr) => tr.body.data.eventId))], [`${jobId}:failed`])
+  const n = checkJson(home, jobId).notification
+  assert.deepEqual([n.state, n.attempts, n.lastError], ['failed', 3, 'HTTP 500 Internal Server Error: boom'])
+  assert.match(n.reason, /after 3 server errors/)
+  assert.ok(!fs.existsSync(path.join(home, 'spool', `${jobId}.failed.json`)))
+  const wakeUps = await waitFor(async () => {
+    const got = (await delivered(service)).filter((d) => d.data.jobId === jobId)
+    return got.length >= 3 && got
+  }, { what: 'the three queued copies' })
+  assert.equal(wakeUps.length, 3)
+})
+
+function nulls(value, where = 'data') {
+  if (value === null) return [where]
+  if (typeof value !== 'object') return []
+  return Object.entries(value).flatMap(([k, v]) => nulls(v, `${where}.${k}`))
+}
+
+test('no null in any payload: exitCode, signal and outcome resolve every template, killed and timed out too', async (t) => {
+  const service = await startInterruptService(t, FAST)
+  await service.addRule({
+    id: 'ends', source: 'run-bg', action: 'message',
+    message: 'job {{jobId}} {{status}} exit {{exitCode}} signal {{signal}} ({{outcome}}) owner {{owner}}',
+  })
+  const { home } = makeHome(t, { notify: { url: service.url }, kill: { grace_ms: 2000 } })
+  const killed = startJob(home, ['sleep', '30'])
+  const timed = startJob(home, ['sleep', '30'], ['--timeout', '1s'])
+  const failed = startJob(home, ['sh', '-c', 'exit 3'])
+  runBg(home, ['kill', killed.jobId])
+  runBg(home, ['wait', killed.jobId, timed.jobId, failed.jobId, '--timeout', '20s'])
+  const ids = [killed.jobId, timed.jobId, failed.jobId]
+  const texts = await waitFor(async () => {
+    const got = (await delivered(service)).filter((d) => ids.includes(d.data.jobId))
+    return got.length >= 3 && Object.fromEntries(got.map((d) => [d.data.jobId, d]))
+  }, { what: 'three dispatched texts' })
+  for (const id of ids) {
+    assert.deepEqual(nulls(texts[id].data), [], id)
+    assert.doesNotMatch(texts[id].text, /\{\{/, texts[id].text)
+  }
+  assert.equal(texts[killed.jobId].text, `job ${killed.jobId} killed exit 143 signal SIGTERM (killed (signal SIGTERM)) owner `)
+  assert.equal(texts[timed.jobId].text, `job ${timed.jobId} timeout exit 143 signal SIGTERM (timeout after 1.0s) owner `)
+  assert.equal(texts[failed.jobId].text, `job ${failed.jobId} failed exit 3 signal  (exit 3) owner `)
+})
+
+test('a failed job\'s message ends with its first error line, which the service\'s {{key}} filling cannot touch', async (t) => {
+  const service = await startInterruptService(t, FAST)
+  // No message of its own: the service fills data.message as the template.
+  await service.addRule({ id: 'failures', source: 'run-bg', condition: { status: 'failed' }, action: 'message' })
+  const { home } = makeHome(t, { notify: { url: service.url } })
+  const script = 'echo compiling; echo "error: cannot open {{jobId}}/{{{logPath}}}"; echo "npm ERR! second"; echo done; exit 1'
+  const { jobId } = startJob(home, ['sh', '-c', script])
+  runBg(home, ['wait', jobId])
+  const got = await waitFor(async () => (await delivered(service)).find((d) => d.data.jobId === jobId), { what: 'dispatch' })
+  assert.ok(got.text.startsWith(`run-bg: ${jobId} (sh -c `), got.text)
+  assert.ok(got.text.endsWith('; first error: error: cannot open { {jobId} }/{ { {logPath} } }'), got.text)
+  assert.equal(got.text.split(jobId).length - 1, 2, 'the job id only where we put it')
+  assert.equal(checkJson(home, jobId).notification.matched, 1)
+})
+
+test('a spooled event is delivered with no run-bg invocation once the service comes back', async (t) => {
+  const port = await freePort()
+  const { home } = makeHome(t, { notify: { url: `http://127.0.0.1:${port}/trigger`, retry_for_ms: 300 } })
+  const { jobId } = startJob(home, ['sh', '-c', 'echo done'])
+  // From here on no run-bg is invoked (each would hand the spool to a deliverer itself): files only.
+  const spooled = path.join(home, 'spool', `${jobId}.success.json`)
+  await waitFor(() => fs.existsSync(spooled), { what: 'the spooled event' })
+  const service = await startInterruptService(t, { ...FAST, port })
+  const [trigger] = await waitFor(async () => {
+    const got = await triggersOf(service, jobId)
+    return got.length >= 1 && got
+  }, { what: 'delivery by the background deliverer', timeout: 40_000, interval: 200 })
+  assert.equal(trigger.body.data.eventId, `${jobId}:success`)
+  const n = await waitFor(() => {
+    const note = readRegistry(home).find((j) => j.id === jobId)?.notification
+    return note?.state === 'queued' && note
+  }, { what: 'queued recorded' })
+  assert.ok(n.attempts >= 2, JSON.stringify(n))
+  await waitFor(() => !fs.existsSync(spooled), { what: 'the spool emptied' })
+  await waitForQuiet(home)
+  assert.equal((await triggersOf(service, jobId)).length, 1, 'sent once')
+})
+
+test('the built-in address with nothing listening: no-listener, nothing spooled, nothing left running, one hint per home', async (t) => {
+  const net = await import('node:net')
+  const taken = await new Promise((resolve) => {
+    const socket = net.connect(7600, '127.0.0.1', () => { socket.destroy(); resolve(true) })
+    socket.on('error', () => resolve(false))
+  })
+  if (taken) return t.skip('something listens on 127.0.0.1:7600 here')
+  const { home } = makeHome(t)
+  writeConfig(home, { notify: { retry_for_ms: 500 } })
+  const first = startJob(home, ['true']).jobId
+  runBg(home, ['wait', first])
+  await waitFor(() => checkJson(home, first).notification.state === 'no-listener', { what: 'no-listener' })
+  const second = startJob(home, ['true']).jobId
+  runBg(home, ['wait', second])
+  await waitFor(() => checkJson(home, second).notification.state === 'no-listener', { what: 'no-listener' })
+  await waitForQuiet(home)
+  const spool = path.join(home, 'spool')
+  assert.deepEqual(fs.existsSync(spool) ? fs.readdirSync(spool) : [], [], 'nothing spooled')
+  const lines = [first, second].map((id) => runBg(home, ['check', id]).stdout.split('\n').filter((l) => l.includes('notification')))
+  assert.deepEqual(lines[0], ['  notification: not sent: no interrupt service listens at the default address; set `notify.url` in config.json to yours, or `"notify": {"url": null}` to stop trying'])
+  assert.deepEqual(lines[1], ['  notification: not sent (no interrupt service listening)'])
+  await waitForQuiet(home)
+})
+
+test('12 jobs ending in a burst all reach the agent side within the service\'s rate limit, none dropped', async (t) => {
+  // The service's minute and batch window scaled down 10x, and our pace with them.
+  const scaled = { batch_window_ms: 200, rate_limit_max: 10, rate_limit_window_ms: 6000 }
+  const service = await startInterruptService(t, { message: scaled, subagent: { batch_window_ms: 100 } })
+  const { home } = makeHome(t, {
+    notify: { url: service.url, max_per_minute: 10, pace_window_ms: 6000, batch_window_ms: 200 },
+  })
+  const go = path.join(home, 'go')
+  const ids = []
+  for (let i = 0; i < 12; i++) {
+    // 300 ms apart: each one past the batch window of the one before (3 s apart at full scale).
+    const script = `while [ ! -e ${go} ]; do sleep 0.02; done; sleep ${(i * 0.3).toFixed(1)}; exit ${i % 4 === 0 ? 1 : 0}`
+    ids.push(startJob(home, ['sh', '-c', script]).jobId)
+  }
+  fs.writeFileSync(go, '')
+  const reached = (items) => new Set(items.flatMap((d) => (d.data.jobs ?? [d.data]).map((j) => j.jobId)))
+  await waitFor(async () => {
+    const got = reached(await delivered(service))
+    return ids.every((id) => got.has(id))
+  }, { what: 'all 12 ends at the agent side', timeout: 40_000, interval: 200 })
+  const { dropped, dispatched, triggers } = await service.inspect()
+  t.diagnostic(`POSTs ${triggers.length}, batches dispatched ${dispatched.length}, dropped ${dropped.length}, over ${((dispatched.at(-1).at - triggers[0].at) / 1000).toFixed(1)} s`)
+  assert.deepEqual(dropped, [], 'no batch dropped by the rate limit')
+  assert.ok(dispatched.length <= 11, `batches: ${dispatched.length}`)
+  assert.ok(triggers.length < 12, `POSTs: ${triggers.length}: the last ones went together`)
+  const merged = triggers.find((tr) => tr.body.data.jobs)
+  assert.ok(merged, 'a merged event')
+  assert.match(merged.body.data.message, new RegExp(`^run-bg: ${merged.body.data.jobs.length} jobs ended: `))
+  for (const job of merged.body.data.jobs) assert.ok(merged.body.data.message.includes(job.jobId))
+  assert.deepEqual(nulls(merged.body.data), [])
+  await waitFor(() => ids.every((id) => readRegistry(home).find((j) => j.id === id)?.notification?.state === 'queued'),
+    { what: 'every job recorded queued' })
+})
