@@ -8,7 +8,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import {
-  makeHome, runBg, startJob, readRegistry, checkJson, waitFor, processStart, killPid, root, RUN_BG,
+  makeHome, runBg, startJob, readRegistry, checkJson, waitFor, waitForQuiet, processStart, killPid, root, RUN_BG,
 } from './helpers.mjs'
 
 const isRoot = process.getuid() === 0
@@ -168,6 +168,9 @@ test('a symlink of ours to a private directory of ours is a home; planted symlin
   fs.symlinkSync(home, link)
   const { jobId } = startJob(link, ['true'])
   assert.equal(runBg(link, ['wait', jobId]).code, 0)
+  // The job's supervisor may still be registering its end: the files below
+  // are swapped under nobody.
+  await waitForQuiet(link)
 
   // A planted config.json symlink (pointing at a hook of someone else's) is not read.
   const marker = path.join(base, 'hook-ran')
