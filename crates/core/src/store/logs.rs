@@ -1089,7 +1089,7 @@ mod tests {
         let mut highest = 0;
         let mut failures = Vec::new();
         let mut reads = 0;
-        while !(writer_done && !reading) {
+        while !writer_done || reading {
             match event_rx.recv().unwrap() {
                 Event::WriterAt(point) => {
                     paused = Some(point);
