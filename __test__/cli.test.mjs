@@ -388,3 +388,36 @@ test("wait's exit status: 124 when its own --timeout passes first; for several j
   assert.equal(runBg(home, ['wait', three.jobId]).code, 3)
   assert.equal(runBg(home, ['kill', slow.jobId]).code, 0)
 })
+
+test('logs --since prints a 40 MB log as it reads it: its memory stays far below the log size', async (t) => {
+  const { home } = makeHome(t, { logs: { max_bytes: 64 * 1024 * 1024, keep: 1 } })
+  const line = 'a line of output, forty bytes in all ..'
+  const id = startJob(home, ['sh', '-c', `yes '${line}' | head -c 40000000`]).jobId
+  await waitFor(() => checkJson(home, id).status === 'success', { what: 'the job to end', timeout: 60_000 })
+  const size = fs.statSync(path.join(home, 'jobs', id, 'output.log')).size
+  assert.equal(size, 40_000_000)
+
+  const { spawn } = await import('node:child_process')
+  const child = spawn(RUN_BG, ['logs', id, '--since', '0'], { env: { ...process.env, PROC_MANAGER_HOME: home } })
+  t.after(() => { if (child.exitCode === null && child.pid > 1) child.kill('SIGKILL') })
+  let received = 0
+  let peakKb = null
+  let stderr = ''
+  child.stderr.on('data', (d) => { stderr += d })
+  const exited = new Promise((resolve) => child.on('close', resolve))
+  child.stdout.on('data', (chunk) => {
+    received += chunk.length
+    // With 512 KB still to come, the child is alive (a pipe holds far less):
+    // its peak so far covers reading 99% of the log.
+    if (peakKb === null && received >= size - 512 * 1024) {
+      const status = fs.readFileSync(`/proc/${child.pid}/status`, 'utf8')
+      peakKb = Number(status.match(/^VmHWM:\s+(\d+) kB/m)[1])
+    }
+  })
+  const code = await exited
+  assert.equal(code, 0, stderr)
+  assert.equal(received, size, 'every byte: 1,000,000 lines of 40 bytes')
+  assert.match(stderr, new RegExp(`^cursor ${size}: run-bg logs ${id} --since ${size} for what comes next\\n$`))
+  t.diagnostic(`run-bg logs --since: peak ${peakKb} kB for a ${size}-byte log`)
+  assert.ok(peakKb < 20 * 1024, `peak memory ${peakKb} kB while printing a ${size}-byte log`)
+})

@@ -156,3 +156,47 @@ test('a cursor whose lines were rotated away and deleted: every face says how ma
   assert.match(runBg(home, ['logs', id, '--since', String(cursor)]).stdout,
     new RegExp(`^\\[${dropped - cursor} bytes rotated away since your cursor\\]\\n${kept.lines[0]}\\n`))
 })
+
+test('a job that ended but left a process writing: the check and the reads keep its unfinished line until no writer is left', async (t) => {
+  const { home, cleanup } = makeHome()
+  process.env.PROC_MANAGER_HOME = home
+  const dir = fs.mkdtempSync(path.join(home, 'signals-'))
+  // The main process ends at once; what it left behind writes `abc` (no
+  // newline), then `def` and its newline, each when the test says so.
+  const leftBehind = [
+    `sh -c 'echo $PPID' > "${dir}/pid"`,
+    `while [ ! -e "${dir}/go1" ]; do sleep 0.02; done; printf abc`,
+    `while [ ! -e "${dir}/go2" ]; do sleep 0.02; done; echo def`,
+  ].join('; ')
+  const id = startJob(home, ['sh', '-c', `(${leftBehind}) & echo main`]).jobId
+  // The process left behind is no job's main process: killed by its pid first.
+  t.after(async () => {
+    let pid = 0
+    try { pid = Number(fs.readFileSync(path.join(dir, 'pid'), 'utf8')) } catch {}
+    if (Number.isInteger(pid) && pid > 1) killPid(pid)
+    await cleanup()
+  })
+  await waitFor(() => pm.checkJob(id).status === 'success', { what: 'the main process to end' })
+  fs.writeFileSync(path.join(dir, 'go1'), '')
+  await waitFor(() => pm.readLog(id, { fromLine: 1 }).lines.join('\n') === 'main\nabc', { what: '`abc` in the log' })
+
+  const check = pm.checkJob(id, { lines: 5 })
+  assert.equal(check.status, 'success')
+  assert.equal(check.cursor, 'main\n'.length, 'a line still being written is not read yet: the cursor stays before it')
+  assert.equal(checkJson(home, id).cursor, check.cursor, 'the CLI check says the same')
+  const early = pm.readLog(id, { since: check.cursor })
+  assert.deepEqual([early.lines, early.cursor], [[], check.cursor], 'a since-read leaves the unfinished line too')
+  assert.equal(pm.readLog(id, { fromLine: 1, lines: 5 }).cursor, check.cursor, 'and so does a read by line number')
+
+  fs.writeFileSync(path.join(dir, 'go2'), '')
+  let read
+  await waitFor(() => (read = pm.readLog(id, { since: check.cursor })).lines.length > 0, { what: 'the rest of the line' })
+  assert.deepEqual(read.lines, ['abcdef'], 'the line as the log holds it, whole')
+  assert.equal(read.cursor, 'main\nabcdef\n'.length)
+
+  // A since-read of no lines would say `more` with the same cursor forever.
+  assert.throws(() => pm.readLog(id, { since: 0, lines: 0 }), /bad lines: 0; give lines >= 1 with since/)
+  const zero = runBg(home, ['logs', id, '--since', '0', '-n', '0'])
+  assert.equal(zero.code, 2)
+  assert.match(zero.stderr, /bad lines: 0; give lines >= 1 with since/)
+})

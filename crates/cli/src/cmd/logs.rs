@@ -5,7 +5,8 @@ use crate::{print_json, reader_gone, stdout_failed};
 use proc_manager_core::present::view::{LogReadView, LogsView};
 use proc_manager_core::store::logs;
 use proc_manager_core::verbs::cancel::Cancel;
-use proc_manager_core::verbs::ops::{Context, LogRange};
+use proc_manager_core::store::digest::LinesSince;
+use proc_manager_core::verbs::ops::{Context, LogRange, LogRead};
 use proc_manager_core::{Error, Result};
 use std::io::Write;
 use std::path::PathBuf;
@@ -52,22 +53,35 @@ pub fn run(context: &Context, id: &str, lines: Option<usize>, all: bool, follow:
 
 /// `logs --since <cursor>`: the lines after the cursor (every one, or at
 /// most `lines`), then the new cursor on stderr, so that stdout holds only
-/// the log's lines and what is missing from them.
+/// the log's lines and what is missing from them. The text is printed as it
+/// is read: one line in memory however long the log.
 pub fn since(context: &Context, id: &str, since: u64, lines: Option<usize>, json: bool) -> Result<i32> {
     let job = context.mark_seen(context.job(id)?)?;
-    let range = LogRange::Since { since, count: lines.unwrap_or(usize::MAX) };
-    let (job, read) = context.read_log(&job.id, range)?;
-    let view = LogReadView::new(&job.id, &read);
+    let count = lines.unwrap_or(usize::MAX);
     if json {
-        print_json(&view);
+        let (job, read) = context.read_log(&job.id, LogRange::Since { since, count })?;
+        print_json(&LogReadView::new(&job.id, &read));
         return Ok(0);
     }
-    let mut out = std::io::stdout().lock();
-    let text: Vec<Vec<u8>> = view.rotated_note().into_iter().chain(view.lines.iter().cloned()).map(String::into_bytes).collect();
-    print_lines(&mut out, &text);
-    let _ = out.flush();
-    let more = if view.more == Some(true) { "more lines follow; " } else { "" };
-    eprintln!("cursor {}: {more}run-bg logs {} --since {} for what comes next", view.cursor, job.id, view.cursor);
+    let (job, read) = context.read_log_since(&job.id, since, count)?;
+    // The same note as every face's, before the first line.
+    let gone = LinesSince { lines: Vec::new(), cursor: since, rotated_away: read.rotated_away(), more: false };
+    let note = LogReadView::new(&job.id, &LogRead::Since(gone)).rotated_note();
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    let mut print = |line: String| {
+        if let Err(e) = out.write_all(line.as_bytes()).and_then(|_| out.write_all(b"\n")) {
+            stdout_failed(e);
+        }
+    };
+    if let Some(note) = note {
+        print(note);
+    }
+    let end = read.each_line(print);
+    if let Err(e) = out.flush() {
+        stdout_failed(e);
+    }
+    let more = if end.more { "more lines follow; " } else { "" };
+    eprintln!("cursor {}: {more}run-bg logs {} --since {} for what comes next", end.cursor, job.id, end.cursor);
     Ok(0)
 }
 

@@ -288,7 +288,8 @@ pub fn line_window(log: &Path, from: Option<usize>, count: usize, ended: bool) -
         last_end = end;
         true
     });
-    if count == 0 {
+    // The last 0 lines end where the log does; lines 0 from `from` end where line `from - 1` does.
+    if count == 0 && from.is_none() {
         before = last_end;
     }
     let first = match from {
@@ -306,30 +307,77 @@ pub fn line_window(log: &Path, from: Option<usize>, count: usize, ended: bool) -
 /// next call unless `ended` (the writer is gone). A cursor past the end of
 /// the log is refused: it is not this log's.
 pub fn lines_since(log: &Path, since: u64, count: usize, ended: bool) -> crate::Result<LinesSince> {
-    let files = crate::store::logs::LogFiles::open(log);
-    let end = files.end();
-    if since > end {
-        return Err(crate::Error::Usage(format!(
-            "bad since: {since}; this job's log ends at {end} (a cursor is what a check or an earlier read of this job's log gave)"
-        )));
-    }
-    let rotated_away = files.oldest().saturating_sub(since);
-    let mut cursor = since.max(files.oldest());
+    let read = SinceRead::open(log, since, count, ended)?;
+    let rotated_away = read.rotated_away();
     let mut lines = Vec::new();
-    let mut more = false;
-    for_each_line(files.reader_from(cursor), |line| {
-        if !line.complete && !ended {
-            return false;
-        }
-        if lines.len() == count {
-            more = true;
-            return false;
-        }
-        lines.push(line.shown());
-        cursor = line.end;
-        true
-    });
+    let SinceEnd { cursor, more } = read.each_line(|line| lines.push(line));
     Ok(LinesSince { lines, cursor, rotated_away, more })
+}
+
+/// Where a read after a cursor stopped.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SinceEnd {
+    /// Where the last line given ends: the cursor for the next read.
+    pub cursor: u64,
+    /// More complete lines follow `cursor` (the read stopped at its count).
+    pub more: bool,
+}
+
+/// `lines_since` one line at a time, so that a reader that prints the
+/// lines as they come (`run-bg logs --since`) holds one line, whatever the
+/// log's size; what was rotated away is known before the first line.
+pub struct SinceRead {
+    files: crate::store::logs::LogFiles,
+    cursor: u64,
+    rotated_away: u64,
+    count: usize,
+    ended: bool,
+}
+
+impl SinceRead {
+    /// Refuses a cursor past the log's end and a count of 0 (a read of no
+    /// lines would say `more` and give the same cursor forever).
+    pub fn open(log: &Path, since: u64, count: usize, ended: bool) -> crate::Result<SinceRead> {
+        if count == 0 {
+            return Err(crate::Error::Usage("bad lines: 0; give lines >= 1 with since".into()));
+        }
+        let files = crate::store::logs::LogFiles::open(log);
+        let end = files.end();
+        if since > end {
+            return Err(crate::Error::Usage(format!(
+                "bad since: {since}; this job's log ends at {end} (a cursor is what a check or an earlier read of this job's log gave)"
+            )));
+        }
+        let rotated_away = files.oldest().saturating_sub(since);
+        let cursor = since.max(files.oldest());
+        Ok(SinceRead { files, cursor, rotated_away, count, ended })
+    }
+
+    /// Bytes after the cursor given that were rotated away and deleted.
+    pub fn rotated_away(&self) -> u64 {
+        self.rotated_away
+    }
+
+    /// Hands each line to `each`, oldest first, up to the count.
+    pub fn each_line(self, mut each: impl FnMut(String)) -> SinceEnd {
+        let SinceRead { files, mut cursor, count, ended, .. } = self;
+        let mut given = 0usize;
+        let mut more = false;
+        for_each_line(files.reader_from(cursor), |line| {
+            if !line.complete && !ended {
+                return false;
+            }
+            if given == count {
+                more = true;
+                return false;
+            }
+            given += 1;
+            each(line.shown());
+            cursor = line.end;
+            true
+        });
+        SinceEnd { cursor, more }
+    }
 }
 
 #[cfg(test)]
@@ -566,5 +614,45 @@ mod tests {
         assert!(crate::store::logs::rotated_path(&log, 4).exists(), "the test needs full rotations");
         let failures = failures.lock().unwrap();
         assert!(failures.is_empty(), "{} reads failed; first: {}", failures.len(), failures[0]);
+    }
+
+    #[test]
+    fn a_read_of_0_lines_since_a_cursor_is_refused_saying_what_is_accepted() {
+        let (_d, log) = log_with("one\ntwo\n");
+        let error = lines_since(&log, 0, 0, false).unwrap_err().to_string();
+        assert!(error.contains("bad lines: 0; give lines >= 1 with since"), "{error}");
+        assert_eq!(lines_since(&log, 0, 1, false).unwrap().cursor, 4);
+    }
+
+    #[test]
+    fn a_window_of_0_lines_from_a_line_ends_where_the_line_before_it_does() {
+        let (_d, log) = log_with("one\ntwo\nthree\n");
+        for (from, cursor) in [(1, 0), (2, 4), (3, 8), (4, 14)] {
+            let window = line_window(&log, Some(from), 0, false);
+            assert_eq!((window.lines.len(), window.cursor), (0, cursor), "fromLine {from}");
+        }
+        // Without a line to start from, the last 0 lines end at the end.
+        assert_eq!(line_window(&log, None, 0, false).cursor, 14);
+    }
+
+    #[test]
+    fn a_read_since_a_cursor_hands_over_its_lines_one_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("output.log");
+        let mut writer = RotatingWriter::create(&log, 110, 2).unwrap();
+        writer.write_all(numbered(0..40).as_bytes()).unwrap();
+        let read = SinceRead::open(&log, 0, 25, false).unwrap();
+        let rotated_away = read.rotated_away();
+        assert_eq!(rotated_away, 10 * 11, "known before the first line");
+        let mut given = Vec::new();
+        let end = read.each_line(|line| given.push(line));
+        let expected: Vec<String> = (10..35).map(|i| format!("line {i:05}")).collect();
+        assert_eq!((given, end), (expected, SinceEnd { cursor: 35 * 11, more: true }));
+        assert_eq!(lines_since(&log, 0, 25, false).unwrap(), LinesSince {
+            lines: (10..35).map(|i| format!("line {i:05}")).collect(),
+            cursor: 35 * 11,
+            rotated_away,
+            more: true,
+        });
     }
 }

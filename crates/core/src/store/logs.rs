@@ -586,6 +586,11 @@ impl StartRecord {
     }
 }
 
+/// How often a reader looks again at a log caught halfway through a
+/// rotation before it takes what it sees (the writer died there): about
+/// 150 ms, most of it asleep.
+const OPEN_ATTEMPTS: u32 = 200;
+
 /// One file of a log as a reader took it: opened, with its length then and
 /// where it starts in everything written to the log.
 pub struct LogFile {
@@ -606,6 +611,10 @@ pub struct LogFiles {
 
 impl LogFiles {
     pub fn open(log: &Path) -> LogFiles {
+        Self::open_seamed(log, &Seams::default())
+    }
+
+    fn open_seamed(log: &Path, seams: &Seams) -> LogFiles {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -623,16 +632,29 @@ impl LogFiles {
             }
             let record = StartRecord::read(log);
             // The same files under the same names after the record was read:
-            // no rotation came between, so the record speaks of these files.
-            let settled = log_files_newest_first(log) == names
+            // no rotation came between. And the record names one of them:
+            // with keep 0 a rotation takes `output.log` out of the listing
+            // before the new file exists, and the new file is listed before
+            // the record names it; placed then, the log would seem to end
+            // before where it stood (a cursor just given would be refused).
+            let record_kept = record.is_none_or(|(id, _)| opened.iter().any(|(_, f)| f.id == id));
+            let settled = record_kept
+                && log_files_newest_first(log) == names
                 && opened.iter().all(|(index, f)| id_at(&names[*index]) == Some(f.id));
-            if settled || attempt >= 50 {
+            if settled || attempt >= OPEN_ATTEMPTS {
                 let mut files: Vec<LogFile> = opened.into_iter().map(|(_, f)| f).collect();
                 place(&mut files, record);
                 files.reverse();
                 return LogFiles { files };
             }
-            std::thread::yield_now();
+            seams.at("unsettled");
+            // The writer is between two steps of a rotation: a few syscalls
+            // away, unless it is not running (a loaded machine) or died there.
+            if attempt < OPEN_ATTEMPTS / 4 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
         }
     }
 
@@ -1007,6 +1029,106 @@ mod tests {
         // The file opened as output.log kept growing until it was rotated away:
         // the tail ends where that file ended, at or after where it began.
         assert!(*numbers.last().unwrap() >= 999);
+    }
+
+    /// A reader opening a keep-0 log at each step of the writer (rotations
+    /// included) never finds it ending before where an earlier reader found
+    /// it, nor past what was written.
+    #[test]
+    fn with_keep_0_the_end_of_the_log_never_goes_back() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use std::sync::{mpsc, Arc, Mutex};
+        enum Event {
+            WriterAt(&'static str),
+            WriterDone,
+            ReaderUnsettled,
+            ReaderDone(u64, u64),
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("output.log");
+        let (events, event_rx) = mpsc::channel();
+        let (permits, permit_rx) = mpsc::channel::<()>();
+        let permit_rx = Mutex::new(permit_rx);
+        let writer_events = Mutex::new(events.clone());
+        let written = Arc::new(AtomicU64::new(0));
+        let mut writer = RotatingWriter::create(&log, 64, 0).unwrap();
+        // The writer stops at each of its steps until the test lets it go on.
+        writer.set_seam(Arc::new(move |point| {
+            if point != "unlink" {
+                writer_events.lock().unwrap().send(Event::WriterAt(point)).unwrap();
+                permit_rx.lock().unwrap().recv().unwrap();
+            }
+        }));
+        let (writer_done, writer_written) = (events.clone(), written.clone());
+        let writing = std::thread::spawn(move || {
+            for i in 0..200 {
+                let line = format!("{i:05}\n");
+                writer_written.fetch_add(line.len() as u64, Ordering::SeqCst);
+                writer.write_all(line.as_bytes()).unwrap();
+            }
+            drop(writer);
+            writer_done.send(Event::WriterDone).unwrap();
+        });
+        // One reader at a time, started while the writer stands at a step; a
+        // reader that finds the log unsettled lets the writer go on.
+        let start_reader = |events: mpsc::Sender<Event>| {
+            let log = log.clone();
+            let written = written.clone();
+            std::thread::spawn(move || {
+                let unsettled = Mutex::new(events.clone());
+                let seams = Seams(Some(Arc::new(move |_| {
+                    let _ = unsettled.lock().unwrap().send(Event::ReaderUnsettled);
+                })));
+                let end = LogFiles::open_seamed(&log, &seams).end();
+                // Counted before each write: at most what was written by now.
+                let upto = written.load(Ordering::SeqCst);
+                events.send(Event::ReaderDone(end, upto)).unwrap();
+            })
+        };
+        let (mut paused, mut reading, mut unsettled, mut writer_done) = (None, false, false, false);
+        let mut highest = 0;
+        let mut failures = Vec::new();
+        let mut reads = 0;
+        while !writer_done || reading {
+            match event_rx.recv().unwrap() {
+                Event::WriterAt(point) => {
+                    paused = Some(point);
+                    if !reading {
+                        reading = true;
+                        unsettled = false;
+                        start_reader(events.clone());
+                    } else if unsettled {
+                        paused = None;
+                        permits.send(()).unwrap();
+                    }
+                }
+                Event::ReaderUnsettled => {
+                    unsettled = true;
+                    if paused.take().is_some() {
+                        permits.send(()).unwrap();
+                    }
+                }
+                Event::ReaderDone(end, upto) => {
+                    reads += 1;
+                    reading = false;
+                    let at = paused.unwrap_or("(running)");
+                    if end < highest {
+                        failures.push(format!("at {at}: the log ends at {end}, an earlier read said {highest}"));
+                    }
+                    if end > upto {
+                        failures.push(format!("at {at}: the log ends at {end}, {upto} bytes written"));
+                    }
+                    highest = highest.max(end);
+                    if paused.take().is_some() {
+                        permits.send(()).unwrap();
+                    }
+                }
+                Event::WriterDone => writer_done = true,
+            }
+        }
+        writing.join().unwrap();
+        assert_eq!(LogFiles::open(&log).end(), 200 * 6);
+        assert!(failures.is_empty(), "{} of {reads} reads went wrong; first: {}", failures.len(), failures[0]);
     }
 
     #[test]

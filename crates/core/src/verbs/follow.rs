@@ -40,7 +40,7 @@ impl Context {
                 continue;
             }
             let current = self.registry().get(&job.id)?;
-            if current.status().is_final() && crate::os::tree::live_supervisor(&current).is_none() {
+            if crate::verbs::ops::log_has_no_writer(&current) {
                 // Asked before a read, never after one: what the writer wrote
                 // between that read and the question would be left unread.
                 // The writer is gone now, so this read takes all it wrote.

@@ -900,10 +900,18 @@ pub struct KillOutcome {
     pub message: String,
 }
 
+/// Nothing can write to `job`'s log any more: the job has ended and its
+/// supervisor, the log's only writer, is gone. The end alone is not enough:
+/// processes the job left behind write through the supervisor after it, so
+/// until then a last line without a newline may still grow.
+pub fn log_has_no_writer(job: &Job) -> bool {
+    job.status().is_final() && tree::live_supervisor(job).is_none()
+}
+
 /// The tail `query` asks for, and the cursor after it (see `CheckResult::cursor`).
 pub fn tail_job_log(job: &Job, query: &TailQuery) -> (Vec<String>, u64) {
     let reader = crate::store::logs::ReverseLines::open(std::path::Path::new(&job.log_path));
-    let cursor = reader.cursor(job.status().is_final());
+    let cursor = reader.cursor(log_has_no_writer(job));
     let tail = if query.errors {
         digest::error_lines_of(reader, query.lines)
     } else {
@@ -933,7 +941,7 @@ impl Context {
     pub fn read_log(&self, id: &str, range: LogRange) -> Result<(Job, LogRead)> {
         let job = self.job(id)?;
         let log = std::path::Path::new(&job.log_path);
-        let ended = job.status().is_final();
+        let ended = log_has_no_writer(&job);
         let read = match range {
             LogRange::Lines { from: Some(0), .. } => {
                 return Err(Error::Usage("bad fromLine: 0; lines are numbered from 1".into()))
@@ -941,6 +949,13 @@ impl Context {
             LogRange::Lines { from, count } => LogRead::Lines(digest::line_window(log, from, count, ended)),
             LogRange::Since { since, count } => LogRead::Since(digest::lines_since(log, since, count, ended)?),
         };
+        Ok((job, read))
+    }
+
+    /// `read_log` after a cursor, one line at a time (see `SinceRead`).
+    pub fn read_log_since(&self, id: &str, since: u64, count: usize) -> Result<(Job, digest::SinceRead)> {
+        let job = self.job(id)?;
+        let read = digest::SinceRead::open(std::path::Path::new(&job.log_path), since, count, log_has_no_writer(&job))?;
         Ok((job, read))
     }
 }
