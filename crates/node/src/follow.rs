@@ -301,7 +301,11 @@ pub fn follow_log<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown
             stream.stop(end);
             stream.cancel.release();
         })
-        .map_err(|e| napi::Error::from_reason(format!("cannot start a thread: {e}")))?;
+        .map_err(|e| {
+            // Nothing will end this stream: its listener goes now.
+            let _ = unlisten(&stream.listening, env);
+            napi::Error::from_reason(format!("cannot start a thread: {e}"))
+        })?;
 
     let iterator = LogLines { stream }.into_instance(env)?;
     let object = iterator.as_object(env);

@@ -196,7 +196,11 @@ pub fn watch_jobs<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Obje
                 Err(e) => watcher.stop(End::Failed(proc_manager_core::model::text::visible(&e.to_string()).into_owned())),
             }
         })
-        .map_err(|e| napi::Error::from_reason(format!("cannot start a thread: {e}")))?;
+        .map_err(|e| {
+            // Nothing will end this stream: its listener goes now.
+            let _ = unlisten(&stream.listening, env);
+            napi::Error::from_reason(format!("cannot start a thread: {e}"))
+        })?;
     let iterator = JobEnds { stream }.into_instance(env)?;
     let object = iterator.as_object(env);
     let make_iterable: Function<Object, ()> =
