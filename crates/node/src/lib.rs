@@ -27,6 +27,7 @@ use proc_manager_core::verbs::yielding::Yielded;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Error messages quote user input (a path, an id, a label): written out so
@@ -246,9 +247,13 @@ where
     F: FnOnce() -> std::result::Result<Settled<serde_json::Value>, proc_manager_core::Error> + Send + 'static,
 {
     let (deferred, promise) = env.create_deferred::<serde_json::Value, Settle>()?;
+    // Shared with the thread so that, if it cannot start, both are undone here.
+    let (undo_cancel, slot) = (cancel.clone(), Arc::new(Mutex::new(listening)));
+    let listening = slot.clone();
     let spawned = std::thread::Builder::new().name("proc-manager-wait".into()).spawn(move || {
         let settled = work();
         cancel.release();
+        let listening = lock(&listening).take();
         deferred.resolve(Box::new(move |env| {
             let removed = listening.map_or(Ok(()), |listening| listening.remove(&env));
             let value = match settled {
@@ -259,10 +264,18 @@ where
             removed.map(|()| value)
         }))
     });
-    // A thread that cannot start drops its closure here: the listener stays
-    // on the signal (a dead switch) and goes with it.
-    spawned.map_err(|e| napi::Error::from_reason(format!("cannot start a thread: {e}")))?;
+    spawned.map_err(|e| {
+        undo_cancel.release();
+        if let Some(listening) = lock(&slot).take() {
+            let _ = listening.remove(env);
+        }
+        napi::Error::from_reason(format!("cannot start a thread: {e}"))
+    })?;
     Ok(promise)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The error an aborted call rejects with, as Node's own APIs do
