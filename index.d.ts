@@ -122,8 +122,11 @@ export declare class JobEnds implements AsyncIterableIterator<JobEnd> {
   [Symbol.asyncIterator](): JobEnds
 }
 
-/** Status, exit code, runtime and the last lines of a job's output. */
-export declare function checkJob(jobId: string, options?: CheckOptions | undefined | null): CheckResult
+/**
+ * Status, exit code, runtime and the last lines of a job's output; with
+ * `text: true` also `checkJobText`'s text of this same check.
+ */
+export declare function checkJob(jobId: string, options?: CheckJobOptions | undefined | null): CheckResult
 
 /**
  * `checkJob` as the CLI prints it: a header line, what needs attention, then
@@ -138,6 +141,11 @@ export interface CheckOptions {
   grep?: string
   /** Only lines that look like errors, each with a line of context. */
   errors?: boolean
+}
+
+export interface CheckJobOptions extends CheckOptions {
+  /** Also `text`: the answer as `checkJobText` gives it, from this same check (default false). */
+  text?: boolean
 }
 
 /** `checkJob`'s answer (`run-bg check --json`): the job plus the last lines of its output. */
@@ -155,6 +163,8 @@ export interface CheckResult extends JobSummary {
   processes?: number
   /** Their resident memory now, in MiB. */
   rssMb?: number
+  /** With `text: true`: this check as `checkJobText` writes it. */
+  text?: string
 }
 
 export interface CleanupOptions {
@@ -476,7 +486,7 @@ export interface RunResult {
  * to `yieldMs`: resolves with the check result if the job ended by then,
  * else with the running job's id (`done: false`), leaving it running. An
  * aborted `signal` stops the wait at once (the job runs on) and rejects
- * with an `AbortError`.
+ * with an `AbortError` whose `jobId` names that job.
  */
 export declare function runYield(command: string, options: YieldOptions): Promise<YieldResult>
 

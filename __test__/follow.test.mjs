@@ -5,7 +5,10 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
-import { pm, makeHome, waitFor } from './helpers.mjs'
+import { getEventListeners } from 'node:events'
+import v8 from 'node:v8'
+import vm from 'node:vm'
+import { pm, makeHome, waitFor, killPid } from './helpers.mjs'
 
 function useHome(t, config) {
   const fixture = makeHome(t, config)
@@ -122,4 +125,72 @@ test('aborting runYield stops its wait at once with an AbortError and leaves the
 
   const quick = await pm.runYield('echo fast', { yieldMs: 20_000, signal: new AbortController().signal })
   assert.deepEqual([quick.done, quick.check.tail], [true, ['fast']])
+})
+
+const listeners = (signal) => getEventListeners(signal, 'abort').length
+const openFds = () => fs.readdirSync('/proc/self/fd').length
+
+test('a signal shared by many calls keeps no listener once each call has settled', async (t) => {
+  useHome(t)
+  const { signal } = new AbortController()
+  for (let i = 0; i < 15; i++) {
+    const done = await pm.waitJob(pm.runBackground('exit 0').jobId, { signal })
+    assert.equal(done.status, 'success')
+  }
+  assert.equal(listeners(signal), 0, 'after 15 waitJob calls that resolved')
+  const long = pm.runBackground('sleep 300')
+  t.after(() => killPid(long.pid))
+  assert.equal((await pm.waitJob(long.jobId, { signal, timeoutMs: 50 })).timedOut, true)
+  assert.equal(listeners(signal), 0, 'after a waitJob that timed out')
+  assert.equal((await pm.runYield('echo fast', { yieldMs: 20_000, signal })).done, true)
+  assert.equal((await pm.runYield('sleep 300', { yieldMs: 50, signal, label: 'yielded' })).done, false)
+  t.after(() => pm.listJobs().filter((j) => j.label === 'yielded').forEach((j) => killPid(j.pid)))
+  assert.equal(listeners(signal), 0, 'after runYield calls that resolved')
+
+  const ended = pm.runBackground('seq 1 3')
+  const seen = []
+  for await (const line of pm.followLog(ended.jobId, { signal })) seen.push(line)
+  assert.deepEqual(seen, ['1', '2', '3'])
+  assert.equal(listeners(signal), 0, 'after a followLog that reached the end')
+  const follow = pm.followLog(long.jobId, { signal })
+  const next = follow.next()
+  await follow.return()
+  assert.deepEqual(await next, { done: true })
+  assert.equal(listeners(signal), 0, 'after a followLog stopped with return()')
+  const ends = pm.watchJobs({ signal })
+  await ends.return()
+  assert.equal(listeners(signal), 0, 'after a watchJobs stopped with return()')
+
+  // Dropped without return(): collecting the iterator lets go of its listener.
+  v8.setFlagsFromString('--expose-gc')
+  const gc = vm.runInNewContext('gc')
+  ;(() => pm.followLog(long.jobId, { signal }))()
+  ;(() => pm.watchJobs({ signal }))()
+  assert.equal(listeners(signal), 2)
+  await waitFor(() => { gc(); return listeners(signal) === 0 }, { what: 'the collected iterators to let go of their listeners' })
+})
+
+test('runYield that cannot start its job leaks no file descriptor and no listener', async (t) => {
+  useHome(t)
+  const { signal } = new AbortController()
+  const attempt = () => assert.rejects(pm.runYield('true', { yieldMs: 1000, cwd: '/no/such/dir', signal }), /no\/such\/dir/)
+  await attempt()
+  const before = openFds()
+  for (let i = 0; i < 20; i++) await attempt()
+  assert.equal(openFds(), before, 'open fds after 20 failed runYield calls')
+  assert.equal(listeners(signal), 0)
+})
+
+test('aborting runYield says which job it started (jobId on the AbortError)', async (t) => {
+  useHome(t)
+  const controller = new AbortController()
+  const yielding = pm.runYield('sleep 300', { yieldMs: 3_600_000, label: 'named', signal: controller.signal })
+  await waitFor(() => ours() === 1, { what: 'the yield thread' })
+  controller.abort()
+  const error = await yielding.then(() => assert.fail('resolved'), (e) => e)
+  assert.ok(isAbort(error))
+  const [job] = pm.listJobs({ status: 'running' })
+  t.after(() => killPid(job.pid))
+  assert.equal(job.label, 'named')
+  assert.equal(error.jobId, job.jobId)
 })

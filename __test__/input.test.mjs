@@ -68,6 +68,7 @@ test('JS options of the wrong type are refused, naming the value and what is acc
   throwsWith(() => pm.checkJob(id, { lines: 1.5 }), /bad lines: 1\.5; give a whole number of lines >= 0/)
   throwsWith(() => pm.checkJob(id, { lines: '20' }), /bad lines: "20"; give a whole number of lines >= 0/)
   throwsWith(() => pm.checkJob(id, { errors: 1 }), /bad errors: 1; give true or false/)
+  throwsWith(() => pm.checkJob(id, { text: "yes" }), /bad text: "yes"; give true or false/)
   throwsWith(() => pm.checkJob(5), /bad jobId: 5; give a string/)
   throwsWith(() => pm.checkJobText(id, { lines: -2 }), /bad lines: -2; give a whole number of lines >= 0/)
   throwsWith(() => pm.listJobs('x'), /bad options for listJobs: "x"; give an object with any of: status, owner, all/)
@@ -105,7 +106,7 @@ test('misspelt JS option names are refused with the list of accepted ones, by ev
   const runNames = 'args, label, cwd, env, timeoutMs, owner, context, notify, onExit'
   throwsWith(() => pm.runBackground('true', { lable: 'x' }), new RegExp(`unknown option \`lable\` for runBackground; accepted: ${runNames}$`))
   throwsWith(() => pm.runBackground('true', { timeout: 5000 }), /unknown option `timeout` for runBackground; accepted: args, label/)
-  throwsWith(() => pm.checkJob(id, { line: 5 }), /unknown option `line` for checkJob; accepted: lines, grep, errors$/)
+  throwsWith(() => pm.checkJob(id, { line: 5 }), /unknown option `line` for checkJob; accepted: lines, grep, errors, text$/)
   throwsWith(() => pm.checkJobText(id, { error: true }), /unknown option `error` for checkJobText; accepted: lines, grep, errors$/)
   throwsWith(() => pm.listJobs({ stat: 'running' }), /unknown option `stat` for listJobs; accepted: status, owner, all$/)
   throwsWith(() => pm.listJobsText({ owners: 'a' }), /unknown option `owners` for listJobsText; accepted: status, owner, all$/)

@@ -4,7 +4,7 @@
 import test from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
-import { makeHome, connectMcp, waitFor, isAlive, killPid, runBg } from './helpers.mjs'
+import { makeHome, connectMcp, waitFor, isAlive, killPid, runBg, readRegistry } from './helpers.mjs'
 
 /** Every answer text a test saw: none may tell the model to type a CLI command. */
 const seen = []
@@ -194,7 +194,8 @@ test('a cancelled wait ends at once: its native thread and its progress stop, th
   const { home } = makeHome(t)
   const { client, call } = await connect(t, home)
   const server = client.transport.pid
-  const id = started(t, await call('run_background', { command: 'echo waiting; sleep 8' }))
+  // A job that never ends by itself: only the cancel can end the wait thread.
+  const id = started(t, await call('run_background', { command: 'echo waiting; sleep 300' }))
   // Progress notifications as they arrive on the wire, whoever listens for them.
   const arrived = []
   const transport = client.transport
@@ -210,42 +211,100 @@ test('a cancelled wait ends at once: its native thread and its progress stop, th
   const cancelledAt = Date.now()
   controller.abort()
   await assert.rejects(wait, /abort/i)
-  // The job runs 8 s: a thread left waiting for it would outlive this deadline.
-  await waitFor(() => nativeThreads(server) === 0, { timeout: 3_000, what: 'the native wait thread to end after the cancel' })
-  // Still serving, and the job ends on its own; a wait still in flight would
-  // have sent progress all along.
-  await waitFor(async () => (await call('check_job', { jobId: id })).structuredContent.status === 'success', { what: 'the job to end' })
+  await waitFor(() => nativeThreads(server) === 0, { what: 'the native wait thread to end after the cancel' })
+  // Still serving; the job runs on. A wait still in flight would send
+  // progress every 2 s: two periods pass without one.
+  await waitFor(async () => {
+    assert.equal((await call('check_job', { jobId: id })).structuredContent.status, 'running')
+    return Date.now() - cancelledAt > 4_500
+  }, { what: 'two progress periods after the cancel' })
   const after = arrived.filter((at) => at > cancelledAt + 500)
   assert.deepEqual(after, [], `${after.length} progress notifications after the cancel`)
+})
+
+test('a cancelled run_background with yieldMs ends its native yield thread at once; the job runs on', async (t) => {
+  const { home } = makeHome(t)
+  const { client, call } = await connect(t, home)
+  const server = client.transport.pid
+  t.after(() => readRegistry(home).forEach((job) => job.main && killPid(job.main.pid)))
+  const controller = new AbortController()
+  const yielding = call('run_background', { command: 'sleep 300', yieldMs: 45_000, label: 'cancelled' }, { signal: controller.signal })
+  await waitFor(() => nativeThreads(server) === 1, { what: 'the yield thread' })
+  controller.abort()
+  await assert.rejects(yielding, /abort/i)
+  await waitFor(() => nativeThreads(server) === 0, { what: 'the native yield thread to end after the cancel' })
+  const { structuredContent: { jobs } } = await call('list_jobs', { status: 'running' })
+  assert.equal(jobs.length, 1, 'the job started runs on')
 })
 
 test('the server exits within 100 ms of stdin closing with a wait in flight; its jobs run on', async (t) => {
   const { home } = makeHome(t)
   const times = []
-  let pid
-  for (let round = 0; round < 3; round++) {
+  // Each round must end by the server's own exit (code 0, before the SDK's
+  // SIGTERM at 2 s); the 100 ms claim is the best of up to 10 rounds, so one
+  // round slowed by a busy host does not decide it.
+  for (let round = 0; round < 10 && !times.some((ms) => ms < 100); round++) {
     const { client, call } = await connect(t, home)
     const job = await call('run_background', { command: 'sleep 60' })
     started(t, job)
-    pid = job.structuredContent.pid
+    const pid = job.structuredContent.pid
     const arrived = []
     const wait = call('wait_job', { jobId: job.structuredContent.jobId, timeoutMs: 30_000 }, { onprogress: (p) => arrived.push(p) })
     wait.catch(() => {})
     await waitFor(() => arrived.length > 0, { what: 'the wait to be in flight' })
     const transport = client.transport
     const server = transport.pid
+    const child = transport._process
+    const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
     const closed = new Promise((resolve) => client.onclose = resolve)
     const began = performance.now()
     // The SDK's close ends stdin, then waits 2 s for the exit before SIGTERM.
     await transport.close()
     await closed
     times.push(performance.now() - began)
+    assert.deepEqual(await exited, { code: 0, signal: null }, 'the server exited on its own, not on SIGTERM')
     assert.equal(isAlive(server), false)
     assert.ok(isAlive(pid), 'the job started through MCP runs on')
   }
   console.log(`exit after stdin closed: ${times.map((ms) => ms.toFixed(1)).join(', ')} ms`)
-  assert.ok(times.every((ms) => ms < 2_000), 'the server exited on its own, not on SIGTERM')
-  assert.ok(Math.min(...times) < 100, `exit took ${times.join(', ')} ms`)
+  assert.ok(Math.min(...times) < 100, `exit took ${times.map((ms) => ms.toFixed(1)).join(', ')} ms`)
+})
+
+test('check_job: its text and structuredContent come from one check, even as the job ends', async (t) => {
+  const { home } = makeHome(t)
+  const { call } = await connect(t, home)
+  const id = started(t, await call('run_background', { command: 'i=0; while [ $i -lt 40 ]; do echo "line $i"; i=$((i+1)); sleep 0.02; done' }))
+  let rounds = 0
+  await waitFor(async () => {
+    const check = await call('check_job', { jobId: id, lines: 1 })
+    rounds++
+    const [header] = text(check).split('\n')
+    assert.ok(header.startsWith(`${id}: ${check.structuredContent.status}`), `text "${header}" and structuredContent ${JSON.stringify(check.structuredContent)}`)
+    // The cursor is where the lines shown end: nothing shown lies after it.
+    const after = await call('read_log', { jobId: id, since: check.structuredContent.cursor })
+    const last = withoutCursor(check).split('\n').at(-1)
+    if (/^line \d+$/.test(last)) assert.ok(!withoutCursor(after).split('\n').includes(last), `${last} is before cursor ${check.structuredContent.cursor}`)
+    return check.structuredContent.status !== 'running'
+  }, { interval: 1, what: 'the job to end' })
+  console.log(`check_job agreed with itself in ${rounds} rounds`)
+})
+
+test('a running job is paged by cursor, not by line number (a rotation renumbers lines)', async (t) => {
+  const { home } = makeHome(t)
+  const { call } = await connect(t, home)
+  const id = started(t, await call('run_background', { command: 'seq 1 20000; echo done; sleep 300' }))
+  await waitFor(async () => withoutCursor(await call('check_job', { jobId: id, lines: 1 })).endsWith('\ndone'), { what: 'the output' })
+
+  const check = await call('check_job', { jobId: id, lines: 20_000 })
+  assert.equal(check.structuredContent.status, 'running')
+  assert.match(withoutCursor(check), /\n\[[\d,]+ earlier lines not shown: answers stop at 16,000 characters; while the job runs read_log with since 0, then since each answer's cursor, pages through the whole log; grep narrows\]\n/)
+
+  const read = await call('read_log', { jobId: id, fromLine: 1, lines: 20_000 })
+  const page = withoutCursor(read).split('\n')
+  const [, next] = page.pop().match(/^\[[\d,]+ more lines not shown: answers stop at 16,000 characters; use read_log with since (\d+)\]$/)
+  assert.equal(Number(next), read.structuredContent.cursor)
+  const following = await call('read_log', { jobId: id, since: Number(next), lines: 1 })
+  assert.equal(withoutCursor(following).split('\n')[1], String(read.structuredContent.lineCount + 1), 'the page after the last line shown')
 })
 
 test('answers stop near 16,000 characters and say how to see more; a 5 MB line is one line', async (t) => {
@@ -260,7 +319,7 @@ test('answers stop near 16,000 characters and say how to see more; a 5 MB line i
   assert.ok(text(check).length <= 16_000, `${text(check).length} characters`)
   const shown = withoutCursor(check)
   assert.match(shown, new RegExp(`^${id}: success \\(exit 0\\)`))
-  const [, cut] = shown.match(/\n\[([\d,]+) earlier lines not shown: answers stop at 16,000 characters; read_log with fromLine pages through the whole log, grep narrows\]\n/)
+  const [, cut] = shown.match(/\n\[([\d,]+) earlier lines not shown: answers stop at 16,000 characters; read_log with fromLine pages through the whole log; grep narrows\]\n/)
   const lines = shown.split('\n')
   assert.equal(lines.at(-1), '100000')
   assert.equal(Number(cut.replaceAll(',', '')) + lines.length - 2, 100_000, 'the cut lines and the shown ones make the whole')

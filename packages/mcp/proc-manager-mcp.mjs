@@ -137,13 +137,26 @@ function progressTicker(id, extra, started) {
 /** What every answer that shows a check ends with: where to read on from. */
 const cursorNote = (cursor) => `[cursor ${cursor}: read_log with since ${cursor} gives only what comes next]`
 
-/** `check_job`'s text, its log lines cut to fit CAP (the newest kept), and its structured part. */
+/** The job runs, or processes it left may still write (and its log rotate). */
+const stillWriting = (check) => check.status === 'running' || check.lingering.length > 0
+
+/**
+ * How to page through a whole log. Line numbers count from the oldest line
+ * kept, so while the job runs each rotation that drops a file renumbers them:
+ * only cursors page it without skipping or repeating lines.
+ */
+const pageHint = (check) => stillWriting(check)
+  ? 'while the job runs read_log with since 0, then since each answer\'s cursor, pages through the whole log'
+  : 'read_log with fromLine pages through the whole log'
+
+/**
+ * `check_job`'s text, its log lines cut to fit CAP (the newest kept), and its
+ * structured part: all from one check, so the text, the status and the
+ * cursor (where the lines shown end) describe the same moment.
+ */
 function checkAnswer(id, options = {}) {
-  // The cursor is taken before the text is read: output written in between
-  // may be shown twice by a read since it, but never skipped.
-  const { cursor } = pm.checkJob(id, { lines: 0 })
-  const text = pm.checkJobText(id, options)
-  const check = pm.checkJob(id, { ...options, lines: text.length > CAP ? options.lines : 1 })
+  const check = pm.checkJob(id, { ...options, text: true })
+  const { text, cursor } = check
   const structured = { ...jobFields(check), cursor }
   const note = cursorNote(cursor)
   if (text.length + note.length < CAP) return { text: `${text}\n${note}`, structured }
@@ -153,7 +166,7 @@ function checkAnswer(id, options = {}) {
   const head = text.endsWith(tail.join('\n')) ? all.slice(0, all.length - tail.length) : all.slice(0, 1)
   return {
     text: capLines(head, tail, 'last', (n) =>
-      `[${count(n)} earlier lines not shown: answers stop at ${count(CAP)} characters; read_log with fromLine pages through the whole log, grep narrows]`,
+      `[${count(n)} earlier lines not shown: answers stop at ${count(CAP)} characters; ${pageHint(check)}; grep narrows]`,
     note.length + 1) + `\n${note}`,
     structured,
   }
@@ -196,7 +209,8 @@ server.registerTool('run_background', {
       structured: { jobId: job.jobId, status: 'running', pid: job.pid },
     }
   }
-  const result = await unlessCancelled(pm.runYield(command, { yieldMs, ...options }), extra.signal)
+  // The signal ends the native yield thread at once when the request is cancelled.
+  const result = await unlessCancelled(pm.runYield(command, { yieldMs, ...options, signal: extra.signal }), extra.signal)
   if (result.done) {
     // The cursor is in the text; the structured part is the start's.
     const { text, structured: { cursor, ...structured } } = checkAnswer(result.jobId)
@@ -236,6 +250,9 @@ server.registerTool('read_log', {
 }, tool(({ jobId: id, fromLine, since, lines = 100 }) => {
   // Each line takes at least two characters: more than CAP / 2 never fit.
   const range = since === undefined ? { fromLine } : { since }
+  // Looked at before the read: a job still writing has its lines renumbered
+  // by each rotation, so its next page is given as the cursor, which stays put.
+  const byLine = since === undefined && !stillWriting(pm.checkJob(id, { lines: 0 }))
   let log = pm.readLog(id, { ...range, lines: Math.min(lines, CAP / 2) })
   const head = []
   if (log.rotatedAwayBytes) head.push(`[${count(log.rotatedAwayBytes)} bytes rotated away since your cursor]`)
@@ -255,7 +272,7 @@ server.registerTool('read_log', {
     // The cursor after the last line shown: the same read, that many lines.
     log = pm.readLog(id, { ...range, lines: shown })
     if (since !== undefined) text = text.replace(head.at(-1), `${id}: ${count(shown)} lines after cursor ${since}`)
-    const next = since !== undefined ? `since ${log.cursor}` : `fromLine ${log.fromLine + shown}`
+    const next = byLine ? `fromLine ${log.fromLine + shown}` : `since ${log.cursor}`
     text = text.replace(/\n$/, '') + `\n[${count(wanted - shown)} more lines not shown: answers stop at ${count(CAP)} characters; use read_log with ${next}]`
   } else if (log.more) {
     text += `\n[more lines follow: use read_log with since ${log.cursor}]`

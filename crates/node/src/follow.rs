@@ -6,7 +6,7 @@
 //! aborts, or when the iterator is collected.
 
 use crate::js_args::{string_arg, Options};
-use crate::{abort_error, cancel_on, context, to_js_error};
+use crate::{abort_error, cancel_on, context, to_js_error, Listening};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use proc_manager_core::store::logs::{self, LogFollower};
@@ -44,6 +44,17 @@ struct Stream {
     /// Signalled when the consumer takes a line or the stream stops.
     room: Condvar,
     cancel: Cancel,
+    /// The `signal`'s listener, removed on the JS thread once the stream has
+    /// ended (its end handed to `next()`, `return()`, or the iterator collected).
+    listening: Unlisten,
+}
+
+type Unlisten = Arc<Mutex<Option<Listening>>>;
+
+/// Removes the signal's listener, if it is still there. On the JS thread.
+fn unlisten(slot: &Unlisten, env: &Env) -> Result<()> {
+    let taken = slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+    taken.map_or(Ok(()), |listening| listening.remove(env))
 }
 
 /// An `IteratorResult`: `{ value, done: false }`, or `{ done: true }` at the end.
@@ -66,12 +77,17 @@ fn finished() -> Settle {
     settle_with(Step { value: None, done: true })
 }
 
-fn settle_end(end: &End) -> Settle {
-    match end.clone() {
-        End::Done => finished(),
-        End::Aborted => Box::new(|env| Err(abort_error(&env))),
-        End::Failed(message) => Box::new(move |_| Err(napi::Error::from_reason(message))),
-    }
+/// Settles a `next()` with the stream's end, the signal's listener removed first.
+fn settle_end(end: &End, listening: &Unlisten) -> Settle {
+    let (end, listening) = (end.clone(), listening.clone());
+    Box::new(move |env| {
+        unlisten(&listening, &env)?;
+        match end {
+            End::Done => finished()(env),
+            End::Aborted => Err(abort_error(&env, None)),
+            End::Failed(message) => Err(napi::Error::from_reason(message)),
+        }
+    })
 }
 
 impl Stream {
@@ -108,7 +124,7 @@ impl Stream {
                 state.lines.clear();
             }
             for pending in state.waiting.drain(..) {
-                pending.resolve(settle_end(&end));
+                pending.resolve(settle_end(&end, &self.listening));
             }
             state.end = Some(end);
         }
@@ -165,9 +181,16 @@ impl Write for LineSink {
 }
 
 /// The iterator `followLog` returns. `[Symbol.asyncIterator]` returns itself.
-#[napi]
+#[napi(custom_finalize)]
 pub struct LogLines {
     stream: Arc<Stream>,
+}
+
+impl ObjectFinalize for LogLines {
+    /// Collected: the signal lets go of the listener (then `drop` ends the thread).
+    fn finalize(self, env: Env) -> Result<()> {
+        unlisten(&self.stream.listening, &env)
+    }
 }
 
 impl Drop for LogLines {
@@ -190,7 +213,7 @@ impl LogLines {
             self.stream.room.notify_all();
             deferred.resolve(step(line));
         } else if let Some(end) = &state.end {
-            deferred.resolve(settle_end(end));
+            deferred.resolve(settle_end(end, &self.stream.listening));
         } else {
             state.waiting.push_back(deferred);
         }
@@ -202,6 +225,7 @@ impl LogLines {
     #[napi(js_name = "return", ts_return_type = "Promise<IteratorResult<string, undefined>>")]
     pub fn finish<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
         self.stream.close();
+        unlisten(&self.stream.listening, env)?;
         let (deferred, promise) = env.create_deferred::<serde_json::Value, Settle>()?;
         deferred.resolve(finished());
         Ok(promise)
@@ -227,13 +251,21 @@ pub fn follow_log<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown
         state: Mutex::new(State { lines: VecDeque::new(), waiting: VecDeque::new(), end: None }),
         room: Condvar::new(),
         cancel: cancel.clone(),
+        listening: Arc::default(),
     });
     let aborter = Arc::downgrade(&stream);
-    cancel_on(env, signal, move || {
+    let listening = cancel_on(env, signal, move || {
         if let Some(stream) = aborter.upgrade() {
             stream.stop(End::Aborted);
         }
-    })?;
+    });
+    match listening {
+        Ok(listening) => *stream.listening.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = listening,
+        Err(e) => {
+            cancel.release();
+            return Err(e);
+        }
+    }
 
     let follower_stream = stream.clone();
     std::thread::Builder::new()
@@ -269,7 +301,11 @@ pub fn follow_log<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown
             stream.stop(end);
             stream.cancel.release();
         })
-        .map_err(|e| napi::Error::from_reason(format!("cannot start a thread: {e}")))?;
+        .map_err(|e| {
+            // Nothing will end this stream: its listener goes now.
+            let _ = unlisten(&stream.listening, env);
+            napi::Error::from_reason(format!("cannot start a thread: {e}"))
+        })?;
 
     let iterator = LogLines { stream }.into_instance(env)?;
     let object = iterator.as_object(env);

@@ -27,6 +27,7 @@ use proc_manager_core::verbs::yielding::Yielded;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Error messages quote user input (a path, an id, a label): written out so
@@ -177,20 +178,35 @@ fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verb
     start_job(&context, request, &supervisor_exe()?).map_err(to_js_error)
 }
 
-/// Status, exit code, runtime and the last lines of a job's output.
-#[napi(ts_args_type = "jobId: string, options?: CheckOptions | undefined | null", ts_return_type = "CheckResult")]
+/// Status, exit code, runtime and the last lines of a job's output; with
+/// `text: true` also `checkJobText`'s text of this same check, so that the
+/// two never describe different moments (the MCP server shows both).
+#[napi(ts_args_type = "jobId: string, options?: CheckJobOptions | undefined | null", ts_return_type = "CheckResult")]
 pub fn check_job(job_id: Unknown, options: Option<Unknown>) -> Result<serde_json::Value> {
     let job_id = string_arg("jobId", job_id)?;
-    let query = tail_query("checkJob", options)?;
-    shape(&CheckView::from(&context()?.check(&job_id, &query).map_err(to_js_error)?))
+    let mut o = Options::new("checkJob", options)?;
+    let query = read_tail_query(&mut o)?;
+    let with_text = o.boolean("text")?.unwrap_or(false);
+    o.finish()?;
+    let check = context()?.check(&job_id, &query).map_err(to_js_error)?;
+    let mut value = shape(&CheckView::from(&check))?;
+    if let (true, Some(fields)) = (with_text, value.as_object_mut()) {
+        fields.insert("text".into(), proc_manager_core::present::format::check_text(&check).into());
+    }
+    Ok(value)
 }
 
 fn tail_query(function: &'static str, options: Option<Unknown>) -> Result<TailQuery> {
     let mut o = Options::new(function, options)?;
+    let query = read_tail_query(&mut o)?;
+    o.finish()?;
+    Ok(query)
+}
+
+fn read_tail_query(o: &mut Options) -> Result<TailQuery> {
     let lines = o.count("lines", "lines")?;
     let grep = o.string("grep")?;
     let errors = o.boolean("errors")?;
-    o.finish()?;
     TailQuery::new(lines.map(|n| n as usize), grep.as_deref())
         .and_then(|q| q.errors(errors.unwrap_or(false)))
         .map_err(to_js_error)
@@ -216,40 +232,62 @@ fn list_filter(function: &'static str, options: Option<Unknown>) -> Result<ListF
 /// How a promise's work ended: with its value, or stopped by its `AbortSignal`.
 enum Settled<T> {
     Done(T),
-    Aborted,
+    /// With the id of the job the call started, if it started one.
+    Aborted(Option<String>),
 }
 
 type Settle = Box<dyn FnOnce(Env) -> Result<serde_json::Value> + Send>;
 
 /// Runs blocking `work` on its own thread and settles a promise with it, so
 /// a long wait never occupies one of libuv's few pool threads. `cancel` is
-/// released once the work is done (its pipe closed).
-fn spawn_promise<'env, F>(env: &'env Env, cancel: Cancel, work: F) -> Result<Object<'env>>
+/// released once the work is done (its pipe closed), and the signal's
+/// listener removed as the promise settles (on the JS thread).
+fn spawn_promise<'env, F>(env: &'env Env, (cancel, listening): (Cancel, Option<Listening>), work: F) -> Result<Object<'env>>
 where
     F: FnOnce() -> std::result::Result<Settled<serde_json::Value>, proc_manager_core::Error> + Send + 'static,
 {
     let (deferred, promise) = env.create_deferred::<serde_json::Value, Settle>()?;
-    std::thread::Builder::new()
-        .name("proc-manager-wait".into())
-        .spawn(move || {
-            let settled = work();
-            cancel.release();
-            match settled {
-                Ok(Settled::Done(value)) => deferred.resolve(Box::new(move |_| Ok(value))),
-                Ok(Settled::Aborted) => deferred.resolve(Box::new(|env| Err(abort_error(&env)))),
-                Err(e) => deferred.reject(to_js_error(e)),
-            }
-        })
-        .map_err(|e| napi::Error::from_reason(format!("cannot start a thread: {e}")))?;
+    // Shared with the thread so that, if it cannot start, both are undone here.
+    let (undo_cancel, slot) = (cancel.clone(), Arc::new(Mutex::new(listening)));
+    let listening = slot.clone();
+    let spawned = std::thread::Builder::new().name("proc-manager-wait".into()).spawn(move || {
+        let settled = work();
+        cancel.release();
+        let listening = lock(&listening).take();
+        deferred.resolve(Box::new(move |env| {
+            let removed = listening.map_or(Ok(()), |listening| listening.remove(&env));
+            let value = match settled {
+                Ok(Settled::Done(value)) => value,
+                Ok(Settled::Aborted(job_id)) => return Err(abort_error(&env, job_id.as_deref())),
+                Err(e) => return Err(to_js_error(e)),
+            };
+            removed.map(|()| value)
+        }))
+    });
+    spawned.map_err(|e| {
+        undo_cancel.release();
+        if let Some(listening) = lock(&slot).take() {
+            let _ = listening.remove(env);
+        }
+        napi::Error::from_reason(format!("cannot start a thread: {e}"))
+    })?;
     Ok(promise)
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// The error an aborted call rejects with, as Node's own APIs do
-/// (`name: 'AbortError'`, `code: 'ABORT_ERR'`).
-pub(crate) fn abort_error(env: &Env) -> napi::Error {
+/// (`name: 'AbortError'`, `code: 'ABORT_ERR'`), with the `jobId` of the job
+/// the call started, if it started one: it runs on.
+pub(crate) fn abort_error(env: &Env, job_id: Option<&str>) -> napi::Error {
     let made = env.create_error(napi::Error::from_reason("The operation was aborted")).and_then(|mut error| {
         error.set_named_property("name", "AbortError")?;
         error.set_named_property("code", "ABORT_ERR")?;
+        if let Some(job_id) = job_id {
+            error.set_named_property("jobId", job_id)?;
+        }
         Ok(napi::Error::from(error.to_unknown()))
     });
     made.unwrap_or_else(|e| e)
@@ -265,36 +303,75 @@ fn rejecting<'env>(env: &'env Env, body: impl FnOnce() -> Result<Object<'env>>) 
     })
 }
 
+/// An already aborted signal is an error (`AbortError`) before any work starts.
+pub(crate) fn refuse_aborted(env: &Env, signal: Option<&Object>) -> Result<()> {
+    match signal {
+        Some(signal) if signal.get_named_property::<bool>("aborted")? => Err(abort_error(env, None)),
+        _ => Ok(()),
+    }
+}
+
 /// The `signal` option wired to a `Cancel`: its abort throws the switch from
 /// the JS thread, and the waiting native thread wakes at once. An already
-/// aborted signal is an error (`AbortError`) before any work starts.
-pub(crate) fn cancel_on(env: &Env, signal: Option<Object>, on_abort: impl Fn() + 'static) -> Result<()> {
-    let Some(signal) = signal else { return Ok(()) };
-    if signal.get_named_property::<bool>("aborted")? {
-        return Err(abort_error(env));
-    }
+/// aborted signal is an error (`AbortError`) before any work starts. The
+/// listener stays until the returned `Listening` is removed: the caller
+/// removes it once its call has settled, so that a signal shared by many
+/// calls does not gather their listeners.
+pub(crate) fn cancel_on(env: &Env, signal: Option<Object>, on_abort: impl Fn() + 'static) -> Result<Option<Listening>> {
+    let Some(signal) = signal else { return Ok(None) };
+    refuse_aborted(env, Some(&signal))?;
     let listener = env.create_function_from_closure("onAbort", move |_| {
         on_abort();
         Ok(())
     })?;
+    let listening = Listening { signal: signal.create_ref()?, listener: listener.create_ref()? };
     let add: AddEventListener = signal.get_named_property("addEventListener")?;
     let mut once = Object::new(env)?;
     once.set("once", true)?;
-    add.apply(signal, ("abort", listener, once).into())
+    add.apply(signal, ("abort", listener, once).into())?;
+    Ok(Some(listening))
 }
 
 /// `signal.addEventListener(type, listener, options)`.
 type AddEventListener<'env> = Function<'env, FnArgs<(&'env str, Function<'env, (), ()>, Object<'env>)>, ()>;
+/// `signal.removeEventListener(type, listener)`.
+type RemoveEventListener<'env> = Function<'env, FnArgs<(&'env str, Function<'env, (), ()>)>, ()>;
 
-/// A `Cancel` for `signal` (none needed without one).
-fn cancel_for(env: &Env, signal: Option<Object>) -> Result<Cancel> {
+/// A listener `cancel_on` added to a signal. Removed (and the signal let go)
+/// by `remove`, on the JS thread; the references are sendable so that a
+/// worker thread can carry them to the promise's settling.
+pub(crate) struct Listening {
+    // No leak check: a reference dropped unremoved (a teardown) only keeps
+    // the signal alive, which is all `remove` would have ended.
+    signal: ObjectRef<false>,
+    listener: FunctionRef<(), ()>,
+}
+
+impl Listening {
+    pub(crate) fn remove(self, env: &Env) -> Result<()> {
+        let signal = self.signal.get_value(env)?;
+        let listener = self.listener.borrow_back(env)?;
+        let remove: RemoveEventListener = signal.get_named_property("removeEventListener")?;
+        let removed = remove.apply(signal, ("abort", listener).into());
+        self.signal.unref(env)?;
+        removed
+    }
+}
+
+/// A `Cancel` for `signal` (none needed without one), and its listener.
+fn cancel_for(env: &Env, signal: Option<Object>) -> Result<(Cancel, Option<Listening>)> {
     if signal.is_none() {
-        return Ok(Cancel::never());
+        return Ok((Cancel::never(), None));
     }
     let cancel = Cancel::new().map_err(to_js_error)?;
     let thrower = cancel.clone();
-    cancel_on(env, signal, move || thrower.cancel())?;
-    Ok(cancel)
+    match cancel_on(env, signal, move || thrower.cancel()) {
+        Ok(listening) => Ok((cancel, listening)),
+        Err(e) => {
+            cancel.release();
+            Err(e)
+        }
+    }
 }
 
 /// SIGTERM to the job's whole tree, SIGKILL after the grace period (at once
@@ -308,7 +385,7 @@ pub fn kill_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>)
         o.finish()?;
         let context = context_for_kill()?;
         proc_manager_core::model::ids::validate_job_id(&job_id).map_err(to_js_error)?;
-        spawn_promise(env, Cancel::never(), move || {
+        spawn_promise(env, (Cancel::never(), None), move || {
             let outcome = context.kill(&job_id, grace, force)?;
             Ok(Settled::Done(shape(&KillView::from(&outcome)).map_err(napi_to_core)?))
         })
@@ -325,7 +402,7 @@ pub fn kill_all<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object
         let force = o.boolean("force")?.unwrap_or(false);
         o.finish()?;
         let context = context_for_kill()?;
-        spawn_promise(env, Cancel::never(), move || {
+        spawn_promise(env, (Cancel::never(), None), move || {
             // One job that cannot be killed does not hide what happened to the others.
             let results = context.kill_all(owner.as_deref(), grace, force)?;
             let views: Vec<KillView> = results
@@ -358,10 +435,10 @@ pub fn wait_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>)
         let context = context()?;
         proc_manager_core::model::ids::validate_job_id(&job_id).map_err(to_js_error)?;
         let cancel = cancel_for(env, signal)?;
-        let waiting = cancel.clone();
+        let waiting = cancel.0.clone();
         spawn_promise(env, cancel, move || {
             let Some(outcome) = context.wait_or_cancel(std::slice::from_ref(&job_id), timeout, &waiting)? else {
-                return Ok(Settled::Aborted);
+                return Ok(Settled::Aborted(None));
             };
             let mut view = WaitView::from(&outcome);
             let one: JobResultView = view.jobs.remove(0);
@@ -407,7 +484,7 @@ pub fn cleanup_orphans<'env>(env: &'env Env, options: Option<Unknown>) -> Result
         let orphan_options =
             OrphanOptions { kill, force: force.unwrap_or(false), owner, grace: grace_ms.map(Duration::from_millis) };
         let context = if kill { context_for_kill()? } else { context()? };
-        spawn_promise(env, Cancel::never(), move || {
+        spawn_promise(env, (Cancel::never(), None), move || {
             let report = context.orphans(&orphan_options)?;
             Ok(Settled::Done(shape(&OrphanReportView::from(&report)).map_err(napi_to_core)?))
         })
@@ -533,7 +610,7 @@ pub fn summary(options: Option<Unknown>) -> Result<String> {
 /// to `yieldMs`: resolves with the check result if the job ended by then,
 /// else with the running job's id (`done: false`), leaving it running. An
 /// aborted `signal` stops the wait at once (the job runs on) and rejects
-/// with an `AbortError`.
+/// with an `AbortError` whose `jobId` names that job.
 #[napi(ts_args_type = "command: string, options: YieldOptions", ts_return_type = "Promise<YieldResult>")]
 pub fn run_yield<'env>(env: &'env Env, command: Unknown, options: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
@@ -548,14 +625,19 @@ pub fn run_yield<'env>(env: &'env Env, command: Unknown, options: Option<Unknown
                 "runYield needs options with yieldMs: how long to wait for the job to end, in milliseconds",
             ));
         };
-        let cancel = cancel_for(env, signal)?;
-        let started = start(command, run)?;
+        // Refused before the job starts; the listener is added after, so a
+        // start that fails leaves neither a listener nor a cancel pipe.
+        refuse_aborted(env, signal.as_ref())?;
         let context = context()?;
-        let waiting = cancel.clone();
+        let started = start(command, run)?;
+        let cancel = cancel_for(env, signal).map_err(|e| {
+            napi::Error::from_reason(format!("{} (job {} was started and runs on)", e.reason, started.job_id))
+        })?;
+        let waiting = cancel.0.clone();
         spawn_promise(env, cancel, move || {
             let job_id = started.job_id;
             let view = match context.yield_to(&job_id, Duration::from_millis(yield_ms), &waiting)? {
-                Yielded::Cancelled => return Ok(Settled::Aborted),
+                Yielded::Cancelled => return Ok(Settled::Aborted(Some(job_id))),
                 Yielded::Running => YieldView { job_id, done: false, check: None },
                 Yielded::Ended(check) => YieldView { job_id, done: true, check: Some(CheckView::from(check.as_ref())) },
             };

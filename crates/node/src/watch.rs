@@ -5,7 +5,7 @@
 //! `signal` aborts, or when the iterator is collected.
 
 use crate::js_args::Options;
-use crate::{abort_error, cancel_on, context};
+use crate::{abort_error, cancel_on, context, Listening};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use std::collections::VecDeque;
@@ -32,6 +32,17 @@ struct Stream {
     state: Mutex<State>,
     /// Written (then dropped) to wake the watching thread so that it stops.
     stop: Mutex<Option<PipeWriter>>,
+    /// The `signal`'s listener, removed on the JS thread once the stream has
+    /// ended (its end handed to `next()`, `return()`, or the iterator collected).
+    listening: Unlisten,
+}
+
+type Unlisten = Arc<Mutex<Option<Listening>>>;
+
+/// Removes the signal's listener, if it is still there. On the JS thread.
+fn unlisten(slot: &Unlisten, env: &Env) -> Result<()> {
+    let taken = slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+    taken.map_or(Ok(()), |listening| listening.remove(env))
 }
 
 fn step(value: Option<serde_json::Value>) -> Settle {
@@ -43,12 +54,17 @@ fn step(value: Option<serde_json::Value>) -> Settle {
     })
 }
 
-fn settle_end(end: &End) -> Settle {
-    match end.clone() {
-        End::Done => step(None),
-        End::Aborted => Box::new(|env| Err(abort_error(&env))),
-        End::Failed(message) => Box::new(move |_| Err(napi::Error::from_reason(message))),
-    }
+/// Settles a `next()` with the stream's end, the signal's listener removed first.
+fn settle_end(end: &End, listening: &Unlisten) -> Settle {
+    let (end, listening) = (end.clone(), listening.clone());
+    Box::new(move |env| {
+        unlisten(&listening, &env)?;
+        match end {
+            End::Done => step(None)(env),
+            End::Aborted => Err(abort_error(&env, None)),
+            End::Failed(message) => Err(napi::Error::from_reason(message)),
+        }
+    })
 }
 
 impl Stream {
@@ -76,7 +92,7 @@ impl Stream {
                 state.ends.clear();
             }
             for pending in state.waiting.drain(..) {
-                pending.resolve(settle_end(&end));
+                pending.resolve(settle_end(&end, &self.listening));
             }
             state.end = Some(end);
         }
@@ -93,9 +109,16 @@ impl Stream {
 }
 
 /// The iterator `watchJobs` returns. `[Symbol.asyncIterator]` returns itself.
-#[napi]
+#[napi(custom_finalize)]
 pub struct JobEnds {
     stream: Arc<Stream>,
+}
+
+impl ObjectFinalize for JobEnds {
+    /// Collected: the signal lets go of the listener (then `drop` ends the thread).
+    fn finalize(self, env: Env) -> Result<()> {
+        unlisten(&self.stream.listening, &env)
+    }
 }
 
 impl Drop for JobEnds {
@@ -115,7 +138,7 @@ impl JobEnds {
             drop(state);
             deferred.resolve(step(Some(value)));
         } else if let Some(end) = &state.end {
-            deferred.resolve(settle_end(end));
+            deferred.resolve(settle_end(end, &self.stream.listening));
         } else {
             state.waiting.push_back(deferred);
         }
@@ -126,6 +149,7 @@ impl JobEnds {
     #[napi(js_name = "return", ts_return_type = "Promise<IteratorResult<JobEnd, undefined>>")]
     pub fn finish<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
         self.stream.close();
+        unlisten(&self.stream.listening, env)?;
         let (deferred, promise) = env.create_deferred::<serde_json::Value, Settle>()?;
         deferred.resolve(step(None));
         Ok(promise)
@@ -147,13 +171,15 @@ pub fn watch_jobs<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Obje
     let stream = Arc::new(Stream {
         state: Mutex::new(State { ends: VecDeque::new(), waiting: VecDeque::new(), end: None }),
         stop: Mutex::new(Some(writer)),
+        listening: Arc::default(),
     });
     let aborter = Arc::downgrade(&stream);
-    cancel_on(env, signal, move || {
+    let listening = cancel_on(env, signal, move || {
         if let Some(stream) = aborter.upgrade() {
             stream.stop(End::Aborted);
         }
     })?;
+    *stream.listening.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = listening;
     let watcher = stream.clone();
     std::thread::Builder::new()
         .name("proc-manager-watch-jobs".into())
@@ -170,7 +196,11 @@ pub fn watch_jobs<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Obje
                 Err(e) => watcher.stop(End::Failed(proc_manager_core::model::text::visible(&e.to_string()).into_owned())),
             }
         })
-        .map_err(|e| napi::Error::from_reason(format!("cannot start a thread: {e}")))?;
+        .map_err(|e| {
+            // Nothing will end this stream: its listener goes now.
+            let _ = unlisten(&stream.listening, env);
+            napi::Error::from_reason(format!("cannot start a thread: {e}"))
+        })?;
     let iterator = JobEnds { stream }.into_instance(env)?;
     let object = iterator.as_object(env);
     let make_iterable: Function<Object, ()> =

@@ -312,6 +312,12 @@ impl RotatingWriter {
         Ok(())
     }
 
+    /// Joins the thread unlinking a dropped file, if one runs: after this the
+    /// writer has no thread of its own (the supervisor forks on that).
+    pub(crate) fn join_deleter(&mut self) {
+        self.wait_for_deleter();
+    }
+
     fn wait_for_deleter(&mut self) {
         if let Some(deleter) = self.deleter.take() {
             if !deleter.is_finished() {

@@ -830,8 +830,12 @@ impl Supervisor {
     /// up the loop that drains lingering output. The supervisor stays until it
     /// is done, as it stays for any child.
     fn spawn_notifier(&mut self) {
-        // SAFETY: the supervisor is single-threaded, so the child inherits no
-        // lock another thread holds and may run ordinary Rust code.
+        // The log's last rotation may have left its unlink thread running;
+        // once it is joined the supervisor runs one thread.
+        self.log.join_deleter();
+        // SAFETY: the supervisor is single-threaded here (the log's deleter
+        // was joined just above and it starts no other thread), so the child
+        // inherits no lock another thread holds and may run ordinary Rust code.
         match unsafe { libc::fork() } {
             0 => {
                 // The notifier is an ordinary process: a signal ends it and
