@@ -216,6 +216,64 @@ pub fn make_fifo(path: &std::path::Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Tells when files are written or renamed into watched directories, or
+/// directories made in them (inotify), for `supervise::ends`.
+pub struct DirWatcher(OwnedFd);
+
+impl DirWatcher {
+    /// What to poll for readability: there are events to drain.
+    pub fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        Some(std::os::fd::AsFd::as_fd(&self.0))
+    }
+
+    pub fn new() -> std::io::Result<DirWatcher> {
+        // SAFETY: no pointers; the result is checked before it is owned.
+        let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened by us and is owned by nothing else.
+        Ok(DirWatcher(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) }))
+    }
+
+    /// Watches `dir` for files written or renamed into it, and directories made in it.
+    pub fn watch(&self, dir: &std::path::Path) {
+        let Ok(path) = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str())) else { return };
+        let mask = libc::IN_CLOSE_WRITE | libc::IN_MOVED_TO | libc::IN_CREATE | libc::IN_ONLYDIR | libc::IN_DONT_FOLLOW;
+        // SAFETY: `path` is a NUL-terminated string that outlives the call.
+        // A failure (the directory went away) leaves it unwatched; the next
+        // scan of the registry still sees what it held.
+        unsafe { libc::inotify_add_watch(std::os::fd::AsRawFd::as_raw_fd(&self.0), path.as_ptr(), mask) };
+    }
+
+    /// Reads every pending event; the names created (new job directories).
+    pub fn drain(&self) -> Vec<std::ffi::OsString> {
+        let mut names = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            // SAFETY: `buf` is writable for its whole length.
+            let n = unsafe { libc::read(std::os::fd::AsRawFd::as_raw_fd(&self.0), buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                return names;
+            }
+            let mut at = 0usize;
+            let header = std::mem::size_of::<libc::inotify_event>();
+            while at + header <= n as usize {
+                // SAFETY: the kernel wrote whole events; read_unaligned copes
+                // with the byte buffer's alignment.
+                let event: libc::inotify_event = unsafe { std::ptr::read_unaligned(buf[at..].as_ptr().cast()) };
+                let name = &buf[at + header..(at + header + event.len as usize).min(n as usize)];
+                let name = name.split(|&b| b == 0).next().unwrap_or_default();
+                if event.mask & libc::IN_CREATE != 0 && event.mask & libc::IN_ISDIR != 0 && !name.is_empty() {
+                    names.push(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name).to_os_string());
+                }
+                at += header + event.len as usize;
+            }
+        }
+    }
+}
+
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -165,3 +165,24 @@ pub fn make_fifo(path: &std::path::Path) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// No inotify here: `supervise::ends` looks again on a timer instead.
+pub struct DirWatcher;
+
+impl DirWatcher {
+    pub fn new() -> std::io::Result<DirWatcher> {
+        Ok(DirWatcher)
+    }
+
+    /// None: nothing to poll; the caller looks again on a timer.
+    pub fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
+
+    pub fn watch(&self, _dir: &std::path::Path) {}
+
+    /// New job directories are found by the caller's scan of the registry.
+    pub fn drain(&self) -> Vec<std::ffi::OsString> {
+        Vec::new()
+    }
+}
