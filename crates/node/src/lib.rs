@@ -8,6 +8,7 @@
 mod js_args;
 
 pub mod follow;
+mod stream;
 pub mod watch;
 
 use js_args::{millis_arg, string_arg, Options};

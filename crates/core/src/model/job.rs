@@ -121,17 +121,6 @@ pub enum Exit {
     Signal(String),
 }
 
-impl Exit {
-    /// From a supervisor's reading of `waitpid`: an exit code, or else a signal number.
-    pub fn from_wait(code: Option<i32>, signal: Option<i32>) -> Option<Exit> {
-        match (code, signal) {
-            (Some(code), _) => Some(Exit::Code(code)),
-            (None, Some(signal)) => Some(Exit::Signal(signal_name(signal))),
-            (None, None) => None,
-        }
-    }
-}
-
 /// Who ended a job whose main process the supervisor reaped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EndedBy {
@@ -861,14 +850,11 @@ mod tests {
 
     #[test]
     fn a_supervisor_records_the_end_of_a_kill_or_timeout_as_theirs_keeping_the_exit() {
-        let exit = Exit::from_wait(Some(0), None);
-        assert_eq!(exit, Some(Exit::Code(0)));
-        assert_eq!(Exit::from_wait(None, Some(libc::SIGTERM)), Some(Exit::Signal("SIGTERM".into())));
-        assert_eq!(Exit::from_wait(None, None), None);
+        let exit = Some(Exit::Code(0));
         assert_eq!(JobState::ended(EndedBy::Itself, exit.clone(), T), JobState::Exited { code: 0, ended_at: T });
         assert_eq!(JobState::ended(EndedBy::Kill, exit.clone(), T), JobState::Killed { exit: exit.clone(), ended_at: T });
         assert_eq!(JobState::ended(EndedBy::Timeout, exit.clone(), T), JobState::TimedOut { exit, ended_at: T });
-        let signalled = JobState::ended(EndedBy::Itself, Exit::from_wait(None, Some(libc::SIGSEGV)), T);
+        let signalled = JobState::ended(EndedBy::Itself, Some(Exit::Signal("SIGSEGV".into())), T);
         assert_eq!(signalled, JobState::Signalled { signal: "SIGSEGV".into(), ended_at: T });
         assert_eq!(JobState::ended(EndedBy::Itself, None, T).status(), JobStatus::Lost, "no exit status: lost, not failed");
     }

@@ -216,6 +216,12 @@ pub fn make_fifo(path: &std::path::Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// What `DirWatcher::drain` read.
+pub struct Drained {
+    pub new_dirs: Vec<std::ffi::OsString>,
+    pub records_changed: bool,
+}
+
 /// Tells when files are written or renamed into watched directories, or
 /// directories made in them (inotify), for `supervise::ends`.
 pub struct DirWatcher(OwnedFd);
@@ -246,15 +252,17 @@ impl DirWatcher {
         unsafe { libc::inotify_add_watch(std::os::fd::AsRawFd::as_raw_fd(&self.0), path.as_ptr(), mask) };
     }
 
-    /// Reads every pending event; the names created (new job directories).
-    pub fn drain(&self) -> Vec<std::ffi::OsString> {
-        let mut names = Vec::new();
+    /// Reads every pending event: the directories made (new jobs), and
+    /// whether a job record (`job.json`, `jobs.json`) may have changed; a
+    /// log's rotation alone does not count.
+    pub fn drain(&self) -> Drained {
+        let mut drained = Drained { new_dirs: Vec::new(), records_changed: false };
         let mut buf = [0u8; 8192];
         loop {
             // SAFETY: `buf` is writable for its whole length.
             let n = unsafe { libc::read(std::os::fd::AsRawFd::as_raw_fd(&self.0), buf.as_mut_ptr().cast(), buf.len()) };
             if n <= 0 {
-                return names;
+                return drained;
             }
             let mut at = 0usize;
             let header = std::mem::size_of::<libc::inotify_event>();
@@ -265,7 +273,12 @@ impl DirWatcher {
                 let name = &buf[at + header..(at + header + event.len as usize).min(n as usize)];
                 let name = name.split(|&b| b == 0).next().unwrap_or_default();
                 if event.mask & libc::IN_CREATE != 0 && event.mask & libc::IN_ISDIR != 0 && !name.is_empty() {
-                    names.push(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name).to_os_string());
+                    drained.new_dirs.push(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name).to_os_string());
+                    drained.records_changed = true;
+                }
+                // Events were dropped: anything may have changed.
+                if event.mask & libc::IN_Q_OVERFLOW != 0 || name == b"job.json" || name == b"jobs.json" {
+                    drained.records_changed = true;
                 }
                 at += header + event.len as usize;
             }

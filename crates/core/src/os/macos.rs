@@ -166,6 +166,12 @@ pub fn make_fifo(path: &std::path::Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// What `DirWatcher::drain` read.
+pub struct Drained {
+    pub new_dirs: Vec<std::ffi::OsString>,
+    pub records_changed: bool,
+}
+
 /// No inotify here: `supervise::ends` looks again on a timer instead.
 pub struct DirWatcher;
 
@@ -181,8 +187,9 @@ impl DirWatcher {
 
     pub fn watch(&self, _dir: &std::path::Path) {}
 
-    /// New job directories are found by the caller's scan of the registry.
-    pub fn drain(&self) -> Vec<std::ffi::OsString> {
-        Vec::new()
+    /// Nothing is known, so the records may have changed; new job
+    /// directories are found by the caller's scan of the registry.
+    pub fn drain(&self) -> Drained {
+        Drained { new_dirs: Vec::new(), records_changed: true }
     }
 }

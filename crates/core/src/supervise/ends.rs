@@ -64,10 +64,13 @@ pub fn watch(home: &Home, config: &Config, owner: Option<&str>, stop: impl AsFd,
         if !fds[0].revents().is_empty() {
             return Ok(());
         }
-        for name in inotify.drain() {
+        let drained = inotify.drain();
+        for name in drained.new_dirs {
             inotify.watch(&jobs_dir.join(name));
         }
-        if !scan(&mut told, true, &mut emit) {
+        // A rotation of some job's log wakes us too; only a record's change
+        // is worth reading every job's record again.
+        if drained.records_changed && !scan(&mut told, true, &mut emit) {
             return Ok(());
         }
     }

@@ -8,7 +8,7 @@
 
 use crate::store::config::Config;
 use crate::model::error::LaunchError;
-use crate::model::job::{EndedBy, Exit, Job, JobState, ProcessIdentity};
+use crate::model::job::{signal_name, EndedBy, Exit, Job, JobState, ProcessIdentity};
 use crate::store::logs::RotatingWriter;
 use crate::store::paths::Home;
 use crate::os::procinfo;
@@ -255,11 +255,14 @@ impl MainExit {
         exit_status.map(MainExit::Code).or(terminating_signal.map(MainExit::Signal))
     }
 
-    /// (exit code, signal), as the job records them.
-    fn code_and_signal(self) -> (Option<i32>, Option<i32>) {
-        match self {
-            MainExit::Code(code) => (Some(code), None),
-            MainExit::Signal(signal) => (None, Some(signal)),
+}
+
+/// How the job records it: a signal by its name.
+impl From<MainExit> for Exit {
+    fn from(exit: MainExit) -> Exit {
+        match exit {
+            MainExit::Code(code) => Exit::Code(code),
+            MainExit::Signal(signal) => Exit::Signal(signal_name(signal)),
         }
     }
 }
@@ -777,13 +780,12 @@ impl Supervisor {
                 return;
             }
         }
-        let (code, signal) = exit.code_and_signal();
         let by = match &self.kill {
             Some(KillInProgress { reason: KillReason::Timeout, .. }) => EndedBy::Timeout,
             Some(KillInProgress { reason: KillReason::Requested, .. }) => EndedBy::Kill,
             _ => EndedBy::Itself,
         };
-        let state = JobState::ended(by, Exit::from_wait(code, signal), now_ms());
+        let state = JobState::ended(by, Some(exit.into()), now_ms());
         let notify_config = self.config.notify.clone();
         // The announcement is claimed with the status change: whoever records
         // an outcome announces it, so it is announced once.
@@ -1072,8 +1074,8 @@ mod phase_tests {
         assert_eq!(MainExit::from_wait(Some(0), None), Some(MainExit::Code(0)));
         assert_eq!(MainExit::from_wait(None, Some(libc::SIGKILL)), Some(MainExit::Signal(libc::SIGKILL)));
         assert_eq!(MainExit::from_wait(None, None), None, "a stop is no end");
-        assert_eq!(MainExit::Code(3).code_and_signal(), (Some(3), None));
-        assert_eq!(MainExit::Signal(15).code_and_signal(), (None, Some(15)));
+        assert_eq!(Exit::from(MainExit::Code(3)), Exit::Code(3));
+        assert_eq!(Exit::from(MainExit::Signal(15)), Exit::Signal("SIGTERM".into()));
     }
 }
 
