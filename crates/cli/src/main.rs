@@ -60,7 +60,7 @@ Commands:
   run-bg check <id> [-n 20] [--grep <regex> | --errors]   status, exit code, runtime, last lines
   run-bg logs <id> [-n <lines> | --all] [--follow | --json] [--since <cursor>]
   run-bg list [--all] [--status <s>] [--owner <name>]
-  run-bg wait <id>... [--timeout <dur>]
+  run-bg wait <id>... [--timeout <dur>] [--ready]
   run-bg kill <id>... | --all [--owner <name>]  [--grace <dur>] [--force]
   run-bg orphans [--kill] [--force] [--owner <name>] [--grace <dur>]
                                                processes left behind; --kill removes them
@@ -109,6 +109,22 @@ struct StartCli {
     /// Machine-readable output
     #[arg(long)]
     json: bool,
+    /// Ready once a line of output matches this regex (--yield returns then)
+    #[arg(long, value_name = "REGEX")]
+    ready_log: Option<String>,
+    /// Ready once something accepts TCP connections on 127.0.0.1 or ::1 at PORT
+    #[arg(long, value_name = "PORT")]
+    ready_port: Option<u16>,
+    /// Ready once a GET of this http:// URL answers 2xx or 3xx
+    #[arg(long, value_name = "URL")]
+    ready_url: Option<String>,
+    /// Stop watching for readiness after DUR; the job runs on, `not ready after DUR`
+    #[arg(long, value_name = "DUR")]
+    ready_timeout: Option<String>,
+    /// Send a `matched` notification when a line matches REGEX (repeatable;
+    /// at most once per notify.match_window_ms per pattern)
+    #[arg(long = "notify-on", value_name = "REGEX")]
+    notify_on: Vec<String>,
     /// The program and its arguments, after `--`
     #[arg(last = true, value_name = "PROGRAM")]
     command: Vec<String>,
@@ -186,6 +202,11 @@ enum Sub {
         /// Give up after this long (exit status 124)
         #[arg(long, value_name = "DUR")]
         timeout: Option<String>,
+        /// Until the job is ready (--ready-*): exit 0 once ready, the job's
+        /// status (1 for exit 0) if it ended first, 124 if the wait or its
+        /// readiness timeout passed first
+        #[arg(long)]
+        ready: bool,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -361,7 +382,10 @@ fn run_sub(command: Sub) -> Result<i32> {
             None => cmd::logs::run(&context, &id, lines, all, follow, json),
         },
         Sub::List { all, status, owner, json } => cmd::list::run(&context, all, status, owner, json.json),
-        Sub::Wait { ids, timeout, json } => cmd::wait::run(&context, &ids, timeout, json.json),
+        Sub::Wait { ids, timeout, ready, json } => match ready {
+            true => cmd::wait::until_ready(&context, &ids, timeout, json.json),
+            false => cmd::wait::run(&context, &ids, timeout, json.json),
+        },
         Sub::Kill { ids, all, owner, grace, force, json } => {
             cmd::kill::run(&context, &ids, all, owner.as_deref(), grace, force, json.json)
         }

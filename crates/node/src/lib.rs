@@ -123,6 +123,8 @@ struct RunOptions {
     context: Option<serde_json::Value>,
     notify: Option<bool>,
     on_exit: Option<String>,
+    ready: Option<proc_manager_core::model::job::Readiness>,
+    notify_on: Option<Vec<String>>,
 }
 
 impl RunOptions {
@@ -137,8 +139,35 @@ impl RunOptions {
             context: o.json("context")?,
             notify: o.boolean("notify")?,
             on_exit: o.string("onExit")?,
+            ready: read_readiness(o)?,
+            notify_on: o.strings("notifyOn")?,
         })
     }
+}
+
+/// `readyLog`, `readyPort`, `readyUrl`, `readyTimeoutMs` (issue 15), checked
+/// here so that an error names the option.
+fn read_readiness(o: &mut Options) -> Result<Option<proc_manager_core::model::job::Readiness>> {
+    use proc_manager_core::supervise::ready::{check_pattern, check_url};
+    let log = o.string("readyLog")?;
+    let port = o.count("readyPort", "port (1 to 65535)")?;
+    let url = o.string("readyUrl")?;
+    let timeout_ms = o.millis("readyTimeoutMs", 1)?;
+    if let Some(pattern) = &log {
+        check_pattern("readyLog", pattern).map_err(to_js_error)?;
+    }
+    if let Some(url) = &url {
+        check_url("readyUrl", url).map_err(to_js_error)?;
+    }
+    let port = match port {
+        None => None,
+        Some(p @ 1..=65535) => Some(p as u16),
+        Some(p) => return Err(napi::Error::from_reason(format!("bad readyPort: {p}; give a port from 1 to 65535"))),
+    };
+    if log.is_none() && port.is_none() && url.is_none() && timeout_ms.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(proc_manager_core::model::job::Readiness { log, port, url, timeout_ms }))
 }
 
 /// Starts `command` in the background under its own supervisor. Returns once
@@ -175,6 +204,13 @@ fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verb
     request.context = options.context;
     request.notify = options.notify.unwrap_or(true);
     request.on_exit = options.on_exit;
+    request.ready = options.ready;
+    if let Some(patterns) = options.notify_on {
+        for (i, pattern) in patterns.iter().enumerate() {
+            proc_manager_core::supervise::ready::check_pattern(&format!("notifyOn[{i}]"), pattern).map_err(to_js_error)?;
+        }
+        request.notify_on = patterns;
+    }
     let context = context()?;
     start_job(&context, request, &supervisor_exe()?).map_err(to_js_error)
 }
@@ -639,8 +675,16 @@ pub fn run_yield<'env>(env: &'env Env, command: Unknown, options: Option<Unknown
             let job_id = started.job_id;
             let view = match context.yield_to(&job_id, Duration::from_millis(yield_ms), &waiting)? {
                 Yielded::Cancelled => return Ok(Settled::Aborted(Some(job_id))),
-                Yielded::Running => YieldView { job_id, done: false, check: None },
-                Yielded::Ended(check) => YieldView { job_id, done: true, check: Some(CheckView::from(check.as_ref())) },
+                Yielded::Running => YieldView { job_id, done: false, ready: false, check: None },
+                Yielded::Ended(check) => {
+                    YieldView { job_id, done: true, ready: false, check: Some(CheckView::from(check.as_ref())) }
+                }
+                Yielded::Ready(check) => YieldView {
+                    job_id,
+                    done: false,
+                    ready: check.job.ready_at.is_some(),
+                    check: Some(CheckView::from(check.as_ref())),
+                },
             };
             Ok(Settled::Done(shape(&view).map_err(napi_to_core)?))
         })

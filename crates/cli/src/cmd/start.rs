@@ -5,6 +5,8 @@ use crate::{load_context, parse_dur, print_json, StartCli};
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::format;
 use proc_manager_core::present::view::{shell_exit_code, StartFailedView, StartView};
+use proc_manager_core::model::job::Readiness;
+use proc_manager_core::supervise::ready;
 use proc_manager_core::verbs::cancel::Cancel;
 use proc_manager_core::verbs::yielding::Yielded;
 use proc_manager_core::verbs::spawn::{parse_env_assignment, start_job, StartRequest};
@@ -29,6 +31,18 @@ pub fn run(cli: StartCli) -> Result<i32> {
     request.notify = !cli.no_notify;
     request.on_exit = cli.on_exit;
     let yield_for = parse_dur("--yield", &cli.yield_for)?;
+    // Readiness and wake-ups (issue 15): patterns are checked here to name the flag.
+    if let Some(pattern) = &cli.ready_log {
+        ready::check_pattern("--ready-log", pattern)?;
+    }
+    for pattern in &cli.notify_on {
+        ready::check_pattern("--notify-on", pattern)?;
+    }
+    let ready_timeout = parse_dur("--ready-timeout", &cli.ready_timeout)?.map(|d| d.as_millis() as u64);
+    if cli.ready_log.is_some() || cli.ready_port.is_some() || cli.ready_url.is_some() || ready_timeout.is_some() {
+        request.ready = Some(Readiness { log: cli.ready_log, port: cli.ready_port, url: cli.ready_url, timeout_ms: ready_timeout });
+    }
+    request.notify_on = cli.notify_on;
 
     let context = load_context()?;
     let exe = context.runner.clone().expect("load_context sets the runner");
@@ -45,9 +59,17 @@ pub fn run(cli: StartCli) -> Result<i32> {
     };
 
     if let Some(yield_for) = yield_for {
-        if let Yielded::Ended(check) = context.yield_to(&started.job_id, yield_for, &Cancel::never())? {
-            super::check::print(&check, cli.json);
-            return Ok(shell_exit_code(&check.job));
+        match context.yield_to(&started.job_id, yield_for, &Cancel::never())? {
+            Yielded::Ended(check) => {
+                super::check::print(&check, cli.json);
+                return Ok(shell_exit_code(&check.job));
+            }
+            // Ready (or its readiness timeout passed): the check, the job runs on.
+            Yielded::Ready(check) => {
+                super::check::print(&check, cli.json);
+                return Ok(if check.job.ready_at.is_some() { 0 } else { 124 });
+            }
+            Yielded::Running | Yielded::Cancelled => {}
         }
     }
     if cli.json {

@@ -26,3 +26,49 @@ pub fn run(context: &Context, ids: &[String], timeout: Option<String>, json: boo
     }
     Ok(view.shell_exit_code)
 }
+
+/// `run-bg wait <id>... --ready`: until every job is ready (see `--ready-*`).
+/// Exits 0 once all are; with the first job's status that ended before it
+/// was ready (1 where that was exit 0); 124 when `--timeout` or a job's
+/// readiness timeout passed first. A job without a readiness check is
+/// refused: it would never be ready.
+pub fn until_ready(context: &Context, ids: &[String], timeout: Option<String>, json: bool) -> Result<i32> {
+    let timeout = parse_dur("--timeout", &timeout)?;
+    for id in ids {
+        if context.job(id)?.ready.is_none() {
+            return Err(proc_manager_core::Error::Usage(format!(
+                "job {id} has no readiness check (start it with --ready-log, --ready-port or --ready-url); wait without --ready waits for its end"
+            )));
+        }
+    }
+    let settled = |job: &proc_manager_core::model::job::Job| job.readiness_settled(proc_manager_core::now_ms());
+    let cancel = proc_manager_core::verbs::cancel::Cancel::never();
+    let outcome = context.wait_until_or_cancel(ids, timeout, &cancel, &settled)?.expect("never cancelled");
+    let code = ready_exit_code(&outcome.jobs, outcome.timed_out);
+    if json {
+        let mut view = WaitView::from(&outcome);
+        view.shell_exit_code = code;
+        print_json(&view);
+    } else {
+        for job in &outcome.jobs {
+            outln!("{}", format::header(job, ""));
+        }
+    }
+    if outcome.timed_out && !json {
+        eprintln!("run-bg: wait timed out before the job was ready; it is still running");
+    }
+    Ok(code)
+}
+
+fn ready_exit_code(jobs: &[proc_manager_core::model::job::Job], timed_out: bool) -> i32 {
+    if let Some(ended) = jobs.iter().find(|j| j.ready_at.is_none() && j.status().is_final()) {
+        return match ended.state.shell_exit_code() {
+            0 => 1,
+            code => code,
+        };
+    }
+    if timed_out || jobs.iter().any(|j| j.ready_at.is_none()) {
+        return 124;
+    }
+    0
+}

@@ -153,6 +153,10 @@ pub enum JobState {
     TimedOut { exit: Option<Exit>, ended_at: u64 },
     /// Supervisor and processes gone, no exit status recorded; why, where known.
     Lost { reason: Option<String>, ended_at: u64 },
+    /// A job with a readiness check whose main process ended by itself
+    /// before it was ready (`failed`, even with exit code 0: a server that
+    /// exits before it serves did not do its job).
+    EndedBeforeReady { exit: Exit, ended_at: u64 },
 }
 
 impl JobState {
@@ -183,6 +187,7 @@ impl JobState {
             JobState::Killed { .. } => JobStatus::Killed,
             JobState::TimedOut { .. } => JobStatus::Timeout,
             JobState::Lost { .. } => JobStatus::Lost,
+            JobState::EndedBeforeReady { .. } => JobStatus::Failed,
         }
     }
 
@@ -199,7 +204,8 @@ impl JobState {
             | JobState::FailedToStart { ended_at, .. }
             | JobState::Killed { ended_at, .. }
             | JobState::TimedOut { ended_at, .. }
-            | JobState::Lost { ended_at, .. } => Some(*ended_at),
+            | JobState::Lost { ended_at, .. }
+            | JobState::EndedBeforeReady { ended_at, .. } => Some(*ended_at),
         }
     }
 
@@ -209,6 +215,7 @@ impl JobState {
             JobState::Exited { code, .. } => Some(Exit::Code(*code)),
             JobState::Signalled { signal, .. } => Some(Exit::Signal(signal.clone())),
             JobState::Killed { exit, .. } | JobState::TimedOut { exit, .. } => exit.clone(),
+            JobState::EndedBeforeReady { exit, .. } => Some(exit.clone()),
             _ => None,
         }
     }
@@ -259,6 +266,9 @@ impl JobState {
     /// end was not seen or was a clean exit under our signal, else 1.
     pub fn shell_exit_code(&self) -> i32 {
         let ended_by_us = matches!(self, JobState::Killed { .. } | JobState::TimedOut { .. });
+        if let JobState::EndedBeforeReady { exit: Exit::Code(0), .. } = self {
+            return 1;
+        }
         match self.exit() {
             Some(Exit::Code(0)) | None if ended_by_us => 128 + libc::SIGTERM,
             Some(Exit::Code(code)) => code,
@@ -312,6 +322,45 @@ pub struct Job {
     /// When someone first looked at the ended job (check, wait, logs); until
     /// then `summary` lists it as finished but unseen.
     pub seen_at: Option<u64>,
+    /// How the job says it is ready to serve (issue 15), if it was asked.
+    pub ready: Option<Readiness>,
+    /// When its supervisor saw it ready (ms since the epoch).
+    pub ready_at: Option<u64>,
+    /// Patterns of output lines that each send a `matched` notification.
+    pub notify_on: Vec<String>,
+}
+
+/// What makes a job ready (`--ready-log`, `--ready-port`, `--ready-url`):
+/// the first of them that holds. Patterns are checked when the job starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Readiness {
+    /// A line of output matches this regular expression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+    /// Something accepts TCP connections on 127.0.0.1 or ::1 at this port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// An `http://` URL answers a GET with 2xx or 3xx.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Readiness is watched this long after the start; then the job runs
+    /// on, `not ready after …`. None: as long as the job runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+impl Job {
+    /// Whether a wait for readiness is over: the job was seen ready, ended,
+    /// or its readiness timeout passed (at `now_ms`), or it has no check.
+    pub fn readiness_settled(&self, now_ms: u64) -> bool {
+        self.ready.is_none() || self.ready_at.is_some() || self.status().is_final() || self.not_ready_after(now_ms).is_some()
+    }
+
+    /// The readiness timeout (ms), once it passed with the job still not ready.
+    pub fn not_ready_after(&self, now_ms: u64) -> Option<u64> {
+        let limit = self.ready.as_ref()?.timeout_ms?;
+        (self.ready_at.is_none() && now_ms.saturating_sub(self.started_at) >= limit).then_some(limit)
+    }
 }
 
 /// A job as written in format 1: the state as flat fields, in this order.
@@ -357,6 +406,16 @@ struct JobRecord {
     peak_rss_kb: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     seen_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ready: Option<Readiness>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ready_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    notify_on: Vec<String>,
+    /// A `failed` job that ended by itself before it was ready (its exit
+    /// code may be 0).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    before_ready: bool,
 }
 
 /// The state a format-1 record describes. Every record this program writes
@@ -372,6 +431,9 @@ fn state_of_record(r: &JobRecord) -> JobState {
         (None, Some(signal)) => Some(Exit::Signal(signal.clone())),
         (None, None) => None,
     };
+    if let (JobStatus::Failed, true, Some(exit)) = (r.status, r.before_ready, exit.clone()) {
+        return JobState::EndedBeforeReady { exit, ended_at };
+    }
     match r.status {
         JobStatus::Running => JobState::Running,
         JobStatus::Orphaned => JobState::Orphaned,
@@ -413,6 +475,9 @@ impl From<JobRecord> for Job {
             hooks: r.hooks,
             peak_rss_kb: r.peak_rss_kb,
             seen_at: r.seen_at,
+            ready: r.ready,
+            ready_at: r.ready_at,
+            notify_on: r.notify_on,
         }
     }
 }
@@ -426,6 +491,7 @@ impl From<Job> for JobRecord {
             signal: state.signal(),
             ended_at: state.ended_at(),
             error: state.error().or(job.note.as_deref()).map(str::to_string),
+            before_ready: matches!(state, JobState::EndedBeforeReady { .. }),
             id: job.id,
             label: job.label,
             argv: job.argv,
@@ -445,6 +511,9 @@ impl From<Job> for JobRecord {
             hooks: job.hooks,
             peak_rss_kb: job.peak_rss_kb,
             seen_at: job.seen_at,
+            ready: job.ready,
+            ready_at: job.ready_at,
+            notify_on: job.notify_on,
         }
     }
 }
@@ -630,6 +699,10 @@ pub fn signal_number(name: &str) -> Option<i32> {
 /// recorded: its exec failed), or what is known of an end without a status.
 pub fn how_it_ended(job: &Job) -> String {
     match (&job.state, job.state.exit()) {
+        (JobState::EndedBeforeReady { .. }, Some(Exit::Code(code))) => format!("exit {code} before it was ready"),
+        (JobState::EndedBeforeReady { .. }, Some(Exit::Signal(signal))) => {
+            format!("signal {} before it was ready", crate::model::text::visible(&signal))
+        }
         (_, Some(Exit::Code(code))) => format!("exit {code}"),
         (_, Some(Exit::Signal(signal))) => format!("signal {}", crate::model::text::visible(&signal)),
         (JobState::FailedToStart { .. }, None) if job.main.is_none() => "could not start".to_string(),
@@ -686,6 +759,9 @@ pub(crate) fn sample_in(state: JobState) -> Job {
         hooks: Vec::new(),
         peak_rss_kb: None,
         seen_at: None,
+        ready: None,
+        ready_at: None,
+        notify_on: Vec::new(),
     }
 }
 

@@ -33,7 +33,7 @@ pub fn ack_line(job_id: &str, pid: u32, command: &str) -> String {
 pub fn outcome_text(job: &Job) -> String {
     let runtime = format_duration_ms(job.duration_ms(now_ms()));
     match job.status() {
-        JobStatus::Running => format!("running for {runtime}"),
+        JobStatus::Running => format!("running for {runtime}{}", readiness_note(job)),
         JobStatus::Orphaned => format!("orphaned (supervisor gone, processes still running) after {runtime}"),
         JobStatus::Lost => format!("lost: {}, after {runtime}", why_lost(job)),
         status => format!("{status} ({}) after {runtime}", how_it_ended(job)),
@@ -41,6 +41,29 @@ pub fn outcome_text(job: &Job) -> String {
 }
 
 pub use crate::model::job::how_it_ended;
+
+/// ` (ready after 3.2s)`, ` (not ready after 30s)`, ` (not ready yet: port 3000)`;
+/// empty for a job without a readiness check.
+pub fn readiness_note(job: &Job) -> String {
+    let Some(ready) = &job.ready else { return String::new() };
+    if let Some(at) = job.ready_at {
+        return format!(" (ready after {})", format_duration_ms(at.saturating_sub(job.started_at)));
+    }
+    if let Some(limit) = job.not_ready_after(now_ms()) {
+        return format!(" (not ready after {})", format_duration_ms(limit));
+    }
+    let mut what = Vec::new();
+    if let Some(pattern) = &ready.log {
+        what.push(format!("a line matching /{}/", shorten(pattern, 40)));
+    }
+    if let Some(port) = ready.port {
+        what.push(format!("port {port}"));
+    }
+    if let Some(url) = &ready.url {
+        what.push(shorten(url, 60));
+    }
+    format!(" (not ready yet: waiting for {})", what.join(" or "))
+}
 
 
 /// A `lost` job: its supervisor is gone without recording an end.

@@ -51,6 +51,9 @@ pub struct JobView {
     /// Peak RSS of the job's largest process, once it has ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_rss_mb: Option<f64>,
+    /// When the job was seen ready (`--ready-log/-port/-url`), ms since the epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ready_at: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -128,6 +131,7 @@ impl From<&Job> for JobView {
                 })
                 .collect(),
             peak_rss_mb: job.peak_rss_kb.map(kb_to_mb),
+            ready_at: job.ready_at,
         }
     }
 }
@@ -230,6 +234,10 @@ pub struct YieldView {
     pub job_id: String,
     /// True when the job ended in time; then `check` holds its outcome.
     pub done: bool,
+    /// True when the job has a readiness check and was seen ready in time;
+    /// then `check` holds it, still running. (Its readiness timeout passing
+    /// first also returns `check`, with `ready` false.)
+    pub ready: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub check: Option<CheckView>,
 }

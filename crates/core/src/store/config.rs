@@ -68,6 +68,9 @@ pub struct NotifyConfig {
     pub timeout_ms: u64,
     /// Bound on each command hook; it is killed after this.
     pub hook_timeout_ms: u64,
+    /// A `--notify-on` pattern sends at most one `matched` event per this
+    /// long (its later matches within it are only in the log).
+    pub match_window_ms: u64,
 }
 
 /// The levels the interrupt service knows: `info` reaches the agent only
@@ -153,6 +156,7 @@ impl Default for NotifyConfig {
             retry_for_ms: 60_000,
             timeout_ms: 5_000,
             hook_timeout_ms: 30_000,
+            match_window_ms: 30_000,
         }
     }
 }

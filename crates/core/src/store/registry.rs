@@ -350,6 +350,9 @@ impl Registry {
                 if rank(&own) > rank(job) {
                     own.seen_at = own.seen_at.or(job.seen_at);
                     *job = own;
+                } else if job.ready_at.is_none() {
+                    // Its supervisor records readiness in job.json, without the lock.
+                    job.ready_at = own.ready_at;
                 }
             }
         }

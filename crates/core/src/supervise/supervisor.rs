@@ -18,6 +18,7 @@ use crate::os::launch::{self, LaunchSpec};
 use crate::store::registry::{Patience, Registry};
 use crate::os::tree::{self, Tree};
 use crate::{supervise::notify, now_ms, supervise::outpipe, Error};
+use crate::supervise::ready;
 use rustix::event::{PollFd, PollFlags};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
@@ -375,6 +376,8 @@ struct Supervisor {
     /// and `--notify-on`) leaves it out while it scans them: read and write
     /// then hand it every byte.
     splice: Option<Splicer>,
+    /// The job's readiness check and `--notify-on` patterns (supervise/ready.rs).
+    watch: Option<ready::Watch>,
 }
 
 fn check_cwd(cwd: &Path) -> std::result::Result<(), LaunchError> {
@@ -477,6 +480,8 @@ impl Supervisor {
         }
 
         let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
+        let watch = ready::Watch::new(&job, &spec.config);
+        let splice = if watch.as_ref().is_some_and(ready::Watch::needs_lines) { None } else { new_splicer() };
         Ok(Supervisor {
             job,
             registry,
@@ -492,7 +497,8 @@ impl Supervisor {
             notifier: None,
             config: spec.config,
             buffer: vec![0u8; 256 * 1024],
-            splice: new_splicer(),
+            splice,
+            watch,
         })
     }
 
@@ -562,6 +568,9 @@ impl Supervisor {
         if let (Some(at), None) = (self.timeout_at, &self.kill) {
             consider(at);
         }
+        if let Some(at) = self.watch.as_ref().and_then(ready::Watch::next_wake) {
+            consider(at);
+        }
         if let Some(kill) = &self.kill {
             if !kill.hard_sent {
                 consider(kill.hard_deadline);
@@ -587,6 +596,15 @@ impl Supervisor {
         }
         if copied == Copied::Closed {
             self.output = None;
+        }
+        if let Some(watch) = &mut self.watch {
+            let mut events = Vec::new();
+            match copied {
+                Copied::Read(n) => watch.feed(&self.buffer[..n], &mut events),
+                Copied::Closed => watch.output_ended(&mut events),
+                Copied::Spliced(_) | Copied::Empty => {}
+            }
+            self.on_watch_events(events);
         }
         copied.bytes()
     }
@@ -758,6 +776,11 @@ impl Supervisor {
         if self.kill.is_some() {
             self.reap();
         }
+        if let Some(watch) = &mut self.watch {
+            let mut events = Vec::new();
+            watch.tick(self.phase.main_running(), &mut events);
+            self.on_watch_events(events);
+        }
     }
 
     /// A kill is settled when the whole tree is gone (or SIGKILL had its chance).
@@ -785,7 +808,7 @@ impl Supervisor {
             Some(KillInProgress { reason: KillReason::Requested, .. }) => EndedBy::Kill,
             _ => EndedBy::Itself,
         };
-        let state = JobState::ended(by, Some(exit.into()), now_ms());
+        let state = ready::judge_end(&self.job, JobState::ended(by, Some(exit.into()), now_ms()));
         let notify_config = self.config.notify.clone();
         // The announcement is claimed with the status change: whoever records
         // an outcome announces it, so it is announced once.
@@ -866,6 +889,62 @@ impl Supervisor {
 
     fn note_error(&self, message: &str) {
         tracing::error!("run-bg supervisor {}: {message}", self.job.id);
+    }
+}
+
+/// Readiness and `--notify-on` (issue 15; the checks are in supervise/ready.rs).
+impl Supervisor {
+    fn on_watch_events(&mut self, events: Vec<ready::Event>) {
+        for event in events {
+            match event {
+                ready::Event::Ready => self.record_ready(),
+                ready::Event::Matched(matched) => self.spawn_match_notifier(&matched),
+            }
+        }
+    }
+
+    /// In job.json at once (no lock), which every reader merges in; in the
+    /// registry too if its lock is free now. Once nothing needs the lines
+    /// any more, the output is spliced again.
+    fn record_ready(&mut self) {
+        let at = now_ms();
+        self.job.ready_at = Some(at);
+        if let Err(e) = self.registry.write_job_file(&self.job, false) {
+            self.note_error(&format!("cannot record that the job is ready: {e}"));
+        }
+        let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| job.ready_at = Some(at));
+        if self.splice.is_none() && !self.watch.as_ref().is_some_and(ready::Watch::needs_lines) {
+            self.splice = new_splicer();
+        }
+    }
+
+    /// Sends a `matched` event from a forked child, as the end's notifier
+    /// does, so a slow service never holds up the job's output.
+    fn spawn_match_notifier(&mut self, matched: &crate::supervise::matchers::MatchEvent) {
+        if self.config.notify.url.is_none() {
+            return;
+        }
+        self.log.join_deleter();
+        // SAFETY: as in `spawn_notifier`: the log's deleter was joined just
+        // above and the supervisor starts no other thread, so the child
+        // inherits no lock another thread holds.
+        match unsafe { libc::fork() } {
+            0 => {
+                for signal in HANDLED {
+                    // SAFETY: restoring the default disposition installs no code of ours.
+                    if unsafe { libc::signal(signal, libc::SIG_DFL) } == libc::SIG_ERR {
+                        self.note_error(&format!("match notifier: cannot restore signal {signal}"));
+                    }
+                }
+                self.output = None;
+                crate::supervise::matchers::announce_match(&self.home, &self.config, &self.job, matched);
+                // SAFETY: _exit skips destructors and atexit handlers, so the
+                // parent's files and buffers stay its own.
+                unsafe { libc::_exit(0) }
+            }
+            -1 => self.note_error(&format!("cannot fork to send a matched event: {}", std::io::Error::last_os_error())),
+            _ => self.phase = self.phase.child_started(),
+        }
     }
 }
 

@@ -417,6 +417,19 @@ impl Context {
         timeout: Option<Duration>,
         cancel: &crate::verbs::cancel::Cancel,
     ) -> Result<Option<WaitOutcome>> {
+        self.wait_until_or_cancel(ids, timeout, cancel, &|job: &Job| job.status().is_final())
+    }
+
+    /// As `wait_or_cancel`, until `done` holds for every job (an ended job
+    /// counts as done whatever `done` says, see `wait --ready`); jobs are
+    /// marked seen only once all have ended.
+    pub fn wait_until_or_cancel(
+        &self,
+        ids: &[String],
+        timeout: Option<Duration>,
+        cancel: &crate::verbs::cancel::Cancel,
+        done: &dyn Fn(&Job) -> bool,
+    ) -> Result<Option<WaitOutcome>> {
         for id in ids {
             validate_job_id(id)?;
         }
@@ -438,6 +451,9 @@ impl Context {
             }
             if jobs.iter().all(|j| j.status().is_final()) {
                 let jobs = jobs.into_iter().map(|j| self.mark_seen(j)).collect::<Result<_>>()?;
+                return Ok(Some(WaitOutcome { jobs, timed_out: false }));
+            }
+            if jobs.iter().all(|j| j.status().is_final() || done(j)) {
                 return Ok(Some(WaitOutcome { jobs, timed_out: false }));
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {

@@ -31,6 +31,9 @@ pub struct StartRequest {
     pub timeout_ms: Option<u64>,
     pub notify: bool,
     pub on_exit: Option<String>,
+    /// Readiness check (`--ready-log/-port/-url/-timeout`) and `--notify-on` patterns.
+    pub ready: Option<crate::model::job::Readiness>,
+    pub notify_on: Vec<String>,
 }
 
 impl StartRequest {
@@ -160,6 +163,7 @@ fn validate(request: &StartRequest) -> Result<()> {
     if request.timeout_ms == Some(0) {
         return Err(Error::Usage("bad timeout: it must be greater than zero".into()));
     }
+    crate::supervise::ready::validate(request.ready.as_ref(), &request.notify_on)?;
     Ok(())
 }
 
@@ -198,6 +202,9 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         hooks: Vec::new(),
         peak_rss_kb: None,
         seen_at: None,
+        ready: request.ready,
+        ready_at: None,
+        notify_on: request.notify_on,
     };
     let spec = SupervisorSpec {
         home: context.home.root.clone(),

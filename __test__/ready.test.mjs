@@ -1,0 +1,194 @@
+// Servers (issue 15): readiness (--ready-log/-port/-url, --ready-timeout,
+// --yield and runYield returning once ready, wait --ready, a server that
+// ends before it is ready) and wake-ups on a pattern (--notify-on).
+import test from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import path from 'node:path'
+import os from 'node:os'
+import { makeHome, runBg, checkJson, freePort, killPid, pm, readRegistry, waitFor } from './helpers.mjs'
+import { startInterruptService } from './fixtures/interrupt-service.mjs'
+
+// A dev server in a few lines: says it starts, waits DELAY ms, then listens
+// on PORT and prints when (its own clock). Modes: `serve` answers 200,
+// `500` answers 500, `exit` ends with exit 0 instead of listening.
+const SERVER = `
+const http = require('node:http')
+const [port, delay, mode = 'serve'] = process.argv.slice(2)
+console.log('starting the dev server')
+setTimeout(() => {
+  if (mode === 'exit') {
+    console.log('Error: listen EADDRINUSE: address already in use')
+    process.exit(0)
+  }
+  const server = http.createServer((req, res) => {
+    res.writeHead(mode === '500' ? 500 : 200)
+    res.end('ok')
+  })
+  server.listen(Number(port), '127.0.0.1', () => console.log('listening on ' + port + ' at ' + Date.now()))
+}, Number(delay))
+`
+
+function serverScript(t) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-ready-'))
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const file = path.join(dir, 'server.cjs')
+  fs.writeFileSync(file, SERVER)
+  return file
+}
+
+/** When the server says it listened (its clock), from the job's log. */
+function listenedAt(logPath) {
+  const match = fs.readFileSync(logPath, 'utf8').match(/listening on \d+ at (\d+)/)
+  return match ? Number(match[1]) : null
+}
+
+function killJob(home, id) {
+  const job = readRegistry(home).find((j) => j.id === id)
+  if (job?.main) killPid(job.main.pid)
+}
+
+/** Starts the server with `--yield 30s` and `flags`; returns the answer and when it came. */
+function yieldStart(t, home, port, flags, { delay = 1500, mode = 'serve' } = {}) {
+  const script = serverScript(t)
+  const before = Date.now()
+  const r = runBg(home, ['--yield', '30s', ...flags, '--json', '--', process.execPath, script, String(port), String(delay), mode])
+  const returned = Date.now()
+  const out = JSON.parse(r.stdout)
+  t.after(() => killJob(home, out.jobId))
+  return { r, out, before, returned }
+}
+
+for (const [name, flags] of [
+  ['--ready-port', (port) => ['--ready-port', String(port)]],
+  ['--ready-log', () => ['--ready-log', 'listening on \\d+']],
+  ['--ready-url', (port) => ['--ready-url', `http://127.0.0.1:${port}/health`]],
+]) {
+  test(`--yield 30s ${name} returns within 200 ms of the server listening, the job running and ready`, async (t) => {
+    const { home } = makeHome(t)
+    const port = await freePort()
+    const { r, out, before, returned } = yieldStart(t, home, port, flags(port))
+    assert.equal(r.code, 0, r.stderr)
+    assert.equal(out.status, 'running', r.stdout)
+    const listened = listenedAt(out.logPath)
+    assert.ok(listened, `the server never said it listened; run-bg answered after ${returned - before} ms: ${r.stdout}`)
+    assert.ok(returned - listened < 200, `run-bg returned ${returned - listened} ms after the port opened (readyAt ${out.readyAt - listened} ms after)`)
+    assert.ok(out.readyAt >= listened - 5 && out.readyAt <= returned, `readyAt ${out.readyAt}, listened ${listened}`)
+    const text = runBg(home, ['check', out.jobId]).stdout
+    assert.match(text, /running for [\d.ms]+ \(ready after [\d.]+s\)/, text)
+  })
+}
+
+test('a readiness timeout leaves the job running and says `not ready after`', async (t) => {
+  const { home } = makeHome(t)
+  const port = await freePort()
+  // Answers 500: never ready by URL.
+  const { r, out, returned, before } = yieldStart(t, home, port, ['--ready-url', `http://127.0.0.1:${port}/`, '--ready-timeout', '2s'], { delay: 100, mode: '500' })
+  assert.equal(r.code, 124, `${r.stdout}${r.stderr}`)
+  assert.equal(out.status, 'running')
+  assert.equal(out.readyAt, undefined)
+  assert.ok(returned - before < 10_000, `returned after ${returned - before} ms, not at the readiness timeout`)
+  assert.match(runBg(home, ['check', out.jobId]).stdout, /running for .* \(not ready after 2\.0s\)/)
+})
+
+test('a server that exits 0 before it is ready is failed, with its last lines', async (t) => {
+  const { home } = makeHome(t)
+  const port = await freePort()
+  const { r, out, before, returned } = yieldStart(t, home, port, ['--ready-port', String(port)], { delay: 300, mode: 'exit' })
+  assert.ok(returned - before < 10_000, `returned after ${returned - before} ms`)
+  assert.equal(r.code, 1, r.stdout)
+  assert.equal(out.status, 'failed')
+  assert.equal(out.exitCode, 0)
+  assert.ok(out.tail.some((l) => l.includes('EADDRINUSE')), out.tail.join('\n'))
+  const text = runBg(home, ['check', out.jobId]).stdout
+  assert.match(text, /failed \(exit 0 before it was ready\)/, text)
+  assert.match(text, /EADDRINUSE/)
+  const r2 = runBg(home, ['wait', out.jobId, '--ready', '--timeout', '5s'])
+  assert.equal(r2.code, 1, 'wait --ready on a job that ended before ready: non-zero')
+})
+
+test('wait --ready waits for readiness and exits 0; a job without a readiness check is refused', async (t) => {
+  const { home } = makeHome(t)
+  const port = await freePort()
+  const script = serverScript(t)
+  const started = JSON.parse(runBg(home, ['--ready-port', String(port), '--json', '--', process.execPath, script, String(port), '1000']).stdout)
+  t.after(() => killJob(home, started.jobId))
+  const r = runBg(home, ['wait', started.jobId, '--ready', '--timeout', '30s', '--json'])
+  const returned = Date.now()
+  assert.equal(r.code, 0, `${r.stdout}${r.stderr}`)
+  const listened = listenedAt(started.logPath)
+  assert.ok(listened && returned - listened < 1000, `wait returned ${returned - listened} ms after the port opened`)
+  const view = JSON.parse(r.stdout)
+  assert.equal(view.jobs[0].status, 'running')
+  assert.ok(view.jobs[0].readyAt >= listened - 5)
+  assert.equal(checkJson(home, started.jobId).readyAt, view.jobs[0].readyAt)
+
+  const plain = JSON.parse(runBg(home, ['--json', '--', 'sleep', '30']).stdout)
+  t.after(() => killJob(home, plain.jobId))
+  const refused = runBg(home, ['wait', plain.jobId, '--ready'])
+  assert.equal(refused.code, 2)
+  assert.match(refused.stderr, /no readiness check/)
+})
+
+test('runYield with readyPort resolves once the server is ready, the job running', async (t) => {
+  const { home } = makeHome(t)
+  process.env.PROC_MANAGER_HOME = home
+  t.after(() => delete process.env.PROC_MANAGER_HOME)
+  const port = await freePort()
+  const script = serverScript(t)
+  const result = await pm.runYield(process.execPath, { args: [script, String(port), '1000'], yieldMs: 30_000, readyPort: port })
+  const returned = Date.now()
+  t.after(() => killJob(home, result.jobId))
+  assert.equal(result.done, false)
+  assert.equal(result.ready, true)
+  assert.equal(result.check.status, 'running')
+  const listened = listenedAt(result.check.logPath)
+  assert.ok(listened && returned - listened < 200, `runYield resolved ${returned - listened} ms after the port opened`)
+  assert.ok(result.check.readyAt >= listened - 5)
+  assert.throws(() => pm.runBackground('true', { readyLog: '(' }), /bad readyLog `\(`: not a valid regular expression/)
+  assert.throws(() => pm.runBackground('true', { notifyOn: ['ok', '[z-a]'] }), /bad notifyOn\[1\]/)
+  assert.throws(() => pm.runBackground('true', { readyUrl: 'https://x/' }), /bad readyUrl .*https is not probed/)
+})
+
+test('a bad pattern or URL is a usage error naming the flag', (t) => {
+  const { home } = makeHome(t)
+  for (const [flags, said] of [
+    [['--notify-on', 'ok', '--notify-on', '(unclosed'], /bad --notify-on `\(unclosed`: not a valid regular expression/],
+    [['--ready-log', '*x'], /bad --ready-log `\*x`/],
+    [['--ready-url', 'localhost:3000'], /bad --ready-url `localhost:3000`: not an http:\/\/ URL/],
+    [['--ready-timeout', '5s'], /--ready-timeout needs something to wait for/],
+  ]) {
+    const r = runBg(home, [...flags, '--', 'true'])
+    assert.equal(r.code, 2, r.stderr)
+    assert.match(r.stderr, said)
+  }
+  assert.equal(readRegistry(home).length, 0, 'nothing started')
+})
+
+test('--notify-on sends one matched event per match window, with the line and its neighbours', async (t) => {
+  const service = await startInterruptService(t)
+  const { home } = makeHome(t, { notify: { url: service.url, match_window_ms: 3000, level: 'warn' } })
+  // boom 1-3 within 0.3 s (one window), boom 4 six seconds later (a new one).
+  const script = 'echo before-1; echo before-2; echo "boom 1"; echo after-1; sleep 0.1; echo "boom 2"; sleep 0.2; echo "boom 3"; ' +
+    'sleep 6; echo "boom 4"; echo after-4; exec sleep 60'
+  const job = JSON.parse(runBg(home, ['--notify-on', 'boom \\d', '--notify-on', 'never-printed', '--json', '--', 'sh', '-c', script]).stdout)
+  t.after(() => killJob(home, job.jobId))
+  const matched = async () => (await service.inspect()).triggers.map((t) => t.body).filter((e) => e.data?.status === 'matched')
+  const events = await waitFor(async () => {
+    const seen = await matched()
+    return seen.length >= 2 && seen
+  }, { timeout: 20_000, what: 'two matched events' })
+  const [first, second] = events
+  assert.equal(first.source, 'run-bg')
+  assert.equal(first.data.jobId, job.jobId)
+  assert.equal(first.data.pattern, 'boom \\d')
+  assert.equal(first.data.line, 'boom 1')
+  assert.deepEqual(first.data.lastLines.slice(0, 4), ['before-1', 'before-2', 'boom 1', 'after-1'])
+  assert.match(first.data.message, /printed a line matching \/boom \\d\/: boom 1/)
+  assert.equal(second.data.line, 'boom 4')
+  assert.ok(!JSON.stringify(events).includes('null'), 'no null in a payload')
+  // Nothing more comes: boom 2 and 3 fell in the first window.
+  runBg(home, ['kill', job.jobId])
+  const all = await matched()
+  assert.equal(all.length, 2, JSON.stringify(all.map((e) => e.data.line)))
+})

@@ -1,0 +1,343 @@
+//! Readiness of a server job (issue 15): `--ready-log` (a line of output
+//! matches), `--ready-port` (something accepts TCP on 127.0.0.1 or ::1),
+//! `--ready-url` (an `http://` URL answers 2xx or 3xx), the first that holds.
+//! The supervisor already moves the job's output, so a log pattern costs a
+//! look at each line while it is watched (the output is then read and
+//! written instead of spliced, and spliced again once nothing needs lines);
+//! a port or URL is probed every `PROBE_EVERY` from the supervisor's loop
+//! (its poll timeout, no thread), and no more once the job is ready, its
+//! readiness timeout passed, or its main process ended.
+
+use crate::model::job::{Job, JobState, Readiness};
+use crate::store::config::Config;
+use crate::supervise::matchers::{Lines, MatchEvent, Matchers};
+use crate::{Error, Result};
+use regex::Regex;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+/// Between two probes of a port or URL: a server is seen ready within this
+/// of opening its port, and the probing costs one connect(2) per period.
+pub const PROBE_EVERY: Duration = Duration::from_millis(100);
+/// Bound on one URL probe (connect, request, status line), which runs on the
+/// supervisor's loop: the job's output waits in its pipe meanwhile.
+const URL_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+/// A connect to loopback is answered at once; this only bounds a stuck one.
+const PORT_PROBE_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// A regular expression given as `name`, compiled, or a usage error naming it.
+pub fn check_pattern(name: &str, pattern: &str) -> Result<Regex> {
+    Regex::new(pattern).map_err(|e| {
+        let why = e.to_string().lines().last().unwrap_or_default().trim().to_string();
+        Error::Usage(format!(
+            "bad {name} `{pattern}`: not a valid regular expression ({why}); give a pattern such as 'listening on|ready in'"
+        ))
+    })
+}
+
+/// An `http://host[:port][/path]` URL, as `--ready-url` takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpUrl {
+    pub host: String,
+    pub port: u16,
+    pub path: String,
+}
+
+pub fn check_url(name: &str, url: &str) -> Result<HttpUrl> {
+    let refuse = |why: &str| {
+        Error::Usage(format!("bad {name} `{url}`: {why}; give an http:// URL, e.g. http://127.0.0.1:3000/health"))
+    };
+    let Some(rest) = url.strip_prefix("http://") else {
+        if url.starts_with("https://") {
+            return Err(refuse("https is not probed (no TLS in the supervisor); probe the plain port with --ready-port instead"));
+        }
+        return Err(refuse("not an http:// URL"));
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    if authority.contains('@') || path.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(refuse("user info, spaces and control characters are not accepted"));
+    }
+    // `[::1]:8080`: an IPv6 address is bracketed, its colons are not the port's.
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((host, "")) => (host, None),
+            Some((host, port)) => (host, Some(port.strip_prefix(':').unwrap_or("x"))),
+            None => return Err(refuse("unclosed [")),
+        },
+        None => match authority.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        },
+    };
+    let port = match port.map(str::parse::<u16>) {
+        None => 80,
+        Some(Ok(port)) if port > 0 => port,
+        Some(_) => return Err(refuse("bad port")),
+    };
+    if host.is_empty() {
+        return Err(refuse("no host"));
+    }
+    Ok(HttpUrl { host: host.to_string(), port, path: path.to_string() })
+}
+
+/// Checks a job's readiness and `--notify-on` settings before it starts.
+pub fn validate(ready: Option<&Readiness>, notify_on: &[String]) -> Result<()> {
+    if let Some(ready) = ready {
+        if let Some(pattern) = &ready.log {
+            check_pattern("--ready-log", pattern)?;
+        }
+        if let Some(url) = &ready.url {
+            check_url("--ready-url", url)?;
+        }
+        if ready.port == Some(0) {
+            return Err(Error::Usage("bad --ready-port 0: give the port the server listens on, 1 to 65535".into()));
+        }
+        if ready.log.is_none() && ready.port.is_none() && ready.url.is_none() {
+            return Err(Error::Usage(
+                "--ready-timeout needs something to wait for: --ready-log <regex>, --ready-port <port> or --ready-url <url>".into(),
+            ));
+        }
+        if ready.timeout_ms == Some(0) {
+            return Err(Error::Usage("bad --ready-timeout: it must be greater than zero".into()));
+        }
+    }
+    for pattern in notify_on {
+        check_pattern("--notify-on", pattern)?;
+    }
+    Ok(())
+}
+
+enum Probe {
+    Port(u16),
+    Url(HttpUrl),
+}
+
+impl Probe {
+    fn ready(&self) -> bool {
+        match self {
+            Probe::Port(port) => {
+                let addrs = [SocketAddr::from(([127, 0, 0, 1], *port)), SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, *port))];
+                addrs.iter().any(|addr| TcpStream::connect_timeout(addr, PORT_PROBE_TIMEOUT).is_ok())
+            }
+            Probe::Url(url) => http_get_ok(url),
+        }
+    }
+}
+
+/// A GET of `url` answered 2xx or 3xx within `URL_PROBE_TIMEOUT`.
+fn http_get_ok(url: &HttpUrl) -> bool {
+    let deadline = Instant::now() + URL_PROBE_TIMEOUT;
+    let Ok(addrs) = (url.host.as_str(), url.port).to_socket_addrs() else { return false };
+    for addr in addrs {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        let Ok(mut stream) = TcpStream::connect_timeout(&addr, left) else { continue };
+        let host = if url.host.contains(':') { format!("[{}]", url.host) } else { url.host.clone() };
+        let request = format!("GET {} HTTP/1.1\r\nHost: {host}:{}\r\nUser-Agent: run-bg-ready\r\nConnection: close\r\n\r\n", url.path, url.port);
+        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        if stream.set_read_timeout(Some(left)).is_err() || stream.set_write_timeout(Some(left)).is_err() {
+            return false;
+        }
+        if stream.write_all(request.as_bytes()).is_err() {
+            return false;
+        }
+        // `HTTP/1.1 200 …`: the status is all we need.
+        let mut head = [0u8; 16];
+        let mut got = 0;
+        while got < 12 {
+            match stream.read(&mut head[got..]) {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => got += n,
+            }
+        }
+        let status = std::str::from_utf8(&head[9..12]).ok().and_then(|s| s.parse::<u16>().ok());
+        return head.starts_with(b"HTTP/") && matches!(status, Some(200..=399));
+    }
+    false
+}
+
+/// What the watch saw.
+#[derive(Debug)]
+pub enum Event {
+    /// The job is ready (the first time only).
+    Ready,
+    /// A `--notify-on` pattern matched.
+    Matched(MatchEvent),
+}
+
+/// A job's readiness check and `--notify-on` patterns, as its supervisor
+/// runs them.
+pub struct Watch {
+    ready_log: Option<Regex>,
+    probe: Option<Probe>,
+    next_probe: Instant,
+    deadline: Option<Instant>,
+    /// Readiness is still being watched.
+    watching: bool,
+    lines: Lines,
+    matchers: Matchers,
+}
+
+impl Watch {
+    /// `None` when the job asked for neither readiness nor wake-ups.
+    pub fn new(job: &Job, config: &Config) -> Option<Watch> {
+        let now = Instant::now();
+        let window = Duration::from_millis(config.notify.match_window_ms);
+        let matchers = Matchers::new(&job.notify_on, window);
+        let ready = job.ready.as_ref().filter(|_| job.ready_at.is_none());
+        if ready.is_none() && matchers.is_empty() {
+            return None;
+        }
+        let probe = ready.and_then(|r| match (&r.port, &r.url) {
+            (Some(port), _) => Some(Probe::Port(*port)),
+            (None, Some(url)) => check_url("--ready-url", url).ok().map(Probe::Url),
+            (None, None) => None,
+        });
+        Some(Watch {
+            ready_log: ready.and_then(|r| r.log.as_deref()).and_then(|p| Regex::new(p).ok()),
+            probe,
+            next_probe: now + PROBE_EVERY,
+            deadline: ready.and_then(|r| r.timeout_ms).map(|ms| now + Duration::from_millis(ms)),
+            watching: ready.is_some(),
+            lines: Lines::default(),
+            matchers,
+        })
+    }
+
+    /// Whether the output must be seen line by line (else it may be spliced).
+    pub fn needs_lines(&self) -> bool {
+        (self.watching && self.ready_log.is_some()) || !self.matchers.is_empty()
+    }
+
+    /// Looks at output the supervisor just moved into the log.
+    pub fn feed(&mut self, bytes: &[u8], events: &mut Vec<Event>) {
+        if !self.needs_lines() {
+            return;
+        }
+        let lines = self.lines.split(bytes);
+        self.look_at(lines, events);
+    }
+
+    /// The output ended: its last line without a newline, and every match waiting.
+    pub fn output_ended(&mut self, events: &mut Vec<Event>) {
+        let last: Vec<String> = self.lines.finish().into_iter().collect();
+        self.look_at(last, events);
+        let mut matched = Vec::new();
+        self.matchers.flush_all(&mut matched);
+        events.extend(matched.into_iter().map(Event::Matched));
+    }
+
+    fn look_at(&mut self, lines: Vec<String>, events: &mut Vec<Event>) {
+        let now = Instant::now();
+        let mut matched = Vec::new();
+        for line in lines {
+            if self.watching && self.ready_log.as_ref().is_some_and(|r| r.is_match(&line)) {
+                self.became_ready(events);
+            }
+            self.matchers.on_line(&line, &self.lines, now, &mut matched);
+            self.lines.remember(line);
+        }
+        events.extend(matched.into_iter().map(Event::Matched));
+    }
+
+    fn became_ready(&mut self, events: &mut Vec<Event>) {
+        self.watching = false;
+        events.push(Event::Ready);
+    }
+
+    /// When the loop must wake for us next, if at all.
+    pub fn next_wake(&self) -> Option<Instant> {
+        let probe = (self.watching && self.probe.is_some()).then_some(self.next_probe);
+        let deadline = self.deadline.filter(|_| self.watching);
+        [probe, deadline, self.matchers.next_due()].into_iter().flatten().min()
+    }
+
+    /// Runs what is due at `now`: a probe, the readiness timeout, matches
+    /// whose following lines did not come. Nothing is probed once the main
+    /// process has ended.
+    pub fn tick(&mut self, main_running: bool, events: &mut Vec<Event>) {
+        let now = Instant::now();
+        let mut matched = Vec::new();
+        self.matchers.flush(now, &mut matched);
+        events.extend(matched.into_iter().map(Event::Matched));
+        if !self.watching {
+            return;
+        }
+        if !main_running || self.deadline.is_some_and(|d| now >= d) {
+            // The job runs on; `check` says `not ready after …` from its record.
+            self.watching = false;
+            return;
+        }
+        if let Some(probe) = &self.probe {
+            if now >= self.next_probe {
+                if probe.ready() {
+                    self.became_ready(events);
+                } else {
+                    // From now, not from when it was due: a slow probe never piles up.
+                    self.next_probe = Instant::now() + PROBE_EVERY;
+                }
+            }
+        }
+    }
+}
+
+/// The state to record for a job whose main process ended as `state`: one
+/// with a readiness check that ended by itself before it was ready failed,
+/// whatever its exit code (see `JobState::EndedBeforeReady`).
+pub fn judge_end(job: &Job, state: JobState) -> JobState {
+    if job.ready.is_none() || job.ready_at.is_some() {
+        return state;
+    }
+    match state {
+        JobState::Exited { code, ended_at } => JobState::EndedBeforeReady { exit: crate::model::job::Exit::Code(code), ended_at },
+        JobState::Signalled { signal, ended_at } => {
+            JobState::EndedBeforeReady { exit: crate::model::job::Exit::Signal(signal), ended_at }
+        }
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_urls_are_read_and_others_refused_with_what_is_accepted() {
+        assert_eq!(
+            check_url("--ready-url", "http://127.0.0.1:3000/health?x=1").unwrap(),
+            HttpUrl { host: "127.0.0.1".into(), port: 3000, path: "/health?x=1".into() }
+        );
+        assert_eq!(check_url("--ready-url", "http://localhost").unwrap(), HttpUrl { host: "localhost".into(), port: 80, path: "/".into() });
+        assert_eq!(check_url("--ready-url", "http://[::1]:8080/").unwrap().host, "::1");
+        for bad in ["https://x/", "ftp://x", "http://:80/", "http://x:0/", "http://x:99999/", "localhost:3000"] {
+            let e = check_url("--ready-url", bad).unwrap_err().to_string();
+            assert!(e.contains("--ready-url") && e.contains("http://"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_bad_pattern_is_refused_naming_its_flag() {
+        let e = check_pattern("--notify-on", "(unclosed").unwrap_err().to_string();
+        assert!(e.starts_with("bad --notify-on `(unclosed`: not a valid regular expression"), "{e}");
+        assert!(validate(Some(&Readiness { timeout_ms: Some(5), ..Default::default() }), &[]).is_err());
+    }
+
+    #[test]
+    fn a_server_that_ends_before_it_is_ready_failed_even_with_exit_0() {
+        let mut job = crate::model::job::sample_job(crate::model::job::JobStatus::Running);
+        let exited = JobState::Exited { code: 0, ended_at: 5 };
+        assert_eq!(judge_end(&job, exited.clone()), exited, "no readiness check: as it ended");
+        job.ready = Some(Readiness { port: Some(3000), ..Default::default() });
+        let judged = judge_end(&job, exited.clone());
+        assert_eq!(judged.status(), crate::model::job::JobStatus::Failed);
+        assert_eq!(judged.shell_exit_code(), 1);
+        job.ready_at = Some(3);
+        assert_eq!(judge_end(&job, exited.clone()), exited, "it was ready: as it ended");
+    }
+}
