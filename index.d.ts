@@ -253,6 +253,8 @@ export interface JobSummary {
   hooks: Array<HookInfo>
   /** Peak RSS of the job's largest process in MiB, once it has ended. */
   peakRssMb?: number
+  /** When the job was seen ready (`readyLog`/`readyPort`/`readyUrl`), ms since the epoch. */
+  readyAt?: number
 }
 
 /** Kills every running job (of `owner`, when given), all at once. */
@@ -470,6 +472,16 @@ export interface RunOptions {
   notify?: boolean
   /** Run this (with /bin/sh -c) when the job ends. */
   onExit?: string
+  /** Ready once a line of output matches this regular expression (`runYield` returns then). */
+  readyLog?: string
+  /** Ready once something accepts TCP connections on 127.0.0.1 or ::1 at this port. */
+  readyPort?: number
+  /** Ready once a GET of this `http://` URL answers 2xx or 3xx. */
+  readyUrl?: string
+  /** Stop watching for readiness after this many ms; the job runs on, `not ready after …`. */
+  readyTimeoutMs?: number
+  /** Each output line matching one of these regexes sends a `matched` notification (at most once per `notify.match_window_ms` per pattern). */
+  notifyOn?: Array<string>
 }
 
 export interface RunResult {
@@ -542,5 +554,11 @@ export interface YieldResult {
   jobId: string
   /** True when the job ended within `yieldMs`; then `check` holds its outcome. */
   done: boolean
+  /**
+   * True when the job has a readiness check and was ready within `yieldMs`
+   * (then `check` holds it, still running). Its readiness timeout passing
+   * first also gives `check`, with `ready` false.
+   */
+  ready: boolean
   check?: CheckResult
 }

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import os from 'node:os'
-import { makeHome, runBg, checkJson, freePort, killPid, pm, readRegistry, waitFor } from './helpers.mjs'
+import { makeHome, runBg, checkJson, connectMcp, freePort, killPid, pm, readRegistry, waitFor } from './helpers.mjs'
 import { startInterruptService } from './fixtures/interrupt-service.mjs'
 
 // A dev server in a few lines: says it starts, waits DELAY ms, then listens
@@ -191,4 +191,22 @@ test('--notify-on sends one matched event per match window, with the line and it
   runBg(home, ['kill', job.jobId])
   const all = await matched()
   assert.equal(all.length, 2, JSON.stringify(all.map((e) => e.data.line)))
+})
+
+test('MCP run_background with yieldMs and readyPort answers with the check once ready', async (t) => {
+  const { home } = makeHome(t)
+  const port = await freePort()
+  const script = serverScript(t)
+  const client = await connectMcp(t, home)
+  const answer = await client.callTool({
+    name: 'run_background',
+    arguments: { command: `${process.execPath} ${script} ${port} 1000`, yieldMs: 30_000, ready: String(port), notifyOn: ['EADDRINUSE'] },
+  })
+  const returned = Date.now()
+  const { jobId } = answer.structuredContent
+  t.after(() => killJob(home, jobId))
+  const text = answer.content[0].text
+  assert.match(text, /running for [\d.ms]+ \(ready after [\d.]+s\)/, text)
+  const listened = listenedAt(checkJson(home, jobId).logPath)
+  assert.ok(listened && returned - listened < 1000, `answered ${returned - listened} ms after the port opened`)
 })

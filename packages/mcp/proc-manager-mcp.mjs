@@ -178,6 +178,13 @@ const jobFields = (job) => ({
   ...(job.exitCode == null ? {} : { exitCode: job.exitCode }),
 })
 
+/** run_background's `ready`: one string for runBackground's readyPort, readyUrl or readyLog. */
+function readiness(ready) {
+  if (/^\d+$/.test(ready)) return { readyPort: Number(ready) }
+  if (/^https?:\/\//.test(ready)) return { readyUrl: ready }
+  return { readyLog: ready }
+}
+
 const jobId = z.string().describe('e.g. npm-test-3f2a1c')
 const whole = (min) => z.number().int().min(min)
 const status = z.enum(['running', 'success', 'failed', 'killed', 'timeout', 'orphaned', 'lost'])
@@ -192,16 +199,19 @@ server.registerTool('run_background', {
   inputSchema: z.object({
     command: z.string().describe('Shell line (/bin/sh -c); with args, the program'),
     args: z.array(z.string()).optional().describe('Arguments: run without a shell (default none)'),
-    yieldMs: whole(1).max(WAIT_MS).optional().describe('Answer as check_job if it ends by then (default 0)'),
+    yieldMs: whole(1).max(WAIT_MS).optional().describe('Answer as check_job if it ends (or is ready) by then (default 0)'),
     label: z.string().optional().describe('Name in lists (default: program name)'),
     cwd: z.string().optional().describe('Working directory (default: the server\'s)'),
     env: z.record(z.string()).optional().describe('Extra environment (default none)'),
     timeoutMs: whole(1).optional().describe('Kill it after this long (default never)'),
     owner: z.string().optional().describe('Owning agent (default none)'),
     notify: z.boolean().optional().describe('false: no exit notification (default true)'),
+    ready: z.string().optional().describe('Server ready when: port, http:// URL or log regex'),
+    notifyOn: z.array(z.string()).optional().describe('Output line regexes that notify'),
   }).strict(),
   outputSchema: { ...jobOut, pid: z.number().int().optional() },
-}, tool(async ({ command, yieldMs, ...options }, extra) => {
+}, tool(async ({ command, yieldMs, ready, ...options }, extra) => {
+  if (ready !== undefined) Object.assign(options, readiness(ready))
   if (yieldMs === undefined) {
     const job = pm.runBackground(command, options)
     return {
@@ -211,7 +221,8 @@ server.registerTool('run_background', {
   }
   // The signal ends the native yield thread at once when the request is cancelled.
   const result = await unlessCancelled(pm.runYield(command, { yieldMs, ...options, signal: extra.signal }), extra.signal)
-  if (result.done) {
+  if (result.done || result.check) {
+    // Ended, or ready (or its readiness timeout passed): the check says which.
     // The cursor is in the text; the structured part is the start's.
     const { text, structured: { cursor, ...structured } } = checkAnswer(result.jobId)
     return { text, structured }
