@@ -5,7 +5,7 @@
 // every variant alike. Reports median, p90 and the range, prints a table with
 // targets, writes bench/out/results.json.
 //
-//   node bench/run.mjs [--quick] [--only=start,idle,footprint,log,tail,kill,notify,snapshot]
+//   node bench/run.mjs [--quick] [--only=start,idle,footprint,log,tail,kill,notify,snapshot,ready]
 //                      [--baseline=<checkout>] [--log-reps=N] [--seed=N]
 //
 // --baseline runs the same rows with another checkout's build (its
@@ -23,11 +23,12 @@ import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import fs from 'node:fs'
 import http from 'node:http'
+import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 
 const USAGE = `usage: node bench/run.mjs [--quick] [--only=GROUP,...] [--baseline=<checkout>] [--log-reps=N] [--seed=N]
-groups: start, idle, footprint, log, tail, kill, notify, snapshot`
+groups: start, idle, footprint, log, tail, kill, notify, snapshot, ready`
 {
   // An option misspelt must not start a 10-minute run of everything.
   const known = /^--(quick|help|(only|baseline|log-reps|seed)=.+)$/
@@ -42,7 +43,7 @@ groups: start, idle, footprint, log, tail, kill, notify, snapshot`
   }
 }
 const QUICK = process.argv.includes('--quick')
-const GROUPS = ['start', 'idle', 'footprint', 'log', 'tail', 'kill', 'notify', 'snapshot']
+const GROUPS = ['start', 'idle', 'footprint', 'log', 'tail', 'kill', 'notify', 'snapshot', 'ready']
 const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',') ?? null
 const runs = (group) => !ONLY || ONLY.includes(group)
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
@@ -56,9 +57,9 @@ const GiB = 1024 ** 3
 
 const PLAN = QUICK
   ? { startReps: 10, warmup: 2, idleJobs: 5, cpuWindowMs: 2000, logBytes: 128 * MiB, logReps: 2, tailBytes: 128 * MiB, tailReps: 10,
-      killReps: 5, treeSize: 50, treeReps: 2, notifyReps: 5, snapExtra: 100, snapReps: 5, statPasses: 10 }
+      killReps: 5, treeSize: 50, treeReps: 2, notifyReps: 5, snapExtra: 100, snapReps: 5, statPasses: 10, readyReps: 5, probeWindowMs: 5000 }
   : { startReps: 30, warmup: 3, idleJobs: 5, cpuWindowMs: 2000, logBytes: GiB, logReps: 3, tailBytes: GiB, tailReps: 30,
-      killReps: 20, treeSize: 50, treeReps: 8, notifyReps: 20, snapExtra: 500, snapReps: 20, statPasses: 10 }
+      killReps: 20, treeSize: 50, treeReps: 8, notifyReps: 20, snapExtra: 500, snapReps: 20, statPasses: 10, readyReps: 15, probeWindowMs: 5000 }
 const ROTATING = { max_bytes: 100 * MiB, keep: 2 }
 const UNBOUNDED = { max_bytes: 2 * GiB, keep: 2 }
 const FINAL = new Set(['success', 'failed', 'killed', 'timeout', 'lost'])
@@ -1063,6 +1064,75 @@ async function benchNotify() {
   return samples
 }
 
+// ----------------------------------------------------------- 8. readiness (issue 15)
+
+// A dev server: listens on PORT after DELAY ms and prints when, by its own clock.
+const READY_SERVER = `const [port, delay] = process.argv.slice(1)
+setTimeout(() => require('node:net').createServer(() => {}).listen(Number(port), '127.0.0.1', () => console.log('listening at ' + Date.now())), Number(delay))`
+
+/** A port nothing listens on (bound, then released). */
+function freePortNow() {
+  return new Promise((resolve) => {
+    const server = net.createServer()
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address()
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+/**
+ * `--yield 30s --ready-port`: how long after the port opened the supervisor
+ * recorded readyAt and `run-bg` returned (wall clocks of the same machine);
+ * and the supervisor's CPU (utime+stime) over `probeWindowMs` of probing a
+ * port that never opens, next to an idle supervisor's over the same window.
+ */
+async function benchReady() {
+  if (!spawnSync(RUN_BG, ['--help'], { encoding: 'utf8' }).stdout.includes('--ready-port')) {
+    log('readiness: this build has no --ready-port; skipped')
+    return null
+  }
+  log(`readiness: ${PLAN.readyReps} reps (+${PLAN.warmup} warm-up), then ${PLAN.probeWindowMs / 1000} s of probing`)
+  const samples = { readyAt: [], returned: [] }
+  for (let rep = -PLAN.warmup; rep < PLAN.readyReps; rep++) {
+    const home = tempDir('ready')
+    writeConfig(home)
+    try {
+      const port = await freePortNow()
+      const r = runBg(home, ['--yield', '30s', '--ready-port', String(port), '--json', '--', process.execPath, '-e', READY_SERVER, String(port), '500'])
+      const returned = Date.now()
+      const out = JSON.parse(r.stdout)
+      const listened = Number(/listening at (\d+)/.exec(fs.readFileSync(out.logPath, 'utf8'))?.[1])
+      check(`ready ${out.jobId}: ready while running`, r.status === 0 && out.status === 'running' && out.readyAt > 0 && listened > 0, r.stdout.slice(0, 200))
+      if (rep >= 0) {
+        samples.readyAt.push(out.readyAt - listened)
+        samples.returned.push(returned - listened)
+      }
+      mustRunBg(home, ['kill', out.jobId, '--force'])
+    } finally {
+      removeDir(home)
+    }
+  }
+  const home = tempDir('ready-probe')
+  writeConfig(home)
+  try {
+    const port = await freePortNow()
+    const probe = JSON.parse(mustRunBg(home, ['--json', '--label', 'probing', '--ready-port', String(port), '--', 'sleep', '60']).stdout)
+    const idle = startJson(home, ['sleep', '60'], 'idle')
+    await sleep(500)
+    const jobs = readJobs(home)
+    const pids = [probe.jobId, idle.jobId].map((id) => jobs.find((j) => j.id === id)?.supervisor?.pid)
+    const before = pids.map(cpuTicks)
+    await sleep(PLAN.probeWindowMs)
+    const ticks = pids.map((pid, i) => cpuTicks(pid) - before[i])
+    check('ready: the probed port never opened', !readJobs(home).find((j) => j.id === probe.jobId)?.ready_at)
+    mustRunBg(home, ['kill', '--all', '--force'])
+    return { ...samples, probeTicks: [ticks[0]], idleTicks: [ticks[1]] }
+  } finally {
+    removeDir(home)
+  }
+}
+
 // ------------------------------------------------------------- 7. snapshot speed
 
 function compileStatloop() {
@@ -1220,7 +1290,7 @@ function printComparison(before, after) {
 
 
 /** The table's rows for one build's results; `notes` gets the baselines' descriptions. */
-function rowsFor({ start, idle, footprint, throughput, tail, kill, notify, snap, build }, notes) {
+function rowsFor({ start, idle, footprint, throughput, tail, kill, notify, snap, ready, build }, notes) {
   const size = `${PLAN.logBytes >= GiB ? `${PLAN.logBytes / GiB} GiB` : `${PLAN.logBytes / MiB} MiB`}`
   const secs = (key, field = 'seconds') => throughput[key].map((r) => r[field])
   const bound = ROTATING.max_bytes * (ROTATING.keep + 1)
@@ -1306,6 +1376,14 @@ function rowsFor({ start, idle, footprint, throughput, tail, kill, notify, snap,
     notes.push('       only <pid>/stat; snapshot() also reads <pid>/cmdline (C stat+cmdline is that floor), loads config.json,')
     notes.push('       and converts every process to a JS object through napi; JS stat loop = readdirSync + readFileSync')
   }
+  if (ready) {
+    rows.push(
+      row('ready: readyAt after the port opened', 'ms', ready.readyAt, null, 'med ≤ 150 ms', (o) => o.median <= 150),
+      row('ready: --yield returns after the port opened', 'ms', ready.returned, null, 'med < 200 ms', (o) => o.median < 200),
+      row(`ready: CPU over ${PLAN.probeWindowMs / 1000} s probing (vs idle supervisor)`, 'ticks', ready.probeTicks, ready.idleTicks, '≤ 2 ticks', (o) => o.max <= 2),
+    )
+    notes.push('ready = a node server listening 500 ms after its start; its own Date.now() at listen vs readyAt / run-bg\'s return')
+  }
 
   return rows
 }
@@ -1372,6 +1450,7 @@ async function main() {
   const kill = await timed('kill', () => perBuild('kill', benchKill))
   const notify = await timed('notify', () => perBuild('notify', benchNotify))
   const snap = await timed('snapshot', () => perBuild('snapshot', benchSnapshot))
+  const ready = await timed('ready', () => perBuild('ready', benchReady))
   meta.loadavgEnd = os.loadavg()
   meta.seconds = (now() - began) / 1000
   meta.loadByGroup = load
@@ -1380,7 +1459,7 @@ async function main() {
   const tables = {}
   for (const build of BUILDS) {
     const b = build.name
-    const r = rowsFor({ start: start[b], idle: idle[b], footprint, throughput: throughputOf(throughputAll, build), tail: tail[b], kill: kill[b], notify: notify[b], snap: snap[b], build }, build === BUILDS[0] ? notes : [])
+    const r = rowsFor({ start: start[b], idle: idle[b], footprint, throughput: throughputOf(throughputAll, build), tail: tail[b], kill: kill[b], notify: notify[b], snap: snap[b], ready: ready[b], build }, build === BUILDS[0] ? notes : [])
     tables[b] = r
   }
   const rows = tables.after
@@ -1397,7 +1476,7 @@ async function main() {
   console.log(`\nsanity checks: ${checks.length - failedChecks.length}/${checks.length} ok${failedChecks.map((c) => `\n  FAILED ${c.name}: ${c.detail}`).join('')}`)
   for (const w of meta.warnings) console.log(`warning: ${w}`)
 
-  const raw = { start, idle, footprint, throughput: throughputAll, tail, kill, notify, snapshot: snap }
+  const raw = { start, idle, footprint, throughput: throughputAll, tail, kill, notify, snapshot: snap, ready }
   fs.writeFileSync(OUT_FILE, `${JSON.stringify({ meta, rows, tables, checks, raw }, null, 2)}\n`)
   console.log(`results: ${path.relative(process.cwd(), OUT_FILE) || OUT_FILE}`)
 }
