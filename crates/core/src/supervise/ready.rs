@@ -182,6 +182,8 @@ pub struct Watch {
     watching: bool,
     lines: Lines,
     matchers: Matchers,
+    /// The output was kept from splice for us, and not handed back yet.
+    holds_lines: bool,
 }
 
 impl Watch {
@@ -199,7 +201,7 @@ impl Watch {
             (None, Some(url)) => check_url("--ready-url", url).ok().map(Probe::Url),
             (None, None) => None,
         });
-        Some(Watch {
+        let mut watch = Watch {
             ready_log: ready.and_then(|r| r.log.as_deref()).and_then(|p| Regex::new(p).ok()),
             probe,
             next_probe: now + PROBE_EVERY,
@@ -207,7 +209,19 @@ impl Watch {
             watching: ready.is_some(),
             lines: Lines::default(),
             matchers,
-        })
+            holds_lines: false,
+        };
+        watch.holds_lines = watch.needs_lines();
+        Some(watch)
+    }
+
+    /// True once, when the lines were needed and no longer are (ready, or
+    /// its readiness timeout passed, with no `--notify-on`): the output may
+    /// be spliced again.
+    pub fn release_lines(&mut self) -> bool {
+        let release = self.holds_lines && !self.needs_lines();
+        self.holds_lines &= !release;
+        release
     }
 
     /// Whether the output must be seen line by line (else it may be spliced).
@@ -326,6 +340,24 @@ mod tests {
         let e = check_pattern("--notify-on", "(unclosed").unwrap_err().to_string();
         assert!(e.starts_with("bad --notify-on `(unclosed`: not a valid regular expression"), "{e}");
         assert!(validate(Some(&Readiness { timeout_ms: Some(5), ..Default::default() }), &[]).is_err());
+    }
+
+    #[test]
+    fn a_log_pattern_makes_the_job_ready_once_and_then_hands_the_output_back_to_splice() {
+        let mut job = crate::model::job::sample_job(crate::model::job::JobStatus::Running);
+        job.ready = Some(Readiness { log: Some("listening on \\d+".into()), ..Default::default() });
+        let mut watch = Watch::new(&job, &Config::default()).unwrap();
+        assert!(watch.needs_lines());
+        assert!(!watch.release_lines(), "still watching");
+        let mut events = Vec::new();
+        watch.feed(b"starting\nlisten", &mut events);
+        assert!(events.is_empty());
+        watch.feed(b"ing on 3000\nlistening on 3001\n", &mut events);
+        assert!(matches!(events.as_slice(), [Event::Ready]), "{events:?}");
+        assert!(!watch.needs_lines());
+        assert!(watch.release_lines());
+        assert!(!watch.release_lines(), "handed back once");
+        assert_eq!(watch.next_wake(), None, "nothing left to wake for");
     }
 
     #[test]

@@ -901,11 +901,14 @@ impl Supervisor {
                 ready::Event::Matched(matched) => self.spawn_match_notifier(&matched),
             }
         }
+        // Once nothing needs the lines any more, the output is spliced again.
+        if self.watch.as_mut().is_some_and(ready::Watch::release_lines) {
+            self.splice = new_splicer();
+        }
     }
 
     /// In job.json at once (no lock), which every reader merges in; in the
-    /// registry too if its lock is free now. Once nothing needs the lines
-    /// any more, the output is spliced again.
+    /// registry too if its lock is free now.
     fn record_ready(&mut self) {
         let at = now_ms();
         self.job.ready_at = Some(at);
@@ -913,9 +916,6 @@ impl Supervisor {
             self.note_error(&format!("cannot record that the job is ready: {e}"));
         }
         let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| job.ready_at = Some(at));
-        if self.splice.is_none() && !self.watch.as_ref().is_some_and(ready::Watch::needs_lines) {
-            self.splice = new_splicer();
-        }
     }
 
     /// Sends a `matched` event from a forked child, as the end's notifier
