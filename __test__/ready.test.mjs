@@ -107,6 +107,18 @@ test('a server that exits 0 before it is ready is failed, with its last lines', 
   assert.equal(r2.code, 1, 'wait --ready on a job that ended before ready: non-zero')
 })
 
+test('a job that prints its ready line and exits at once was ready: its exit decides', (t) => {
+  const { home } = makeHome(t)
+  for (const code of [0, 3]) {
+    const r = runBg(home, ['--yield', '20s', '--ready-log', '^ready$', '--json', '--', 'sh', '-c', `echo ready; exit ${code}`])
+    const out = JSON.parse(r.stdout)
+    assert.equal(out.status, code === 0 ? 'success' : 'failed', r.stdout)
+    assert.equal(out.exitCode, code)
+    assert.ok(out.readyAt >= out.startedAt, `readyAt ${out.readyAt}`)
+    assert.equal(r.code, code)
+  }
+})
+
 test('wait --ready waits for readiness and exits 0; a job without a readiness check is refused', async (t) => {
   const { home } = makeHome(t)
   const port = await freePort()

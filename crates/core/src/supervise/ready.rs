@@ -184,6 +184,8 @@ pub struct Watch {
     matchers: Matchers,
     /// The output was kept from splice for us, and not handed back yet.
     holds_lines: bool,
+    /// Cleared when the main process has ended: nothing more is probed.
+    probing: bool,
 }
 
 impl Watch {
@@ -210,6 +212,7 @@ impl Watch {
             lines: Lines::default(),
             matchers,
             holds_lines: false,
+            probing: true,
         };
         watch.holds_lines = watch.needs_lines();
         Some(watch)
@@ -267,7 +270,7 @@ impl Watch {
 
     /// When the loop must wake for us next, if at all.
     pub fn next_wake(&self) -> Option<Instant> {
-        let probe = (self.watching && self.probe.is_some()).then_some(self.next_probe);
+        let probe = (self.watching && self.probe.is_some() && self.probing).then_some(self.next_probe);
         let deadline = self.deadline.filter(|_| self.watching);
         [probe, deadline, self.matchers.next_due()].into_iter().flatten().min()
     }
@@ -283,9 +286,15 @@ impl Watch {
         if !self.watching {
             return;
         }
-        if !main_running || self.deadline.is_some_and(|d| now >= d) {
+        if self.deadline.is_some_and(|d| now >= d) {
             // The job runs on; `check` says `not ready after …` from its record.
             self.watching = false;
+            return;
+        }
+        // A main process that has ended opens no port; its last output is
+        // still looked at (a `--ready-log` line written just before the exit).
+        if !main_running {
+            self.probing = false;
             return;
         }
         if let Some(probe) = &self.probe {

@@ -897,7 +897,9 @@ impl Supervisor {
     fn on_watch_events(&mut self, events: Vec<ready::Event>) {
         for event in events {
             match event {
-                ready::Event::Ready => self.record_ready(),
+                // Not once the end is recorded: it was judged not ready then.
+                ready::Event::Ready if self.job.state == JobState::Running => self.record_ready(),
+                ready::Event::Ready => {}
                 ready::Event::Matched(matched) => self.spawn_match_notifier(&matched),
             }
         }
