@@ -7,7 +7,8 @@ use proc_manager_core::present::format;
 use proc_manager_core::present::view::{shell_exit_code, StartFailedView, StartView};
 use proc_manager_core::verbs::cancel::Cancel;
 use proc_manager_core::verbs::yielding::Yielded;
-use proc_manager_core::verbs::spawn::{parse_env_assignment, start_job, StartRequest};
+use proc_manager_core::model::job::RestartPolicy;
+use proc_manager_core::verbs::spawn::{parse_env_assignment, start_job, RestartRequest, StartRequest};
 use proc_manager_core::{Error, Result};
 
 pub fn run(cli: StartCli) -> Result<i32> {
@@ -28,6 +29,14 @@ pub fn run(cli: StartCli) -> Result<i32> {
         .transpose()?;
     request.notify = !cli.no_notify;
     request.on_exit = cli.on_exit;
+    if let Some(policy) = &cli.restart {
+        request.restart = Some(RestartRequest {
+            policy: RestartPolicy::parse(policy)?,
+            max_restarts: cli.max_restarts,
+            delay_ms: parse_dur("--restart-delay", &cli.restart_delay)?.map(|d| d.as_millis() as u64),
+        });
+    }
+    request.stdin_pipe = cli.stdin.as_deref() == Some("pipe");
     let yield_for = parse_dur("--yield", &cli.yield_for)?;
 
     let context = load_context()?;

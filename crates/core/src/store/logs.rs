@@ -167,6 +167,36 @@ impl RotatingWriter {
         Ok(())
     }
 
+    /// Writes a line of our own into the job's output (the separator a
+    /// restart leaves): whole, with its newline, on a line of its own even
+    /// when the job's last line had none yet, so no reader takes it for part
+    /// of the job's line. It is counted like any output, so cursors stay
+    /// positions in everything written.
+    pub fn write_separator(&mut self, line: &str) -> Result<()> {
+        let mut text = Vec::with_capacity(line.len() + 1);
+        if !self.ends_a_line() {
+            text.push(b'\n');
+        }
+        text.extend_from_slice(line.as_bytes());
+        self.write_all(&text)
+    }
+
+    /// Whether the current file is empty or ends with a newline. Spliced
+    /// bytes never pass through us, so the file itself is read; a file that
+    /// cannot be read counts as ending a line (at worst one line is joined).
+    fn ends_a_line(&self) -> bool {
+        use std::os::unix::fs::FileExt;
+        if self.written == 0 {
+            return true;
+        }
+        let mut last = [0u8];
+        crate::store::paths::options_nofollow()
+            .read(true)
+            .open(&self.path)
+            .and_then(|file| file.read_exact_at(&mut last, self.written - 1))
+            .map_or(true, |()| last[0] == b'\n')
+    }
+
     /// How many bytes the current file takes before it is rotated.
     pub fn room(&self) -> u64 {
         self.max_bytes - self.written

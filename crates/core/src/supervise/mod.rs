@@ -5,3 +5,5 @@ pub mod outpipe;
 pub mod pace;
 pub mod ends;
 pub mod supervisor;
+pub mod restart;
+pub mod stdin;
