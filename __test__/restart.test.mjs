@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { pm, makeHome, runBg, startJob, checkJson, waitFor, waitForQuiet, isAlive, killPid } from './helpers.mjs'
+import { pm, makeHome, runBg, startJob, checkJson, waitFor, waitForQuiet, isAlive, killPid, connectMcp } from './helpers.mjs'
 import { startInterruptService } from './fixtures/interrupt-service.mjs'
 
 /** A directory for a job's counters, with an empty `runs` file. */
@@ -238,4 +238,28 @@ test('a restarted job keeps its stdin pipe: each run reads what is sent to it', 
   runBg(home, ['send', jobId, 'two'])
   assert.equal(runBg(home, ['wait', jobId, '--timeout', '30s']).code, 1)
   assert.deepEqual(checkJson(home, jobId).tail, ['got:one', '--- run-bg: restart 1 after exit 1 (delay 50ms) ---', 'got:two'])
+})
+
+test('MCP: run_background takes restart and stdin, send_input reaches the job', async (t) => {
+  const { home } = makeHome(t)
+  const client = await connectMcp(t, home)
+  await client.listTools()
+  const call = (name, args) => client.callTool({ name, arguments: args })
+  const text = (result) => result.content.map((c) => c.text).join('\n')
+  const run = await call('run_background', {
+    command: 'read x; echo got:$x; exit 1', stdin: 'pipe', restart: 'on-failure', maxRestarts: 1, restartDelayMs: 50,
+  })
+  assert.ok(!run.isError, text(run))
+  const { jobId } = run.structuredContent
+  const sent = await call('send_input', { jobId, text: 'one' })
+  assert.deepEqual(sent.structuredContent, { jobId, bytes: 4, closed: false })
+  assert.equal(text(sent), `sent 4 bytes to jobId ${jobId}`)
+  await waitFor(() => checkJson(home, jobId).restarts === 1, { what: 'the restart' })
+  await call('send_input', { jobId, text: 'two' })
+  const waited = await call('wait_job', { jobId, timeoutMs: 30_000 })
+  assert.equal(waited.structuredContent.status, 'failed')
+  assert.match(text(waited), /\n {2}restarts: 1 \(last: exit 1 at [\d:]+ UTC\)\n[^]*got:one\n--- run-bg: restart 1 after exit 1 \(delay 50ms\) ---\ngot:two/)
+  const refused = await call('send_input', { jobId, text: 'three' })
+  assert.equal(refused.isError, true)
+  assert.match(text(refused), /has ended \(failed\); nothing reads its stdin any more/)
 })
