@@ -64,6 +64,7 @@ test('a job that crashes twice then stays up: restarts 2 under one id, nothing l
   const listed = JSON.parse(runBg(home, ['list', '--all', '--json']).stdout)
   assert.deepEqual(listed.map((j) => j.jobId), [started.jobId], 'one job in the registry')
   runBg(home, ['kill', started.jobId])
+  assert.equal(checkJson(home, started.jobId).status, 'killed')
   await waitFor(() => !isAlive(third), { what: 'the last run\'s tree gone after kill' })
 })
 
@@ -84,6 +85,21 @@ test('--max-restarts 2 on a job that always fails gives up, ends failed, and not
   const triggers = (await service.inspect()).triggers.filter((x) => x.body.data?.jobId === jobId)
   assert.equal(triggers.length, 1, `one notification, when it gave up: ${JSON.stringify(triggers.map((x) => x.body.data.status))}`)
   assert.equal(triggers[0].body.data.status, 'failed')
+})
+
+test('notify.on_restart: true also announces each restart', async (t) => {
+  const service = await startInterruptService(t, { message: { batch_window_ms: 100 }, subagent: { batch_window_ms: 100 } })
+  const { home } = makeHome(t, { notify: { url: service.url, on_restart: true } })
+  const { jobId } = startJob(home, ['sh', '-c', 'exit 3'], ['--restart', 'on-failure', '--max-restarts', '2', '--restart-delay', '50ms'])
+  assert.equal(runBg(home, ['wait', jobId, '--timeout', '30s']).code, 3)
+  await waitForQuiet(home)
+  const data = (await service.inspect()).triggers.map((x) => x.body.data).filter((d) => d?.jobId === jobId)
+  assert.deepEqual(data.map((d) => d.eventId).sort(), [`${jobId}:failed`, `${jobId}:restart-1`, `${jobId}:restart-2`])
+  const second = data.find((d) => d.eventId === `${jobId}:restart-2`)
+  assert.equal(second.status, 'restarted')
+  assert.equal(second.exitCode, 3)
+  assert.equal(second.outcome, 'restart 2 after exit 3')
+  assert.match(second.message, new RegExp(`^run-bg: ${jobId} \\(sh -c 'exit 3'\\) restarted after exit 3 \\(restart 2, next run in 100ms\\); run-bg check ${jobId}$`))
 })
 
 test('on-failure ends at exit 0; always restarts after it', async (t) => {
@@ -148,6 +164,54 @@ test('a kill during the restart delay ends the job, and no run starts after it',
   assert.equal(check.restarts, 1)
   await waitFor(() => !isAlive(supervisor), { what: 'the supervisor gone' })
   assert.equal(lines(runs).length, 1, 'a run started after the kill')
+})
+
+test('a kill while the ended run\'s tree is being killed ends the job without a restart', async (t) => {
+  // The ended run leaves a process that ignores SIGTERM: its clean-up waits for the grace period.
+  const { home, extraPids } = makeHome(t, { kill: { grace_ms: 60_000 } })
+  const dir = tempDir(t)
+  const runs = path.join(dir, 'runs')
+  const { jobId, pid, logPath } = startJob(home,
+    ['sh', '-c', `echo x >> ${runs}; sh -c 'trap "" TERM; echo $$ > ${dir}/stubborn; while :; do sleep 1; done' & exit 1`],
+    ['--restart', 'on-failure', '--restart-delay', '50ms'])
+  const stubborn = await waitFor(() => lines(path.join(dir, 'stubborn'))[0], { what: 'the stubborn process' })
+  extraPids.push(Number(stubborn))
+  await waitFor(() => !isAlive(pid), { what: 'the first run to end' })
+  const supervisor = JSON.parse(fs.readFileSync(path.join(home, 'jobs', jobId, 'job.json'), 'utf8')).supervisor.pid
+  assert.equal(checkJson(home, jobId).status, 'running', 'the job runs on while the ended run is cleaned up')
+  const kill = runBg(home, ['kill', jobId, '--grace', '200ms'])
+  assert.equal(kill.code, 0, kill.stderr)
+  assert.equal(checkJson(home, jobId).status, 'killed')
+  await waitFor(() => !isAlive(supervisor), { what: 'the supervisor gone' })
+  assert.ok(!isAlive(Number(stubborn)), 'the ended run\'s tree is gone')
+  assert.equal(lines(runs).length, 1, 'no run started after the kill')
+  assert.doesNotMatch(fs.readFileSync(logPath, 'utf8'), /restart 1/)
+})
+
+test('separators across log rotations: logs --since from each line start gives the rest', async (t) => {
+  // 4 runs of 10 lines of 300 bytes, 4096-byte files: 3 rotations at least.
+  const { home } = makeHome(t, { logs: { max_bytes: 4096, keep: 50 } })
+  const dir = tempDir(t)
+  const pad = 'p'.repeat(280)
+  const { jobId } = startJob(home,
+    ['sh', '-c', `n=$(wc -l < ${dir}/runs); n=$((n+1)); echo $n >> ${dir}/runs; for i in 1 2 3 4 5 6 7 8 9 10; do echo run-$n-line-$i-${pad}; done; exit 1`],
+    ['--restart', 'on-failure', '--max-restarts', '3', '--restart-delay', '10ms'])
+  runBg(home, ['wait', jobId, '--timeout', '30s'])
+  const expected = []
+  for (let n = 1; n <= 4; n++) {
+    for (let i = 1; i <= 10; i++) expected.push(`run-${n}-line-${i}-${pad}`)
+    if (n < 4) expected.push(`--- run-bg: restart ${n} after exit 1 (delay ${10 * 2 ** (n - 1)}ms) ---`)
+  }
+  const all = JSON.parse(runBg(home, ['logs', jobId, '--since', '0', '-n', '1000', '--json']).stdout)
+  assert.deepEqual(all.lines, expected)
+  assert.ok(fs.readdirSync(path.join(home, 'jobs', jobId)).filter((f) => /^output\.log\.\d+$/.test(f)).length >= 3, 'the log rotated')
+  let offset = 0
+  for (let i = 0; i < expected.length; i++) {
+    const read = JSON.parse(runBg(home, ['logs', jobId, '--since', String(offset), '-n', '1000', '--json']).stdout)
+    assert.deepEqual(read.lines, expected.slice(i), `since ${offset}`)
+    assert.equal(read.cursor, all.cursor)
+    offset += Buffer.byteLength(expected[i]) + 1
+  }
 })
 
 test('--timeout covers the whole job, across restarts', async (t) => {

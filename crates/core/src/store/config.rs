@@ -68,6 +68,9 @@ pub struct NotifyConfig {
     pub timeout_ms: u64,
     /// Bound on each command hook; it is killed after this.
     pub hook_timeout_ms: u64,
+    /// Also announce each restart of a job started with `--restart` (one
+    /// POST, `status: "restarted"`); by default only its final end is.
+    pub on_restart: bool,
 }
 
 /// The levels the interrupt service knows: `info` reaches the agent only
@@ -153,6 +156,7 @@ impl Default for NotifyConfig {
             retry_for_ms: 60_000,
             timeout_ms: 5_000,
             hook_timeout_ms: 30_000,
+            on_restart: false,
         }
     }
 }

@@ -1201,6 +1201,27 @@ mod tests {
         assert_eq!(last, vec![b"no newline at end".to_vec()]);
     }
 
+    #[test]
+    fn a_separator_is_a_line_of_its_own_and_counts_as_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("output.log");
+        let mut writer = RotatingWriter::create(&log, 1 << 20, 1).unwrap();
+        writer.write_separator("--- first ---\n").unwrap();
+        writer.write_all(b"done\n").unwrap();
+        writer.write_separator("--- after a whole line ---\n").unwrap();
+        writer.write_all(b"no newline").unwrap();
+        writer.write_separator("--- after a cut line ---\n").unwrap();
+        let text = std::fs::read(&log).unwrap();
+        assert_eq!(text, b"--- first ---\ndone\n--- after a whole line ---\nno newline\n--- after a cut line ---\n");
+        assert_eq!(LogFiles::open(&log).end(), text.len() as u64, "cursors count the separators");
+        // Right after a rotation the file is empty: nothing to end.
+        let rotating = dir.path().join("small.log");
+        let mut writer = RotatingWriter::create(&rotating, 10, 3).unwrap();
+        writer.write_all(b"0123456789").unwrap();
+        writer.write_separator("--- s ---\n").unwrap();
+        assert_eq!(std::fs::read(&rotating).unwrap(), b"--- s ---\n");
+    }
+
     /// Bytes and entries in `dir`, hidden files (a dropped log) included,
     /// but for the start record: one fixed-size record, whatever is written.
     fn dir_usage(dir: &Path) -> (u64, usize) {

@@ -12,7 +12,9 @@
 //! in a row again from 0, so a server that crashes once a day restarts for
 //! ever, and one that crashes at start gives up after `max_restarts`.
 
-use crate::model::job::{Exit, Restart, RestartPolicy};
+use crate::model::job::{Exit, Job, Restart, RestartPolicy};
+use crate::store::config::NotifyConfig;
+use crate::supervise::notify;
 use std::time::Duration;
 
 /// The longest a restart ever waits, unless the first delay is longer.
@@ -94,6 +96,38 @@ pub fn reason(exit: &Exit) -> String {
 /// The line the log gets between two runs (with its newline).
 pub fn separator(number: u32, reason: &str, delay: Duration) -> String {
     format!("--- run-bg: restart {number} after {reason} (delay {}) ---\n", crate::model::duration::format_duration_ms(delay.as_millis() as u64))
+}
+
+/// The event announcing restart `number` when `notify.on_restart` asks for
+/// it: the data of the end's event, with `status: "restarted"`, its own
+/// `eventId` (`<jobId>:restart-<n>`), the ended run's exit code, and what
+/// happens next in `outcome` and `message`. At the level of a failure.
+pub fn restart_event(config: &NotifyConfig, job: &Job, number: u32, exit: &Exit, delay: Duration) -> serde_json::Value {
+    let mut body = notify::event_body(config, job);
+    body["level"] = config.level_for("failed").into();
+    let why = reason(exit);
+    let command = crate::model::text::cut(&crate::model::text::visible(&job.command).replace('\n', " "), 80);
+    let next = crate::model::duration::format_duration_ms(delay.as_millis() as u64);
+    let data = &mut body["data"];
+    data["eventId"] = format!("{}:restart-{number}", job.id).into();
+    data["status"] = "restarted".into();
+    data["exitCode"] = match exit {
+        Exit::Code(code) => *code,
+        Exit::Signal(name) => crate::model::job::signal_number(name).map_or(-1, |n| 128 + n),
+    }
+    .into();
+    data["signal"] = match exit {
+        Exit::Signal(name) => name.clone(),
+        Exit::Code(_) => String::new(),
+    }
+    .into();
+    data["outcome"] = format!("restart {number} after {why}").into();
+    data["message"] = notify::defuse_templates(&format!(
+        "run-bg: {} ({command}) restarted after {why} (restart {number}, next run in {next}); run-bg check {}",
+        job.id, job.id
+    ))
+    .into();
+    body
 }
 
 #[cfg(test)]

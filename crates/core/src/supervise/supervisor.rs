@@ -406,7 +406,7 @@ struct Supervisor {
 #[derive(Debug, Clone)]
 enum Between {
     /// Killing what is left of the ended run's tree; then restart `number`.
-    Cleaning { number: u32, delay: Duration, reason: String },
+    Cleaning { number: u32, delay: Duration, exit: Exit },
     /// The next run starts at `until`.
     Waiting { until: Instant },
 }
@@ -872,7 +872,7 @@ impl Supervisor {
                 let ran_for = self.run_started.elapsed();
                 match self.restarter.as_mut().map_or(Decision::Done, |r| r.after_run(&exit, ran_for, count)) {
                     Decision::Restart { number, delay } => {
-                        self.between = Some(Between::Cleaning { number, delay, reason: restart::reason(&exit) });
+                        self.between = Some(Between::Cleaning { number, delay, exit });
                         // What the ended run left (`sleep 600 &`) goes first,
                         // as a kill takes it: SIGTERM, then SIGKILL after the grace.
                         if self.anything_left() {
@@ -885,7 +885,8 @@ impl Supervisor {
                     Decision::Done | Decision::GiveUp => false,
                 }
             }
-            Some(Between::Cleaning { number, delay, reason }) => {
+            Some(Between::Cleaning { number, delay, exit }) => {
+                let reason = restart::reason(&exit);
                 // Here only once that kill has settled: the old tree is gone.
                 self.kill = None;
                 self.drain_output_nonblocking();
@@ -898,6 +899,9 @@ impl Supervisor {
                     record.last_at = Some(now_ms());
                 }
                 self.save_run();
+                if self.config.notify.on_restart {
+                    self.announce_restart(number, &exit, delay);
+                }
                 self.between = Some(Between::Waiting { until: Instant::now() + delay });
                 self.restart_step()
             }
@@ -952,6 +956,38 @@ impl Supervisor {
             job.restart = restart;
             job.main = main;
         });
+    }
+
+    /// `notify.on_restart`: one POST of the restart's event from a forked
+    /// child (reaped as any child of ours), never retried nor spooled: the
+    /// final end is the announcement that must arrive; this one is extra.
+    fn announce_restart(&mut self, number: u32, exit: &Exit, delay: Duration) {
+        let Some(url) = self.config.notify.url.clone().filter(|_| self.job.notify) else { return };
+        let body = restart::restart_event(&self.config.notify, &self.job, number, exit, delay).to_string();
+        let timeout = Duration::from_millis(self.config.notify.timeout_ms);
+        // Single-threaded for the fork, as for the notifier.
+        self.log.join_deleter();
+        // SAFETY: the supervisor is single-threaded here (the log's deleter
+        // was joined just above), so the child inherits no lock another
+        // thread holds and may run ordinary Rust code.
+        match unsafe { libc::fork() } {
+            0 => {
+                for signal in HANDLED {
+                    // SAFETY: restoring the default disposition installs no
+                    // code of ours (see spawn_notifier).
+                    unsafe { libc::signal(signal, libc::SIG_DFL) };
+                }
+                // The job's pipes are not held open by this child.
+                self.output = None;
+                self.let_go_of_the_job();
+                let _ = notify::post(&url, body.as_bytes(), timeout);
+                // SAFETY: _exit skips destructors and atexit handlers, so the
+                // parent's files and buffers stay its own.
+                unsafe { libc::_exit(0) }
+            }
+            -1 => self.note_error(&format!("cannot fork to announce restart {number}: {}", std::io::Error::last_os_error())),
+            _ => {}
+        }
     }
 
     /// The job ends for good: the ends of its pipes kept for another run
