@@ -271,10 +271,11 @@ impl From<MainExit> for Exit {
     }
 }
 
-/// Where the supervisor is in a job's life. Each step only goes forward:
-/// the end is recorded only once the main process has exited, and the
-/// supervisor is done only once the end is recorded, the output has ended
-/// and no child of ours is left to reap.
+/// Where the supervisor is in a job's life. Each step only goes forward
+/// (but for a restart, `--restart`, from an exit not yet recorded back to
+/// a running main process): the end is recorded only once the main process
+/// has exited, and the supervisor is done only once the end is recorded,
+/// the output has ended and no child of ours is left to reap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     /// The main process runs (it is our child, so there are children to reap).
@@ -445,6 +446,7 @@ impl Supervisor {
         // lock is free now; else once the caller has its answer.
         let fail = |mut job: Job, message: String| -> StartFailure {
             outpipe::remove(&home.job_dir(&job.id));
+            stdin::remove(&home.job_dir(&job.id));
             job.state = JobState::FailedToStart { error: message.clone(), ended_at: now_ms() };
             match registry.write_job_file(&job, true) {
                 Ok(()) if registry.register(&job, Patience::Immediate).is_ok() => message.into(),
@@ -1298,6 +1300,16 @@ mod phase_tests {
             assert_eq!(step(Phase::Done), Phase::Done);
         }
         assert_eq!(Phase::Done.settle(true), Phase::Done);
+    }
+
+    #[test]
+    fn a_restart_runs_a_new_main_process_only_after_an_exit_not_yet_recorded() {
+        let exited = Phase::Running.main_reaped(EXIT).no_children();
+        assert_eq!(exited.restarted(), Phase::Running);
+        assert_eq!(Phase::Running.main_reaped(EXIT).restarted().main_reaped(MainExit::Code(4)).main_exit(), Some(MainExit::Code(4)));
+        let recorded = exited.recorded();
+        assert_eq!(recorded.restarted(), recorded, "a recorded end is final");
+        assert_eq!(Phase::Done.restarted(), Phase::Done);
     }
 
     #[test]
