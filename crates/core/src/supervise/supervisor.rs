@@ -977,7 +977,9 @@ impl Supervisor {
                 for signal in HANDLED {
                     // SAFETY: restoring the default disposition installs no
                     // code of ours (see spawn_notifier).
-                    unsafe { libc::signal(signal, libc::SIG_DFL) };
+                    if unsafe { libc::signal(signal, libc::SIG_DFL) } == libc::SIG_ERR {
+                        self.note_error(&format!("restart announcer: cannot restore signal {signal}: {}", std::io::Error::last_os_error()));
+                    }
                 }
                 // The job's pipes are not held open by this child.
                 self.output = None;
