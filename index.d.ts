@@ -255,6 +255,14 @@ export interface JobSummary {
   peakRssMb?: number
   /** When the job was seen ready (`readyLog`/`readyPort`/`readyUrl`), ms since the epoch. */
   readyAt?: number
+  /** With `restart`: how many times its main process was started again. */
+  restarts?: number
+  /** How the run before the last restart ended (`exit 1`, `signal SIGSEGV`). */
+  lastRestart?: string
+  /** When that run ended (ms since the epoch). */
+  lastRestartAt?: number
+  /** `pipe` when started with `stdin: 'pipe'` (`sendInput` writes to it). */
+  stdin?: 'pipe'
 }
 
 /** Kills every running job (of `owner`, when given), all at once. */
@@ -482,6 +490,41 @@ export interface RunOptions {
   readyTimeoutMs?: number
   /** Each output line matching one of these regexes sends a `matched` notification (at most once per `notify.match_window_ms` per pattern). */
   notifyOn?: Array<string>
+  /**
+   * Start the main process again when it ends: `on-failure` (not after exit
+   * 0) or `always`, under the same job id, after killing what is left of the
+   * ended run's tree.
+   */
+  restart?: 'on-failure' | 'always'
+  /** With `restart`: restarts in a row (no 10 s run between) before giving up (default 10). */
+  maxRestarts?: number
+  /** With `restart`: the first restart's delay, doubled for each one in a row up to 30 s (default 1000). */
+  restartDelayMs?: number
+  /** `pipe`: the job's stdin stays open for `sendInput` (default `null`: /dev/null). */
+  stdin?: 'pipe' | 'null'
+}
+
+/**
+ * Writes `text` and a newline (unless `newline: false`) to the stdin of a
+ * job started with `stdin: 'pipe'`; `eof: true` then closes it. Throws for a
+ * job without a stdin pipe, one that has ended, or one that does not read
+ * its stdin for 5 s (more than the pipe's 64 KiB waiting).
+ */
+export declare function sendInput(jobId: string, text: string, options?: SendInputOptions | undefined | null): SendResult
+
+export interface SendInputOptions {
+  /** `false`: send the text as it is (default true: a newline follows). */
+  newline?: boolean
+  /** Close the job's stdin after the text: it reads end-of-file. */
+  eof?: boolean
+}
+
+export interface SendResult {
+  jobId: string
+  /** Bytes written, the newline included. */
+  bytes: number
+  /** Whether its stdin was closed (`eof`). */
+  closed: boolean
 }
 
 export interface RunResult {

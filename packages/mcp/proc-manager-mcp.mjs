@@ -208,6 +208,10 @@ server.registerTool('run_background', {
     notify: z.boolean().optional().describe('false: no exit notification (default true)'),
     ready: z.string().optional().describe('Server ready when: port, http:// URL or log regex'),
     notifyOn: z.array(z.string()).optional().describe('Output line regexes that notify'),
+    restart: z.enum(['on-failure', 'always']).optional().describe('Restart it when it ends (default never)'),
+    maxRestarts: whole(0).optional().describe('Restarts in a row before giving up (default 10)'),
+    restartDelayMs: whole(0).optional().describe('First restart delay, then doubled (default 1000)'),
+    stdin: z.enum(['pipe', 'null']).optional().describe('pipe: send_input can write to it (default null)'),
   }).strict(),
   outputSchema: { ...jobOut, pid: z.number().int().optional() },
 }, tool(async ({ command, yieldMs, ready, ...options }, extra) => {
@@ -376,6 +380,20 @@ server.registerTool('cleanup_orphans', {
       killed: report.killed.map((p) => p.pid),
     },
   }
+}))
+
+server.registerTool('send_input', {
+  description: 'Write to the stdin of a job started with stdin: pipe.',
+  inputSchema: z.object({
+    jobId,
+    text: z.string().describe('A newline follows unless newline: false'),
+    newline: z.boolean().optional().describe('Default true'),
+    eof: z.boolean().optional().describe('Then close its stdin'),
+  }).strict(),
+  outputSchema: { jobId: z.string(), bytes: z.number().int(), closed: z.boolean() },
+}, tool(({ jobId: id, text, ...options }) => {
+  const sent = pm.sendInput(id, text, options)
+  return { text: `sent ${sent.bytes} bytes to jobId ${sent.jobId}${sent.closed ? '; its stdin is closed' : ''}`, structured: sent }
 }))
 
 server.registerTool('job_summary', {

@@ -67,6 +67,7 @@ Commands:
   run-bg summary [--owner <name>]              a few lines for an agent's context preamble
   run-bg ps [--mcp]                            a process snapshot (MCP/browser processes marked)
   run-bg prune [--older-than <dur>]            forget finished jobs, delete their logs
+  run-bg send <id> <text> [--no-newline] [--eof]  write to the stdin of a job started with --stdin pipe
   run-bg reconcile                             mark jobs whose supervisor died
 
 Durations: 500ms, 90s, 10m, 2h, 1h30m. Every subcommand takes --json.
@@ -106,6 +107,18 @@ struct StartCli {
     /// `check` prints and exit with its code; else print the ack
     #[arg(long = "yield", value_name = "DUR")]
     yield_for: Option<String>,
+    /// Start the program again when it ends: on-failure (not after exit 0) or always
+    #[arg(long, value_name = "POLICY", value_parser = ["on-failure", "always"])]
+    restart: Option<String>,
+    /// With --restart: give up after this many restarts in a row (default 10)
+    #[arg(long, value_name = "N", requires = "restart")]
+    max_restarts: Option<u32>,
+    /// With --restart: wait this long before the first restart, doubling up to 30s (default 1s)
+    #[arg(long, value_name = "DUR", requires = "restart")]
+    restart_delay: Option<String>,
+    /// `pipe`: keep the job's stdin open for `run-bg send` (default: null, /dev/null)
+    #[arg(long, value_name = "MODE", value_parser = ["pipe", "null"])]
+    stdin: Option<String>,
     /// Machine-readable output
     #[arg(long)]
     json: bool,
@@ -275,6 +288,21 @@ enum Sub {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// Write a line to the stdin of a job started with --stdin pipe
+    Send {
+        id: String,
+        /// The text; a newline is added unless --no-newline
+        #[arg(required_unless_present = "eof", allow_hyphen_values = true)]
+        text: Option<String>,
+        /// Send the text as it is, without a newline
+        #[arg(long)]
+        no_newline: bool,
+        /// Then close the job's stdin (it reads end-of-file)
+        #[arg(long)]
+        eof: bool,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
 }
 
 fn main() {
@@ -394,5 +422,6 @@ fn run_sub(command: Sub) -> Result<i32> {
         Sub::Ps { mcp, json } => cmd::ps::run(&context, mcp, json.json),
         Sub::Prune { older_than, json } => cmd::prune::run(&context, older_than, json.json),
         Sub::Reconcile { json } => cmd::reconcile::run(&context, json.json),
+        Sub::Send { id, text, no_newline, eof, json } => cmd::send::run(&context, &id, text, no_newline, eof, json.json),
     }
 }

@@ -245,6 +245,19 @@ impl<'env> Options<'env> {
         }
     }
 
+    /// One of `accepted` (`restart: 'on-failure'`, `stdin: 'pipe'`).
+    pub fn choice(&mut self, name: &'static str, accepted: &[&str]) -> Result<Option<String>> {
+        let Some(value) = self.get(name)? else { return Ok(None) };
+        if kind_of(&value)? == ValueType::String {
+            let text = String::from_unknown(value)?;
+            if accepted.contains(&text.as_str()) {
+                return Ok(Some(text));
+            }
+        }
+        let quoted: Vec<String> = accepted.iter().map(|a| format!("'{a}'")).collect();
+        Err(bad(format!("bad {name}: {}; give one of {}", describe(&value), quoted.join(", "))))
+    }
+
     /// Refuses what was not read: a value that is no options object, or a
     /// name that is not one of the options.
     pub fn finish(self) -> Result<()> {

@@ -125,6 +125,11 @@ struct RunOptions {
     on_exit: Option<String>,
     ready: Option<proc_manager_core::model::job::Readiness>,
     notify_on: Option<Vec<String>>,
+    /// `restart`, `maxRestarts`, `restartDelayMs`, `stdin` (issue 15).
+    restart: Option<String>,
+    max_restarts: Option<u64>,
+    restart_delay_ms: Option<u64>,
+    stdin: Option<String>,
 }
 
 impl RunOptions {
@@ -141,6 +146,10 @@ impl RunOptions {
             on_exit: o.string("onExit")?,
             ready: read_readiness(o)?,
             notify_on: o.strings("notifyOn")?,
+            restart: o.choice("restart", &["on-failure", "always"])?,
+            max_restarts: o.count("maxRestarts", "restarts")?,
+            restart_delay_ms: o.millis("restartDelayMs", 0)?,
+            stdin: o.choice("stdin", &["pipe", "null"])?,
         })
     }
 }
@@ -211,6 +220,20 @@ fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verb
         }
         request.notify_on = patterns;
     }
+    request.restart = match (options.restart, options.max_restarts, options.restart_delay_ms) {
+        (Some(policy), max_restarts, delay_ms) => Some(proc_manager_core::verbs::spawn::RestartRequest {
+            policy: proc_manager_core::model::job::RestartPolicy::parse(&policy).map_err(to_js_error)?,
+            max_restarts: max_restarts
+                .map(|n| u32::try_from(n).map_err(|_| napi::Error::from_reason(format!("bad maxRestarts: {n}; give a whole number of restarts up to {}", u32::MAX))))
+                .transpose()?,
+            delay_ms,
+        }),
+        (None, None, None) => None,
+        (None, _, _) => {
+            return Err(napi::Error::from_reason("maxRestarts and restartDelayMs go with restart: give restart: 'on-failure' or 'always'"))
+        }
+    };
+    request.stdin_pipe = options.stdin.as_deref() == Some("pipe");
     let context = context()?;
     start_job(&context, request, &supervisor_exe()?).map_err(to_js_error)
 }
@@ -733,4 +756,23 @@ pub fn read_log(job_id: Unknown, options: Option<Unknown>) -> Result<serde_json:
     };
     let (job, read) = context()?.read_log(&job_id, range).map_err(to_js_error)?;
     shape(&LogReadView::new(&job.id, &read))
+}
+
+/// Writes `text` (and a newline, unless `newline: false`) to the stdin of a
+/// job started with `stdin: 'pipe'`; `eof: true` then closes it. Waits at
+/// most 5 s for a job that does not read its stdin.
+#[napi(ts_args_type = "jobId: string, text: string, options?: SendInputOptions | undefined | null", ts_return_type = "SendResult")]
+pub fn send_input(job_id: Unknown, text: Unknown, options: Option<Unknown>) -> Result<serde_json::Value> {
+    let job_id = string_arg("jobId", job_id)?;
+    let text = string_arg("text", text)?;
+    let mut o = Options::new("sendInput", options)?;
+    let newline = o.boolean("newline")?.unwrap_or(true);
+    let eof = o.boolean("eof")?.unwrap_or(false);
+    o.finish()?;
+    let mut data = text.into_bytes();
+    if newline {
+        data.push(b'\n');
+    }
+    let sent = context()?.send_input(&job_id, &data, eof).map_err(to_js_error)?;
+    shape(&proc_manager_core::present::view::SendView::from(&sent))
 }

@@ -11,6 +11,7 @@ pub mod orphans;
 pub mod prune;
 pub mod ps;
 pub mod reconcile;
+pub mod send;
 pub mod start;
 pub mod summary;
 pub mod supervise;

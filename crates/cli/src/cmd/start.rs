@@ -9,7 +9,8 @@ use proc_manager_core::model::job::Readiness;
 use proc_manager_core::supervise::ready;
 use proc_manager_core::verbs::cancel::Cancel;
 use proc_manager_core::verbs::yielding::Yielded;
-use proc_manager_core::verbs::spawn::{parse_env_assignment, start_job, StartRequest};
+use proc_manager_core::model::job::RestartPolicy;
+use proc_manager_core::verbs::spawn::{parse_env_assignment, start_job, RestartRequest, StartRequest};
 use proc_manager_core::{Error, Result};
 
 pub fn run(cli: StartCli) -> Result<i32> {
@@ -30,6 +31,14 @@ pub fn run(cli: StartCli) -> Result<i32> {
         .transpose()?;
     request.notify = !cli.no_notify;
     request.on_exit = cli.on_exit;
+    if let Some(policy) = &cli.restart {
+        request.restart = Some(RestartRequest {
+            policy: RestartPolicy::parse(policy)?,
+            max_restarts: cli.max_restarts,
+            delay_ms: parse_dur("--restart-delay", &cli.restart_delay)?.map(|d| d.as_millis() as u64),
+        });
+    }
+    request.stdin_pipe = cli.stdin.as_deref() == Some("pipe");
     let yield_for = parse_dur("--yield", &cli.yield_for)?;
     // Readiness and wake-ups (issue 15): patterns are checked here to name the flag.
     if let Some(pattern) = &cli.ready_log {

@@ -328,6 +328,10 @@ pub struct Job {
     pub ready_at: Option<u64>,
     /// Patterns of output lines that each send a `matched` notification.
     pub notify_on: Vec<String>,
+    /// `--restart`: the policy it was started with and how its restarts went.
+    pub restart: Option<Restart>,
+    /// `--stdin pipe`: its stdin is `jobs/<id>/stdin.pipe`, written by `send`.
+    pub stdin_pipe: bool,
 }
 
 /// What makes a job ready (`--ready-log`, `--ready-port`, `--ready-url`):
@@ -416,6 +420,10 @@ struct JobRecord {
     /// code may be 0).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     before_ready: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    restart: Option<Restart>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    stdin_pipe: bool,
 }
 
 /// The state a format-1 record describes. Every record this program writes
@@ -478,6 +486,8 @@ impl From<JobRecord> for Job {
             ready: r.ready,
             ready_at: r.ready_at,
             notify_on: r.notify_on,
+            restart: r.restart,
+            stdin_pipe: r.stdin_pipe,
         }
     }
 }
@@ -514,6 +524,8 @@ impl From<Job> for JobRecord {
             ready: job.ready,
             ready_at: job.ready_at,
             notify_on: job.notify_on,
+            restart: job.restart,
+            stdin_pipe: job.stdin_pipe,
         }
     }
 }
@@ -592,6 +604,54 @@ pub struct HookRun {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub duration_ms: u64,
+}
+
+/// When a job's main process is started again after it ends (`--restart`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestartPolicy {
+    /// After an exit other than 0 or a death by signal; an exit 0 ends the job.
+    OnFailure,
+    /// After any end, an exit 0 too.
+    Always,
+}
+
+impl RestartPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestartPolicy::OnFailure => "on-failure",
+            RestartPolicy::Always => "always",
+        }
+    }
+
+    pub fn parse(text: &str) -> crate::Result<RestartPolicy> {
+        match text {
+            "on-failure" => Ok(RestartPolicy::OnFailure),
+            "always" => Ok(RestartPolicy::Always),
+            _ => Err(crate::Error::Usage(format!("bad restart policy `{text}`: expected on-failure or always"))),
+        }
+    }
+}
+
+/// A job started with `--restart`: its settings, then what its supervisor
+/// records at each restart (`count`, `last_reason`, `last_at`). One record,
+/// one job id, across every run of the main process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Restart {
+    pub policy: RestartPolicy,
+    /// Restarts in a row (without a healthy run between) before giving up.
+    pub max_restarts: u32,
+    /// The first delay; later ones double up to a cap (supervise/restart.rs).
+    pub delay_ms: u64,
+    /// Restarts so far.
+    #[serde(default)]
+    pub count: u32,
+    /// How the run before the last restart ended: `exit 1`, `signal SIGSEGV`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_reason: Option<String>,
+    /// When that run ended (ms since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_at: Option<u64>,
 }
 
 fn default_true() -> bool {
@@ -762,6 +822,8 @@ pub(crate) fn sample_in(state: JobState) -> Job {
         ready: None,
         ready_at: None,
         notify_on: Vec::new(),
+        restart: None,
+        stdin_pipe: false,
     }
 }
 

@@ -23,6 +23,8 @@ pub struct LaunchSpec<'a> {
     pub remove: &'a [&'a str],
     /// Becomes the child's stdout and stderr.
     pub output: RawFd,
+    /// Becomes the child's stdin (`--stdin pipe`); /dev/null when `None`.
+    pub stdin: Option<RawFd>,
 }
 
 /// A forked child whose exec may still be under way.
@@ -217,7 +219,11 @@ unsafe fn exec_child(p: &mut Prepared, stdin: RawFd, output: RawFd, report: RawF
 /// Forks the child and returns at once; call only while single-threaded.
 pub fn launch(spec: &LaunchSpec) -> Result<Launched, LaunchError> {
     let mut prepared = prepare(spec)?;
-    let stdin = std::fs::File::open("/dev/null").map_err(|e| LaunchError::system("cannot open /dev/null", e))?;
+    let null = match spec.stdin {
+        Some(_) => None,
+        None => Some(std::fs::File::open("/dev/null").map_err(|e| LaunchError::system("cannot open /dev/null", e))?),
+    };
+    let stdin = spec.stdin.or(null.as_ref().map(|null| null.as_raw_fd())).unwrap_or(-1);
     let (report_read, report_write) = new_pipe(0).map_err(|e| LaunchError::system("cannot create a pipe", e))?;
     // Blocked across the fork: a signal meant for the new job waits until
     // the child has reset its handlers, then acts on it (or on its program).
@@ -241,7 +247,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<Launched, LaunchError> {
         // SAFETY: we are that freshly forked child of a single-threaded
         // process; `prepared` holds every C string and array it needs, built
         // before the fork so the child allocates nothing.
-        unsafe { exec_child(&mut prepared, stdin.as_raw_fd(), spec.output, report_write.as_raw_fd()) }
+        unsafe { exec_child(&mut prepared, stdin, spec.output, report_write.as_raw_fd()) }
     }
     let fork_error = std::io::Error::last_os_error();
     // SAFETY: `previous` is the mask sigprocmask filled in above. Restoring
@@ -376,6 +382,7 @@ mod tests {
             set: set.iter().map(|(k, v)| (k.into(), v.into())).collect(),
             remove,
             output: output.as_raw_fd(),
+            stdin: None,
         })?;
         let pid = launched.pid;
         launched.exec_outcome()?;

@@ -128,6 +128,21 @@ pub fn lingering_line(job: &Job, lingering: &[ProcessEntry]) -> Option<String> {
     ))
 }
 
+/// `  restarts: 2 (last: exit 1 at 14:02:11 UTC)` for a job started with
+/// `--restart` that has restarted.
+pub fn restart_line(job: &Job) -> Option<String> {
+    let restart = job.restart.as_ref().filter(|r| r.count > 0)?;
+    let last = match (&restart.last_reason, restart.last_at) {
+        (Some(reason), Some(at)) => {
+            let secs = (at / 1000) % 86_400;
+            format!(" (last: {} at {:02}:{:02}:{:02} UTC)", visible(reason), secs / 3600, secs / 60 % 60, secs % 60)
+        }
+        (Some(reason), None) => format!(" (last: {})", visible(reason)),
+        _ => String::new(),
+    };
+    Some(format!("  restarts: {}{last}", restart.count))
+}
+
 /// Said only when something needs attention: a notification not delivered
 /// (yet), a hook that failed.
 fn delivery_lines(job: &Job) -> Vec<String> {
@@ -207,6 +222,7 @@ pub fn check_text(check: &CheckResult) -> String {
         _ => String::new(),
     };
     let mut lines = vec![header(job, &extra)];
+    lines.extend(restart_line(job));
     lines.extend(lingering_line(job, &check.lingering));
     lines.extend(delivery_lines(job));
     if check.tail.is_empty() {

@@ -54,6 +54,18 @@ pub struct JobView {
     /// When the job was seen ready (`--ready-log/-port/-url`), ms since the epoch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ready_at: Option<u64>,
+    /// `--restart`: how many times the main process was started again (0 so far).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restarts: Option<u32>,
+    /// How the run before the last restart ended (`exit 1`, `signal SIGSEGV`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_restart: Option<String>,
+    /// When that run ended (ms since the epoch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_restart_at: Option<u64>,
+    /// `pipe` for a job started with `--stdin pipe` (`send` writes to it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -132,6 +144,10 @@ impl From<&Job> for JobView {
                 .collect(),
             peak_rss_mb: job.peak_rss_kb.map(kb_to_mb),
             ready_at: job.ready_at,
+            restarts: job.restart.as_ref().map(|r| r.count),
+            last_restart: job.restart.as_ref().and_then(|r| r.last_reason.clone()),
+            last_restart_at: job.restart.as_ref().and_then(|r| r.last_at),
+            stdin: job.stdin_pipe.then(|| "pipe".to_string()),
         }
     }
 }
@@ -303,6 +319,23 @@ impl From<&KillOutcome> for KillView {
             message: crate::model::text::visible(&outcome.message).into_owned(),
             error: None,
         }
+    }
+}
+
+/// `sendInput`, `run-bg send --json`: what went to the job's stdin.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendView {
+    pub job_id: String,
+    /// Bytes written (the newline included).
+    pub bytes: usize,
+    /// Whether the job's stdin was closed after them (`eof`).
+    pub closed: bool,
+}
+
+impl From<&crate::verbs::send::Sent> for SendView {
+    fn from(sent: &crate::verbs::send::Sent) -> SendView {
+        SendView { job_id: sent.job_id.clone(), bytes: sent.bytes, closed: sent.closed }
     }
 }
 

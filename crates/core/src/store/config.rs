@@ -71,6 +71,9 @@ pub struct NotifyConfig {
     /// A `--notify-on` pattern sends at most one `matched` event per this
     /// long (its later matches within it are only in the log).
     pub match_window_ms: u64,
+    /// Also announce each restart of a job started with `--restart` (one
+    /// POST, `status: "restarted"`); by default only its final end is.
+    pub on_restart: bool,
 }
 
 /// The levels the interrupt service knows: `info` reaches the agent only
@@ -157,6 +160,7 @@ impl Default for NotifyConfig {
             timeout_ms: 5_000,
             hook_timeout_ms: 30_000,
             match_window_ms: 30_000,
+            on_restart: false,
         }
     }
 }

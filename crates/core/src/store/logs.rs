@@ -167,6 +167,36 @@ impl RotatingWriter {
         Ok(())
     }
 
+    /// Writes a line of our own into the job's output (the separator a
+    /// restart leaves): whole, with its newline, on a line of its own even
+    /// when the job's last line had none yet, so no reader takes it for part
+    /// of the job's line. It is counted like any output, so cursors stay
+    /// positions in everything written.
+    pub fn write_separator(&mut self, line: &str) -> Result<()> {
+        let mut text = Vec::with_capacity(line.len() + 1);
+        if !self.ends_a_line() {
+            text.push(b'\n');
+        }
+        text.extend_from_slice(line.as_bytes());
+        self.write_all(&text)
+    }
+
+    /// Whether the current file is empty or ends with a newline. Spliced
+    /// bytes never pass through us, so the file itself is read; a file that
+    /// cannot be read counts as ending a line (at worst one line is joined).
+    fn ends_a_line(&self) -> bool {
+        use std::os::unix::fs::FileExt;
+        if self.written == 0 {
+            return true;
+        }
+        let mut last = [0u8];
+        crate::store::paths::options_nofollow()
+            .read(true)
+            .open(&self.path)
+            .and_then(|file| file.read_exact_at(&mut last, self.written - 1))
+            .map_or(true, |()| last[0] == b'\n')
+    }
+
     /// How many bytes the current file takes before it is rotated.
     pub fn room(&self) -> u64 {
         self.max_bytes - self.written
@@ -1169,6 +1199,27 @@ mod tests {
         assert_eq!(errors, vec![b"\xff\xfe error here".to_vec()]);
         let last = tail_lines(&log, 1, |_| true);
         assert_eq!(last, vec![b"no newline at end".to_vec()]);
+    }
+
+    #[test]
+    fn a_separator_is_a_line_of_its_own_and_counts_as_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("output.log");
+        let mut writer = RotatingWriter::create(&log, 1 << 20, 1).unwrap();
+        writer.write_separator("--- first ---\n").unwrap();
+        writer.write_all(b"done\n").unwrap();
+        writer.write_separator("--- after a whole line ---\n").unwrap();
+        writer.write_all(b"no newline").unwrap();
+        writer.write_separator("--- after a cut line ---\n").unwrap();
+        let text = std::fs::read(&log).unwrap();
+        assert_eq!(text, b"--- first ---\ndone\n--- after a whole line ---\nno newline\n--- after a cut line ---\n");
+        assert_eq!(LogFiles::open(&log).end(), text.len() as u64, "cursors count the separators");
+        // Right after a rotation the file is empty: nothing to end.
+        let rotating = dir.path().join("small.log");
+        let mut writer = RotatingWriter::create(&rotating, 10, 3).unwrap();
+        writer.write_all(b"0123456789").unwrap();
+        writer.write_separator("--- s ---\n").unwrap();
+        assert_eq!(std::fs::read(&rotating).unwrap(), b"--- s ---\n");
     }
 
     /// Bytes and entries in `dir`, hidden files (a dropped log) included,

@@ -7,3 +7,5 @@ pub mod ends;
 pub mod supervisor;
 pub mod ready;
 pub mod matchers;
+pub mod restart;
+pub mod stdin;

@@ -19,6 +19,8 @@ use crate::store::registry::{Patience, Registry};
 use crate::os::tree::{self, Tree};
 use crate::{supervise::notify, now_ms, supervise::outpipe, Error};
 use crate::supervise::ready;
+use crate::supervise::restart::{self, Decision, Restarter};
+use crate::supervise::stdin;
 use rustix::event::{PollFd, PollFlags};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
@@ -228,6 +230,8 @@ enum KillReason {
     Timeout,
     /// Asked for after the main process had exited: its exit decides the status.
     AfterExit,
+    /// What is left of an ended run's tree, before a restart (`--restart`).
+    Restart,
 }
 
 struct KillInProgress {
@@ -268,10 +272,11 @@ impl From<MainExit> for Exit {
     }
 }
 
-/// Where the supervisor is in a job's life. Each step only goes forward:
-/// the end is recorded only once the main process has exited, and the
-/// supervisor is done only once the end is recorded, the output has ended
-/// and no child of ours is left to reap.
+/// Where the supervisor is in a job's life. Each step only goes forward
+/// (but for a restart, `--restart`, from an exit not yet recorded back to
+/// a running main process): the end is recorded only once the main process
+/// has exited, and the supervisor is done only once the end is recorded,
+/// the output has ended and no child of ours is left to reap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     /// The main process runs (it is our child, so there are children to reap).
@@ -341,6 +346,15 @@ impl Phase {
     fn main_running(self) -> bool {
         self == Phase::Running
     }
+
+    /// A restart (`--restart`): a new main process runs. The one step back,
+    /// and only from an exit not yet recorded: a recorded end is final.
+    fn restarted(self) -> Phase {
+        match self {
+            Phase::MainExited { .. } => Phase::Running,
+            other => other,
+        }
+    }
 }
 
 /// A step that moved less than this left the pipe empty with the job
@@ -378,6 +392,40 @@ struct Supervisor {
     splice: Option<Splicer>,
     /// The job's readiness check and `--notify-on` patterns (supervise/ready.rs).
     watch: Option<ready::Watch>,
+    /// `--restart`: the schedule (supervise/restart.rs), where the job is
+    /// between two runs, and when the current run started.
+    restarter: Option<Restarter>,
+    between: Option<Between>,
+    run_started: Instant,
+    /// Each new run's stdout and stderr: kept only while a restart may come,
+    /// so the output pipe then never reads as ended between runs.
+    output_child_end: Option<OwnedFd>,
+    /// `--stdin pipe`: our write end, which keeps the job from reading EOF
+    /// until it ends (or `send --eof`), and the read end kept for a restart.
+    stdin_writer: Option<OwnedFd>,
+    stdin_child_end: Option<OwnedFd>,
+}
+
+/// Where a job that restarts is between the end of one run and the next.
+#[derive(Debug, Clone)]
+enum Between {
+    /// Killing what is left of the ended run's tree; then restart `number`.
+    Cleaning { number: u32, delay: Duration, exit: Exit },
+    /// The next run starts at `until`.
+    Waiting { until: Instant },
+}
+
+/// Starts a run of the job's main process: its argv, cwd and environment
+/// plus the cookie, `output` as its stdout and stderr, `stdin` or /dev/null.
+fn launch_main(job: &Job, output: std::os::fd::RawFd, stdin: Option<std::os::fd::RawFd>) -> std::result::Result<launch::Launched, LaunchError> {
+    launch::launch(&LaunchSpec {
+        argv: &job.argv,
+        cwd: Path::new(&job.cwd),
+        set: job.env.iter().map(|(k, v)| (k.into(), v.into())).chain([(JOB_COOKIE.into(), job.id.clone().into())]).collect(),
+        remove: &[SUPERVISOR_MARK],
+        output,
+        stdin,
+    })
 }
 
 fn check_cwd(cwd: &Path) -> std::result::Result<(), LaunchError> {
@@ -401,6 +449,7 @@ impl Supervisor {
         // lock is free now; else once the caller has its answer.
         let fail = |mut job: Job, message: String| -> StartFailure {
             outpipe::remove(&home.job_dir(&job.id));
+            stdin::remove(&home.job_dir(&job.id));
             job.state = JobState::FailedToStart { error: message.clone(), ended_at: now_ms() };
             match registry.write_job_file(&job, true) {
                 Ok(()) if registry.register(&job, Patience::Immediate).is_ok() => message.into(),
@@ -423,15 +472,23 @@ impl Supervisor {
             Ok(output) => output,
             Err(e) => return Err(fail(job, format!("cannot create the output pipe: {e}"))),
         };
-        let launched = launch::launch(&LaunchSpec {
-            argv: &job.argv,
-            cwd: Path::new(&job.cwd),
-            set: job.env.iter().map(|(k, v)| (k.into(), v.into())).chain([(JOB_COOKIE.into(), job.id.clone().into())]).collect(),
-            remove: &[SUPERVISOR_MARK],
-            output: output.child_end.as_raw_fd(),
-        });
-        // Our copy of the job's end: EOF then means "every process of the job closed it".
-        drop(output.child_end);
+        let job_stdin = match job.stdin_pipe {
+            true => match stdin::create(&home.job_dir(&job.id)) {
+                Ok(pipe) => Some(pipe),
+                Err(e) => return Err(fail(job, format!("cannot create the stdin pipe: {e}"))),
+            },
+            false => None,
+        };
+        let launched = launch_main(&job, output.child_end.as_raw_fd(), job_stdin.as_ref().map(|s| s.child_end.as_raw_fd()));
+        // Our copy of the job's end: EOF then means "every process of the job
+        // closed it". A job that restarts keeps it for its next run until it
+        // ends for good.
+        let restarts = job.restart.is_some();
+        let output_child_end = restarts.then_some(output.child_end);
+        let (stdin_writer, stdin_child_end) = match job_stdin {
+            Some(pipe) => (Some(pipe.writer), restarts.then_some(pipe.child_end)),
+            None => (None, None),
+        };
         let output_read = output.reader;
         let launched = match launched {
             Ok(launched) => launched,
@@ -482,6 +539,7 @@ impl Supervisor {
         let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
         let watch = ready::Watch::new(&job, &spec.config);
         let splice = if watch.as_ref().is_some_and(ready::Watch::needs_lines) { None } else { new_splicer() };
+        let job_restarter = job.restart.as_ref().map(Restarter::new);
         Ok(Supervisor {
             job,
             registry,
@@ -499,13 +557,20 @@ impl Supervisor {
             buffer: vec![0u8; 256 * 1024],
             splice,
             watch,
+            restarter: job_restarter,
+            between: None,
+            run_started: Instant::now(),
+            output_child_end,
+            stdin_writer,
+            stdin_child_end,
         })
     }
 
     fn run(&mut self) {
         release_startup_code();
         loop {
-            if self.phase.main_exit().is_some() && self.kill_settled() {
+            if self.phase.main_exit().is_some() && self.kill_settled() && !self.restart_step() {
+                self.let_go_of_the_job();
                 self.drain_output_nonblocking();
                 self.record_end();
             }
@@ -522,6 +587,9 @@ impl Supervisor {
             if self.phase == Phase::Done {
                 // Nothing of the job can write any more: no watcher will need it.
                 outpipe::remove(&self.home.job_dir(&self.job.id));
+                if self.job.stdin_pipe {
+                    stdin::remove(&self.home.job_dir(&self.job.id));
+                }
                 return;
             }
             let timeout = self.poll_timeout().map(timespec);
@@ -570,6 +638,9 @@ impl Supervisor {
         }
         if let Some(at) = self.watch.as_ref().and_then(ready::Watch::next_wake) {
             consider(at);
+        }
+        if let Some(Between::Waiting { until }) = &self.between {
+            consider(*until);
         }
         if let Some(kill) = &self.kill {
             if !kill.hard_sent {
@@ -638,6 +709,11 @@ impl Supervisor {
             self.reap();
         }
         if self.signals.kill_request.swap(false, Ordering::Relaxed) {
+            // `send --eof` rings the same bell.
+            let close = self.home.job_dir(&self.job.id).join(stdin::CLOSE_REQUEST);
+            if std::fs::remove_file(&close).is_ok() {
+                self.stdin_writer = None;
+            }
             // Only a request left by `kill` counts: a job may well send SIGUSR1
             // to its parent (a readiness signal) without meaning to be killed.
             let path = self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE);
@@ -681,11 +757,19 @@ impl Supervisor {
         let now = Instant::now();
         let deadline = if request.force { now } else { now + Duration::from_millis(request.grace_ms) };
         match &mut self.kill {
-            // A second request can only make the kill sooner.
-            Some(kill) => kill.hard_deadline = kill.hard_deadline.min(deadline),
+            // A second request can only make the kill sooner; a kill or the
+            // timeout during a restart's clean-up ends the job.
+            Some(kill) => {
+                kill.hard_deadline = kill.hard_deadline.min(deadline);
+                if matches!(kill.reason, KillReason::Restart) {
+                    kill.reason = reason;
+                }
+            }
             None => {
-                // The main process's own exit, if it came first, decides the outcome.
-                let reason = if self.phase.main_running() { reason } else { KillReason::AfterExit };
+                // The main process's own exit, if it came first, decides the
+                // outcome; a job that restarts runs on after an exit, so a
+                // kill then is a kill.
+                let reason = if self.phase.main_running() || self.restarter.is_some() { reason } else { KillReason::AfterExit };
                 self.kill = Some(KillInProgress {
                     reason,
                     started: now,
@@ -748,8 +832,10 @@ impl Supervisor {
         if let Some(at) = self.timeout_at {
             if now >= at {
                 self.timeout_at = None;
-                // At the deadline the tree goes, even what outlived the main process.
-                if self.kill.is_none() && (self.phase.main_running() || self.anything_left()) {
+                // At the deadline the tree goes, even what outlived the main
+                // process; a job between two runs ends too.
+                let cleaning = matches!(self.kill, Some(KillInProgress { reason: KillReason::Restart, .. }));
+                if (self.kill.is_none() || cleaning) && (self.phase.main_running() || self.between.is_some() || self.anything_left()) {
                     let grace_ms = self.config.kill.grace_ms;
                     self.begin_kill(KillReason::Timeout, KillRequest { grace_ms, force: false });
                     return;
@@ -789,6 +875,156 @@ impl Supervisor {
             None => true,
             Some(kill) => kill.tree_gone || (kill.hard_sent && kill.hard_deadline.elapsed() > AFTER_SIGKILL_PATIENCE),
         }
+    }
+
+    /// After a run of a job started with `--restart` has ended (and any kill
+    /// has settled): whether the job goes on, between runs or in a new run.
+    /// `false`: the job ends now and its end is to be recorded (no policy,
+    /// a kill, the timeout, an exit the policy does not restart after, too
+    /// many restarts in a row, a run that could not start).
+    fn restart_step(&mut self) -> bool {
+        let Some(exit) = self.phase.main_exit() else { return false };
+        if self.restarter.is_none() {
+            return false;
+        }
+        if matches!(self.kill, Some(KillInProgress { reason: KillReason::Requested | KillReason::Timeout | KillReason::AfterExit, .. })) {
+            return false;
+        }
+        match self.between.clone() {
+            None => {
+                let exit = Exit::from(exit);
+                let count = self.job.restart.as_ref().map_or(0, |r| r.count);
+                let ran_for = self.run_started.elapsed();
+                match self.restarter.as_mut().map_or(Decision::Done, |r| r.after_run(&exit, ran_for, count)) {
+                    Decision::Restart { number, delay } => {
+                        self.between = Some(Between::Cleaning { number, delay, exit });
+                        // What the ended run left (`sleep 600 &`) goes first,
+                        // as a kill takes it: SIGTERM, then SIGKILL after the grace.
+                        if self.anything_left() {
+                            let grace_ms = self.config.kill.grace_ms;
+                            self.begin_kill(KillReason::Restart, KillRequest { grace_ms, force: false });
+                            return true;
+                        }
+                        self.restart_step()
+                    }
+                    Decision::Done | Decision::GiveUp => false,
+                }
+            }
+            Some(Between::Cleaning { number, delay, exit }) => {
+                let reason = restart::reason(&exit);
+                // Here only once that kill has settled: the old tree is gone.
+                self.kill = None;
+                self.drain_output_nonblocking();
+                if let Err(e) = self.log.write_separator(&restart::separator(number, &reason, delay)) {
+                    self.note_error(&format!("cannot mark restart {number} in the log: {e}"));
+                }
+                if let Some(record) = &mut self.job.restart {
+                    record.count = number;
+                    record.last_reason = Some(reason);
+                    record.last_at = Some(now_ms());
+                }
+                self.save_run();
+                if self.config.notify.on_restart {
+                    self.announce_restart(number, &exit, delay);
+                }
+                self.between = Some(Between::Waiting { until: Instant::now() + delay });
+                self.restart_step()
+            }
+            Some(Between::Waiting { until }) if Instant::now() < until => true,
+            Some(Between::Waiting { .. }) => self.relaunch(),
+        }
+    }
+
+    /// Starts the next run; `false` (the job ends) when it cannot start.
+    fn relaunch(&mut self) -> bool {
+        self.between = None;
+        let Some(output) = self.output_child_end.as_ref().map(|fd| fd.as_raw_fd()) else { return false };
+        // launch() forks: no thread of ours may hold a lock then.
+        self.log.join_deleter();
+        let stdin = self.stdin_child_end.as_ref().map(|fd| fd.as_raw_fd());
+        let started = launch_main(&self.job, output, stdin).and_then(|launched| {
+            let pid = launched.pid;
+            launched.exec_outcome().map(|()| pid)
+        });
+        let pid = match started.map(|pid| (pid, rustix::process::Pid::from_raw(pid))) {
+            Ok((pid, Some(main))) => {
+                self.main_pid = main;
+                pid
+            }
+            Ok((pid, None)) => return self.restart_failed(&format!("the launch reported pid {pid}")),
+            Err(e) => return self.restart_failed(&e.to_string()),
+        };
+        // Our unreaped child: its pid cannot have been reused yet.
+        self.job.main = Some(procinfo::identify_exactly(pid as u32).unwrap_or(ProcessIdentity::from_stat(pid as u32, 0)));
+        self.phase = self.phase.restarted();
+        self.run_started = Instant::now();
+        self.save_run();
+        true
+    }
+
+    fn restart_failed(&mut self, why: &str) -> bool {
+        let number = self.job.restart.as_ref().map_or(0, |r| r.count);
+        self.note_error(&format!("restart {number} could not start: {why}"));
+        let _ = self.log.write_separator(&format!("--- run-bg: restart {number} could not start: {why} ---\n"));
+        false
+    }
+
+    /// Records a restart (its count, why) or a new run (its main process):
+    /// in job.json, and in the registry if its lock comes soon (else the
+    /// next write takes job.json's record in).
+    fn save_run(&mut self) {
+        if let Err(e) = self.registry.write_job_file(&self.job, false) {
+            self.note_error(&format!("cannot record the restart in its job.json: {e}"));
+        }
+        let (restart, main) = (self.job.restart.clone(), self.job.main);
+        let _ = self.registry.modify_with(Patience::Brief, &self.job.id, |job| {
+            job.restart = restart;
+            job.main = main;
+        });
+    }
+
+    /// `notify.on_restart`: one POST of the restart's event from a forked
+    /// child (reaped as any child of ours), never retried nor spooled: the
+    /// final end is the announcement that must arrive; this one is extra.
+    fn announce_restart(&mut self, number: u32, exit: &Exit, delay: Duration) {
+        let Some(url) = self.config.notify.url.clone().filter(|_| self.job.notify) else { return };
+        let body = restart::restart_event(&self.config.notify, &self.job, number, exit, delay).to_string();
+        let timeout = Duration::from_millis(self.config.notify.timeout_ms);
+        // Single-threaded for the fork, as for the notifier.
+        self.log.join_deleter();
+        // SAFETY: the supervisor is single-threaded here (the log's deleter
+        // was joined just above), so the child inherits no lock another
+        // thread holds and may run ordinary Rust code.
+        match unsafe { libc::fork() } {
+            0 => {
+                for signal in HANDLED {
+                    // SAFETY: restoring the default disposition installs no
+                    // code of ours (see spawn_notifier).
+                    if unsafe { libc::signal(signal, libc::SIG_DFL) } == libc::SIG_ERR {
+                        self.note_error(&format!("restart announcer: cannot restore signal {signal}: {}", std::io::Error::last_os_error()));
+                    }
+                }
+                // The job's pipes are not held open by this child.
+                self.output = None;
+                self.let_go_of_the_job();
+                let _ = notify::post(&url, body.as_bytes(), timeout);
+                // SAFETY: _exit skips destructors and atexit handlers, so the
+                // parent's files and buffers stay its own.
+                unsafe { libc::_exit(0) }
+            }
+            -1 => self.note_error(&format!("cannot fork to announce restart {number}: {}", std::io::Error::last_os_error())),
+            _ => {}
+        }
+    }
+
+    /// The job ends for good: the ends of its pipes kept for another run
+    /// are let go, so its output can end, and its stdin reads EOF.
+    fn let_go_of_the_job(&mut self) {
+        self.between = None;
+        self.restarter = None;
+        self.output_child_end = None;
+        self.stdin_child_end = None;
+        self.stdin_writer = None;
     }
 
     fn record_end(&mut self) {
@@ -1147,6 +1383,16 @@ mod phase_tests {
             assert_eq!(step(Phase::Done), Phase::Done);
         }
         assert_eq!(Phase::Done.settle(true), Phase::Done);
+    }
+
+    #[test]
+    fn a_restart_runs_a_new_main_process_only_after_an_exit_not_yet_recorded() {
+        let exited = Phase::Running.main_reaped(EXIT).no_children();
+        assert_eq!(exited.restarted(), Phase::Running);
+        assert_eq!(Phase::Running.main_reaped(EXIT).restarted().main_reaped(MainExit::Code(4)).main_exit(), Some(MainExit::Code(4)));
+        let recorded = exited.recorded();
+        assert_eq!(recorded.restarted(), recorded, "a recorded end is final");
+        assert_eq!(Phase::Done.restarted(), Phase::Done);
     }
 
     #[test]

@@ -6,3 +6,4 @@ pub mod ops;
 pub mod procs;
 pub mod spawn;
 pub mod yielding;
+pub mod send;

@@ -34,7 +34,26 @@ pub struct StartRequest {
     /// Readiness check (`--ready-log/-port/-url/-timeout`) and `--notify-on` patterns.
     pub ready: Option<crate::model::job::Readiness>,
     pub notify_on: Vec<String>,
+    /// `--restart`: restart the main process when it ends (see `Restart`).
+    pub restart: Option<RestartRequest>,
+    /// `--stdin pipe`: a pipe `send` writes to, instead of /dev/null.
+    pub stdin_pipe: bool,
 }
+
+/// `--restart <policy> [--max-restarts N] [--restart-delay <dur>]`.
+#[derive(Debug, Clone, Copy)]
+pub struct RestartRequest {
+    pub policy: crate::model::job::RestartPolicy,
+    /// Default `DEFAULT_MAX_RESTARTS`.
+    pub max_restarts: Option<u32>,
+    /// Default `DEFAULT_RESTART_DELAY_MS`.
+    pub delay_ms: Option<u64>,
+}
+
+/// Restarts in a row before a job gives up, unless `--max-restarts` says.
+pub const DEFAULT_MAX_RESTARTS: u32 = 10;
+/// The first restart's delay, unless `--restart-delay` says.
+pub const DEFAULT_RESTART_DELAY_MS: u64 = 1000;
 
 impl StartRequest {
     /// `command` run by `/bin/sh -c`, as the JS API does without `args`.
@@ -205,6 +224,15 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         ready: request.ready,
         ready_at: None,
         notify_on: request.notify_on,
+        restart: request.restart.map(|r| crate::model::job::Restart {
+            policy: r.policy,
+            max_restarts: r.max_restarts.unwrap_or(DEFAULT_MAX_RESTARTS),
+            delay_ms: r.delay_ms.unwrap_or(DEFAULT_RESTART_DELAY_MS),
+            count: 0,
+            last_reason: None,
+            last_at: None,
+        }),
+        stdin_pipe: request.stdin_pipe,
     };
     let spec = SupervisorSpec {
         home: context.home.root.clone(),

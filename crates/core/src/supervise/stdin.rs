@@ -1,0 +1,47 @@
+//! `--stdin pipe`: the job's stdin is a named pipe in its directory,
+//! `jobs/<id>/stdin.pipe`, that `run-bg send` / `sendInput` open and write.
+//!
+//! The supervisor holds a write end for as long as the job runs, so the job
+//! never reads end-of-file between two sends (a REPL would exit); `send
+//! --eof` asks the supervisor to let go of it (a request file beside the job
+//! and SIGUSR1, as `kill` does), and the job then reads EOF once no `send`
+//! has it open either.
+
+use rustix::fs::{Mode, OFlags};
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+/// The FIFO's name in the job's directory.
+pub const FIFO_NAME: &str = "stdin.pipe";
+
+/// Left beside the job by `send --eof` before it sends SIGUSR1.
+pub const CLOSE_REQUEST: &str = "stdin-close";
+
+/// The two ends of a job's stdin pipe the supervisor opens.
+pub struct JobStdin {
+    /// The job's stdin: read-only and blocking, as a terminal's is.
+    pub child_end: OwnedFd,
+    /// Ours: while it is open the job never reads end-of-file.
+    pub writer: OwnedFd,
+}
+
+/// Makes the FIFO (mode 0600) and opens both ends; close-on-exec until the
+/// launch installs the child's end as its stdin.
+pub fn create(job_dir: &Path) -> std::io::Result<JobStdin> {
+    let path = job_dir.join(FIFO_NAME);
+    crate::os::platform::make_fifo(&path)?;
+    let open = |flags: OFlags| rustix::fs::open(&path, flags | OFlags::CLOEXEC | OFlags::NOFOLLOW, Mode::empty());
+    // Non-blocking: an open for reading would otherwise wait for a writer.
+    let child_end = open(OFlags::RDONLY | OFlags::NONBLOCK)?;
+    let writer = open(OFlags::WRONLY | OFlags::NONBLOCK)?;
+    // The flag belongs to the open file, which the job shares: a job's read
+    // must wait for input, not fail with EAGAIN.
+    rustix::fs::fcntl_setfl(&child_end, OFlags::empty())?;
+    Ok(JobStdin { child_end, writer })
+}
+
+/// Removes the FIFO and any request left for it, once the job has ended.
+pub fn remove(job_dir: &Path) {
+    let _ = std::fs::remove_file(job_dir.join(FIFO_NAME));
+    let _ = std::fs::remove_file(job_dir.join(CLOSE_REQUEST));
+}
