@@ -123,6 +123,7 @@ struct RunOptions {
     context: Option<serde_json::Value>,
     notify: Option<bool>,
     on_exit: Option<String>,
+    wake: Option<proc_manager_core::model::job::Wake>,
 }
 
 impl RunOptions {
@@ -137,8 +138,18 @@ impl RunOptions {
             context: o.json("context")?,
             notify: o.boolean("notify")?,
             on_exit: o.string("onExit")?,
+            wake: read_wake(o)?,
         })
     }
+}
+
+/// `wake: {message?, instruction?, action?}`: the job's wake rule (see the CLI's `--wake`).
+fn read_wake(o: &mut Options) -> Result<Option<proc_manager_core::model::job::Wake>> {
+    let Some(mut w) = o.nested("wake")? else { return Ok(None) };
+    let (message, instruction, action) = (w.string("message")?, w.string("instruction")?, w.string("action")?);
+    w.finish()?;
+    let action = action.map(|a| proc_manager_core::supervise::wake::parse_action(&a)).transpose().map_err(to_js_error)?;
+    Ok(Some(proc_manager_core::model::job::Wake { message, instruction, action: action.unwrap_or_default(), ..Default::default() }))
 }
 
 /// Starts `command` in the background under its own supervisor. Returns once
@@ -175,6 +186,7 @@ fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verb
     request.context = options.context;
     request.notify = options.notify.unwrap_or(true);
     request.on_exit = options.on_exit;
+    request.wake = options.wake;
     let context = context()?;
     start_job(&context, request, &supervisor_exe()?).map_err(to_js_error)
 }

@@ -28,6 +28,15 @@ pub fn run(cli: StartCli) -> Result<i32> {
         .transpose()?;
     request.notify = !cli.no_notify;
     request.on_exit = cli.on_exit;
+    if let Some(message) = cli.wake {
+        let action = cli.wake_action.as_deref().map(proc_manager_core::supervise::wake::parse_action).transpose()?;
+        request.wake = Some(proc_manager_core::model::job::Wake {
+            message: Some(message),
+            instruction: cli.wake_instruction,
+            action: action.unwrap_or_default(),
+            ..Default::default()
+        });
+    }
     let yield_for = parse_dur("--yield", &cli.yield_for)?;
 
     let context = load_context()?;
@@ -43,6 +52,9 @@ pub fn run(cli: StartCli) -> Result<i32> {
         }
         Err(e) => return Err(e),
     };
+    for warning in &started.warnings {
+        eprintln!("run-bg: warning: {}", visible(warning));
+    }
 
     if let Some(yield_for) = yield_for {
         if let Yielded::Ended(check) = context.yield_to(&started.job_id, yield_for, &Cancel::never())? {

@@ -312,6 +312,8 @@ pub struct Job {
     /// When someone first looked at the ended job (check, wait, logs); until
     /// then `summary` lists it as finished but unseen.
     pub seen_at: Option<u64>,
+    /// The one-off rule registered with the interrupt service for this job (`--wake`).
+    pub wake: Option<Wake>,
 }
 
 /// A job as written in format 1: the state as flat fields, in this order.
@@ -357,6 +359,8 @@ struct JobRecord {
     peak_rss_kb: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     seen_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    wake: Option<Wake>,
 }
 
 /// The state a format-1 record describes. Every record this program writes
@@ -413,6 +417,7 @@ impl From<JobRecord> for Job {
             hooks: r.hooks,
             peak_rss_kb: r.peak_rss_kb,
             seen_at: r.seen_at,
+            wake: r.wake,
         }
     }
 }
@@ -445,6 +450,7 @@ impl From<Job> for JobRecord {
             hooks: job.hooks,
             peak_rss_kb: job.peak_rss_kb,
             seen_at: job.seen_at,
+            wake: job.wake,
         }
     }
 }
@@ -523,6 +529,90 @@ pub struct HookRun {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub duration_ms: u64,
+}
+
+/// What the interrupt service does with a job's wake rule when it matches:
+/// `message` injects the text into the agent's session, `subagent` hands it
+/// (with the instruction) to a sub-agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum WakeAction {
+    #[default]
+    Message,
+    Subagent,
+}
+
+impl WakeAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WakeAction::Message => "message",
+            WakeAction::Subagent => "subagent",
+        }
+    }
+
+    pub fn parse(text: &str) -> std::result::Result<WakeAction, String> {
+        match text {
+            "message" => Ok(WakeAction::Message),
+            "subagent" => Ok(WakeAction::Subagent),
+            other => Err(format!("bad wake action `{other}`: expected message or subagent")),
+        }
+    }
+}
+
+/// Where a job's wake rule stands at the interrupt service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum WakeState {
+    /// Being registered (the supervisor does it as the job starts).
+    #[default]
+    Pending,
+    /// The service took the rule (`rule_id`).
+    Registered,
+    /// The service did not take it, or did not answer in time (`reason`).
+    Failed,
+    /// The job's end event matched it: the service removes the one-off rule
+    /// once it has woken the agent.
+    Fired,
+    /// Removed by us (`DELETE /rules/<id>`): the end event did not go through it (`reason`).
+    Removed,
+}
+
+impl WakeState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WakeState::Pending => "pending",
+            WakeState::Registered => "registered",
+            WakeState::Failed => "failed",
+            WakeState::Fired => "fired",
+            WakeState::Removed => "removed",
+        }
+    }
+}
+
+/// A job's wake rule (`--wake`): a one-off rule of the interrupt service
+/// matching this job's events, registered when the job starts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Wake {
+    /// The text the agent gets, with `{{key}}` filled from the event's `data`
+    /// by the service; without one the service uses `data.message`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// For a sub-agent: what to do about it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instruction: Option<String>,
+    #[serde(default)]
+    pub action: WakeAction,
+    #[serde(default)]
+    pub state: WakeState,
+    /// The rule's id at the service (`run-bg-<jobId>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<String>,
+    /// The rules address it was registered at, for its removal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// `failed`: what the service answered, or that it did not; `removed`: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 fn default_true() -> bool {
@@ -686,6 +776,7 @@ pub(crate) fn sample_in(state: JobState) -> Job {
         hooks: Vec::new(),
         peak_rss_kb: None,
         seen_at: None,
+        wake: None,
     }
 }
 

@@ -194,6 +194,9 @@ pub struct StartView {
     pub label: String,
     /// Always `running`: the call returns once the main process runs.
     pub status: String,
+    /// Said about the request without refusing it (a wake template's unknown keys).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl From<&Started> for StartView {
@@ -204,6 +207,7 @@ impl From<&Started> for StartView {
             log_path: started.log_path.clone(),
             label: started.label.clone(),
             status: JobStatus::Running.as_str().to_string(),
+            warnings: started.warnings.clone(),
         }
     }
 }

@@ -375,6 +375,10 @@ struct Supervisor {
     /// and `--notify-on`) leaves it out while it scans them: read and write
     /// then hand it every byte.
     splice: Option<Splicer>,
+    /// Registers the job's wake rule with the interrupt service (`--wake`)
+    /// while the job runs; joined before the end is recorded, so the end
+    /// event goes after the rule (and the notifier forks single-threaded).
+    wake_thread: Option<std::thread::JoinHandle<Option<crate::model::job::Wake>>>,
 }
 
 fn check_cwd(cwd: &Path) -> std::result::Result<(), LaunchError> {
@@ -477,6 +481,17 @@ impl Supervisor {
         }
 
         let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
+        // After the ready line: the job's start waits for no service.
+        let wake_thread = job.wake.as_ref().and_then(|_| {
+            let (registry, notify, for_thread) = (registry.clone(), spec.config.notify.clone(), job.clone());
+            let spawned = std::thread::Builder::new()
+                .name("wake".into())
+                .spawn(move || crate::supervise::wake::register(&registry, &notify, &for_thread));
+            if let Err(e) = &spawned {
+                tracing::warn!("run-bg supervisor {}: cannot start the wake rule's registration: {e}", job.id);
+            }
+            spawned.ok()
+        });
         Ok(Supervisor {
             job,
             registry,
@@ -493,6 +508,7 @@ impl Supervisor {
             config: spec.config,
             buffer: vec![0u8; 256 * 1024],
             splice: new_splicer(),
+            wake_thread,
         })
     }
 
@@ -770,6 +786,12 @@ impl Supervisor {
 
     fn record_end(&mut self) {
         let Some(exit) = self.phase.main_exit() else { return };
+        if let Some(registering) = self.wake_thread.take() {
+            // Bounded by notify.timeout_ms (and a brief registry wait).
+            if let Ok(Some(wake)) = registering.join() {
+                self.job.wake = Some(wake);
+            }
+        }
         self.phase = self.phase.recorded();
         // An end recorded by someone else first (`kill` acting without this
         // supervisor while it was stopped) stands, and was announced by them.
@@ -790,10 +812,12 @@ impl Supervisor {
         // The announcement is claimed with the status change: whoever records
         // an outcome announces it, so it is announced once.
         let peak_rss_kb = children_peak_rss_kb();
+        let wake = self.job.wake.clone();
         let apply = |job: &mut Job| {
             job.state = state.clone();
             job.peak_rss_kb = peak_rss_kb;
             job.notification = notify::claim(&notify_config, job);
+            job.wake = wake.clone();
         };
         apply(&mut self.job);
         // The job's own job.json first: it needs no lock, and its room was
