@@ -267,6 +267,7 @@ test('--wake registers a one-off rule as the job starts; the end event fires it 
   })
   await waitFor(() => jobOf(home, jobId)?.wake?.state === 'registered', { what: 'registered recorded' })
   assert.equal(jobOf(home, jobId).status, 'running')
+  assert.match(runBg(home, ['check', jobId]).stdout, new RegExp(`\\n  wake: registered run-bg-${jobId}\\n`))
   assert.deepEqual(jobOf(home, jobId).wake,
     { ...jobOf(home, jobId).wake, state: 'registered', rule_id: `run-bg-${jobId}`, url: `${service.base}/rules`, action: 'message' })
 
@@ -280,6 +281,10 @@ test('--wake registers a one-off rule as the job starts; the end event fires it 
   assert.equal(after.rules.length, 0, 'the service removed its one-off rule after the dispatch')
   assert.deepEqual(after.deleted, [], 'not removed by us')
   assert.equal(jobOf(home, jobId).wake.state, 'fired')
+  assert.deepEqual(checkJson(home, jobId).wake, {
+    state: 'fired', action: 'message', ruleId: `run-bg-${jobId}`, message: 'job {{jobId}} {{status}}: {{outcome}} (exit {{exitCode}})',
+  })
+  assert.match(runBg(home, ['check', jobId]).stdout, new RegExp(`\\n  wake: run-bg-${jobId} fired by the job's end \\(the service removes it\\)\\n`))
 })
 
 test('a wake rule its end event did not go through is removed with DELETE: a failed event, a registration answered too late', async (t) => {
@@ -297,6 +302,8 @@ test('a wake rule its end event did not go through is removed with DELETE: a fai
   assert.deepEqual(state.deleted, [`run-bg-${failing}`])
   assert.deepEqual(state.rules, [])
   assert.equal(checkJson(home, failing).notification.state, 'failed')
+  assert.match(runBg(home, ['check', failing]).stdout,
+    new RegExp(`\\n  wake: run-bg-${failing} removed: its end event was not taken \\(HTTP 500 Internal Server Error: boom\\)\\n`))
 
   // The service takes the rule at once but answers after our timeout: the
   // job has ended by then, and its rule is not known to be there.

@@ -51,6 +51,25 @@ pub struct JobView {
     /// Peak RSS of the job's largest process, once it has ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_rss_mb: Option<f64>,
+    /// The job's wake rule at the interrupt service (`--wake`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wake: Option<WakeView>,
+}
+
+/// `pending` (being registered), `registered`, `failed` (`reason`), `fired`
+/// (the end event matched it; the service removes it), `removed` (by us: the
+/// end event did not go through it; `reason`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WakeView {
+    pub state: String,
+    pub action: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -128,6 +147,13 @@ impl From<&Job> for JobView {
                 })
                 .collect(),
             peak_rss_mb: job.peak_rss_kb.map(kb_to_mb),
+            wake: job.wake.as_ref().map(|w| WakeView {
+                state: w.state.as_str().to_string(),
+                action: w.action.as_str().to_string(),
+                rule_id: w.rule_id.clone(),
+                message: w.message.clone(),
+                reason: w.reason.clone(),
+            }),
         }
     }
 }
