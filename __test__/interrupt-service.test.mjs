@@ -6,7 +6,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
-import { makeHome, runBg, startJob, checkJson, waitFor, waitForQuiet, readRegistry, isAlive, freePort, pm } from './helpers.mjs'
+import { makeHome, runBg, startJob, checkJson, waitFor, waitForQuiet, readRegistry, isAlive, freePort, pm, connectMcp } from './helpers.mjs'
 import { startInterruptService } from './fixtures/interrupt-service.mjs'
 
 // Batches go out quickly; the rate limits stay the service's.
@@ -365,5 +365,24 @@ test('the JS wake option registers the rule; a bad one is refused', async (t) =>
   const warned = pm.runBackground('true', { wake: { message: '{{nope}}' } })
   assert.match(warned.warnings[0], /\{\{nope\}\} is not a key/)
   await settled(home, warned.jobId)
+  await waitForQuiet(home)
+})
+
+test('MCP run_background takes wake and says the warnings', async (t) => {
+  const service = await startInterruptService(t, FAST)
+  const { home } = makeHome(t, { notify: { url: service.url } })
+  const client = await connectMcp(t, home)
+  const { tools } = await client.listTools()
+  assert.equal(tools.find((x) => x.name === 'run_background').inputSchema.properties.wake.type, 'string')
+  const answer = await client.callTool({ name: 'run_background', arguments: { command: 'exit 0', wake: 'mcp {{jobId}} {{statu}}' } })
+  assert.ok(!answer.isError, JSON.stringify(answer))
+  const { jobId } = answer.structuredContent
+  assert.match(answer.content[0].text, /\nwarning: wake message: \{\{statu\}\} is not a key of the event's data/)
+  const got = await waitFor(async () => (await delivered(service)).find((d) => d.data.jobId === jobId), { what: 'the wake-up' })
+  assert.equal(got.text, `mcp ${jobId} {{statu}}`)
+  const refused = await client.callTool({ name: 'run_background', arguments: { command: 'true', wake: 'x', notify: false } })
+  assert.ok(refused.isError)
+  assert.match(refused.content[0].text, /notify: false/)
+  await settled(home, jobId)
   await waitForQuiet(home)
 })

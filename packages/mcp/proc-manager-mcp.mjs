@@ -199,13 +199,17 @@ server.registerTool('run_background', {
     timeoutMs: whole(1).optional().describe('Kill it after this long (default never)'),
     owner: z.string().optional().describe('Owning agent (default none)'),
     notify: z.boolean().optional().describe('false: no exit notification (default true)'),
+    wake: z.string().optional().describe('Wake the agent with this when it ends ({{status}} etc. filled)'),
   }).strict(),
   outputSchema: { ...jobOut, pid: z.number().int().optional() },
-}, tool(async ({ command, yieldMs, ...options }, extra) => {
+}, tool(async ({ command, yieldMs, wake, ...rest }, extra) => {
+  // A message rule (the agent's session): the small schema has no room for action and instruction.
+  const options = wake === undefined ? rest : { ...rest, wake: { message: wake } }
   if (yieldMs === undefined) {
     const job = pm.runBackground(command, options)
+    const warnings = (job.warnings ?? []).map((w) => `\nwarning: ${w}`).join('')
     return {
-      text: `started jobId: ${job.jobId} (pid ${job.pid}); check it with check_job or wait_job`,
+      text: `started jobId: ${job.jobId} (pid ${job.pid}); check it with check_job or wait_job${warnings}`,
       structured: { jobId: job.jobId, status: 'running', pid: job.pid },
     }
   }
