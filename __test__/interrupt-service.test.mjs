@@ -386,3 +386,25 @@ test('MCP run_background takes wake and says the warnings', async (t) => {
   await settled(home, jobId)
   await waitForQuiet(home)
 })
+
+test('a wake rule whose end event went out merged under the pace is removed: the merged event names every job and matches no one rule', async (t) => {
+  const service = await startInterruptService(t, FAST)
+  // One batch per 2 s window: the second and third end are held, then sent together.
+  const { home } = makeHome(t, { notify: { url: service.url, max_per_minute: 1, pace_window_ms: 2000, batch_window_ms: 100 } })
+  const go = path.join(home, 'go')
+  const after = (s) => `while [ ! -e ${go} ]; do sleep 0.02; done; sleep ${s}`
+  const first = startJob(home, ['sh', '-c', after(0)]).jobId
+  const woken = startJob(home, ['sh', '-c', after(0.4)], ['--wake', 'woken {{jobId}}']).jobId
+  const third = startJob(home, ['sh', '-c', after(0.4)]).jobId
+  await waitFor(async () => (await service.inspect()).rules.some((r) => r.id === `run-bg-${woken}`), { what: 'the rule' })
+  fs.writeFileSync(go, '')
+  await waitFor(() => jobOf(home, woken)?.wake?.state === 'removed', { what: 'the rule removed', timeout: 30_000 })
+  assert.equal(jobOf(home, woken).wake.reason, 'its end event went merged with others\' under the rate limit')
+  const { triggers, deleted, rules } = await service.inspect()
+  const merged = triggers.find((tr) => tr.body.data.jobs)
+  assert.deepEqual(merged.body.data.jobs.map((j) => j.jobId).sort(), [woken, third].sort())
+  assert.equal(triggers.length, 2, 'the first alone, then the two held ones together')
+  assert.deepEqual([deleted, rules], [[`run-bg-${woken}`], []])
+  assert.equal(triggers[0].body.data.jobId, first)
+  await waitForQuiet(home)
+})
