@@ -230,6 +230,22 @@ mod tests {
     }
 
     #[test]
+    fn a_wake_rule_reads_back_from_the_record_and_is_posted_as_the_service_reads_it() {
+        let mut job = crate::model::job::sample_job(crate::model::job::JobStatus::Running);
+        job.wake = Some(Wake { message: Some("{{jobId}} {{status}}".into()), action: WakeAction::Subagent, ..Default::default() });
+        let text = serde_json::to_string(&job).unwrap();
+        assert!(text.contains(r#""wake":{"message":"{{jobId}} {{status}}","action":"subagent","state":"pending"}"#), "{text}");
+        assert_eq!(serde_json::from_str::<Job>(&text).unwrap(), job);
+        let config = NotifyConfig::default();
+        let rule = rule_body(&config, &job, job.wake.as_ref().unwrap());
+        assert_eq!(rule["id"], "run-bg-build-3f2a1c");
+        assert_eq!(rule["one_off"], true, "the service reads one_off, not oneOff");
+        assert_eq!(rule["condition"], serde_json::json!({"jobId": "build-3f2a1c"}));
+        assert_eq!(rule["source"], "run-bg");
+        assert!(rule.get("instruction").is_none(), "no null sent");
+    }
+
+    #[test]
     fn unknown_template_keys_are_named_with_the_known_ones() {
         assert_eq!(template_warning("job {{jobId}} {{status}} exit {{exitCode}} ({{outcome}})"), None);
         let warning = template_warning("{{jobid}} {{ jobId }} {{jobid}} {{nope}}").unwrap();
