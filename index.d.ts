@@ -3,6 +3,7 @@
 // the serialization of a shape in crates/core/src/present/view.rs, the same
 // one `run-bg --json` prints. __test__/shapes.test.mjs checks the fields
 // declared here against what the functions return for real jobs.
+import { EventEmitter } from 'node:events'
 
 /**
  * Which binding artifact the generated loader actually loaded: `'native'` for
@@ -120,6 +121,32 @@ export declare class JobEnds implements AsyncIterableIterator<JobEnd> {
   /** Stops watching (what `break` calls); the native thread ends at once. */
   return(): Promise<IteratorResult<JobEnd, undefined>>
   [Symbol.asyncIterator](): JobEnds
+}
+
+/**
+ * `watchJobs` as an EventEmitter: emits `'end'` with each job end (the same
+ * `JobEnd`), `'error'` if watching fails (an `AbortError` when `signal`
+ * aborts), then `'close'`. It keeps the process alive until `close()` (or the
+ * abort). Bad options throw here, as `watchJobs`' do.
+ *
+ * ```js
+ * const events = pm.jobEvents({ owner: 'agent-a' })
+ * events.on('end', (end) => console.log(end.message))
+ * // later: events.close()
+ * ```
+ */
+export declare function jobEvents(options?: WatchJobsOptions | undefined | null): JobEvents
+
+export declare class JobEvents extends EventEmitter {
+  private constructor()
+  /** Stops watching; the native thread ends at once, then `'close'` is emitted. */
+  close(): void
+  on(event: 'end', listener: (end: JobEnd) => void): this
+  on(event: 'error', listener: (error: Error) => void): this
+  on(event: 'close', listener: () => void): this
+  once(event: 'end', listener: (end: JobEnd) => void): this
+  once(event: 'error', listener: (error: Error) => void): this
+  once(event: 'close', listener: () => void): this
 }
 
 /**
@@ -263,6 +290,22 @@ export interface JobSummary {
   lastRestartAt?: number
   /** `pipe` when started with `stdin: 'pipe'` (`sendInput` writes to it). */
   stdin?: 'pipe'
+  /** The job's wake rule at the interrupt service (`wake` / `--wake`). */
+  wake?: WakeInfo
+}
+
+/**
+ * `pending` (being registered), `registered`, `failed` (`reason`), `fired`
+ * (the end event matched it; the service removes it once it has woken the
+ * agent), `removed` (by us, with DELETE: the end event did not go through it; `reason`).
+ */
+export interface WakeInfo {
+  state: 'pending' | 'registered' | 'failed' | 'fired' | 'removed'
+  action: 'message' | 'subagent'
+  /** `run-bg-<jobId>` */
+  ruleId?: string
+  message?: string
+  reason?: string
 }
 
 /** Kills every running job (of `owner`, when given), all at once. */
@@ -502,6 +545,23 @@ export interface RunOptions {
   restartDelayMs?: number
   /** `pipe`: the job's stdin stays open for `sendInput` (default `null`: /dev/null). */
   stdin?: 'pipe' | 'null'
+  /**
+   * Registers a one-off rule with the interrupt service as the job starts
+   * (the CLI's `--wake`): the job's end wakes the agent with `message`, whose
+   * `{{key}}`s the service fills from the event's data (`jobId`, `status`,
+   * `exitCode`, `outcome`, …; the event's own message without one). Needs
+   * the exit notification (`notify` not false, `notify.url` set).
+   */
+  wake?: WakeOptions
+}
+
+export interface WakeOptions {
+  /** The text the agent gets; `{{key}}` filled from the event's data. */
+  message?: string
+  /** For a sub-agent: what it is to do about it. */
+  instruction?: string
+  /** `message` (into the agent's session, the default) or `subagent`. */
+  action?: 'message' | 'subagent'
 }
 
 /**
@@ -534,6 +594,8 @@ export interface RunResult {
   label: string
   /** Always `running`: the call returns once the main process runs. */
   status: 'running'
+  /** Said about the request without refusing it (a wake template's unknown `{{key}}`s). */
+  warnings?: string[]
 }
 
 /**

@@ -848,3 +848,4 @@ module.exports.snapshot = nativeBinding.snapshot
 module.exports.summary = nativeBinding.summary
 module.exports.waitJob = nativeBinding.waitJob
 module.exports.watchJobs = nativeBinding.watchJobs
+module.exports.jobEvents = require('./job-events.js').jobEventsOf(nativeBinding)

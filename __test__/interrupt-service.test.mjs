@@ -6,7 +6,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
-import { makeHome, runBg, startJob, checkJson, waitFor, waitForQuiet, readRegistry, isAlive, freePort } from './helpers.mjs'
+import { makeHome, runBg, startJob, checkJson, waitFor, waitForQuiet, readRegistry, isAlive, freePort, pm, connectMcp } from './helpers.mjs'
 import { startInterruptService } from './fixtures/interrupt-service.mjs'
 
 // Batches go out quickly; the rate limits stay the service's.
@@ -244,4 +244,167 @@ test('12 jobs ending in a burst all reach the agent side within the service\'s r
   assert.deepEqual(nulls(merged.body.data), [])
   await waitFor(() => ids.every((id) => readRegistry(home).find((j) => j.id === id)?.notification?.state === 'queued'),
     { what: 'every job recorded queued' })
+})
+
+const jobOf = (home, id) => readRegistry(home).find((j) => j.id === id)
+
+test('--wake registers a one-off rule as the job starts; the end event fires it and the service removes it', async (t) => {
+  const service = await startInterruptService(t, FAST)
+  const { home } = makeHome(t, { notify: { url: service.url } })
+  const go = path.join(home, 'go')
+  const started = runBg(home, [
+    '--wake', 'job {{jobId}} {{status}}: {{outcome}} (exit {{exitCode}})', '--wake-instruction', 'tell the user',
+    '--json', '--', 'sh', '-c', `while [ ! -e ${go} ]; do sleep 0.02; done; exit 4`,
+  ])
+  assert.equal(started.code, 0, started.stderr)
+  assert.equal(started.stderr, '', 'no warning for known keys')
+  const { jobId } = JSON.parse(started.stdout)
+  const rule = await waitFor(async () => (await service.inspect()).rules.find((r) => r.id === `run-bg-${jobId}`),
+    { what: 'the wake rule at the service while the job runs' })
+  assert.deepEqual(rule, {
+    enabled: true, id: `run-bg-${jobId}`, label: `run-bg wake for ${jobId}`, source: 'run-bg', condition: { jobId },
+    action: 'message', one_off: true, message: 'job {{jobId}} {{status}}: {{outcome}} (exit {{exitCode}})', instruction: 'tell the user',
+  })
+  await waitFor(() => jobOf(home, jobId)?.wake?.state === 'registered', { what: 'registered recorded' })
+  assert.equal(jobOf(home, jobId).status, 'running')
+  assert.match(runBg(home, ['check', jobId]).stdout, new RegExp(`\\n  wake: registered run-bg-${jobId}\\n`))
+  assert.deepEqual(jobOf(home, jobId).wake,
+    { ...jobOf(home, jobId).wake, state: 'registered', rule_id: `run-bg-${jobId}`, url: `${service.base}/rules`, action: 'message' })
+
+  fs.writeFileSync(go, '')
+  const got = await waitFor(async () => (await delivered(service)).find((d) => d.data.jobId === jobId), { what: 'the wake-up' })
+  assert.equal(got.text, `job ${jobId} failed: exit 4 (exit 4)`)
+  assert.equal(got.instruction, 'tell the user')
+  assert.equal((await settled(home, jobId)).matched, 1)
+  await waitForQuiet(home)
+  const after = await service.inspect()
+  assert.equal(after.rules.length, 0, 'the service removed its one-off rule after the dispatch')
+  assert.deepEqual(after.deleted, [], 'not removed by us')
+  assert.equal(jobOf(home, jobId).wake.state, 'fired')
+  assert.deepEqual(checkJson(home, jobId).wake, {
+    state: 'fired', action: 'message', ruleId: `run-bg-${jobId}`, message: 'job {{jobId}} {{status}}: {{outcome}} (exit {{exitCode}})',
+  })
+  assert.match(runBg(home, ['check', jobId]).stdout, new RegExp(`\\n  wake: run-bg-${jobId} fired by the job's end \\(the service removes it\\)\\n`))
+})
+
+test('a wake rule its end event did not go through is removed with DELETE: a failed event, a registration answered too late', async (t) => {
+  const service = await startInterruptService(t, FAST)
+  await service.control({ fail: { status: 500, count: 1000, error: 'boom' } })
+  const { home } = makeHome(t, { notify: { url: service.url, retry_for_ms: 3000 } })
+  const go = path.join(home, 'go')
+  const failing = startJob(home, ['sh', '-c', `while [ ! -e ${go} ]; do sleep 0.02; done`], ['--wake', 'done {{jobId}}']).jobId
+  await waitFor(async () => (await service.inspect()).rules.some((r) => r.id === `run-bg-${failing}`), { what: 'the rule' })
+  fs.writeFileSync(go, '')
+  await waitFor(() => jobOf(home, failing)?.wake?.state === 'removed', { what: 'the rule removed', timeout: 30_000 })
+  const wake = jobOf(home, failing).wake
+  assert.match(wake.reason, /^its end event was not taken \(HTTP 500 Internal Server Error: boom\)$/)
+  const state = await service.inspect()
+  assert.deepEqual(state.deleted, [`run-bg-${failing}`])
+  assert.deepEqual(state.rules, [])
+  assert.equal(checkJson(home, failing).notification.state, 'failed')
+  assert.match(runBg(home, ['check', failing]).stdout,
+    new RegExp(`\\n  wake: run-bg-${failing} removed: its end event was not taken \\(HTTP 500 Internal Server Error: boom\\)\\n`))
+
+  // The service takes the rule at once but answers after our timeout: the
+  // job has ended by then, and its rule is not known to be there.
+  await service.control({ ruleAnswerDelayMs: 1500 })
+  const slow = makeHome(t, { notify: { url: service.url, timeout_ms: 300 } }).home
+  const quick = startJob(slow, ['true'], ['--wake', 'quick {{jobId}} {{status}}']).jobId
+  await waitFor(() => jobOf(slow, quick)?.wake?.state === 'removed', { what: 'the late rule removed', timeout: 30_000 })
+  const late = jobOf(slow, quick).wake
+  assert.match(late.reason, /^its registration was not confirmed \(no answer within 300ms\)$/, late.reason)
+  assert.ok((await service.inspect()).deleted.includes(`run-bg-${quick}`))
+  assert.ok(!(await service.inspect()).rules.some((r) => r.id === `run-bg-${quick}`))
+  // Its event had matched the rule before the removal: the agent still hears of it, once.
+  const texts = (await waitFor(async () => {
+    const got = (await delivered(service)).filter((d) => d.data.jobId === quick)
+    return got.length && got
+  }, { what: 'the wake-up' })).map((d) => d.text)
+  assert.deepEqual(texts, [`quick ${quick} success`])
+})
+
+test('--wake: a bad action, no notification to match it, unknown template keys', async (t) => {
+  const service = await startInterruptService(t, FAST)
+  const { home } = makeHome(t, { notify: { url: service.url } })
+  const bad = runBg(home, ['--wake', 'x', '--wake-action', 'agent', '--', 'true'])
+  assert.equal(bad.code, 2)
+  assert.match(bad.stderr, /bad wake action `agent`: expected message or subagent/)
+  const alone = runBg(home, ['--wake-action', 'subagent', '--', 'true'])
+  assert.equal(alone.code, 2)
+  assert.match(alone.stderr, /--wake/)
+  const muted = runBg(home, ['--wake', 'x', '--no-notify', '--', 'true'])
+  assert.equal(muted.code, 2)
+  assert.match(muted.stderr, /wake rule .* --no-notify/)
+  const off = makeHome(t).home
+  const none = runBg(off, ['--wake', 'x', '--', 'true'])
+  assert.equal(none.code, 2)
+  assert.match(none.stderr, /no(ne is)? configured: notify\.url is null/)
+  assert.deepEqual([readRegistry(home).length, readRegistry(off).length], [0, 0], 'nothing started')
+
+  const warned = runBg(home, ['--wake', '{{jobid}} ended with {{exit}}', '--json', '--', 'true'])
+  assert.equal(warned.code, 0, warned.stderr)
+  assert.match(warned.stderr, /warning: wake message: \{\{jobid\}\}, \{\{exit\}\} is not a key of the event's data .* the keys are eventId, jobId, /)
+  assert.equal(JSON.parse(warned.stdout).warnings.length, 1)
+  // Settled while the service still runs (else it is retried for a day).
+  await settled(home, JSON.parse(warned.stdout).jobId)
+  await waitForQuiet(home)
+})
+
+test('the JS wake option registers the rule; a bad one is refused', async (t) => {
+  const service = await startInterruptService(t, FAST)
+  const { home } = makeHome(t, { notify: { url: service.url } })
+  process.env.PROC_MANAGER_HOME = home
+  const started = pm.runBackground('exit 0', { wake: { message: 'js {{jobId}} {{status}}', action: 'subagent', instruction: 'check it' } })
+  assert.equal(started.warnings, undefined)
+  const got = await waitFor(async () => (await delivered(service)).find((d) => d.data.jobId === started.jobId), { what: 'the wake-up' })
+  assert.deepEqual([got.pipeline, got.text, got.instruction], ['subagent', `js ${started.jobId} success`, 'check it'])
+  await waitFor(() => jobOf(home, started.jobId)?.wake?.state === 'fired', { what: 'fired' })
+  assert.throws(() => pm.runBackground('true', { wake: { action: 'sms' } }), /bad wake action `sms`: expected message or subagent/)
+  assert.throws(() => pm.runBackground('true', { wake: { mesage: 'x' } }), /unknown option `mesage` for wake; accepted: message, instruction, action/)
+  assert.throws(() => pm.runBackground('true', { wake: { message: 'x' }, notify: false }), /notify: false/)
+  const warned = pm.runBackground('true', { wake: { message: '{{nope}}' } })
+  assert.match(warned.warnings[0], /\{\{nope\}\} is not a key/)
+  await settled(home, warned.jobId)
+  await waitForQuiet(home)
+})
+
+test('MCP run_background takes wake and says the warnings', async (t) => {
+  const service = await startInterruptService(t, FAST)
+  const { home } = makeHome(t, { notify: { url: service.url } })
+  const client = await connectMcp(t, home)
+  const { tools } = await client.listTools()
+  assert.equal(tools.find((x) => x.name === 'run_background').inputSchema.properties.wake.type, 'string')
+  const answer = await client.callTool({ name: 'run_background', arguments: { command: 'exit 0', wake: 'mcp {{jobId}} {{statu}}' } })
+  assert.ok(!answer.isError, JSON.stringify(answer))
+  const { jobId } = answer.structuredContent
+  assert.match(answer.content[0].text, /\nwarning: wake message: \{\{statu\}\} is not a key of the event's data/)
+  const got = await waitFor(async () => (await delivered(service)).find((d) => d.data.jobId === jobId), { what: 'the wake-up' })
+  assert.equal(got.text, `mcp ${jobId} {{statu}}`)
+  const refused = await client.callTool({ name: 'run_background', arguments: { command: 'true', wake: 'x', notify: false } })
+  assert.ok(refused.isError)
+  assert.match(refused.content[0].text, /notify: false/)
+  await settled(home, jobId)
+  await waitForQuiet(home)
+})
+
+test('a wake rule whose end event went out merged under the pace is removed: the merged event names every job and matches no one rule', async (t) => {
+  const service = await startInterruptService(t, FAST)
+  // One batch per 2 s window: the second and third end are held, then sent together.
+  const { home } = makeHome(t, { notify: { url: service.url, max_per_minute: 1, pace_window_ms: 2000, batch_window_ms: 100 } })
+  const go = path.join(home, 'go')
+  const after = (s) => `while [ ! -e ${go} ]; do sleep 0.02; done; sleep ${s}`
+  const first = startJob(home, ['sh', '-c', after(0)]).jobId
+  const woken = startJob(home, ['sh', '-c', after(0.4)], ['--wake', 'woken {{jobId}}']).jobId
+  const third = startJob(home, ['sh', '-c', after(0.4)]).jobId
+  await waitFor(async () => (await service.inspect()).rules.some((r) => r.id === `run-bg-${woken}`), { what: 'the rule' })
+  fs.writeFileSync(go, '')
+  await waitFor(() => jobOf(home, woken)?.wake?.state === 'removed', { what: 'the rule removed', timeout: 30_000 })
+  assert.equal(jobOf(home, woken).wake.reason, 'its end event went merged with others\' under the rate limit')
+  const { triggers, deleted, rules } = await service.inspect()
+  const merged = triggers.find((tr) => tr.body.data.jobs)
+  assert.deepEqual(merged.body.data.jobs.map((j) => j.jobId).sort(), [woken, third].sort())
+  assert.equal(triggers.length, 2, 'the first alone, then the two held ones together')
+  assert.deepEqual([deleted, rules], [[`run-bg-${woken}`], []])
+  assert.equal(triggers[0].body.data.jobId, first)
+  await waitForQuiet(home)
 })

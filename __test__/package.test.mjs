@@ -201,6 +201,8 @@ function apiJob(project, inProject) {
     const pm = require('proc-manager')
     const started = pm.runBackground('echo api-ok', { label: 'api' })
     const maps = require('fs').readFileSync('/proc/self/maps', 'utf8')
+    // jobEvents lives in job-events.js, beside the loader: it must be packed.
+    pm.jobEvents().close()
     console.log(JSON.stringify({ id: started.jobId, entry: require.resolve('proc-manager'),
       addon: maps.split('\\n').map((l) => l.split(' ').pop()).find((f) => f.endsWith('.node')) }))
   `], inProject), 'require(proc-manager).runBackground')
@@ -220,7 +222,7 @@ test('the packed packages install offline, without cargo, and run the README job
   for (const p of [platform, main, mcp]) t.diagnostic(`${path.basename(p.tarball)}: ${p.size} B packed, ${p.unpackedSize} B unpacked, ${p.files.length} files`)
 
   // The root package: JS, types and the skill; nothing to build, no install script.
-  const allowed = /^(index\.js|index\.d\.ts|platform\.js|package\.json|README\.md|LICENSE|bin\/[^/]+\.js|skills\/run-bg\/[^/]+\.md)$/
+  const allowed = /^(index\.js|index\.d\.ts|platform\.js|job-events\.js|package\.json|README\.md|LICENSE|bin\/[^/]+\.js|skills\/run-bg\/[^/]+\.md)$/
   assert.deepEqual(main.files.filter((f) => !allowed.test(f)), [], 'files beyond JS, types and the skill')
   const rootManifest = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'))
   for (const script of ['preinstall', 'install', 'postinstall', 'prepare']) assert.equal(rootManifest.scripts?.[script], undefined, `${script} script`)

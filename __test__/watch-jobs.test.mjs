@@ -1,6 +1,9 @@
 // pm.watchJobs(): job ends as they happen, from any process of the user.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { EventEmitter } from 'node:events'
+import fs from 'node:fs'
+import path from 'node:path'
 import { makeHome, runBg, startJob, pm } from './helpers.mjs'
 
 test('watchJobs yields each end from now on of jobs started by another process, with the POST\'s data, and stops on break', async (t) => {
@@ -38,4 +41,45 @@ test('watchJobs yields each end from now on of jobs started by another process, 
   controller.abort()
   await assert.rejects(pending, { name: 'AbortError' })
   assert.throws(() => pm.watchJobs({ ownr: 'x' }), /ownr/)
+})
+
+test('jobEvents: the same ends as an EventEmitter (\'end\'), closed by close(); an abort emits the AbortError, then \'close\'', async (t) => {
+  const { home } = makeHome(t)
+  process.env.PROC_MANAGER_HOME = home
+  const events = pm.jobEvents({ owner: 'agent-e' })
+  assert.ok(events instanceof EventEmitter)
+  const got = []
+  const two = new Promise((resolve) => events.on('end', (end) => got.push(end) === 2 && resolve()))
+  const go = path.join(home, 'go')
+  const wait = `while [ ! -e ${go} ]; do sleep 0.02; done`
+  const failing = startJob(home, ['sh', '-c', `${wait}; echo "error: no"; exit 5`], ['--owner', 'agent-e'])
+  const other = startJob(home, ['sh', '-c', wait], ['--owner', 'agent-x'])
+  const fine = startJob(home, ['sh', '-c', wait], ['--owner', 'agent-e'])
+  fs.writeFileSync(go, '')
+  runBg(home, ['wait', failing.jobId, other.jobId, fine.jobId])
+  await two
+  const byId = Object.fromEntries(got.map((end) => [end.jobId, end]))
+  assert.deepEqual(Object.keys(byId).sort(), [failing.jobId, fine.jobId].sort())
+  const failed = byId[failing.jobId]
+  assert.deepEqual([failed.eventId, failed.status, failed.exitCode, failed.signal, failed.outcome, failed.owner],
+    [`${failing.jobId}:failed`, 'failed', 5, '', 'exit 5', 'agent-e'])
+  assert.match(failed.message, /; first error: error: no$/)
+  assert.equal(byId[fine.jobId].status, 'success')
+
+  const closed = new Promise((resolve) => events.once('close', resolve))
+  events.close()
+  await closed
+  const later = startJob(home, ['true'], ['--owner', 'agent-e'])
+  runBg(home, ['wait', later.jobId])
+  await new Promise((resolve) => setImmediate(resolve))
+  assert.equal(got.length, 2, 'nothing after close()')
+
+  const controller = new AbortController()
+  const aborted = pm.jobEvents({ signal: controller.signal })
+  const failure = new Promise((resolve) => aborted.once('error', resolve))
+  const closedToo = new Promise((resolve) => aborted.once('close', resolve))
+  controller.abort()
+  assert.equal((await failure).name, 'AbortError')
+  await closedToo
+  assert.throws(() => pm.jobEvents({ ownr: 'x' }), /unknown option `ownr` for watchJobs/)
 })

@@ -212,14 +212,18 @@ server.registerTool('run_background', {
     maxRestarts: whole(0).optional().describe('Restarts in a row before giving up (default 10)'),
     restartDelayMs: whole(0).optional().describe('First restart delay, then doubled (default 1000)'),
     stdin: z.enum(['pipe', 'null']).optional().describe('pipe: send_input can write to it (default null)'),
+    wake: z.string().optional().describe('Wake the agent with this when it ends ({{status}} etc. filled)'),
   }).strict(),
   outputSchema: { ...jobOut, pid: z.number().int().optional() },
-}, tool(async ({ command, yieldMs, ready, ...options }, extra) => {
+}, tool(async ({ command, yieldMs, ready, wake, ...rest }, extra) => {
+  // A message rule (the agent's session): the small schema has no room for action and instruction.
+  const options = wake === undefined ? rest : { ...rest, wake: { message: wake } }
   if (ready !== undefined) Object.assign(options, readiness(ready))
   if (yieldMs === undefined) {
     const job = pm.runBackground(command, options)
+    const warnings = (job.warnings ?? []).map((w) => `\nwarning: ${w}`).join('')
     return {
-      text: `started jobId: ${job.jobId} (pid ${job.pid}); check it with check_job or wait_job`,
+      text: `started jobId: ${job.jobId} (pid ${job.pid}); check it with check_job or wait_job${warnings}`,
       structured: { jobId: job.jobId, status: 'running', pid: job.pid },
     }
   }

@@ -138,6 +138,17 @@ struct StartCli {
     /// at most once per notify.match_window_ms per pattern)
     #[arg(long = "notify-on", value_name = "REGEX")]
     notify_on: Vec<String>,
+    /// Register a one-off rule with the interrupt service as the job starts:
+    /// its end wakes the agent with this text ({{jobId}}, {{status}},
+    /// {{exitCode}}, {{outcome}}, ... filled in by the service)
+    #[arg(long, value_name = "TEMPLATE")]
+    wake: Option<String>,
+    /// With --wake: what the sub-agent is to do about it
+    #[arg(long, value_name = "TEXT", requires = "wake")]
+    wake_instruction: Option<String>,
+    /// With --wake: message (into the agent's session, the default) or subagent
+    #[arg(long, value_name = "ACTION", requires = "wake")]
+    wake_action: Option<String>,
     /// The program and its arguments, after `--`
     #[arg(last = true, value_name = "PROGRAM")]
     command: Vec<String>,

@@ -258,6 +258,16 @@ impl<'env> Options<'env> {
         Err(bad(format!("bad {name}: {}; give one of {}", describe(&value), quoted.join(", "))))
     }
 
+    /// An options object inside the options (`wake`), read with the same
+    /// checks under its own name; `finish` it too.
+    pub fn nested(&mut self, name: &'static str) -> Result<Option<Options<'env>>> {
+        let Some(value) = self.get(name)? else { return Ok(None) };
+        if kind_of(&value)? != ValueType::Object || value.is_array()? {
+            return Err(bad(format!("bad {name}: {}; give an object", describe(&value))));
+        }
+        Options::new(name, Some(value)).map(Some)
+    }
+
     /// Refuses what was not read: a value that is no options object, or a
     /// name that is not one of the options.
     pub fn finish(self) -> Result<()> {

@@ -130,6 +130,7 @@ struct RunOptions {
     max_restarts: Option<u64>,
     restart_delay_ms: Option<u64>,
     stdin: Option<String>,
+    wake: Option<proc_manager_core::model::job::Wake>,
 }
 
 impl RunOptions {
@@ -150,6 +151,7 @@ impl RunOptions {
             max_restarts: o.count("maxRestarts", "restarts")?,
             restart_delay_ms: o.millis("restartDelayMs", 0)?,
             stdin: o.choice("stdin", &["pipe", "null"])?,
+            wake: read_wake(o)?,
         })
     }
 }
@@ -177,6 +179,15 @@ fn read_readiness(o: &mut Options) -> Result<Option<proc_manager_core::model::jo
         return Ok(None);
     }
     Ok(Some(proc_manager_core::model::job::Readiness { log, port, url, timeout_ms }))
+}
+
+/// `wake: {message?, instruction?, action?}`: the job's wake rule (see the CLI's `--wake`).
+fn read_wake(o: &mut Options) -> Result<Option<proc_manager_core::model::job::Wake>> {
+    let Some(mut w) = o.nested("wake")? else { return Ok(None) };
+    let (message, instruction, action) = (w.string("message")?, w.string("instruction")?, w.string("action")?);
+    w.finish()?;
+    let action = action.map(|a| proc_manager_core::supervise::wake::parse_action(&a)).transpose().map_err(to_js_error)?;
+    Ok(Some(proc_manager_core::model::job::Wake { message, instruction, action: action.unwrap_or_default(), ..Default::default() }))
 }
 
 /// Starts `command` in the background under its own supervisor. Returns once
@@ -234,6 +245,7 @@ fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verb
         }
     };
     request.stdin_pipe = options.stdin.as_deref() == Some("pipe");
+    request.wake = options.wake;
     let context = context()?;
     start_job(&context, request, &supervisor_exe()?).map_err(to_js_error)
 }

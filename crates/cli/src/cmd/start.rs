@@ -39,6 +39,15 @@ pub fn run(cli: StartCli) -> Result<i32> {
         });
     }
     request.stdin_pipe = cli.stdin.as_deref() == Some("pipe");
+    if let Some(message) = cli.wake {
+        let action = cli.wake_action.as_deref().map(proc_manager_core::supervise::wake::parse_action).transpose()?;
+        request.wake = Some(proc_manager_core::model::job::Wake {
+            message: Some(message),
+            instruction: cli.wake_instruction,
+            action: action.unwrap_or_default(),
+            ..Default::default()
+        });
+    }
     let yield_for = parse_dur("--yield", &cli.yield_for)?;
     // Readiness and wake-ups (issue 15): patterns are checked here to name the flag.
     if let Some(pattern) = &cli.ready_log {
@@ -66,6 +75,9 @@ pub fn run(cli: StartCli) -> Result<i32> {
         }
         Err(e) => return Err(e),
     };
+    for warning in &started.warnings {
+        eprintln!("run-bg: warning: {}", visible(warning));
+    }
 
     if let Some(yield_for) = yield_for {
         match context.yield_to(&started.job_id, yield_for, &Cancel::never())? {

@@ -332,6 +332,8 @@ pub struct Job {
     pub restart: Option<Restart>,
     /// `--stdin pipe`: its stdin is `jobs/<id>/stdin.pipe`, written by `send`.
     pub stdin_pipe: bool,
+    /// The one-off rule registered with the interrupt service for this job (`--wake`).
+    pub wake: Option<Wake>,
 }
 
 /// What makes a job ready (`--ready-log`, `--ready-port`, `--ready-url`):
@@ -424,6 +426,8 @@ struct JobRecord {
     restart: Option<Restart>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     stdin_pipe: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    wake: Option<Wake>,
 }
 
 /// The state a format-1 record describes. Every record this program writes
@@ -488,6 +492,7 @@ impl From<JobRecord> for Job {
             notify_on: r.notify_on,
             restart: r.restart,
             stdin_pipe: r.stdin_pipe,
+            wake: r.wake,
         }
     }
 }
@@ -526,6 +531,7 @@ impl From<Job> for JobRecord {
             notify_on: job.notify_on,
             restart: job.restart,
             stdin_pipe: job.stdin_pipe,
+            wake: job.wake,
         }
     }
 }
@@ -633,6 +639,64 @@ impl RestartPolicy {
     }
 }
 
+/// What the interrupt service does with a job's wake rule when it matches:
+/// `message` injects the text into the agent's session, `subagent` hands it
+/// (with the instruction) to a sub-agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum WakeAction {
+    #[default]
+    Message,
+    Subagent,
+}
+
+impl WakeAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WakeAction::Message => "message",
+            WakeAction::Subagent => "subagent",
+        }
+    }
+
+    pub fn parse(text: &str) -> std::result::Result<WakeAction, String> {
+        match text {
+            "message" => Ok(WakeAction::Message),
+            "subagent" => Ok(WakeAction::Subagent),
+            other => Err(format!("bad wake action `{other}`: expected message or subagent")),
+        }
+    }
+}
+
+/// Where a job's wake rule stands at the interrupt service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum WakeState {
+    /// Being registered (the supervisor does it as the job starts).
+    #[default]
+    Pending,
+    /// The service took the rule (`rule_id`).
+    Registered,
+    /// The service did not take it, or did not answer in time (`reason`).
+    Failed,
+    /// The job's end event matched it: the service removes the one-off rule
+    /// once it has woken the agent.
+    Fired,
+    /// Removed by us (`DELETE /rules/<id>`): the end event did not go through it (`reason`).
+    Removed,
+}
+
+impl WakeState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WakeState::Pending => "pending",
+            WakeState::Registered => "registered",
+            WakeState::Failed => "failed",
+            WakeState::Fired => "fired",
+            WakeState::Removed => "removed",
+        }
+    }
+}
+
 /// A job started with `--restart`: its settings, then what its supervisor
 /// records at each restart (`count`, `last_reason`, `last_at`). One record,
 /// one job id, across every run of the main process.
@@ -652,6 +716,32 @@ pub struct Restart {
     /// When that run ended (ms since the epoch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_at: Option<u64>,
+}
+
+/// A job's wake rule (`--wake`): a one-off rule of the interrupt service
+/// matching this job's events, registered when the job starts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Wake {
+    /// The text the agent gets, with `{{key}}` filled from the event's `data`
+    /// by the service; without one the service uses `data.message`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// For a sub-agent: what to do about it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instruction: Option<String>,
+    #[serde(default)]
+    pub action: WakeAction,
+    #[serde(default)]
+    pub state: WakeState,
+    /// The rule's id at the service (`run-bg-<jobId>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<String>,
+    /// The rules address it was registered at, for its removal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// `failed`: what the service answered, or that it did not; `removed`: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 fn default_true() -> bool {
@@ -824,6 +914,7 @@ pub(crate) fn sample_in(state: JobState) -> Job {
         notify_on: Vec::new(),
         restart: None,
         stdin_pipe: false,
+        wake: None,
     }
 }
 

@@ -150,6 +150,9 @@ fn delivery_lines(job: &Job) -> Vec<String> {
     if let Some(line) = job.notification.as_ref().and_then(notification_line) {
         lines.push(format!("  notification: {line}"));
     }
+    if let Some(wake) = &job.wake {
+        lines.push(format!("  wake: {}", wake_line(wake)));
+    }
     for hook in job.hooks.iter().filter(|h| h.error.is_some()) {
         lines.push(format!(
             "  hook `{}` failed: {}",
@@ -158,6 +161,20 @@ fn delivery_lines(job: &Job) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// Where the job's wake rule stands, in a few words.
+fn wake_line(wake: &crate::model::job::Wake) -> String {
+    use crate::model::job::WakeState;
+    let rule = wake.rule_id.as_deref().map(visible).unwrap_or_default();
+    let reason = wake.reason.as_deref().map(|r| shorten(r, 120)).unwrap_or_default();
+    match wake.state {
+        WakeState::Pending => "being registered with the interrupt service".to_string(),
+        WakeState::Registered => format!("registered {rule}"),
+        WakeState::Failed => format!("failed: {reason}"),
+        WakeState::Fired => format!("{rule} fired by the job's end (the service removes it)"),
+        WakeState::Removed => format!("{rule} removed: {reason}"),
+    }
 }
 
 /// What became of the job's notification, in words, when the agent may not

@@ -66,6 +66,25 @@ pub struct JobView {
     /// `pipe` for a job started with `--stdin pipe` (`send` writes to it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stdin: Option<String>,
+    /// The job's wake rule at the interrupt service (`--wake`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wake: Option<WakeView>,
+}
+
+/// `pending` (being registered), `registered`, `failed` (`reason`), `fired`
+/// (the end event matched it; the service removes it), `removed` (by us: the
+/// end event did not go through it; `reason`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WakeView {
+    pub state: String,
+    pub action: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -148,6 +167,13 @@ impl From<&Job> for JobView {
             last_restart: job.restart.as_ref().and_then(|r| r.last_reason.clone()),
             last_restart_at: job.restart.as_ref().and_then(|r| r.last_at),
             stdin: job.stdin_pipe.then(|| "pipe".to_string()),
+            wake: job.wake.as_ref().map(|w| WakeView {
+                state: w.state.as_str().to_string(),
+                action: w.action.as_str().to_string(),
+                rule_id: w.rule_id.clone(),
+                message: w.message.clone(),
+                reason: w.reason.clone(),
+            }),
         }
     }
 }
@@ -214,6 +240,9 @@ pub struct StartView {
     pub label: String,
     /// Always `running`: the call returns once the main process runs.
     pub status: String,
+    /// Said about the request without refusing it (a wake template's unknown keys).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl From<&Started> for StartView {
@@ -224,6 +253,7 @@ impl From<&Started> for StartView {
             log_path: started.log_path.clone(),
             label: started.label.clone(),
             status: JobStatus::Running.as_str().to_string(),
+            warnings: started.warnings.clone(),
         }
     }
 }

@@ -9,3 +9,4 @@ pub mod ready;
 pub mod matchers;
 pub mod restart;
 pub mod stdin;
+pub mod wake;

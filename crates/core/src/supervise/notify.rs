@@ -13,6 +13,7 @@
 
 use crate::store::config::{Config, NotifyConfig};
 use crate::supervise::pace::{self, Pace, Slot};
+use crate::supervise::wake;
 use crate::store::digest;
 use crate::model::duration::format_duration_ms;
 use crate::model::error::PostError;
@@ -44,6 +45,8 @@ const HELD: &str = "held back under the interrupt service's rate limit, to go wi
 /// A 5xx may come after the service queued the event, and it does not
 /// de-duplicate: each retry can be one more wake-up of the agent.
 pub const MAX_SERVER_ERRORS: u32 = 3;
+/// A wake rule's removal where no `notify.timeout_ms` is at hand.
+const WAKE_REMOVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The first error-looking line of a failed job's log, added to its message, is cut to this.
 const ERROR_LINE_CHARS: usize = 160;
 
@@ -380,7 +383,7 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
     if let Some(url) = &url {
         let pace = Pace::for_level(notify, notify.level_for(job.status().as_str()));
         match pace::claim(home, &pace, now_ms()) {
-            Slot::Now => retry = tries.attempt(&registry, &job.id, &event_id, post(url, &body, timeout)),
+            Slot::Now => retry = tries.attempt(&registry, &job.id, &event_id, post(url, &body, timeout), timeout),
             Slot::At(at) => held_until = Some(at),
         }
     }
@@ -393,7 +396,10 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
         let _ = registry.modify(&job.id, |stored| stored.hooks.extend(hooks));
     }
 
-    let Some(url) = url else { return };
+    let Some(url) = url else {
+        wake::settle(&registry, timeout, &job.id, &event_id, wake::EventOutcome::NotSent("no interrupt service is configured now"));
+        return;
+    };
     if let Some(at) = held_until {
         // Over the service's rate limit: the deliverer sends it at `at`,
         // together with whatever else is held by then.
@@ -427,7 +433,7 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
     while retry.is_some() && Instant::now() + pause < retry_until {
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_secs(10));
-        retry = tries.attempt(&registry, &job.id, &event_id, post(&url, &body, timeout));
+        retry = tries.attempt(&registry, &job.id, &event_id, post(&url, &body, timeout), timeout);
     }
     let Some(error) = retry else { return };
     if !notify.url_explicit && tries.all_refused {
@@ -474,6 +480,7 @@ fn record_no_listener(home: &Home, registry: &Registry, job_id: &str, event_id: 
             n.hint = first;
         }
     });
+    wake::settle(registry, WAKE_REMOVE_TIMEOUT, job_id, event_id, wake::EventOutcome::NotSent("nothing listens"));
 }
 
 /// The value of `SUPERVISOR_MARK` in the deliverer a notifier starts: a
@@ -510,11 +517,13 @@ struct Tries {
     server_errors: u32,
     /// Every attempt so far met a refused connection: nothing listens.
     all_refused: bool,
+    /// The event went merged with others' (`data.jobs`): no job's wake rule matches it.
+    merged: bool,
 }
 
 impl Default for Tries {
     fn default() -> Self {
-        Tries { attempts: 0, server_errors: 0, all_refused: true }
+        Tries { attempts: 0, server_errors: 0, all_refused: true, merged: false }
     }
 }
 
@@ -527,10 +536,13 @@ impl Tries {
         job_id: &str,
         event_id: &str,
         result: Result<Answer, Failure>,
+        timeout: Duration,
     ) -> Option<String> {
         self.attempts += 1;
         let attempts = self.attempts;
         self.all_refused &= matches!(&result, Err(Failure::Unanswered(PostError::NothingListens { .. })));
+        // Kept for the wake rule's settling once this answer is the last.
+        let result_seen = result.clone();
         let (retry, update): (Option<String>, Update) = match result {
             Ok(answer) => (
                 None,
@@ -562,6 +574,10 @@ impl Tries {
                 update(n);
             }
         });
+        if retry.is_none() {
+            let outcome = if self.merged { wake::EventOutcome::Merged } else { wake::EventOutcome::Answered(&result_seen) };
+            wake::settle(registry, timeout, job_id, event_id, outcome);
+        }
         retry
     }
 }
@@ -711,8 +727,8 @@ fn deliver_round(home: &Home, config: &Config) -> Option<Duration> {
             continue;
         }
         let body = serde_json::to_vec(&entry.body).unwrap_or_default();
-        let mut tries = Tries { attempts: entry.attempts, server_errors: entry.server_errors, all_refused: false };
-        let retry = tries.attempt(&registry, &entry.job_id, &entry.event_id, post(&entry.url, &body, timeout));
+        let mut tries = Tries { attempts: entry.attempts, server_errors: entry.server_errors, all_refused: false, merged: false };
+        let retry = tries.attempt(&registry, &entry.job_id, &entry.event_id, post(&entry.url, &body, timeout), timeout);
         entry.attempts = tries.attempts;
         entry.server_errors = tries.server_errors;
         entry.spool_tries += 1;
@@ -779,9 +795,10 @@ fn send_held(home: &Home, config: &Config, registry: &Registry, timeout: Duratio
             continue;
         }
         let result = post(&url, &serde_json::to_vec(&body).unwrap_or_default(), timeout);
+        let merged = group.len() > 1;
         for (path, mut entry) in group {
-            let mut tries = Tries { attempts: entry.attempts, server_errors: entry.server_errors, all_refused: false };
-            let retry = tries.attempt(registry, &entry.job_id, &entry.event_id, result.clone());
+            let mut tries = Tries { attempts: entry.attempts, server_errors: entry.server_errors, all_refused: false, merged };
+            let retry = tries.attempt(registry, &entry.job_id, &entry.event_id, result.clone(), timeout);
             match retry {
                 None => {
                     let _ = std::fs::remove_file(&path);
@@ -861,6 +878,7 @@ fn give_up(home: &Home, registry: &Registry, path: &Path, entry: &SpoolEntry, wh
     let failed_dir = spool_dir(home).join("failed");
     let _ = create_private_dir_all(&failed_dir);
     let _ = std::fs::rename(path, failed_dir.join(path.file_name().unwrap_or_default()));
+    wake::settle(registry, WAKE_REMOVE_TIMEOUT, &entry.job_id, &entry.event_id, wake::EventOutcome::NotSent(why));
 }
 
 #[cfg(test)]

@@ -404,6 +404,10 @@ struct Supervisor {
     /// until it ends (or `send --eof`), and the read end kept for a restart.
     stdin_writer: Option<OwnedFd>,
     stdin_child_end: Option<OwnedFd>,
+    /// Registers the job's wake rule with the interrupt service (`--wake`)
+    /// while the job runs; joined before the end is recorded, so the end
+    /// event goes after the rule (and the notifier forks single-threaded).
+    wake_thread: Option<std::thread::JoinHandle<Option<crate::model::job::Wake>>>,
 }
 
 /// Where a job that restarts is between the end of one run and the next.
@@ -540,6 +544,17 @@ impl Supervisor {
         let watch = ready::Watch::new(&job, &spec.config);
         let splice = if watch.as_ref().is_some_and(ready::Watch::needs_lines) { None } else { new_splicer() };
         let job_restarter = job.restart.as_ref().map(Restarter::new);
+        // After the ready line: the job's start waits for no service.
+        let wake_thread = job.wake.as_ref().and_then(|_| {
+            let (registry, notify, for_thread) = (registry.clone(), spec.config.notify.clone(), job.clone());
+            let spawned = std::thread::Builder::new()
+                .name("wake".into())
+                .spawn(move || crate::supervise::wake::register(&registry, &notify, &for_thread));
+            if let Err(e) = &spawned {
+                tracing::warn!("run-bg supervisor {}: cannot start the wake rule's registration: {e}", job.id);
+            }
+            spawned.ok()
+        });
         Ok(Supervisor {
             job,
             registry,
@@ -563,6 +578,7 @@ impl Supervisor {
             output_child_end,
             stdin_writer,
             stdin_child_end,
+            wake_thread,
         })
     }
 
@@ -941,6 +957,7 @@ impl Supervisor {
         let Some(output) = self.output_child_end.as_ref().map(|fd| fd.as_raw_fd()) else { return false };
         // launch() forks: no thread of ours may hold a lock then.
         self.log.join_deleter();
+        self.join_wake_registration();
         let stdin = self.stdin_child_end.as_ref().map(|fd| fd.as_raw_fd());
         let started = launch_main(&self.job, output, stdin).and_then(|launched| {
             let pid = launched.pid;
@@ -1027,8 +1044,19 @@ impl Supervisor {
         self.stdin_writer = None;
     }
 
+    /// Waits for the wake rule's registration, if it still runs: bounded by
+    /// notify.timeout_ms (and a brief registry wait).
+    fn join_wake_registration(&mut self) {
+        if let Some(registering) = self.wake_thread.take() {
+            if let Ok(Some(wake)) = registering.join() {
+                self.job.wake = Some(wake);
+            }
+        }
+    }
+
     fn record_end(&mut self) {
         let Some(exit) = self.phase.main_exit() else { return };
+        self.join_wake_registration();
         self.phase = self.phase.recorded();
         // An end recorded by someone else first (`kill` acting without this
         // supervisor while it was stopped) stands, and was announced by them.
@@ -1049,10 +1077,12 @@ impl Supervisor {
         // The announcement is claimed with the status change: whoever records
         // an outcome announces it, so it is announced once.
         let peak_rss_kb = children_peak_rss_kb();
+        let wake = self.job.wake.clone();
         let apply = |job: &mut Job| {
             job.state = state.clone();
             job.peak_rss_kb = peak_rss_kb;
             job.notification = notify::claim(&notify_config, job);
+            job.wake = wake.clone();
         };
         apply(&mut self.job);
         // The job's own job.json first: it needs no lock, and its room was

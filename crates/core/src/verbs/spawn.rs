@@ -38,6 +38,8 @@ pub struct StartRequest {
     pub restart: Option<RestartRequest>,
     /// `--stdin pipe`: a pipe `send` writes to, instead of /dev/null.
     pub stdin_pipe: bool,
+    /// `--wake`: a one-off rule for this job, registered with the interrupt service at its start.
+    pub wake: Option<crate::model::job::Wake>,
 }
 
 /// `--restart <policy> [--max-restarts N] [--restart-delay <dur>]`.
@@ -78,6 +80,8 @@ pub struct Started {
     pub log_path: String,
     pub label: String,
     pub command: String,
+    /// Said about the request without refusing it (a wake template's unknown keys).
+    pub warnings: Vec<String>,
 }
 
 /// Quotes an argv for display the way a shell user would type it.
@@ -190,6 +194,7 @@ fn validate(request: &StartRequest) -> Result<()> {
 /// runs, or with the reason it could not start (then recorded as `failed`).
 pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path) -> Result<Started> {
     validate(&request)?;
+    let warnings = validate_wake(context, &request)?;
     let cwd = match &request.cwd {
         Some(dir) if dir.is_absolute() => dir.clone(),
         Some(dir) => std::env::current_dir().map_err(|e| Error::io("read the current directory", ".", e))?.join(dir),
@@ -233,6 +238,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
             last_at: None,
         }),
         stdin_pipe: request.stdin_pipe,
+        wake: request.wake,
     };
     let spec = SupervisorSpec {
         home: context.home.root.clone(),
@@ -240,7 +246,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         config: context.config.clone(),
     };
     match run_supervisor(context, &spec, supervisor_exe) {
-        Ok(pid) => Ok(Started { job_id, pid, log_path: job.log_path, label, command }),
+        Ok(pid) => Ok(Started { job_id, pid, log_path: job.log_path, label, command, warnings }),
         Err(error) => {
             let message = error.to_string();
             // The supervisor records its own start failures (in the job's
@@ -271,6 +277,28 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
             }
         }
     }
+}
+
+/// A wake rule is only of use with an exit notification to match it: without
+/// one (`--no-notify`, or no interrupt service configured) it is refused, not
+/// registered to wait for an event that never comes. Its template's unknown
+/// keys are only warned about: the service leaves them as written.
+fn validate_wake(context: &Context, request: &StartRequest) -> Result<Vec<String>> {
+    let Some(wake) = &request.wake else { return Ok(Vec::new()) };
+    if !request.notify {
+        return Err(Error::Usage(
+            "a wake rule (--wake, JS `wake`) is matched by the job's exit notification, which --no-notify (`notify: false`) turns off: drop one of them".into(),
+        ));
+    }
+    if context.config.notify.url.is_none() {
+        return Err(Error::Usage(
+            "a wake rule (--wake, JS `wake`) is registered with the interrupt service, and none is configured: notify.url is null in config.json; set it to the service's /trigger address".into(),
+        ));
+    }
+    if wake.message.as_deref().is_some_and(|m| m.trim().is_empty()) {
+        return Err(Error::Usage("empty wake message: give the text to wake the agent with ({{jobId}}, {{status}}, … are filled in), or leave it out for the event's own message".into()));
+    }
+    Ok(wake.message.as_deref().and_then(crate::supervise::wake::template_warning).into_iter().collect())
 }
 
 fn allocate_job_dir(context: &Context, label: &str) -> Result<String> {

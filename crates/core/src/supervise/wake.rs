@@ -1,0 +1,255 @@
+//! Per-job wake rules (`--wake`): a one-off rule of the interrupt service
+//! that matches this job's events (`condition {"jobId": <id>}`), registered
+//! by the supervisor as the job starts, so that the job's end wakes the agent
+//! with the text the caller chose.
+//!
+//! The service (OpenClaw's `skills/interrupt-service`) keeps its rules in a
+//! file, so a rule nobody removes stays for good: it takes `POST /rules` with
+//! an `id` (required) and `one_off: true`, removes a one-off rule itself once
+//! the batch its match went into was dispatched, and removes any rule on
+//! `DELETE /rules/<id>` (404 for an id it does not have). So once the job's
+//! end event has been answered, a rule that event did not go through (the
+//! event failed, went merged with others, or the rule was not known to be
+//! registered) is removed by us.
+
+use crate::model::job::{Job, Wake, WakeAction, WakeState};
+use crate::store::config::NotifyConfig;
+use crate::store::registry::{Patience, Registry};
+use crate::supervise::notify::{post, Answer, Failure};
+use std::time::Duration;
+
+/// The keys of an event's `data`, which the service fills a template's `{{key}}` from.
+pub const DATA_KEYS: &[&str] = &[
+    "eventId", "jobId", "label", "command", "status", "exitCode", "signal", "outcome", "durationMs", "logPath", "owner",
+    "message", "lastLines",
+];
+
+/// The rule's id at the service: one per job, so a removal needs no answer
+/// from the registration (one that timed out may still have been taken).
+pub fn rule_id(job_id: &str) -> String {
+    format!("run-bg-{job_id}")
+}
+
+/// The service's rules address beside its trigger address (`…/trigger` →
+/// `…/rules`; another path: `/rules` at the same host).
+pub fn rules_url(trigger_url: &str) -> String {
+    let trimmed = trigger_url.split(['?', '#']).next().unwrap_or(trigger_url).trim_end_matches('/');
+    if let Some(base) = trimmed.strip_suffix("/trigger") {
+        return format!("{base}/rules");
+    }
+    let after_scheme = trimmed.find("://").map_or(0, |i| i + 3);
+    let origin_end = trimmed[after_scheme..].find('/').map_or(trimmed.len(), |i| after_scheme + i);
+    format!("{}/rules", &trimmed[..origin_end])
+}
+
+/// A warning for `{{key}}`s of `template` that no event has in its `data`
+/// (the service would leave them as they are), naming the keys there are.
+pub fn template_warning(template: &str) -> Option<String> {
+    let mut unknown: Vec<&str> = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find("{{") {
+        rest = &rest[open + 2..];
+        let Some(close) = rest.find("}}") else { break };
+        let key = &rest[..close];
+        // The service's pattern is `{{\w+}}`: anything else is plain text to it.
+        if !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            if !DATA_KEYS.contains(&key) && !unknown.contains(&key) {
+                unknown.push(key);
+            }
+            rest = &rest[close + 2..];
+        }
+    }
+    (!unknown.is_empty()).then(|| {
+        let named: Vec<String> = unknown.iter().map(|k| format!("{{{{{k}}}}}")).collect();
+        format!(
+            "wake message: {} is not a key of the event's data and will reach the agent as it is; the keys are {}",
+            named.join(", "),
+            DATA_KEYS.join(", ")
+        )
+    })
+}
+
+/// The rule as the service takes it.
+pub fn rule_body(config: &NotifyConfig, job: &Job, wake: &Wake) -> serde_json::Value {
+    let mut rule = serde_json::json!({
+        "id": rule_id(&job.id),
+        "label": format!("run-bg wake for {}", job.id),
+        "source": config.source,
+        "condition": { "jobId": job.id },
+        "action": wake.action.as_str(),
+        "one_off": true,
+        "enabled": true,
+    });
+    if let Some(message) = &wake.message {
+        rule["message"] = message.clone().into();
+    }
+    if let Some(instruction) = &wake.instruction {
+        rule["instruction"] = instruction.clone().into();
+    }
+    rule
+}
+
+/// Registers `job`'s wake rule (one POST, bounded by `notify.timeout_ms`) and
+/// records the outcome in its record; returns the wake as recorded.
+pub fn register(registry: &Registry, config: &NotifyConfig, job: &Job) -> Option<Wake> {
+    let mut wake = job.wake.clone()?;
+    let Some(trigger) = &config.url else {
+        wake.state = WakeState::Failed;
+        wake.reason = Some("no interrupt service is configured (notify.url is null)".into());
+        return Some(record(registry, &job.id, wake));
+    };
+    let url = rules_url(trigger);
+    wake.rule_id = Some(rule_id(&job.id));
+    wake.url = Some(url.clone());
+    let body = serde_json::to_vec(&rule_body(config, job, &wake)).unwrap_or_default();
+    match post(&url, &body, Duration::from_millis(config.timeout_ms)) {
+        Ok(_) => {
+            wake.state = WakeState::Registered;
+            wake.reason = None;
+        }
+        Err(failure) => {
+            wake.state = WakeState::Failed;
+            wake.reason = Some(failure.to_string());
+        }
+    }
+    Some(record(registry, &job.id, wake))
+}
+
+fn record(registry: &Registry, job_id: &str, wake: Wake) -> Wake {
+    // Brief: the supervisor also keeps it in its own record, written at the job's end.
+    let _ = registry.modify_with(Patience::Brief, job_id, |stored| stored.wake = Some(wake.clone()));
+    wake
+}
+
+/// Removes the rule: `Ok(false)` when the service had no such rule.
+pub fn remove(url: &str, id: &str, timeout: Duration) -> Result<bool, String> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let address = format!("{}/{}", url.trim_end_matches('/'), id);
+    match agent.delete(&address).call() {
+        Ok(response) if response.status().is_success() => Ok(true),
+        Ok(response) if response.status().as_u16() == 404 => Ok(false),
+        Ok(response) => Err(format!("HTTP {}", response.status())),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// How the end event of a job went, as far as its wake rule is concerned.
+pub enum EventOutcome<'a> {
+    /// The service answered this about the job's own event.
+    Answered(&'a Result<Answer, Failure>),
+    /// Sent merged with other jobs' events: its `jobId` names them all, so no
+    /// job's rule matched it.
+    Merged,
+    /// Not sent at all (given up on, nothing listening, notifications turned off).
+    NotSent(&'a str),
+}
+
+/// After the service answered `job_id`'s event `event_id` for good: a rule
+/// the event went through is left to the service (it removes a one-off rule
+/// after its dispatch); any other is removed, once the job has ended (an
+/// `orphaned` event that did not fire it leaves it for the end).
+pub fn settle(registry: &Registry, timeout: Duration, job_id: &str, event_id: &str, outcome: EventOutcome) {
+    let Ok(job) = registry.get(job_id) else { return };
+    let Some(wake) = job.wake.clone() else { return };
+    if matches!(wake.state, WakeState::Fired | WakeState::Removed) || crate::supervise::notify::event_id(&job) != event_id {
+        return;
+    }
+    let fired = wake.state == WakeState::Registered
+        && matches!(outcome, EventOutcome::Answered(Ok(Answer::Queued { matched }))  if *matched > 0);
+    if fired {
+        let _ = registry.modify(job_id, |stored| {
+            if let Some(w) = stored.wake.as_mut() {
+                w.state = WakeState::Fired;
+                w.reason = None;
+            }
+        });
+        return;
+    }
+    if !job.status().is_final() {
+        return;
+    }
+    let why = match outcome {
+        EventOutcome::Answered(Ok(Answer::Queued { matched })) if wake.state == WakeState::Registered => {
+            format!("its end event was queued with matched {matched}, not by this rule")
+        }
+        EventOutcome::Answered(Ok(Answer::Queued { .. })) => {
+            format!("its registration was not confirmed ({})", wake.reason.as_deref().unwrap_or("no answer"))
+        }
+        EventOutcome::Answered(Ok(Answer::Ignored { reason })) => format!("its end event was ignored ({reason})"),
+        EventOutcome::Answered(Ok(Answer::Accepted)) => "its end event went to a receiver that is not the interrupt service".into(),
+        EventOutcome::Answered(Err(failure)) => format!("its end event was not taken ({failure})"),
+        EventOutcome::Merged => "its end event went merged with others' under the rate limit".into(),
+        EventOutcome::NotSent(why) => format!("its end event was not sent ({why})"),
+    };
+    let (Some(url), Some(id)) = (wake.url.clone(), wake.rule_id.clone()) else {
+        // Never registered anywhere: nothing to remove.
+        let _ = registry.modify(job_id, |stored| {
+            if let Some(w) = stored.wake.as_mut() {
+                w.reason = Some(format!("{}; {why}", w.reason.clone().unwrap_or_default()));
+            }
+        });
+        return;
+    };
+    let removed = remove(&url, &id, timeout);
+    let _ = registry.modify(job_id, |stored| {
+        if let Some(w) = stored.wake.as_mut() {
+            match &removed {
+                Ok(true) => {
+                    w.state = WakeState::Removed;
+                    w.reason = Some(why.clone());
+                }
+                Ok(false) => {
+                    w.state = WakeState::Removed;
+                    w.reason = Some(format!("{why}; the service had no such rule"));
+                }
+                Err(e) => w.reason = Some(format!("{why}; removing it failed: {e}")),
+            }
+        }
+    });
+}
+
+/// `action` given as text (`--wake-action`, JS `wake.action`).
+pub fn parse_action(text: &str) -> crate::Result<WakeAction> {
+    WakeAction::parse(text).map_err(crate::Error::Usage)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rules_address_sits_beside_the_trigger_address() {
+        assert_eq!(rules_url("http://127.0.0.1:7600/trigger"), "http://127.0.0.1:7600/rules");
+        assert_eq!(rules_url("http://h:1/svc/trigger/"), "http://h:1/svc/rules");
+        assert_eq!(rules_url("http://h:1/hook?x=1"), "http://h:1/rules");
+        assert_eq!(rules_url("http://h:1"), "http://h:1/rules");
+    }
+
+    #[test]
+    fn a_wake_rule_reads_back_from_the_record_and_is_posted_as_the_service_reads_it() {
+        let mut job = crate::model::job::sample_job(crate::model::job::JobStatus::Running);
+        job.wake = Some(Wake { message: Some("{{jobId}} {{status}}".into()), action: WakeAction::Subagent, ..Default::default() });
+        let text = serde_json::to_string(&job).unwrap();
+        assert!(text.contains(r#""wake":{"message":"{{jobId}} {{status}}","action":"subagent","state":"pending"}"#), "{text}");
+        assert_eq!(serde_json::from_str::<Job>(&text).unwrap(), job);
+        let config = NotifyConfig::default();
+        let rule = rule_body(&config, &job, job.wake.as_ref().unwrap());
+        assert_eq!(rule["id"], "run-bg-build-3f2a1c");
+        assert_eq!(rule["one_off"], true, "the service reads one_off, not oneOff");
+        assert_eq!(rule["condition"], serde_json::json!({"jobId": "build-3f2a1c"}));
+        assert_eq!(rule["source"], "run-bg");
+        assert!(rule.get("instruction").is_none(), "no null sent");
+    }
+
+    #[test]
+    fn unknown_template_keys_are_named_with_the_known_ones() {
+        assert_eq!(template_warning("job {{jobId}} {{status}} exit {{exitCode}} ({{outcome}})"), None);
+        let warning = template_warning("{{jobid}} {{ jobId }} {{jobid}} {{nope}}").unwrap();
+        assert!(warning.starts_with("wake message: {{jobid}}, {{nope}} is not a key"), "{warning}");
+        assert!(warning.ends_with("the keys are eventId, jobId, label, command, status, exitCode, signal, outcome, durationMs, logPath, owner, message, lastLines"));
+    }
+}
