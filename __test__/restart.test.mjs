@@ -327,3 +327,17 @@ test('MCP: run_background takes restart and stdin, send_input reaches the job', 
   assert.equal(refused.isError, true)
   assert.match(text(refused), /has ended \(failed\); nothing reads its stdin any more/)
 })
+
+test('send refuses too much input at once, and says how much went in when the job does not read', async (t) => {
+  const { home } = makeHome(t)
+  const { jobId } = startJob(home, ['sleep', '60'], ['--stdin', 'pipe'])
+  process.env.PROC_MANAGER_HOME = home
+  assert.throws(() => pm.sendInput(jobId, 'x'.repeat(2 * 1024 * 1024)), /too much input for one send \(2097153 bytes\); at most 1048576 bytes/)
+  // More than the pipe holds (64 KiB), to a job that never reads: the rest waits 5 s, then the send fails.
+  const started = Date.now()
+  const r = runBg(home, ['send', jobId, 'y'.repeat(100_000)])
+  assert.equal(r.code, 1)
+  assert.match(r.stderr, new RegExp(`${jobId}: \\d+ of 100001 bytes sent to its stdin: the job did not read its stdin for 5s \\(the pipe is full\\)`))
+  assert.ok(Date.now() - started >= 4_500, 'it waited for the job to read')
+  runBg(home, ['kill', jobId, '--force'])
+})
