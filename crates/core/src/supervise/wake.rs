@@ -186,10 +186,14 @@ pub fn settle(registry: &Registry, timeout: Duration, job_id: &str, event_id: &s
         EventOutcome::NotSent(why) => format!("its end event was not sent ({why})"),
     };
     let (Some(url), Some(id)) = (wake.url.clone(), wake.rule_id.clone()) else {
-        // Never registered anywhere: nothing to remove.
+        // Never sent anywhere: nothing to remove.
         let _ = registry.modify(job_id, |stored| {
             if let Some(w) = stored.wake.as_mut() {
-                w.reason = Some(format!("{}; {why}", w.reason.clone().unwrap_or_default()));
+                w.state = WakeState::Failed;
+                w.reason = Some(match &w.reason {
+                    Some(before) => format!("{before}; {why}"),
+                    None => format!("never registered; {why}"),
+                });
             }
         });
         return;
