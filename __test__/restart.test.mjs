@@ -341,3 +341,27 @@ test('send refuses too much input at once, and says how much went in when the jo
   assert.ok(Date.now() - started >= 4_500, 'it waited for the job to read')
   runBg(home, ['kill', jobId, '--force'])
 })
+
+test('a restarted server is ready again only when its new run says so: readyAt is watched afresh each run', async (t) => {
+  const { home } = makeHome(t)
+  const dir = tempDir(t)
+  t.after(() => lines(path.join(dir, 'pids')).forEach((p) => killPid(Number(p))))
+  // Run 1 is ready at once, then crashes after 300 ms; run 2 says ready only
+  // after 400 ms, so a readyAt carried over from run 1 would show meanwhile.
+  const job = ['sh', '-c',
+    `n=$(wc -l < ${dir}/runs); n=$((n+1)); echo $n >> ${dir}/runs; echo $$ >> ${dir}/pids; ` +
+    `if [ $n -le 1 ]; then echo ready; sleep 0.3; exit 1; fi; sleep 0.4; echo ready; exec sleep 600`]
+  const started = startJob(home, job, ['--restart', 'on-failure', '--restart-delay', '100ms', '--ready-log', '^ready$'])
+  const first = await waitFor(() => { const j = checkJson(home, started.jobId); return j.readyAt && j }, { what: 'run 1 ready' })
+  assert.equal(first.restarts ?? 0, 0)
+  // Between the restart and run 2's ready line: not ready.
+  const between = await waitFor(() => { const j = checkJson(home, started.jobId); return j.restarts === 1 && j }, { what: 'the restart' })
+  if (lines(path.join(dir, 'runs')).length === 2 && between.readyAt) {
+    assert.ok(between.readyAt > between.lastRestartAt, `readyAt ${between.readyAt} carried over from run 1 (restart at ${between.lastRestartAt})`)
+  }
+  const again = await waitFor(() => { const j = checkJson(home, started.jobId); return j.readyAt && j.readyAt > j.lastRestartAt && j }, { what: 'run 2 ready', timeout: 10_000 })
+  assert.equal(again.status, 'running')
+  const w = runBg(home, ['wait', started.jobId, '--ready', '--timeout', '5s'])
+  assert.equal(w.code, 0, w.stdout + w.stderr)
+  runBg(home, ['kill', started.jobId])
+})

@@ -975,6 +975,15 @@ impl Supervisor {
         self.job.main = Some(procinfo::identify_exactly(pid as u32).unwrap_or(ProcessIdentity::from_stat(pid as u32, 0)));
         self.phase = self.phase.restarted();
         self.run_started = Instant::now();
+        if self.job.ready.is_some() {
+            // A new run serves only once it says so again: readiness is
+            // watched afresh (and `wait --ready` waits again).
+            self.job.ready_at = None;
+            self.watch = ready::Watch::new(&self.job, &self.config);
+            if self.watch.as_ref().is_some_and(ready::Watch::needs_lines) {
+                self.splice = None;
+            }
+        }
         self.save_run();
         true
     }
@@ -993,10 +1002,11 @@ impl Supervisor {
         if let Err(e) = self.registry.write_job_file(&self.job, false) {
             self.note_error(&format!("cannot record the restart in its job.json: {e}"));
         }
-        let (restart, main) = (self.job.restart.clone(), self.job.main);
+        let (restart, main, ready_at) = (self.job.restart.clone(), self.job.main, self.job.ready_at);
         let _ = self.registry.modify_with(Patience::Brief, &self.job.id, |job| {
             job.restart = restart;
             job.main = main;
+            job.ready_at = ready_at;
         });
     }
 
