@@ -119,7 +119,8 @@ test('the MCP server, driven by the SDK client over stdio: list tools, run, chec
   assert.deepEqual(tools.map((x) => x.name).sort(),
     ['check_job', 'cleanup_orphans', 'job_summary', 'kill_job', 'list_jobs', 'read_log', 'run_background', 'wait_job'])
   const size = JSON.stringify({ tools }).length
-  assert.ok(size < 6000, `tools/list is ${size} characters`)
+  // 5,971 before issue 15's run_background `ready` and `notifyOn` (see mcp.test.mjs).
+  assert.ok(size < 6200, `tools/list is ${size} characters`)
 
   const started = await client.callTool({ name: 'run_background', arguments: { command: 'echo from mcp; sleep 30', label: 'mcp' } })
   assert.ok(!started.isError)
