@@ -180,7 +180,7 @@ const jobFields = (job) => ({
 
 const jobId = z.string().describe('e.g. npm-test-3f2a1c')
 const whole = (min) => z.number().int().min(min)
-const status = z.enum(['running', 'success', 'failed', 'killed', 'timeout', 'orphaned', 'lost'])
+const status = z.enum(['running', 'success', 'failed', 'killed', 'timeout', 'orphaned', 'lost', 'queued', 'skipped'])
 const jobOut = { jobId: z.string(), status: z.string(), exitCode: z.number().int().optional() }
 const checkOut = { ...jobOut, cursor: z.number().int() }
 const readOnly = { readOnlyHint: true }
@@ -199,11 +199,21 @@ server.registerTool('run_background', {
     timeoutMs: whole(1).optional().describe('Kill it after this long (default never)'),
     owner: z.string().optional().describe('Owning agent (default none)'),
     notify: z.boolean().optional().describe('false: no exit notification (default true)'),
+    after: z.array(z.string()).optional().describe('Start once these jobIds succeed'),
+    queue: z.string().optional().describe('Wait for a slot in this config.json queue'),
+    priority: z.number().int().optional().describe('Higher starts first in its queue (default 0)'),
   }).strict(),
   outputSchema: { ...jobOut, pid: z.number().int().optional() },
 }, tool(async ({ command, yieldMs, ...options }, extra) => {
   if (yieldMs === undefined) {
     const job = pm.runBackground(command, options)
+    if (job.status === 'queued') {
+      const where = [job.queue && `#${job.position} in queue ${job.queue}`, job.waitingFor && `after ${job.waitingFor.join(', ')}`]
+      return {
+        text: `queued jobId: ${job.jobId} (${where.filter(Boolean).join(', ')}); check it with check_job or wait_job`,
+        structured: { jobId: job.jobId, status: 'queued' },
+      }
+    }
     return {
       text: `started jobId: ${job.jobId} (pid ${job.pid}); check it with check_job or wait_job`,
       structured: { jobId: job.jobId, status: 'running', pid: job.pid },

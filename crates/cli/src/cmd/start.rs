@@ -28,6 +28,10 @@ pub fn run(cli: StartCli) -> Result<i32> {
         .transpose()?;
     request.notify = !cli.no_notify;
     request.on_exit = cli.on_exit;
+    request.after = cli.after;
+    request.after_any = cli.after_any;
+    request.queue = cli.queue;
+    request.priority = cli.priority.unwrap_or(0);
     let yield_for = parse_dur("--yield", &cli.yield_for)?;
 
     let context = load_context()?;
@@ -53,7 +57,7 @@ pub fn run(cli: StartCli) -> Result<i32> {
     if cli.json {
         print_json(&StartView::from(&started));
     } else {
-        outln!("{}", format::ack_line(&started.job_id, started.pid, &started.command));
+        outln!("{}", format::start_ack(&started));
     }
     Ok(0)
 }

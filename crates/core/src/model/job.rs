@@ -17,10 +17,14 @@ pub enum JobStatus {
     Orphaned,
     /// Supervisor and processes gone, no exit status recorded.
     Lost,
+    /// Waiting for a queue slot or for the jobs it runs after; nothing started yet.
+    Queued,
+    /// Never started: a job it was to run after did not succeed.
+    Skipped,
 }
 
 impl JobStatus {
-    pub const ALL: [JobStatus; 7] = [
+    pub const ALL: [JobStatus; 9] = [
         JobStatus::Running,
         JobStatus::Success,
         JobStatus::Failed,
@@ -28,6 +32,8 @@ impl JobStatus {
         JobStatus::Timeout,
         JobStatus::Orphaned,
         JobStatus::Lost,
+        JobStatus::Queued,
+        JobStatus::Skipped,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -39,6 +45,8 @@ impl JobStatus {
             JobStatus::Timeout => "timeout",
             JobStatus::Orphaned => "orphaned",
             JobStatus::Lost => "lost",
+            JobStatus::Queued => "queued",
+            JobStatus::Skipped => "skipped",
         }
     }
 
@@ -56,7 +64,7 @@ impl JobStatus {
 
     /// Finished: the main process has an outcome and nothing of ours supervises it.
     pub fn is_final(self) -> bool {
-        !matches!(self, JobStatus::Running | JobStatus::Orphaned)
+        !matches!(self, JobStatus::Running | JobStatus::Orphaned | JobStatus::Queued)
     }
 }
 
@@ -153,6 +161,10 @@ pub enum JobState {
     TimedOut { exit: Option<Exit>, ended_at: u64 },
     /// Supervisor and processes gone, no exit status recorded; why, where known.
     Lost { reason: Option<String>, ended_at: u64 },
+    /// Recorded, not started: waits for a queue slot or the jobs it runs after.
+    Queued,
+    /// Never started, and never will: why (`skipped: build-3f2a1c failed (exit 1)`).
+    Skipped { reason: String, ended_at: u64 },
 }
 
 impl JobState {
@@ -183,6 +195,8 @@ impl JobState {
             JobState::Killed { .. } => JobStatus::Killed,
             JobState::TimedOut { .. } => JobStatus::Timeout,
             JobState::Lost { .. } => JobStatus::Lost,
+            JobState::Queued => JobStatus::Queued,
+            JobState::Skipped { .. } => JobStatus::Skipped,
         }
     }
 
@@ -193,8 +207,9 @@ impl JobState {
 
     pub fn ended_at(&self) -> Option<u64> {
         match self {
-            JobState::Running | JobState::Orphaned => None,
-            JobState::Exited { ended_at, .. }
+            JobState::Running | JobState::Orphaned | JobState::Queued => None,
+            JobState::Skipped { ended_at, .. }
+            | JobState::Exited { ended_at, .. }
             | JobState::Signalled { ended_at, .. }
             | JobState::FailedToStart { ended_at, .. }
             | JobState::Killed { ended_at, .. }
@@ -233,6 +248,7 @@ impl JobState {
         let error = match self {
             JobState::FailedToStart { error, .. } => Some(error.as_str()),
             JobState::Lost { reason, .. } => reason.as_deref(),
+            JobState::Skipped { reason, .. } => Some(reason.as_str()),
             _ => None,
         };
         // A `failed` record of format 1 without any detail has none to say.
@@ -246,6 +262,8 @@ impl JobState {
     /// ended it). A kill recorded after an exit does not replace the exit.
     pub fn can_become(&self, next: &JobState) -> bool {
         match (self, next) {
+            // A queued job starts once, or ends without ever running.
+            (JobState::Queued, next) => !matches!(next, JobState::Queued | JobState::Orphaned | JobState::Lost { .. }),
             (_, JobState::Running) => false,
             (JobState::Running, _) => true,
             (JobState::Orphaned, next) => next.is_final(),
@@ -312,6 +330,32 @@ pub struct Job {
     /// When someone first looked at the ended job (check, wait, logs); until
     /// then `summary` lists it as finished but unseen.
     pub seen_at: Option<u64>,
+    /// How it waits before it starts (`--queue`, `--priority`, `--after`);
+    /// `None` for a job started at once.
+    pub waits: Option<Waits>,
+}
+
+/// What a job started later waits for: a slot in its queue, the end of
+/// other jobs. Kept after it starts, to show what it waited for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Waits {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// Higher starts first; first come first served within a priority.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priority: i64,
+    /// Jobs that must have ended (successfully, unless `after_any`) first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_any: bool,
+    /// When it was submitted (its place in the queue; `started_at` becomes
+    /// the real start).
+    pub queued_at: u64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 /// A job as written in format 1: the state as flat fields, in this order.
@@ -357,6 +401,8 @@ struct JobRecord {
     peak_rss_kb: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     seen_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    waits: Option<Waits>,
 }
 
 /// The state a format-1 record describes. Every record this program writes
@@ -384,6 +430,8 @@ fn state_of_record(r: &JobRecord) -> JobState {
         JobStatus::Killed => JobState::Killed { exit, ended_at },
         JobStatus::Timeout => JobState::TimedOut { exit, ended_at },
         JobStatus::Lost => JobState::Lost { reason: r.error.clone(), ended_at },
+        JobStatus::Queued => JobState::Queued,
+        JobStatus::Skipped => JobState::Skipped { reason: r.error.clone().unwrap_or_default(), ended_at },
     }
 }
 
@@ -413,6 +461,7 @@ impl From<JobRecord> for Job {
             hooks: r.hooks,
             peak_rss_kb: r.peak_rss_kb,
             seen_at: r.seen_at,
+            waits: r.waits,
         }
     }
 }
@@ -445,6 +494,7 @@ impl From<Job> for JobRecord {
             hooks: job.hooks,
             peak_rss_kb: job.peak_rss_kb,
             seen_at: job.seen_at,
+            waits: job.waits,
         }
     }
 }
@@ -633,6 +683,8 @@ pub fn how_it_ended(job: &Job) -> String {
         (_, Some(Exit::Code(code))) => format!("exit {code}"),
         (_, Some(Exit::Signal(signal))) => format!("signal {}", crate::model::text::visible(&signal)),
         (JobState::FailedToStart { .. }, None) if job.main.is_none() => "could not start".to_string(),
+        (JobState::Skipped { reason, .. }, None) => format!("never started ({})", reason.trim_start_matches("skipped: ")),
+        (JobState::Queued, None) => "not started yet".to_string(),
         (JobState::Lost { .. }, None) => match job.supervisor {
             Some(s) => format!("supervisor pid {} gone, no exit status recorded", s.pid),
             None => "supervisor gone, no exit status recorded".to_string(),
@@ -656,6 +708,8 @@ pub(crate) fn sample_job(status: JobStatus) -> Job {
         JobStatus::Killed => JobState::Killed { exit: None, ended_at: now },
         JobStatus::Timeout => JobState::TimedOut { exit: None, ended_at: now },
         JobStatus::Lost => JobState::Lost { reason: None, ended_at: now },
+        JobStatus::Queued => JobState::Queued,
+        JobStatus::Skipped => JobState::Skipped { reason: "skipped: build-000000 failed (exit 1)".into(), ended_at: now },
     };
     sample_in(state)
 }
@@ -686,6 +740,7 @@ pub(crate) fn sample_in(state: JobState) -> Job {
         hooks: Vec::new(),
         peak_rss_kb: None,
         seen_at: None,
+        waits: None,
     }
 }
 
@@ -733,7 +788,7 @@ mod tests {
         assert!(matches!(error, crate::Error::Usage(_)), "{error:?}");
         assert_eq!(
             error.to_string(),
-            "bad status `done`: expected one of running, success, failed, killed, timeout, orphaned, lost"
+            "bad status `done`: expected one of running, success, failed, killed, timeout, orphaned, lost, queued, skipped"
         );
         assert_eq!(JobStatus::parse_or_explain("lost").unwrap(), JobStatus::Lost);
     }
@@ -741,7 +796,7 @@ mod tests {
     #[test]
     fn only_running_and_orphaned_jobs_are_unfinished() {
         let unfinished: Vec<JobStatus> = JobStatus::ALL.into_iter().filter(|s| !s.is_final()).collect();
-        assert_eq!(unfinished, [JobStatus::Running, JobStatus::Orphaned]);
+        assert_eq!(unfinished, [JobStatus::Running, JobStatus::Orphaned, JobStatus::Queued]);
     }
 
     #[test]

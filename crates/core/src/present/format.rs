@@ -29,6 +29,48 @@ pub fn ack_line(job_id: &str, pid: u32, command: &str) -> String {
     format!("started {job_id} (pid {pid}): {} — run-bg check {job_id}", shorten(command, room))
 }
 
+/// The ack of a start: `ack_line`, or for a job that waits
+/// `queued build-3f2a1c (2nd in queue heavy) — run-bg check build-3f2a1c`.
+pub fn start_ack(started: &crate::verbs::spawn::Started) -> String {
+    match (&started.queued, started.pid) {
+        (Some(place), _) => {
+            let job_id = visible(&started.job_id);
+            format!("queued {job_id} ({}) — run-bg check {job_id}", queue_place(place))
+        }
+        (None, Some(pid)) => ack_line(&started.job_id, pid, &started.command),
+        (None, None) => format!("{} recorded — run-bg check {}", visible(&started.job_id), visible(&started.job_id)),
+    }
+}
+
+/// `2nd in queue heavy, after build-1, test-2`: where a queued job waits,
+/// at most about 120 characters.
+pub fn queue_place(place: &crate::verbs::queue::QueuedPlace) -> String {
+    let mut parts = Vec::new();
+    match &place.queue {
+        Some(queue) => parts.push(format!("{} in queue {}", ordinal(place.position), shorten(queue, 40))),
+        None if place.after.is_empty() => parts.push(format!("{} in line", ordinal(place.position))),
+        None => {}
+    }
+    if !place.after.is_empty() {
+        let shown: Vec<String> = place.after.iter().take(3).map(|id| visible(id).into_owned()).collect();
+        let more = if place.after.len() > 3 { format!(" +{} more", place.after.len() - 3) } else { String::new() };
+        parts.push(format!("after {}{more}", shown.join(", ")));
+    }
+    parts.join(", ")
+}
+
+/// 1st, 2nd, 3rd, 4th, …, 11th, 12th, 13th, 21st.
+pub fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
 /// `running for 2m13s`, `failed (exit 3) after 1.0s`, …
 pub fn outcome_text(job: &Job) -> String {
     let runtime = format_duration_ms(job.duration_ms(now_ms()));
@@ -36,6 +78,8 @@ pub fn outcome_text(job: &Job) -> String {
         JobStatus::Running => format!("running for {runtime}"),
         JobStatus::Orphaned => format!("orphaned (supervisor gone, processes still running) after {runtime}"),
         JobStatus::Lost => format!("lost: {}, after {runtime}", why_lost(job)),
+        JobStatus::Queued => format!("queued for {runtime}"),
+        JobStatus::Skipped => format!("skipped after {runtime}: {}", how_it_ended(job)),
         status => format!("{status} ({}) after {runtime}", how_it_ended(job)),
     }
 }
@@ -82,12 +126,29 @@ pub fn list_line(job: &Job, lingering: usize) -> String {
 
 /// `list`'s text for these jobs (one pass over /proc for all of them).
 pub fn list_text(jobs: &[Job]) -> Vec<String> {
+    list_text_placed(jobs, &crate::verbs::queue::places_among(jobs, jobs))
+}
+
+/// `list_text`, saying where each queued job waits (`places`, by job id).
+pub fn list_text_placed(
+    jobs: &[Job],
+    places: &std::collections::HashMap<String, crate::verbs::queue::QueuedPlace>,
+) -> Vec<String> {
+    let line = |j: &Job, lingering: usize| match places.get(&j.id) {
+        Some(place) => format!(
+            "{}  queued: {}  {}",
+            visible(&j.id),
+            queue_place(place),
+            shorten(&j.command, 60)
+        ),
+        None => list_line(j, lingering),
+    };
     let counts = if jobs.iter().any(|j| j.status().is_final() && crate::os::tree::live_supervisor(j).is_some()) {
         procinfo::live_process_counts()
     } else {
         Default::default()
     };
-    jobs.iter().map(|j| list_line(j, counts.get(&j.id).copied().unwrap_or(0))).collect()
+    jobs.iter().map(|j| line(j, counts.get(&j.id).copied().unwrap_or(0))).collect()
 }
 
 pub fn lingering_line(job: &Job, lingering: &[ProcessEntry]) -> Option<String> {

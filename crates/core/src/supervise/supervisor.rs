@@ -27,6 +27,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Run once a job's end is recorded, to hand its queue slot on
+/// (`verbs::queue::after_end`; that layer sits above this one, so the
+/// binary sets it).
+static AFTER_END: std::sync::OnceLock<fn(&Home, &Config)> = std::sync::OnceLock::new();
+
+pub fn on_end_recorded(hook: fn(&Home, &Config)) {
+    let _ = AFTER_END.set(hook);
+}
+
 /// What the caller hands the supervisor on its stdin.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct SupervisorSpec {
@@ -825,6 +834,9 @@ impl Supervisor {
         if let Err(e) = result {
             let kept = if kept.is_ok() { "; it is kept in its job.json, which readers prefer" } else { "" };
             self.note_error(&format!("cannot record the job's end in the registry: {e}{kept}"));
+        }
+        if let Some(hook) = AFTER_END.get() {
+            hook(&self.home, &self.config);
         }
     }
 

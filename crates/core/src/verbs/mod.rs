@@ -4,5 +4,6 @@ pub mod cancel;
 pub mod follow;
 pub mod ops;
 pub mod procs;
+pub mod queue;
 pub mod spawn;
 pub mod yielding;
