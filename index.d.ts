@@ -33,7 +33,7 @@ export declare class ResourceTracker {
 /** JSON data, as kept in a job's `context`. */
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue }
 
-export type JobStatus = 'running' | 'success' | 'failed' | 'killed' | 'timeout' | 'orphaned' | 'lost'
+export type JobStatus = 'running' | 'success' | 'failed' | 'killed' | 'timeout' | 'orphaned' | 'lost' | 'queued' | 'skipped'
 
 /**
  * A job's output lines as they are written, across log rotations, as an
@@ -253,6 +253,16 @@ export interface JobSummary {
   hooks: Array<HookInfo>
   /** Peak RSS of the job's largest process in MiB, once it has ended. */
   peakRssMb?: number
+  /** Its queue (`queue`, or `default`), for a job that waited or waits for a slot. */
+  queue?: string
+  /** Its `priority`, when not 0. */
+  priority?: number
+  /** The jobs it runs `after`. */
+  after?: Array<string>
+  /** `listJobs`, queued: its place, 1 = next to start (in its queue). */
+  position?: number
+  /** `listJobs`, queued: the jobs of `after` that have not ended yet. */
+  waitingFor?: Array<string>
 }
 
 /** Kills every running job (of `owner`, when given), all at once. */
@@ -470,15 +480,30 @@ export interface RunOptions {
   notify?: boolean
   /** Run this (with /bin/sh -c) when the job ends. */
   onExit?: string
+  /** Start once these jobs have ended successfully (else it ends `skipped`). */
+  after?: Array<string>
+  /** With `after`: start once they have ended, whatever their outcome. */
+  afterAny?: boolean
+  /** Wait for a slot in this queue of config.json's `queues` (default: the `default` queue if configured). */
+  queue?: string
+  /** Higher starts first in its queue; first come first served within a priority (default 0). */
+  priority?: number
 }
 
 export interface RunResult {
   jobId: string
-  pid: number
+  /** Absent while the job is queued. */
+  pid?: number
   logPath: string
   label: string
-  /** Always `running`: the call returns once the main process runs. */
-  status: 'running'
+  /** `running` once the main process runs; `queued` while it waits (`queue`, `after`). */
+  status: 'running' | 'queued'
+  /** Queued: its place, 1 = next to start (in its queue). */
+  position?: number
+  /** Queued: its queue. */
+  queue?: string
+  /** Queued: the jobs it waits for. */
+  waitingFor?: Array<string>
 }
 
 /**

@@ -6,7 +6,19 @@ import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
-import { makeHome, runBg, startJob, readRegistry, waitFor, killPid, isAlive, pm, RUN_BG } from './helpers.mjs'
+import { makeHome, runBg, startJob, readRegistry, waitFor, killPid, isAlive, pm, RUN_BG, root } from './helpers.mjs'
+
+/** Every field `value` has is declared in index.d.ts's interface `name`, and every required one is there. */
+function assertDeclared(name, value) {
+  const dts = fs.readFileSync(path.join(root, 'index.d.ts'), 'utf8')
+  const body = dts.match(new RegExp(`export interface ${name} \\{([\\s\\S]*?)\\n\\}`))
+  assert.ok(body, `index.d.ts declares ${name}`)
+  const fields = Object.fromEntries([...body[1].matchAll(/^ {2}(\w+)(\?)?: /gm)].map((m) => [m[1], m[2] ? 'optional' : 'required']))
+  for (const key of Object.keys(value)) assert.ok(key in fields, `${name} returns ${key}, which index.d.ts does not declare`)
+  for (const [key, kind] of Object.entries(fields)) {
+    if (kind === 'required') assert.ok(key in value, `index.d.ts says ${name}.${key} is always there; it is not`)
+  }
+}
 
 /** Each job's own job.json (written first by whoever changes the job). */
 function ownRecords(home) {
@@ -231,6 +243,10 @@ test('JS: runBackground takes after, queue and priority; a queued job says so an
   assert.deepEqual({ status: second.status, position: second.position, queue: second.queue }, { status: 'queued', position: 1, queue: 'heavy' })
   const third = pm.runBackground('true', { after: [second.jobId], afterAny: true })
   assert.equal(third.status, 'queued')
+  for (const started of [first, second, third]) assertDeclared('RunResult', started)
+  for (const job of pm.listJobs()) assertDeclared('JobSummary', job)
+  const listed = pm.listJobs().find((j) => j.jobId === third.jobId)
+  assert.deepEqual([listed.status, listed.position, listed.waitingFor, listed.after], ['queued', 1, [second.jobId], [second.jobId]])
   assert.match(pm.listJobsText(), new RegExp(`${third.jobId}  queued: after ${second.jobId}`))
   assert.throws(() => pm.runBackground('true', { priority: 1.5, queue: 'heavy' }), /bad priority: 1.5; give a whole number/)
   assert.throws(() => pm.runBackground('true', { after: ['nope-123456'] }), /no job `nope-123456`/)

@@ -264,7 +264,7 @@ impl JobState {
         match (self, next) {
             // A queued job starts once, or ends without ever running.
             (JobState::Queued, next) => !matches!(next, JobState::Queued | JobState::Orphaned | JobState::Lost { .. }),
-            (_, JobState::Running) => false,
+            (_, JobState::Running | JobState::Queued) => false,
             (JobState::Running, _) => true,
             (JobState::Orphaned, next) => next.is_final(),
             (JobState::Lost { .. }, JobState::Killed { .. }) => true,
@@ -1018,6 +1018,35 @@ mod tests {
         assert_eq!(serde_json::to_value(&killed).unwrap()["error"], "edited by hand", "written back as it was");
         let lost = record("lost", None, None, Some(T), Some("gone"));
         assert_eq!((lost.note.as_deref(), lost.error()), (None, Some("gone")), "a lost job's reason is its state's");
+    }
+
+    #[test]
+    fn queued_and_skipped_records_read_back_with_what_they_wait_for() {
+        let mut job = sample_in(JobState::Queued);
+        job.waits = Some(Waits { queue: Some("heavy".into()), priority: 3, after: vec!["a-1".into()], after_any: true, queued_at: 7 });
+        let written = serde_json::to_value(&job).unwrap();
+        assert_eq!(written["status"], "queued");
+        assert_eq!(written["waits"], serde_json::json!({"queue": "heavy", "priority": 3, "after": ["a-1"], "after_any": true, "queued_at": 7}));
+        assert_eq!(serde_json::from_value::<Job>(written).unwrap(), job);
+        let skipped = record("skipped", None, None, Some(T), Some("skipped: a-1 failed (exit 1)"));
+        assert_eq!(skipped.state, JobState::Skipped { reason: "skipped: a-1 failed (exit 1)".into(), ended_at: T });
+        assert_eq!(skipped.error(), Some("skipped: a-1 failed (exit 1)"));
+        assert_eq!(how_it_ended(&skipped), "never started (a-1 failed (exit 1))");
+        assert_eq!(skipped.state.shell_exit_code(), 1, "never a success");
+        assert!(serde_json::to_value(sample_job(JobStatus::Running)).unwrap().get("waits").is_none(), "absent unless it waited");
+    }
+
+    #[test]
+    fn a_queued_job_starts_once_or_ends_without_running() {
+        let queued = JobState::Queued;
+        assert!(queued.can_become(&JobState::Running));
+        assert!(queued.can_become(&JobState::Killed { exit: None, ended_at: T }));
+        assert!(queued.can_become(&JobState::Skipped { reason: "x".into(), ended_at: T }));
+        assert!(queued.can_become(&JobState::FailedToStart { error: "x".into(), ended_at: T }));
+        assert!(!queued.can_become(&JobState::Lost { reason: None, ended_at: T }), "no process to lose");
+        assert!(!queued.can_become(&JobState::Orphaned) && !queued.can_become(&JobState::Queued));
+        assert!(!JobState::Running.can_become(&JobState::Queued), "nothing goes back to the queue");
+        assert!(!JobState::Skipped { reason: "x".into(), ended_at: T }.can_become(&JobState::Running));
     }
 
     #[test]

@@ -1190,4 +1190,94 @@ mod tests {
         assert!(overwrite_in_place(&path, &too_big, false).is_err());
         assert_eq!(read_job_file(&home, "a").unwrap(), ended, "left as it was");
     }
+
+    fn queued(id: &str, queue: Option<&str>, priority: i64, queued_at: u64, after: &[&str]) -> Job {
+        let mut job = crate::model::job::sample_in(crate::model::job::JobState::Queued);
+        job.id = id.into();
+        job.main = None;
+        job.supervisor = None;
+        job.waits = Some(crate::model::job::Waits {
+            queue: queue.map(str::to_string),
+            priority,
+            after: after.iter().map(|a| a.to_string()).collect(),
+            after_any: false,
+            queued_at,
+        });
+        job
+    }
+
+    fn in_queue(mut job: Job, queue: &str) -> Job {
+        job.waits = Some(crate::model::job::Waits { queue: Some(queue.into()), ..Default::default() });
+        job
+    }
+
+    fn limits(pairs: &[(&str, u32)]) -> std::collections::BTreeMap<String, crate::store::config::QueueConfig> {
+        pairs.iter().map(|(n, m)| (n.to_string(), crate::store::config::QueueConfig { max_parallel: *m })).collect()
+    }
+
+    #[test]
+    fn the_next_queued_job_is_the_oldest_of_the_highest_priority_with_a_free_slot() {
+        let running = in_queue(crate::model::job::sample_job(JobStatus::Running), "q");
+        let jobs = vec![
+            running,
+            queued("a-1", Some("q"), 0, 10, &[]),
+            queued("b-1", Some("q"), 5, 30, &[]),
+            queued("c-1", Some("q"), 5, 20, &[]),
+            queued("d-1", Some("q"), -1, 5, &[]),
+        ];
+        let ids = |order: Vec<usize>| order.into_iter().map(|i| jobs[i].id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(queue_order(&jobs)), ["c-1", "b-1", "a-1", "d-1"]);
+        assert_eq!(queue_position(&jobs, "a-1"), Some(3));
+        assert_eq!(next_queue_step(&jobs, &limits(&[("q", 1)])), None, "the one slot is taken");
+        assert_eq!(next_queue_step(&jobs, &limits(&[("q", 2)])), Some(QueueStep::Start(3)));
+        assert_eq!(next_queue_step(&jobs, &limits(&[])), None, "a queue gone from config.json runs one at a time");
+    }
+
+    #[test]
+    fn a_job_waits_for_what_it_runs_after_and_is_skipped_when_one_did_not_succeed() {
+        let mut dep = crate::model::job::sample_job(JobStatus::Running);
+        dep.id = "dep-1".into();
+        let waiting = queued("w-1", None, 0, 1, &["dep-1"]);
+        let free = queued("f-1", None, 0, 2, &[]);
+        let mut jobs = vec![dep.clone(), waiting, free];
+        assert_eq!(waiting_for(&jobs[1], &jobs), ["dep-1"]);
+        assert_eq!(next_queue_step(&jobs, &limits(&[])), Some(QueueStep::Start(2)), "a later job without deps goes first");
+        jobs[0] = crate::model::job::sample_ended(JobStatus::Failed, Some(1), None);
+        jobs[0].id = "dep-1".into();
+        assert_eq!(next_queue_step(&jobs, &limits(&[])), Some(QueueStep::Skip(1, "skipped: dep-1 failed (exit 1)".into())));
+        jobs[1].waits.as_mut().unwrap().after_any = true;
+        assert_eq!(next_queue_step(&jobs, &limits(&[])), Some(QueueStep::Start(1)), "--after-any");
+        jobs[1].waits.as_mut().unwrap().after_any = false;
+        jobs[0] = crate::model::job::sample_ended(JobStatus::Success, Some(0), None);
+        jobs[0].id = "dep-1".into();
+        assert_eq!(next_queue_step(&jobs, &limits(&[])), Some(QueueStep::Start(1)));
+        jobs.remove(0);
+        let Some(QueueStep::Skip(0, why)) = next_queue_step(&jobs, &limits(&[])) else { panic!("a pruned dep") };
+        assert!(why.contains("dep-1 is no longer in the registry"), "{why}");
+    }
+
+    #[test]
+    fn a_queued_job_in_the_registry_gives_way_to_its_started_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home { root: dir.path().to_path_buf() };
+        std::fs::create_dir_all(home.job_dir("a-1")).unwrap();
+        let registry = Registry::new(&home, 200);
+        let waiting = queued("a-1", Some("q"), 0, 1, &[]);
+        registry.upsert(&waiting).unwrap();
+        let mut started = waiting.clone();
+        started.state = crate::model::job::JobState::Running;
+        registry.write_job_file(&started, false).unwrap();
+        assert_eq!(registry.load().unwrap()[0].status(), JobStatus::Running, "so no one starts it twice");
+        let skipped = crate::model::job::JobState::Skipped { reason: "skipped: x-1 failed (exit 1)".into(), ended_at: 5 };
+        let mut evicted = Registry::new(&home, 1);
+        evicted.max_jobs = 1;
+        evicted.update(|jobs| {
+            jobs[0].state = crate::model::job::JobState::Queued;
+            let mut other = queued("b-1", None, 0, 2, &[]);
+            other.state = skipped.clone();
+            jobs.insert(0, other);
+        }).unwrap();
+        let kept: Vec<String> = evicted.load().unwrap().into_iter().map(|j| j.id).collect();
+        assert_eq!(kept, ["a-1"], "the cap evicts the ended job, never the queued one");
+    }
 }

@@ -820,6 +820,11 @@ impl Supervisor {
         if notify::has_work(&self.config.notify, &self.job) {
             self.spawn_notifier();
         }
+        // The slot is free once the end is in job.json, which the registry's
+        // locked reads take in: the next job need not wait for our registry write.
+        if let Some(hook) = AFTER_END.get() {
+            hook(&self.home, &self.config);
+        }
         // The notifier may have recorded its delivery (taking our end from
         // job.json) before we get the lock: an end already there stays as it is.
         let registry_apply = |job: &mut Job| {
@@ -834,9 +839,6 @@ impl Supervisor {
         if let Err(e) = result {
             let kept = if kept.is_ok() { "; it is kept in its job.json, which readers prefer" } else { "" };
             self.note_error(&format!("cannot record the job's end in the registry: {e}{kept}"));
-        }
-        if let Some(hook) = AFTER_END.get() {
-            hook(&self.home, &self.config);
         }
     }
 

@@ -267,7 +267,17 @@ pub fn after_end(home: &Home, config: &Config) {
     let context = Context { home: home.clone(), config: config.clone(), runner: Some(runner) };
     #[cfg(target_os = "linux")]
     let _ = rustix::process::set_child_subreaper(None);
-    context.fill_queues();
+    // Straight to the lock: a slot was just freed, and the look without the
+    // lock would only delay the next start.
+    let mut announce = Vec::new();
+    let runner = context.runner.clone().unwrap_or_default();
+    let filled = context.registry().update_with(Patience::Full, "start queued jobs", |jobs| {
+        fill_locked(&context, &runner, jobs, &mut announce)
+    });
+    match filled {
+        Ok(_) => send_announcements(&context, announce),
+        Err(e) => tracing::warn!("cannot start queued jobs: {e}"),
+    }
     #[cfg(target_os = "linux")]
     if let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
         tracing::warn!("run-bg supervisor: cannot become a child subreaper again: {e}");
