@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
-import { makeHome, runBg, startJob, readRegistry, waitFor, killPid, isAlive, pm, RUN_BG, root } from './helpers.mjs'
+import { makeHome, runBg, startJob, readRegistry, waitFor, killPid, isAlive, pm, RUN_BG, root, startListener, waitForQuiet } from './helpers.mjs'
 
 /** Every field `value` has is declared in index.d.ts's interface `name`, and every required one is there. */
 function assertDeclared(name, value) {
@@ -36,6 +36,7 @@ function ownRecords(home) {
 function maxOverlap(jobs) {
   const events = []
   for (const j of jobs) {
+    assert.ok(j.started_at > 0 && j.ended_at >= j.started_at, `${j.id}: ${j.status} ${j.started_at}–${j.ended_at}`)
     events.push([j.started_at, 1], [j.ended_at, -1])
   }
   // An end and a start in the same millisecond do not overlap.
@@ -101,6 +102,35 @@ test('--after: a chain of three starts in order; a failing middle job skips the 
   assert.match(late.stderr, /was not started: skipped: .* failed \(exit 1\)/)
 })
 
+test('a skipped job is announced once, its message saying which job it waited for did not succeed', async (t) => {
+  const listener = await startListener(t)
+  const { home } = makeHome(t, { notify: { url: listener.url } })
+  const gate = path.join(home, 'gate')
+  const a = startJob(home, ['sh', '-c', `while [ ! -e ${gate} ]; do sleep 0.02; done; exit 2`], ['--no-notify'])
+  const b = startJob(home, ['true'], ['--after', a.jobId])
+  fs.writeFileSync(gate, '')
+  assert.equal(runBg(home, ['wait', b.jobId]).code, 1)
+  const [request] = await waitFor(() => listener.requests().length >= 1 && listener.requests(), { what: 'the POST' })
+  const { data } = request.json
+  assert.equal(data.jobId, b.jobId)
+  assert.equal(data.status, 'skipped')
+  assert.equal(data.eventId, `${b.jobId}:skipped`)
+  assert.match(data.message, new RegExp(`^run-bg: ${b.jobId} \\(true\\) skipped, never started \\(${a.jobId} failed \\(exit 2\\)\\), after \\S+; run-bg check ${b.jobId}$`))
+  await waitForQuiet(home)
+  assert.equal(listener.requests().length, 1, 'exactly one request: the skipped job (a has --no-notify)')
+})
+
+test('--timeout counts from the real start, not from the submit', async (t) => {
+  const { home } = makeHome(t, { queues: { q: { max_parallel: 1 } } })
+  const blocker = startJob(home, ['sleep', '1.5'], ['--queue', 'q'])
+  const late = startJob(home, ['sleep', '0.2'], ['--queue', 'q', '--timeout', '1s'])
+  assert.equal(late.status, 'queued')
+  const [first, done] = waitJobs(home, [blocker.jobId, late.jobId])
+  assert.equal(done.status, 'success', 'queued 1.5 s, ran 0.2 s: within its 1 s timeout')
+  assert.ok(done.startedAt >= first.endedAt, 'its startedAt is its real start')
+  assert.ok(done.durationMs < 1000, `ran ${done.durationMs} ms`)
+})
+
 test('--after an unknown job, an unknown queue, --after-any alone and a lone --priority are refused at submit', (t) => {
   const { home } = makeHome(t, { queues: { heavy: { max_parallel: 1 } } })
   const unknown = runBg(home, ['--after', 'nope-123456', '--', 'true'])
@@ -132,7 +162,7 @@ test('a queue of max_parallel 2 never runs more than 2 of its 10 jobs at once, a
     return jobs.length === 10 && jobs.every((j) => j.status === 'success')
   }, { timeout: 60_000, interval: 20, what: 'the ten jobs to finish' })
   assert.ok(most <= 2, `${most} ran at once in a sample`)
-  const records = readRegistry(home)
+  const records = ownRecords(home)
   assert.equal(records.length, 10)
   assert.equal(maxOverlap(records), 2, 'never more than 2 at once, and the slots were used')
 })
@@ -229,7 +259,7 @@ test('50 jobs queued at once from 50 processes: none lost, none started twice', 
   const started = lines(starts)
   assert.equal(started.length, 50, 'each job ran once')
   assert.deepEqual(new Set(started), new Set(ids))
-  assert.ok(maxOverlap(readRegistry(home)) <= 3)
+  assert.ok(maxOverlap(ownRecords(home)) <= 3)
 })
 
 test('JS: runBackground takes after, queue and priority; a queued job says so and waitJob waits through the queue', async (t) => {
