@@ -175,6 +175,7 @@ impl Registry {
         let dropped: Vec<&String> = before.iter().filter(|id| !kept.contains(id.as_str())).collect();
         // Out of readers' sight before the registry forgets them, and back if it cannot.
         let aside: Vec<(PathBuf, PathBuf)> = dropped.iter().filter_map(|id| self.set_aside(id)).collect();
+        let jobs: Vec<Job> = jobs.into_iter().filter(|j| !kept_in_job_file_only(j)).collect();
         if let Err(e) = write_atomically(&path, &RegistryFile { version: FORMAT_VERSION, jobs }) {
             for (from, to) in &aside {
                 let _ = std::fs::rename(to, from);
@@ -347,6 +348,10 @@ impl Registry {
         let below = if writing { OUTCOME } else { rank_of(JobStatus::Lost) };
         for job in jobs.iter_mut().filter(|j| rank(j) < below) {
             if let Some(mut own) = read_job_file(&self.home, &job.id) {
+                // A version that does not know `waits` wrote this entry without it.
+                if job.waits.is_none() {
+                    job.waits = own.waits.clone();
+                }
                 if rank(&own) > rank(job) {
                     own.seen_at = own.seen_at.or(job.seen_at);
                     *job = own;
@@ -723,6 +728,15 @@ pub enum QueueStep {
     Start(usize),
     /// End the job at this index as `skipped`, for this reason.
     Skip(usize, String),
+}
+
+/// Queued and skipped jobs are kept in their own job.json only, never in
+/// jobs.json: a registry naming a status an older version does not know is
+/// unreadable to it (it would move the file aside, and a supervisor of that
+/// version could not record its job's end there). Readers adopt them from
+/// their job directories, as any job not in jobs.json.
+fn kept_in_job_file_only(job: &Job) -> bool {
+    matches!(job.status(), JobStatus::Queued | JobStatus::Skipped)
 }
 
 /// The queued jobs in the order they start: higher priority first, then
@@ -1264,6 +1278,11 @@ mod tests {
         let registry = Registry::new(&home, 200);
         let waiting = queued("a-1", Some("q"), 0, 1, &[]);
         registry.upsert(&waiting).unwrap();
+        // Older versions read jobs.json with the statuses they know: queued
+        // and skipped jobs are only in their job.json, and readers adopt them.
+        let raw = std::fs::read_to_string(home.registry_path()).unwrap();
+        assert!(!raw.contains("\"queued\""), "{raw}");
+        assert_eq!(registry.load().unwrap()[0].status(), JobStatus::Queued);
         let mut started = waiting.clone();
         started.state = crate::model::job::JobState::Running;
         registry.write_job_file(&started, false).unwrap();
