@@ -235,6 +235,21 @@ test('a supervisor SIGKILLed mid-queue: the next invocation hands its slot on an
   assert.equal(readRegistry(home).find((j) => j.id === a.jobId).status, 'lost')
 })
 
+test('a wait on a queued job starts it when the supervisor holding its slot dies, with no other invocation', async (t) => {
+  const { home } = makeHome(t, { queues: { q: { max_parallel: 1 } } })
+  const a = startJob(home, ['sleep', '30'], ['--queue', 'q'])
+  const b = startJob(home, ['true'], ['--queue', 'q'])
+  const record = await waitFor(() => readRegistry(home).find((j) => j.id === a.jobId && j.supervisor && j.main))
+  const waiting = new Promise((resolve, reject) => {
+    const child = spawn(RUN_BG, ['wait', b.jobId, '--timeout', '60s'], { env: { ...process.env, PROC_MANAGER_HOME: home }, stdio: 'ignore' })
+    child.on('error', reject)
+    child.on('close', resolve)
+  })
+  killPid(record.supervisor.pid)
+  killPid(record.main.pid)
+  assert.equal(await waiting, 0, 'b ran and succeeded, started by the wait itself')
+})
+
 test('50 jobs queued at once from 50 processes: none lost, none started twice', async (t) => {
   const { home } = makeHome(t, { queues: { q: { max_parallel: 3 } } })
   const starts = path.join(home, 'starts')

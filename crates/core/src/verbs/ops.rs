@@ -438,6 +438,10 @@ impl Context {
             if last_reconcile.elapsed() >= Duration::from_secs(1) {
                 last_reconcile = Instant::now();
                 jobs = jobs.into_iter().map(|j| self.reconcile_job(j)).collect::<Result<_>>()?;
+                if jobs.iter().any(|j| j.status() == JobStatus::Queued) {
+                    // A slot whose supervisor died without handing it on.
+                    self.fill_queues();
+                }
             }
             if jobs.iter().all(|j| j.status().is_final()) {
                 let jobs = jobs.into_iter().map(|j| self.mark_seen(j)).collect::<Result<_>>()?;

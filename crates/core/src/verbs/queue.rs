@@ -301,8 +301,16 @@ fn fill(context: &Context) -> Result<()> {
         return Ok(());
     }
     if registry::next_queue_step(&jobs, &context.config.queues).is_none() {
+        // Only the jobs a queued one waits on: those of its queue, those it runs after.
+        let waiting: Vec<&Job> = jobs.iter().filter(|j| j.status() == JobStatus::Queued).collect();
+        let holds = |job: &Job| {
+            waiting.iter().any(|w| {
+                registry::queue_of(w).is_some_and(|q| registry::queue_of(job) == Some(q))
+                    || w.waits.as_ref().is_some_and(|waits| waits.after.contains(&job.id))
+            })
+        };
         let mut changed = false;
-        for job in jobs.iter().filter(|j| matches!(j.status(), JobStatus::Running | JobStatus::Orphaned)) {
+        for job in jobs.iter().filter(|j| matches!(j.status(), JobStatus::Running | JobStatus::Orphaned) && holds(j)) {
             changed |= context.reconcile_job(job.clone())?.status() != job.status();
         }
         let jobs = if changed { registry.load()? } else { jobs };
