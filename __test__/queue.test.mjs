@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
-import { makeHome, runBg, startJob, readRegistry, waitFor, killPid, isAlive, pm, RUN_BG, root, startListener, waitForQuiet } from './helpers.mjs'
+import { makeHome, runBg, startJob, readRegistry, waitFor, killPid, isAlive, pm, RUN_BG, root, startListener, waitForQuiet, connectMcp } from './helpers.mjs'
 
 /** Every field `value` has is declared in index.d.ts's interface `name`, and every required one is there. */
 function assertDeclared(name, value) {
@@ -300,4 +300,27 @@ test('JS: runBackground takes after, queue and priority; a queued job says so an
   const done = await waiting
   assert.equal(done.status, 'success')
   assert.equal(done.timedOut, false)
+})
+
+test('MCP: run_background takes after, queue and priority and says when the job is queued', async (t) => {
+  const { home } = makeHome(t, { queues: { heavy: { max_parallel: 1 } } })
+  const client = await connectMcp(t, home)
+  const go = path.join(home, 'go')
+  const call = (args) => client.callTool({ name: 'run_background', arguments: args })
+  const first = await call({ command: `while [ ! -e ${go} ]; do sleep 0.02; done`, queue: 'heavy' })
+  assert.equal(first.structuredContent.status, 'running')
+  const second = await call({ command: 'true', queue: 'heavy', priority: 3 })
+  assert.equal(second.structuredContent.status, 'queued')
+  const id = second.structuredContent.jobId
+  assert.match(second.content[0].text, new RegExp(`^queued jobId: ${id} \\(#1 in queue heavy\\); check it with check_job or wait_job$`))
+  const third = await call({ command: 'true', after: [id] })
+  assert.match(third.content[0].text, new RegExp(`\\(after ${id}\\)`))
+  const bad = await call({ command: 'true', after: ['nope-123456'] })
+  assert.equal(bad.isError, true)
+  assert.match(bad.content[0].text, /no job `nope-123456`/)
+  const listed = await client.callTool({ name: 'list_jobs', arguments: { status: 'queued' } })
+  assert.equal(listed.structuredContent.jobs.length, 2)
+  fs.writeFileSync(go, '')
+  const waited = await client.callTool({ name: 'wait_job', arguments: { jobId: third.structuredContent.jobId } })
+  assert.equal(waited.structuredContent.status, 'success')
 })
