@@ -34,7 +34,7 @@ export declare class ResourceTracker {
 /** JSON data, as kept in a job's `context`. */
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue }
 
-export type JobStatus = 'running' | 'success' | 'failed' | 'killed' | 'timeout' | 'orphaned' | 'lost'
+export type JobStatus = 'running' | 'success' | 'failed' | 'killed' | 'timeout' | 'orphaned' | 'lost' | 'queued' | 'skipped'
 
 /**
  * A job's output lines as they are written, across log rotations, as an
@@ -292,6 +292,16 @@ export interface JobSummary {
   stdin?: 'pipe'
   /** The job's wake rule at the interrupt service (`wake` / `--wake`). */
   wake?: WakeInfo
+  /** Its queue (`queue`, or `default`), for a job that waited or waits for a slot. */
+  queue?: string
+  /** Its `priority`, when not 0. */
+  priority?: number
+  /** The jobs it runs `after`. */
+  after?: Array<string>
+  /** `listJobs`, queued: its place, 1 = next to start (in its queue). */
+  position?: number
+  /** `listJobs`, queued: the jobs of `after` that have not ended yet. */
+  waitingFor?: Array<string>
 }
 
 /**
@@ -553,6 +563,14 @@ export interface RunOptions {
    * the exit notification (`notify` not false, `notify.url` set).
    */
   wake?: WakeOptions
+  /** Start once these jobs have ended successfully (else it ends `skipped`). */
+  after?: Array<string>
+  /** With `after`: start once they have ended, whatever their outcome. */
+  afterAny?: boolean
+  /** Wait for a slot in this queue of config.json's `queues` (default: the `default` queue if configured). */
+  queue?: string
+  /** Higher starts first in its queue; first come first served within a priority (default 0). */
+  priority?: number
 }
 
 export interface WakeOptions {
@@ -589,11 +607,18 @@ export interface SendResult {
 
 export interface RunResult {
   jobId: string
-  pid: number
+  /** Absent while the job is queued. */
+  pid?: number
   logPath: string
   label: string
-  /** Always `running`: the call returns once the main process runs. */
-  status: 'running'
+  /** `running` once the main process runs; `queued` while it waits (`queue`, `after`). */
+  status: 'running' | 'queued'
+  /** Queued: its place, 1 = next to start (in its queue). */
+  position?: number
+  /** Queued: its queue. */
+  queue?: string
+  /** Queued: the jobs it waits for. */
+  waitingFor?: Array<string>
   /** Said about the request without refusing it (a wake template's unknown `{{key}}`s). */
   warnings?: string[]
 }

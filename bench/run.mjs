@@ -5,7 +5,7 @@
 // every variant alike. Reports median, p90 and the range, prints a table with
 // targets, writes bench/out/results.json.
 //
-//   node bench/run.mjs [--quick] [--only=start,idle,footprint,log,tail,kill,notify,snapshot,ready]
+//   node bench/run.mjs [--quick] [--only=start,idle,footprint,log,tail,kill,notify,snapshot,ready,queue]
 //                      [--baseline=<checkout>] [--log-reps=N] [--seed=N]
 //
 // --baseline runs the same rows with another checkout's build (its
@@ -28,7 +28,7 @@ import os from 'node:os'
 import path from 'node:path'
 
 const USAGE = `usage: node bench/run.mjs [--quick] [--only=GROUP,...] [--baseline=<checkout>] [--log-reps=N] [--seed=N]
-groups: start, idle, footprint, log, tail, kill, notify, snapshot, ready`
+groups: start, idle, footprint, log, tail, kill, notify, snapshot, ready, queue`
 {
   // An option misspelt must not start a 10-minute run of everything.
   const known = /^--(quick|help|(only|baseline|log-reps|seed)=.+)$/
@@ -43,7 +43,7 @@ groups: start, idle, footprint, log, tail, kill, notify, snapshot, ready`
   }
 }
 const QUICK = process.argv.includes('--quick')
-const GROUPS = ['start', 'idle', 'footprint', 'log', 'tail', 'kill', 'notify', 'snapshot', 'ready']
+const GROUPS = ['start', 'idle', 'footprint', 'log', 'tail', 'kill', 'notify', 'snapshot', 'ready', 'queue']
 const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',') ?? null
 const runs = (group) => !ONLY || ONLY.includes(group)
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
@@ -1235,6 +1235,42 @@ async function benchSnapshot() {
   }
 }
 
+// ------------------------------------------------------ 9. queue hand-over
+
+// A queue of max_parallel 1 holds a blocker and N jobs; once the blocker is
+// let go, each job's supervisor starts the next when its job ends. A sample
+// is one hand-over: the next job's recorded startedAt − the previous one's
+// endedAt (both the core's clock), and the next job's first command
+// (`date +%s%3N`) − that endedAt: when it really runs.
+async function benchQueue() {
+  const n = QUICK ? 10 : 30
+  log(`queue hand-over: ${n} jobs through a queue of max_parallel 1`)
+  const home = tempDir('queue')
+  writeConfig(home, { queues: { q: { max_parallel: 1 } } })
+  const go = path.join(home, 'go')
+  try {
+    mustRunBg(home, ['--queue', 'q', '--', 'sh', '-c', `while [ ! -e ${q(go)} ]; do sleep 0.01; done`])
+    const ids = []
+    for (let i = 0; i < n; i++) {
+      const ack = JSON.parse(mustRunBg(home, ['--queue', 'q', '--json', '--', 'sh', '-c', `date +%s%3N > ${q(home)}/mark-$PROC_MANAGER_JOB`]).stdout)
+      ids.push(ack.jobId)
+    }
+    fs.writeFileSync(go, '')
+    mustRunBg(home, ['wait', ...ids, '--timeout', '120s'])
+    const jobs = readJobs(home).filter((j) => ids.includes(j.id)).sort((a, b) => a.started_at - b.started_at)
+    check('queue: every job ran, one at a time', jobs.length === n && jobs.every((j, i) => j.status === 'success' && (i === 0 || j.started_at >= jobs[i - 1].ended_at)))
+    const started = []
+    const running = []
+    for (let i = 1; i < jobs.length; i++) {
+      started.push(jobs[i].started_at - jobs[i - 1].ended_at)
+      running.push(Number(fs.readFileSync(path.join(home, `mark-${jobs[i].id}`), 'utf8')) - jobs[i - 1].ended_at)
+    }
+    return { started, running }
+  } finally {
+    removeDir(home)
+  }
+}
+
 // ----------------------------------------------------------------- reporting
 
 function row(name, unit, ours, base, target, passes) {
@@ -1290,7 +1326,7 @@ function printComparison(before, after) {
 
 
 /** The table's rows for one build's results; `notes` gets the baselines' descriptions. */
-function rowsFor({ start, idle, footprint, throughput, tail, kill, notify, snap, ready, build }, notes) {
+function rowsFor({ start, idle, footprint, throughput, tail, kill, notify, snap, ready, queue, build }, notes) {
   const size = `${PLAN.logBytes >= GiB ? `${PLAN.logBytes / GiB} GiB` : `${PLAN.logBytes / MiB} MiB`}`
   const secs = (key, field = 'seconds') => throughput[key].map((r) => r[field])
   const bound = ROTATING.max_bytes * (ROTATING.keep + 1)
@@ -1384,6 +1420,12 @@ function rowsFor({ start, idle, footprint, throughput, tail, kill, notify, snap,
     )
     notes.push('ready = a node server listening 500 ms after its start; its own Date.now() at listen vs readyAt / run-bg\'s return')
   }
+  if (queue) {
+    rows.push(
+      row("queue: next job's startedAt after one's endedAt", 'ms', queue.started, null, 'med < 10 ms', (o) => o.median < 10),
+      row("queue: next job's first command after endedAt", 'ms', queue.running),
+    )
+  }
 
   return rows
 }
@@ -1451,6 +1493,7 @@ async function main() {
   const notify = await timed('notify', () => perBuild('notify', benchNotify))
   const snap = await timed('snapshot', () => perBuild('snapshot', benchSnapshot))
   const ready = await timed('ready', () => perBuild('ready', benchReady))
+  const queue = await timed('queue', () => perBuild('queue', benchQueue))
   meta.loadavgEnd = os.loadavg()
   meta.seconds = (now() - began) / 1000
   meta.loadByGroup = load
@@ -1459,7 +1502,7 @@ async function main() {
   const tables = {}
   for (const build of BUILDS) {
     const b = build.name
-    const r = rowsFor({ start: start[b], idle: idle[b], footprint, throughput: throughputOf(throughputAll, build), tail: tail[b], kill: kill[b], notify: notify[b], snap: snap[b], ready: ready[b], build }, build === BUILDS[0] ? notes : [])
+    const r = rowsFor({ start: start[b], idle: idle[b], footprint, throughput: throughputOf(throughputAll, build), tail: tail[b], kill: kill[b], notify: notify[b], snap: snap[b], ready: ready[b], queue: queue[b], build }, build === BUILDS[0] ? notes : [])
     tables[b] = r
   }
   const rows = tables.after
@@ -1476,7 +1519,7 @@ async function main() {
   console.log(`\nsanity checks: ${checks.length - failedChecks.length}/${checks.length} ok${failedChecks.map((c) => `\n  FAILED ${c.name}: ${c.detail}`).join('')}`)
   for (const w of meta.warnings) console.log(`warning: ${w}`)
 
-  const raw = { start, idle, footprint, throughput: throughputAll, tail, kill, notify, snapshot: snap, ready }
+  const raw = { start, idle, footprint, throughput: throughputAll, tail, kill, notify, snapshot: snap, ready, queue }
   fs.writeFileSync(OUT_FILE, `${JSON.stringify({ meta, rows, tables, checks, raw }, null, 2)}\n`)
   console.log(`results: ${path.relative(process.cwd(), OUT_FILE) || OUT_FILE}`)
 }

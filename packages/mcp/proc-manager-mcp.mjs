@@ -187,7 +187,7 @@ function readiness(ready) {
 
 const jobId = z.string().describe('e.g. npm-test-3f2a1c')
 const whole = (min) => z.number().int().min(min)
-const status = z.enum(['running', 'success', 'failed', 'killed', 'timeout', 'orphaned', 'lost'])
+const status = z.enum(['running', 'success', 'failed', 'killed', 'timeout', 'orphaned', 'lost', 'queued', 'skipped'])
 const jobOut = { jobId: z.string(), status: z.string(), exitCode: z.number().int().optional() }
 const checkOut = { ...jobOut, cursor: z.number().int() }
 const readOnly = { readOnlyHint: true }
@@ -213,6 +213,9 @@ server.registerTool('run_background', {
     restartDelayMs: whole(0).optional().describe('First restart delay, then doubled (default 1000)'),
     stdin: z.enum(['pipe', 'null']).optional().describe('pipe: send_input can write to it (default null)'),
     wake: z.string().optional().describe('Wake the agent with this when it ends ({{status}} etc. filled)'),
+    after: z.array(z.string()).optional().describe('Start once these jobIds succeed'),
+    queue: z.string().optional().describe('Wait for a slot in this config.json queue'),
+    priority: z.number().int().optional().describe('Higher starts first in its queue (default 0)'),
   }).strict(),
   outputSchema: { ...jobOut, pid: z.number().int().optional() },
 }, tool(async ({ command, yieldMs, ready, wake, ...rest }, extra) => {
@@ -222,6 +225,13 @@ server.registerTool('run_background', {
   if (yieldMs === undefined) {
     const job = pm.runBackground(command, options)
     const warnings = (job.warnings ?? []).map((w) => `\nwarning: ${w}`).join('')
+    if (job.status === 'queued') {
+      const where = [job.queue && `#${job.position} in queue ${job.queue}`, job.waitingFor && `after ${job.waitingFor.join(', ')}`]
+      return {
+        text: `queued jobId: ${job.jobId} (${where.filter(Boolean).join(', ')}); check it with check_job or wait_job${warnings}`,
+        structured: { jobId: job.jobId, status: 'queued' },
+      }
+    }
     return {
       text: `started jobId: ${job.jobId} (pid ${job.pid}); check it with check_job or wait_job${warnings}`,
       structured: { jobId: job.jobId, status: 'running', pid: job.pid },

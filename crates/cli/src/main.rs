@@ -69,6 +69,7 @@ Commands:
   run-bg prune [--older-than <dur>]            forget finished jobs, delete their logs
   run-bg send <id> <text> [--no-newline] [--eof]  write to the stdin of a job started with --stdin pipe
   run-bg reconcile                             mark jobs whose supervisor died
+Start later: --after <id>... [--after-any], --queue <name>, --priority <n>.
 
 Durations: 500ms, 90s, 10m, 2h, 1h30m. Every subcommand takes --json.
 State lives in $PROC_MANAGER_HOME (default ~/.local/state/proc-manager).
@@ -149,6 +150,18 @@ struct StartCli {
     /// With --wake: message (into the agent's session, the default) or subagent
     #[arg(long, value_name = "ACTION", requires = "wake")]
     wake_action: Option<String>,
+    /// Start only once these jobs have ended successfully (else end as skipped)
+    #[arg(long, value_name = "ID", num_args = 1..)]
+    after: Vec<String>,
+    /// With --after: start once they have ended, whatever their outcome
+    #[arg(long)]
+    after_any: bool,
+    /// Wait for a slot in this queue (config.json `queues`: at most max_parallel at once)
+    #[arg(long, value_name = "NAME")]
+    queue: Option<String>,
+    /// Higher starts first in its queue; first come first served within a priority
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    priority: Option<i64>,
     /// The program and its arguments, after `--`
     #[arg(last = true, value_name = "PROGRAM")]
     command: Vec<String>,

@@ -162,6 +162,18 @@ impl<'env> Options<'env> {
         Err(bad(format!("bad {name}: {}; give a whole number of {unit} >= 0", describe(&value))))
     }
 
+    /// A whole number, negative too (`priority`).
+    pub fn integer(&mut self, name: &'static str) -> Result<Option<i64>> {
+        let Some(value) = self.get(name)? else { return Ok(None) };
+        if kind_of(&value)? == ValueType::Number {
+            let n = f64::from_unknown(value)?;
+            if n.is_finite() && n.fract() == 0.0 && n.abs() <= 9_007_199_254_740_991.0 {
+                return Ok(Some(n as i64));
+            }
+        }
+        Err(bad(format!("bad {name}: {}; give a whole number (higher starts first)", describe(&value))))
+    }
+
     /// A finite number >= 0 of `unit` (`memoryThresholdMb`).
     pub fn amount(&mut self, name: &'static str, unit: &str) -> Result<Option<f64>> {
         let Some(value) = self.get(name)? else { return Ok(None) };

@@ -131,6 +131,10 @@ struct RunOptions {
     restart_delay_ms: Option<u64>,
     stdin: Option<String>,
     wake: Option<proc_manager_core::model::job::Wake>,
+    after: Option<Vec<String>>,
+    after_any: Option<bool>,
+    queue: Option<String>,
+    priority: Option<i64>,
 }
 
 impl RunOptions {
@@ -152,6 +156,10 @@ impl RunOptions {
             restart_delay_ms: o.millis("restartDelayMs", 0)?,
             stdin: o.choice("stdin", &["pipe", "null"])?,
             wake: read_wake(o)?,
+            after: o.strings("after")?,
+            after_any: o.boolean("afterAny")?,
+            queue: o.string("queue")?,
+            priority: o.integer("priority")?,
         })
     }
 }
@@ -246,6 +254,10 @@ fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verb
     };
     request.stdin_pipe = options.stdin.as_deref() == Some("pipe");
     request.wake = options.wake;
+    request.after = options.after.unwrap_or_default();
+    request.after_any = options.after_any.unwrap_or(false);
+    request.queue = options.queue;
+    request.priority = options.priority.unwrap_or(0);
     let context = context()?;
     start_job(&context, request, &supervisor_exe()?).map_err(to_js_error)
 }
@@ -289,8 +301,10 @@ fn read_tail_query(o: &mut Options) -> Result<TailQuery> {
 #[napi(ts_args_type = "options?: ListOptions | undefined | null", ts_return_type = "Array<JobSummary>")]
 pub fn list_jobs(options: Option<Unknown>) -> Result<serde_json::Value> {
     let filter = list_filter("listJobs", options)?;
-    let jobs = context()?.list(&filter).map_err(to_js_error)?;
-    shape(&jobs.iter().map(JobView::from).collect::<Vec<_>>())
+    let context = context()?;
+    let jobs = context.list(&filter).map_err(to_js_error)?;
+    let places = context.queue_places(&jobs).map_err(to_js_error)?;
+    shape(&jobs.iter().map(|j| JobView::from(j).placed(places.get(&j.id))).collect::<Vec<_>>())
 }
 
 fn list_filter(function: &'static str, options: Option<Unknown>) -> Result<ListFilter> {
@@ -740,11 +754,13 @@ pub fn check_job_text(job_id: Unknown, options: Option<Unknown>) -> Result<Strin
 #[napi(ts_args_type = "options?: ListOptions | undefined | null")]
 pub fn list_jobs_text(options: Option<Unknown>) -> Result<String> {
     let filter = list_filter("listJobsText", options)?;
-    let jobs = context()?.list(&filter).map_err(to_js_error)?;
+    let context = context()?;
+    let jobs = context.list(&filter).map_err(to_js_error)?;
+    let places = context.queue_places(&jobs).map_err(to_js_error)?;
     Ok(if jobs.is_empty() {
         format!("no jobs{}", if filter.all { "" } else { " running or ended within the hour (all: true for every job)" })
     } else {
-        proc_manager_core::present::format::list_text(&jobs).join("\n")
+        proc_manager_core::present::format::list_text_placed(&jobs, &places).join("\n")
     })
 }
 

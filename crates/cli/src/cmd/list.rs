@@ -12,12 +12,13 @@ pub fn run(context: &Context, all: bool, status: Option<String>, owner: Option<S
         .map(|s| JobStatus::parse_or_explain(&s).map_err(|e| Error::Usage(format!("--status: {e}"))))
         .transpose()?;
     let jobs = context.list(&ListFilter { status, owner, all: all || status.is_some() })?;
+    let places = context.queue_places(&jobs)?;
     if json {
-        print_json(&jobs.iter().map(JobView::from).collect::<Vec<_>>());
+        print_json(&jobs.iter().map(|j| JobView::from(j).placed(places.get(&j.id))).collect::<Vec<_>>());
     } else if jobs.is_empty() {
         outln!("no jobs{}", if all { "" } else { " running or ended within the hour (--all for every job)" });
     } else {
-        for line in format::list_text(&jobs) {
+        for line in format::list_text_placed(&jobs, &places) {
             outln!("{line}");
         }
     }

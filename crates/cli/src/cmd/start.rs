@@ -48,6 +48,10 @@ pub fn run(cli: StartCli) -> Result<i32> {
             ..Default::default()
         });
     }
+    request.after = cli.after;
+    request.after_any = cli.after_any;
+    request.queue = cli.queue;
+    request.priority = cli.priority.unwrap_or(0);
     let yield_for = parse_dur("--yield", &cli.yield_for)?;
     // Readiness and wake-ups (issue 15): patterns are checked here to name the flag.
     if let Some(pattern) = &cli.ready_log {
@@ -96,7 +100,7 @@ pub fn run(cli: StartCli) -> Result<i32> {
     if cli.json {
         print_json(&StartView::from(&started));
     } else {
-        outln!("{}", format::ack_line(&started.job_id, started.pid, &started.command));
+        outln!("{}", format::start_ack(&started));
     }
     Ok(0)
 }

@@ -17,10 +17,14 @@ pub enum JobStatus {
     Orphaned,
     /// Supervisor and processes gone, no exit status recorded.
     Lost,
+    /// Waiting for a queue slot or for the jobs it runs after; nothing started yet.
+    Queued,
+    /// Never started: a job it was to run after did not succeed.
+    Skipped,
 }
 
 impl JobStatus {
-    pub const ALL: [JobStatus; 7] = [
+    pub const ALL: [JobStatus; 9] = [
         JobStatus::Running,
         JobStatus::Success,
         JobStatus::Failed,
@@ -28,6 +32,8 @@ impl JobStatus {
         JobStatus::Timeout,
         JobStatus::Orphaned,
         JobStatus::Lost,
+        JobStatus::Queued,
+        JobStatus::Skipped,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -39,6 +45,8 @@ impl JobStatus {
             JobStatus::Timeout => "timeout",
             JobStatus::Orphaned => "orphaned",
             JobStatus::Lost => "lost",
+            JobStatus::Queued => "queued",
+            JobStatus::Skipped => "skipped",
         }
     }
 
@@ -56,7 +64,7 @@ impl JobStatus {
 
     /// Finished: the main process has an outcome and nothing of ours supervises it.
     pub fn is_final(self) -> bool {
-        !matches!(self, JobStatus::Running | JobStatus::Orphaned)
+        !matches!(self, JobStatus::Running | JobStatus::Orphaned | JobStatus::Queued)
     }
 }
 
@@ -157,6 +165,10 @@ pub enum JobState {
     /// before it was ready (`failed`, even with exit code 0: a server that
     /// exits before it serves did not do its job).
     EndedBeforeReady { exit: Exit, ended_at: u64 },
+    /// Recorded, not started: waits for a queue slot or the jobs it runs after.
+    Queued,
+    /// Never started, and never will: why (`skipped: build-3f2a1c failed (exit 1)`).
+    Skipped { reason: String, ended_at: u64 },
 }
 
 impl JobState {
@@ -188,6 +200,8 @@ impl JobState {
             JobState::TimedOut { .. } => JobStatus::Timeout,
             JobState::Lost { .. } => JobStatus::Lost,
             JobState::EndedBeforeReady { .. } => JobStatus::Failed,
+            JobState::Queued => JobStatus::Queued,
+            JobState::Skipped { .. } => JobStatus::Skipped,
         }
     }
 
@@ -198,8 +212,9 @@ impl JobState {
 
     pub fn ended_at(&self) -> Option<u64> {
         match self {
-            JobState::Running | JobState::Orphaned => None,
-            JobState::Exited { ended_at, .. }
+            JobState::Running | JobState::Orphaned | JobState::Queued => None,
+            JobState::Skipped { ended_at, .. }
+            | JobState::Exited { ended_at, .. }
             | JobState::Signalled { ended_at, .. }
             | JobState::FailedToStart { ended_at, .. }
             | JobState::Killed { ended_at, .. }
@@ -240,6 +255,7 @@ impl JobState {
         let error = match self {
             JobState::FailedToStart { error, .. } => Some(error.as_str()),
             JobState::Lost { reason, .. } => reason.as_deref(),
+            JobState::Skipped { reason, .. } => Some(reason.as_str()),
             _ => None,
         };
         // A `failed` record of format 1 without any detail has none to say.
@@ -253,7 +269,9 @@ impl JobState {
     /// ended it). A kill recorded after an exit does not replace the exit.
     pub fn can_become(&self, next: &JobState) -> bool {
         match (self, next) {
-            (_, JobState::Running) => false,
+            // A queued job starts once, or ends without ever running.
+            (JobState::Queued, next) => !matches!(next, JobState::Queued | JobState::Orphaned | JobState::Lost { .. }),
+            (_, JobState::Running | JobState::Queued) => false,
             (JobState::Running, _) => true,
             (JobState::Orphaned, next) => next.is_final(),
             (JobState::Lost { .. }, JobState::Killed { .. }) => true,
@@ -334,6 +352,32 @@ pub struct Job {
     pub stdin_pipe: bool,
     /// The one-off rule registered with the interrupt service for this job (`--wake`).
     pub wake: Option<Wake>,
+    /// How it waits before it starts (`--queue`, `--priority`, `--after`);
+    /// `None` for a job started at once.
+    pub waits: Option<Waits>,
+}
+
+/// What a job started later waits for: a slot in its queue, the end of
+/// other jobs. Kept after it starts, to show what it waited for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Waits {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// Higher starts first; first come first served within a priority.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priority: i64,
+    /// Jobs that must have ended (successfully, unless `after_any`) first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_any: bool,
+    /// When it was submitted (its place in the queue; `started_at` becomes
+    /// the real start).
+    pub queued_at: u64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 /// What makes a job ready (`--ready-log`, `--ready-port`, `--ready-url`):
@@ -428,6 +472,7 @@ struct JobRecord {
     stdin_pipe: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     wake: Option<Wake>,
+    waits: Option<Waits>,
 }
 
 /// The state a format-1 record describes. Every record this program writes
@@ -458,6 +503,8 @@ fn state_of_record(r: &JobRecord) -> JobState {
         JobStatus::Killed => JobState::Killed { exit, ended_at },
         JobStatus::Timeout => JobState::TimedOut { exit, ended_at },
         JobStatus::Lost => JobState::Lost { reason: r.error.clone(), ended_at },
+        JobStatus::Queued => JobState::Queued,
+        JobStatus::Skipped => JobState::Skipped { reason: r.error.clone().unwrap_or_default(), ended_at },
     }
 }
 
@@ -493,6 +540,7 @@ impl From<JobRecord> for Job {
             restart: r.restart,
             stdin_pipe: r.stdin_pipe,
             wake: r.wake,
+            waits: r.waits,
         }
     }
 }
@@ -532,6 +580,7 @@ impl From<Job> for JobRecord {
             restart: job.restart,
             stdin_pipe: job.stdin_pipe,
             wake: job.wake,
+            waits: job.waits,
         }
     }
 }
@@ -856,6 +905,8 @@ pub fn how_it_ended(job: &Job) -> String {
         (_, Some(Exit::Code(code))) => format!("exit {code}"),
         (_, Some(Exit::Signal(signal))) => format!("signal {}", crate::model::text::visible(&signal)),
         (JobState::FailedToStart { .. }, None) if job.main.is_none() => "could not start".to_string(),
+        (JobState::Skipped { reason, .. }, None) => format!("never started ({})", reason.trim_start_matches("skipped: ")),
+        (JobState::Queued, None) => "not started yet".to_string(),
         (JobState::Lost { .. }, None) => match job.supervisor {
             Some(s) => format!("supervisor pid {} gone, no exit status recorded", s.pid),
             None => "supervisor gone, no exit status recorded".to_string(),
@@ -879,6 +930,8 @@ pub(crate) fn sample_job(status: JobStatus) -> Job {
         JobStatus::Killed => JobState::Killed { exit: None, ended_at: now },
         JobStatus::Timeout => JobState::TimedOut { exit: None, ended_at: now },
         JobStatus::Lost => JobState::Lost { reason: None, ended_at: now },
+        JobStatus::Queued => JobState::Queued,
+        JobStatus::Skipped => JobState::Skipped { reason: "skipped: build-000000 failed (exit 1)".into(), ended_at: now },
     };
     sample_in(state)
 }
@@ -915,6 +968,7 @@ pub(crate) fn sample_in(state: JobState) -> Job {
         restart: None,
         stdin_pipe: false,
         wake: None,
+        waits: None,
     }
 }
 
@@ -962,7 +1016,7 @@ mod tests {
         assert!(matches!(error, crate::Error::Usage(_)), "{error:?}");
         assert_eq!(
             error.to_string(),
-            "bad status `done`: expected one of running, success, failed, killed, timeout, orphaned, lost"
+            "bad status `done`: expected one of running, success, failed, killed, timeout, orphaned, lost, queued, skipped"
         );
         assert_eq!(JobStatus::parse_or_explain("lost").unwrap(), JobStatus::Lost);
     }
@@ -970,7 +1024,7 @@ mod tests {
     #[test]
     fn only_running_and_orphaned_jobs_are_unfinished() {
         let unfinished: Vec<JobStatus> = JobStatus::ALL.into_iter().filter(|s| !s.is_final()).collect();
-        assert_eq!(unfinished, [JobStatus::Running, JobStatus::Orphaned]);
+        assert_eq!(unfinished, [JobStatus::Running, JobStatus::Orphaned, JobStatus::Queued]);
     }
 
     #[test]
@@ -1192,6 +1246,35 @@ mod tests {
         assert_eq!(serde_json::to_value(&killed).unwrap()["error"], "edited by hand", "written back as it was");
         let lost = record("lost", None, None, Some(T), Some("gone"));
         assert_eq!((lost.note.as_deref(), lost.error()), (None, Some("gone")), "a lost job's reason is its state's");
+    }
+
+    #[test]
+    fn queued_and_skipped_records_read_back_with_what_they_wait_for() {
+        let mut job = sample_in(JobState::Queued);
+        job.waits = Some(Waits { queue: Some("heavy".into()), priority: 3, after: vec!["a-1".into()], after_any: true, queued_at: 7 });
+        let written = serde_json::to_value(&job).unwrap();
+        assert_eq!(written["status"], "queued");
+        assert_eq!(written["waits"], serde_json::json!({"queue": "heavy", "priority": 3, "after": ["a-1"], "after_any": true, "queued_at": 7}));
+        assert_eq!(serde_json::from_value::<Job>(written).unwrap(), job);
+        let skipped = record("skipped", None, None, Some(T), Some("skipped: a-1 failed (exit 1)"));
+        assert_eq!(skipped.state, JobState::Skipped { reason: "skipped: a-1 failed (exit 1)".into(), ended_at: T });
+        assert_eq!(skipped.error(), Some("skipped: a-1 failed (exit 1)"));
+        assert_eq!(how_it_ended(&skipped), "never started (a-1 failed (exit 1))");
+        assert_eq!(skipped.state.shell_exit_code(), 1, "never a success");
+        assert!(serde_json::to_value(sample_job(JobStatus::Running)).unwrap().get("waits").is_none(), "absent unless it waited");
+    }
+
+    #[test]
+    fn a_queued_job_starts_once_or_ends_without_running() {
+        let queued = JobState::Queued;
+        assert!(queued.can_become(&JobState::Running));
+        assert!(queued.can_become(&JobState::Killed { exit: None, ended_at: T }));
+        assert!(queued.can_become(&JobState::Skipped { reason: "x".into(), ended_at: T }));
+        assert!(queued.can_become(&JobState::FailedToStart { error: "x".into(), ended_at: T }));
+        assert!(!queued.can_become(&JobState::Lost { reason: None, ended_at: T }), "no process to lose");
+        assert!(!queued.can_become(&JobState::Orphaned) && !queued.can_become(&JobState::Queued));
+        assert!(!JobState::Running.can_become(&JobState::Queued), "nothing goes back to the queue");
+        assert!(!JobState::Skipped { reason: "x".into(), ended_at: T }.can_become(&JobState::Running));
     }
 
     #[test]

@@ -29,6 +29,68 @@ pub fn ack_line(job_id: &str, pid: u32, command: &str) -> String {
     format!("started {job_id} (pid {pid}): {} — run-bg check {job_id}", shorten(command, room))
 }
 
+/// The ack of a start: `ack_line`, or for a job that waits
+/// `queued build-3f2a1c (2nd in queue heavy) — run-bg check build-3f2a1c`,
+/// under 200 characters whatever the ids and queue name.
+pub fn start_ack(started: &crate::verbs::spawn::Started) -> String {
+    let job_id = visible(&started.job_id);
+    match (&started.queued, started.pid) {
+        (Some(place), _) => {
+            let frame = format!("queued {job_id} () — run-bg check {job_id}");
+            let room = 199usize.saturating_sub(frame.chars().count());
+            format!("queued {job_id} ({}) — run-bg check {job_id}", queue_place_within(place, room))
+        }
+        (None, Some(pid)) => ack_line(&started.job_id, pid, &started.command),
+        (None, None) => format!("{job_id} recorded — run-bg check {job_id}"),
+    }
+}
+
+/// `2nd in queue heavy, after build-1, test-2`: where a queued job waits.
+pub fn queue_place(place: &crate::verbs::queue::QueuedPlace) -> String {
+    queue_place_within(place, 160)
+}
+
+/// `queue_place` in at most `room` characters (about: never less than the
+/// queue part and `after N jobs`): the ids it waits for that fit, then `+N more`.
+fn queue_place_within(place: &crate::verbs::queue::QueuedPlace, room: usize) -> String {
+    let mut text = match &place.queue {
+        Some(queue) => format!("{} in queue {}", ordinal(place.position), shorten(queue, 24)),
+        None if place.after.is_empty() => format!("{} in line", ordinal(place.position)),
+        None => String::new(),
+    };
+    if place.after.is_empty() {
+        return text;
+    }
+    let sep = if text.is_empty() { "after " } else { ", after " };
+    let ids: Vec<String> = place.after.iter().map(|id| visible(id).into_owned()).collect();
+    for shown in (0..=ids.len()).rev() {
+        let rest = ids.len() - shown;
+        let more = match (shown, rest) {
+            (_, 0) => String::new(),
+            (0, n) => format!("{n} jobs"),
+            (_, n) => format!(" +{n} more"),
+        };
+        let candidate = format!("{text}{sep}{}{more}", ids[..shown].join(", "));
+        if candidate.chars().count() <= room || shown == 0 {
+            text = candidate;
+            break;
+        }
+    }
+    text
+}
+
+/// 1st, 2nd, 3rd, 4th, …, 11th, 12th, 13th, 21st.
+pub fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
 /// `running for 2m13s`, `failed (exit 3) after 1.0s`, …
 pub fn outcome_text(job: &Job) -> String {
     let runtime = format_duration_ms(job.duration_ms(now_ms()));
@@ -36,6 +98,8 @@ pub fn outcome_text(job: &Job) -> String {
         JobStatus::Running => format!("running for {runtime}{}", readiness_note(job)),
         JobStatus::Orphaned => format!("orphaned (supervisor gone, processes still running) after {runtime}"),
         JobStatus::Lost => format!("lost: {}, after {runtime}", why_lost(job)),
+        JobStatus::Queued => format!("queued for {runtime}"),
+        JobStatus::Skipped => format!("skipped after {runtime}: {}", how_it_ended(job)),
         status => format!("{status} ({}) after {runtime}", how_it_ended(job)),
     }
 }
@@ -105,12 +169,29 @@ pub fn list_line(job: &Job, lingering: usize) -> String {
 
 /// `list`'s text for these jobs (one pass over /proc for all of them).
 pub fn list_text(jobs: &[Job]) -> Vec<String> {
+    list_text_placed(jobs, &crate::verbs::queue::places_among(jobs, jobs))
+}
+
+/// `list_text`, saying where each queued job waits (`places`, by job id).
+pub fn list_text_placed(
+    jobs: &[Job],
+    places: &std::collections::HashMap<String, crate::verbs::queue::QueuedPlace>,
+) -> Vec<String> {
+    let line = |j: &Job, lingering: usize| match places.get(&j.id) {
+        Some(place) => format!(
+            "{}  queued: {}  {}",
+            visible(&j.id),
+            queue_place(place),
+            shorten(&j.command, 60)
+        ),
+        None => list_line(j, lingering),
+    };
     let counts = if jobs.iter().any(|j| j.status().is_final() && crate::os::tree::live_supervisor(j).is_some()) {
         procinfo::live_process_counts()
     } else {
         Default::default()
     };
-    jobs.iter().map(|j| list_line(j, counts.get(&j.id).copied().unwrap_or(0))).collect()
+    jobs.iter().map(|j| line(j, counts.get(&j.id).copied().unwrap_or(0))).collect()
 }
 
 pub fn lingering_line(job: &Job, lingering: &[ProcessEntry]) -> Option<String> {
@@ -252,6 +333,37 @@ pub fn check_text(check: &CheckResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn place(position: usize, queue: Option<&str>, after: &[&str]) -> crate::verbs::queue::QueuedPlace {
+        crate::verbs::queue::QueuedPlace { position, queue: queue.map(str::to_string), after: after.iter().map(|a| a.to_string()).collect() }
+    }
+
+    fn queued_ack(id: &str, place: crate::verbs::queue::QueuedPlace) -> String {
+        let started = crate::verbs::spawn::Started {
+            job_id: id.into(),
+            pid: None,
+            log_path: String::new(),
+            label: String::new(),
+            command: "make".into(),
+            warnings: Vec::new(),
+            queued: Some(place),
+        };
+        start_ack(&started)
+    }
+
+    #[test]
+    fn a_queued_ack_says_where_it_waits_in_under_200_characters() {
+        assert_eq!(queued_ack("build-3f2a1c", place(2, Some("heavy"), &[])), "queued build-3f2a1c (2nd in queue heavy) — run-bg check build-3f2a1c");
+        assert_eq!(queued_ack("t-1", place(1, None, &["a-1", "b-2"])), "queued t-1 (after a-1, b-2) — run-bg check t-1");
+        assert_eq!(queued_ack("t-1", place(11, Some("q"), &["a-1"])), "queued t-1 (11th in queue q, after a-1) — run-bg check t-1");
+        let long = "x".repeat(40) + "-3f2a1c";
+        let many: Vec<String> = (0..30).map(|i| format!("{}{i:02}", "y".repeat(40))).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let ack = queued_ack(&long, place(123, Some(&"q".repeat(64)), &many));
+        assert!(ack.chars().count() < 200, "{} chars: {ack}", ack.chars().count());
+        assert!(ack.contains("more") || ack.contains("30 jobs"), "{ack}");
+        assert_eq!([1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111].map(ordinal), ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th"]);
+    }
     use crate::model::job::{HookRun, JobState, Notification, ProcessIdentity};
 
     const HOUR_MS: u64 = 3_600_000;

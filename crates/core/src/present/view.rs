@@ -20,7 +20,7 @@ pub struct JobView {
     pub job_id: String,
     pub label: String,
     pub command: String,
-    /// running | success | failed | killed | timeout | orphaned | lost
+    /// running | success | failed | killed | timeout | orphaned | lost | queued | skipped
     pub status: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
@@ -69,6 +69,32 @@ pub struct JobView {
     /// The job's wake rule at the interrupt service (`--wake`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wake: Option<WakeView>,
+    /// Its queue (`--queue`, or `default`), for a job that waited or waits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// `--priority`, when not 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i64>,
+    /// `--after`: the jobs it runs after.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after: Option<Vec<String>>,
+    /// Queued: its place, 1 = next to start (in its queue).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub position: Option<usize>,
+    /// Queued: the jobs of `after` that have not ended yet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<Vec<String>>,
+}
+
+impl JobView {
+    /// With a queued job's place (`list` knows it, from every job).
+    pub fn placed(mut self, place: Option<&crate::verbs::queue::QueuedPlace>) -> JobView {
+        if let Some(place) = place {
+            self.position = Some(place.position);
+            self.waiting_for = Some(place.after.clone());
+        }
+        self
+    }
 }
 
 /// `pending` (being registered), `registered`, `failed` (`reason`), `fired`
@@ -174,6 +200,11 @@ impl From<&Job> for JobView {
                 message: w.message.clone(),
                 reason: w.reason.clone(),
             }),
+            queue: job.waits.as_ref().and_then(|w| w.queue.clone()),
+            priority: job.waits.as_ref().map(|w| w.priority).filter(|&p| p != 0),
+            after: job.waits.as_ref().map(|w| w.after.clone()).filter(|a| !a.is_empty()),
+            position: None,
+            waiting_for: None,
         }
     }
 }
@@ -235,14 +266,25 @@ impl From<&ProcessEntry> for ProcessView {
 #[serde(rename_all = "camelCase")]
 pub struct StartView {
     pub job_id: String,
-    pub pid: u32,
+    /// Absent while the job is queued.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
     pub log_path: String,
     pub label: String,
-    /// Always `running`: the call returns once the main process runs.
+    /// `running` (the call returns once the main process runs), or `queued`.
     pub status: String,
     /// Said about the request without refusing it (a wake template's unknown keys).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Queued: its place, 1 = next to start (in its queue).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub position: Option<usize>,
+    /// Queued: its queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// Queued: the jobs it waits for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<Vec<String>>,
 }
 
 impl From<&Started> for StartView {
@@ -252,7 +294,13 @@ impl From<&Started> for StartView {
             pid: started.pid,
             log_path: started.log_path.clone(),
             label: started.label.clone(),
-            status: JobStatus::Running.as_str().to_string(),
+            status: match started.queued {
+                Some(_) => JobStatus::Queued.as_str().to_string(),
+                None => JobStatus::Running.as_str().to_string(),
+            },
+            position: started.queued.as_ref().map(|q| q.position),
+            queue: started.queued.as_ref().and_then(|q| q.queue.clone()),
+            waiting_for: started.queued.as_ref().map(|q| q.after.clone()).filter(|a| !a.is_empty()),
             warnings: started.warnings.clone(),
         }
     }

@@ -13,6 +13,29 @@ pub struct Config {
     pub kill: KillConfig,
     pub notify: NotifyConfig,
     pub diagnostics: DiagnosticsConfig,
+    /// Named queues with a parallel limit (`--queue <name>`); a queue named
+    /// `default` takes every job started without `--queue`.
+    pub queues: std::collections::BTreeMap<String, QueueConfig>,
+}
+
+/// One queue: at most `max_parallel` of its jobs run at once; the others wait, `queued`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct QueueConfig {
+    pub max_parallel: u32,
+}
+
+/// The queue that takes the jobs started without `--queue`, when configured.
+pub const DEFAULT_QUEUE: &str = "default";
+
+/// A queue name: what `--queue` and config.json's `queues` accept.
+pub fn validate_queue_name(name: &str) -> std::result::Result<(), String> {
+    let ok = (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("bad queue name `{}`: give 1 to 64 letters, digits, `-`, `_` or `.`", crate::model::text::visible(name)))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -197,7 +220,7 @@ impl Config {
     pub fn parse(text: &str) -> std::result::Result<Config, ConfigError> {
         let value: serde_json::Value = serde_json::from_str(text).map_err(|e| ConfigError::NotJson(e.to_string()))?;
         // Sections must be objects: serde would otherwise fill a struct from an array.
-        let sections = ["logs", "registry", "kill", "notify", "diagnostics"];
+        let sections = ["logs", "registry", "kill", "notify", "diagnostics", "queues"];
         let Some(root) = value.as_object() else {
             return Err(ConfigError::NotAnObject(sections.join(", ")));
         };
@@ -260,6 +283,12 @@ impl Config {
         ] {
             if value == 0 {
                 return Err(ConfigError::bad_key(key, "must be at least 1"));
+            }
+        }
+        for (name, queue) in &self.queues {
+            validate_queue_name(name).map_err(|problem| ConfigError::bad_key(format!("queues.{name}"), problem))?;
+            if queue.max_parallel == 0 {
+                return Err(ConfigError::bad_key(format!("queues.{name}.max_parallel"), "must be at least 1"));
             }
         }
         let levels = &self.notify.levels;
@@ -344,7 +373,7 @@ mod tests {
             said(r#"{"notify": {"level": "loud"}}"#),
             "key `notify.level`: `loud` is not one of the interrupt service's levels info, warn, alert"
         );
-        assert_eq!(said("[]"), "expected a JSON object with any of the keys logs, registry, kill, notify, diagnostics");
+        assert_eq!(said("[]"), "expected a JSON object with any of the keys logs, registry, kill, notify, diagnostics, queues");
         assert!(said("{not json").starts_with("not valid JSON: "));
     }
 
@@ -371,6 +400,18 @@ mod tests {
         assert!(Config::parse(r#"{"notify": {"url_explicit": true}}"#).is_err(), "not a setting");
         let through_a_spec: Config = serde_json::from_value(serde_json::to_value(&named).unwrap()).unwrap();
         assert!(through_a_spec.notify.url_explicit, "a supervisor gets it in its spec");
+    }
+
+    #[test]
+    fn queues_take_a_parallel_limit_of_at_least_one_under_a_plain_name() {
+        let config = Config::parse(r#"{"queues": {"heavy": {"max_parallel": 2}, "default": {"max_parallel": 4}}}"#).unwrap();
+        assert_eq!(config.queues["heavy"].max_parallel, 2);
+        assert_eq!(config.queues[DEFAULT_QUEUE].max_parallel, 4);
+        let said = |text| Config::parse(text).unwrap_err().to_string();
+        assert_eq!(said(r#"{"queues": {"q": {"max_parallel": 0}}}"#), "key `queues.q.max_parallel`: must be at least 1");
+        assert!(said(r#"{"queues": {"q": {"max": 2}}}"#).contains("max_parallel"));
+        assert!(said(r#"{"queues": {"a b": {"max_parallel": 1}}}"#).contains("bad queue name `a b`"));
+        assert!(said(r#"{"queues": []}"#).contains("key `queues`: expected an object"));
     }
 
     #[test]

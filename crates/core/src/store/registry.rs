@@ -175,6 +175,7 @@ impl Registry {
         let dropped: Vec<&String> = before.iter().filter(|id| !kept.contains(id.as_str())).collect();
         // Out of readers' sight before the registry forgets them, and back if it cannot.
         let aside: Vec<(PathBuf, PathBuf)> = dropped.iter().filter_map(|id| self.set_aside(id)).collect();
+        let jobs: Vec<Job> = jobs.into_iter().filter(|j| !kept_in_job_file_only(j)).collect();
         if let Err(e) = write_atomically(&path, &RegistryFile { version: FORMAT_VERSION, jobs }) {
             for (from, to) in &aside {
                 let _ = std::fs::rename(to, from);
@@ -347,6 +348,10 @@ impl Registry {
         let below = if writing { OUTCOME } else { rank_of(JobStatus::Lost) };
         for job in jobs.iter_mut().filter(|j| rank(j) < below) {
             if let Some(mut own) = read_job_file(&self.home, &job.id) {
+                // A version that does not know `waits` wrote this entry without it.
+                if job.waits.is_none() {
+                    job.waits = own.waits.clone();
+                }
                 if rank(&own) > rank(job) {
                     own.seen_at = own.seen_at.or(job.seen_at);
                     *job = own;
@@ -426,17 +431,19 @@ impl Registry {
 }
 
 /// How much a record knows about how its job ended.
-const OUTCOME: u8 = 3;
+const OUTCOME: u8 = 4;
 fn rank(job: &Job) -> u8 {
     rank_of(job.status())
 }
 
 fn rank_of(status: JobStatus) -> u8 {
     match status {
-        JobStatus::Running => 0,
-        JobStatus::Orphaned => 1,
-        JobStatus::Lost => 2,
-        JobStatus::Success | JobStatus::Failed | JobStatus::Killed | JobStatus::Timeout => OUTCOME,
+        // A queued job's start is news to a registry that still has it queued.
+        JobStatus::Queued => 0,
+        JobStatus::Running => 1,
+        JobStatus::Orphaned => 2,
+        JobStatus::Lost => 3,
+        JobStatus::Success | JobStatus::Failed | JobStatus::Killed | JobStatus::Timeout | JobStatus::Skipped => OUTCOME,
     }
 }
 
@@ -714,6 +721,123 @@ fn remove_stale_temps(dir: &Path, prefix: &str) {
 fn write_atomically(path: &Path, file: &RegistryFile) -> Result<()> {
     write_json_file(path, file, true)
 }
+
+// ---- Queues: which queued job starts next (see verbs/queue.rs) ----
+
+/// What the queue does next, decided on the jobs as read under the lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueStep {
+    /// Start the job at this index: its slot is free and what it runs after succeeded.
+    Start(usize),
+    /// End the job at this index as `skipped`, for this reason.
+    Skip(usize, String),
+}
+
+/// Queued and skipped jobs are kept in their own job.json only, never in
+/// jobs.json: a registry naming a status an older version does not know is
+/// unreadable to it (it would move the file aside, and a supervisor of that
+/// version could not record its job's end there). Readers adopt them from
+/// their job directories, as any job not in jobs.json.
+fn kept_in_job_file_only(job: &Job) -> bool {
+    matches!(job.status(), JobStatus::Queued | JobStatus::Skipped)
+}
+
+/// The queued jobs in the order they start: higher priority first, then
+/// first submitted first (the id breaks a tie of the same millisecond).
+pub fn queue_order(jobs: &[Job]) -> Vec<usize> {
+    let mut queued: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].status() == JobStatus::Queued).collect();
+    let key = |i: &usize| {
+        let waits = jobs[*i].waits.clone().unwrap_or_default();
+        (std::cmp::Reverse(waits.priority), waits.queued_at, jobs[*i].id.clone())
+    };
+    queued.sort_by_key(key);
+    queued
+}
+
+/// The queue a job counts against, if any.
+pub fn queue_of(job: &Job) -> Option<&str> {
+    job.waits.as_ref().and_then(|w| w.queue.as_deref())
+}
+
+/// How many of `queue`'s jobs run now (running or orphaned: an orphan's
+/// processes still take the machine).
+pub fn running_in_queue(jobs: &[Job], queue: &str) -> usize {
+    jobs.iter()
+        .filter(|j| matches!(j.status(), JobStatus::Running | JobStatus::Orphaned) && queue_of(j) == Some(queue))
+        .count()
+}
+
+/// A queue's limit; a queue no longer in config.json runs one job at a time.
+pub fn queue_limit(queues: &std::collections::BTreeMap<String, crate::store::config::QueueConfig>, queue: &str) -> usize {
+    queues.get(queue).map_or(1, |q| q.max_parallel as usize)
+}
+
+/// The jobs `job` still waits for (those not ended yet), in its `--after` order.
+pub fn waiting_for<'a>(job: &'a Job, jobs: &[Job]) -> Vec<&'a str> {
+    let Some(waits) = &job.waits else { return Vec::new() };
+    waits
+        .after
+        .iter()
+        .filter(|id| jobs.iter().find(|j| &j.id == *id).is_some_and(|j| !j.status().is_final()))
+        .map(String::as_str)
+        .collect()
+}
+
+/// Why `job` will never start, if a job it runs after ended without success
+/// (and it did not ask for `--after-any`): `skipped: build-3f2a1c failed (exit 1)`.
+fn skip_reason(job: &Job, jobs: &[Job]) -> Option<String> {
+    let waits = job.waits.as_ref()?;
+    if waits.after_any {
+        return None;
+    }
+    waits.after.iter().find_map(|id| match jobs.iter().find(|j| &j.id == id) {
+        None => Some(format!("skipped: {id} is no longer in the registry (pruned), so its outcome is unknown")),
+        Some(dep) if dep.status().is_final() && dep.status() != JobStatus::Success => Some(match dep.status() {
+            JobStatus::Skipped => format!("skipped: {id} was skipped"),
+            status => format!("skipped: {id} {status} ({})", crate::model::job::how_it_ended(dep)),
+        }),
+        Some(_) => None,
+    })
+}
+
+/// The next step for the queue: the first queued job (in `queue_order`)
+/// that must be skipped, or that may start now (everything it runs after
+/// has ended, and its queue has a free slot). `None`: nothing can move.
+pub fn next_queue_step(
+    jobs: &[Job],
+    queues: &std::collections::BTreeMap<String, crate::store::config::QueueConfig>,
+) -> Option<QueueStep> {
+    for i in queue_order(jobs) {
+        let job = &jobs[i];
+        if let Some(reason) = skip_reason(job, jobs) {
+            return Some(QueueStep::Skip(i, reason));
+        }
+        if !waiting_for(job, jobs).is_empty() {
+            continue;
+        }
+        match queue_of(job) {
+            Some(queue) if running_in_queue(jobs, queue) >= queue_limit(queues, queue) => continue,
+            _ => return Some(QueueStep::Start(i)),
+        }
+    }
+    None
+}
+
+/// A queued job's place: 1 for the next to start in its queue (or among
+/// the jobs without a queue).
+pub fn queue_position(jobs: &[Job], id: &str) -> Option<usize> {
+    let job = jobs.iter().find(|j| j.id == id && j.status() == JobStatus::Queued)?;
+    let queue = queue_of(job);
+    queue_order(jobs).into_iter().filter(|&i| queue_of(&jobs[i]) == queue).position(|i| jobs[i].id == id).map(|p| p + 1)
+}
+
+impl Registry {
+    /// A job's own job.json, as its supervisor last wrote it.
+    pub fn job_file(&self, id: &str) -> Option<Job> {
+        read_job_file(&self.home, id)
+    }
+}
+
 
 #[cfg(test)]
 mod tests {
@@ -1082,5 +1206,100 @@ mod tests {
         let too_big = vec![b' '; reserved + 1];
         assert!(overwrite_in_place(&path, &too_big, false).is_err());
         assert_eq!(read_job_file(&home, "a").unwrap(), ended, "left as it was");
+    }
+
+    fn queued(id: &str, queue: Option<&str>, priority: i64, queued_at: u64, after: &[&str]) -> Job {
+        let mut job = crate::model::job::sample_in(crate::model::job::JobState::Queued);
+        job.id = id.into();
+        job.main = None;
+        job.supervisor = None;
+        job.waits = Some(crate::model::job::Waits {
+            queue: queue.map(str::to_string),
+            priority,
+            after: after.iter().map(|a| a.to_string()).collect(),
+            after_any: false,
+            queued_at,
+        });
+        job
+    }
+
+    fn in_queue(mut job: Job, queue: &str) -> Job {
+        job.waits = Some(crate::model::job::Waits { queue: Some(queue.into()), ..Default::default() });
+        job
+    }
+
+    fn limits(pairs: &[(&str, u32)]) -> std::collections::BTreeMap<String, crate::store::config::QueueConfig> {
+        pairs.iter().map(|(n, m)| (n.to_string(), crate::store::config::QueueConfig { max_parallel: *m })).collect()
+    }
+
+    #[test]
+    fn the_next_queued_job_is_the_oldest_of_the_highest_priority_with_a_free_slot() {
+        let running = in_queue(crate::model::job::sample_job(JobStatus::Running), "q");
+        let jobs = vec![
+            running,
+            queued("a-1", Some("q"), 0, 10, &[]),
+            queued("b-1", Some("q"), 5, 30, &[]),
+            queued("c-1", Some("q"), 5, 20, &[]),
+            queued("d-1", Some("q"), -1, 5, &[]),
+        ];
+        let ids = |order: Vec<usize>| order.into_iter().map(|i| jobs[i].id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(queue_order(&jobs)), ["c-1", "b-1", "a-1", "d-1"]);
+        assert_eq!(queue_position(&jobs, "a-1"), Some(3));
+        assert_eq!(next_queue_step(&jobs, &limits(&[("q", 1)])), None, "the one slot is taken");
+        assert_eq!(next_queue_step(&jobs, &limits(&[("q", 2)])), Some(QueueStep::Start(3)));
+        assert_eq!(next_queue_step(&jobs, &limits(&[])), None, "a queue gone from config.json runs one at a time");
+    }
+
+    #[test]
+    fn a_job_waits_for_what_it_runs_after_and_is_skipped_when_one_did_not_succeed() {
+        let mut dep = crate::model::job::sample_job(JobStatus::Running);
+        dep.id = "dep-1".into();
+        let waiting = queued("w-1", None, 0, 1, &["dep-1"]);
+        let free = queued("f-1", None, 0, 2, &[]);
+        let mut jobs = vec![dep.clone(), waiting, free];
+        assert_eq!(waiting_for(&jobs[1], &jobs), ["dep-1"]);
+        assert_eq!(next_queue_step(&jobs, &limits(&[])), Some(QueueStep::Start(2)), "a later job without deps goes first");
+        jobs[0] = crate::model::job::sample_ended(JobStatus::Failed, Some(1), None);
+        jobs[0].id = "dep-1".into();
+        assert_eq!(next_queue_step(&jobs, &limits(&[])), Some(QueueStep::Skip(1, "skipped: dep-1 failed (exit 1)".into())));
+        jobs[1].waits.as_mut().unwrap().after_any = true;
+        assert_eq!(next_queue_step(&jobs, &limits(&[])), Some(QueueStep::Start(1)), "--after-any");
+        jobs[1].waits.as_mut().unwrap().after_any = false;
+        jobs[0] = crate::model::job::sample_ended(JobStatus::Success, Some(0), None);
+        jobs[0].id = "dep-1".into();
+        assert_eq!(next_queue_step(&jobs, &limits(&[])), Some(QueueStep::Start(1)));
+        jobs.remove(0);
+        let Some(QueueStep::Skip(0, why)) = next_queue_step(&jobs, &limits(&[])) else { panic!("a pruned dep") };
+        assert!(why.contains("dep-1 is no longer in the registry"), "{why}");
+    }
+
+    #[test]
+    fn a_queued_job_in_the_registry_gives_way_to_its_started_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home { root: dir.path().to_path_buf() };
+        std::fs::create_dir_all(home.job_dir("a-1")).unwrap();
+        let registry = Registry::new(&home, 200);
+        let waiting = queued("a-1", Some("q"), 0, 1, &[]);
+        registry.upsert(&waiting).unwrap();
+        // Older versions read jobs.json with the statuses they know: queued
+        // and skipped jobs are only in their job.json, and readers adopt them.
+        let raw = std::fs::read_to_string(home.registry_path()).unwrap();
+        assert!(!raw.contains("\"queued\""), "{raw}");
+        assert_eq!(registry.load().unwrap()[0].status(), JobStatus::Queued);
+        let mut started = waiting.clone();
+        started.state = crate::model::job::JobState::Running;
+        registry.write_job_file(&started, false).unwrap();
+        assert_eq!(registry.load().unwrap()[0].status(), JobStatus::Running, "so no one starts it twice");
+        let skipped = crate::model::job::JobState::Skipped { reason: "skipped: x-1 failed (exit 1)".into(), ended_at: 5 };
+        let mut evicted = Registry::new(&home, 1);
+        evicted.max_jobs = 1;
+        evicted.update(|jobs| {
+            jobs[0].state = crate::model::job::JobState::Queued;
+            let mut other = queued("b-1", None, 0, 2, &[]);
+            other.state = skipped.clone();
+            jobs.insert(0, other);
+        }).unwrap();
+        let kept: Vec<String> = evicted.load().unwrap().into_iter().map(|j| j.id).collect();
+        assert_eq!(kept, ["a-1"], "the cap evicts the ended job, never the queued one");
     }
 }

@@ -30,6 +30,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Run once a job's end is recorded, to hand its queue slot on
+/// (`verbs::queue::after_end`; that layer sits above this one, so the
+/// binary sets it).
+static AFTER_END: std::sync::OnceLock<fn(&Home, &Config)> = std::sync::OnceLock::new();
+
+pub fn on_end_recorded(hook: fn(&Home, &Config)) {
+    let _ = AFTER_END.set(hook);
+}
+
 /// What the caller hands the supervisor on its stdin.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct SupervisorSpec {
@@ -1109,6 +1118,11 @@ impl Supervisor {
         // the registry is held up or we are killed waiting for it.
         if notify::has_work(&self.config.notify, &self.job) {
             self.spawn_notifier();
+        }
+        // The slot is free once the end is in job.json, which the registry's
+        // locked reads take in: the next job need not wait for our registry write.
+        if let Some(hook) = AFTER_END.get() {
+            hook(&self.home, &self.config);
         }
         // The notifier may have recorded its delivery (taking our end from
         // job.json) before we get the lock: an end already there stays as it is.

@@ -4,6 +4,7 @@ pub mod cancel;
 pub mod follow;
 pub mod ops;
 pub mod procs;
+pub mod queue;
 pub mod spawn;
 pub mod yielding;
 pub mod send;

@@ -62,6 +62,7 @@ impl Context {
         if notify::spool_due(&self.home) {
             self.run_in_background(Errand::Deliver);
         }
+        self.fill_queues();
         self
     }
 
@@ -132,6 +133,7 @@ impl Context {
             let pid = job.pid().map(|p| format!("PID {p} ")).unwrap_or_default();
             let state = match job.status() {
                 JobStatus::Orphaned => format!("orphaned (supervisor gone) after {runtime}"),
+                JobStatus::Queued => format!("queued for {runtime}"),
                 _ => format!("running {runtime}"),
             };
             let last = digest::last_lines(std::path::Path::new(&job.log_path), 1, Some(non_blank()))
@@ -177,7 +179,8 @@ impl Context {
         if let Some(reason) = job.impossible_identity() {
             return self.mark_corrupt(job, reason);
         }
-        if job.status().is_final() || tree::live_supervisor(&job).is_some() {
+        // A queued job has no process to verify yet.
+        if job.status().is_final() || job.status() == JobStatus::Queued || tree::live_supervisor(&job).is_some() {
             return Ok(job);
         }
         let being_killed = self.home.job_dir(&job.id).join(KILL_REQUEST_FILE).exists();
@@ -448,6 +451,10 @@ impl Context {
             if last_reconcile.elapsed() >= Duration::from_secs(1) {
                 last_reconcile = Instant::now();
                 jobs = jobs.into_iter().map(|j| self.reconcile_job(j)).collect::<Result<_>>()?;
+                if jobs.iter().any(|j| j.status() == JobStatus::Queued) {
+                    // A slot whose supervisor died without handing it on.
+                    self.fill_queues();
+                }
             }
             if jobs.iter().all(|j| j.status().is_final()) {
                 let jobs = jobs.into_iter().map(|j| self.mark_seen(j)).collect::<Result<_>>()?;
@@ -481,6 +488,13 @@ impl Context {
     /// `force`); returns once the tree is gone. Ended jobs are left alone.
     pub fn kill(&self, id: &str, grace: Option<Duration>, force: bool) -> Result<KillOutcome> {
         let job = self.job(id)?;
+        if job.status() == JobStatus::Queued {
+            if let Some(job) = self.kill_queued(id)? {
+                let message = format!("killed {} (it was queued; nothing had started)", job.id);
+                return Ok(KillOutcome { message, signalled: false, job });
+            }
+            return self.kill(id, grace, force);
+        }
         let grace = grace.unwrap_or(Duration::from_millis(self.config.kill.grace_ms));
         let supervised = tree::live_supervisor(&job);
         let lingering: Vec<ProcessIdentity> = if job.status().is_final() {

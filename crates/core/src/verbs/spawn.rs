@@ -40,6 +40,12 @@ pub struct StartRequest {
     pub stdin_pipe: bool,
     /// `--wake`: a one-off rule for this job, registered with the interrupt service at its start.
     pub wake: Option<crate::model::job::Wake>,
+    /// Start later: in this queue (`--queue`; else the `default` queue when
+    /// configured), by `priority`, after these jobs (`--after`, `--after-any`).
+    pub queue: Option<String>,
+    pub priority: i64,
+    pub after: Vec<String>,
+    pub after_any: bool,
 }
 
 /// `--restart <policy> [--max-restarts N] [--restart-delay <dur>]`.
@@ -76,12 +82,15 @@ impl StartRequest {
 #[derive(Debug, Clone)]
 pub struct Started {
     pub job_id: String,
-    pub pid: u32,
+    /// `None` while the job waits in its queue.
+    pub pid: Option<u32>,
     pub log_path: String,
     pub label: String,
     pub command: String,
     /// Said about the request without refusing it (a wake template's unknown keys).
     pub warnings: Vec<String>,
+    /// Where it waits, when it did not start at once.
+    pub queued: Option<crate::verbs::queue::QueuedPlace>,
 }
 
 /// Quotes an argv for display the way a shell user would type it.
@@ -201,6 +210,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         None => std::env::current_dir().map_err(|e| Error::io("read the current directory", ".", e))?,
     };
     let label = request.label.clone().unwrap_or_else(|| default_label(&request));
+    let waits = crate::verbs::queue::waits_for_request(context, &request)?;
     let job_id = allocate_job_dir(context, &label)?;
     let log_path = context.home.log_path(&job_id);
     let command = request.display.clone().unwrap_or_else(|| display_argv(&request.argv));
@@ -239,14 +249,18 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         }),
         stdin_pipe: request.stdin_pipe,
         wake: request.wake,
+        waits: None,
     };
+    if let Some(waits) = waits {
+        return crate::verbs::queue::enqueue(context, job, waits, supervisor_exe).map(|started| Started { warnings, ..started });
+    }
     let spec = SupervisorSpec {
         home: context.home.root.clone(),
         job: job.clone(),
         config: context.config.clone(),
     };
-    match run_supervisor(context, &spec, supervisor_exe) {
-        Ok(pid) => Ok(Started { job_id, pid, log_path: job.log_path, label, command, warnings }),
+    match run_supervisor(context, &spec, supervisor_exe, None) {
+        Ok(pid) => Ok(Started { job_id, pid: Some(pid), log_path: job.log_path, label, command, warnings, queued: None }),
         Err(error) => {
             let message = error.to_string();
             // The supervisor records its own start failures (in the job's
@@ -317,7 +331,25 @@ fn allocate_job_dir(context: &Context, label: &str) -> Result<String> {
     Err(last_error.unwrap_or_else(|| Error::Other("could not find a free job id after 16 tries".into())))
 }
 
-fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::result::Result<u32, HandOffError> {
+/// Hands a queued job to a fresh supervisor, in the environment its
+/// submitter had (`environ`, from its spec.json); returns the main pid.
+pub(crate) fn launch_queued(
+    context: &Context,
+    spec: &SupervisorSpec,
+    exe: &Path,
+    environ: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> std::result::Result<u32, HandOffError> {
+    run_supervisor(context, spec, exe, Some(environ))
+}
+
+/// `environ`: the supervisor's whole environment (a queued job's
+/// submitter's); `None`: ours.
+fn run_supervisor(
+    context: &Context,
+    spec: &SupervisorSpec,
+    exe: &Path,
+    environ: Option<&[(std::ffi::OsString, std::ffi::OsString)]>,
+) -> std::result::Result<u32, HandOffError> {
     let job_dir = context.home.job_dir(&spec.job.id);
     let stderr = crate::store::paths::options_nofollow()
         .create(true)
@@ -326,7 +358,11 @@ fn run_supervisor(context: &Context, spec: &SupervisorSpec, exe: &Path) -> std::
         .open(job_dir.join("supervisor.log"))
         .map(Stdio::from)
         .unwrap_or_else(|_| Stdio::null());
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    if let Some(environ) = environ {
+        command.env_clear().envs(environ.iter().map(|(k, v)| (k, v)));
+    }
+    let mut child = command
         .arg(SUPERVISE)
         .arg(&spec.job.id)
         // Started from inside another job, the supervisor is not part of it.
