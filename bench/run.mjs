@@ -1416,6 +1416,7 @@ function rowsFor({ start, idle, footprint, throughput, tail, kill, notify, snap,
     rows.push(
       row('ready: readyAt after the port opened', 'ms', ready.readyAt, null, 'med ≤ 150 ms', (o) => o.median <= 150),
       row('ready: --yield returns after the port opened', 'ms', ready.returned, null, 'med < 200 ms', (o) => o.median < 200),
+      row('ready: --yield returns after readyAt', 'ms', ready.returned.map((r, i) => r - ready.readyAt[i])),
       row(`ready: CPU over ${PLAN.probeWindowMs / 1000} s probing (vs idle supervisor)`, 'ticks', ready.probeTicks, ready.idleTicks, '≤ 2 ticks', (o) => o.max <= 2),
     )
     notes.push('ready = a node server listening 500 ms after its start; its own Date.now() at listen vs readyAt / run-bg\'s return')

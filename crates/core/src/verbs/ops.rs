@@ -440,6 +440,16 @@ impl Context {
         let deadline = timeout.map(|t| started + t);
         let mut pause = Duration::from_millis(2);
         let mut last_reconcile = Instant::now();
+        // Woken when a record is written (the registry, each job's job.json:
+        // an end, or readiness) rather than only at the next look; the looks
+        // stay, for what no write announces (a supervisor that died).
+        let watcher = crate::os::platform::DirWatcher::new().ok();
+        if let Some(watcher) = &watcher {
+            watcher.watch(&self.home.root);
+            for id in ids {
+                watcher.watch(&self.home.job_dir(id));
+            }
+        }
         loop {
             let all = self.registry().load()?;
             let mut jobs = Vec::with_capacity(ids.len());
@@ -470,8 +480,11 @@ impl Context {
             if let Some(d) = deadline {
                 sleep = sleep.min(d.saturating_duration_since(Instant::now()));
             }
-            if cancel.pause(sleep) {
+            if cancel.pause_or_wake(sleep, watcher.as_ref().and_then(|w| w.fd())) {
                 return Ok(None);
+            }
+            if let Some(watcher) = &watcher {
+                watcher.drain();
             }
             // The end of a short job is noticed within tens of ms; a long wait
             // looks less often, so hours of waiting do not cost a core.
