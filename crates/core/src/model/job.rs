@@ -472,6 +472,7 @@ struct JobRecord {
     stdin_pipe: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     wake: Option<Wake>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     waits: Option<Waits>,
 }
 
