@@ -390,8 +390,12 @@ pub struct ProcessInfoView {
     /// Start time, milliseconds since the epoch: with the pid it identifies the process.
     #[serde(deserialize_with = "whole_number")]
     pub start_time: u64,
-    /// The command matches one of `diagnostics.resource_tracking.mcp_patterns`.
+    /// The program (argv[0], its executable, or the script an interpreter
+    /// runs) matches one of `diagnostics.resource_tracking.mcp_patterns`.
     pub is_mcp: bool,
+    /// The job that owns the process (`run-bg ps`), where one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
 }
 
 impl From<&procs::ProcessInfo> for ProcessInfoView {
@@ -403,6 +407,7 @@ impl From<&procs::ProcessInfo> for ProcessInfoView {
             memory_mb: p.memory_mb,
             start_time: p.start_time,
             is_mcp: p.is_mcp,
+            job_id: p.job_id.clone(),
         }
     }
 }
@@ -416,6 +421,7 @@ impl From<&ProcessInfoView> for procs::ProcessInfo {
             memory_mb: p.memory_mb,
             start_time: p.start_time,
             is_mcp: p.is_mcp,
+            job_id: p.job_id.clone(),
         }
     }
 }
@@ -463,13 +469,19 @@ pub struct PhaseView {
     pub label: String,
     /// Processes the phase left behind, MCP ones first.
     pub orphans: Vec<ProcessInfoView>,
-    /// `cookie`, `parent`, or `disabled`.
+    /// `cookie`, `ancestry`, or `disabled`.
     pub rule: String,
+    /// Memory of the tracked processes (below the tracking process, and
+    /// carriers of its cookie) when the phase began, in MiB.
     pub memory_before_mb: f64,
     pub memory_after_mb: f64,
     pub memory_delta_mb: f64,
     /// The warnings also logged.
     pub warnings: Vec<String>,
+    /// Memory of the processes left behind (`orphans`), in MiB.
+    pub orphan_memory_mb: f64,
+    /// `pss` (/proc/<pid>/smaps_rollup, every process) or `rss`.
+    pub memory_source: String,
 }
 
 impl PhaseView {
@@ -484,6 +496,8 @@ impl PhaseView {
                 memory_after_mb: r.memory_after_mb,
                 memory_delta_mb: r.memory_delta_mb,
                 warnings: r.warnings.clone(),
+                orphan_memory_mb: r.orphan_memory_mb,
+                memory_source: r.memory_source.as_str().to_string(),
             },
             None => PhaseView {
                 label: label.to_string(),
@@ -493,6 +507,8 @@ impl PhaseView {
                 memory_after_mb: 0.0,
                 memory_delta_mb: 0.0,
                 warnings: Vec::new(),
+                orphan_memory_mb: 0.0,
+                memory_source: "rss".to_string(),
             },
         }
     }
