@@ -199,6 +199,7 @@ server.registerTool('run_background', {
     timeoutMs: whole(1).optional().describe('Kill it after this long (default never)'),
     owner: z.string().optional().describe('Owning agent (default none)'),
     notify: z.boolean().optional().describe('false: no exit notification (default true)'),
+    tie: z.boolean().optional().describe('true: kill it when this server exits, i.e. the session ends (default false)'),
   }).strict(),
   outputSchema: { ...jobOut, pid: z.number().int().optional() },
 }, tool(async ({ command, yieldMs, ...options }, extra) => {

@@ -123,6 +123,8 @@ struct RunOptions {
     context: Option<serde_json::Value>,
     notify: Option<bool>,
     on_exit: Option<String>,
+    tie: Option<bool>,
+    tie_pid: Option<u64>,
 }
 
 impl RunOptions {
@@ -137,6 +139,8 @@ impl RunOptions {
             context: o.json("context")?,
             notify: o.boolean("notify")?,
             on_exit: o.string("onExit")?,
+            tie: o.boolean("tie")?,
+            tie_pid: o.count("tiePid", "pid")?,
         })
     }
 }
@@ -175,6 +179,13 @@ fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verb
     request.context = options.context;
     request.notify = options.notify.unwrap_or(true);
     request.on_exit = options.on_exit;
+    // `tie: true` ties the job to this Node process.
+    request.tie_pid = match (options.tie, options.tie_pid) {
+        (Some(true), Some(_)) => return Err(napi::Error::from_reason("give tie: true or tiePid, not both")),
+        (Some(true), None) => Some(std::process::id()),
+        (_, Some(pid)) => Some(u32::try_from(pid).map_err(|_| napi::Error::from_reason(format!("bad tiePid {pid}: not a pid")))?),
+        _ => None,
+    };
     let context = context()?;
     start_job(&context, request, &supervisor_exe()?).map_err(to_js_error)
 }
@@ -573,7 +584,7 @@ impl ResourceTracker {
     }
 
     /// The environment to start tracked work with (`{ PROC_MANAGER_TRACKER: token }`);
-    /// once handed out, only processes carrying it count as orphans.
+    /// once handed out, processes carrying it count as left behind too.
     #[napi]
     pub fn env(&mut self) -> HashMap<String, String> {
         let (key, value) = self.inner.env();

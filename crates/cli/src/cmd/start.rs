@@ -28,6 +28,10 @@ pub fn run(cli: StartCli) -> Result<i32> {
         .transpose()?;
     request.notify = !cli.no_notify;
     request.on_exit = cli.on_exit;
+    request.tie_pid = match (cli.tie, cli.tie_pid) {
+        (true, _) => Some(proc_manager_core::supervise::tie::caller_pid()),
+        (false, pid) => pid,
+    };
     let yield_for = parse_dur("--yield", &cli.yield_for)?;
 
     let context = load_context()?;

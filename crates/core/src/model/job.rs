@@ -312,6 +312,26 @@ pub struct Job {
     /// When someone first looked at the ended job (check, wait, logs); until
     /// then `summary` lists it as finished but unseen.
     pub seen_at: Option<u64>,
+    /// `--tie`: the process whose end kills the job's tree.
+    pub tie: Option<Tie>,
+}
+
+/// A job tied to a process (`run-bg --tie`, `--tie-pid`): when that process
+/// ends, the supervisor kills the job's tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tie {
+    /// The process watched (the caller of `run-bg`, or the Node process).
+    pub to: ProcessIdentity,
+    /// When its end was seen and the kill begun for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fired_at: Option<u64>,
+}
+
+impl Tie {
+    /// Why a job whose tie fired was killed.
+    pub fn reason(&self) -> String {
+        format!("its caller (pid {}) exited", self.to.pid)
+    }
 }
 
 /// A job as written in format 1: the state as flat fields, in this order.
@@ -357,6 +377,8 @@ struct JobRecord {
     peak_rss_kb: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     seen_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tie: Option<Tie>,
 }
 
 /// The state a format-1 record describes. Every record this program writes
@@ -413,6 +435,7 @@ impl From<JobRecord> for Job {
             hooks: r.hooks,
             peak_rss_kb: r.peak_rss_kb,
             seen_at: r.seen_at,
+            tie: r.tie,
         }
     }
 }
@@ -445,6 +468,7 @@ impl From<Job> for JobRecord {
             hooks: job.hooks,
             peak_rss_kb: job.peak_rss_kb,
             seen_at: job.seen_at,
+            tie: job.tie,
         }
     }
 }
@@ -686,6 +710,7 @@ pub(crate) fn sample_in(state: JobState) -> Job {
         hooks: Vec::new(),
         peak_rss_kb: None,
         seen_at: None,
+        tie: None,
     }
 }
 

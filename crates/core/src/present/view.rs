@@ -51,6 +51,22 @@ pub struct JobView {
     /// Peak RSS of the job's largest process, once it has ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_rss_mb: Option<f64>,
+    /// `--tie`: the process whose end kills the job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tie: Option<TieView>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TieView {
+    /// The process watched.
+    pub pid: u32,
+    /// When it ended and the job was killed for it (ms since the epoch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fired_at: Option<u64>,
+    /// `its caller (pid N) exited`, once it fired.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -128,6 +144,11 @@ impl From<&Job> for JobView {
                 })
                 .collect(),
             peak_rss_mb: job.peak_rss_kb.map(kb_to_mb),
+            tie: job.tie.as_ref().map(|t| TieView {
+                pid: t.to.pid,
+                fired_at: t.fired_at,
+                reason: t.fired_at.map(|_| t.reason()),
+            }),
         }
     }
 }

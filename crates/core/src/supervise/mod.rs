@@ -5,3 +5,4 @@ pub mod outpipe;
 pub mod pace;
 pub mod ends;
 pub mod supervisor;
+pub mod tie;

@@ -13,6 +13,7 @@ use crate::store::logs::RotatingWriter;
 use crate::store::paths::Home;
 use crate::os::procinfo;
 use crate::os::launch::new_pipe;
+use crate::supervise::tie;
 use crate::model::protocol::{KillRequest, JOB_COOKIE, KILL_REQUEST_FILE, READY_ERR, READY_OK, SUPERVISOR_MARK};
 use crate::os::launch::{self, LaunchSpec};
 use crate::store::registry::{Patience, Registry};
@@ -227,6 +228,8 @@ enum KillReason {
     Timeout,
     /// Asked for after the main process had exited: its exit decides the status.
     AfterExit,
+    /// The process the job is tied to ended (`--tie`).
+    Tie,
 }
 
 struct KillInProgress {
@@ -375,6 +378,8 @@ struct Supervisor {
     /// and `--notify-on`) leaves it out while it scans them: read and write
     /// then hand it every byte.
     splice: Option<Splicer>,
+    /// `--tie`: the watch of the process whose end kills the job (see `tie`).
+    tie: Option<tie::Watch>,
 }
 
 fn check_cwd(cwd: &Path) -> std::result::Result<(), LaunchError> {
@@ -477,6 +482,7 @@ impl Supervisor {
         }
 
         let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
+        let tie = tie::Watch::open(job.tie.as_ref());
         Ok(Supervisor {
             job,
             registry,
@@ -493,6 +499,7 @@ impl Supervisor {
             config: spec.config,
             buffer: vec![0u8; 256 * 1024],
             splice: new_splicer(),
+            tie,
         })
     }
 
@@ -519,10 +526,10 @@ impl Supervisor {
                 return;
             }
             let timeout = self.poll_timeout().map(timespec);
-            let (signalled, output_ready) = {
+            let (signalled, output_ready, tie_ended) = {
                 // On the stack: this runs once per step of the output's copy.
                 let wake = PollFd::new(&self.signals.wake, PollFlags::IN);
-                let mut fds = [wake.clone(), wake];
+                let mut fds = [wake.clone(), wake.clone(), wake];
                 let watched = match &self.output {
                     Some(output) => {
                         fds[1] = PollFd::new(output, PollFlags::IN);
@@ -530,13 +537,22 @@ impl Supervisor {
                     }
                     None => 1,
                 };
+                // The tied process's pidfd, after the others (issue 14).
+                let tie_fd = self.tie.as_ref().and_then(tie::Watch::fd);
+                let tie_slot = tie_fd.as_ref().map(|fd| {
+                    fds[watched] = PollFd::from_borrowed_fd(*fd, PollFlags::IN);
+                    watched
+                });
+                let watched = watched + usize::from(tie_slot.is_some());
                 if let Err(e) = rustix::event::poll(&mut fds[..watched], timeout.as_ref()) {
                     if e != rustix::io::Errno::INTR {
                         // Should not happen; avoid a busy loop if it does.
                         std::thread::sleep(Duration::from_millis(50));
                     }
                 }
-                (!fds[0].revents().is_empty(), watched > 1 && !fds[1].revents().is_empty())
+                let tie_readable = tie_slot.is_some_and(|i| !fds[i].revents().is_empty());
+                let output_ready = self.output.is_some() && !fds[1].revents().is_empty();
+                (!fds[0].revents().is_empty(), output_ready, self.tie.as_ref().is_some_and(|w| w.ended(tie_readable)))
             };
             if output_ready {
                 let moved = self.read_output_once();
@@ -547,7 +563,20 @@ impl Supervisor {
             if signalled {
                 self.handle_signals();
             }
+            if tie_ended {
+                self.tie_ended();
+            }
             self.advance_timers();
+        }
+    }
+
+    /// The process the job is tied to ended: the tree goes, as on `kill`.
+    fn tie_ended(&mut self) {
+        self.tie = None;
+        if let Some(reason) = tie::fire(&mut self.job.tie) {
+            tracing::info!("run-bg supervisor {}: killing the job: {reason}", self.job.id);
+            let request = KillRequest { grace_ms: self.config.kill.grace_ms, force: false };
+            self.begin_kill(KillReason::Tie, request);
         }
     }
 
@@ -782,7 +811,7 @@ impl Supervisor {
         }
         let by = match &self.kill {
             Some(KillInProgress { reason: KillReason::Timeout, .. }) => EndedBy::Timeout,
-            Some(KillInProgress { reason: KillReason::Requested, .. }) => EndedBy::Kill,
+            Some(KillInProgress { reason: KillReason::Requested | KillReason::Tie, .. }) => EndedBy::Kill,
             _ => EndedBy::Itself,
         };
         let state = JobState::ended(by, Some(exit.into()), now_ms());
@@ -790,7 +819,9 @@ impl Supervisor {
         // The announcement is claimed with the status change: whoever records
         // an outcome announces it, so it is announced once.
         let peak_rss_kb = children_peak_rss_kb();
+        let tie = self.job.tie.clone();
         let apply = |job: &mut Job| {
+            job.tie = tie.clone();
             job.state = state.clone();
             job.peak_rss_kb = peak_rss_kb;
             job.notification = notify::claim(&notify_config, job);

@@ -31,6 +31,8 @@ pub struct StartRequest {
     pub timeout_ms: Option<u64>,
     pub notify: bool,
     pub on_exit: Option<String>,
+    /// Kill the job's tree when this process ends (`--tie`, `--tie-pid`).
+    pub tie_pid: Option<u32>,
 }
 
 impl StartRequest {
@@ -172,6 +174,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         Some(dir) => std::env::current_dir().map_err(|e| Error::io("read the current directory", ".", e))?.join(dir),
         None => std::env::current_dir().map_err(|e| Error::io("read the current directory", ".", e))?,
     };
+    let tie = request.tie_pid.map(crate::supervise::tie::tie_to).transpose()?;
     let label = request.label.clone().unwrap_or_else(|| default_label(&request));
     let job_id = allocate_job_dir(context, &label)?;
     let log_path = context.home.log_path(&job_id);
@@ -198,6 +201,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         hooks: Vec::new(),
         peak_rss_kb: None,
         seen_at: None,
+        tie,
     };
     let spec = SupervisorSpec {
         home: context.home.root.clone(),
