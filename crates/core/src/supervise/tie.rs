@@ -109,7 +109,7 @@ mod tests {
         let tie = tie_to(child.id()).unwrap();
         let watch = Watch::open(Some(&tie)).unwrap();
         let readable = |w: &Watch| {
-            let mut fds = [rustix::event::PollFd::new(&w.fd().unwrap(), rustix::event::PollFlags::IN)];
+            let mut fds = [rustix::event::PollFd::from_borrowed_fd(w.fd().unwrap(), rustix::event::PollFlags::IN)];
             let limit = rustix::event::Timespec { tv_sec: 5, tv_nsec: 0 };
             rustix::event::poll(&mut fds, Some(&limit)).unwrap() > 0
         };
