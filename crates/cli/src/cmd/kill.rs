@@ -7,6 +7,8 @@ use proc_manager_core::present::view::KillView;
 use proc_manager_core::verbs::ops::{Context, ListFilter};
 use proc_manager_core::Result;
 
+// One argument per flag of the subcommand, as clap hands them over.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     context: &Context,
     ids: &[String],
