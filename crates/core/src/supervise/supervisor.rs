@@ -505,6 +505,11 @@ impl Supervisor {
 
     fn run(&mut self) {
         release_startup_code();
+        // A tied process gone before the watch began has no pidfd to wake
+        // the poll below: act on it now, or an idle job would outlive it.
+        if self.tie.as_ref().is_some_and(|w| w.ended(false)) {
+            self.tie_ended();
+        }
         loop {
             if self.phase.main_exit().is_some() && self.kill_settled() {
                 self.drain_output_nonblocking();
