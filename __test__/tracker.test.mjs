@@ -8,7 +8,8 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import readline from 'node:readline'
-import { root, makeHome, RUN_BG, startJob, waitFor, isAlive, killPid, readRegistry } from './helpers.mjs'
+import fs from 'node:fs'
+import { root, makeHome, RUN_BG, runBg, startJob, waitFor, isAlive, killPid, readRegistry, cookieProcesses, anySurvivor } from './helpers.mjs'
 
 const MB = 96
 
@@ -156,3 +157,23 @@ test('tracker: the subreaper is on only between snapshotBefore and snapshotAfter
   assert.notEqual(r.laterParent, r.me, 'the subreaper is off again')
   assert.deepEqual(r.orphans, [], 'an exited grandchild is not left behind')
 })
+
+// Optional: a real browser's tree (zygotes, renderers, crashpad) under a job.
+const chromium = ['/usr/bin/chromium', '/usr/lib/chromium/chromium'].find((p) => { try { fs.accessSync(p, fs.constants.X_OK); return true } catch { return false } })
+test('chromium headless under a job: ps marks it with its job, and kill leaves 0 survivors',
+  { skip: chromium ? false : 'Debian chromium is not installed (/usr/bin/chromium)' }, async (t) => {
+    const { home } = makeHome(t)
+    const { jobId } = startJob(home, [chromium, '--headless', '--no-sandbox', '--remote-debugging-port=0', 'about:blank'])
+    const tree = await waitFor(() => {
+      const found = cookieProcesses(jobId)
+      return found.length >= 3 ? found : null
+    }, { timeout: 30_000, what: 'chromium to start its helpers' })
+    const ps = JSON.parse(runBg(home, ['ps', '--json']).stdout).processes
+    for (const { pid } of tree) {
+      const row = ps.find((p) => p.pid === pid)
+      if (row) assert.equal(row.jobId, jobId, `${row.command} belongs to the job`)
+    }
+    assert.ok(ps.some((p) => p.jobId === jobId && p.isMcp), 'the browser is marked')
+    assert.equal(runBg(home, ['kill', jobId]).code, 0)
+    await waitFor(() => anySurvivor(tree).length === 0, { what: 'every chromium process to be gone' })
+  })
