@@ -22,12 +22,23 @@ export declare class ResourceTracker {
   get enabled(): boolean
   /**
    * The environment to start tracked work with (`{ PROC_MANAGER_TRACKER: token }`);
-   * once handed out, only processes carrying it count as orphans.
+   * once handed out, processes carrying it count as left behind too, and
+   * new processes this process started itself that run on do not.
    */
   env(): Record<string, string>
-  /** Takes the snapshot a phase starts from. `null` when disabled. */
+  /**
+   * Takes the snapshot a phase starts from, and makes this process a child
+   * subreaper (Linux) until the last open phase's `snapshotAfter`, so what
+   * the task orphans is re-parented here and found by ancestry even when a
+   * launcher stripped the cookie. `null` when disabled.
+   */
   snapshotBefore(label: string): ProcessSnapshot | null
-  /** Compares with the snapshot taken before `label`: orphans, memory delta, warnings. */
+  /**
+   * Compares with the snapshot taken before `label`: orphans, memory delta,
+   * warnings. Reaps the zombies it adopted that provably are not children
+   * this process started (never the exit status of a `child_process`), and
+   * stops being a subreaper if it was not one before.
+   */
   snapshotAfter(label: string): PhaseResult
 }
 
@@ -302,6 +313,8 @@ export interface JobSummary {
   position?: number
   /** `listJobs`, queued: the jobs of `after` that have not ended yet. */
   waitingFor?: Array<string>
+  /** `tie`/`tiePid`: the process whose exit kills the job's tree. */
+  tie?: TieInfo
 }
 
 /**
@@ -315,6 +328,15 @@ export interface WakeInfo {
   /** `run-bg-<jobId>` */
   ruleId?: string
   message?: string
+  reason?: string
+}
+
+export interface TieInfo {
+  /** The process watched. */
+  pid: number
+  /** When it exited and the job was killed for it (ms since the epoch). */
+  firedAt?: number
+  /** `its caller (pid N) exited`, once it fired. */
   reason?: string
 }
 
@@ -410,16 +432,24 @@ export interface PhaseResult {
   /** Processes the phase left behind, MCP ones first. */
   orphans: Array<ProcessInfo>
   /**
-   * `cookie` (only processes started with `tracker.env()` count), `parent`
-   * (new processes whose parent is gone, init or an adopting subreaper), or
-   * `disabled`.
+   * `ancestry` (the tracking process is a child subreaper during the phase:
+   * new processes orphaned below it, with their descendants), `cookie`
+   * (`tracker.env()` was handed out: new carriers of it too), or `disabled`.
+   * Never run-bg supervisors, processes of other jobs, or this process's
+   * own live children.
    */
   rule: string
+  /** Memory of the tracked processes (below this process, and cookie carriers) at `snapshotBefore`, in MiB. */
   memoryBeforeMb: number
+  /** The same at `snapshotAfter`. */
   memoryAfterMb: number
   memoryDeltaMb: number
-  /** The warnings also logged (orphans found, memory growth over the threshold). */
+  /** The warnings also logged (orphans found, memory growth or memory left over the threshold). */
   warnings: Array<string>
+  /** Memory of the processes left behind (`orphans`), in MiB. */
+  orphanMemoryMb: number
+  /** `pss` (proportional set size from /proc/<pid>/smaps_rollup, for every process) or `rss`. */
+  memorySource: 'pss' | 'rss'
 }
 
 /** A process in a snapshot. */
@@ -432,8 +462,14 @@ export interface ProcessInfo {
   memoryMb: number
   /** Start time, milliseconds since the epoch: with the pid it identifies the process. */
   startTime: number
-  /** The command matches one of `diagnostics.resource_tracking.mcp_patterns`. */
+  /**
+   * The program (argv[0]'s or the executable's base name, or the script an
+   * interpreter such as node or npx runs) matches one of
+   * `diagnostics.resource_tracking.mcp_patterns`.
+   */
   isMcp: boolean
+  /** The job that owns the process (`run-bg ps --json` only). */
+  jobId?: string
 }
 
 export interface ProcessSnapshot {
@@ -571,6 +607,13 @@ export interface RunOptions {
   queue?: string
   /** Higher starts first in its queue; first come first served within a priority (default 0). */
   priority?: number
+  /**
+   * `true`: kill the job's tree when this Node process exits (the
+   * supervisor watches it with a pidfd; Linux only, refused elsewhere).
+   */
+  tie?: boolean
+  /** Kill the job's tree when the process with this pid exits. */
+  tiePid?: number
 }
 
 export interface WakeOptions {

@@ -13,7 +13,11 @@ try {
   console.error(error.message)
   process.exit(1)
 }
-const result = spawnSync(binary, process.argv.slice(2), { stdio: 'inherit' })
+// `run-bg --tie` ties a job to whoever ran run-bg: that is our caller, not
+// this shim, which exits with run-bg. The binary trusts this only when the
+// shim (this pid) is its parent.
+const env = { ...process.env, PROC_MANAGER_TIE_PARENT: `${process.pid}:${process.ppid}` }
+const result = spawnSync(binary, process.argv.slice(2), { stdio: 'inherit', env })
 if (result.error) {
   const how = process.env.PROC_MANAGER_BINARY_PATH === binary ? ' (from PROC_MANAGER_BINARY_PATH)' : ''
   console.error(`run-bg: cannot run ${binary}${how}: ${result.error.message}`)

@@ -195,17 +195,17 @@ const readOnly = { readOnlyHint: true }
 const server = new McpServer({ name: 'proc-manager', version: '0.1.0' })
 
 server.registerTool('run_background', {
-  description: 'Start a command in the background (anything over 10 s or 50 lines); answers with its jobId.',
+  description: 'Start a command in the background (over 10 s or 50 lines); answers with its jobId.',
   inputSchema: z.object({
     command: z.string().describe('Shell line (/bin/sh -c); with args, the program'),
-    args: z.array(z.string()).optional().describe('Arguments: run without a shell (default none)'),
+    args: z.array(z.string()).optional().describe('Argv, no shell (default none)'),
     yieldMs: whole(1).max(WAIT_MS).optional().describe('Answer as check_job if it ends (or is ready) by then (default 0)'),
-    label: z.string().optional().describe('Name in lists (default: program name)'),
+    label: z.string().optional().describe('Name in lists (default: program)'),
     cwd: z.string().optional().describe('Working directory (default: the server\'s)'),
-    env: z.record(z.string()).optional().describe('Extra environment (default none)'),
-    timeoutMs: whole(1).optional().describe('Kill it after this long (default never)'),
+    env: z.record(z.string()).optional().describe('Extra env (default none)'),
+    timeoutMs: whole(1).optional().describe('Kill it after this (default never)'),
     owner: z.string().optional().describe('Owning agent (default none)'),
-    notify: z.boolean().optional().describe('false: no exit notification (default true)'),
+    notify: z.boolean().optional().describe('false: no exit notice (default true)'),
     ready: z.string().optional().describe('Server ready when: port, http:// URL or log regex'),
     notifyOn: z.array(z.string()).optional().describe('Output line regexes that notify'),
     restart: z.enum(['on-failure', 'always']).optional().describe('Restart it when it ends (default never)'),
@@ -216,6 +216,7 @@ server.registerTool('run_background', {
     after: z.array(z.string()).optional().describe('Start once these jobIds succeed'),
     queue: z.string().optional().describe('Wait for a slot in this config.json queue'),
     priority: z.number().int().optional().describe('Higher starts first in its queue (default 0)'),
+    tie: z.boolean().optional().describe('true: killed when this session ends'),
   }).strict(),
   outputSchema: { ...jobOut, pid: z.number().int().optional() },
 }, tool(async ({ command, yieldMs, ready, wake, ...rest }, extra) => {

@@ -61,7 +61,7 @@ Commands:
   run-bg logs <id> [-n <lines> | --all] [--follow | --json] [--since <cursor>]
   run-bg list [--all] [--status <s>] [--owner <name>]
   run-bg wait <id>... [--timeout <dur>] [--ready]
-  run-bg kill <id>... | --all [--owner <name>]  [--grace <dur>] [--force]
+  run-bg kill <id>... | --all [--owner <name>] [--older-than <dur>]  [--grace <dur>] [--force]
   run-bg orphans [--kill] [--force] [--owner <name>] [--grace <dur>]
                                                processes left behind; --kill removes them
   run-bg summary [--owner <name>]              a few lines for an agent's context preamble
@@ -162,6 +162,13 @@ struct StartCli {
     /// Higher starts first in its queue; first come first served within a priority
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     priority: Option<i64>,
+    /// Kill the job's tree when the process that ran run-bg (its parent,
+    /// usually the agent's shell) exits
+    #[arg(long)]
+    tie: bool,
+    /// Kill the job's tree when this process exits
+    #[arg(long, value_name = "PID", conflicts_with = "tie")]
+    tie_pid: Option<u32>,
     /// The program and its arguments, after `--`
     #[arg(last = true, value_name = "PROGRAM")]
     command: Vec<String>,
@@ -257,6 +264,9 @@ enum Sub {
         /// With --all: only this owner's jobs
         #[arg(long, value_name = "NAME", requires = "all")]
         owner: Option<String>,
+        /// With --all: only jobs started longer ago than this (90s, 10m, 2h)
+        #[arg(long, value_name = "DUR", requires = "all")]
+        older_than: Option<String>,
         /// Time between SIGTERM and SIGKILL (default: kill.grace_ms, 5s)
         #[arg(long, value_name = "DUR")]
         grace: Option<String>,
@@ -438,8 +448,8 @@ fn run_sub(command: Sub) -> Result<i32> {
             true => cmd::wait::until_ready(&context, &ids, timeout, json.json),
             false => cmd::wait::run(&context, &ids, timeout, json.json),
         },
-        Sub::Kill { ids, all, owner, grace, force, json } => {
-            cmd::kill::run(&context, &ids, all, owner.as_deref(), grace, force, json.json)
+        Sub::Kill { ids, all, owner, older_than, grace, force, json } => {
+            cmd::kill::run(&context, &ids, all, owner.as_deref(), older_than, grace, force, json.json)
         }
         Sub::Orphans { kill, force, owner, grace, json } => cmd::orphans::run(&context, kill, force, owner, grace, json.json),
         Sub::Summary { owner, json } => cmd::summary::run(&context, owner.as_deref(), json.json),

@@ -135,6 +135,8 @@ struct RunOptions {
     after_any: Option<bool>,
     queue: Option<String>,
     priority: Option<i64>,
+    tie: Option<bool>,
+    tie_pid: Option<u64>,
 }
 
 impl RunOptions {
@@ -160,6 +162,8 @@ impl RunOptions {
             after_any: o.boolean("afterAny")?,
             queue: o.string("queue")?,
             priority: o.integer("priority")?,
+            tie: o.boolean("tie")?,
+            tie_pid: o.count("tiePid", "pid")?,
         })
     }
 }
@@ -258,6 +262,13 @@ fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verb
     request.after_any = options.after_any.unwrap_or(false);
     request.queue = options.queue;
     request.priority = options.priority.unwrap_or(0);
+    // `tie: true` ties the job to this Node process.
+    request.tie_pid = match (options.tie, options.tie_pid) {
+        (Some(true), Some(_)) => return Err(napi::Error::from_reason("give tie: true or tiePid, not both")),
+        (Some(true), None) => Some(std::process::id()),
+        (_, Some(pid)) => Some(u32::try_from(pid).map_err(|_| napi::Error::from_reason(format!("bad tiePid {pid}: not a pid")))?),
+        _ => None,
+    };
     let context = context()?;
     start_job(&context, request, &supervisor_exe()?).map_err(to_js_error)
 }
@@ -658,7 +669,7 @@ impl ResourceTracker {
     }
 
     /// The environment to start tracked work with (`{ PROC_MANAGER_TRACKER: token }`);
-    /// once handed out, only processes carrying it count as orphans.
+    /// once handed out, processes carrying it count as left behind too.
     #[napi]
     pub fn env(&mut self) -> HashMap<String, String> {
         let (key, value) = self.inner.env();
@@ -676,9 +687,79 @@ impl ResourceTracker {
 
     /// Compares with the snapshot taken before `label`: orphans, memory delta, warnings.
     #[napi(ts_return_type = "PhaseResult")]
-    pub fn snapshot_after(&mut self, label: String) -> Result<serde_json::Value> {
-        shape(&PhaseView::new(&label, self.inner.snapshot_after(&label).as_ref()))
+    pub fn snapshot_after(&mut self, env: Env, label: String) -> Result<serde_json::Value> {
+        // A live child this thread's loop still tracks was started here
+        // (child_process), not adopted: it is not a leftover.
+        let own = loop_children(&env);
+        let owns = |pid: u32| own.as_ref().is_some_and(|own| own.contains(&pid));
+        let owns: Option<&dyn Fn(u32) -> bool> = if own.is_some() { Some(&owns) } else { None };
+        shape(&PhaseView::new(&label, self.inner.snapshot_after_with(&label, owns).as_ref()))
     }
+}
+
+/// The pids of the child processes this thread's event loop tracks (each
+/// `child_process.spawn` is a libuv process handle until its exit is seen).
+/// libuv's functions are looked up at run time, not linked: `None` in a
+/// runtime that has no libuv (the tracker then counts every new child).
+fn loop_children(env: &Env) -> Option<std::collections::HashSet<u32>> {
+    use std::ffi::{c_char, c_int, c_void, CStr};
+    type WalkCb = unsafe extern "C" fn(*mut c_void, *mut c_void);
+    type Walk = unsafe extern "C" fn(*mut c_void, WalkCb, *mut c_void);
+    type GetType = unsafe extern "C" fn(*const c_void) -> c_int;
+    type TypeName = unsafe extern "C" fn(c_int) -> *const c_char;
+    type GetPid = unsafe extern "C" fn(*const c_void) -> c_int;
+    struct Walker {
+        get_type: GetType,
+        type_name: TypeName,
+        get_pid: GetPid,
+        pids: std::collections::HashSet<u32>,
+    }
+    fn symbol(name: &CStr) -> Option<*mut c_void> {
+        // SAFETY: `name` is NUL-terminated; RTLD_DEFAULT searches the
+        // symbols already loaded (node's own libuv), nothing is loaded.
+        let found = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+        (!found.is_null()).then_some(found)
+    }
+    unsafe extern "C" fn visit(handle: *mut c_void, arg: *mut c_void) {
+        // SAFETY: `arg` is the Walker below, alive and not otherwise borrowed
+        // during uv_walk; `handle` is a live handle of the loop, which the
+        // libuv accessors only read.
+        unsafe {
+            let walker = &mut *(arg as *mut Walker);
+            let name = (walker.type_name)((walker.get_type)(handle));
+            if !name.is_null() && CStr::from_ptr(name).to_bytes() == b"process" {
+                let pid = (walker.get_pid)(handle);
+                if pid > 0 {
+                    walker.pids.insert(pid as u32);
+                }
+            }
+        }
+    }
+    let walk = symbol(c"uv_walk")?;
+    let get_type = symbol(c"uv_handle_get_type")?;
+    let type_name = symbol(c"uv_handle_type_name")?;
+    let get_pid = symbol(c"uv_process_get_pid")?;
+    let mut uv_loop: *mut napi::sys::uv_loop_s = std::ptr::null_mut();
+    // SAFETY: a valid env of the calling thread and an out pointer to a local.
+    let status = unsafe { napi::sys::napi_get_uv_event_loop(env.raw(), &mut uv_loop) };
+    if status != napi::sys::Status::napi_ok || uv_loop.is_null() {
+        return None;
+    }
+    // SAFETY: the symbols are libuv's functions with these signatures
+    // (uv.h, libuv >= 1.19, Node >= 10).
+    let (walk, get_type, type_name, get_pid) = unsafe {
+        (
+            std::mem::transmute::<*mut c_void, Walk>(walk),
+            std::mem::transmute::<*mut c_void, GetType>(get_type),
+            std::mem::transmute::<*mut c_void, TypeName>(type_name),
+            std::mem::transmute::<*mut c_void, GetPid>(get_pid),
+        )
+    };
+    let mut walker = Walker { get_type, type_name, get_pid, pids: std::collections::HashSet::new() };
+    // SAFETY: we run on the loop's own thread (a napi call), so the loop
+    // is not walked or changed concurrently; `visit` only reads handles.
+    unsafe { walk(uv_loop as *mut c_void, visit, &mut walker as *mut Walker as *mut c_void) };
+    Some(walker.pids)
 }
 
 /// The lines an agent harness puts in front of each model call: running jobs

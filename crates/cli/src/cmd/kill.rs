@@ -1,24 +1,40 @@
-//! `run-bg kill <id>... | --all`: SIGTERM each job's process tree, SIGKILL
-//! what is left after the grace period.
+//! `run-bg kill <id>... | --all [--owner <name>] [--older-than <dur>]`:
+//! SIGTERM each job's process tree, SIGKILL what is left after the grace period.
 
 use crate::{parse_dur, print_json};
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::view::KillView;
-use proc_manager_core::verbs::ops::Context;
+use proc_manager_core::verbs::ops::{Context, ListFilter};
 use proc_manager_core::Result;
 
+// One argument per flag of the subcommand, as clap hands them over.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     context: &Context,
     ids: &[String],
     all: bool,
     owner: Option<&str>,
+    older_than: Option<String>,
     grace: Option<String>,
     force: bool,
     json: bool,
 ) -> Result<i32> {
     let grace = parse_dur("--grace", &grace)?;
+    let older_than = parse_dur("--older-than", &older_than)?;
+    if older_than.is_some() && !all {
+        return Err(proc_manager_core::Error::Usage(
+            "--older-than selects among all jobs: give it with --all (run-bg kill --all --older-than 2h)".into(),
+        ));
+    }
     let results: Vec<std::result::Result<_, (String, _)>> = if all {
-        context.kill_all(owner, grace, force)?
+        match older_than {
+            // Only jobs started before the cut: for cleanup scripts.
+            Some(age) => {
+                let cut = proc_manager_core::now_ms().saturating_sub(age.as_millis() as u64);
+                kill_started_before(context, owner, cut, grace, force)?
+            }
+            None => context.kill_all(owner, grace, force)?,
+        }
     } else {
         for id in ids {
             proc_manager_core::model::ids::validate_job_id(id)?;
@@ -49,4 +65,36 @@ pub fn run(
         outln!("no running jobs to kill");
     }
     Ok(if failed { 1 } else { 0 })
+}
+
+type KillResults = Vec<std::result::Result<proc_manager_core::verbs::ops::KillOutcome, (String, proc_manager_core::Error)>>;
+
+/// `kill --all --older-than`: what `kill --all` would kill (running jobs,
+/// and ended ones whose processes live on), started before `cut`, all at once.
+fn kill_started_before(
+    context: &Context,
+    owner: Option<&str>,
+    cut: u64,
+    grace: Option<std::time::Duration>,
+    force: bool,
+) -> Result<KillResults> {
+    let filter = ListFilter { all: true, owner: owner.map(str::to_string), status: None };
+    let targets: Vec<_> = context
+        .list(&filter)?
+        .into_iter()
+        .filter(|j| j.started_at <= cut)
+        .filter(|j| !j.status().is_final() || !context.lingering(j).is_empty())
+        .collect();
+    Ok(std::thread::scope(|scope| {
+        let handles: Vec<_> =
+            targets.iter().map(|job| (job.id.clone(), scope.spawn(move || context.kill(&job.id, grace, force)))).collect();
+        handles
+            .into_iter()
+            .map(|(id, h)| match h.join() {
+                Ok(Ok(outcome)) => Ok(outcome),
+                Ok(Err(e)) => Err((id, e)),
+                Err(_) => Err((id, proc_manager_core::Error::Other("kill thread panicked".into()))),
+            })
+            .collect()
+    }))
 }

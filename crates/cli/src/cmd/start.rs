@@ -52,6 +52,10 @@ pub fn run(cli: StartCli) -> Result<i32> {
     request.after_any = cli.after_any;
     request.queue = cli.queue;
     request.priority = cli.priority.unwrap_or(0);
+    request.tie_pid = match (cli.tie, cli.tie_pid) {
+        (true, _) => Some(proc_manager_core::supervise::tie::caller_pid()),
+        (false, pid) => pid,
+    };
     let yield_for = parse_dur("--yield", &cli.yield_for)?;
     // Readiness and wake-ups (issue 15): patterns are checked here to name the flag.
     if let Some(pattern) = &cli.ready_log {

@@ -355,6 +355,8 @@ pub struct Job {
     /// How it waits before it starts (`--queue`, `--priority`, `--after`);
     /// `None` for a job started at once.
     pub waits: Option<Waits>,
+    /// `--tie`: the process whose end kills the job's tree.
+    pub tie: Option<Tie>,
 }
 
 /// What a job started later waits for: a slot in its queue, the end of
@@ -410,6 +412,24 @@ impl Job {
     pub fn not_ready_after(&self, now_ms: u64) -> Option<u64> {
         let limit = self.ready.as_ref()?.timeout_ms?;
         (self.ready_at.is_none() && now_ms.saturating_sub(self.started_at) >= limit).then_some(limit)
+    }
+}
+
+/// A job tied to a process (`run-bg --tie`, `--tie-pid`): when that process
+/// ends, the supervisor kills the job's tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tie {
+    /// The process watched (the caller of `run-bg`, or the Node process).
+    pub to: ProcessIdentity,
+    /// When its end was seen and the kill begun for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fired_at: Option<u64>,
+}
+
+impl Tie {
+    /// Why a job whose tie fired was killed.
+    pub fn reason(&self) -> String {
+        format!("its caller (pid {}) exited", self.to.pid)
     }
 }
 
@@ -474,6 +494,8 @@ struct JobRecord {
     wake: Option<Wake>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     waits: Option<Waits>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tie: Option<Tie>,
 }
 
 /// The state a format-1 record describes. Every record this program writes
@@ -542,6 +564,7 @@ impl From<JobRecord> for Job {
             stdin_pipe: r.stdin_pipe,
             wake: r.wake,
             waits: r.waits,
+            tie: r.tie,
         }
     }
 }
@@ -582,6 +605,7 @@ impl From<Job> for JobRecord {
             stdin_pipe: job.stdin_pipe,
             wake: job.wake,
             waits: job.waits,
+            tie: job.tie,
         }
     }
 }
@@ -970,6 +994,7 @@ pub(crate) fn sample_in(state: JobState) -> Job {
         stdin_pipe: false,
         wake: None,
         waits: None,
+        tie: None,
     }
 }
 

@@ -309,6 +309,15 @@ fn no_listener_line(n: &Notification) -> String {
     }
 }
 
+/// `--tie`: what the job is tied to, or that it was killed for it.
+fn tie_line(job: &Job) -> Option<String> {
+    let tie = job.tie.as_ref()?;
+    Some(match tie.fired_at {
+        Some(_) => format!("  {}: {}", job.status(), tie.reason()),
+        None => format!("  tied to pid {}: its exit kills the job", tie.to.pid),
+    })
+}
+
 /// What `run-bg check` prints: a header, what needs attention, then the lines.
 pub fn check_text(check: &CheckResult) -> String {
     let job = &check.job;
@@ -321,6 +330,7 @@ pub fn check_text(check: &CheckResult) -> String {
     };
     let mut lines = vec![header(job, &extra)];
     lines.extend(restart_line(job));
+    lines.extend(tie_line(job));
     lines.extend(lingering_line(job, &check.lingering));
     lines.extend(delivery_lines(job));
     if check.tail.is_empty() {

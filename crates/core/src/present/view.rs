@@ -84,6 +84,9 @@ pub struct JobView {
     /// Queued: the jobs of `after` that have not ended yet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting_for: Option<Vec<String>>,
+    /// `--tie`: the process whose end kills the job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tie: Option<TieView>,
 }
 
 impl JobView {
@@ -109,6 +112,19 @@ pub struct WakeView {
     pub rule_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TieView {
+    /// The process watched.
+    pub pid: u32,
+    /// When it ended and the job was killed for it (ms since the epoch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fired_at: Option<u64>,
+    /// `its caller (pid N) exited`, once it fired.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -205,6 +221,11 @@ impl From<&Job> for JobView {
             after: job.waits.as_ref().map(|w| w.after.clone()).filter(|a| !a.is_empty()),
             position: None,
             waiting_for: None,
+            tie: job.tie.as_ref().map(|t| TieView {
+                pid: t.to.pid,
+                fired_at: t.fired_at,
+                reason: t.fired_at.map(|_| t.reason()),
+            }),
         }
     }
 }
@@ -509,8 +530,12 @@ pub struct ProcessInfoView {
     /// Start time, milliseconds since the epoch: with the pid it identifies the process.
     #[serde(deserialize_with = "whole_number")]
     pub start_time: u64,
-    /// The command matches one of `diagnostics.resource_tracking.mcp_patterns`.
+    /// The program (argv[0], its executable, or the script an interpreter
+    /// runs) matches one of `diagnostics.resource_tracking.mcp_patterns`.
     pub is_mcp: bool,
+    /// The job that owns the process (`run-bg ps`), where one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
 }
 
 impl From<&procs::ProcessInfo> for ProcessInfoView {
@@ -522,6 +547,7 @@ impl From<&procs::ProcessInfo> for ProcessInfoView {
             memory_mb: p.memory_mb,
             start_time: p.start_time,
             is_mcp: p.is_mcp,
+            job_id: p.job_id.clone(),
         }
     }
 }
@@ -535,6 +561,7 @@ impl From<&ProcessInfoView> for procs::ProcessInfo {
             memory_mb: p.memory_mb,
             start_time: p.start_time,
             is_mcp: p.is_mcp,
+            job_id: p.job_id.clone(),
         }
     }
 }
@@ -582,13 +609,19 @@ pub struct PhaseView {
     pub label: String,
     /// Processes the phase left behind, MCP ones first.
     pub orphans: Vec<ProcessInfoView>,
-    /// `cookie`, `parent`, or `disabled`.
+    /// `cookie`, `ancestry`, or `disabled`.
     pub rule: String,
+    /// Memory of the tracked processes (below the tracking process, and
+    /// carriers of its cookie) when the phase began, in MiB.
     pub memory_before_mb: f64,
     pub memory_after_mb: f64,
     pub memory_delta_mb: f64,
     /// The warnings also logged.
     pub warnings: Vec<String>,
+    /// Memory of the processes left behind (`orphans`), in MiB.
+    pub orphan_memory_mb: f64,
+    /// `pss` (/proc/<pid>/smaps_rollup, every process) or `rss`.
+    pub memory_source: String,
 }
 
 impl PhaseView {
@@ -603,6 +636,8 @@ impl PhaseView {
                 memory_after_mb: r.memory_after_mb,
                 memory_delta_mb: r.memory_delta_mb,
                 warnings: r.warnings.clone(),
+                orphan_memory_mb: r.orphan_memory_mb,
+                memory_source: r.memory_source.as_str().to_string(),
             },
             None => PhaseView {
                 label: label.to_string(),
@@ -612,6 +647,8 @@ impl PhaseView {
                 memory_after_mb: 0.0,
                 memory_delta_mb: 0.0,
                 warnings: Vec::new(),
+                orphan_memory_mb: 0.0,
+                memory_source: "rss".to_string(),
             },
         }
     }

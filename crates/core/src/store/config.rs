@@ -193,7 +193,7 @@ impl Default for ResourceTrackingConfig {
         ResourceTrackingConfig {
             enabled: true,
             memory_threshold_mb: 100.0,
-            mcp_patterns: ["playwright", "chromium", "chrome", "firefox", "webkit", "headless_shell"]
+            mcp_patterns: ["playwright", "chromium", "chrome", "firefox", "webkit", "headless_shell", "mcp-server-*", "*-mcp", "@modelcontextprotocol/*"]
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),

@@ -10,3 +10,4 @@ pub mod matchers;
 pub mod restart;
 pub mod stdin;
 pub mod wake;
+pub mod tie;

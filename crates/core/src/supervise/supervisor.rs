@@ -13,6 +13,7 @@ use crate::store::logs::RotatingWriter;
 use crate::store::paths::Home;
 use crate::os::procinfo;
 use crate::os::launch::new_pipe;
+use crate::supervise::tie;
 use crate::model::protocol::{KillRequest, JOB_COOKIE, KILL_REQUEST_FILE, READY_ERR, READY_OK, SUPERVISOR_MARK};
 use crate::os::launch::{self, LaunchSpec};
 use crate::store::registry::{Patience, Registry};
@@ -241,6 +242,8 @@ enum KillReason {
     AfterExit,
     /// What is left of an ended run's tree, before a restart (`--restart`).
     Restart,
+    /// The process the job is tied to ended (`--tie`).
+    Tie,
 }
 
 struct KillInProgress {
@@ -417,6 +420,8 @@ struct Supervisor {
     /// while the job runs; joined before the end is recorded, so the end
     /// event goes after the rule (and the notifier forks single-threaded).
     wake_thread: Option<std::thread::JoinHandle<Option<crate::model::job::Wake>>>,
+    /// `--tie`: the watch of the process whose end kills the job (see `tie`).
+    tie: Option<tie::Watch>,
 }
 
 /// Where a job that restarts is between the end of one run and the next.
@@ -564,6 +569,7 @@ impl Supervisor {
             }
             spawned.ok()
         });
+        let tie = tie::Watch::open(job.tie.as_ref());
         Ok(Supervisor {
             job,
             registry,
@@ -588,11 +594,17 @@ impl Supervisor {
             stdin_writer,
             stdin_child_end,
             wake_thread,
+            tie,
         })
     }
 
     fn run(&mut self) {
         release_startup_code();
+        // A tied process gone before the watch began has no pidfd to wake
+        // the poll below: act on it now, or an idle job would outlive it.
+        if self.tie.as_ref().is_some_and(|w| w.ended(false)) {
+            self.tie_ended();
+        }
         loop {
             if self.phase.main_exit().is_some() && self.kill_settled() && !self.restart_step() {
                 self.let_go_of_the_job();
@@ -618,10 +630,10 @@ impl Supervisor {
                 return;
             }
             let timeout = self.poll_timeout().map(timespec);
-            let (signalled, output_ready) = {
+            let (signalled, output_ready, tie_ended) = {
                 // On the stack: this runs once per step of the output's copy.
                 let wake = PollFd::new(&self.signals.wake, PollFlags::IN);
-                let mut fds = [wake.clone(), wake];
+                let mut fds = [wake.clone(), wake.clone(), wake];
                 let watched = match &self.output {
                     Some(output) => {
                         fds[1] = PollFd::new(output, PollFlags::IN);
@@ -629,13 +641,22 @@ impl Supervisor {
                     }
                     None => 1,
                 };
+                // The tied process's pidfd, after the others (issue 14).
+                let tie_fd = self.tie.as_ref().and_then(tie::Watch::fd);
+                let tie_slot = tie_fd.as_ref().map(|fd| {
+                    fds[watched] = PollFd::from_borrowed_fd(*fd, PollFlags::IN);
+                    watched
+                });
+                let watched = watched + usize::from(tie_slot.is_some());
                 if let Err(e) = rustix::event::poll(&mut fds[..watched], timeout.as_ref()) {
                     if e != rustix::io::Errno::INTR {
                         // Should not happen; avoid a busy loop if it does.
                         std::thread::sleep(Duration::from_millis(50));
                     }
                 }
-                (!fds[0].revents().is_empty(), watched > 1 && !fds[1].revents().is_empty())
+                let tie_readable = tie_slot.is_some_and(|i| !fds[i].revents().is_empty());
+                let output_ready = self.output.is_some() && !fds[1].revents().is_empty();
+                (!fds[0].revents().is_empty(), output_ready, self.tie.as_ref().is_some_and(|w| w.ended(tie_readable)))
             };
             if output_ready {
                 let moved = self.read_output_once();
@@ -646,7 +667,20 @@ impl Supervisor {
             if signalled {
                 self.handle_signals();
             }
+            if tie_ended {
+                self.tie_ended();
+            }
             self.advance_timers();
+        }
+    }
+
+    /// The process the job is tied to ended: the tree goes, as on `kill`.
+    fn tie_ended(&mut self) {
+        self.tie = None;
+        if let Some(reason) = tie::fire(&mut self.job.tie) {
+            tracing::info!("run-bg supervisor {}: killing the job: {reason}", self.job.id);
+            let request = KillRequest { grace_ms: self.config.kill.grace_ms, force: false };
+            self.begin_kill(KillReason::Tie, request);
         }
     }
 
@@ -1088,7 +1122,7 @@ impl Supervisor {
         }
         let by = match &self.kill {
             Some(KillInProgress { reason: KillReason::Timeout, .. }) => EndedBy::Timeout,
-            Some(KillInProgress { reason: KillReason::Requested, .. }) => EndedBy::Kill,
+            Some(KillInProgress { reason: KillReason::Requested | KillReason::Tie, .. }) => EndedBy::Kill,
             _ => EndedBy::Itself,
         };
         let state = ready::judge_end(&self.job, JobState::ended(by, Some(exit.into()), now_ms()));
@@ -1097,7 +1131,9 @@ impl Supervisor {
         // an outcome announces it, so it is announced once.
         let peak_rss_kb = children_peak_rss_kb();
         let wake = self.job.wake.clone();
+        let tie = self.job.tie.clone();
         let apply = |job: &mut Job| {
+            job.tie = tie.clone();
             job.state = state.clone();
             job.peak_rss_kb = peak_rss_kb;
             job.notification = notify::claim(&notify_config, job);

@@ -21,6 +21,8 @@ pub struct ProcessInfo {
     /// it tells a process from a later one that reused the pid.
     pub start_time: u64,
     pub is_mcp: bool,
+    /// The job that owns the process (`ps` fills it in; a plain snapshot does not).
+    pub job_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -31,9 +33,69 @@ pub struct Snapshot {
     pub total_memory_mb: f64,
 }
 
-pub fn matches_mcp(command: &str, patterns: &[String]) -> bool {
+/// Programs that run a script given as their first non-option argument: for
+/// them that script's path names the program (`node /x/mcp-server-git/index.js`).
+const INTERPRETERS: &[&str] =
+    &["node", "nodejs", "npx", "bun", "bunx", "deno", "tsx", "ts-node", "python", "python3", "uv", "uvx", "pipx", "pnpm", "yarn"];
+
+/// Whether a process is an MCP server or a browser, judged on what names
+/// the program only, never on the rest of its command line (so neither
+/// `sh -c '… chromium …'` nor `run-bg __supervise chromium-x1` is one):
+/// the base name of argv[0], of its executable (`exe`, where readable), and
+/// for an interpreter, the path of the script it runs. A pattern with `*`
+/// must match a whole name (`mcp-server-*`, `*-mcp`); one without is looked
+/// for inside each name (`chrom` in `chromium`); one with `/`
+/// (`@modelcontextprotocol/*`) is matched against the script path's tail.
+/// Case does not matter.
+pub fn matches_mcp(command: &str, exe: Option<&str>, patterns: &[String]) -> bool {
     let lower = command.to_ascii_lowercase();
-    patterns.iter().any(|p| !p.is_empty() && lower.contains(&p.to_ascii_lowercase()))
+    let mut words = lower.split_whitespace();
+    let argv0 = words.next().unwrap_or("").trim_start_matches('[').trim_end_matches(']');
+    let base = |path: &str| path.rsplit('/').next().unwrap_or(path).to_string();
+    let mut names = vec![base(argv0)];
+    if let Some(exe) = exe {
+        names.push(base(&exe.to_ascii_lowercase()));
+    }
+    let script = INTERPRETERS
+        .contains(&names[0].as_str())
+        .then(|| words.find(|w| !w.starts_with('-')))
+        .flatten();
+    // The script path's components, and its tails (`@scope/pkg/dist/x.js`).
+    let parts: Vec<&str> = script.map(|s| s.split('/').filter(|c| !c.is_empty()).collect()).unwrap_or_default();
+    let tails: Vec<String> = (0..parts.len()).map(|i| parts[i..].join("/")).collect();
+    names.extend(parts.iter().map(|c| c.to_string()));
+    patterns.iter().map(|p| p.to_ascii_lowercase()).filter(|p| !p.is_empty()).any(|pattern| {
+        if pattern.contains('/') {
+            tails.iter().any(|t| glob(&pattern, t) || (!pattern.contains('*') && t.starts_with(&pattern)))
+        } else if pattern.contains('*') {
+            names.iter().any(|n| glob(&pattern, n))
+        } else {
+            names.iter().any(|n| n.contains(&pattern))
+        }
+    })
+}
+
+/// `*` matches any run of characters (`/` too); everything else itself.
+fn glob(pattern: &str, text: &str) -> bool {
+    let (p, t) = (pattern.as_bytes(), text.as_bytes());
+    let (mut pi, mut ti, mut star, mut mark) = (0, 0, None, 0);
+    while ti < t.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if pi < p.len() && p[pi] == t[ti] {
+            pi += 1;
+            ti += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
 }
 
 #[cfg(target_os = "linux")]
@@ -101,7 +163,9 @@ mod os {
             if !read_proc_file(&path, &mut stat, 4096) {
                 continue; // exited meanwhile
             }
-            let Some(fields) = parse_stat(&stat).filter(|f| !f.is_dead()) else { continue };
+            // An exiting process (PF_EXITING: killed, not yet a zombie) is as
+            // good as gone: its children are being re-parented already.
+            let Some(fields) = parse_stat(&stat).filter(|f| !f.is_dead() && f.flags & PF_EXITING == 0) else { continue };
             path.truncate(path.len() - "stat".len());
             path.push_str("cmdline");
             // A kernel thread's cmdline is empty: not worth an open per thread.
@@ -126,9 +190,67 @@ mod os {
                 memory_mb: (fields.rss_pages * page_kb) as f64 / 1024.0,
                 start_time: ticks_to_epoch_ms(fields.start_ticks),
                 is_mcp: false,
+                job_id: None,
             });
         }
         result
+    }
+
+    const PF_EXITING: u64 = 0x4;
+
+    /// The base name of the executable, where this user may read it.
+    pub fn exe_name(pid: u32) -> Option<String> {
+        let target = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+        // A replaced binary reads `/usr/bin/x (deleted)`.
+        let name = target.file_name()?.to_string_lossy().trim_end_matches(" (deleted)").to_string();
+        Some(name)
+    }
+
+    /// Proportional set size in KiB (shared pages split among their users),
+    /// from /proc/<pid>/smaps_rollup; None where it cannot be read.
+    pub fn pss_kb(pid: u32) -> Option<u64> {
+        let mut buf = Vec::with_capacity(1024);
+        if !read_proc_file(&format!("/proc/{pid}/smaps_rollup"), &mut buf, 8192) {
+            return None;
+        }
+        let text = std::str::from_utf8(&buf).ok()?;
+        text.lines().find_map(|l| l.strip_prefix("Pss:")?.trim().strip_suffix("kB")?.trim().parse().ok())
+    }
+
+    /// Field 6 of /proc/<pid>/stat, counted after the command name's `)`.
+    pub fn session_of(stat: &[u8]) -> Option<u32> {
+        let close = stat.iter().rposition(|&b| b == b')')?;
+        std::str::from_utf8(&stat[close + 1..]).ok()?.split_ascii_whitespace().nth(3)?.parse().ok()
+    }
+
+    /// Every direct child of the calling process, zombies included, with
+    /// their states (Z: exited, not yet reaped).
+    pub fn own_children() -> Vec<super::Child> {
+        let me = std::process::id();
+        let mut found = Vec::new();
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{me}/task")) else { return found };
+        let mut buf = Vec::with_capacity(256);
+        for task in tasks.flatten() {
+            let path = format!("{}/children", task.path().display());
+            if !read_proc_file(&path, &mut buf, 1 << 20) {
+                continue;
+            }
+            for pid in String::from_utf8_lossy(&buf).split_ascii_whitespace().filter_map(|c| c.parse::<u32>().ok()) {
+                let mut stat = Vec::with_capacity(512);
+                if !read_proc_file(&format!("/proc/{pid}/stat"), &mut stat, 4096) {
+                    continue;
+                }
+                if let Some(fields) = parse_stat(&stat).filter(|f| f.ppid == me) {
+                    found.push(super::Child {
+                        pid,
+                        start_time: ticks_to_epoch_ms(fields.start_ticks),
+                        zombie: fields.state == b'Z',
+                        session: session_of(&stat),
+                    });
+                }
+            }
+        }
+        found
     }
 }
 
@@ -156,9 +278,26 @@ mod os {
                     memory_mb: p.memory() as f64 / (1024.0 * 1024.0),
                     start_time: p.start_time() * 1000,
                     is_mcp: false,
+                    job_id: None,
                 }
             })
             .collect()
+    }
+
+    /// The executable's name is argv[0]'s here (sysinfo's exe needs a second pass).
+    pub fn exe_name(_pid: u32) -> Option<String> {
+        None
+    }
+
+    /// No smaps_rollup: resident memory is all there is.
+    pub fn pss_kb(_pid: u32) -> Option<u64> {
+        None
+    }
+
+    /// No child subreapers on this system, so nothing is ever adopted and
+    /// there is nothing of anyone else's to reap.
+    pub fn own_children() -> Vec<super::Child> {
+        Vec::new()
     }
 }
 
@@ -166,7 +305,7 @@ mod os {
 pub fn snapshot(mcp_patterns: &[String]) -> Snapshot {
     let mut processes = os::processes();
     for p in &mut processes {
-        p.is_mcp = matches_mcp(&p.command, mcp_patterns);
+        p.is_mcp = !mcp_patterns.is_empty() && matches_mcp(&p.command, os::exe_name(p.pid).as_deref(), mcp_patterns);
     }
     processes.sort_by_key(|p| p.pid);
     let total_memory_mb = processes.iter().fold(0.0, |sum, p| sum + p.memory_mb);
@@ -180,19 +319,51 @@ pub fn environ_value(pid: u32, key: &str) -> Option<String> {
 /// Which rule decided that a process was left behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OrphanRule {
-    /// Only processes that carry the tracker's cookie count.
+    /// `tracker.env()` was handed out: new processes that carry its cookie,
+    /// and what was orphaned below the tracking process (a launcher may
+    /// have stripped the cookie).
     Cookie,
-    /// New processes whose parent is gone, is init, or is a subreaper above us.
-    Parent,
+    /// What was orphaned below the tracking process, a child subreaper
+    /// for the phase: new processes re-parented to it, with their descendants.
+    Ancestry,
 }
 
 impl OrphanRule {
     pub fn as_str(self) -> &'static str {
         match self {
             OrphanRule::Cookie => "cookie",
-            OrphanRule::Parent => "parent",
+            OrphanRule::Ancestry => "ancestry",
         }
     }
+}
+
+/// How a report's memory was measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemorySource {
+    /// Proportional set size (/proc/<pid>/smaps_rollup): a page shared by n
+    /// processes counts 1/n for each, so shared libraries are not counted
+    /// once per process.
+    Pss,
+    /// Resident set size: where PSS could not be read for every process.
+    Rss,
+}
+
+impl MemorySource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemorySource::Pss => "pss",
+            MemorySource::Rss => "rss",
+        }
+    }
+}
+
+/// A direct child of the calling process, as the kernel lists it.
+#[derive(Debug, Clone, Copy)]
+pub struct Child {
+    pub pid: u32,
+    pub start_time: u64,
+    pub zombie: bool,
+    pub session: Option<u32>,
 }
 
 /// Processes in `after` that were not in `before` (same pid *and* start time:
@@ -232,30 +403,111 @@ fn is_subreaper(command: &str) -> bool {
     KNOWN_SUBREAPERS.contains(&short_name(command).as_str())
 }
 
-/// The cookie rule: new processes carrying the tracker's `token` whose parent
-/// is not itself part of the tracked work (gone, init, or anything without the
-/// cookie other than `observer`, which started the work).
-fn detect_cookie_orphans(
-    before: &[ProcessInfo],
-    after: &[ProcessInfo],
-    observer: u32,
-    token: &str,
-) -> Vec<ProcessInfo> {
-    let known: HashSet<(u32, u64)> = before.iter().map(|p| (p.pid, p.start_time)).collect();
-    let carriers: HashSet<u32> = after
-        .iter()
-        .filter(|p| !known.contains(&(p.pid, p.start_time)) && p.pid != observer)
-        .filter(|p| environ_value(p.pid, TRACKER_COOKIE).as_deref() == Some(token))
-        .map(|p| p.pid)
-        .collect();
-    let mut orphans: Vec<ProcessInfo> = after
-        .iter()
-        .filter(|p| carriers.contains(&p.pid))
-        .filter(|p| p.ppid != observer && !carriers.contains(&p.ppid))
-        .cloned()
-        .collect();
-    orphans.sort_by_key(|p| (!p.is_mcp, p.pid));
-    orphans
+/// What the environment of a process says about who it belongs to.
+struct Marks {
+    /// A run-bg supervisor or one of its helpers (`PROC_MANAGER_SUPERVISOR`).
+    helper: bool,
+    /// The job whose cookie it carries (`PROC_MANAGER_JOB`).
+    job: Option<String>,
+}
+
+fn marks(pid: u32) -> Marks {
+    Marks {
+        helper: environ_value(pid, crate::model::protocol::SUPERVISOR_MARK).is_some(),
+        job: environ_value(pid, crate::model::protocol::JOB_COOKIE),
+    }
+}
+
+/// Who is tracking, and what it knows of its own children.
+pub struct Observer<'a> {
+    pub pid: u32,
+    /// The job the tracking process itself runs in, if any: its cookie is
+    /// inherited by everything it starts, so it tells nothing apart.
+    pub own_job: Option<String>,
+    /// The tracker cookie, when it was handed out (the cookie rule).
+    pub token: Option<&'a str>,
+    /// Whether a live child of the observer was started by the observer
+    /// itself (Node: a `child_process` it still tracks) rather than adopted.
+    /// `None`: not known, every new child counts as adopted.
+    pub owns: Option<&'a dyn Fn(u32) -> bool>,
+}
+
+/// The processes a phase is about, in `processes`: every process below the
+/// observer (and, under the cookie rule, every carrier of its cookie, with
+/// what runs below it), except run-bg supervisors and helpers and processes
+/// of other jobs, with everything below those. `left` is the subset left
+/// behind, given what was there `before`: new processes re-parented to the
+/// observer (and new carriers of the cookie whose parent is not part of the
+/// work), with their new descendants.
+struct Scope {
+    tracked: Vec<u32>,
+    left: Vec<u32>,
+    /// (pid, start) of processes below the observer with another parent:
+    /// never forked by the observer (see `ResourceTracker::reap_adopted`).
+    not_forked_by_observer: Vec<(u32, u64)>,
+}
+
+fn scope(processes: &[ProcessInfo], before: Option<&HashSet<(u32, u64)>>, observer: &Observer) -> Scope {
+    let mut children: HashMap<u32, Vec<&ProcessInfo>> = HashMap::new();
+    for p in processes {
+        children.entry(p.ppid).or_default().push(p);
+    }
+    let mut cache: HashMap<u32, Marks> = HashMap::new();
+    let mut foreign = |pid: u32| {
+        let m = cache.entry(pid).or_insert_with(|| marks(pid));
+        m.helper || m.job.as_ref().is_some_and(|job| Some(job) != observer.own_job.as_ref())
+    };
+    let is_new = |p: &ProcessInfo| before.is_some_and(|known| !known.contains(&(p.pid, p.start_time)));
+    let mut tracked = Vec::new();
+    let mut left = Vec::new();
+    let mut not_forked = Vec::new();
+    // (process, whether it is left behind); a process below a left one is left too if new.
+    let mut queue: Vec<(&ProcessInfo, bool)> = Vec::new();
+    for child in children.get(&observer.pid).into_iter().flatten() {
+        let adopted = is_new(child) && !observer.owns.is_some_and(|owns| owns(child.pid));
+        queue.push((child, adopted));
+    }
+    if let Some(token) = observer.token {
+        // Carriers are looked for among new processes only: each costs an environ read.
+        let new: Vec<&ProcessInfo> = processes.iter().filter(|p| is_new(p) && p.pid != observer.pid).collect();
+        let carriers: HashSet<u32> = new
+            .iter()
+            .filter(|p| environ_value(p.pid, TRACKER_COOKIE).as_deref() == Some(token))
+            .map(|p| p.pid)
+            .collect();
+        for p in new {
+            // A carrier whose parent is a carrier, or the observer, is reached from there.
+            if carriers.contains(&p.pid) && p.ppid != observer.pid && !carriers.contains(&p.ppid) {
+                queue.push((p, true));
+            }
+        }
+    }
+    let mut seen = HashSet::new();
+    while let Some((p, left_behind)) = queue.pop() {
+        if p.pid == observer.pid || !seen.insert(p.pid) || foreign(p.pid) {
+            continue;
+        }
+        tracked.push(p.pid);
+        let left_behind = left_behind && is_new(p);
+        if left_behind {
+            left.push(p.pid);
+        }
+        if p.ppid != observer.pid {
+            not_forked.push((p.pid, p.start_time));
+        }
+        for child in children.get(&p.pid).into_iter().flatten() {
+            queue.push((child, left_behind));
+        }
+    }
+    Scope { tracked, left, not_forked_by_observer: not_forked }
+}
+
+/// Memory of one process, and whether it is PSS.
+fn measure(p: &ProcessInfo) -> (f64, bool) {
+    match os::pss_kb(p.pid) {
+        Some(kb) => (kb as f64 / 1024.0, true),
+        None => (p.memory_mb, false),
+    }
 }
 
 /// What one tracked phase left behind and cost.
@@ -264,22 +516,42 @@ pub struct PhaseReport {
     pub label: String,
     pub orphans: Vec<ProcessInfo>,
     pub rule: OrphanRule,
+    /// Memory of the tracked processes (see `scope`) when the phase began.
     pub memory_before_mb: f64,
+    /// The same when it ended.
     pub memory_after_mb: f64,
     pub memory_delta_mb: f64,
+    /// Memory of the processes left behind.
+    pub orphan_memory_mb: f64,
+    pub memory_source: MemorySource,
     /// The same warnings that were logged.
     pub warnings: Vec<String>,
+}
+
+struct OpenPhase {
+    snapshot: Snapshot,
+    memory_mb: f64,
+    pss: bool,
 }
 
 /// Snapshots around each phase of a task (`snapshot_before(label)` /
 /// `snapshot_after(label)`), reporting orphans and memory growth through
 /// `tracing` and in the result. Disabled, it does nothing and logs nothing.
+///
+/// While a phase is open the tracking process is a child subreaper (Linux),
+/// so whatever is orphaned below it is re-parented to it instead of to init
+/// and is found by ancestry, whatever its environment says.
 pub struct ResourceTracker {
     config: ResourceTrackingConfig,
     token: String,
     cookie_handed_out: bool,
     observer: u32,
-    phases: HashMap<String, Snapshot>,
+    phases: HashMap<String, OpenPhase>,
+    /// Whether this process was a child subreaper before the first open
+    /// phase made it one; `None` while no phase is open.
+    subreaper_before: Option<bool>,
+    /// Processes seen below us with a parent other than us (pid, start).
+    not_forked_by_us: HashSet<(u32, u64)>,
 }
 
 impl ResourceTracker {
@@ -290,6 +562,8 @@ impl ResourceTracker {
             cookie_handed_out: false,
             observer: std::process::id(),
             phases: HashMap::new(),
+            subreaper_before: None,
+            not_forked_by_us: HashSet::new(),
         }
     }
 
@@ -298,49 +572,148 @@ impl ResourceTracker {
     }
 
     /// The environment to start tracked work with; from then on only processes
-    /// carrying it count as orphans.
+    /// carrying it, or orphaned below the tracking process, count as left behind.
     pub fn env(&mut self) -> (String, String) {
         self.cookie_handed_out = true;
         (TRACKER_COOKIE.to_string(), self.token.clone())
+    }
+
+    fn observer<'a>(&'a self, owns: Option<&'a dyn Fn(u32) -> bool>) -> Observer<'a> {
+        Observer {
+            pid: self.observer,
+            own_job: std::env::var(crate::model::protocol::JOB_COOKIE).ok(),
+            token: self.cookie_handed_out.then_some(self.token.as_str()),
+            owns,
+        }
     }
 
     pub fn snapshot_before(&mut self, label: &str) -> Option<Snapshot> {
         if !self.config.enabled {
             return None;
         }
+        self.subreaper_on();
         let snap = snapshot(&self.config.mcp_patterns);
-        tracing::info!(processes = snap.processes.len(), memory_mb = snap.total_memory_mb.round() as u64, "resource snapshot taken");
-        self.phases.insert(label.to_string(), snap.clone());
+        let scope = scope(&snap.processes, None, &self.observer(None));
+        self.not_forked_by_us.extend(scope.not_forked_by_observer.iter().copied());
+        let (memory_mb, pss) = self.measure_all(&snap, &scope.tracked);
+        tracing::info!(processes = snap.processes.len(), memory_mb = memory_mb.round() as u64, "resource snapshot taken");
+        self.phases.insert(label.to_string(), OpenPhase { snapshot: snap.clone(), memory_mb, pss });
         Some(snap)
     }
 
-    /// Compares with the snapshot taken before `label` (an empty one if none was).
+    /// Compares with the snapshot taken before `label` (an empty one if none
+    /// was). Every live child of ours counts as adopted: see
+    /// `snapshot_after_with` for a caller that knows its own children.
     pub fn snapshot_after(&mut self, label: &str) -> Option<PhaseReport> {
+        self.snapshot_after_with(label, None)
+    }
+
+    /// As `snapshot_after`; `owns(pid)` says whether a live child of ours
+    /// was started by us (not adopted), so it is not taken for a leftover.
+    pub fn snapshot_after_with(&mut self, label: &str, owns: Option<&dyn Fn(u32) -> bool>) -> Option<PhaseReport> {
         if !self.config.enabled {
             return None;
         }
         let after = snapshot(&self.config.mcp_patterns);
-        tracing::info!(processes = after.processes.len(), memory_mb = after.total_memory_mb.round() as u64, "resource snapshot taken");
-        let before = self.phases.remove(label).unwrap_or(Snapshot {
-            timestamp: after.timestamp,
-            processes: Vec::new(),
-            total_memory_mb: after.total_memory_mb,
+        let phase = self.phases.remove(label).unwrap_or(OpenPhase {
+            snapshot: Snapshot { timestamp: after.timestamp, processes: Vec::new(), total_memory_mb: 0.0 },
+            memory_mb: 0.0,
+            pss: true,
         });
-        let (orphans, rule) = if self.cookie_handed_out {
-            (detect_cookie_orphans(&before.processes, &after.processes, self.observer, &self.token), OrphanRule::Cookie)
-        } else {
-            (detect_orphans(&before.processes, &after.processes, self.observer), OrphanRule::Parent)
-        };
-        Some(self.report(label, &before, &after, orphans, rule))
+        let known: HashSet<(u32, u64)> = phase.snapshot.processes.iter().map(|p| (p.pid, p.start_time)).collect();
+        let observer = self.observer(owns);
+        let scope = scope(&after.processes, Some(&known), &observer);
+        let (memory_after, pss_after) = self.measure_all(&after, &scope.tracked);
+        tracing::info!(processes = after.processes.len(), memory_mb = memory_after.round() as u64, "resource snapshot taken");
+        let left: HashSet<u32> = scope.left.iter().copied().collect();
+        let mut orphans: Vec<ProcessInfo> = after.processes.iter().filter(|p| left.contains(&p.pid)).cloned().collect();
+        let mut pss = pss_after && phase.pss;
+        for p in &mut orphans {
+            let (mb, is_pss) = measure(p);
+            p.memory_mb = mb;
+            pss &= is_pss;
+        }
+        orphans.sort_by_key(|p| (!p.is_mcp, p.pid));
+        let rule = if self.cookie_handed_out { OrphanRule::Cookie } else { OrphanRule::Ancestry };
+        self.not_forked_by_us.extend(scope.not_forked_by_observer.iter().copied());
+        self.reap_adopted();
+        if self.phases.is_empty() {
+            self.subreaper_off();
+        }
+        let source = if pss { MemorySource::Pss } else { MemorySource::Rss };
+        Some(self.report(label, phase.memory_mb, memory_after, orphans, rule, source))
+    }
+
+    /// Sums the memory of `pids` in `snap`: PSS where readable; whether it was for all.
+    fn measure_all(&self, snap: &Snapshot, pids: &[u32]) -> (f64, bool) {
+        let wanted: HashSet<u32> = pids.iter().copied().collect();
+        snap.processes.iter().filter(|p| wanted.contains(&p.pid)).fold((0.0, cfg!(target_os = "linux")), |(sum, pss), p| {
+            let (mb, is_pss) = measure(p);
+            (sum + mb, pss && is_pss)
+        })
+    }
+
+    /// Makes this process a child subreaper for the first open phase,
+    /// remembering whether it was one already.
+    fn subreaper_on(&mut self) {
+        #[cfg(target_os = "linux")]
+        if self.subreaper_before.is_none() {
+            let was = rustix::process::child_subreaper().map(|p| p.is_some()).unwrap_or(false);
+            if !was {
+                if let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
+                    tracing::warn!("resource tracker: cannot become a child subreaper ({e}); orphans go to init and only the cookie finds them");
+                }
+            }
+            self.subreaper_before = Some(was);
+        }
+    }
+
+    /// Once the last open phase is closed: back to what it was.
+    fn subreaper_off(&mut self) {
+        #[cfg(target_os = "linux")]
+        if self.subreaper_before.take() == Some(false) {
+            if let Err(e) = rustix::process::set_child_subreaper(None) {
+                tracing::warn!("resource tracker: cannot stop being a child subreaper: {e}");
+            }
+        }
+    }
+
+    /// Reaps the zombies among our children that we can prove we did not
+    /// fork, so that no exit status anyone in this process waits for (Node's
+    /// `child_process`, another addon's waitpid) is taken. A process forked
+    /// by us has us as its parent from birth, and its session is ours or,
+    /// after setsid(), its own pid. So a child of ours is provably adopted if
+    /// (1) we saw it earlier with another parent (a parent changes only when
+    /// it dies, and we are alive), or (2) its session is neither ours nor its
+    /// own pid (only setsid changes a session, and it makes it the caller's
+    /// pid). Each is reaped through a pidfd, with its start time checked, so
+    /// the wait takes exactly that process. An adopted zombie with no such
+    /// proof (a setsid'd grandchild that died) is left: a zombie costs a pid
+    /// slot until this process exits, a stolen exit status breaks a caller.
+    fn reap_adopted(&mut self) {
+        // SAFETY: getsid(0) only reads the caller's own session id.
+        let own_session = unsafe { libc::getsid(0) };
+        for child in os::own_children() {
+            if !child.zombie {
+                continue;
+            }
+            let seen_elsewhere = self.not_forked_by_us.contains(&(child.pid, child.start_time));
+            let other_session = child.session.is_some_and(|s| s as i32 != own_session && s != child.pid);
+            if seen_elsewhere || other_session {
+                reap_exactly(child);
+                self.not_forked_by_us.remove(&(child.pid, child.start_time));
+            }
+        }
     }
 
     fn report(
         &self,
         label: &str,
-        before: &Snapshot,
-        after: &Snapshot,
+        memory_before_mb: f64,
+        memory_after_mb: f64,
         orphans: Vec<ProcessInfo>,
         rule: OrphanRule,
+        memory_source: MemorySource,
     ) -> PhaseReport {
         let mut warnings = Vec::new();
         if !orphans.is_empty() {
@@ -351,22 +724,77 @@ impl ResourceTracker {
             tracing::warn!(count = orphans.len(), processes = ?listed, "orphaned processes detected");
             warnings.push(format!("orphaned processes detected count={} processes=\"{listed}\"", orphans.len()));
         }
-        let delta = after.total_memory_mb - before.total_memory_mb;
+        let delta = memory_after_mb - memory_before_mb;
+        let orphan_memory_mb = orphans.iter().fold(0.0, |sum, p| sum + p.memory_mb);
         let threshold = self.config.memory_threshold_mb;
+        let threshold_mb = threshold.round() as i64;
+        // About what the task grew or left, never about the machine.
         if delta > threshold {
-            let (delta_mb, threshold_mb) = (delta.round() as i64, threshold.round() as i64);
+            let delta_mb = delta.round() as i64;
             tracing::warn!(delta_mb, threshold_mb, "memory growth exceeded threshold");
             warnings.push(format!("memory growth exceeded threshold delta_mb={delta_mb} threshold_mb={threshold_mb}"));
+        } else if orphan_memory_mb > threshold {
+            let orphan_mb = orphan_memory_mb.round() as i64;
+            tracing::warn!(orphan_mb, threshold_mb, "memory left behind exceeded threshold");
+            warnings.push(format!("memory left behind exceeded threshold orphan_mb={orphan_mb} threshold_mb={threshold_mb}"));
         }
         PhaseReport {
             label: label.to_string(),
             orphans,
             rule,
-            memory_before_mb: before.total_memory_mb,
-            memory_after_mb: after.total_memory_mb,
+            memory_before_mb,
+            memory_after_mb,
             memory_delta_mb: delta,
+            orphan_memory_mb,
+            memory_source,
             warnings,
         }
+    }
+}
+
+impl Drop for ResourceTracker {
+    /// A tracker dropped with phases open does not leave its process a subreaper.
+    fn drop(&mut self) {
+        self.subreaper_off();
+    }
+}
+
+/// Reaps the zombie `child` and nothing else: a pidfd pins the process, its
+/// start time is checked after, and waitid on the pidfd takes only it.
+fn reap_exactly(child: Child) {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::process::{waitid, WaitId, WaitIdOptions};
+        let Ok(fd) = crate::os::pidfd::open_checked(child.pid) else { return };
+        let same = os::own_children().iter().any(|c| c.pid == child.pid && c.start_time == child.start_time && c.zombie);
+        if same {
+            let _ = waitid(WaitId::PidFd(std::os::fd::AsFd::as_fd(&fd)), WaitIdOptions::EXITED | WaitIdOptions::NOHANG);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = child;
+}
+
+/// Fills in which job owns each process of `snap` (`run-bg ps`): the job's
+/// tree as `kill` sees it (its group, its cookie, what runs below its live
+/// supervisor), and the supervisor itself.
+pub fn assign_jobs(snap: &mut Snapshot, jobs: &[crate::model::job::Job]) {
+    use crate::os::tree::{job_tree, live_supervisor, Tree};
+    let holders = crate::os::procinfo::jobs_with_live_processes();
+    // By pid: the two scans are moments apart.
+    let mut owner: HashMap<u32, String> = HashMap::new();
+    for job in jobs {
+        let supervisor = live_supervisor(job);
+        if job.status().is_final() && supervisor.is_none() && !holders.contains(&job.id) {
+            continue; // nothing of it can be running
+        }
+        let (entries, _) = job_tree(Tree::of(job));
+        for entry in entries.iter().map(|e| e.identity).chain(supervisor) {
+            owner.entry(entry.pid).or_insert_with(|| job.id.clone());
+        }
+    }
+    for p in &mut snap.processes {
+        p.job_id = owner.get(&p.pid).cloned();
     }
 }
 
@@ -404,7 +832,7 @@ mod tests {
     use super::*;
 
     fn proc(pid: u32, ppid: u32, command: &str, start_time: u64) -> ProcessInfo {
-        ProcessInfo { pid, ppid, command: command.into(), memory_mb: 1.0, start_time, is_mcp: false }
+        ProcessInfo { pid, ppid, command: command.into(), memory_mb: 1.0, start_time, is_mcp: false, job_id: None }
     }
 
     #[test]
@@ -447,18 +875,59 @@ mod tests {
     }
 
     #[test]
-    fn memory_delta_and_threshold_warning() {
+    fn memory_warning_is_about_growth_or_what_was_left() {
         let config = ResourceTrackingConfig { memory_threshold_mb: 100.0, ..Default::default() };
         let tracker = ResourceTracker::new(config);
-        let before = Snapshot { timestamp: 0, processes: vec![], total_memory_mb: 1000.0 };
-        let small = Snapshot { timestamp: 1, processes: vec![], total_memory_mb: 1050.0 };
-        let big = Snapshot { timestamp: 1, processes: vec![], total_memory_mb: 1222.0 };
-        let ok = tracker.report("build", &before, &small, vec![], OrphanRule::Parent);
+        let ok = tracker.report("build", 1000.0, 1050.0, vec![], OrphanRule::Ancestry, MemorySource::Pss);
         assert_eq!(ok.memory_delta_mb, 50.0);
         assert!(ok.warnings.is_empty());
-        let grown = tracker.report("build", &before, &big, vec![], OrphanRule::Parent);
+        let grown = tracker.report("build", 1000.0, 1222.0, vec![], OrphanRule::Ancestry, MemorySource::Pss);
         assert_eq!(grown.memory_delta_mb, 222.0);
         assert_eq!(grown.warnings, vec!["memory growth exceeded threshold delta_mb=222 threshold_mb=100"]);
+        let mut big = proc(7, 1, "daemon", 1);
+        big.memory_mb = 150.0;
+        let left = tracker.report("build", 200.0, 210.0, vec![big], OrphanRule::Ancestry, MemorySource::Pss);
+        assert_eq!(left.orphan_memory_mb, 150.0);
+        assert_eq!(left.warnings[1], "memory left behind exceeded threshold orphan_mb=150 threshold_mb=100");
+    }
+
+    /// Real processes: a grandchild orphaned below a tracking process is
+    /// found by ancestry; a run-bg helper (the supervisor mark) and another
+    /// job's process orphaned the same way are not.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_subreaper_finds_what_was_orphaned_below_it_and_nothing_of_other_jobs() {
+        use crate::model::protocol::{JOB_COOKIE, SUPERVISOR_MARK};
+        let mut tracker = ResourceTracker::new(ResourceTrackingConfig::default());
+        tracker.snapshot_before("t").unwrap();
+        let orphan = |env: &[(&str, &str)]| {
+            let out = std::process::Command::new("sh")
+                .args(["-c", "sleep 30 >/dev/null 2>&1 & echo $!"])
+                .envs(env.iter().copied())
+                .output()
+                .unwrap();
+            String::from_utf8(out.stdout).unwrap().trim().parse::<u32>().unwrap()
+        };
+        let left = orphan(&[]);
+        let helper = orphan(&[(SUPERVISOR_MARK, "x-1")]);
+        let other_job = orphan(&[(JOB_COOKIE, "other-1")]);
+        let report = tracker.snapshot_after("t").unwrap();
+        for pid in [left, helper, other_job] {
+            // SAFETY: kill takes integers only; these are our own orphans' pids, just read.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        let pids: Vec<u32> = report.orphans.iter().map(|p| p.pid).collect();
+        assert!(pids.contains(&left), "{pids:?} has {left}");
+        assert!(!pids.contains(&helper) && !pids.contains(&other_job), "{pids:?}");
+        assert_eq!(report.rule, OrphanRule::Ancestry);
+        assert_eq!(report.memory_source, MemorySource::Pss);
+        // The subreaper is off again: a new orphan goes elsewhere.
+        let later = orphan(&[]);
+        let parent = crate::os::procinfo::identify(later).map(|_| std::fs::read_to_string(format!("/proc/{later}/stat")).unwrap());
+        // SAFETY: as above.
+        unsafe { libc::kill(later as i32, libc::SIGKILL) };
+        let ppid: u32 = parent.unwrap().rsplit(") ").next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+        assert_ne!(ppid, std::process::id());
     }
 
     #[test]
@@ -471,9 +940,26 @@ mod tests {
     #[test]
     fn mcp_patterns_match_case_insensitively() {
         let patterns: Vec<String> = ["playwright", "chromium"].iter().map(|s| s.to_string()).collect();
-        assert!(matches_mcp("/usr/lib/Chromium/chromium --headless", &patterns));
-        assert!(matches_mcp("node node_modules/.bin/playwright test", &patterns));
-        assert!(!matches_mcp("sleep 600", &patterns));
+        assert!(matches_mcp("/usr/lib/Chromium/chromium --headless", None, &patterns));
+        assert!(matches_mcp("node node_modules/.bin/playwright test", None, &patterns));
+        assert!(!matches_mcp("sleep 600", None, &patterns));
         assert_eq!(short_name("/usr/lib/chromium/chromium --headless"), "chromium");
+    }
+
+    #[test]
+    fn marking_looks_at_the_program_name_only() {
+        let defaults = ResourceTrackingConfig::default().mcp_patterns;
+        let marked = |command: &str, exe: Option<&str>| matches_mcp(command, exe, &defaults);
+        assert!(marked("/usr/lib/chromium/chromium --type=renderer --lang=en", None), "a browser");
+        assert!(!marked("sh -c exec /usr/lib/chromium/chromium --headless", Some("dash")), "a shell that runs one is not");
+        assert!(!marked("/usr/bin/run-bg __supervise chromium-x1y2", Some("run-bg")), "nor a supervisor named after one");
+        assert!(marked("/proc/self/fd/3 --type=zygote", Some("chrome")), "the executable names it");
+        assert!(marked("node /x/mcp-server-filesystem/dist/index.js /tmp", Some("node")), "an MCP server run by node");
+        assert!(marked("npx -y @modelcontextprotocol/server-everything", Some("node")), "one run by npx");
+        assert!(marked("/home/u/.local/bin/github-mcp --stdio", None), "a *-mcp program");
+        assert!(marked("mcp-server-git --repository .", None), "an mcp-server-* program");
+        assert!(!marked("grep mcp-server-git notes.txt", Some("grep")), "an argument is not a program");
+        assert!(!marked("node build.js --target=chromium", Some("node")), "nor an option of a script");
+        assert!(glob("*-mcp", "github-mcp") && !glob("*-mcp", "mcp-github") && glob("a*b*c", "axxbyyc"));
     }
 }

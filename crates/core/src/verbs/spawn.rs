@@ -46,6 +46,8 @@ pub struct StartRequest {
     pub priority: i64,
     pub after: Vec<String>,
     pub after_any: bool,
+    /// Kill the job's tree when this process ends (`--tie`, `--tie-pid`).
+    pub tie_pid: Option<u32>,
 }
 
 /// `--restart <policy> [--max-restarts N] [--restart-delay <dur>]`.
@@ -209,6 +211,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         Some(dir) => std::env::current_dir().map_err(|e| Error::io("read the current directory", ".", e))?.join(dir),
         None => std::env::current_dir().map_err(|e| Error::io("read the current directory", ".", e))?,
     };
+    let tie = request.tie_pid.map(crate::supervise::tie::tie_to).transpose()?;
     let label = request.label.clone().unwrap_or_else(|| default_label(&request));
     let waits = crate::verbs::queue::waits_for_request(context, &request)?;
     let job_id = allocate_job_dir(context, &label)?;
@@ -250,6 +253,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         stdin_pipe: request.stdin_pipe,
         wake: request.wake,
         waits: None,
+        tie,
     };
     if let Some(waits) = waits {
         return crate::verbs::queue::enqueue(context, job, waits, supervisor_exe).map(|started| Started { warnings, ..started });

@@ -1,0 +1,179 @@
+// The resource tracker finds what a task left behind when the task's
+// launcher strips the environment (so the tracker's cookie is lost): the
+// tracking process is a child subreaper between snapshotBefore and
+// snapshotAfter, and what is orphaned below it is found by ancestry. Nothing
+// else is reported: not processes started meanwhile by another parent, not a
+// run-bg job's supervisor or its processes, not the killed agent itself.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import readline from 'node:readline'
+import fs from 'node:fs'
+import { root, makeHome, RUN_BG, runBg, startJob, waitFor, isAlive, killPid, readRegistry, cookieProcesses, anySurvivor } from './helpers.mjs'
+
+const MB = 96
+
+/**
+ * Runs the tracking process: a Node process that takes `before`, tells us,
+ * waits for our go (we start unrelated processes meanwhile), launches an
+ * "agent" with only HOME and PATH in its environment (as the MCP SDK's
+ * StdioClientTransport does), which leaves a setsid'd grandchild that
+ * allocates MB MiB and starts a run-bg job, then kills the agent and takes
+ * `after` at once (the agent is not reaped yet).
+ */
+function trackingProcess(home, { cookie }) {
+  const script = `
+    import { createRequire } from 'node:module'
+    import { spawn } from 'node:child_process'
+    import readline from 'node:readline'
+    const pm = createRequire(${JSON.stringify(root + '/')})('./')
+    const tracker = new pm.ResourceTracker({ memoryThresholdMb: 100 })
+    const launcherEnv = ${cookie} ? { ...process.env, ...tracker.env() } : { ...process.env }
+    tracker.snapshotBefore('agent')
+    console.log(JSON.stringify({ before: true }))
+    const lines = readline.createInterface({ input: process.stdin })[Symbol.asyncIterator]()
+    await lines.next()
+    // What the SDK's default transport keeps of the launcher's environment.
+    const stripped = { HOME: launcherEnv.HOME, PATH: launcherEnv.PATH }
+    const agent = spawn('sh', ['-c',
+      'setsid perl -e \\'$| = 1; vec($x, ${MB} * 1048576 - 1, 8) = 1; print "grandchild $$\\\\n"; sleep 600\\' & ' +
+      'PROC_MANAGER_HOME=' + ${JSON.stringify(home)} + ' ' + ${JSON.stringify(RUN_BG)} + ' --json -- sleep 602; ' +
+      'exec sleep 601'], { env: stripped, stdio: ['ignore', 'pipe', 'inherit'] })
+    let grandchild = null, job = null
+    readline.createInterface({ input: agent.stdout }).on('line', (line) => {
+      const m = /^grandchild (\\d+)$/.exec(line)
+      if (m) grandchild = Number(m[1])
+      else if (line.startsWith('{')) job = JSON.parse(line).jobId
+    })
+    while (grandchild === null || job === null) await new Promise((r) => setTimeout(r, 20))
+    // Until the agent has exec'd its sleep: the job is started and the agent idles.
+    for (;;) {
+      let cmd = ''
+      try { cmd = (await import('node:fs')).readFileSync('/proc/' + agent.pid + '/cmdline', 'utf8') } catch {}
+      if (cmd.startsWith('sleep')) break
+      await new Promise((r) => setTimeout(r, 20))
+    }
+    agent.kill('SIGKILL')
+    // Synchronously, right after the kill: the agent is not reaped yet.
+    const report = tracker.snapshotAfter('agent')
+    console.log(JSON.stringify({ report, agent: agent.pid, grandchild, job }))
+    await lines.next()
+  `
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+    env: { ...process.env, PROC_MANAGER_HOME: home, PROC_MANAGER_LOG: 'off' },
+    stdio: ['pipe', 'pipe', 'inherit'],
+  })
+  const out = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]()
+  return {
+    pid: child.pid,
+    async next() {
+      const { value, done } = await out.next()
+      if (done) throw new Error('the tracking process ended early')
+      return JSON.parse(value)
+    },
+    send(line) { child.stdin.write(line + '\n') },
+    stop() { child.stdin.end(); killPid(child.pid) },
+  }
+}
+
+for (const cookie of [true, false]) {
+  test(`tracker: a stripped-environment agent's setsid'd grandchild is found, nothing else (${cookie ? 'cookie handed out' : 'no cookie'})`, async (t) => {
+    const { home, extraPids } = makeHome(t)
+    const tracking = trackingProcess(home, { cookie })
+    t.after(() => tracking.stop())
+    assert.deepEqual(await tracking.next(), { before: true })
+    // Started meanwhile by another parent (this test process): not the task's.
+    const bystander = spawn('sh', ['-c', 'sleep 30'], { stdio: 'ignore' })
+    extraPids.push(bystander.pid)
+    const bystanderJob = startJob(home, ['sleep', '603'])
+    await waitFor(() => isAlive(bystander.pid), { what: 'the bystander' })
+    tracking.send('go')
+    const { report, agent, grandchild, job } = await tracking.next()
+    extraPids.push(grandchild, agent)
+    const left = report.orphans.map((o) => o.pid)
+    assert.deepEqual(left, [grandchild], JSON.stringify(report.orphans, null, 1))
+    assert.equal(report.rule, cookie ? 'cookie' : 'ancestry')
+    const jobs = readRegistry(home)
+    const supervisors = jobs.map((j) => j.supervisor?.pid)
+    assert.ok(jobs.some((j) => j.id === job) && jobs.some((j) => j.id === bystanderJob.jobId))
+    for (const pid of [bystander.pid, agent, ...supervisors, bystanderJob.pid, ...jobs.map((j) => j.main?.pid)]) {
+      assert.ok(!left.includes(pid), `${pid} is not the task's leftover`)
+    }
+    // Its memory: PSS where readable, and only what the task left.
+    assert.equal(report.memorySource, 'pss')
+    assert.ok(report.orphanMemoryMb >= MB && report.orphanMemoryMb < MB + 30, `orphanMemoryMb ${report.orphanMemoryMb}`)
+    assert.ok(Math.abs(report.orphans[0].memoryMb - report.orphanMemoryMb) < 0.01)
+    assert.ok(report.warnings.some((w) => w.startsWith('orphaned processes detected count=1 ')), report.warnings.join('\n'))
+    killPid(grandchild)
+  })
+}
+
+test('tracker: the subreaper is on only between snapshotBefore and snapshotAfter, and adopted zombies are reaped', async (t) => {
+  const { home } = makeHome(t)
+  const script = `
+    import { createRequire } from 'node:module'
+    import { spawnSync } from 'node:child_process'
+    import fs from 'node:fs'
+    const pm = createRequire(${JSON.stringify(root + '/')})('./')
+    const tracker = new pm.ResourceTracker()
+    const children = () => fs.readFileSync('/proc/' + process.pid + '/task/' + process.pid + '/children', 'utf8').trim().split(/\\s+/).filter(Boolean).map(Number)
+    const state = (pid) => { try { const s = fs.readFileSync('/proc/' + pid + '/stat', 'utf8'); return s.slice(s.lastIndexOf(')') + 2)[0] } catch { return null } }
+    tracker.snapshotBefore('a')
+    // A grandchild that outlives its parent (an agent in a session of its
+    // own), then exits: adopted by us, a zombie until reaped. Its session
+    // proves it is not a process we forked (see reap_adopted).
+    const out = spawnSync('setsid', ['sh', '-c', '(sleep 0.3; exit 3) & echo $!'], { encoding: 'utf8' })
+    const adopted = Number(out.stdout.trim())
+    while (state(adopted) !== 'Z') await new Promise((r) => setTimeout(r, 20))
+    const adoptedBeforeAfter = children().includes(adopted)
+    // A direct child of ours that has exited: Node owns its exit status.
+    const { spawn } = await import('node:child_process')
+    const own = spawn('true')
+    let ownExit = null
+    own.on('exit', (code) => { ownExit = code })
+    while (state(own.pid) !== 'Z' && ownExit === null) { const t0 = Date.now(); while (Date.now() - t0 < 5); }
+    const report = tracker.snapshotAfter('a')
+    const zombieLeft = state(adopted)
+    while (ownExit === null) await new Promise((r) => setTimeout(r, 20))
+    // After snapshotAfter an orphan goes to init (or a subreaper above us), not to us.
+    const later = spawnSync('sh', ['-c', 'sleep 30 & echo $!'], { encoding: 'utf8' })
+    const laterPid = Number(later.stdout.trim())
+    const laterParent = Number(fs.readFileSync('/proc/' + laterPid + '/stat', 'utf8').split(') ')[1].split(' ')[1])
+    process.kill(laterPid, 'SIGKILL')
+    console.log(JSON.stringify({ adoptedBeforeAfter, zombieLeft, ownExit, laterParent, me: process.pid, orphans: report.orphans }))
+  `
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+    env: { ...process.env, PROC_MANAGER_HOME: home, PROC_MANAGER_LOG: 'off' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  let stdout = ''
+  child.stdout.on('data', (d) => (stdout += d))
+  const code = await new Promise((resolve) => child.on('close', resolve))
+  assert.equal(code, 0)
+  const r = JSON.parse(stdout)
+  assert.equal(r.adoptedBeforeAfter, true, 'the orphaned grandchild was re-parented to the tracking process')
+  assert.equal(r.zombieLeft, null, 'snapshotAfter reaped the zombie it adopted')
+  assert.equal(r.ownExit, 0, "Node's own child's exit status was left to Node")
+  assert.notEqual(r.laterParent, r.me, 'the subreaper is off again')
+  assert.deepEqual(r.orphans, [], 'an exited grandchild is not left behind')
+})
+
+// Optional: a real browser's tree (zygotes, renderers, crashpad) under a job.
+const chromium = ['/usr/bin/chromium', '/usr/lib/chromium/chromium'].find((p) => { try { fs.accessSync(p, fs.constants.X_OK); return true } catch { return false } })
+test('chromium headless under a job: ps marks it with its job, and kill leaves 0 survivors',
+  { skip: chromium ? false : 'Debian chromium is not installed (/usr/bin/chromium)' }, async (t) => {
+    const { home } = makeHome(t)
+    const { jobId } = startJob(home, [chromium, '--headless', '--no-sandbox', '--remote-debugging-port=0', 'about:blank'])
+    const tree = await waitFor(() => {
+      const found = cookieProcesses(jobId)
+      return found.length >= 3 ? found : null
+    }, { timeout: 30_000, what: 'chromium to start its helpers' })
+    const ps = JSON.parse(runBg(home, ['ps', '--json']).stdout).processes
+    for (const { pid } of tree) {
+      const row = ps.find((p) => p.pid === pid)
+      if (row) assert.equal(row.jobId, jobId, `${row.command} belongs to the job`)
+    }
+    assert.ok(ps.some((p) => p.jobId === jobId && p.isMcp), 'the browser is marked')
+    assert.equal(runBg(home, ['kill', jobId]).code, 0)
+    await waitFor(() => anySurvivor(tree).length === 0, { what: 'every chromium process to be gone' })
+  })
