@@ -54,7 +54,7 @@ function started(t, result) {
   return idOf(result)
 }
 
-test('tools/list: 9 tools, every argument described, integer minimums, annotations, output schemas, under 7,500 characters', async (t) => {
+test('tools/list: 9 tools, every argument described, integer minimums, annotations, output schemas, under 8,000 characters', async (t) => {
   const { home } = makeHome(t)
   const { client, tools, call } = await connect(t, home)
   assert.deepEqual(tools.map((x) => x.name).sort(), [
@@ -62,8 +62,10 @@ test('tools/list: 9 tools, every argument described, integer minimums, annotatio
   ])
   const size = JSON.stringify({ tools }).length
   console.log(`tools/list: ${size} characters`)
-  // 5,971 before issue 15's run_background `ready` and `notifyOn` (+208), restart/stdin and send_input.
-  assert.ok(size < 7500, `tools/list is ${size} characters`)
+  // 5,971 before issues 14-16; 7,681 with readiness, notifyOn, restart,
+  // stdin and send_input, wake, after/queue/priority and tie (about 1,900
+  // tokens, paid once per session). A new argument has to fit under this.
+  assert.ok(size < 8000, `tools/list is ${size} characters`)
   assert.notEqual(client.getServerCapabilities().tools?.listChanged, true, 'the list never changes')
 
   for (const tool of tools) {
