@@ -932,6 +932,7 @@ pub fn how_it_ended(job: &Job) -> String {
         (JobState::FailedToStart { .. }, None) if job.main.is_none() => "could not start".to_string(),
         (JobState::Skipped { reason, .. }, None) => format!("never started ({})", reason.trim_start_matches("skipped: ")),
         (JobState::Queued, None) => "not started yet".to_string(),
+        (JobState::Killed { .. }, None) if job.main.is_none() && job.waits.is_some() => "while queued, never started".to_string(),
         (JobState::Lost { .. }, None) => match job.supervisor {
             Some(s) => format!("supervisor pid {} gone, no exit status recorded", s.pid),
             None => "supervisor gone, no exit status recorded".to_string(),
@@ -1288,6 +1289,9 @@ mod tests {
         assert_eq!(how_it_ended(&skipped), "never started (a-1 failed (exit 1))");
         assert_eq!(skipped.state.shell_exit_code(), 1, "never a success");
         assert!(serde_json::to_value(sample_job(JobStatus::Running)).unwrap().get("waits").is_none(), "absent unless it waited");
+        let mut killed_queued = sample_in(JobState::Killed { exit: None, ended_at: T });
+        (killed_queued.main, killed_queued.waits) = (None, Some(Waits { queued_at: 7, ..Waits::default() }));
+        assert_eq!(how_it_ended(&killed_queued), "while queued, never started");
     }
 
     #[test]
