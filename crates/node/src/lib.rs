@@ -661,11 +661,12 @@ pub fn check_job_text(job_id: Unknown, options: Option<Unknown>) -> Result<Strin
 #[napi(ts_args_type = "options?: ListOptions | undefined | null")]
 pub fn list_jobs_text(options: Option<Unknown>) -> Result<String> {
     let filter = list_filter("listJobsText", options)?;
-    let jobs = context()?.list(&filter).map_err(to_js_error)?;
+    let context = context()?;
+    let jobs = context.list(&filter).map_err(to_js_error)?;
     Ok(if jobs.is_empty() {
         format!("no jobs{}", if filter.all { "" } else { " running or ended within the hour (all: true for every job)" })
     } else {
-        proc_manager_core::present::format::list_text(&jobs).join("\n")
+        proc_manager_core::present::format::list_text(&context, &jobs).join("\n")
     })
 }
 

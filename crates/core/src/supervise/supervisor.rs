@@ -375,6 +375,9 @@ struct Supervisor {
     /// and `--notify-on`) leaves it out while it scans them: read and write
     /// then hand it every byte.
     splice: Option<Splicer>,
+    /// Every process seen below us, by identity, kept in the job's directory
+    /// (see `record_processes`).
+    procset: ProcessRecord,
 }
 
 fn check_cwd(cwd: &Path) -> std::result::Result<(), LaunchError> {
@@ -477,6 +480,7 @@ impl Supervisor {
         }
 
         let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
+        let home_for_record = home.job_dir(&job.id);
         Ok(Supervisor {
             job,
             registry,
@@ -493,6 +497,7 @@ impl Supervisor {
             config: spec.config,
             buffer: vec![0u8; 256 * 1024],
             splice: new_splicer(),
+            procset: ProcessRecord::new(&home_for_record),
         })
     }
 
@@ -570,6 +575,7 @@ impl Supervisor {
                 consider(kill.next_look);
             }
         }
+        consider(self.procset.next_look);
         // A millisecond more so we wake after the deadline, not a hair before it.
         wait.map(|d| d + Duration::from_millis(1))
     }
@@ -618,6 +624,8 @@ impl Supervisor {
         while matches!(rustix::io::read(&self.signals.wake, &mut bytes), Ok(n) if n > 0) {}
         if self.signals.child.swap(false, Ordering::Relaxed) {
             self.reap();
+            // A child's end is when a daemon's parent exits and leaves it to us.
+            self.procset.look_soon();
         }
         if self.signals.kill_request.swap(false, Ordering::Relaxed) {
             // Only a request left by `kill` counts: a job may well send SIGUSR1
@@ -690,7 +698,7 @@ impl Supervisor {
     /// inside this job and adopted by us, and our notifier are left alone.
     /// Returns whether anything was left to signal.
     fn signal_everything(&self, signal: i32) -> bool {
-        let mut any = !tree::signal_tree(Tree::of(&self.job), signal).sent.is_empty();
+        let mut any = !tree::signal_tree(Tree::of(&self.job).with_recorded(self.procset.recorder.recorded()), signal).sent.is_empty();
         for child in self.adopted_children() {
             any |= matches!(procinfo::signal_process(&child, signal), procinfo::SignalOutcome::Sent);
         }
@@ -722,11 +730,14 @@ impl Supervisor {
     /// Whether any process of the job is left: its tree, or a descendant
     /// re-parented to us (see `signal_everything`).
     fn anything_left(&self) -> bool {
-        tree::tree_alive(Tree::of(&self.job)) || !self.adopted_children().is_empty()
+        tree::tree_alive(Tree::of(&self.job).with_recorded(self.procset.recorder.recorded())) || !self.adopted_children().is_empty()
     }
 
     fn advance_timers(&mut self) {
         let now = Instant::now();
+        if now >= self.procset.next_look {
+            self.record_processes(false);
+        }
         if let Some(at) = self.timeout_at {
             if now >= at {
                 self.timeout_at = None;
@@ -770,6 +781,8 @@ impl Supervisor {
 
     fn record_end(&mut self) {
         let Some(exit) = self.phase.main_exit() else { return };
+        // What the job leaves behind is in the record before its end is.
+        self.record_processes(true);
         self.phase = self.phase.recorded();
         // An end recorded by someone else first (`kill` acting without this
         // supervisor while it was stopped) stands, and was announced by them.
@@ -864,8 +877,64 @@ impl Supervisor {
         }
     }
 
+    /// Records every process below us that is not recorded yet: as a child
+    /// subreaper we adopt every orphan among the job's descendants, so a
+    /// daemon that double-forks, leaves the session and scrubs its
+    /// environment is seen here before or after it detaches. `full` adds a
+    /// pass over the whole table for the job's group and cookie carriers
+    /// (at the end of the main process, where a pass is worth its cost).
+    fn record_processes(&mut self, full: bool) {
+        let mut found = tree::descendants(std::process::id());
+        if full {
+            let tree = Tree::of(&self.job).with_recorded(self.procset.recorder.recorded());
+            let boot = crate::os::pidfd::boot_tag();
+            found.extend(tree::job_tree(tree).0.iter().map(|p| ProcessIdentity { boot: p.identity.boot.or(boot), ..p.identity }));
+        }
+        let (new, written) = self.procset.recorder.add(&found);
+        if let Err(e) = written {
+            if !std::mem::replace(&mut self.procset.recorder.failed, true) {
+                self.note_error(&format!("cannot record the job's processes: {e}"));
+            }
+        }
+        self.procset.looked(new > 0);
+    }
+
     fn note_error(&self, message: &str) {
         tracing::error!("run-bg supervisor {}: {message}", self.job.id);
+    }
+}
+
+/// The first look for new processes comes this soon after the start or a
+/// child's end, then ever less often, up to `RECORD_LONGEST_PAUSE`: an idle
+/// job costs one short walk of its own children every few seconds.
+const RECORD_FIRST_PAUSE: Duration = Duration::from_millis(50);
+const RECORD_LONGEST_PAUSE: Duration = Duration::from_secs(5);
+
+/// The supervisor's record of the job's processes and when to look next.
+struct ProcessRecord {
+    recorder: crate::store::procset::Recorder,
+    next_look: Instant,
+    pause: Duration,
+}
+
+impl ProcessRecord {
+    fn new(job_dir: &Path) -> ProcessRecord {
+        ProcessRecord {
+            recorder: crate::store::procset::Recorder::new(job_dir),
+            next_look: Instant::now() + RECORD_FIRST_PAUSE,
+            pause: RECORD_FIRST_PAUSE,
+        }
+    }
+
+    /// A look found something new (the job is changing: look again soon) or not.
+    fn looked(&mut self, found_new: bool) {
+        self.pause = if found_new { RECORD_FIRST_PAUSE } else { (self.pause * 2).min(RECORD_LONGEST_PAUSE) };
+        self.next_look = Instant::now() + self.pause;
+    }
+
+    fn look_soon(&mut self) {
+        self.pause = RECORD_FIRST_PAUSE;
+        self.next_look = self.next_look.min(Instant::now() + RECORD_FIRST_PAUSE);
     }
 }
 
