@@ -159,3 +159,25 @@ test('redis-server --daemonize yes under a job is found and killed (where redis-
   assert.equal(kill.code, 0, kill.stderr)
   assert.ok(!alive(redis), `redis is gone when kill returns: ${kill.stdout}`)
 })
+
+test('a recorded process set never makes a verb signal pid 1, the caller\'s session, or a pid under another start time', async (t) => {
+  const probe = spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'setsid', 'true'], { encoding: 'utf8' })
+  if (probe.error) return t.skip(`unshare is not available (${probe.error.message})`)
+  if (probe.status !== 0) return t.skip(`unshare --pid --fork --mount-proc is not permitted here: ${probe.stderr.trim()}`)
+  const { home } = makeHome(t)
+  // setsid: pid 1 of the namespace leads its group and session, as init does.
+  const r = spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'setsid', process.execPath,
+    path.join(root, '__test__', 'fixtures', 'forged-procset.mjs')], {
+    env: { ...process.env, RUN_BG: path.join(root, 'native', 'run-bg'), HOME_DIR: home },
+    encoding: 'utf8',
+    timeout: 120_000,
+  })
+  assert.equal(r.status, 0, r.stderr)
+  const results = JSON.parse(r.stdout.trim().split('\n').pop())
+  assert.equal(results.length, 4)
+  for (const x of results) {
+    assert.deepEqual({ how: x.how, survived: x.survived, pid1Got: x.pid1Got }, { how: x.how, survived: 2, pid1Got: [] }, x.said)
+  }
+  const check = JSON.parse(results.find((x) => x.how === 'check').said)
+  assert.deepEqual(check.lingering, [], 'none of the forged identities counts as the job\'s')
+})

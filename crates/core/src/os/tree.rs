@@ -48,6 +48,22 @@ impl<'a> Tree<'a> {
             && self.recorded.iter().any(|r| {
                 r.pid == live.pid && r.start_ticks == live.start_ticks && (r.boot.is_none() || boot.is_none() || r.boot == boot)
             })
+            && !self.in_callers_session(live.pid)
+    }
+
+    /// A process in the caller's own session is never the job's by record
+    /// alone: every job runs in the session its supervisor made, so only the
+    /// supervisor itself (which finds those by ancestry anyway) shares one
+    /// with its processes. A record cannot turn a kill against the shell or
+    /// agent that runs it.
+    fn in_callers_session(&self, pid: u32) -> bool {
+        if self.supervisor.is_some_and(|s| s.pid == std::process::id()) {
+            return false;
+        }
+        // SAFETY: getsid takes an integer and touches no memory of ours; it
+        // fails with -1 (ESRCH) for a process that is gone, never equal to ours.
+        let (theirs, ours) = unsafe { (libc::getsid(pid as libc::pid_t), libc::getsid(0)) };
+        theirs != -1 && theirs == ours
     }
 }
 
@@ -217,13 +233,26 @@ mod tests {
         let _ = stranger.wait();
     }
 
-    /// Two sleeps started at least a clock tick apart: (older, newer).
+    /// A sleep in a session of its own, as a job's processes are (a record
+    /// never claims a process in the caller's session).
+    fn detached_sleep() -> std::process::Child {
+        let child = std::process::Command::new("setsid").args(["sleep", "30"]).spawn().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        // SAFETY: getsid takes an integer and touches no memory of ours.
+        while unsafe { libc::getsid(child.id() as libc::pid_t) } != child.id() as libc::pid_t {
+            assert!(std::time::Instant::now() < deadline, "setsid never ran");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        child
+    }
+
+    /// Two such sleeps started at least a clock tick apart: (older, newer).
     fn two_strangers() -> (std::process::Child, std::process::Child) {
-        let older = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let older = detached_sleep();
         let first = procinfo::identify(older.id()).unwrap().start_ticks;
         let newer = loop {
             std::thread::sleep(std::time::Duration::from_millis(15));
-            let newer = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+            let newer = detached_sleep();
             if procinfo::identify(newer.id()).unwrap().start_ticks > first {
                 break newer;
             }
@@ -248,6 +277,11 @@ mod tests {
         assert_eq!(members(&job, &[real]), vec![daemon.id()], "the recorded identity is the job's");
         let reused = ProcessIdentity::from_stat(real.pid, real.start_ticks - 1);
         assert!(members(&job, &[reused]).is_empty(), "same pid, another start time: a reused pid never counts");
+        let mut same_session = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let caller_session = procinfo::identify(same_session.id()).unwrap();
+        assert!(members(&job, &[caller_session]).is_empty(), "in the caller's own session: never the job's by record");
+        let _ = same_session.kill();
+        let _ = same_session.wait();
         if let Some(boot) = real.boot {
             let earlier_boot = ProcessIdentity { boot: Some(boot ^ 1), ..real };
             assert!(members(&job, &[earlier_boot]).is_empty(), "recorded in another boot");
