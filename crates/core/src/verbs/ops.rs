@@ -589,11 +589,13 @@ impl Context {
         force: bool,
     ) -> Result<Vec<std::result::Result<KillOutcome, (String, Error)>>> {
         let filter = ListFilter { all: true, owner: owner.map(str::to_string), status: None };
-        // Ended jobs whose processes live on are part of "everything I started".
-        let targets: Vec<Job> = self
-            .list(&filter)?
+        // Ended jobs whose processes live on are part of "everything I started"
+        // (one pass over the process table for all of them).
+        let jobs = self.list(&filter)?;
+        let left = self.processes_of_jobs(jobs.iter().filter(|j| j.status().is_final()));
+        let targets: Vec<Job> = jobs
             .into_iter()
-            .filter(|j| !j.status().is_final() || !self.lingering(j).is_empty())
+            .filter(|j| !j.status().is_final() || left.get(&j.id).is_some_and(|p| !p.is_empty()))
             .collect();
         Ok(std::thread::scope(|scope| {
             let handles: Vec<_> = targets
