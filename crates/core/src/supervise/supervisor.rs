@@ -890,13 +890,13 @@ impl Supervisor {
             let boot = crate::os::pidfd::boot_tag();
             found.extend(tree::job_tree(tree).0.iter().map(|p| ProcessIdentity { boot: p.identity.boot.or(boot), ..p.identity }));
         }
-        let (new, written) = self.procset.recorder.add(&found);
+        let (_, written) = self.procset.recorder.add(&found);
         if let Err(e) = written {
             if !std::mem::replace(&mut self.procset.recorder.failed, true) {
                 self.note_error(&format!("cannot record the job's processes: {e}"));
             }
         }
-        self.procset.looked(new > 0);
+        self.procset.looked();
     }
 
     fn note_error(&self, message: &str) {
@@ -904,9 +904,10 @@ impl Supervisor {
     }
 }
 
-/// The first look for new processes comes this soon after the start or a
-/// child's end, then ever less often, up to `RECORD_LONGEST_PAUSE`: an idle
-/// job costs one short walk of its own children every few seconds.
+/// The first look for new processes comes this soon after the start, then
+/// ever less often, up to `RECORD_LONGEST_PAUSE`; a child's end (when a
+/// daemon's parent exits and leaves it to us) brings one look this soon too.
+/// An idle job costs one short walk of its own children every 5 s.
 const RECORD_FIRST_PAUSE: Duration = Duration::from_millis(50);
 const RECORD_LONGEST_PAUSE: Duration = Duration::from_secs(5);
 
@@ -926,14 +927,16 @@ impl ProcessRecord {
         }
     }
 
-    /// A look found something new (the job is changing: look again soon) or not.
-    fn looked(&mut self, found_new: bool) {
-        self.pause = if found_new { RECORD_FIRST_PAUSE } else { (self.pause * 2).min(RECORD_LONGEST_PAUSE) };
+    /// Each look waits twice as long for the next, whatever it found: a
+    /// build that starts compilers all the time must not keep us walking its
+    /// tree every 50 ms.
+    fn looked(&mut self) {
+        self.pause = (self.pause * 2).min(RECORD_LONGEST_PAUSE);
         self.next_look = Instant::now() + self.pause;
     }
 
+    /// One look soon, without changing the pace after it.
     fn look_soon(&mut self) {
-        self.pause = RECORD_FIRST_PAUSE;
         self.next_look = self.next_look.min(Instant::now() + RECORD_FIRST_PAUSE);
     }
 }
