@@ -790,6 +790,7 @@ impl Supervisor {
             if stored.status().is_final() {
                 self.job = stored;
                 let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
+                self.report_record_failure();
                 return;
             }
         }
@@ -839,6 +840,7 @@ impl Supervisor {
             let kept = if kept.is_ok() { "; it is kept in its job.json, which readers prefer" } else { "" };
             self.note_error(&format!("cannot record the job's end in the registry: {e}{kept}"));
         }
+        self.report_record_failure();
     }
 
     /// Announces the end from a forked child, so retries and hooks never hold
@@ -892,11 +894,23 @@ impl Supervisor {
         }
         let (_, written) = self.procset.recorder.add(&found);
         if let Err(e) = written {
+            // Said once, after the end is recorded (`report_record_failure`):
+            // on a full disk writing to our log may fail too, and nothing
+            // said about this record may come before the job's outcome.
             if !std::mem::replace(&mut self.procset.recorder.failed, true) {
-                self.note_error(&format!("cannot record the job's processes: {e}"));
+                self.procset.unreported = Some(format!("cannot record the job's processes: {e}"));
             }
         }
+        if matches!(self.phase, Phase::Recorded { .. } | Phase::Done) {
+            self.report_record_failure();
+        }
         self.procset.looked();
+    }
+
+    fn report_record_failure(&mut self) {
+        if let Some(message) = self.procset.unreported.take() {
+            self.note_error(&message);
+        }
     }
 
     fn note_error(&self, message: &str) {
@@ -916,6 +930,8 @@ struct ProcessRecord {
     recorder: crate::store::procset::Recorder,
     next_look: Instant,
     pause: Duration,
+    /// A failure to write the record, to report once the end is recorded.
+    unreported: Option<String>,
 }
 
 impl ProcessRecord {
@@ -924,6 +940,7 @@ impl ProcessRecord {
             recorder: crate::store::procset::Recorder::new(job_dir),
             next_look: Instant::now() + RECORD_FIRST_PAUSE,
             pause: RECORD_FIRST_PAUSE,
+            unreported: None,
         }
     }
 
