@@ -1,7 +1,10 @@
-//! Signalling a job's tree: its process group, every process that carries
-//! the job's cookie (descendants that left the group with setsid or a double
-//! fork), and, while its supervisor lives, everything below the supervisor.
-//! Each process is signalled by identity, never by a bare pid.
+//! Which live processes a job owns, and signalling them: its process group,
+//! every process that carries the job's cookie (descendants that left the
+//! group with setsid or a double fork), every process its supervisor
+//! recorded by identity (those that also scrubbed the cookie from their
+//! environment, and outlive the supervisor), and, while its supervisor
+//! lives, everything below the supervisor. Each process is signalled by
+//! identity, never by a bare pid.
 
 use crate::model::job::{Job, ProcessIdentity};
 use crate::os::procinfo::{self, ProcessEntry, Row, SignalOutcome};
@@ -14,6 +17,9 @@ pub struct Tree<'a> {
     pub job_id: &'a str,
     pub main: Option<ProcessIdentity>,
     pub supervisor: Option<ProcessIdentity>,
+    /// What the supervisor recorded (`store::procset`): a claim each, counted
+    /// only for a live process with the same pid and start time.
+    pub recorded: &'a [ProcessIdentity],
 }
 
 impl<'a> Tree<'a> {
@@ -21,7 +27,43 @@ impl<'a> Tree<'a> {
     /// forged record) are left out, so nothing is ever signalled through them.
     pub fn of(job: &'a Job) -> Tree<'a> {
         let possible = |who: &ProcessIdentity| who.is_possible_job_process();
-        Tree { job_id: &job.id, main: job.main.filter(possible), supervisor: job.supervisor.filter(possible) }
+        Tree { job_id: &job.id, main: job.main.filter(possible), supervisor: job.supervisor.filter(possible), recorded: &[] }
+    }
+
+    /// With the identities the job's supervisor recorded.
+    pub fn with_recorded(self, recorded: &'a [ProcessIdentity]) -> Tree<'a> {
+        Tree { recorded, ..self }
+    }
+
+    /// Whether a live process (from a scan, so known by pid and start time)
+    /// is one the supervisor recorded. Never an identity no job's process can
+    /// have, one from an earlier boot, or one that started before the job's
+    /// supervisor (nothing below it can be older): a forged or stale record
+    /// cannot point at init, the caller or anything that ran before the job.
+    pub fn recorded_matches(&self, live: &ProcessIdentity) -> bool {
+        let boot = crate::os::pidfd::boot_tag();
+        let floor = self.supervisor.filter(|s| s.boot.is_none() || s.boot == boot).map_or(0, |s| s.start_ticks);
+        live.is_possible_job_process()
+            && live.start_ticks >= floor
+            && self.recorded.iter().any(|r| {
+                r.pid == live.pid && r.start_ticks == live.start_ticks && (r.boot.is_none() || boot.is_none() || r.boot == boot)
+            })
+            && !self.in_callers_session(live.pid)
+    }
+
+    /// A process in the caller's own session is never the job's by record
+    /// alone: every job runs in the session its supervisor made, so only the
+    /// supervisor itself (which finds those by ancestry anyway) shares one
+    /// with its processes. A record cannot turn a kill against the shell or
+    /// agent that runs it.
+    fn in_callers_session(&self, pid: u32) -> bool {
+        if self.supervisor.is_some_and(|s| s.pid == std::process::id()) {
+            return false;
+        }
+        // SAFETY: getsid takes an integer and touches no memory of ours; it
+        // fails with -1 (ESRCH) for a process that is gone, never equal to ours.
+        let (theirs, ours) = unsafe { (libc::getsid(pid as libc::pid_t), libc::getsid(0)) };
+        theirs != -1 && theirs == ours
     }
 }
 
@@ -41,15 +83,27 @@ pub fn live_supervisor(job: &Job) -> Option<ProcessIdentity> {
 /// recorded main process, or a member carries the job's cookie.
 pub fn job_tree(tree: Tree) -> (Vec<ProcessEntry>, bool) {
     let rows = procinfo::table();
+    let (members, group_is_ours) = members_in(&rows, tree);
+    (members.into_iter().map(Row::entry).collect(), group_is_ours)
+}
+
+/// The one answer to "which live processes does this job own", from one
+/// pass over the process table (`rows`, shared by many jobs): every verb
+/// that counts, lists or signals a job's processes goes through here, so
+/// they cannot disagree. Proc-manager's own helpers (supervisors, notifiers)
+/// are never a job's, whatever a record says.
+pub fn members_in<'r>(rows: &'r [Row], tree: Tree) -> (Vec<&'r Row>, bool) {
     let pgid = tree.main.map(|m| m.pid);
     let ours = |r: &Row| r.cookie.as_deref() == Some(tree.job_id);
     let group_is_ours = tree.main.is_some_and(|m| procinfo::is_same_process_alive(&m))
         || rows.iter().any(|r| Some(r.pgid) == pgid && ours(r));
-    let mut members: HashSet<u32> =
-        rows.iter().filter(|r| ours(r) || (group_is_ours && Some(r.pgid) == pgid)).map(|r| r.identity.pid).collect();
-    members.extend(supervised(&rows, tree.supervisor));
-    let entries = rows.iter().filter(|r| members.contains(&r.identity.pid)).map(Row::entry).collect();
-    (entries, group_is_ours)
+    let mut members: HashSet<u32> = rows
+        .iter()
+        .filter(|r| ours(r) || (group_is_ours && Some(r.pgid) == pgid) || (!r.helper && tree.recorded_matches(&r.identity)))
+        .map(|r| r.identity.pid)
+        .collect();
+    members.extend(supervised(rows, tree.supervisor));
+    (rows.iter().filter(|r| members.contains(&r.identity.pid)).collect(), group_is_ours)
 }
 
 /// Everything below a live supervisor: as a child subreaper it adopts every
@@ -120,11 +174,38 @@ pub fn tree_alive(tree: Tree) -> bool {
 }
 
 /// Whether an ended job still has processes running: by its cookie (looked
-/// up in `cookie_holders`, from one pass for many jobs), or below its live
-/// supervisor, which finds those that dropped the cookie too.
-pub fn has_live_processes(job: &Job, cookie_holders: &HashSet<String>) -> bool {
+/// up in `cookie_holders`, from one pass for many jobs), by an identity its
+/// supervisor recorded, or below its live supervisor, which finds those that
+/// dropped the cookie too.
+pub fn has_live_processes(job: &Job, recorded: &[ProcessIdentity], cookie_holders: &HashSet<String>) -> bool {
+    let tree = Tree::of(job).with_recorded(recorded);
     cookie_holders.contains(&job.id)
-        || (live_supervisor(job).is_some() && tree_alive(Tree::of(job)))
+        || recorded.iter().any(|r| tree.recorded_matches(r) && procinfo::is_same_process_alive(r))
+        || (live_supervisor(job).is_some() && tree_alive(tree))
+}
+
+/// Every live process below `root`, by identity, as the supervisor records
+/// them: children by parent, not by a pass over the whole table, so that it
+/// can look often at no cost. Proc-manager's helpers and what runs under
+/// them (a nested job's supervisor, our notifier) are left out.
+pub fn descendants(root: u32) -> Vec<ProcessIdentity> {
+    let mut found = Vec::new();
+    let mut seen = HashSet::new();
+    let mut queue = vec![root];
+    while let Some(parent) = queue.pop() {
+        for child in procinfo::live_children(parent) {
+            if !seen.insert(child) || procinfo::environ_value(child, SUPERVISOR_MARK).is_some() {
+                continue;
+            }
+            if let Some(mut identity) = procinfo::identify(child) {
+                // With the boot: a record read after a reboot never matches.
+                identity.boot = crate::os::pidfd::boot_tag();
+                found.push(identity);
+                queue.push(child);
+            }
+        }
+    }
+    found
 }
 
 #[cfg(test)]
@@ -150,6 +231,85 @@ mod tests {
         assert!(job_tree(Tree::of(&job)).0.is_empty(), "nothing below it counts as the job's");
         let _ = stranger.kill();
         let _ = stranger.wait();
+    }
+
+    /// A sleep in a session of its own, as a job's processes are (a record
+    /// never claims a process in the caller's session).
+    fn detached_sleep() -> std::process::Child {
+        let child = std::process::Command::new("setsid").args(["sleep", "30"]).spawn().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        // SAFETY: getsid takes an integer and touches no memory of ours.
+        while unsafe { libc::getsid(child.id() as libc::pid_t) } != child.id() as libc::pid_t {
+            assert!(std::time::Instant::now() < deadline, "setsid never ran");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        child
+    }
+
+    /// Two such sleeps started at least a clock tick apart: (older, newer).
+    fn two_strangers() -> (std::process::Child, std::process::Child) {
+        let older = detached_sleep();
+        let first = procinfo::identify(older.id()).unwrap().start_ticks;
+        let newer = loop {
+            std::thread::sleep(std::time::Duration::from_millis(15));
+            let newer = detached_sleep();
+            if procinfo::identify(newer.id()).unwrap().start_ticks > first {
+                break newer;
+            }
+            let mut newer = newer;
+            let _ = newer.kill();
+            let _ = newer.wait();
+        };
+        (older, newer)
+    }
+
+    fn members(job: &Job, recorded: &[ProcessIdentity]) -> Vec<u32> {
+        let rows = procinfo::table();
+        members_in(&rows, Tree::of(job).with_recorded(recorded)).0.iter().map(|r| r.identity.pid).collect()
+    }
+
+    #[test]
+    fn a_recorded_process_counts_only_while_its_pid_and_start_time_agree() {
+        let (mut supervisor, mut daemon) = two_strangers();
+        // A supervisor without the mark: nothing is found below it, only by the record.
+        let job = job_with_supervisor(procinfo::identify(supervisor.id()).unwrap());
+        let real = procinfo::identify_exactly(daemon.id()).unwrap();
+        assert_eq!(members(&job, &[real]), vec![daemon.id()], "the recorded identity is the job's");
+        let reused = ProcessIdentity::from_stat(real.pid, real.start_ticks - 1);
+        assert!(members(&job, &[reused]).is_empty(), "same pid, another start time: a reused pid never counts");
+        let mut same_session = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let caller_session = procinfo::identify(same_session.id()).unwrap();
+        assert!(members(&job, &[caller_session]).is_empty(), "in the caller's own session: never the job's by record");
+        let _ = same_session.kill();
+        let _ = same_session.wait();
+        if let Some(boot) = real.boot {
+            let earlier_boot = ProcessIdentity { boot: Some(boot ^ 1), ..real };
+            assert!(members(&job, &[earlier_boot]).is_empty(), "recorded in another boot");
+        }
+        assert!(!has_live_processes(&job, &[reused], &HashSet::new()));
+        assert!(has_live_processes(&job, &[real], &HashSet::new()));
+        for child in [&mut supervisor, &mut daemon] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        assert!(!has_live_processes(&job, &[real], &HashSet::new()), "gone: no longer the job's");
+    }
+
+    #[test]
+    fn a_record_never_claims_a_process_older_than_the_supervisor_or_pid_1() {
+        let (mut older, mut supervisor) = two_strangers();
+        let job = job_with_supervisor(procinfo::identify(supervisor.id()).unwrap());
+        let before_the_job = procinfo::identify(older.id()).unwrap();
+        assert!(members(&job, &[before_the_job]).is_empty(), "started before the supervisor: cannot be below it");
+        if let Some(init) = procinfo::identify(1) {
+            let mut no_floor = job.clone();
+            no_floor.supervisor = None;
+            assert!(members(&no_floor, &[init]).is_empty(), "pid 1 is never a job's");
+        }
+        for child in [&mut older, &mut supervisor] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     #[test]

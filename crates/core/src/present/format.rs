@@ -5,8 +5,8 @@ use crate::model::duration::format_duration_ms;
 use crate::model::job::{DeliveryState, Job, JobStatus, Notification};
 use crate::supervise::notify::NOTHING_LISTENS;
 use crate::now_ms;
-use crate::verbs::ops::CheckResult;
-use crate::os::procinfo::{self, ProcessEntry};
+use crate::verbs::ops::{CheckResult, Context};
+use crate::os::procinfo::ProcessEntry;
 use crate::model::text::visible;
 use crate::present::view::kb_to_mb;
 
@@ -129,6 +129,19 @@ pub fn readiness_note(job: &Job) -> String {
     format!(" (not ready yet: waiting for {})", what.join(" or "))
 }
 
+pub use crate::verbs::ops::processes_still_running;
+
+/// `outcome_text` for an ended job some of whose processes still run, so
+/// that it never reads as plain `success`: `success (exit 0), 1 process
+/// still running, after 2.0s`.
+pub fn outcome_text_lingering(job: &Job, lingering: usize) -> String {
+    if lingering == 0 || !job.status().is_final() || job.status() == JobStatus::Lost {
+        return outcome_text(job);
+    }
+    let runtime = format_duration_ms(job.duration_ms(now_ms()));
+    format!("{} ({}), {}, after {runtime}", job.status(), how_it_ended(job), processes_still_running(lingering))
+}
+
 
 /// A `lost` job: its supervisor is gone without recording an end.
 fn why_lost(job: &Job) -> String {
@@ -144,8 +157,12 @@ fn why_lost(job: &Job) -> String {
 
 /// `<id>: <outcome> · pid N · <command>`, then `  error: …` when there is one.
 pub fn header(job: &Job, extra: &str) -> String {
+    header_with(job, &outcome_text(job), extra)
+}
+
+fn header_with(job: &Job, outcome: &str, extra: &str) -> String {
     // Ids and signals are checked where they are made, not in a hand-edited registry.
-    let mut line = format!("{}: {}", visible(&job.id), outcome_text(job));
+    let mut line = format!("{}: {outcome}", visible(&job.id));
     if let Some(pid) = job.pid() {
         line.push_str(&format!(" · pid {pid}"));
     }
@@ -167,31 +184,24 @@ pub fn list_line(job: &Job, lingering: usize) -> String {
     format!("{}  {}{still}  {}", visible(&job.id), outcome_text(job), shorten(&job.command, 60))
 }
 
-/// `list`'s text for these jobs (one pass over /proc for all of them).
-pub fn list_text(jobs: &[Job]) -> Vec<String> {
-    list_text_placed(jobs, &crate::verbs::queue::places_among(jobs, jobs))
+/// `list`'s text for these jobs (one pass over /proc for all of them). The
+/// processes of an ended job are counted as `check` and `orphans` count them.
+pub fn list_text(context: &Context, jobs: &[Job]) -> Vec<String> {
+    list_text_placed(context, jobs, &crate::verbs::queue::places_among(jobs, jobs))
 }
 
 /// `list_text`, saying where each queued job waits (`places`, by job id).
 pub fn list_text_placed(
+    context: &Context,
     jobs: &[Job],
     places: &std::collections::HashMap<String, crate::verbs::queue::QueuedPlace>,
 ) -> Vec<String> {
     let line = |j: &Job, lingering: usize| match places.get(&j.id) {
-        Some(place) => format!(
-            "{}  queued: {}  {}",
-            visible(&j.id),
-            queue_place(place),
-            shorten(&j.command, 60)
-        ),
+        Some(place) => format!("{}  queued: {}  {}", visible(&j.id), queue_place(place), shorten(&j.command, 60)),
         None => list_line(j, lingering),
     };
-    let counts = if jobs.iter().any(|j| j.status().is_final() && crate::os::tree::live_supervisor(j).is_some()) {
-        procinfo::live_process_counts()
-    } else {
-        Default::default()
-    };
-    jobs.iter().map(|j| line(j, counts.get(&j.id).copied().unwrap_or(0))).collect()
+    let counts = context.processes_of_jobs(jobs.iter().filter(|j| j.status().is_final()));
+    jobs.iter().map(|j| line(j, counts.get(&j.id).map_or(0, Vec::len))).collect()
 }
 
 pub fn lingering_line(job: &Job, lingering: &[ProcessEntry]) -> Option<String> {
@@ -328,7 +338,7 @@ pub fn check_text(check: &CheckResult) -> String {
         (_, Some(peak)) if job.status().is_final() => format!(" · peak {} MiB", kb_to_mb(peak)),
         _ => String::new(),
     };
-    let mut lines = vec![header(job, &extra)];
+    let mut lines = vec![header_with(job, &outcome_text_lingering(job, check.lingering.len()), &extra)];
     lines.extend(restart_line(job));
     lines.extend(tie_line(job));
     lines.extend(lingering_line(job, &check.lingering));

@@ -4,4 +4,5 @@ pub mod config;
 pub mod digest;
 pub mod logs;
 pub mod paths;
+pub mod procset;
 pub mod registry;

@@ -417,7 +417,8 @@ impl Registry {
                 continue;
             }
             let live = live.get_or_insert_with(procinfo::jobs_with_live_processes);
-            if !crate::os::tree::has_live_processes(job, live) {
+            let recorded = crate::store::procset::load(&self.home.job_dir(&job.id));
+            if !crate::os::tree::has_live_processes(job, &recorded, live) {
                 evict[i] = true;
                 excess -= 1;
             }

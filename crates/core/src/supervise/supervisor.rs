@@ -422,6 +422,9 @@ struct Supervisor {
     wake_thread: Option<std::thread::JoinHandle<Option<crate::model::job::Wake>>>,
     /// `--tie`: the watch of the process whose end kills the job (see `tie`).
     tie: Option<tie::Watch>,
+    /// Every process seen below us, by identity, kept in the job's directory
+    /// (see `record_processes`).
+    procset: ProcessRecord,
 }
 
 /// Where a job that restarts is between the end of one run and the next.
@@ -570,6 +573,7 @@ impl Supervisor {
             spawned.ok()
         });
         let tie = tie::Watch::open(job.tie.as_ref());
+        let home_for_record = home.job_dir(&job.id);
         Ok(Supervisor {
             job,
             registry,
@@ -595,6 +599,7 @@ impl Supervisor {
             stdin_child_end,
             wake_thread,
             tie,
+            procset: ProcessRecord::new(&home_for_record),
         })
     }
 
@@ -709,6 +714,7 @@ impl Supervisor {
                 consider(kill.next_look);
             }
         }
+        consider(self.procset.next_look);
         // A millisecond more so we wake after the deadline, not a hair before it.
         wait.map(|d| d + Duration::from_millis(1))
     }
@@ -766,6 +772,8 @@ impl Supervisor {
         while matches!(rustix::io::read(&self.signals.wake, &mut bytes), Ok(n) if n > 0) {}
         if self.signals.child.swap(false, Ordering::Relaxed) {
             self.reap();
+            // A child's end is when a daemon's parent exits and leaves it to us.
+            self.procset.look_soon();
         }
         if self.signals.kill_request.swap(false, Ordering::Relaxed) {
             // `send --eof` rings the same bell.
@@ -851,7 +859,7 @@ impl Supervisor {
     /// inside this job and adopted by us, and our notifier are left alone.
     /// Returns whether anything was left to signal.
     fn signal_everything(&self, signal: i32) -> bool {
-        let mut any = !tree::signal_tree(Tree::of(&self.job), signal).sent.is_empty();
+        let mut any = !tree::signal_tree(Tree::of(&self.job).with_recorded(self.procset.recorder.recorded()), signal).sent.is_empty();
         for child in self.adopted_children() {
             any |= matches!(procinfo::signal_process(&child, signal), procinfo::SignalOutcome::Sent);
         }
@@ -883,11 +891,14 @@ impl Supervisor {
     /// Whether any process of the job is left: its tree, or a descendant
     /// re-parented to us (see `signal_everything`).
     fn anything_left(&self) -> bool {
-        tree::tree_alive(Tree::of(&self.job)) || !self.adopted_children().is_empty()
+        tree::tree_alive(Tree::of(&self.job).with_recorded(self.procset.recorder.recorded())) || !self.adopted_children().is_empty()
     }
 
     fn advance_timers(&mut self) {
         let now = Instant::now();
+        if now >= self.procset.next_look {
+            self.record_processes(false);
+        }
         if let Some(at) = self.timeout_at {
             if now >= at {
                 self.timeout_at = None;
@@ -1110,6 +1121,8 @@ impl Supervisor {
     fn record_end(&mut self) {
         let Some(exit) = self.phase.main_exit() else { return };
         self.join_wake_registration();
+        // What the job leaves behind is in the record before its end is.
+        self.record_processes(true);
         self.phase = self.phase.recorded();
         // An end recorded by someone else first (`kill` acting without this
         // supervisor while it was stopped) stands, and was announced by them.
@@ -1117,6 +1130,7 @@ impl Supervisor {
             if stored.status().is_final() {
                 self.job = stored;
                 let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
+                self.report_record_failure();
                 return;
             }
         }
@@ -1175,6 +1189,7 @@ impl Supervisor {
             let kept = if kept.is_ok() { "; it is kept in its job.json, which readers prefer" } else { "" };
             self.note_error(&format!("cannot record the job's end in the registry: {e}{kept}"));
         }
+        self.report_record_failure();
     }
 
     /// Announces the end from a forked child, so retries and hooks never hold
@@ -1210,6 +1225,40 @@ impl Supervisor {
                 self.notifier = Some(pid);
                 self.phase = self.phase.child_started();
             }
+        }
+    }
+
+    /// Records every process below us that is not recorded yet: as a child
+    /// subreaper we adopt every orphan among the job's descendants, so a
+    /// daemon that double-forks, leaves the session and scrubs its
+    /// environment is seen here before or after it detaches. `full` adds a
+    /// pass over the whole table for the job's group and cookie carriers
+    /// (at the end of the main process, where a pass is worth its cost).
+    fn record_processes(&mut self, full: bool) {
+        let mut found = tree::descendants(std::process::id());
+        if full {
+            let tree = Tree::of(&self.job).with_recorded(self.procset.recorder.recorded());
+            let boot = crate::os::pidfd::boot_tag();
+            found.extend(tree::job_tree(tree).0.iter().map(|p| ProcessIdentity { boot: p.identity.boot.or(boot), ..p.identity }));
+        }
+        let (_, written) = self.procset.recorder.add(&found);
+        if let Err(e) = written {
+            // Said once, after the end is recorded (`report_record_failure`):
+            // on a full disk writing to our log may fail too, and nothing
+            // said about this record may come before the job's outcome.
+            if !std::mem::replace(&mut self.procset.recorder.failed, true) {
+                self.procset.unreported = Some(format!("cannot record the job's processes: {e}"));
+            }
+        }
+        if matches!(self.phase, Phase::Recorded { .. } | Phase::Done) {
+            self.report_record_failure();
+        }
+        self.procset.looked();
+    }
+
+    fn report_record_failure(&mut self) {
+        if let Some(message) = self.procset.unreported.take() {
+            self.note_error(&message);
         }
     }
 
@@ -1273,6 +1322,46 @@ impl Supervisor {
             -1 => self.note_error(&format!("cannot fork to send a matched event: {}", std::io::Error::last_os_error())),
             _ => self.phase = self.phase.child_started(),
         }
+    }
+}
+
+/// The first look for new processes comes this soon after the start, then
+/// ever less often, up to `RECORD_LONGEST_PAUSE`; a child's end (when a
+/// daemon's parent exits and leaves it to us) brings one look this soon too.
+/// An idle job costs one short walk of its own children every 5 s.
+const RECORD_FIRST_PAUSE: Duration = Duration::from_millis(50);
+const RECORD_LONGEST_PAUSE: Duration = Duration::from_secs(5);
+
+/// The supervisor's record of the job's processes and when to look next.
+struct ProcessRecord {
+    recorder: crate::store::procset::Recorder,
+    next_look: Instant,
+    pause: Duration,
+    /// A failure to write the record, to report once the end is recorded.
+    unreported: Option<String>,
+}
+
+impl ProcessRecord {
+    fn new(job_dir: &Path) -> ProcessRecord {
+        ProcessRecord {
+            recorder: crate::store::procset::Recorder::new(job_dir),
+            next_look: Instant::now() + RECORD_FIRST_PAUSE,
+            pause: RECORD_FIRST_PAUSE,
+            unreported: None,
+        }
+    }
+
+    /// Each look waits twice as long for the next, whatever it found: a
+    /// build that starts compilers all the time must not keep us walking its
+    /// tree every 50 ms.
+    fn looked(&mut self) {
+        self.pause = (self.pause * 2).min(RECORD_LONGEST_PAUSE);
+        self.next_look = Instant::now() + self.pause;
+    }
+
+    /// One look soon, without changing the pace after it.
+    fn look_soon(&mut self) {
+        self.next_look = self.next_look.min(Instant::now() + RECORD_FIRST_PAUSE);
     }
 }
 

@@ -142,6 +142,10 @@ impl Context {
                 .unwrap_or_default();
             lines.push(format!("{pid}({}): `{command}` — {state}{last}", job.id));
         }
+        // One pass over /proc for every ended job: one whose processes run on
+        // is said so, never plain `success`.
+        let left = self.processes_of_jobs(jobs.iter().filter(|j| j.status().is_final()));
+        let left_count = |job: &Job| left.get(&job.id).map_or(0, Vec::len);
         let unseen: Vec<&Job> = jobs
             .iter()
             .filter(|j| j.status().is_final() && j.seen_at.is_none())
@@ -150,12 +154,29 @@ impl Context {
         const SHOWN: usize = 5;
         for job in unseen.iter().rev().take(SHOWN) {
             let how = crate::model::job::how_it_ended(job);
+            let still = match left_count(job) {
+                0 => String::new(),
+                n => format!(", {},", processes_still_running(n)),
+            };
             lines.push(format!(
-                "finished: {} `{}` {} ({how}) after {} — run-bg check {}",
+                "finished: {} `{}` {} ({how}){still} after {} — run-bg check {}",
                 job.id,
                 text::cut(&text::visible(&job.command).replace('\n', " "), 50),
                 job.status(),
                 format_duration_ms(job.duration_ms(now)),
+                job.id
+            ));
+        }
+        // Ended jobs already looked at (or not shown above) whose processes run on.
+        let shown: std::collections::HashSet<&str> = unseen.iter().rev().take(SHOWN).map(|j| j.id.as_str()).collect();
+        for job in jobs.iter().filter(|j| j.status().is_final() && left_count(j) > 0 && !shown.contains(j.id.as_str())) {
+            lines.push(format!(
+                "ended: {} `{}` {} ({}), {} — run-bg kill {} removes them",
+                job.id,
+                text::cut(&text::visible(&job.command).replace('\n', " "), 50),
+                job.status(),
+                crate::model::job::how_it_ended(job),
+                processes_still_running(left_count(job)),
                 job.id
             ));
         }
@@ -184,7 +205,7 @@ impl Context {
             return Ok(job);
         }
         let being_killed = self.home.job_dir(&job.id).join(KILL_REQUEST_FILE).exists();
-        let verdict = if tree::tree_alive(Tree::of(&job)) {
+        let verdict = if !self.processes_of(&job).is_empty() {
             JobStatus::Orphaned
         } else if being_killed {
             JobStatus::Killed // an orphan we were killing: gone because of us
@@ -328,13 +349,13 @@ impl Context {
         loop {
             let job = self.registry().get(id)?;
             let main = job.main.filter(procinfo::is_same_process_alive);
-            let ended = job.status() != JobStatus::Orphaned || (main.is_none() && !tree::tree_alive(Tree::of(&job)));
+            let ended = job.status() != JobStatus::Orphaned || (main.is_none() && self.processes_of(&job).is_empty());
             if ended {
                 // What they wrote last is in the log before their end is recorded.
                 if let Some(output) = &mut output {
                     output.drain();
                 }
-                if !tree::tree_alive(Tree::of(&job)) {
+                if self.processes_of(&job).is_empty() {
                     outpipe::remove(&self.home.job_dir(id));
                 }
                 if job.status() == JobStatus::Orphaned {
@@ -393,11 +414,7 @@ impl Context {
         let job = self.mark_seen(self.job(id)?)?;
         let (tail, cursor) = tail_job_log(&job, query);
         // One pass over /proc serves both: the live tree's cost, and what lingers.
-        let tree = if !job.status().is_final() || self.lingering_possible(&job) {
-            tree::job_tree(Tree::of(&job)).0
-        } else {
-            Vec::new()
-        };
+        let tree = self.processes_of(&job);
         let usage = (!tree.is_empty()).then(|| TreeUsage {
             processes: tree.len(),
             rss_kb: tree.iter().map(|p| p.rss_kb).sum(),
@@ -498,7 +515,9 @@ impl Context {
     }
 
     /// SIGTERM to the job's tree, SIGKILL after `grace` (or at once with
-    /// `force`); returns once the tree is gone. Ended jobs are left alone.
+    /// `force`); returns once every process of the tree is gone, or says how
+    /// many are still exiting at the bound. An ended job whose processes live
+    /// on has them killed; only one with none left is "nothing to kill".
     pub fn kill(&self, id: &str, grace: Option<Duration>, force: bool) -> Result<KillOutcome> {
         let job = self.job(id)?;
         if job.status() == JobStatus::Queued {
@@ -510,12 +529,12 @@ impl Context {
         }
         let grace = grace.unwrap_or(Duration::from_millis(self.config.kill.grace_ms));
         let supervised = tree::live_supervisor(&job);
-        let lingering: Vec<ProcessIdentity> = if job.status().is_final() {
-            self.lingering(&job).iter().map(|p| p.identity).collect()
-        } else {
-            Vec::new()
-        };
-        let nothing_left = job.status().is_final() && lingering.is_empty();
+        let recorded = self.recorded_processes(&job);
+        let tree = Tree::of(&job).with_recorded(&recorded);
+        // Every process of the job seen from now on: what the kill is about.
+        let mut seen = Seen::default();
+        seen.add(&tree::job_tree(tree).0);
+        let nothing_left = job.status().is_final() && seen.is_empty();
         if let (Some(supervisor), false) = (supervised, nothing_left) {
             // With the request written, SIGUSR1 carries our grace period; if it
             // cannot be written (the job's directory is gone), SIGTERM asks the
@@ -541,33 +560,60 @@ impl Context {
             // job is watched directly. A supervisor acts on the doorbell at
             // once; one that is stopped (SIGSTOP, a debugger, a frozen
             // container) or hung never will, and past its grace period plus a
-            // moment we act without it.
+            // moment we act without it. Meanwhile every process of the tree
+            // that shows up is noted, so the message counts what the
+            // supervisor signalled.
             let stopped = procinfo::is_stopped(supervisor.pid);
             let limit = if stopped { Duration::ZERO } else { grace + SUPERVISOR_ANSWER };
+            let mut next_look = Instant::now();
             let done = if job.status().is_final() {
                 wait_until(limit, Duration::from_millis(20), || {
-                    lingering.iter().all(|p| !procinfo::is_same_process_alive(p)) && !tree::tree_alive(Tree::of(&job))
+                    let now = tree::job_tree(tree).0;
+                    seen.add(&now);
+                    now.is_empty()
                 })
             } else {
                 wait_until(limit, Duration::from_millis(5), || {
+                    if Instant::now() >= next_look {
+                        seen.add(&tree::job_tree(tree).0);
+                        next_look = Instant::now() + Duration::from_millis(50);
+                    }
                     self.registry().get(id).map_or(true, |j| j.status().is_final())
                 })
             };
             if !done {
                 // Its grace period was spent waiting for it, unless it was stopped from the start.
                 let direct_grace = if stopped { grace } else { Duration::ZERO };
-                return self.kill_without_supervisor(&job, supervisor, stopped, direct_grace, force || !stopped);
+                return self.kill_without_supervisor(&job, tree, supervisor, stopped, direct_grace, force || !stopped);
             }
+            let exiting = still_exiting(seen.wait_gone(tree, STILL_EXITING_PATIENCE));
+            let count = seen.len();
             let after = self.job(id)?;
             let message = if !job.status().is_final() {
-                format!("killed {} ({})", after.id, after.status())
+                format!("killed {} ({}): {count} process(es) signalled{exiting}", after.id, after.status())
             } else {
-                format!("{} had already ended ({}); removed the processes it left running", after.id, after.status())
+                format!(
+                    "{} had already ended ({}); removed the processes it left running ({count} process(es) signalled){exiting}",
+                    after.id,
+                    after.status()
+                )
             };
             return Ok(KillOutcome { message, signalled: true, job: after });
         }
         if job.status() == JobStatus::Orphaned {
-            return self.kill_orphaned(job, grace, force);
+            return self.kill_orphaned(job.clone(), tree, grace, force);
+        }
+        if !nothing_left {
+            // Ended, its supervisor gone, and processes of it live on (a
+            // daemon it recorded, a cookie carrier): they are what is killed.
+            let (count, exiting) = terminate_tree(tree, grace, force);
+            let message = format!(
+                "{} had already ended ({}); removed the processes it left running ({count} process(es) signalled){}",
+                job.id,
+                job.status(),
+                still_exiting(exiting)
+            );
+            return Ok(KillOutcome { message, signalled: count > 0, job });
         }
         let message = match (&job.status(), &job.error()) {
             (JobStatus::Lost, Some(error)) => format!("{} is not running (lost: {error}); nothing to kill", job.id),
@@ -586,11 +632,13 @@ impl Context {
         force: bool,
     ) -> Result<Vec<std::result::Result<KillOutcome, (String, Error)>>> {
         let filter = ListFilter { all: true, owner: owner.map(str::to_string), status: None };
-        // Ended jobs whose processes live on are part of "everything I started".
-        let targets: Vec<Job> = self
-            .list(&filter)?
+        // Ended jobs whose processes live on are part of "everything I started"
+        // (one pass over the process table for all of them).
+        let jobs = self.list(&filter)?;
+        let left = self.processes_of_jobs(jobs.iter().filter(|j| j.status().is_final()));
+        let targets: Vec<Job> = jobs
             .into_iter()
-            .filter(|j| !j.status().is_final() || !self.lingering(j).is_empty())
+            .filter(|j| !j.status().is_final() || left.get(&j.id).is_some_and(|p| !p.is_empty()))
             .collect();
         Ok(std::thread::scope(|scope| {
             let handles: Vec<_> = targets
@@ -618,7 +666,9 @@ impl Context {
             let mut removed = Vec::new();
             jobs.retain(|job| {
                 let old_enough = job.ended_at().unwrap_or(job.started_at) <= cutoff;
-                let remove = job.status().is_final() && old_enough && !tree::has_live_processes(job, &live);
+                let remove = job.status().is_final()
+                    && old_enough
+                    && !tree::has_live_processes(job, &crate::store::procset::load(&self.home.job_dir(&job.id)), &live);
                 if remove {
                     removed.push(job.id.clone());
                 }
@@ -640,30 +690,31 @@ impl Context {
     fn kill_without_supervisor(
         &self,
         job: &Job,
+        tree: Tree,
         supervisor: ProcessIdentity,
         stopped: bool,
         grace: Duration,
         force: bool,
     ) -> Result<KillOutcome> {
-        let tree = Tree::of(job);
         // A main process that already exited (a zombie the stopped supervisor
         // has not reaped) ended the job on its own: its outcome is the
         // supervisor's to record when it resumes, not ours to call a kill.
         let main_was_running = tree.main.is_some_and(|m| procinfo::is_same_process_alive(&m));
-        let count = terminate_tree(tree, grace, force);
+        let (count, exiting) = terminate_tree(tree, grace, force);
+        let exiting = still_exiting(exiting);
         let why = if stopped { "is stopped" } else { "did not answer in time" };
         if job.status().is_final() || !main_was_running {
             let after = self.job(&job.id)?;
             let message = format!(
                 "{} had already ended; removed what it left running ({count} process(es) signalled) without its supervisor, \
-                 which {why} (pid {}) and records the outcome when it runs again",
+                 which {why} (pid {}) and records the outcome when it runs again{exiting}",
                 after.id, supervisor.pid
             );
             return Ok(KillOutcome { message, signalled: count > 0, job: after });
         }
         let (after, unrecorded) = self.record_kill(job.clone());
         let message = format!(
-            "killed {} ({}) without its supervisor, which {why} (pid {}): {count} process(es) signalled{unrecorded}",
+            "killed {} ({}) without its supervisor, which {why} (pid {}): {count} process(es) signalled{exiting}{unrecorded}",
             after.id, after.status(), supervisor.pid
         );
         Ok(KillOutcome { message, signalled: true, job: after })
@@ -672,11 +723,12 @@ impl Context {
     /// Without a supervisor we signal the tree ourselves, each process by
     /// identity. What cannot be recorded (a full disk) never stops the kill;
     /// the message then says so.
-    fn kill_orphaned(&self, job: Job, grace: Duration, force: bool) -> Result<KillOutcome> {
+    fn kill_orphaned(&self, job: Job, tree: Tree, grace: Duration, force: bool) -> Result<KillOutcome> {
         let _ = self.note_kill_request(&job.id, grace, force);
-        let count = terminate_tree(Tree::of(&job), grace, force);
+        let (count, exiting) = terminate_tree(tree, grace, force);
         let (stored, unrecorded) = self.record_kill(job);
-        let message = format!("killed orphaned job {} ({count} process(es) signalled){unrecorded}", stored.id);
+        let message =
+            format!("killed orphaned job {} ({count} process(es) signalled){}{unrecorded}", stored.id, still_exiting(exiting));
         Ok(KillOutcome { message, signalled: true, job: stored })
     }
 
@@ -706,17 +758,41 @@ impl Context {
     /// Processes still running for a job whose main process has ended (or
     /// whose supervisor is gone). Empty for a job still running normally.
     pub fn lingering(&self, job: &Job) -> Vec<ProcessEntry> {
-        if (job.status().is_final() && self.lingering_possible(job)) || job.status() == JobStatus::Orphaned {
-            tree::job_tree(Tree::of(job)).0
+        if job.status().is_final() || job.status() == JobStatus::Orphaned {
+            self.processes_of(job)
         } else {
             Vec::new()
         }
     }
 
-    /// An ended job can have processes left only while its supervisor lives
-    /// (it stays until the last descendant is gone).
-    fn lingering_possible(&self, job: &Job) -> bool {
-        tree::live_supervisor(job).is_some()
+    /// What the job's supervisor recorded seeing below itself (`store::procset`).
+    pub fn recorded_processes(&self, job: &Job) -> Vec<ProcessIdentity> {
+        crate::store::procset::load(&self.home.job_dir(&job.id))
+    }
+
+    /// The live processes `job` owns: the union of what its supervisor
+    /// recorded (each only while a live process has the same pid and start
+    /// time), what carries its cookie, its process group while provably its
+    /// own, and what runs below its live supervisor. Check, list, summary,
+    /// orphans, kill, prune and reconcile all count through here (or
+    /// `processes_of_jobs`, the same for many jobs), so they agree, and they
+    /// keep finding a daemon that scrubbed its environment after the
+    /// supervisor is gone.
+    pub fn processes_of(&self, job: &Job) -> Vec<ProcessEntry> {
+        let recorded = self.recorded_processes(job);
+        tree::job_tree(Tree::of(job).with_recorded(&recorded)).0
+    }
+
+    /// `processes_of` for many jobs, from one pass over the process table.
+    pub fn processes_of_jobs<'j>(&self, jobs: impl IntoIterator<Item = &'j Job>) -> std::collections::HashMap<String, Vec<ProcessEntry>> {
+        let rows = procinfo::table();
+        jobs.into_iter()
+            .map(|job| {
+                let recorded = self.recorded_processes(job);
+                let (members, _) = tree::members_in(&rows, Tree::of(job).with_recorded(&recorded));
+                (job.id.clone(), members.into_iter().map(procinfo::Row::entry).collect())
+            })
+            .collect()
     }
 
     /// Orphaned jobs, and every process that still carries the cookie of a job
@@ -730,12 +806,12 @@ impl Context {
             .filter(|j| j.status().is_final() || j.status() == JobStatus::Orphaned)
             .filter(|j| options.owner.as_ref().is_none_or(|o| j.owner.as_ref() == Some(o)))
             .collect();
-        let by_id: std::collections::HashMap<&str, &Job> = jobs.iter().map(|j| (j.id.as_str(), j)).collect();
-        let found: Vec<OrphanProcess> = procinfo::scan(|_, _, cookie| cookie.is_some_and(|c| by_id.contains_key(c)))
-            .into_iter()
-            .map(|entry| {
-                let job = by_id[entry.cookie.as_deref().unwrap_or_default()];
-                OrphanProcess { job_id: job.id.clone(), job_status: job.status(), process: entry }
+        let mut owned = self.processes_of_jobs(&jobs);
+        let found: Vec<OrphanProcess> = jobs
+            .iter()
+            .flat_map(|job| {
+                let processes = owned.remove(&job.id).unwrap_or_default();
+                processes.into_iter().map(|process| OrphanProcess { job_id: job.id.clone(), job_status: job.status(), process })
             })
             .collect();
         let orphaned_jobs: Vec<Job> = jobs.iter().filter(|j| j.status() == JobStatus::Orphaned).cloned().collect();
@@ -773,14 +849,12 @@ fn mark_killed(job: &mut Job) -> bool {
 }
 
 /// SIGTERM to the job's tree, SIGKILL to what is left after `grace` (at once
-/// with `force`). Returns how many distinct processes were signalled: a
+/// with `force`). Returns how many distinct processes were signalled (a
 /// process signalled by both passes, or by repeated SIGKILLs while it dies,
-/// counts once.
-fn terminate_tree(tree: Tree, grace: Duration, force: bool) -> usize {
-    let mut signalled = std::collections::HashSet::new();
-    let mut send = |signal| {
-        signalled.extend(tree::signal_tree(tree, signal).sent.iter().map(|p| (p.identity.pid, p.identity.start_ticks)));
-    };
+/// counts once) and how many of them, or of the tree, still live at the bound.
+fn terminate_tree(tree: Tree, grace: Duration, force: bool) -> (usize, usize) {
+    let mut signalled = Seen::default();
+    let mut send = |signal| signalled.add(&tree::signal_tree(tree, signal).sent);
     if !force {
         send(libc::SIGTERM);
         wait_until(grace, Duration::from_millis(20), || !tree::tree_alive(tree));
@@ -790,7 +864,68 @@ fn terminate_tree(tree: Tree, grace: Duration, force: bool) -> usize {
         send(libc::SIGKILL);
         std::thread::sleep(Duration::from_millis(10));
     }
-    signalled.len()
+    let exiting = signalled.wait_gone(tree, STILL_EXITING_PATIENCE);
+    (signalled.len(), exiting)
+}
+
+/// After the tree was signalled and SIGKILL had its chance, how long `kill`
+/// still waits for the last of it to be gone before it says how many are
+/// still exiting (a process in uninterruptible sleep cannot be hurried).
+const STILL_EXITING_PATIENCE: Duration = Duration::from_secs(2);
+
+/// `1 process still running`, `3 processes still running`.
+pub fn processes_still_running(count: usize) -> String {
+    format!("{count} process{} still running", if count == 1 { "" } else { "es" })
+}
+
+fn still_exiting(count: usize) -> String {
+    if count == 0 {
+        String::new()
+    } else {
+        format!("; {count} still exiting")
+    }
+}
+
+/// The processes of a job a kill has seen, by identity.
+#[derive(Debug, Default)]
+struct Seen(std::collections::HashMap<(u32, u64), ProcessIdentity>);
+
+impl Seen {
+    fn add(&mut self, processes: &[ProcessEntry]) {
+        for p in processes {
+            self.0.entry((p.identity.pid, p.identity.start_ticks)).or_insert(p.identity);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Waits until none of these lives and the tree has no process left,
+    /// or `limit` passes; returns how many are left then. Sleeps on a pidfd
+    /// of a process still there rather than looking again and again.
+    fn wait_gone(&self, tree: Tree, limit: Duration) -> usize {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left: Vec<ProcessIdentity> = self.0.values().copied().filter(procinfo::is_same_process_alive).collect();
+            // Not signalled by this kill, if any: they count as left, not as signalled.
+            let newcomers = if left.is_empty() { tree::job_tree(tree).0.len() } else { 0 };
+            let remaining = left.len() + newcomers;
+            let now = Instant::now();
+            if remaining == 0 || now >= deadline {
+                return remaining;
+            }
+            let pause = (deadline - now).min(Duration::from_millis(50));
+            match left.first() {
+                Some(who) => procinfo::wait_for_exit(who, pause),
+                None => std::thread::sleep(pause),
+            }
+        }
+    }
 }
 
 /// How long past its grace period a supervisor may take to record a kill
