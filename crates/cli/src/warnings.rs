@@ -48,7 +48,32 @@ fn background<W>(writer: W) -> impl Subscriber + Send + Sync
 where
     W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
 {
-    tracing_subscriber::fmt().with_writer(writer).with_max_level(Level::WARN).with_ansi(false).event_format(Plain).finish()
+    tracing_subscriber::fmt().with_writer(Lossy(writer)).with_max_level(Level::WARN).with_ansi(false).event_format(Plain).finish()
+}
+
+/// Writes what it can and drops the rest. When a warning cannot be written
+/// (stderr is a job's supervisor.log on a full disk), tracing reports the
+/// failure with `eprintln!`, which panics when stderr is that same file: the
+/// supervisor would die before recording the job's end. A lost warning is
+/// the lesser harm.
+struct Lossy<W>(W);
+
+impl<'a, M: tracing_subscriber::fmt::MakeWriter<'a>> tracing_subscriber::fmt::MakeWriter<'a> for Lossy<M> {
+    type Writer = Lossy<M::Writer>;
+    fn make_writer(&'a self) -> Self::Writer {
+        Lossy(self.0.make_writer())
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for Lossy<W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let _ = self.0.write_all(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = self.0.flush();
+        Ok(())
+    }
 }
 
 /// Warnings and errors to stderr; the core's info events (snapshots) stay off.
@@ -82,6 +107,28 @@ mod tests {
             "run-bg supervisor build-1: cannot record the job's end in its job.json: disk full\n\
              run-bg watcher: cannot log the orphaned job's output: gone\n"
         );
+    }
+
+    #[test]
+    fn a_warning_that_cannot_be_written_is_dropped_not_reported_on_stderr() {
+        let mut lossy = Lossy(Full);
+        assert_eq!(std::io::Write::write(&mut lossy, b"disk full\n").unwrap(), 10);
+        assert!(std::io::Write::flush(&mut lossy).is_ok());
+        // And through the subscriber: no error comes back to tracing, so it
+        // has nothing to eprintln! (which panics when stderr is the full file).
+        tracing::subscriber::with_default(background(|| Full), || tracing::error!("run-bg supervisor x: lost"));
+    }
+
+    /// /dev/full.
+    struct Full;
+
+    impl std::io::Write for Full {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::other("no space left on device"))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Err(std::io::Error::other("no space left on device"))
+        }
     }
 
     struct Sink(Arc<Mutex<Vec<u8>>>);
