@@ -1071,31 +1071,9 @@ impl Supervisor {
         let Some(url) = self.config.notify.url.clone().filter(|_| self.job.notify) else { return };
         let body = restart::restart_event(&self.config.notify, &self.job, number, exit, delay).to_string();
         let timeout = Duration::from_millis(self.config.notify.timeout_ms);
-        // Single-threaded for the fork, as for the notifier.
-        self.log.join_deleter();
-        // SAFETY: the supervisor is single-threaded here (the log's deleter
-        // was joined just above), so the child inherits no lock another
-        // thread holds and may run ordinary Rust code.
-        match unsafe { libc::fork() } {
-            0 => {
-                for signal in HANDLED {
-                    // SAFETY: restoring the default disposition installs no
-                    // code of ours (see spawn_notifier).
-                    if unsafe { libc::signal(signal, libc::SIG_DFL) } == libc::SIG_ERR {
-                        self.note_error(&format!("restart announcer: cannot restore signal {signal}: {}", std::io::Error::last_os_error()));
-                    }
-                }
-                // The job's pipes are not held open by this child.
-                self.output = None;
-                self.let_go_of_the_job();
-                let _ = notify::post(&url, body.as_bytes(), timeout);
-                // SAFETY: _exit skips destructors and atexit handlers, so the
-                // parent's files and buffers stay its own.
-                unsafe { libc::_exit(0) }
-            }
-            -1 => self.note_error(&format!("cannot fork to announce restart {number}: {}", std::io::Error::last_os_error())),
-            _ => {}
-        }
+        self.fork_errand("restart announcer", |_| {
+            let _ = notify::post(&url, body.as_bytes(), timeout);
+        });
     }
 
     /// The job ends for good: the ends of its pipes kept for another run
@@ -1196,35 +1174,49 @@ impl Supervisor {
     /// up the loop that drains lingering output. The supervisor stays until it
     /// is done, as it stays for any child.
     fn spawn_notifier(&mut self) {
-        // The log's last rotation may have left its unlink thread running;
-        // once it is joined the supervisor runs one thread.
+        if let Some(pid) = self.fork_errand("notifier", |supervisor| {
+            notify::announce(&supervisor.home, &supervisor.config, &supervisor.job);
+        }) {
+            self.notifier = Some(pid);
+            self.phase = self.phase.child_started();
+        }
+    }
+
+    /// Runs `errand` in a forked child of ours, which then `_exit`s: the
+    /// child's pid, or `None` when the fork failed (noted). An errand is an
+    /// ordinary process: a signal ends it and never reaches the supervisor's
+    /// flags, and it holds none of the job's pipes open.
+    fn fork_errand(&mut self, name: &str, errand: impl FnOnce(&mut Supervisor)) -> Option<libc::pid_t> {
+        // Single-threaded for the fork: the log's last rotation may have left
+        // its unlink thread running, and the wake rule's registration may
+        // still run (bounded by notify.timeout_ms).
         self.log.join_deleter();
-        // SAFETY: the supervisor is single-threaded here (the log's deleter
-        // was joined just above and it starts no other thread), so the child
-        // inherits no lock another thread holds and may run ordinary Rust code.
+        self.join_wake_registration();
+        // SAFETY: the supervisor is single-threaded here (both threads it
+        // ever starts were joined just above), so the child inherits no lock
+        // another thread holds and may run ordinary Rust code.
         match unsafe { libc::fork() } {
             0 => {
-                // The notifier is an ordinary process: a signal ends it and
-                // never reaches the supervisor's flags or wakes its loop.
                 for signal in HANDLED {
                     // SAFETY: restoring the default disposition installs no
                     // code of ours; signal-hook's handler it replaces would
                     // only set this copy's flags and write to the self-pipe.
                     if unsafe { libc::signal(signal, libc::SIG_DFL) } == libc::SIG_ERR {
-                        self.note_error(&format!("notifier: cannot restore signal {signal}: {}", std::io::Error::last_os_error()));
+                        self.note_error(&format!("{name}: cannot restore signal {signal}: {}", std::io::Error::last_os_error()));
                     }
                 }
                 self.output = None;
-                notify::announce(&self.home, &self.config, &self.job);
+                self.let_go_of_the_job();
+                errand(self);
                 // SAFETY: _exit skips destructors and atexit handlers, so the
                 // parent's registry lock, temp files and buffers stay its own.
                 unsafe { libc::_exit(0) }
             }
-            -1 => self.note_error(&format!("cannot fork the notifier: {}", std::io::Error::last_os_error())),
-            pid => {
-                self.notifier = Some(pid);
-                self.phase = self.phase.child_started();
+            -1 => {
+                self.note_error(&format!("cannot fork the {name}: {}", std::io::Error::last_os_error()));
+                None
             }
+            pid => Some(pid),
         }
     }
 
@@ -1301,26 +1293,12 @@ impl Supervisor {
         if self.config.notify.url.is_none() {
             return;
         }
-        self.log.join_deleter();
-        // SAFETY: as in `spawn_notifier`: the log's deleter was joined just
-        // above and the supervisor starts no other thread, so the child
-        // inherits no lock another thread holds.
-        match unsafe { libc::fork() } {
-            0 => {
-                for signal in HANDLED {
-                    // SAFETY: restoring the default disposition installs no code of ours.
-                    if unsafe { libc::signal(signal, libc::SIG_DFL) } == libc::SIG_ERR {
-                        self.note_error(&format!("match notifier: cannot restore signal {signal}"));
-                    }
-                }
-                self.output = None;
-                crate::supervise::matchers::announce_match(&self.home, &self.config, &self.job, matched);
-                // SAFETY: _exit skips destructors and atexit handlers, so the
-                // parent's files and buffers stay its own.
-                unsafe { libc::_exit(0) }
-            }
-            -1 => self.note_error(&format!("cannot fork to send a matched event: {}", std::io::Error::last_os_error())),
-            _ => self.phase = self.phase.child_started(),
+        if self.fork_errand("match notifier", |supervisor| {
+            crate::supervise::matchers::announce_match(&supervisor.home, &supervisor.config, &supervisor.job, matched);
+        })
+        .is_some()
+        {
+            self.phase = self.phase.child_started();
         }
     }
 }
