@@ -939,14 +939,14 @@ impl Supervisor {
     /// After a run of a job started with `--restart` has ended (and any kill
     /// has settled): whether the job goes on, between runs or in a new run.
     /// `false`: the job ends now and its end is to be recorded (no policy,
-    /// a kill, the timeout, an exit the policy does not restart after, too
+    /// a kill, its tie, the timeout, an exit the policy does not restart after, too
     /// many restarts in a row, a run that could not start).
     fn restart_step(&mut self) -> bool {
         let Some(exit) = self.phase.main_exit() else { return false };
         if self.restarter.is_none() {
             return false;
         }
-        if matches!(self.kill, Some(KillInProgress { reason: KillReason::Requested | KillReason::Timeout | KillReason::AfterExit, .. })) {
+        if matches!(self.kill, Some(KillInProgress { reason: KillReason::Requested | KillReason::Timeout | KillReason::AfterExit | KillReason::Tie, .. })) {
             return false;
         }
         match self.between.clone() {
@@ -999,8 +999,7 @@ impl Supervisor {
         self.between = None;
         let Some(output) = self.output_child_end.as_ref().map(|fd| fd.as_raw_fd()) else { return false };
         // launch() forks: no thread of ours may hold a lock then.
-        self.log.join_deleter();
-        self.join_wake_registration();
+        self.single_threaded();
         let stdin = self.stdin_child_end.as_ref().map(|fd| fd.as_raw_fd());
         let started = launch_main(&self.job, output, stdin).and_then(|launched| {
             let pid = launched.pid;
@@ -1061,9 +1060,9 @@ impl Supervisor {
         let body = restart::restart_event(&self.config.notify, &self.job, number, exit, delay).to_string();
         let timeout = Duration::from_millis(self.config.notify.timeout_ms);
         // Single-threaded for the fork, as for the notifier.
-        self.log.join_deleter();
-        // SAFETY: the supervisor is single-threaded here (the log's deleter
-        // was joined just above), so the child inherits no lock another
+        self.single_threaded();
+        // SAFETY: the supervisor is single-threaded here (its other threads
+        // were joined just above), so the child inherits no lock another
         // thread holds and may run ordinary Rust code.
         match unsafe { libc::fork() } {
             0 => {
@@ -1105,6 +1104,16 @@ impl Supervisor {
                 self.job.wake = Some(wake);
             }
         }
+    }
+
+    /// Before any fork whose child runs ordinary Rust code (a launch, a
+    /// notifier, the restart announcer): the supervisor's other threads (the
+    /// log's deleter, the wake rule's registration) are joined, so the child
+    /// inherits no lock one of them held. The registration is bounded by
+    /// notify.timeout_ms.
+    fn single_threaded(&mut self) {
+        self.log.join_deleter();
+        self.join_wake_registration();
     }
 
     fn record_end(&mut self) {
@@ -1183,9 +1192,9 @@ impl Supervisor {
     fn spawn_notifier(&mut self) {
         // The log's last rotation may have left its unlink thread running;
         // once it is joined the supervisor runs one thread.
-        self.log.join_deleter();
-        // SAFETY: the supervisor is single-threaded here (the log's deleter
-        // was joined just above and it starts no other thread), so the child
+        self.single_threaded();
+        // SAFETY: the supervisor is single-threaded here (its other threads
+        // were joined just above), so the child
         // inherits no lock another thread holds and may run ordinary Rust code.
         match unsafe { libc::fork() } {
             0 => {
@@ -1252,10 +1261,12 @@ impl Supervisor {
         if self.config.notify.url.is_none() {
             return;
         }
-        self.log.join_deleter();
-        // SAFETY: as in `spawn_notifier`: the log's deleter was joined just
-        // above and the supervisor starts no other thread, so the child
-        // inherits no lock another thread holds.
+        // A match during the wake rule's registration waits for it (bounded
+        // by notify.timeout_ms): a fork beside that thread could inherit a
+        // lock it holds (the allocator's) and hang the child.
+        self.single_threaded();
+        // SAFETY: as in `spawn_notifier`: the supervisor's other threads were
+        // joined just above, so the child inherits no lock another thread holds.
         match unsafe { libc::fork() } {
             0 => {
                 for signal in HANDLED {
@@ -1264,7 +1275,10 @@ impl Supervisor {
                         self.note_error(&format!("match notifier: cannot restore signal {signal}"));
                     }
                 }
+                // The job's pipes are not held open by this child (its
+                // output's end, its stdin after `send --eof`).
                 self.output = None;
+                self.let_go_of_the_job();
                 crate::supervise::matchers::announce_match(&self.home, &self.config, &self.job, matched);
                 // SAFETY: _exit skips destructors and atexit handlers, so the
                 // parent's files and buffers stay its own.
