@@ -548,7 +548,9 @@ pub struct ResourceTracker {
     observer: u32,
     phases: HashMap<String, OpenPhase>,
     /// Whether this process was a child subreaper before the first open
-    /// phase made it one; `None` while no phase is open.
+    /// phase made it one; `None` while no phase is open. Only Linux has
+    /// child subreapers: elsewhere it is never read.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     subreaper_before: Option<bool>,
     /// Processes seen below us with a parent other than us (pid, start).
     not_forked_by_us: HashSet<(u32, u64)>,
