@@ -122,6 +122,26 @@ test('a tie that fires kills a restarting job for good: while it runs and in its
   assert.equal(killed.tie.reason, `its caller (pid ${tied2}) exited`)
 })
 
+test('a queued job tied to a process that exited meanwhile never starts: it ends killed', async (t) => {
+  const { home, extraPids } = makeHome(t)
+  const go = path.join(home, 'go')
+  const marker = path.join(home, 'ran')
+  const first = startJob(home, untilFile(go))
+  const tied = anchor(extraPids)
+  const ack = startJob(home, ['sh', '-c', `touch ${JSON.stringify(marker)}; exec sleep 300`], ['--after', first.jobId, '--tie-pid', String(tied)])
+  process.kill(tied, 'SIGKILL')
+  await waitFor(() => !isAlive(tied), { what: 'the tied process gone' })
+  fs.writeFileSync(go, '')
+  const ended = await waitFor(() => {
+    const c = checkJson(home, ack.jobId)
+    return c.status !== 'queued' && c.status !== 'running' ? c : null
+  }, { what: 'the tied job to end' })
+  assert.equal(ended.status, 'killed')
+  assert.equal(ended.tie.reason, `its caller (pid ${tied}) exited`)
+  assert.equal(ended.pid, undefined, 'no process was started')
+  assert.equal(fs.existsSync(marker), false, 'its command never ran')
+})
+
 /** What `pid`'s fds point at. */
 function fdTargets(pid) {
   const dir = `/proc/${pid}/fd`
