@@ -31,6 +31,9 @@ test('a job queued --after another keeps its restart, readiness, notifyOn, stdin
     '--max-restarts', '1', '--restart-delay', '100ms', '--stdin', 'pipe', '--tie-pid', String(tied), '--timeout', '60s',
   ])
   assert.equal(checkJson(home, ack.jobId).status, 'queued')
+  const early = runBg(home, ['send', ack.jobId, 'too soon'])
+  assert.equal(early.code, 1)
+  assert.match(early.stderr, /queued: it has not started yet/, early.stderr)
   fs.writeFileSync(go, '')
   const ready = runBg(home, ['wait', ack.jobId, '--ready', '--timeout', '30s', '--json'])
   assert.equal(ready.code, 0, `wait --ready: ${ready.stdout}${ready.stderr}`)
