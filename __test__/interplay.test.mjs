@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
-import { makeHome, runBg, startJob, checkJson, readRegistry, waitFor, pm, isAlive, connectMcp } from './helpers.mjs'
+import { makeHome, runBg, startJob, checkJson, readRegistry, waitFor, pm, isAlive, connectMcp, startListener } from './helpers.mjs'
 
 /** A job that runs until `file` exists (the test ends it when it wants). */
 const untilFile = (file) => ['sh', '-c', `while [ ! -f ${JSON.stringify(file)} ]; do sleep 0.05; done`]
@@ -143,6 +143,27 @@ test('a queued job tied to a process that exited meanwhile never starts: it ends
   assert.equal(ended.tie.reason, `its caller (pid ${tied}) exited`)
   assert.equal(ended.pid, undefined, 'no process was started')
   assert.equal(fs.existsSync(marker), false, 'its command never ran')
+})
+
+test('a --notify-on match while the wake rule is being registered neither stalls the output nor is lost', async (t) => {
+  // The service accepts and never answers: the registration takes notify.timeout_ms.
+  const service = await startListener(t, { mode: 'hang' })
+  const { home } = makeHome(t, { notify: { url: service.url, timeout_ms: 8000 } })
+  const go = path.join(home, 'go')
+  const { jobId, logPath } = startJob(home, ['sh', '-c', `echo boom; echo after-boom; while [ ! -f ${JSON.stringify(go)} ]; do sleep 0.05; done`],
+    ['--wake', 'job {{jobId}} {{status}}', '--notify-on', 'boom'])
+  await waitFor(() => fs.existsSync(logPath) && fs.readFileSync(logPath, 'utf8').includes('after-boom'), { what: 'the output after the match' })
+  assert.equal(checkJson(home, jobId).wake?.state, 'pending', 'the output came while the rule was still being registered')
+  const matched = await waitFor(() => service.requests().find((r) => r.json?.data?.status === 'matched' && r.json.data.jobId === jobId),
+    { what: 'the matched event, once the registration is over', timeout: 30_000 })
+  assert.match(JSON.stringify(matched.json.data), /boom/)
+  // A service that answers takes the end's event, so nothing is left retrying.
+  service.stop()
+  const answering = await startListener(t, { port: service.port })
+  fs.writeFileSync(go, '')
+  assert.notEqual(runBg(home, ['wait', jobId, '--timeout', '30s']).code, 124)
+  await waitFor(() => answering.requests().some((r) => r.json?.data?.jobId === jobId && r.json.data.status === 'success'),
+    { what: 'the end event', timeout: 40_000 })
 })
 
 /** What `pid`'s fds point at. */

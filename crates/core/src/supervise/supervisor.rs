@@ -420,6 +420,9 @@ struct Supervisor {
     /// while the job runs; joined before the end is recorded, so the end
     /// event goes after the rule (and the notifier forks single-threaded).
     wake_thread: Option<std::thread::JoinHandle<Option<crate::model::job::Wake>>>,
+    /// `--notify-on` matches seen while that registration ran: sent once it
+    /// has finished (see `spawn_match_notifier`).
+    deferred_matches: Vec<crate::supervise::matchers::MatchEvent>,
     /// `--tie`: the watch of the process whose end kills the job (see `tie`).
     tie: Option<tie::Watch>,
 }
@@ -594,6 +597,7 @@ impl Supervisor {
             stdin_writer,
             stdin_child_end,
             wake_thread,
+            deferred_matches: Vec::new(),
             tie,
         })
     }
@@ -700,6 +704,10 @@ impl Supervisor {
         }
         if let Some(Between::Waiting { until }) = &self.between {
             consider(*until);
+        }
+        // The registration thread announces no end: looked at now and then.
+        if !self.deferred_matches.is_empty() {
+            consider(now + Duration::from_millis(50));
         }
         if let Some(kill) = &self.kill {
             if !kill.hard_sent {
@@ -887,6 +895,7 @@ impl Supervisor {
     }
 
     fn advance_timers(&mut self) {
+        self.flush_deferred_matches();
         let now = Instant::now();
         if let Some(at) = self.timeout_at {
             if now >= at {
@@ -1119,6 +1128,8 @@ impl Supervisor {
     fn record_end(&mut self) {
         let Some(exit) = self.phase.main_exit() else { return };
         self.join_wake_registration();
+        // Before the end's event, as they came before the end.
+        self.flush_deferred_matches();
         self.phase = self.phase.recorded();
         // An end recorded by someone else first (`kill` acting without this
         // supervisor while it was stopped) stands, and was announced by them.
@@ -1255,15 +1266,31 @@ impl Supervisor {
         let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| job.ready_at = Some(at));
     }
 
+    /// The matches held back while the wake rule was being registered, once
+    /// it is done.
+    fn flush_deferred_matches(&mut self) {
+        if self.deferred_matches.is_empty() || self.wake_thread.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        for matched in std::mem::take(&mut self.deferred_matches) {
+            self.spawn_match_notifier(&matched);
+        }
+    }
+
     /// Sends a `matched` event from a forked child, as the end's notifier
     /// does, so a slow service never holds up the job's output.
     fn spawn_match_notifier(&mut self, matched: &crate::supervise::matchers::MatchEvent) {
         if self.config.notify.url.is_none() {
             return;
         }
-        // A match during the wake rule's registration waits for it (bounded
-        // by notify.timeout_ms): a fork beside that thread could inherit a
-        // lock it holds (the allocator's) and hang the child.
+        // Not beside the wake rule's registration thread (the child could
+        // inherit a lock it holds, the allocator's, and hang), nor waiting
+        // for it here (a slow service would stall the job's output): sent
+        // once it has finished.
+        if self.wake_thread.as_ref().is_some_and(|t| !t.is_finished()) {
+            self.deferred_matches.push(matched.clone());
+            return;
+        }
         self.single_threaded();
         // SAFETY: as in `spawn_notifier`: the supervisor's other threads were
         // joined just above, so the child inherits no lock another thread holds.
