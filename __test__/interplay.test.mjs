@@ -162,8 +162,9 @@ test('a --notify-on match while the wake rule is being registered neither stalls
   const answering = await startListener(t, { port: service.port })
   fs.writeFileSync(go, '')
   assert.notEqual(runBg(home, ['wait', jobId, '--timeout', '30s']).code, 124)
-  await waitFor(() => answering.requests().some((r) => r.json?.data?.jobId === jobId && r.json.data.status === 'success'),
-    { what: 'the end event', timeout: 40_000 })
+  // An invocation hands a spooled event on at once (the deliverer's backoff may be at 30 s).
+  await waitFor(() => runBg(home, ['list']) && answering.requests().some((r) => r.json?.data?.jobId === jobId && r.json.data.status === 'success'),
+    { what: 'the end event', timeout: 60_000, interval: 500 })
 })
 
 /** What `pid`'s fds point at. */
