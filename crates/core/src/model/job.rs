@@ -409,8 +409,13 @@ impl Job {
     }
 
     /// The readiness timeout (ms), once it passed with the job still not ready.
+    /// Not while it is queued: its `started_at` is then when it was queued,
+    /// and the timeout counts from its real start.
     pub fn not_ready_after(&self, now_ms: u64) -> Option<u64> {
         let limit = self.ready.as_ref()?.timeout_ms?;
+        if self.state == JobState::Queued {
+            return None;
+        }
         (self.ready_at.is_none() && now_ms.saturating_sub(self.started_at) >= limit).then_some(limit)
     }
 }

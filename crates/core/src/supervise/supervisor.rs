@@ -420,6 +420,9 @@ struct Supervisor {
     /// while the job runs; joined before the end is recorded, so the end
     /// event goes after the rule (and the notifier forks single-threaded).
     wake_thread: Option<std::thread::JoinHandle<Option<crate::model::job::Wake>>>,
+    /// `--notify-on` matches seen while that registration ran: sent once it
+    /// has finished (see `spawn_match_notifier`).
+    deferred_matches: Vec<crate::supervise::matchers::MatchEvent>,
     /// `--tie`: the watch of the process whose end kills the job (see `tie`).
     tie: Option<tie::Watch>,
     /// Every process seen below us, by identity, kept in the job's directory
@@ -598,6 +601,7 @@ impl Supervisor {
             stdin_writer,
             stdin_child_end,
             wake_thread,
+            deferred_matches: Vec::new(),
             tie,
             procset: ProcessRecord::new(&home_for_record),
         })
@@ -705,6 +709,10 @@ impl Supervisor {
         }
         if let Some(Between::Waiting { until }) = &self.between {
             consider(*until);
+        }
+        // The registration thread announces no end: looked at now and then.
+        if !self.deferred_matches.is_empty() {
+            consider(now + Duration::from_millis(50));
         }
         if let Some(kill) = &self.kill {
             if !kill.hard_sent {
@@ -895,6 +903,7 @@ impl Supervisor {
     }
 
     fn advance_timers(&mut self) {
+        self.flush_deferred_matches();
         let now = Instant::now();
         if now >= self.procset.next_look {
             self.record_processes(false);
@@ -950,14 +959,14 @@ impl Supervisor {
     /// After a run of a job started with `--restart` has ended (and any kill
     /// has settled): whether the job goes on, between runs or in a new run.
     /// `false`: the job ends now and its end is to be recorded (no policy,
-    /// a kill, the timeout, an exit the policy does not restart after, too
+    /// a kill, its tie, the timeout, an exit the policy does not restart after, too
     /// many restarts in a row, a run that could not start).
     fn restart_step(&mut self) -> bool {
         let Some(exit) = self.phase.main_exit() else { return false };
         if self.restarter.is_none() {
             return false;
         }
-        if matches!(self.kill, Some(KillInProgress { reason: KillReason::Requested | KillReason::Timeout | KillReason::AfterExit, .. })) {
+        if matches!(self.kill, Some(KillInProgress { reason: KillReason::Requested | KillReason::Timeout | KillReason::AfterExit | KillReason::Tie, .. })) {
             return false;
         }
         match self.between.clone() {
@@ -1010,8 +1019,7 @@ impl Supervisor {
         self.between = None;
         let Some(output) = self.output_child_end.as_ref().map(|fd| fd.as_raw_fd()) else { return false };
         // launch() forks: no thread of ours may hold a lock then.
-        self.log.join_deleter();
-        self.join_wake_registration();
+        self.single_threaded();
         let stdin = self.stdin_child_end.as_ref().map(|fd| fd.as_raw_fd());
         let started = launch_main(&self.job, output, stdin).and_then(|launched| {
             let pid = launched.pid;
@@ -1096,11 +1104,23 @@ impl Supervisor {
         }
     }
 
+    /// Before any fork whose child runs ordinary Rust code (a launch, a
+    /// notifier, the restart announcer): the supervisor's other threads (the
+    /// log's deleter, the wake rule's registration) are joined, so the child
+    /// inherits no lock one of them held. The registration is bounded by
+    /// notify.timeout_ms.
+    fn single_threaded(&mut self) {
+        self.log.join_deleter();
+        self.join_wake_registration();
+    }
+
     fn record_end(&mut self) {
         let Some(exit) = self.phase.main_exit() else { return };
         self.join_wake_registration();
         // What the job leaves behind is in the record before its end is.
         self.record_processes(true);
+        // Before the end's event, as they came before the end.
+        self.flush_deferred_matches();
         self.phase = self.phase.recorded();
         // An end recorded by someone else first (`kill` acting without this
         // supervisor while it was stopped) stands, and was announced by them.
@@ -1187,14 +1207,10 @@ impl Supervisor {
     /// ordinary process: a signal ends it and never reaches the supervisor's
     /// flags, and it holds none of the job's pipes open.
     fn fork_errand(&mut self, name: &str, errand: impl FnOnce(&mut Supervisor)) -> Option<libc::pid_t> {
-        // Single-threaded for the fork: the log's last rotation may have left
-        // its unlink thread running, and the wake rule's registration may
-        // still run (bounded by notify.timeout_ms).
-        self.log.join_deleter();
-        self.join_wake_registration();
-        // SAFETY: the supervisor is single-threaded here (both threads it
-        // ever starts were joined just above), so the child inherits no lock
-        // another thread holds and may run ordinary Rust code.
+        self.single_threaded();
+        // SAFETY: the supervisor is single-threaded here (its other threads
+        // were joined just above), so the child inherits no lock another
+        // thread holds and may run ordinary Rust code.
         match unsafe { libc::fork() } {
             0 => {
                 for signal in HANDLED {
@@ -1287,10 +1303,29 @@ impl Supervisor {
         let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| job.ready_at = Some(at));
     }
 
+    /// The matches held back while the wake rule was being registered, once
+    /// it is done.
+    fn flush_deferred_matches(&mut self) {
+        if self.deferred_matches.is_empty() || self.wake_thread.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        for matched in std::mem::take(&mut self.deferred_matches) {
+            self.spawn_match_notifier(&matched);
+        }
+    }
+
     /// Sends a `matched` event from a forked child, as the end's notifier
     /// does, so a slow service never holds up the job's output.
     fn spawn_match_notifier(&mut self, matched: &crate::supervise::matchers::MatchEvent) {
         if self.config.notify.url.is_none() {
+            return;
+        }
+        // Not beside the wake rule's registration thread (the child could
+        // inherit a lock it holds, the allocator's, and hang), nor waiting
+        // for it here (a slow service would stall the job's output): sent
+        // once it has finished.
+        if self.wake_thread.as_ref().is_some_and(|t| !t.is_finished()) {
+            self.deferred_matches.push(matched.clone());
             return;
         }
         if self.fork_errand("match notifier", |supervisor| {

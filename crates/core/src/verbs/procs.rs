@@ -548,8 +548,8 @@ pub struct ResourceTracker {
     observer: u32,
     phases: HashMap<String, OpenPhase>,
     /// Whether this process was a child subreaper before the first open
-    /// phase made it one; `None` while no phase is open. (macOS has no
-    /// subreaper: never set there.)
+    /// phase made it one; `None` while no phase is open. Only Linux has
+    /// child subreapers: elsewhere it is never read.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     subreaper_before: Option<bool>,
     /// Processes seen below us with a parent other than us (pid, start).

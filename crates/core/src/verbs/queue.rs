@@ -338,6 +338,14 @@ fn fill_locked(context: &Context, runner: &Path, jobs: &mut [Job], announce: &mu
                 job.change_state(JobState::Skipped { reason, ended_at: now_ms() });
                 job
             }
+            // Tied to a process that ended while it waited: its tie has
+            // fired, so it ends killed without its command ever running.
+            QueueStep::Start(i) if jobs[i].tie.as_ref().is_some_and(|t| !crate::os::procinfo::is_same_process_alive(&t.to)) => {
+                let job = &mut jobs[i];
+                crate::supervise::tie::fire(&mut job.tie);
+                job.change_state(JobState::Killed { exit: None, ended_at: now_ms() });
+                job
+            }
             QueueStep::Start(i) => {
                 started += 1;
                 let job = &mut jobs[i];

@@ -51,6 +51,13 @@ impl Context {
                 _ => ended(),
             });
         }
+        if job.status() == JobStatus::Queued {
+            // Its supervisor, which makes the pipe, does not exist yet.
+            return Err(Error::Other(format!(
+                "{} is queued: it has not started yet, so nothing reads its stdin; send once it runs (run-bg check {})",
+                job.id, job.id
+            )));
+        }
         let path = self.home.job_dir(&job.id).join(stdin::FIFO_NAME);
         if !data.is_empty() {
             // Non-blocking: an open with no reader fails (ENXIO) instead of waiting.
