@@ -148,7 +148,9 @@ test('a queued job tied to a process that exited meanwhile never starts: it ends
 test('a --notify-on match while the wake rule is being registered neither stalls the output nor is lost', async (t) => {
   // The service accepts and never answers: the registration takes notify.timeout_ms.
   const service = await startListener(t, { mode: 'hang' })
-  const { home } = makeHome(t, { notify: { url: service.url, timeout_ms: 8000 } })
+  // Short, so the matched event's tries against the silent service end soon
+  // and the end's event (paced after it) reaches the answering one in seconds.
+  const { home } = makeHome(t, { notify: { url: service.url, timeout_ms: 2000 } })
   const go = path.join(home, 'go')
   const { jobId, logPath } = startJob(home, ['sh', '-c', `echo boom; echo after-boom; while [ ! -f ${JSON.stringify(go)} ]; do sleep 0.05; done`],
     ['--wake', 'job {{jobId}} {{status}}', '--notify-on', 'boom'])
