@@ -713,6 +713,12 @@ export interface WaitOptions {
   timeoutMs?: number
   /** Stops the wait at once when aborted: the promise rejects with an `AbortError`. */
   signal?: AbortSignal
+  /**
+   * Resolve once the job is ready (`readyLog`/`readyPort`/`readyUrl`), has
+   * passed its `readyTimeoutMs`, or ended, as `run-bg wait --ready`; rejects
+   * for a job without a readiness check.
+   */
+  ready?: boolean
 }
 
 /** `runBackground`'s options, and how long to wait. */

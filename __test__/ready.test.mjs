@@ -172,6 +172,26 @@ test('runYield with readyPort resolves once the server is ready, the job running
   assert.throws(() => pm.runBackground('true', { readyUrl: 'https://x/' }), /bad readyUrl .*https is not probed/)
 })
 
+test('waitJob with ready: true resolves once the server is ready, the job running; a job without a check is refused', async (t) => {
+  const { home } = makeHome(t)
+  process.env.PROC_MANAGER_HOME = home
+  t.after(() => delete process.env.PROC_MANAGER_HOME)
+  const port = await freePort()
+  const script = serverScript(t)
+  const job = pm.runBackground(process.execPath, { args: [script, String(port), '1000'], readyPort: port })
+  t.after(() => killJob(home, job.jobId))
+  const result = await pm.waitJob(job.jobId, { ready: true, timeoutMs: 30_000 })
+  const returned = Date.now()
+  assert.equal(result.timedOut, false)
+  assert.equal(result.status, 'running')
+  const listened = listenedAt(result.logPath)
+  assert.ok(listened && returned - listened < 500, `waitJob resolved ${returned - listened} ms after the port opened`)
+  assert.ok(result.readyAt >= listened - 5, `readyAt ${result.readyAt}, listened ${listened}`)
+  const plain = pm.runBackground('sleep 30')
+  t.after(() => killJob(home, plain.jobId))
+  await assert.rejects(pm.waitJob(plain.jobId, { ready: true, timeoutMs: 1000 }), /has no readiness check/)
+})
+
 test('a bad pattern or URL is a usage error naming the flag', (t) => {
   const { home } = makeHome(t)
   for (const [flags, said] of [

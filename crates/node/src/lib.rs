@@ -519,8 +519,9 @@ fn napi_to_core(e: napi::Error) -> proc_manager_core::Error {
     proc_manager_core::Error::Usage(e.reason.clone())
 }
 
-/// Resolves when the job ends (or `timeoutMs` passes: `timedOut: true`);
-/// rejects with an `AbortError` at once when `signal` aborts.
+/// Resolves when the job ends (with `ready: true`, once it is ready), or
+/// `timeoutMs` passes (`timedOut: true`); rejects with an `AbortError` at
+/// once when `signal` aborts.
 #[napi(ts_args_type = "jobId: string, options?: WaitOptions | undefined | null", ts_return_type = "Promise<JobResult>")]
 pub fn wait_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
@@ -528,13 +529,16 @@ pub fn wait_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>)
         let mut o = Options::new("waitJob", options)?;
         let timeout = o.millis("timeoutMs", 0)?.map(Duration::from_millis);
         let signal = o.signal("signal")?;
+        let ready = o.boolean("ready")?.unwrap_or(false);
         o.finish()?;
         let context = context()?;
         proc_manager_core::model::ids::validate_job_id(&job_id).map_err(to_js_error)?;
         let cancel = cancel_for(env, signal)?;
         let waiting = cancel.0.clone();
         spawn_promise(env, cancel, move || {
-            let Some(outcome) = context.wait_or_cancel(std::slice::from_ref(&job_id), timeout, &waiting)? else {
+            let ids = std::slice::from_ref(&job_id);
+            let waited = if ready { context.wait_ready_or_cancel(ids, timeout, &waiting) } else { context.wait_or_cancel(ids, timeout, &waiting) };
+            let Some(outcome) = waited? else {
                 return Ok(Settled::Aborted(None));
             };
             let mut view = WaitView::from(&outcome);

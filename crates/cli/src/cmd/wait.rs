@@ -34,16 +34,8 @@ pub fn run(context: &Context, ids: &[String], timeout: Option<String>, json: boo
 /// refused: it would never be ready.
 pub fn until_ready(context: &Context, ids: &[String], timeout: Option<String>, json: bool) -> Result<i32> {
     let timeout = parse_dur("--timeout", &timeout)?;
-    for id in ids {
-        if context.job(id)?.ready.is_none() {
-            return Err(proc_manager_core::Error::Usage(format!(
-                "job {id} has no readiness check (start it with --ready-log, --ready-port or --ready-url); wait without --ready waits for its end"
-            )));
-        }
-    }
-    let settled = |job: &proc_manager_core::model::job::Job| job.readiness_settled(proc_manager_core::now_ms());
     let cancel = proc_manager_core::verbs::cancel::Cancel::never();
-    let outcome = context.wait_until_or_cancel(ids, timeout, &cancel, &settled)?.expect("never cancelled");
+    let outcome = context.wait_ready_or_cancel(ids, timeout, &cancel)?.expect("never cancelled");
     let code = ready_exit_code(&outcome.jobs, outcome.timed_out);
     if json {
         let mut view = WaitView::from(&outcome);

@@ -440,6 +440,25 @@ impl Context {
         self.wait_until_or_cancel(ids, timeout, cancel, &|job: &Job| job.status().is_final())
     }
 
+    /// As `wait_or_cancel`, until every job is ready (`--ready-*`), has
+    /// passed its readiness timeout, or ended; refuses a job without a
+    /// readiness check, whose wait would only be a wait for its end.
+    pub fn wait_ready_or_cancel(
+        &self,
+        ids: &[String],
+        timeout: Option<Duration>,
+        cancel: &crate::verbs::cancel::Cancel,
+    ) -> Result<Option<WaitOutcome>> {
+        for id in ids {
+            if self.job(id)?.ready.is_none() {
+                return Err(Error::Usage(format!(
+                    "job {id} has no readiness check (start it with --ready-log, --ready-port or --ready-url); wait without --ready waits for its end"
+                )));
+            }
+        }
+        self.wait_until_or_cancel(ids, timeout, cancel, &|job: &Job| job.readiness_settled(crate::now_ms()))
+    }
+
     /// As `wait_or_cancel`, until `done` holds for every job (an ended job
     /// counts as done whatever `done` says, see `wait --ready`); jobs are
     /// marked seen only once all have ended.
