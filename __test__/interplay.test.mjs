@@ -7,7 +7,8 @@ import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
-import { makeHome, runBg, startJob, checkJson, readRegistry, waitFor, pm, isAlive, connectMcp, startListener } from './helpers.mjs'
+import { makeHome, runBg, startJob, checkJson, readRegistry, waitFor, pm, isAlive, connectMcp } from './helpers.mjs'
+import { startInterruptService } from './fixtures/interrupt-service.mjs'
 
 /** A job that runs until `file` exists (the test ends it when it wants). */
 const untilFile = (file) => ['sh', '-c', `while [ ! -f ${JSON.stringify(file)} ]; do sleep 0.05; done`]
@@ -146,27 +147,25 @@ test('a queued job tied to a process that exited meanwhile never starts: it ends
 })
 
 test('a --notify-on match while the wake rule is being registered neither stalls the output nor is lost', async (t) => {
-  // The service accepts and never answers: the registration takes notify.timeout_ms.
-  const service = await startListener(t, { mode: 'hang' })
-  // Short, so the matched event's tries against the silent service end soon
-  // and the end's event (paced after it) reaches the answering one in seconds.
+  // The service answers the rule only after our notify.timeout_ms: its
+  // registration runs for the whole first second of the job.
+  const service = await startInterruptService(t)
+  await service.control({ ruleAnswerDelayMs: 3000 })
   const { home } = makeHome(t, { notify: { url: service.url, timeout_ms: 2000 } })
   const go = path.join(home, 'go')
   const { jobId, logPath } = startJob(home, ['sh', '-c', `echo boom; echo after-boom; while [ ! -f ${JSON.stringify(go)} ]; do sleep 0.05; done`],
     ['--wake', 'job {{jobId}} {{status}}', '--notify-on', 'boom'])
   await waitFor(() => fs.existsSync(logPath) && fs.readFileSync(logPath, 'utf8').includes('after-boom'), { what: 'the output after the match' })
   assert.equal(checkJson(home, jobId).wake?.state, 'pending', 'the output came while the rule was still being registered')
-  const matched = await waitFor(() => service.requests().find((r) => r.json?.data?.status === 'matched' && r.json.data.jobId === jobId),
+  const triggers = async () => (await service.inspect()).triggers.map((r) => r.body?.data ?? r.data ?? r).filter((d) => d?.jobId === jobId)
+  const matched = await waitFor(async () => (await triggers()).find((d) => d.status === 'matched'),
     { what: 'the matched event, once the registration is over', timeout: 30_000 })
-  assert.match(JSON.stringify(matched.json.data), /boom/)
-  // A service that answers takes the end's event, so nothing is left retrying.
-  service.stop()
-  const answering = await startListener(t, { port: service.port })
+  assert.match(JSON.stringify(matched), /boom/)
   fs.writeFileSync(go, '')
   assert.notEqual(runBg(home, ['wait', jobId, '--timeout', '30s']).code, 124)
-  // An invocation hands a spooled event on at once (the deliverer's backoff may be at 30 s).
-  await waitFor(() => runBg(home, ['list']) && answering.requests().some((r) => r.json?.data?.jobId === jobId && r.json.data.status === 'success'),
-    { what: 'the end event', timeout: 60_000, interval: 500 })
+  const all = await waitFor(async () => { const got = await triggers(); return got.some((d) => d.status === 'success') && got },
+    { what: 'the end event', timeout: 30_000 })
+  assert.ok(all.findIndex((d) => d.status === 'matched') < all.findIndex((d) => d.status === 'success'), 'the match went out before the end')
 })
 
 /** What `pid`'s fds point at. */
