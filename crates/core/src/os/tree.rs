@@ -60,10 +60,9 @@ impl<'a> Tree<'a> {
         if self.supervisor.is_some_and(|s| s.pid == std::process::id()) {
             return false;
         }
-        // SAFETY: getsid takes an integer and touches no memory of ours; it
-        // fails with -1 (ESRCH) for a process that is gone, never equal to ours.
-        let (theirs, ours) = unsafe { (libc::getsid(pid as libc::pid_t), libc::getsid(0)) };
-        theirs != -1 && theirs == ours
+        // A process that is gone has no session (ESRCH), never equal to ours.
+        let theirs = rustix::process::Pid::from_raw(pid as i32).and_then(|p| rustix::process::getsid(Some(p)).ok());
+        theirs.is_some() && theirs == rustix::process::getsid(None).ok()
     }
 }
 

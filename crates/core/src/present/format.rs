@@ -184,14 +184,10 @@ pub fn list_line(job: &Job, lingering: usize) -> String {
     format!("{}  {}{still}  {}", visible(&job.id), outcome_text(job), shorten(&job.command, 60))
 }
 
-/// `list`'s text for these jobs (one pass over /proc for all of them). The
-/// processes of an ended job are counted as `check` and `orphans` count them.
-pub fn list_text(context: &Context, jobs: &[Job]) -> Vec<String> {
-    list_text_placed(context, jobs, &crate::verbs::queue::places_among(jobs, jobs))
-}
-
-/// `list_text`, saying where each queued job waits (`places`, by job id).
-pub fn list_text_placed(
+/// `list`'s text for these jobs (one pass over /proc for all of them), with
+/// where each queued job waits (`places`, by job id: `Context::queue_places`).
+/// The processes of an ended job are counted as `check` and `orphans` count them.
+pub fn list_text(
     context: &Context,
     jobs: &[Job],
     places: &std::collections::HashMap<String, crate::verbs::queue::QueuedPlace>,

@@ -193,8 +193,8 @@ fn open(path: &Path, flags: OFlags) -> std::io::Result<OwnedFd> {
 }
 
 /// Refuses anything but a FIFO under that name: a regular file there would
-/// make a watcher pour it into the log, or a start write into it.
-fn ensure_fifo(fd: &OwnedFd, path: &Path) -> std::io::Result<()> {
+/// make a watcher pour it into the log, or a start (or `send`) write into it.
+pub fn ensure_fifo(fd: &OwnedFd, path: &Path) -> std::io::Result<()> {
     if FileType::from_raw_mode(rustix::fs::fstat(fd)?.st_mode) != FileType::Fifo {
         return Err(std::io::Error::other(format!("{} is not a named pipe", path.display())));
     }

@@ -75,8 +75,7 @@ pub fn fire(tie: &mut Option<Tie>) -> Option<String> {
 /// names its own parent in `PROC_MANAGER_TIE_PARENT` as `<shim pid>:<pid>`;
 /// that is used only when the shim is indeed our parent.
 pub fn caller_pid() -> u32 {
-    // SAFETY: getppid has no arguments and cannot fail.
-    let parent = unsafe { libc::getppid() } as u32;
+    let parent = std::os::unix::process::parent_id();
     let via_shim = std::env::var("PROC_MANAGER_TIE_PARENT").ok().and_then(|v| {
         let (shim, caller) = v.split_once(':')?;
         (shim.parse::<u32>().ok()? == parent).then(|| caller.parse::<u32>().ok()).flatten()

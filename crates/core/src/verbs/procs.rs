@@ -693,8 +693,7 @@ impl ResourceTracker {
     /// proof (a setsid'd grandchild that died) is left: a zombie costs a pid
     /// slot until this process exits, a stolen exit status breaks a caller.
     fn reap_adopted(&mut self) {
-        // SAFETY: getsid(0) only reads the caller's own session id.
-        let own_session = unsafe { libc::getsid(0) };
+        let own_session = rustix::process::getsid(None).map_or(-1, |p| p.as_raw_nonzero().get());
         for child in os::own_children() {
             if !child.zombie {
                 continue;

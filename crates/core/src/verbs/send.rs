@@ -66,9 +66,7 @@ impl Context {
                 Err(rustix::io::Errno::NOENT | rustix::io::Errno::NXIO) => return Err(ended()),
                 Err(e) => return Err(Error::io("open the stdin pipe", path, e.into())),
             };
-            if rustix::fs::fstat(&fd).map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode)) != Ok(rustix::fs::FileType::Fifo) {
-                return Err(Error::Other(format!("{} is not a named pipe; not writing to it", path.display())));
-            }
+            crate::supervise::outpipe::ensure_fifo(&fd, &path).map_err(|e| Error::Other(format!("{e}; not writing to it")))?;
             crate::os::launch::without_sigpipe(|| write_all(&fd, data)).map_err(|(written, why)| {
                 Error::Other(format!("{}: {written} of {} bytes sent to its stdin: {why}", job.id, data.len()))
             })?;
