@@ -155,5 +155,5 @@ test('an orphan keeps up to a pipe\'s worth (1 MiB) of output with no reader, an
     return c.status !== 'orphaned' ? c : null
   }, { what: 'the end' })
   assert.equal(ended.status, 'lost')
-  await waitFor(() => !fs.existsSync(path.join(home, 'jobs', job.jobId, 'output.pipe')), { what: 'the pipe to go with the job\'s last process' })
+  await waitFor(() => !fs.existsSync(path.join(home, 'jobs', job.jobId, 'pipes', 'output')), { what: 'the pipe to go with the job\'s last process' })
 })

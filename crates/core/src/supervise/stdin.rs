@@ -1,5 +1,6 @@
-//! `--stdin pipe`: the job's stdin is a named pipe in its directory,
-//! `jobs/<id>/stdin.pipe`, that `run-bg send` / `sendInput` open and write.
+//! `--stdin pipe`: the job's stdin is a named pipe, `jobs/<id>/pipes/stdin`
+//! (beside the output's, see `outpipe::PIPES_DIR`), that `run-bg send` /
+//! `sendInput` open and write.
 //!
 //! The supervisor holds a write end for as long as the job runs, so the job
 //! never reads end-of-file between two sends (a REPL would exit); `send
@@ -11,8 +12,22 @@ use rustix::fs::{Mode, OFlags};
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
-/// The FIFO's name in the job's directory.
-pub const FIFO_NAME: &str = "stdin.pipe";
+/// The FIFO's name in `outpipe::PIPES_DIR`.
+const FIFO_NAME: &str = "stdin";
+
+/// Where jobs started before the pipes had a directory keep it.
+const EARLIER_PATH: &str = "stdin.pipe";
+
+/// The job's stdin pipe where it is: for a job started by an earlier
+/// version, its old place (the new one when neither exists).
+pub fn fifo_path(job_dir: &Path) -> std::path::PathBuf {
+    let path = job_dir.join(crate::supervise::outpipe::PIPES_DIR).join(FIFO_NAME);
+    let earlier = job_dir.join(EARLIER_PATH);
+    if std::fs::symlink_metadata(&path).is_err() && std::fs::symlink_metadata(&earlier).is_ok() {
+        return earlier;
+    }
+    path
+}
 
 /// Left beside the job by `send --eof` before it sends SIGUSR1.
 pub const CLOSE_REQUEST: &str = "stdin-close";
@@ -28,7 +43,8 @@ pub struct JobStdin {
 /// Makes the FIFO (mode 0600) and opens both ends; close-on-exec until the
 /// launch installs the child's end as its stdin.
 pub fn create(job_dir: &Path) -> std::io::Result<JobStdin> {
-    let path = job_dir.join(FIFO_NAME);
+    crate::supervise::outpipe::make_pipes_dir(job_dir)?;
+    let path = job_dir.join(crate::supervise::outpipe::PIPES_DIR).join(FIFO_NAME);
     crate::os::platform::make_fifo(&path)?;
     let open = |flags: OFlags| rustix::fs::open(&path, flags | OFlags::CLOEXEC | OFlags::NOFOLLOW, Mode::empty());
     // Non-blocking: an open for reading would otherwise wait for a writer.
@@ -42,6 +58,8 @@ pub fn create(job_dir: &Path) -> std::io::Result<JobStdin> {
 
 /// Removes the FIFO and any request left for it, once the job has ended.
 pub fn remove(job_dir: &Path) {
-    let _ = std::fs::remove_file(job_dir.join(FIFO_NAME));
+    let _ = std::fs::remove_file(job_dir.join(crate::supervise::outpipe::PIPES_DIR).join(FIFO_NAME));
+    let _ = std::fs::remove_file(job_dir.join(EARLIER_PATH));
     let _ = std::fs::remove_file(job_dir.join(CLOSE_REQUEST));
+    crate::supervise::outpipe::remove_pipes_dir(job_dir);
 }

@@ -1630,7 +1630,7 @@ mod tests {
         // Write-only, unlike the job's read-write end: if this test fails
         // half-way, its writer gets EPIPE instead of waiting for ever.
         drop(output.child_end);
-        let mut end = std::fs::OpenOptions::new().write(true).open(dir.path().join(outpipe::FIFO_NAME)).unwrap();
+        let mut end = std::fs::OpenOptions::new().write(true).open(outpipe::fifo_path(dir.path())).unwrap();
         let writer = std::thread::spawn({
             let data = data.to_vec();
             move || {

@@ -58,7 +58,7 @@ impl Context {
                 job.id, job.id
             )));
         }
-        let path = self.home.job_dir(&job.id).join(stdin::FIFO_NAME);
+        let path = stdin::fifo_path(&self.home.job_dir(&job.id));
         if !data.is_empty() {
             // Non-blocking: an open with no reader fails (ENXIO) instead of waiting.
             let fd = match rustix::fs::open(&path, OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOFOLLOW, Mode::empty()) {
