@@ -402,6 +402,8 @@ struct Supervisor {
     /// and `--notify-on`) leaves it out while it scans them: read and write
     /// then hand it every byte.
     splice: Option<Splicer>,
+    /// The job's named pipes are gone (see `run`).
+    pipes_removed: bool,
     /// The job's readiness check and `--notify-on` patterns (supervise/ready.rs).
     watch: Option<ready::Watch>,
     /// `--restart`: the schedule (supervise/restart.rs), where the job is
@@ -593,6 +595,7 @@ impl Supervisor {
             config: spec.config,
             buffer: vec![0u8; 256 * 1024],
             splice,
+            pipes_removed: false,
             watch,
             restarter: job_restarter,
             between: None,
@@ -629,13 +632,19 @@ impl Supervisor {
             {
                 self.phase = self.phase.no_children();
             }
-            self.phase = self.phase.settle(self.output.is_some());
-            if self.phase == Phase::Done {
-                // Nothing of the job can write any more: no watcher will need it.
+            // Once the end is recorded and every writer has closed the output,
+            // nothing of the job writes any more and no watcher will need the
+            // pipes: they go now, not when we exit (our notifier may still be
+            // retrying for a minute).
+            if matches!(self.phase, Phase::Recorded { .. }) && self.output.is_none() && !self.pipes_removed {
+                self.pipes_removed = true;
                 outpipe::remove(&self.home.job_dir(&self.job.id));
                 if self.job.stdin_pipe {
                     stdin::remove(&self.home.job_dir(&self.job.id));
                 }
+            }
+            self.phase = self.phase.settle(self.output.is_some());
+            if self.phase == Phase::Done {
                 return;
             }
             let timeout = self.poll_timeout().map(timespec);
