@@ -48,8 +48,14 @@ pub fn fifo_path(job_dir: &Path) -> PathBuf {
 /// The job's FIFO where it is: for a job started by an earlier version, its
 /// old place (the new one when neither exists).
 fn existing_fifo_path(job_dir: &Path) -> PathBuf {
-    let path = fifo_path(job_dir);
-    let earlier = job_dir.join(EARLIER_PATH);
+    existing_pipe(job_dir, FIFO_NAME, EARLIER_PATH)
+}
+
+/// The job's pipe `name` in `PIPES_DIR`, or `earlier` in the job's directory
+/// where only that exists (a job started by an earlier version).
+pub fn existing_pipe(job_dir: &Path, name: &str, earlier: &str) -> PathBuf {
+    let path = job_dir.join(PIPES_DIR).join(name);
+    let earlier = job_dir.join(earlier);
     if std::fs::symlink_metadata(&path).is_err() && std::fs::symlink_metadata(&earlier).is_ok() {
         return earlier;
     }

@@ -10,7 +10,8 @@
 
 use rustix::fs::{Mode, OFlags};
 use std::os::fd::OwnedFd;
-use std::path::Path;
+use crate::supervise::outpipe;
+use std::path::{Path, PathBuf};
 
 /// The FIFO's name in `outpipe::PIPES_DIR`.
 const FIFO_NAME: &str = "stdin";
@@ -20,13 +21,13 @@ const EARLIER_PATH: &str = "stdin.pipe";
 
 /// The job's stdin pipe where it is: for a job started by an earlier
 /// version, its old place (the new one when neither exists).
-pub fn fifo_path(job_dir: &Path) -> std::path::PathBuf {
-    let path = job_dir.join(crate::supervise::outpipe::PIPES_DIR).join(FIFO_NAME);
-    let earlier = job_dir.join(EARLIER_PATH);
-    if std::fs::symlink_metadata(&path).is_err() && std::fs::symlink_metadata(&earlier).is_ok() {
-        return earlier;
-    }
-    path
+pub fn fifo_path(job_dir: &Path) -> PathBuf {
+    outpipe::existing_pipe(job_dir, FIFO_NAME, EARLIER_PATH)
+}
+
+/// Where a new job's stdin pipe is made.
+fn new_fifo_path(job_dir: &Path) -> PathBuf {
+    job_dir.join(outpipe::PIPES_DIR).join(FIFO_NAME)
 }
 
 /// Left beside the job by `send --eof` before it sends SIGUSR1.
@@ -43,8 +44,8 @@ pub struct JobStdin {
 /// Makes the FIFO (mode 0600) and opens both ends; close-on-exec until the
 /// launch installs the child's end as its stdin.
 pub fn create(job_dir: &Path) -> std::io::Result<JobStdin> {
-    crate::supervise::outpipe::make_pipes_dir(job_dir)?;
-    let path = job_dir.join(crate::supervise::outpipe::PIPES_DIR).join(FIFO_NAME);
+    outpipe::make_pipes_dir(job_dir)?;
+    let path = new_fifo_path(job_dir);
     crate::os::platform::make_fifo(&path)?;
     let open = |flags: OFlags| rustix::fs::open(&path, flags | OFlags::CLOEXEC | OFlags::NOFOLLOW, Mode::empty());
     // Non-blocking: an open for reading would otherwise wait for a writer.
@@ -58,8 +59,8 @@ pub fn create(job_dir: &Path) -> std::io::Result<JobStdin> {
 
 /// Removes the FIFO and any request left for it, once the job has ended.
 pub fn remove(job_dir: &Path) {
-    let _ = std::fs::remove_file(job_dir.join(crate::supervise::outpipe::PIPES_DIR).join(FIFO_NAME));
+    let _ = std::fs::remove_file(new_fifo_path(job_dir));
     let _ = std::fs::remove_file(job_dir.join(EARLIER_PATH));
     let _ = std::fs::remove_file(job_dir.join(CLOSE_REQUEST));
-    crate::supervise::outpipe::remove_pipes_dir(job_dir);
+    outpipe::remove_pipes_dir(job_dir);
 }
