@@ -222,8 +222,13 @@ test('12 jobs ending in a burst all reach the agent side within the service\'s r
   const go = path.join(home, 'go')
   const ids = []
   for (let i = 0; i < 12; i++) {
-    // 300 ms apart: each one past the batch window of the one before (3 s apart at full scale).
-    const script = `while [ ! -e ${go} ]; do sleep 0.02; done; sleep ${(i * 0.3).toFixed(1)}; exit ${i % 4 === 0 ? 1 : 0}`
+    // The first ten 400 ms apart: each one past the batch window of the one
+    // before (4 s apart at full scale), with room for 250 ms of lateness on a
+    // busy machine before two would share a batch and leave a slot free. The
+    // last two together, a second later: both over the limit, held, then
+    // sent as one.
+    const delay = i < 10 ? i * 0.4 : 9 * 0.4 + 1
+    const script = `while [ ! -e ${go} ]; do sleep 0.02; done; sleep ${delay.toFixed(1)}; exit ${i % 4 === 0 ? 1 : 0}`
     ids.push(startJob(home, ['sh', '-c', script]).jobId)
   }
   fs.writeFileSync(go, '')
