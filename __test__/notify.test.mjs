@@ -111,13 +111,18 @@ test('the job\'s pipes go with its end, while its supervisor still waits on the 
   const listener = await startListener(t, { mode: 'hang' })
   const { home } = makeHome(t, { notify: { url: listener.url, timeout_ms: 1500, retry_for_ms: 3000 } })
   const { jobId } = startJob(home, ['sh', '-c', 'echo hi'], ['--stdin', 'pipe'])
-  assert.equal(runBg(home, ['wait', jobId, '--timeout', '5s']).code, 0)
-  const supervisor = readRegistry(home).find((j) => j.id === jobId).supervisor
-  const pipes = path.join(home, 'jobs', jobId, 'pipes')
-  await waitFor(() => !fs.existsSync(pipes), { what: 'the pipes to go' })
-  assert.ok(isAlive(supervisor.pid), 'the supervisor was still waiting on its notifier when the pipes went')
-  fs.writeFileSync(path.join(home, 'config.json'), JSON.stringify({ notify: { url: null } }))
-  await waitForQuiet(home, 40_000)
+  try {
+    assert.equal(runBg(home, ['wait', jobId, '--timeout', '5s']).code, 0)
+    const supervisor = readRegistry(home).find((j) => j.id === jobId).supervisor
+    const pipes = path.join(home, 'jobs', jobId, 'pipes')
+    await waitFor(() => !fs.existsSync(pipes), { what: 'the pipes to go' })
+    assert.ok(isAlive(supervisor.pid), 'the supervisor was still waiting on its notifier when the pipes went')
+  } finally {
+    // Pass or fail: the event's deliverer would retry this configured
+    // service for a day; notifications off, it gives the event up.
+    fs.writeFileSync(path.join(home, 'config.json'), JSON.stringify({ notify: { url: null } }))
+    await waitForQuiet(home, 40_000)
+  }
 })
 
 test('20 jobs ending together give 20 requests, none doubled', async (t) => {
