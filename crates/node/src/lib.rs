@@ -845,7 +845,7 @@ pub fn list_jobs_text(options: Option<Unknown>) -> Result<String> {
     Ok(if jobs.is_empty() {
         format!("no jobs{}", if filter.all { "" } else { " running or ended within the hour (all: true for every job)" })
     } else {
-        proc_manager_core::present::format::list_text(&context, &jobs, &places).join("\n")
+        proc_manager_core::present::format::list_text(&jobs, &places, &context.leftover_counts(&jobs)).join("\n")
     })
 }
 

@@ -18,7 +18,7 @@ pub fn run(context: &Context, all: bool, status: Option<String>, owner: Option<S
     } else if jobs.is_empty() {
         outln!("no jobs{}", if all { "" } else { " running or ended within the hour (--all for every job)" });
     } else {
-        for line in format::list_text(context, &jobs, &places) {
+        for line in format::list_text(&jobs, &places, &context.leftover_counts(&jobs)) {
             outln!("{line}");
         }
     }

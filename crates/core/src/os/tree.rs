@@ -237,8 +237,8 @@ mod tests {
     fn detached_sleep() -> std::process::Child {
         let child = std::process::Command::new("setsid").args(["sleep", "30"]).spawn().unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        // SAFETY: getsid takes an integer and touches no memory of ours.
-        while unsafe { libc::getsid(child.id() as libc::pid_t) } != child.id() as libc::pid_t {
+        let pid = rustix::process::Pid::from_raw(child.id() as i32);
+        while rustix::process::getsid(pid).ok() != pid {
             assert!(std::time::Instant::now() < deadline, "setsid never ran");
             std::thread::sleep(std::time::Duration::from_millis(5));
         }

@@ -5,7 +5,7 @@ use crate::model::duration::format_duration_ms;
 use crate::model::job::{DeliveryState, Job, JobStatus, Notification};
 use crate::supervise::notify::NOTHING_LISTENS;
 use crate::now_ms;
-use crate::verbs::ops::{CheckResult, Context};
+use crate::verbs::ops::CheckResult;
 use crate::os::procinfo::ProcessEntry;
 use crate::model::text::visible;
 use crate::present::view::kb_to_mb;
@@ -184,20 +184,20 @@ pub fn list_line(job: &Job, lingering: usize) -> String {
     format!("{}  {}{still}  {}", visible(&job.id), outcome_text(job), shorten(&job.command, 60))
 }
 
-/// `list`'s text for these jobs (one pass over /proc for all of them), with
-/// where each queued job waits (`places`, by job id: `Context::queue_places`).
-/// The processes of an ended job are counted as `check` and `orphans` count them.
+/// `list`'s text for these jobs, with where each queued job waits (`places`,
+/// by job id: `Context::queue_places`) and how many processes each ended job
+/// left running (`leftovers`: `Context::leftover_counts`, counted as `check`
+/// and `orphans` count them).
 pub fn list_text(
-    context: &Context,
     jobs: &[Job],
     places: &std::collections::HashMap<String, crate::verbs::queue::QueuedPlace>,
+    leftovers: &std::collections::HashMap<String, usize>,
 ) -> Vec<String> {
     let line = |j: &Job, lingering: usize| match places.get(&j.id) {
         Some(place) => format!("{}  queued: {}  {}", visible(&j.id), queue_place(place), shorten(&j.command, 60)),
         None => list_line(j, lingering),
     };
-    let counts = context.processes_of_jobs(jobs.iter().filter(|j| j.status().is_final()));
-    jobs.iter().map(|j| line(j, counts.get(&j.id).map_or(0, Vec::len))).collect()
+    jobs.iter().map(|j| line(j, leftovers.get(&j.id).copied().unwrap_or(0))).collect()
 }
 
 pub fn lingering_line(job: &Job, lingering: &[ProcessEntry]) -> Option<String> {

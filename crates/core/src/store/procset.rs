@@ -76,10 +76,9 @@ pub struct Recorder {
 
 impl Recorder {
     pub fn new(job_dir: &Path) -> Recorder {
-        let path = job_dir.join(PROCS_FILE);
-        let existing = paths::read_file(&path).map(|b| parse(&b)).unwrap_or_default();
+        let existing = load(job_dir);
         Recorder {
-            path,
+            path: job_dir.join(PROCS_FILE),
             known: existing.iter().map(|w| (w.pid, w.start_ticks)).collect(),
             lines: existing.len(),
             ids: existing,
@@ -120,13 +119,10 @@ impl Recorder {
     }
 
     /// Rewrites the record with the identities still alive, atomically.
+    /// `ids` holds all the file does (it was loaded at the start and every
+    /// line since went through `add`), so the file is not read again.
     fn compact(&mut self) -> std::io::Result<()> {
-        let kept: Vec<ProcessIdentity> = paths::read_file(&self.path)
-            .map(|b| parse(&b))
-            .unwrap_or_default()
-            .into_iter()
-            .filter(procinfo::is_same_process_alive)
-            .collect();
+        let kept: Vec<ProcessIdentity> = self.ids.iter().copied().filter(procinfo::is_same_process_alive).collect();
         let temp = self.path.with_file_name(format!(".{PROCS_FILE}.{}", paths::random_hex(4)?));
         let mut file = paths::options_nofollow().create_new(true).write(true).mode(0o600).open(&temp)?;
         let written = file.write_all(kept.iter().map(line).collect::<String>().as_bytes()).and_then(|()| std::fs::rename(&temp, &self.path));
@@ -135,9 +131,10 @@ impl Recorder {
         }
         written?;
         self.lines = kept.len();
-        // Forgotten, so that a later process at a reused pid with the same
-        // start tick (another boot's record aside, impossible) is not skipped.
-        self.ids.retain(|w| kept.iter().any(|k| k.pid == w.pid && k.start_ticks == w.start_ticks));
+        // The dead are forgotten, so that a later process at a reused pid
+        // with the same start tick (another boot's record aside, impossible)
+        // is not skipped.
+        self.ids = kept;
         self.known = self.ids.iter().map(|w| (w.pid, w.start_ticks)).collect();
         Ok(())
     }

@@ -144,8 +144,8 @@ impl Context {
         }
         // One pass over /proc for every ended job: one whose processes run on
         // is said so, never plain `success`.
-        let left = self.processes_of_jobs(jobs.iter().filter(|j| j.status().is_final()));
-        let left_count = |job: &Job| left.get(&job.id).map_or(0, Vec::len);
+        let left = self.leftover_counts(&jobs);
+        let left_count = |job: &Job| left.get(&job.id).copied().unwrap_or(0);
         let unseen: Vec<&Job> = jobs
             .iter()
             .filter(|j| j.status().is_final() && j.seen_at.is_none())
@@ -611,11 +611,7 @@ impl Context {
             let message = if !job.status().is_final() {
                 format!("killed {} ({}): {count} process(es) signalled{exiting}", after.id, after.status())
             } else {
-                format!(
-                    "{} had already ended ({}); removed the processes it left running ({count} process(es) signalled){exiting}",
-                    after.id,
-                    after.status()
-                )
+                left_running_removed(&after, count, &exiting)
             };
             return Ok(KillOutcome { message, signalled: true, job: after });
         }
@@ -626,12 +622,7 @@ impl Context {
             // Ended, its supervisor gone, and processes of it live on (a
             // daemon it recorded, a cookie carrier): they are what is killed.
             let (count, exiting) = terminate_tree(tree, grace, force);
-            let message = format!(
-                "{} had already ended ({}); removed the processes it left running ({count} process(es) signalled){}",
-                job.id,
-                job.status(),
-                still_exiting(exiting)
-            );
+            let message = left_running_removed(&job, count, &still_exiting(exiting));
             return Ok(KillOutcome { message, signalled: count > 0, job });
         }
         let message = match (&job.status(), &job.error()) {
@@ -654,10 +645,10 @@ impl Context {
         // Ended jobs whose processes live on are part of "everything I started"
         // (one pass over the process table for all of them).
         let jobs = self.list(&filter)?;
-        let left = self.processes_of_jobs(jobs.iter().filter(|j| j.status().is_final()));
+        let left = self.leftover_counts(&jobs);
         let targets: Vec<Job> = jobs
             .into_iter()
-            .filter(|j| !j.status().is_final() || left.get(&j.id).is_some_and(|p| !p.is_empty()))
+            .filter(|j| !j.status().is_final() || left.contains_key(&j.id))
             .collect();
         Ok(std::thread::scope(|scope| {
             let handles: Vec<_> = targets
@@ -802,6 +793,16 @@ impl Context {
         tree::job_tree(Tree::of(job).with_recorded(&recorded)).0
     }
 
+    /// How many live processes each ended job among `jobs` left behind
+    /// (absent: none), from one pass over the process table.
+    pub fn leftover_counts(&self, jobs: &[Job]) -> std::collections::HashMap<String, usize> {
+        self.processes_of_jobs(jobs.iter().filter(|j| j.status().is_final()))
+            .into_iter()
+            .filter(|(_, processes)| !processes.is_empty())
+            .map(|(id, processes)| (id, processes.len()))
+            .collect()
+    }
+
     /// `processes_of` for many jobs, from one pass over the process table.
     pub fn processes_of_jobs<'j>(&self, jobs: impl IntoIterator<Item = &'j Job>) -> std::collections::HashMap<String, Vec<ProcessEntry>> {
         let rows = procinfo::table();
@@ -895,6 +896,15 @@ const STILL_EXITING_PATIENCE: Duration = Duration::from_secs(2);
 /// `1 process still running`, `3 processes still running`.
 pub fn processes_still_running(count: usize) -> String {
     format!("{count} process{} still running", if count == 1 { "" } else { "es" })
+}
+
+/// What `kill` says of an ended job whose left-over processes it removed.
+fn left_running_removed(job: &Job, count: usize, exiting: &str) -> String {
+    format!(
+        "{} had already ended ({}); removed the processes it left running ({count} process(es) signalled){exiting}",
+        job.id,
+        job.status()
+    )
 }
 
 fn still_exiting(count: usize) -> String {
