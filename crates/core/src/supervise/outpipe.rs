@@ -40,9 +40,14 @@ const FIFO_NAME: &str = "output";
 /// looked for, so that a watcher can take up such a job's output.
 const EARLIER_PATH: &str = "output.pipe";
 
+/// Where a new job's pipe `name` is made (this FIFO, or `--stdin pipe`'s).
+pub fn pipe_path(job_dir: &Path, name: &str) -> PathBuf {
+    job_dir.join(PIPES_DIR).join(name)
+}
+
 /// Where a new job's FIFO is made.
 pub fn fifo_path(job_dir: &Path) -> PathBuf {
-    job_dir.join(PIPES_DIR).join(FIFO_NAME)
+    pipe_path(job_dir, FIFO_NAME)
 }
 
 /// The job's FIFO where it is: for a job started by an earlier version, its
@@ -54,7 +59,7 @@ fn existing_fifo_path(job_dir: &Path) -> PathBuf {
 /// The job's pipe `name` in `PIPES_DIR`, or `earlier` in the job's directory
 /// where only that exists (a job started by an earlier version).
 pub fn existing_pipe(job_dir: &Path, name: &str, earlier: &str) -> PathBuf {
-    let path = job_dir.join(PIPES_DIR).join(name);
+    let path = pipe_path(job_dir, name);
     let earlier = job_dir.join(earlier);
     if std::fs::symlink_metadata(&path).is_err() && std::fs::symlink_metadata(&earlier).is_ok() {
         return earlier;

@@ -25,10 +25,6 @@ pub fn fifo_path(job_dir: &Path) -> PathBuf {
     outpipe::existing_pipe(job_dir, FIFO_NAME, EARLIER_PATH)
 }
 
-/// Where a new job's stdin pipe is made.
-fn new_fifo_path(job_dir: &Path) -> PathBuf {
-    job_dir.join(outpipe::PIPES_DIR).join(FIFO_NAME)
-}
 
 /// Left beside the job by `send --eof` before it sends SIGUSR1.
 pub const CLOSE_REQUEST: &str = "stdin-close";
@@ -45,7 +41,7 @@ pub struct JobStdin {
 /// launch installs the child's end as its stdin.
 pub fn create(job_dir: &Path) -> std::io::Result<JobStdin> {
     outpipe::make_pipes_dir(job_dir)?;
-    let path = new_fifo_path(job_dir);
+    let path = outpipe::pipe_path(job_dir, FIFO_NAME);
     crate::os::platform::make_fifo(&path)?;
     let open = |flags: OFlags| rustix::fs::open(&path, flags | OFlags::CLOEXEC | OFlags::NOFOLLOW, Mode::empty());
     // Non-blocking: an open for reading would otherwise wait for a writer.
@@ -59,7 +55,7 @@ pub fn create(job_dir: &Path) -> std::io::Result<JobStdin> {
 
 /// Removes the FIFO and any request left for it, once the job has ended.
 pub fn remove(job_dir: &Path) {
-    let _ = std::fs::remove_file(new_fifo_path(job_dir));
+    let _ = std::fs::remove_file(outpipe::pipe_path(job_dir, FIFO_NAME));
     let _ = std::fs::remove_file(job_dir.join(EARLIER_PATH));
     let _ = std::fs::remove_file(job_dir.join(CLOSE_REQUEST));
     outpipe::remove_pipes_dir(job_dir);

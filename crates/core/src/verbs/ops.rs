@@ -805,6 +805,12 @@ impl Context {
 
     /// `processes_of` for many jobs, from one pass over the process table.
     pub fn processes_of_jobs<'j>(&self, jobs: impl IntoIterator<Item = &'j Job>) -> std::collections::HashMap<String, Vec<ProcessEntry>> {
+        let jobs: Vec<&Job> = jobs.into_iter().collect();
+        // `list` and `summary` ask for their ended jobs only: with none (all
+        // running), no pass over the process table.
+        if jobs.is_empty() {
+            return std::collections::HashMap::new();
+        }
         let rows = procinfo::table();
         jobs.into_iter()
             .map(|job| {
