@@ -2,7 +2,7 @@
 // scrubs its environment (what `redis-server --daemonize yes` does) is still
 // the job's, for every verb, before and after its supervisor dies; and
 // `kill` returns only once every process of the set is gone.
-import test from 'node:test'
+import test, { after } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
@@ -12,9 +12,13 @@ import { root, makeHome, startJob, readRegistry, waitFor, processStart, isAlive,
 
 /** Compiles the daemon fixture once; null (with why) where no C compiler runs. */
 let built
+let builtDir
+// At the top level, so that it runs once all of this file's tests are done.
+after(() => builtDir && fs.rmSync(builtDir, { recursive: true, force: true }))
 function daemonizer() {
   if (built) return built
-  const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'pm-daemonize-')), 'daemonize')
+  builtDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-daemonize-'))
+  const out = path.join(builtDir, 'daemonize')
   const r = spawnSync('cc', ['-O', '-o', out, path.join(root, '__test__', 'fixtures', 'daemonize.c')], { encoding: 'utf8' })
   built = r.error ? { why: `no C compiler (cc: ${r.error.message})` }
     : r.status !== 0 ? { why: `cc failed: ${r.stderr}` } : { bin: out }
