@@ -35,7 +35,8 @@ export declare class ResourceTracker {
   snapshotBefore(label: string): ProcessSnapshot | null
   /**
    * Compares with the snapshot taken before `label`: orphans, memory delta,
-   * warnings. Reaps the zombies it adopted that provably are not children
+   * warnings. A child this process killed just before is first waited for
+   * (up to 1 s) until its exit has handed its processes here. Reaps the zombies it adopted that provably are not children
    * this process started (never the exit status of a `child_process`), and
    * stops being a subreaper if it was not one before.
    */

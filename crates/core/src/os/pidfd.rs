@@ -23,6 +23,23 @@ pub fn wait_readable(fd: &OwnedFd, limit: std::time::Duration) {
     let _ = poll(&mut fds, Some(&limit));
 }
 
+/// `wait_readable` until `deadline`, through interruptions: whether the
+/// process ended in time.
+pub fn wait_readable_until(fd: &OwnedFd, deadline: std::time::Instant) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let limit = Timespec { tv_sec: left.as_secs().min(i64::MAX as u64) as i64, tv_nsec: left.subsec_nanos().into() };
+        let mut fds = [PollFd::new(fd, PollFlags::IN)];
+        match poll(&mut fds, Some(&limit)) {
+            Ok(0) => return false,
+            Ok(_) => return true,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
 /// The first 64 bits of this boot's random id, read once.
 pub fn boot_tag() -> Option<u64> {
     static TAG: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();

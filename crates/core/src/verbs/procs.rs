@@ -223,6 +223,29 @@ mod os {
         std::str::from_utf8(&stat[close + 1..]).ok()?.split_ascii_whitespace().nth(3)?.parse().ok()
     }
 
+    /// Whether `pid` is on its way out but has not yet handed its children
+    /// on: SIGKILL is pending, or its exit has begun (PF_EXITING) and it is
+    /// not a zombie yet. Read in the order those come, so that one moving on
+    /// between the two reads is seen in the second.
+    pub fn is_ending(pid: u32) -> bool {
+        const SIGKILL_BIT: u64 = 1 << (libc::SIGKILL - 1);
+        let mut buf = Vec::with_capacity(2048);
+        if !read_proc_file(&format!("/proc/{pid}/status"), &mut buf, 16384) {
+            return false;
+        }
+        let pending = String::from_utf8_lossy(&buf).lines().any(|line| {
+            let mask = line.strip_prefix("SigPnd:").or_else(|| line.strip_prefix("ShdPnd:"));
+            mask.and_then(|m| u64::from_str_radix(m.trim(), 16).ok()).is_some_and(|m| m & SIGKILL_BIT != 0)
+        });
+        if pending {
+            return true;
+        }
+        if !read_proc_file(&format!("/proc/{pid}/stat"), &mut buf, 4096) {
+            return false;
+        }
+        parse_stat(&buf).is_some_and(|stat| !stat.is_dead() && stat.flags & PF_EXITING != 0)
+    }
+
     /// Every direct child of the calling process, zombies included, with
     /// their states (Z: exited, not yet reaped).
     pub fn own_children() -> Vec<super::Child> {
@@ -292,6 +315,11 @@ mod os {
     /// No smaps_rollup: resident memory is all there is.
     pub fn pss_kb(_pid: u32) -> Option<u64> {
         None
+    }
+
+    /// Never asked: `own_children` lists nothing here.
+    pub fn is_ending(_pid: u32) -> bool {
+        false
     }
 
     /// No child subreapers on this system, so nothing is ever adopted and
@@ -510,6 +538,28 @@ fn measure(p: &ProcessInfo) -> (f64, bool) {
     }
 }
 
+/// How long `snapshot_after` waits, in all, for children of ours that are
+/// being killed to finish exiting.
+const KILLED_CHILDREN_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Waits for each child of ours that is on its way out (killed, say, by the
+/// caller just before it asks) to finish exiting: the kernel hands what it
+/// started to us, the subreaper, only at the end of its exit, after its
+/// memory is freed (tens of milliseconds for a browser or a Node process).
+/// Until then the snapshot would find its processes below a parent that is
+/// no longer listed, and report nothing left behind.
+fn let_killed_children_go() {
+    let deadline = std::time::Instant::now() + KILLED_CHILDREN_PATIENCE;
+    for child in os::own_children().into_iter().filter(|c| !c.zombie && os::is_ending(c.pid)) {
+        let Ok(fd) = crate::os::pidfd::open_checked(child.pid) else { continue };
+        // Ours and unreaped, so the pid is still that child, unless another
+        // thread reaped it (and the pid was taken) just before the open.
+        if os::own_children().iter().any(|c| c.pid == child.pid && c.start_time == child.start_time) {
+            crate::os::pidfd::wait_readable_until(&fd, deadline);
+        }
+    }
+}
+
 /// What one tracked phase left behind and cost.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PhaseReport {
@@ -616,6 +666,7 @@ impl ResourceTracker {
         if !self.config.enabled {
             return None;
         }
+        let_killed_children_go();
         let after = snapshot(&self.config.mcp_patterns);
         let phase = self.phases.remove(label).unwrap_or(OpenPhase {
             snapshot: Snapshot { timestamp: after.timestamp, processes: Vec::new(), total_memory_mb: 0.0 },
@@ -832,6 +883,11 @@ pub fn init_logging() {
 mod tests {
     use super::*;
 
+    /// One tracker test at a time is a subreaper: one ending its phase turns
+    /// the subreaper off under the other, whose orphans then go to init.
+    #[cfg(target_os = "linux")]
+    static SUBREAPER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     fn proc(pid: u32, ppid: u32, command: &str, start_time: u64) -> ProcessInfo {
         ProcessInfo { pid, ppid, command: command.into(), memory_mb: 1.0, start_time, is_mcp: false, job_id: None }
     }
@@ -899,6 +955,7 @@ mod tests {
     #[test]
     fn the_subreaper_finds_what_was_orphaned_below_it_and_nothing_of_other_jobs() {
         use crate::model::protocol::{JOB_COOKIE, SUPERVISOR_MARK};
+        let _alone = SUBREAPER.lock().unwrap_or_else(|e| e.into_inner());
         let mut tracker = ResourceTracker::new(ResourceTrackingConfig::default());
         tracker.snapshot_before("t").unwrap();
         let orphan = |env: &[(&str, &str)]| {
@@ -929,6 +986,38 @@ mod tests {
         unsafe { libc::kill(later as i32, libc::SIGKILL) };
         let ppid: u32 = parent.unwrap().rsplit(") ").next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
         assert_ne!(ppid, std::process::id());
+    }
+
+    /// A child of ours killed just before `snapshot_after`: what it started
+    /// is left behind whether or not its exit has yet handed its children to
+    /// us. Its 512 MiB make that exit take tens of milliseconds, so the
+    /// snapshot is read while it runs (before the fix: missed every time).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn what_a_child_of_ours_started_is_left_behind_as_soon_as_the_child_is_killed() {
+        use std::io::BufRead;
+        let _alone = SUBREAPER.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tracker = ResourceTracker::new(ResourceTrackingConfig::default());
+        tracker.snapshot_before("k").unwrap();
+        let script = r#"$| = 1; my $pid = fork // die; if (!$pid) { exec "sleep", "600" } my $x = "\0" x (512 << 20); print "$pid\n"; sleep 600"#;
+        let mut agent = std::process::Command::new("perl")
+            .args(["-e", script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("perl runs");
+        let mut line = String::new();
+        std::io::BufReader::new(agent.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let grandchild: u32 = line.trim().parse().expect("the agent printed its child's pid");
+        agent.kill().unwrap();
+        let agent_pid = agent.id();
+        let owns = |pid: u32| pid == agent_pid;
+        let report = tracker.snapshot_after_with("k", Some(&owns)).unwrap();
+        // SAFETY: kill takes integers only; the grandchild is ours, its pid just read.
+        unsafe { libc::kill(grandchild as i32, libc::SIGKILL) };
+        agent.wait().unwrap();
+        let pids: Vec<u32> = report.orphans.iter().map(|p| p.pid).collect();
+        assert!(pids.contains(&grandchild), "{pids:?} has {grandchild}");
+        assert!(!pids.contains(&agent_pid), "the killed child is ours, not a leftover: {pids:?}");
     }
 
     #[test]
