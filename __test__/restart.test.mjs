@@ -172,11 +172,14 @@ test('a kill during the restart delay ends the job, and no run starts after it',
 
 test('a kill while the ended run\'s tree is being killed ends the job without a restart', async (t) => {
   // The ended run leaves a process that ignores SIGTERM: its clean-up waits for the grace period.
+  // Ignored from its fork on (inherited), not from a trap of its own: the
+  // run's end sends SIGTERM at once, and on a busy machine that came before
+  // the trap, so the first run's tree was gone and a second run started.
   const { home, extraPids } = makeHome(t, { kill: { grace_ms: 60_000 } })
   const dir = tempDir(t)
   const runs = path.join(dir, 'runs')
   const { jobId, pid, logPath } = startJob(home,
-    ['sh', '-c', `echo x >> ${runs}; sh -c 'trap "" TERM; echo $$ > ${dir}/stubborn; while :; do sleep 1; done' & exit 1`],
+    ['sh', '-c', `echo x >> ${runs}; trap "" TERM; sh -c 'echo $$ > ${dir}/stubborn; while :; do sleep 1; done' & exit 1`],
     ['--restart', 'on-failure', '--restart-delay', '50ms'])
   const stubborn = await waitFor(() => lines(path.join(dir, 'stubborn'))[0], { what: 'the stubborn process' })
   extraPids.push(Number(stubborn))
