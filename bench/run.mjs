@@ -1244,6 +1244,11 @@ async function benchSnapshot() {
 // endedAt (both the core's clock), and the next job's first command
 // (`date +%s%3N`) − that endedAt: when it really runs.
 async function benchQueue() {
+  // A baseline from before queues (issue 16) has no rows here, as with readiness.
+  if (!spawnSync(RUN_BG, ['--help'], { encoding: 'utf8' }).stdout.includes('--queue')) {
+    log('queue hand-over: this build has no --queue; skipped')
+    return null
+  }
   const n = QUICK ? 10 : 30
   log(`queue hand-over: ${n} jobs through a queue of max_parallel 1`)
   const home = tempDir('queue')
