@@ -69,6 +69,17 @@ fn cleaned_lines_backwards(mut reader: ReverseLines) -> impl Iterator<Item = (us
 /// newline at all (`head -c 1G /dev/zero`) costs at most this much to show.
 const LONGEST_LINE_READ: usize = 8 << 20;
 
+/// A run of identical lines is counted this far back at most, so that a
+/// check's cost follows what it shows: `yes` writing 1 GiB is one run of
+/// 17.6 million lines, which took 4.8 s to count. A longer run is shown as
+/// `[×100000 or more]`, and the lines before it are not read.
+pub const LONGEST_RUN_COUNTED: usize = 100_000;
+
+/// Error lines are looked for in this many of the last lines: a log without
+/// any was read back to its start (a failed job's notification waits for
+/// this look). Past it, the answer ends with a line that says so.
+pub const ERROR_SCAN_LINES: usize = 200_000;
+
 /// What is shown of a line longer than what was held of it (`head`, its first
 /// bytes, of `total`): one marker with all the rest.
 fn cut_long(head: &[u8], total: usize) -> String {
@@ -88,6 +99,7 @@ pub fn last_lines_of(reader: ReverseLines, n: usize, grep: Option<&regex::Regex>
         return Vec::new();
     }
     let mut runs: Vec<(String, usize)> = Vec::new();
+    let mut counted_to_the_bound = false;
     for (_, line) in cleaned_lines_backwards(reader) {
         if grep.is_some_and(|g| !g.is_match(&line)) {
             continue;
@@ -95,6 +107,10 @@ pub fn last_lines_of(reader: ReverseLines, n: usize, grep: Option<&regex::Regex>
         if let Some((last, count)) = runs.last_mut() {
             if *last == line {
                 *count += 1;
+                if *count == LONGEST_RUN_COUNTED {
+                    counted_to_the_bound = true;
+                    break;
+                }
                 continue;
             }
         }
@@ -104,11 +120,19 @@ pub fn last_lines_of(reader: ReverseLines, n: usize, grep: Option<&regex::Regex>
         runs.push((line, 1));
     }
     runs.reverse();
-    runs.into_iter().map(|(line, count)| fold(line, count)).collect()
+    runs.into_iter()
+        .enumerate()
+        .map(|(i, (line, count))| fold(line, count, i == 0 && counted_to_the_bound))
+        .collect()
 }
 
-fn fold(line: String, count: usize) -> String {
-    if count > 1 { format!("{line} [×{count}]") } else { line }
+/// `at_least`: the run may go on further back than it was counted.
+fn fold(line: String, count: usize, at_least: bool) -> String {
+    match (count, at_least) {
+        (_, true) => format!("{line} [×{count} or more]"),
+        (1, false) => line,
+        (_, false) => format!("{line} [×{count}]"),
+    }
 }
 
 /// Lines that look like errors, each with the line before and after it,
@@ -128,7 +152,12 @@ pub fn error_lines_of(reader: ReverseLines, n: usize) -> Vec<String> {
     let mut context: Vec<(usize, String)> = Vec::new();
     let mut after: Option<(usize, String)> = None;
     let mut want_before = false;
+    let mut searched_to_the_bound = false;
     for (pos, line) in cleaned_lines_backwards(reader) {
+        if pos == ERROR_SCAN_LINES {
+            searched_to_the_bound = true;
+            break;
+        }
         let is_error = looks_like_error(&line);
         if want_before && !is_error {
             context.push((pos, line.clone()));
@@ -159,6 +188,9 @@ pub fn error_lines_of(reader: ReverseLines, n: usize) -> Vec<String> {
     picked.extend(context.into_iter().take(room));
     picked.sort_by_key(|(p, _)| std::cmp::Reverse(*p));
     let mut out = Vec::with_capacity(picked.len() + 4);
+    if searched_to_the_bound && picked.is_empty() {
+        out.push(format!("[none in the last {ERROR_SCAN_LINES} lines; earlier lines not searched]"));
+    }
     let mut previous: Option<usize> = None;
     for (pos, line) in picked {
         if previous.is_some_and(|p| p != pos + 1) {
@@ -398,6 +430,36 @@ mod tests {
         let (_d, log) = log_with("start\nsame\nsame\nsame\n\x1b[32mok\x1b[0m\n10%\r50%\r100%\nend\n");
         assert_eq!(last_lines(&log, 10, None), vec!["start", "same [×3]", "ok", "100%", "end"]);
         assert_eq!(last_lines(&log, 2, None), vec!["100%", "end"]);
+    }
+
+    /// `yes` writing 1 GiB is one run of 17.6 million lines: counting it all
+    /// took check 4.8 s. The count stops at `LONGEST_RUN_COUNTED` and says so;
+    /// what came before the run is further back than a check reads.
+    #[test]
+    fn a_run_longer_than_what_a_check_counts_is_shown_as_at_least_that_long() {
+        let mut content = String::from("before the run\n");
+        content.push_str(&"y\n".repeat(LONGEST_RUN_COUNTED + 5));
+        let (_d, log) = log_with(&content);
+        assert_eq!(last_lines(&log, 5, None), vec![format!("y [×{LONGEST_RUN_COUNTED} or more]")]);
+        // A run under the bound is counted exactly, with what came before it.
+        let (_d, log) = log_with(&format!("before the run\n{}", "y\n".repeat(1000)));
+        assert_eq!(last_lines(&log, 5, None), vec!["before the run", "y [×1000]"]);
+    }
+
+    /// A failed job's notification looks for its first error line: in a big
+    /// log without one, that read every line back to the start.
+    #[test]
+    fn errors_are_looked_for_in_the_last_lines_only_and_the_answer_says_so() {
+        let mut content = String::from("error: far back\n");
+        for i in 0..ERROR_SCAN_LINES + 10 {
+            content.push_str(&format!("step {i}\n"));
+        }
+        let (_d, log) = log_with(&content);
+        assert_eq!(error_lines(&log, 20), vec![format!("[none in the last {ERROR_SCAN_LINES} lines; earlier lines not searched]")]);
+        assert!(!looks_like_error(&error_lines(&log, 20)[0]), "the note is not taken for an error line");
+        // Within the bound, it is found.
+        let (_d, log) = log_with("error: near\nstep 1\n");
+        assert_eq!(error_lines(&log, 20), vec!["error: near", "step 1"]);
     }
 
     #[test]
