@@ -53,9 +53,14 @@ pub fn parse_stat(raw: &[u8]) -> Option<Stat> {
 
 /// The command name (field 2) of /proc/<pid>/stat content.
 pub fn stat_comm(raw: &[u8]) -> String {
+    String::from_utf8_lossy(stat_comm_bytes(raw)).into_owned()
+}
+
+/// `stat_comm` without the copy.
+pub fn stat_comm_bytes(raw: &[u8]) -> &[u8] {
     let close = raw.iter().rposition(|&b| b == b')').unwrap_or(0);
     let open = raw.iter().position(|&b| b == b'(').map_or(0, |i| i + 1).min(close);
-    String::from_utf8_lossy(&raw[open..close]).into_owned()
+    &raw[open..close]
 }
 
 pub(crate) fn is_dead_state(state: u8) -> bool {
