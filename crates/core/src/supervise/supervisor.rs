@@ -195,13 +195,19 @@ pub fn detach() -> std::io::Result<()> {
 }
 
 /// Drops the resident pages of our executable code (the binary's and the
-/// shared libraries' `r-xp` mappings) once start-up is over. Parsing the spec,
-/// spawning and writing the registry touched code the idle loop never runs
-/// again, and the kernel's fault-around had mapped its neighbours too; the
-/// loop faults back in only the few pages it uses, so an idle supervisor's RSS
-/// is about what its loop needs. Only code mappings are dropped: they are never
-/// written, so each page comes back unchanged from the page cache.
-fn release_startup_code() {
+/// shared libraries' `r-xp` mappings): once start-up is over, and again after
+/// each look for new processes. Parsing the spec, spawning and writing the
+/// registry touched code the idle loop never runs again; a look runs code
+/// spread over the whole binary (std's files and formatting, the /proc
+/// parser, the record), and the kernel's fault-around maps 64 KiB around each
+/// page touched: a look left 15 such windows (920 KiB) resident for the 5 s
+/// until the next one, which made an idle supervisor's VmRSS 2.1 MiB (1.3 MiB
+/// with this). Between looks only the poll's few pages come back. The price
+/// is about 21 minor faults and 0.3 ms of CPU per look (perf stat over 20 s
+/// of an idle supervisor: 1.96 ms against 0.81 ms), and looks slow to one
+/// every 5 s within 7 s of the start. Only code mappings are dropped: they
+/// are never written, so each page comes back unchanged from the page cache.
+fn release_code_pages() {
     #[cfg(target_os = "linux")]
     {
         let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else { return };
@@ -611,7 +617,7 @@ impl Supervisor {
     }
 
     fn run(&mut self) {
-        release_startup_code();
+        release_code_pages();
         // A tied process gone before the watch began has no pidfd to wake
         // the poll below: act on it now, or an idle job would outlive it.
         if self.tie.as_ref().is_some_and(|w| w.ended(false)) {
@@ -916,6 +922,7 @@ impl Supervisor {
         let now = Instant::now();
         if now >= self.procset.next_look {
             self.record_processes(false);
+            release_code_pages();
         }
         if let Some(at) = self.timeout_at {
             if now >= at {
