@@ -189,7 +189,13 @@ export interface CheckJobOptions extends CheckOptions {
 
 /** `checkJob`'s answer (`run-bg check --json`): the job plus the last lines of its output. */
 export interface CheckResult extends JobSummary {
-  /** Last lines of output, oldest first. */
+  /**
+   * Last lines of output, oldest first, cleaned and folded as `run-bg check`
+   * shows them (`same [×3]`). With `errors`, groups are parted by `--`, and
+   * where the look stopped at its bound (200,000 lines or 64 MiB) the first
+   * line says so: `[none in the last N lines; earlier lines not searched]` or
+   * `[only the last N lines were searched]`.
+   */
   tail: Array<string>
   /**
    * Where the log stood after its last complete line when the tail was read:

@@ -29,9 +29,10 @@ pub fn looks_like_error(line: &str) -> bool {
     error_pattern().is_match(&zero_counts.replace_all(line, ""))
 }
 
-/// Cleaned lines, newest first, each with its position from the end (0 = last line).
-/// A line the reader hands over in pieces (over `MAX_LINE_BYTES`) is one line.
-fn cleaned_lines_backwards(mut reader: ReverseLines) -> impl Iterator<Item = (usize, String)> {
+/// Cleaned lines, newest first, each with its position from the end (0 = last
+/// line) and the bytes it took in the log (its newline included). A line the
+/// reader hands over in pieces (over `MAX_LINE_BYTES`) is one line.
+fn cleaned_lines_backwards(mut reader: ReverseLines) -> impl Iterator<Item = (usize, (String, usize))> {
     let mut done = false;
     std::iter::from_fn(move || {
         if done {
@@ -39,7 +40,8 @@ fn cleaned_lines_backwards(mut reader: ReverseLines) -> impl Iterator<Item = (us
         }
         let last = reader.next()?;
         if !reader.cut_a_line() {
-            return Some(text::clean_line(&String::from_utf8_lossy(&last), LINE_CHARS));
+            let bytes = last.len() + 1;
+            return Some((text::clean_line(&String::from_utf8_lossy(&last), LINE_CHARS), bytes));
         }
         // Pieces come last first: keep the start and the piece right after it.
         let (mut after_start, mut beyond) = (last, 0usize);
@@ -48,7 +50,7 @@ fn cleaned_lines_backwards(mut reader: ReverseLines) -> impl Iterator<Item = (us
                 // Its start lies further back than a check reads: so does every earlier line.
                 done = true;
                 let total = after_start.len() + beyond;
-                return Some(format!("[a line of over {total} bytes; its start is not read] …"));
+                return Some((format!("[a line of over {total} bytes; its start is not read] …"), total));
             }
             let Some(item) = reader.next() else { break Vec::new() };
             if !reader.cut_a_line() {
@@ -60,7 +62,7 @@ fn cleaned_lines_backwards(mut reader: ReverseLines) -> impl Iterator<Item = (us
         let total = start.len() + after_start.len() + beyond;
         let mut head = start;
         head.extend_from_slice(&after_start[..after_start.len().min(4 * LINE_CHARS)]);
-        Some(cut_long(&head, total))
+        Some((cut_long(&head, total), total + 1))
     })
     .enumerate()
 }
@@ -72,13 +74,15 @@ const LONGEST_LINE_READ: usize = 8 << 20;
 /// A run of identical lines is counted this far back at most, so that a
 /// check's cost follows what it shows: `yes` writing 1 GiB is one run of
 /// 17.6 million lines, which took 4.8 s to count. A longer run is shown as
-/// `[×100000 or more]`, and the lines before it are not read.
+/// `[×more than 100000]`, and the lines before it are not read.
 pub const LONGEST_RUN_COUNTED: usize = 100_000;
 
-/// Error lines are looked for in this many of the last lines: a log without
-/// any was read back to its start (a failed job's notification waits for
-/// this look). Past it, the answer ends with a line that says so.
+/// Error lines are looked for in this many of the last lines, and in at most
+/// `ERROR_SCAN_BYTES` of them: a log without any was read back to its start
+/// (a failed job's notification waits for this look). Where the look stopped
+/// before finding as many as asked, the first line says so.
 pub const ERROR_SCAN_LINES: usize = 200_000;
+pub const ERROR_SCAN_BYTES: usize = 64 << 20;
 
 /// What is shown of a line longer than what was held of it (`head`, its first
 /// bytes, of `total`): one marker with all the rest.
@@ -100,17 +104,17 @@ pub fn last_lines_of(reader: ReverseLines, n: usize, grep: Option<&regex::Regex>
     }
     let mut runs: Vec<(String, usize)> = Vec::new();
     let mut counted_to_the_bound = false;
-    for (_, line) in cleaned_lines_backwards(reader) {
+    for (_, (line, _)) in cleaned_lines_backwards(reader) {
         if grep.is_some_and(|g| !g.is_match(&line)) {
             continue;
         }
         if let Some((last, count)) = runs.last_mut() {
             if *last == line {
-                *count += 1;
                 if *count == LONGEST_RUN_COUNTED {
                     counted_to_the_bound = true;
                     break;
                 }
+                *count += 1;
                 continue;
             }
         }
@@ -126,10 +130,10 @@ pub fn last_lines_of(reader: ReverseLines, n: usize, grep: Option<&regex::Regex>
         .collect()
 }
 
-/// `at_least`: the run may go on further back than it was counted.
-fn fold(line: String, count: usize, at_least: bool) -> String {
-    match (count, at_least) {
-        (_, true) => format!("{line} [×{count} or more]"),
+/// `longer`: the run goes on further back than it was counted.
+fn fold(line: String, count: usize, longer: bool) -> String {
+    match (count, longer) {
+        (_, true) => format!("{line} [×more than {count}]"),
         (1, false) => line,
         (_, false) => format!("{line} [×{count}]"),
     }
@@ -152,10 +156,13 @@ pub fn error_lines_of(reader: ReverseLines, n: usize) -> Vec<String> {
     let mut context: Vec<(usize, String)> = Vec::new();
     let mut after: Option<(usize, String)> = None;
     let mut want_before = false;
-    let mut searched_to_the_bound = false;
-    for (pos, line) in cleaned_lines_backwards(reader) {
-        if pos == ERROR_SCAN_LINES {
-            searched_to_the_bound = true;
+    // How many of the last lines were searched, where the look stopped at its bounds.
+    let mut searched_only: Option<usize> = None;
+    let mut bytes_read = 0usize;
+    for (pos, (line, bytes)) in cleaned_lines_backwards(reader) {
+        bytes_read += bytes;
+        if pos == ERROR_SCAN_LINES || bytes_read > ERROR_SCAN_BYTES {
+            searched_only = (errors.len() < n).then_some(pos);
             break;
         }
         let is_error = looks_like_error(&line);
@@ -188,8 +195,13 @@ pub fn error_lines_of(reader: ReverseLines, n: usize) -> Vec<String> {
     picked.extend(context.into_iter().take(room));
     picked.sort_by_key(|(p, _)| std::cmp::Reverse(*p));
     let mut out = Vec::with_capacity(picked.len() + 4);
-    if searched_to_the_bound && picked.is_empty() {
-        out.push(format!("[none in the last {ERROR_SCAN_LINES} lines; earlier lines not searched]"));
+    if let Some(searched) = searched_only {
+        let lines = format!("the last {searched} lines");
+        out.push(if picked.is_empty() {
+            format!("[none in {lines}; earlier lines not searched]")
+        } else {
+            format!("[only {lines} were searched]")
+        });
     }
     let mut previous: Option<usize> = None;
     for (pos, line) in picked {
@@ -440,10 +452,10 @@ mod tests {
         let mut content = String::from("before the run\n");
         content.push_str(&"y\n".repeat(LONGEST_RUN_COUNTED + 5));
         let (_d, log) = log_with(&content);
-        assert_eq!(last_lines(&log, 5, None), vec![format!("y [×{LONGEST_RUN_COUNTED} or more]")]);
-        // A run under the bound is counted exactly, with what came before it.
-        let (_d, log) = log_with(&format!("before the run\n{}", "y\n".repeat(1000)));
-        assert_eq!(last_lines(&log, 5, None), vec!["before the run", "y [×1000]"]);
+        assert_eq!(last_lines(&log, 5, None), vec![format!("y [×more than {LONGEST_RUN_COUNTED}]")]);
+        // A run up to the bound is counted exactly, with what came before it.
+        let (_d, log) = log_with(&format!("before the run\n{}", "y\n".repeat(LONGEST_RUN_COUNTED)));
+        assert_eq!(last_lines(&log, 5, None), vec!["before the run".to_string(), format!("y [×{LONGEST_RUN_COUNTED}]")]);
     }
 
     /// A failed job's notification looks for its first error line: in a big
@@ -457,6 +469,24 @@ mod tests {
         let (_d, log) = log_with(&content);
         assert_eq!(error_lines(&log, 20), vec![format!("[none in the last {ERROR_SCAN_LINES} lines; earlier lines not searched]")]);
         assert!(!looks_like_error(&error_lines(&log, 20)[0]), "the note is not taken for an error line");
+        // Fewer errors than asked within the bound: they come after a note.
+        content.push_str("error: near the end\nlast\n");
+        let (_d, log) = log_with(&content);
+        let found = error_lines(&log, 20);
+        assert_eq!(found[0], format!("[only the last {ERROR_SCAN_LINES} lines were searched]"));
+        assert_eq!(&found[found.len() - 2..], ["error: near the end", "last"]);
+        assert!(!looks_like_error(&found[0]));
+        // Long lines: the bytes bound stops the look first.
+        let long = "x".repeat(1000);
+        let mut content = String::from("error: far back\n");
+        for _ in 0..(ERROR_SCAN_BYTES / 1000 + 10) {
+            content.push_str(&long);
+            content.push('\n');
+        }
+        let (_d, log) = log_with(&content);
+        let found = error_lines(&log, 20);
+        assert_eq!(found.len(), 1);
+        assert!(found[0].starts_with("[none in the last ") && found[0].ends_with("lines; earlier lines not searched]"), "{found:?}");
         // Within the bound, it is found.
         let (_d, log) = log_with("error: near\nstep 1\n");
         assert_eq!(error_lines(&log, 20), vec!["error: near", "step 1"]);
