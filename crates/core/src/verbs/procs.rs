@@ -213,19 +213,23 @@ mod os {
 
     const PF_EXITING: u64 = 0x4;
 
-    /// The base name of the executable, where this user may read it.
     /// Whether a process's executable can have another name than argv[0]'s
     /// base name. The kernel names a process (`comm`, at most 15 bytes)
     /// after the file it executed, so where argv[0]'s base name is that name
     /// the executable is the same program, except when it was started
-    /// through a link whose name says nothing: `/proc/self/exe` (how
-    /// Chromium and Electron start their zygotes), `/proc/self/fd/N`,
-    /// `/dev/fd/N`. A process that renamed itself (argv[0] or comm changed,
-    /// as Node's `process.title` does) and a script (comm is the script's
-    /// name, argv[0] its interpreter) get their executable read. Missed: a
-    /// program run through a symlink of another name in PATH, whose target's
-    /// name alone matches a pattern.
+    /// through a link whose name says nothing (`/proc/self/exe`, how
+    /// Chromium and Electron start their zygotes; `/proc/self/fd/N`;
+    /// `/dev/fd/N`) or it rewrote its title: Node's `process.title` and
+    /// Python's setproctitle set comm and argv[0] alike, but leave the rest
+    /// of the old command line as NULs, which `command` ends in as spaces. A
+    /// script (comm is the script's name, argv[0] its interpreter) gets its
+    /// executable read too. Missed: a program run through a symlink of
+    /// another name (`python3` -> `python3.12`, a busybox applet) whose
+    /// target's name alone matches a pattern.
     pub(super) fn exe_may_differ(command: &str, comm: &[u8]) -> bool {
+        if command.ends_with(' ') {
+            return true;
+        }
         let argv0 = command.split(' ').next().unwrap_or("");
         if argv0.starts_with("/proc/") || argv0.starts_with("/dev/fd/") {
             return true;
@@ -236,6 +240,8 @@ mod os {
         !named_alike
     }
 
+    /// The base name of the executable behind `exe_link` (/proc/<pid>/exe),
+    /// where this user may read it.
     fn exe_name(exe_link: &str) -> Option<String> {
         let target = std::fs::read_link(exe_link).ok()?;
         // A replaced binary reads `/usr/bin/x (deleted)`.
@@ -1097,7 +1103,8 @@ mod tests {
         assert!(differs("/proc/self/exe --type=zygote", "exe"), "re-executed through /proc/self/exe");
         assert!(differs("/proc/self/fd/3 --type=zygote", "3"), "through a descriptor");
         assert!(differs("/dev/fd/4", "4"), "through /dev/fd");
-        assert!(differs("my-title", "node"), "argv[0] rewritten");
+        assert!(differs("my-title    ", "my-title"), "a title set by process.title: comm alike, NUL padding after it");
+        assert!(differs("my-title", "node"), "argv[0] rewritten alone");
         assert!(differs("node /x/.bin/mcp-server-git", "mcp-server-git"), "a script: comm names the script");
         assert!(differs("/usr/bin/sleepy 1", "sleep"), "a name that only starts alike");
     }
@@ -1109,11 +1116,20 @@ mod tests {
     fn a_program_reexecuted_through_proc_self_exe_is_marked_by_its_executable() {
         use std::os::unix::process::CommandExt;
         let dir = tempfile::tempdir().unwrap();
-        // A copy of sleep named like a browser, started by a shell as
-        // `/proc/self/exe`: argv[0] says nothing, the executable does.
+        // A copy of this test binary named like a browser, started as
+        // `/proc/self/exe`: argv[0] says nothing, the executable does. (Not
+        // a copy of sleep: where that is a multi-call binary, busybox or
+        // uutils, it would pick its tool by the name `exe`.)
         let browser = dir.path().join("chromium");
-        std::fs::copy("/bin/sleep", &browser).unwrap();
-        let mut child = std::process::Command::new(&browser).arg0("/proc/self/exe").arg("30").spawn().unwrap();
+        std::fs::copy(std::env::current_exe().unwrap(), &browser).unwrap();
+        let mut child = std::process::Command::new(&browser)
+            .arg0("/proc/self/exe")
+            .args(["--ignored", "--exact", "verbs::procs::tests::waits_until_its_stdin_closes", "--test-threads=1"])
+            .env("PM_TEST_WAIT_ON_STDIN", "1")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
         let pid = child.id();
         let patterns = vec!["chromium".to_string()];
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -1128,5 +1144,15 @@ mod tests {
         let _ = child.wait();
         let found = found.expect("the child is in the snapshot");
         assert!(found.is_mcp, "marked through its executable: {found:?}");
+    }
+
+    /// Not a check: the process the test above starts, which must stay
+    /// alive until it is killed (it waits on a pipe nobody writes).
+    #[test]
+    #[ignore]
+    fn waits_until_its_stdin_closes() {
+        if std::env::var_os("PM_TEST_WAIT_ON_STDIN").is_some() {
+            let _ = std::io::Read::read(&mut std::io::stdin(), &mut [0u8; 1]);
+        }
     }
 }
