@@ -5,7 +5,7 @@ use crate::model::duration::format_duration_ms;
 use crate::model::job::{DeliveryState, Job, JobStatus, Notification};
 use crate::supervise::notify::NOTHING_LISTENS;
 use crate::now_ms;
-use crate::verbs::ops::CheckResult;
+use crate::verbs::ops::{CheckResult, Selection};
 use crate::os::procinfo::ProcessEntry;
 use crate::model::text::visible;
 use crate::present::view::kb_to_mb;
@@ -340,7 +340,13 @@ pub fn check_text(check: &CheckResult) -> String {
     lines.extend(lingering_line(job, &check.lingering));
     lines.extend(delivery_lines(job));
     if check.tail.is_empty() {
-        lines.push(format!("(no output{})", if job.status() == JobStatus::Running { " yet" } else { "" }));
+        let yet = if job.status() == JobStatus::Running { " yet" } else { "" };
+        // Only what was asked for is absent, not the output.
+        lines.push(match check.selection {
+            Selection::Last => format!("(no output{yet})"),
+            Selection::Matching => format!("(no line matches{yet})"),
+            Selection::Errors => format!("(no line looks like an error{yet})"),
+        });
     }
     lines.extend(check.tail.iter().cloned());
     lines.join("\n")
@@ -396,6 +402,21 @@ mod tests {
         let ended_at = job.ended_at().unwrap();
         assert_eq!(ended_at - job.started_at, 2 * HOUR_MS + 13 * 60_000);
         ended_at
+    }
+
+    /// A check that found no matching or error line says that, not that the
+    /// job printed nothing (a newcomer read "(no output)" after a --grep).
+    #[test]
+    fn an_empty_check_says_what_was_not_found() {
+        let text = |status, selection| {
+            let check = CheckResult { job: job(status), tail: Vec::new(), cursor: 0, lingering: Vec::new(), usage: None, selection };
+            check_text(&check).lines().last().unwrap().to_string()
+        };
+        assert_eq!(text(JobStatus::Success, Selection::Last), "(no output)");
+        assert_eq!(text(JobStatus::Running, Selection::Last), "(no output yet)");
+        assert_eq!(text(JobStatus::Success, Selection::Matching), "(no line matches)");
+        assert_eq!(text(JobStatus::Failed, Selection::Errors), "(no line looks like an error)");
+        assert_eq!(text(JobStatus::Running, Selection::Errors), "(no line looks like an error yet)");
     }
 
     #[test]
@@ -459,7 +480,14 @@ mod tests {
             cookie: Some(j.id.clone()),
             rss_kb: 0,
         }];
-        let check = CheckResult { job: j.clone(), tail: vec!["plain".into()], cursor: 0, lingering: lingering.clone(), usage: None };
+        let check = CheckResult {
+            job: j.clone(),
+            tail: vec!["plain".into()],
+            cursor: 0,
+            lingering: lingering.clone(),
+            usage: None,
+            selection: Selection::Last,
+        };
         let printed = [
             ack_line(&j.id, 4242, &j.command),
             header(&j, ""),

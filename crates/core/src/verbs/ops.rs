@@ -420,7 +420,14 @@ impl Context {
             rss_kb: tree.iter().map(|p| p.rss_kb).sum(),
         });
         let lingering = if job.status().is_final() || job.status() == JobStatus::Orphaned { tree } else { Vec::new() };
-        Ok(CheckResult { job, tail, cursor, lingering, usage })
+        let selection = if query.errors {
+            Selection::Errors
+        } else if query.grep.is_some() {
+            Selection::Matching
+        } else {
+            Selection::Last
+        };
+        Ok(CheckResult { job, tail, cursor, lingering, usage, selection })
     }
 
     /// Blocks until every job in `ids` has ended, or `timeout` passes.
@@ -1092,6 +1099,19 @@ pub struct CheckResult {
     pub lingering: Vec<ProcessEntry>,
     /// What the job's live processes cost now (None when none run).
     pub usage: Option<TreeUsage>,
+    /// Which lines `tail` holds: what an empty tail means.
+    pub selection: Selection,
+}
+
+/// Which of a log's lines a check shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selection {
+    /// The last ones.
+    Last,
+    /// Only those matching a pattern.
+    Matching,
+    /// Only those that look like errors, with context.
+    Errors,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
