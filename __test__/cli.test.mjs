@@ -273,6 +273,7 @@ test('bad input gets a clear error and changes nothing', (t) => {
     [['list', '--status', 'done'], 2, /--status: bad status `done`: expected one of running, success/],
     [['check', jobId, '--grep', '('], 2, /bad --grep pattern/],
     [['npm', 'install'], 2, /unknown command `npm`; to run a program, put it after `--`/],
+    [['--label', 'x', 'sleep', '1'], 2, /unexpected argument 'sleep'[\s\S]*the program and its arguments go after `--`: run-bg \[options\] -- <program>/],
   ]
   for (const [args, code, message] of cases) {
     const r = runBg(home, args)

@@ -398,7 +398,16 @@ fn run(args: &[String]) -> Result<i32> {
             run_sub(cli.command)
         }
         _ => {
-            let cli = StartCli::try_parse_from(args).unwrap_or_else(|e| usage_exit(e));
+            let cli = StartCli::try_parse_from(args).unwrap_or_else(|e| {
+                // `run-bg --label x npm test`: the program, without `--`
+                // before it, reads as a stray argument to clap.
+                if e.kind() == clap::error::ErrorKind::UnknownArgument && !args.iter().any(|a| a == "--") {
+                    eprint!("{}", visible(&e.render().to_string()));
+                    eprintln!("run-bg: the program and its arguments go after `--`: run-bg [options] -- <program> [args...]");
+                    std::process::exit(e.exit_code());
+                }
+                usage_exit(e)
+            });
             cmd::start::run(cli)
         }
     }
