@@ -1082,6 +1082,9 @@ function freePortNow() {
   })
 }
 
+/** Whether the build being measured (`RUN_BG`) knows a start option: a baseline may predate it. */
+const buildHasOption = (option) => spawnSync(RUN_BG, ['--help'], { encoding: 'utf8' }).stdout.includes(option)
+
 /**
  * `--yield 30s --ready-port`: how long after the port opened the supervisor
  * recorded readyAt and `run-bg` returned (wall clocks of the same machine);
@@ -1089,7 +1092,7 @@ function freePortNow() {
  * port that never opens, next to an idle supervisor's over the same window.
  */
 async function benchReady() {
-  if (!spawnSync(RUN_BG, ['--help'], { encoding: 'utf8' }).stdout.includes('--ready-port')) {
+  if (!buildHasOption('--ready-port')) {
     log('readiness: this build has no --ready-port; skipped')
     return null
   }
@@ -1245,7 +1248,7 @@ async function benchSnapshot() {
 // (`date +%s%3N`) − that endedAt: when it really runs.
 async function benchQueue() {
   // A baseline from before queues (issue 16) has no rows here, as with readiness.
-  if (!spawnSync(RUN_BG, ['--help'], { encoding: 'utf8' }).stdout.includes('--queue')) {
+  if (!buildHasOption('--queue')) {
     log('queue hand-over: this build has no --queue; skipped')
     return null
   }

@@ -401,12 +401,13 @@ fn run(args: &[String]) -> Result<i32> {
             let cli = StartCli::try_parse_from(args).unwrap_or_else(|e| {
                 // `run-bg --label x npm test`: the program, without `--`
                 // before it, reads as a stray argument to clap.
-                if e.kind() == clap::error::ErrorKind::UnknownArgument && !args.iter().any(|a| a == "--") {
-                    eprint!("{}", visible(&e.render().to_string()));
-                    eprintln!("run-bg: the program and its arguments go after `--`: run-bg [options] -- <program> [args...]");
-                    std::process::exit(e.exit_code());
-                }
-                usage_exit(e)
+                let program_without_dashes =
+                    e.kind() == clap::error::ErrorKind::UnknownArgument && !args.iter().any(|a| a == "--");
+                usage_exit_saying(
+                    e,
+                    program_without_dashes
+                        .then_some("run-bg: the program and its arguments go after `--`: run-bg [options] -- <program> [args...]"),
+                )
             });
             cmd::start::run(cli)
         }
@@ -416,11 +417,19 @@ fn run(args: &[String]) -> Result<i32> {
 /// clap's usage errors quote the argument they refuse, which may carry escape
 /// codes: print them written out (help and version go out as clap prints them).
 fn usage_exit(error: clap::Error) -> ! {
+    usage_exit_saying(error, None)
+}
+
+/// `usage_exit`, with `hint` on a line of its own after clap's message.
+fn usage_exit_saying(error: clap::Error, hint: Option<&str>) -> ! {
     use clap::error::ErrorKind;
     if matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
         error.exit()
     }
     eprint!("{}", visible(&error.render().to_string()));
+    if let Some(hint) = hint {
+        eprintln!("{hint}");
+    }
     std::process::exit(error.exit_code())
 }
 

@@ -75,14 +75,14 @@ const LONGEST_LINE_READ: usize = 8 << 20;
 /// check's cost follows what it shows: `yes` writing 1 GiB is one run of
 /// 17.6 million lines, which took 4.8 s to count. A longer run is shown as
 /// `[×more than 100000]`, and the lines before it are not read.
-pub const LONGEST_RUN_COUNTED: usize = 100_000;
+const LONGEST_RUN_COUNTED: usize = 100_000;
 
 /// Error lines are looked for in this many of the last lines, and in at most
 /// `ERROR_SCAN_BYTES` of them: a log without any was read back to its start
 /// (a failed job's notification waits for this look). Where the look stopped
 /// before finding as many as asked, the first line says so.
-pub const ERROR_SCAN_LINES: usize = 200_000;
-pub const ERROR_SCAN_BYTES: usize = 64 << 20;
+const ERROR_SCAN_LINES: usize = 200_000;
+const ERROR_SCAN_BYTES: usize = 64 << 20;
 
 /// What is shown of a line longer than what was held of it (`head`, its first
 /// bytes, of `total`): one marker with all the rest.

@@ -639,13 +639,13 @@ impl Supervisor {
             deferred_matches: Vec::new(),
             tie,
             procset: ProcessRecord::new(&home_for_record),
+            // Stamped by the first release, in `run`.
             code_released: Instant::now(),
         })
     }
 
     fn run(&mut self) {
-        release_code_pages();
-        self.code_released = Instant::now();
+        self.release_code_pages();
         // A tied process gone before the watch began has no pidfd to wake
         // the poll below: act on it now, or an idle job would outlive it.
         if self.tie.as_ref().is_some_and(|w| w.ended(false)) {
@@ -945,14 +945,19 @@ impl Supervisor {
         tree::tree_alive(Tree::of(&self.job).with_recorded(self.procset.recorder.recorded())) || !self.adopted_children().is_empty()
     }
 
+    /// `release_code_pages`, and when it ran.
+    fn release_code_pages(&mut self) {
+        release_code_pages();
+        self.code_released = Instant::now();
+    }
+
     fn advance_timers(&mut self) {
         self.flush_deferred_matches();
         let now = Instant::now();
         if now >= self.procset.next_look {
             self.record_processes(false);
             if now.duration_since(self.code_released) >= CODE_RELEASE_GAP {
-                release_code_pages();
-                self.code_released = Instant::now();
+                self.release_code_pages();
             }
         }
         if let Some(at) = self.timeout_at {

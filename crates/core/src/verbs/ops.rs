@@ -420,14 +420,7 @@ impl Context {
             rss_kb: tree.iter().map(|p| p.rss_kb).sum(),
         });
         let lingering = if job.status().is_final() || job.status() == JobStatus::Orphaned { tree } else { Vec::new() };
-        let selection = if query.errors {
-            Selection::Errors
-        } else if query.grep.is_some() {
-            Selection::Matching
-        } else {
-            Selection::Last
-        };
-        Ok(CheckResult { job, tail, cursor, lingering, usage, selection })
+        Ok(CheckResult { job, tail, cursor, lingering, usage, selection: query.selection() })
     }
 
     /// Blocks until every job in `ids` has ended, or `timeout` passes.
@@ -1085,6 +1078,15 @@ impl TailQuery {
         }
         self.errors = errors;
         Ok(self)
+    }
+
+    /// Which lines the query keeps.
+    pub fn selection(&self) -> Selection {
+        match (self.errors, &self.grep) {
+            (true, _) => Selection::Errors,
+            (false, Some(_)) => Selection::Matching,
+            (false, None) => Selection::Last,
+        }
     }
 }
 
