@@ -150,8 +150,10 @@ test('redis-server --daemonize yes under a job is found and killed (where redis-
   if (which.status !== 0) return t.skip('redis-server is not installed')
   const { home } = makeHome(t)
   const pidfile = path.join(home, 'redis.pid')
+  // --port 0 alone makes redis exit ("Configured to not listen anywhere"):
+  // a unix socket in the home gives it somewhere to listen without a port.
   const { jobId } = startJob(home, ['redis-server', '--daemonize', 'yes', '--port', '0', '--save', '',
-    '--pidfile', pidfile, '--dir', home])
+    '--unixsocket', path.join(home, 'redis.sock'), '--pidfile', pidfile, '--dir', home])
   const pid = await waitFor(() => {
     try { return Number(fs.readFileSync(pidfile, 'utf8').trim()) || null } catch { return null }
   }, { what: 'redis to write its pid' })
