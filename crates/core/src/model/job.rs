@@ -886,16 +886,26 @@ impl Job {
     pub fn impossible_identity(&self) -> Option<String> {
         let bad = |role: &str, who: Option<ProcessIdentity>| {
             who.filter(|p| !p.is_possible_job_process()).map(|p| {
-                format!("the record is corrupt: it names pid {} as the job's {role}, which no job's process can be; nothing was signalled", p.pid)
+                format!("{CORRUPT_RECORD}: it names pid {} as the job's {role}, which no job's process can be; nothing was signalled", p.pid)
             })
         };
         bad("main process", self.main).or_else(|| bad("supervisor", self.supervisor))
+    }
+
+    /// Whether the job was found lost because its record is corrupt
+    /// (`impossible_identity`): the identities it named are dropped from it
+    /// then, so its reason is all that tells.
+    pub fn lost_to_corrupt_record(&self) -> bool {
+        matches!(&self.state, JobState::Lost { reason: Some(reason), .. } if reason.starts_with(CORRUPT_RECORD))
     }
 
     pub fn duration_ms(&self, now_ms: u64) -> u64 {
         self.ended_at().unwrap_or(now_ms).saturating_sub(self.started_at)
     }
 }
+
+/// How the reason of a job lost to a corrupt record begins.
+pub const CORRUPT_RECORD: &str = "the record is corrupt";
 
 pub fn signal_name(sig: i32) -> String {
     let name = match sig {
@@ -938,6 +948,7 @@ pub fn how_it_ended(job: &Job) -> String {
         (JobState::Skipped { reason, .. }, None) => format!("never started ({})", reason.trim_start_matches("skipped: ")),
         (JobState::Queued, None) => "not started yet".to_string(),
         (JobState::Killed { .. }, None) if job.main.is_none() && job.waits.is_some() => "while queued, never started".to_string(),
+        (JobState::Lost { .. }, None) if job.lost_to_corrupt_record() => CORRUPT_RECORD.to_string(),
         (JobState::Lost { .. }, None) => match job.supervisor {
             Some(s) => format!("supervisor pid {} gone, no exit status recorded", s.pid),
             None => "supervisor gone, no exit status recorded".to_string(),
