@@ -217,8 +217,8 @@ pub fn run_background(command: Unknown, options: Option<Unknown>) -> Result<serd
 fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verbs::spawn::Started> {
     let mut request = match options.args {
         Some(args) => {
-            let mut argv = vec![command];
-            argv.extend(args);
+            // JS strings are text; the core takes any bytes.
+            let argv = std::iter::once(command).chain(args).map(std::ffi::OsString::from).collect();
             StartRequest::program(argv)
         }
         None => {
@@ -230,7 +230,7 @@ fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verb
     };
     request.label = options.label;
     request.cwd = options.cwd.map(PathBuf::from);
-    request.env = options.env.unwrap_or_default().into_iter().collect();
+    request.env = options.env.unwrap_or_default().into_iter().map(|(k, v)| (k, v.into())).collect();
     request.timeout_ms = options.timeout_ms;
     request.owner = options.owner;
     request.context = options.context;

@@ -1,5 +1,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -310,12 +312,13 @@ impl JobState {
 pub struct Job {
     pub id: String,
     pub label: String,
-    /// The argv executed (for a shell command: `/bin/sh -c <line>`).
-    pub argv: Vec<String>,
+    /// The argv executed (for a shell command: `/bin/sh -c <line>`): bytes,
+    /// as Unix has them (see `os_text`).
+    pub argv: Vec<OsString>,
     /// The command as the user gave it, for display.
     pub command: String,
-    pub cwd: String,
-    pub env: BTreeMap<String, String>,
+    pub cwd: PathBuf,
+    pub env: BTreeMap<String, OsString>,
     pub owner: Option<String>,
     pub context: Option<serde_json::Value>,
     pub state: JobState,
@@ -329,7 +332,7 @@ pub struct Job {
     pub timeout_ms: Option<u64>,
     pub notify: bool,
     pub on_exit: Option<String>,
-    pub log_path: String,
+    pub log_path: PathBuf,
     /// The last announcement of this job's end (or of it being orphaned or lost).
     pub notification: Option<Notification>,
     /// Command hooks run when the job ended.
@@ -443,11 +446,13 @@ impl Tie {
 struct JobRecord {
     id: String,
     label: String,
-    argv: Vec<String>,
+    #[serde(with = "crate::model::os_text::words")]
+    argv: Vec<OsString>,
     command: String,
-    cwd: String,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    env: BTreeMap<String, String>,
+    #[serde(with = "crate::model::os_text::path")]
+    cwd: PathBuf,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "crate::model::os_text::env")]
+    env: BTreeMap<String, OsString>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     owner: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -472,7 +477,8 @@ struct JobRecord {
     on_exit: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<String>,
-    log_path: String,
+    #[serde(with = "crate::model::os_text::path")]
+    log_path: PathBuf,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     notification: Option<Notification>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

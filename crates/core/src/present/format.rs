@@ -369,7 +369,7 @@ mod tests {
         let started = crate::verbs::spawn::Started {
             job_id: id.into(),
             pid: None,
-            log_path: String::new(),
+            log_path: Default::default(),
             label: String::new(),
             command: "make".into(),
             warnings: Vec::new(),
