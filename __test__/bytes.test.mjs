@@ -105,6 +105,7 @@ test('where text is required, a byte that is no UTF-8 is refused with exit 2 and
   const cases = [
     [`--label $'caf\\xe9' -- true`, /`caf\\xe9` \(the value of --label\) is not UTF-8 text/],
     [`--owner=$'caf\\xe9' -- true`, /`--owner=caf\\xe9` is not UTF-8 text/],
+    [`--cwd $'/tmp/d\\xe9' --env=$'V=\\xe9' --label $'l\\xe9' -- true`, /`l\\xe9` \(the value of --label\) is not UTF-8 text/],
     [`check $'caf\\xe9'`, /`caf\\xe9` is not UTF-8 text/],
     [`check --json $'caf\\xe9'`, /`caf\\xe9` is not UTF-8 text/],
     [`send $'caf\\xe9' x`, /`caf\\xe9` is not UTF-8 text/],

@@ -449,7 +449,14 @@ fn usage_exit_saying(error: clap::Error, args: &[OsString], hint: Option<&str>) 
 fn not_text(args: &[OsString]) -> String {
     const ACCEPTED: &str = "only the program and its arguments (after --), --cwd, the value of --env and the text of \
         `send` may be any bytes; labels, owners, ids, patterns and the other options are text: give them in UTF-8";
-    let Some(at) = args.iter().position(|a| a.to_str().is_none()) else {
+    // The values that may be bytes are not what clap refused: skip them.
+    const BYTES: [&str; 2] = ["--cwd", "--env"];
+    let after_bytes_option = |at: usize| at > 0 && BYTES.iter().any(|o| args[at - 1] == *o);
+    let bytes_given_inline = |arg: &OsStr| BYTES.iter().any(|o| arg.as_bytes().starts_with(format!("{o}=").as_bytes()));
+    let before_program = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    let refused = (0..before_program)
+        .find(|&at| args[at].to_str().is_none() && !after_bytes_option(at) && !bytes_given_inline(&args[at]));
+    let Some(at) = refused else {
         return format!("an argument is not UTF-8 text; {ACCEPTED}");
     };
     let option = at
