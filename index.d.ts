@@ -634,11 +634,12 @@ export interface WakeOptions {
 
 /**
  * Writes `text` and a newline (unless `newline: false`) to the stdin of a
- * job started with `stdin: 'pipe'`; `eof: true` then closes it. Throws for a
- * job without a stdin pipe, one that has ended, or one that does not read
- * its stdin for 5 s (more than the pipe's 64 KiB waiting).
+ * job started with `stdin: 'pipe'`; `eof: true` then closes it. Rejects for
+ * a job without a stdin pipe, one that has ended, or one that does not read
+ * its stdin for 5 s (more than the pipe's 64 KiB waiting); that wait runs on
+ * a worker thread, not on the event loop.
  */
-export declare function sendInput(jobId: string, text: string, options?: SendInputOptions | undefined | null): SendResult
+export declare function sendInput(jobId: string, text: string, options?: SendInputOptions | undefined | null): Promise<SendResult>
 
 export interface SendInputOptions {
   /** `false`: send the text as it is (default true: a newline follows). */

@@ -844,6 +844,7 @@ module.exports.readLog = nativeBinding.readLog
 module.exports.reconcile = nativeBinding.reconcile
 module.exports.runBackground = nativeBinding.runBackground
 module.exports.runYield = nativeBinding.runYield
+module.exports.sendInput = nativeBinding.sendInput
 module.exports.snapshot = nativeBinding.snapshot
 module.exports.summary = nativeBinding.summary
 module.exports.waitJob = nativeBinding.waitJob

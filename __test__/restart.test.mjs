@@ -290,13 +290,13 @@ test('sendInput from JS reaches a read in the job', async (t) => {
   const { home } = makeHome(t)
   process.env.PROC_MANAGER_HOME = home
   const job = pm.runBackground('read x; echo got:$x', { stdin: 'pipe' })
-  assert.deepEqual(pm.sendInput(job.jobId, 'from-js'), { jobId: job.jobId, bytes: 8, closed: false })
+  assert.deepEqual(await pm.sendInput(job.jobId, 'from-js'), { jobId: job.jobId, bytes: 8, closed: false })
   const result = await pm.waitJob(job.jobId, { timeoutMs: 30_000 })
   assert.equal(result.status, 'success')
   assert.deepEqual(pm.checkJob(job.jobId).tail, ['got:from-js'])
   const plain = pm.runBackground('sleep 30')
-  assert.throws(() => pm.sendInput(plain.jobId, 'y'), /was not started with `--stdin pipe`/)
-  assert.throws(() => pm.sendInput(job.jobId, 'y', { newlines: true }), /unknown option `newlines` for sendInput; accepted: newline, eof/)
+  await assert.rejects(pm.sendInput(plain.jobId, 'y'), /was not started with `--stdin pipe`/)
+  await assert.rejects(pm.sendInput(job.jobId, 'y', { newlines: true }), /unknown option `newlines` for sendInput; accepted: newline, eof/)
   await pm.killJob(plain.jobId, { force: true })
 })
 
@@ -339,7 +339,7 @@ test('send refuses too much input at once, and says how much went in when the jo
   const { home } = makeHome(t)
   const { jobId } = startJob(home, ['sleep', '60'], ['--stdin', 'pipe'])
   process.env.PROC_MANAGER_HOME = home
-  assert.throws(() => pm.sendInput(jobId, 'x'.repeat(2 * 1024 * 1024)), /too much input for one send \(2097153 bytes\); at most 1048576 bytes/)
+  await assert.rejects(pm.sendInput(jobId, 'x'.repeat(2 * 1024 * 1024)), /too much input for one send \(2097153 bytes\); at most 1048576 bytes/)
   // More than the pipe holds (64 KiB), to a job that never reads: the rest waits 5 s, then the send fails.
   const started = Date.now()
   const r = runBg(home, ['send', jobId, 'y'.repeat(100_000)])
@@ -347,6 +347,49 @@ test('send refuses too much input at once, and says how much went in when the jo
   assert.match(r.stderr, new RegExp(`${jobId}: \\d+ of 100001 bytes sent to its stdin: the job did not read its stdin for 5s \\(the pipe is full\\)`))
   assert.ok(Date.now() - started >= 4_500, 'it waited for the job to read')
   runBg(home, ['kill', jobId, '--force'])
+})
+
+test('sendInput to a job that does not read leaves the event loop running', async (t) => {
+  const { home } = makeHome(t)
+  const { jobId } = startJob(home, ['sleep', '60'], ['--stdin', 'pipe'])
+  t.after(() => runBg(home, ['kill', jobId, '--force']))
+  process.env.PROC_MANAGER_HOME = home
+  // More than the pipe holds (64 KiB): the send waits 5 s for a read that never comes.
+  let ticks = 0
+  const timer = setInterval(() => ticks++, 50)
+  const started = Date.now()
+  const outcome = await (async () => pm.sendInput(jobId, 'y'.repeat(100_000)))().then((v) => v, (e) => e)
+  clearInterval(timer)
+  const took = Date.now() - started
+  assert.match(String(outcome?.message), /bytes sent to its stdin: the job did not read its stdin for 5s/)
+  assert.ok(took >= 4_500, `it waited for the job to read (${took} ms)`)
+  assert.ok(ticks >= 10, `a 50 ms timer fired ${ticks} times during a ${took} ms sendInput`)
+})
+
+test('MCP: the server answers another tool call while a send_input to a job that does not read waits', async (t) => {
+  const { home } = makeHome(t)
+  const { jobId } = startJob(home, ['sleep', '60'], ['--stdin', 'pipe'])
+  t.after(() => runBg(home, ['kill', jobId, '--force']))
+  const client = await connectMcp(t, home)
+  const call = (name, args) => client.callTool({ name, arguments: args })
+  let sendSettled = false
+  const sending = call('send_input', { jobId, text: 'z'.repeat(100_000) }).then((r) => { sendSettled = true; return r })
+  await new Promise((resolve) => setTimeout(resolve, 200)) // the send is under way
+  const listStarted = Date.now()
+  const listed = await call('list_jobs', {})
+  const listTook = Date.now() - listStarted
+  assert.ok(!listed.isError, JSON.stringify(listed))
+  assert.equal(sendSettled, false, `list_jobs answered only after send_input (${listTook} ms)`)
+  assert.ok(listTook < 2_000, `list_jobs took ${listTook} ms while a send_input waited`)
+  const sent = await sending
+  assert.equal(sent.isError, true)
+  assert.match(sent.content[0].text, /did not read its stdin for 5s/)
+})
+
+test('sendInput is a named export of the ESM entry, as the other functions are', async () => {
+  const esm = await import('../index.js')
+  assert.equal(typeof esm.sendInput, 'function')
+  assert.equal(esm.sendInput, pm.sendInput)
 })
 
 test('a restarted server is ready again only when its new run says so: readyAt is watched afresh each run', async (t) => {

@@ -39,6 +39,28 @@ test('a record naming pid 1 as main process or supervisor never makes kill signa
   }
 })
 
+test('a record naming pid 1 is shown lost for one reason, the corrupt record, not a supervisor gone early', async (t) => {
+  const why = noPidNamespace()
+  if (why) return t.skip(why)
+  const { home } = makeHome(t)
+  const r = spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'setsid', process.execPath,
+    path.join(root, '__test__', 'fixtures', 'forged-pid1-shown.mjs')], {
+    env: { ...process.env, RUN_BG, HOME_DIR: home },
+    encoding: 'utf8',
+    timeout: 120_000,
+  })
+  assert.equal(r.status, 0, r.stderr)
+  const results = JSON.parse(r.stdout.trim().split('\n').pop())
+  assert.equal(results.length, 9, JSON.stringify(results))
+  for (const x of results) {
+    assert.equal(x.status, 'lost', JSON.stringify(x))
+    assert.match(x.error ?? '', /record is corrupt.*pid 1\b/, `the record says what was wrong: ${JSON.stringify(x)}`)
+    const headline = x.said.split('\n').find((line) => line.includes(x.id)) ?? ''
+    assert.match(headline, /lost: the record is corrupt/, `${x.how} gives the record's reason: ${JSON.stringify(x)}`)
+    assert.doesNotMatch(x.said, /before its main process was recorded|supervisor .*is gone/, `${x.how} gives no other reason: ${JSON.stringify(x)}`)
+  }
+})
+
 test('a pid reused within one clock tick is not taken for the job: kill leaves the newcomer alone', async (t) => {
   const why = noPidNamespace()
   if (why) return t.skip(why)

@@ -406,8 +406,8 @@ server.registerTool('send_input', {
     eof: z.boolean().optional().describe('Then close its stdin'),
   }).strict(),
   outputSchema: { jobId: z.string(), bytes: z.number().int(), closed: z.boolean() },
-}, tool(({ jobId: id, text, ...options }) => {
-  const sent = pm.sendInput(id, text, options)
+}, tool(async ({ jobId: id, text, ...options }) => {
+  const sent = await pm.sendInput(id, text, options)
   return { text: `sent ${sent.bytes} bytes to jobId ${sent.jobId}${sent.closed ? '; its stdin is closed' : ''}`, structured: sent }
 }))
 

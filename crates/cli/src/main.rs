@@ -16,7 +16,9 @@ use proc_manager_core::model::protocol::HiddenMode;
 use proc_manager_core::model::text::visible;
 use proc_manager_core::verbs::ops::Context;
 use proc_manager_core::{Error, Result};
+use std::ffi::{OsStr, OsString};
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -88,7 +90,7 @@ struct StartCli {
     cwd: Option<PathBuf>,
     /// Extra environment variable, repeatable
     #[arg(long = "env", value_name = "KEY=VALUE")]
-    env: Vec<String>,
+    env: Vec<OsString>,
     /// Kill the job's tree after this long (90s, 10m, 2h)
     #[arg(long, value_name = "DUR")]
     timeout: Option<String>,
@@ -171,7 +173,7 @@ struct StartCli {
     tie_pid: Option<u32>,
     /// The program and its arguments, after `--`
     #[arg(last = true, value_name = "PROGRAM")]
-    command: Vec<String>,
+    command: Vec<OsString>,
 }
 
 #[derive(Parser, Debug)]
@@ -327,7 +329,7 @@ enum Sub {
         id: String,
         /// The text; a newline is added unless --no-newline
         #[arg(required_unless_present = "eof", allow_hyphen_values = true)]
-        text: Option<String>,
+        text: Option<OsString>,
         /// Send the text as it is, without a newline
         #[arg(long)]
         no_newline: bool,
@@ -340,8 +342,11 @@ enum Sub {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    match HiddenMode::parse(args.get(1..).unwrap_or_default()) {
+    // Arguments are bytes: the program's may be any (`ls $'caf\xe9'`).
+    let args: Vec<OsString> = std::env::args_os().collect();
+    // The hidden modes' words come from the core, always text.
+    let words: Option<Vec<String>> = args.iter().skip(1).map(|a| a.to_str().map(str::to_string)).collect();
+    match words.and_then(|words| HiddenMode::parse(&words)) {
         Some(HiddenMode::Supervise) => {
             warnings::init_background();
             std::process::exit(cmd::supervise::run())
@@ -382,19 +387,20 @@ fn with_own_runner(context: Context) -> Result<Context> {
     Ok(context.with_runner(exe))
 }
 
-fn run(args: &[String]) -> Result<i32> {
-    let first = args.get(1).map(String::as_str);
+fn run(args: &[OsString]) -> Result<i32> {
+    let first = args.get(1).map(|word| word.as_os_str());
     match first {
-        Some(word) if !word.starts_with('-') => {
-            let known = <SubCli as clap::CommandFactory>::command()
-                .get_subcommands()
-                .any(|c| c.get_name() == word || word == "help");
+        Some(word) if !word.as_bytes().starts_with(b"-") => {
+            let known = word.to_str().is_some_and(|word| {
+                <SubCli as clap::CommandFactory>::command().get_subcommands().any(|c| c.get_name() == word || word == "help")
+            });
             if !known {
+                let word = escaped(word);
                 return Err(Error::Usage(format!(
                     "unknown command `{word}`; to run a program, put it after `--`: run-bg -- {word} … (see run-bg --help)"
                 )));
             }
-            let cli = SubCli::try_parse_from(args).unwrap_or_else(|e| usage_exit(e));
+            let cli = SubCli::try_parse_from(args).unwrap_or_else(|e| usage_exit(e, args));
             run_sub(cli.command)
         }
         _ => {
@@ -405,6 +411,7 @@ fn run(args: &[String]) -> Result<i32> {
                     e.kind() == clap::error::ErrorKind::UnknownArgument && !args.iter().any(|a| a == "--");
                 usage_exit_saying(
                     e,
+                    args,
                     program_without_dashes
                         .then_some("run-bg: the program and its arguments go after `--`: run-bg [options] -- <program> [args...]"),
                 )
@@ -416,21 +423,65 @@ fn run(args: &[String]) -> Result<i32> {
 
 /// clap's usage errors quote the argument they refuse, which may carry escape
 /// codes: print them written out (help and version go out as clap prints them).
-fn usage_exit(error: clap::Error) -> ! {
-    usage_exit_saying(error, None)
+fn usage_exit(error: clap::Error, args: &[OsString]) -> ! {
+    usage_exit_saying(error, args, None)
 }
 
 /// `usage_exit`, with `hint` on a line of its own after clap's message.
-fn usage_exit_saying(error: clap::Error, hint: Option<&str>) -> ! {
+fn usage_exit_saying(error: clap::Error, args: &[OsString], hint: Option<&str>) -> ! {
     use clap::error::ErrorKind;
     if matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
         error.exit()
+    }
+    if error.kind() == ErrorKind::InvalidUtf8 {
+        // clap says only that some argument is no UTF-8: name it, and what may be bytes.
+        eprintln!("run-bg: {}", visible(&not_text(args)));
+        std::process::exit(error.exit_code())
     }
     eprint!("{}", visible(&error.render().to_string()));
     if let Some(hint) = hint {
         eprintln!("{hint}");
     }
     std::process::exit(error.exit_code())
+}
+
+/// Why the arguments were refused when one that must be text is not UTF-8.
+fn not_text(args: &[OsString]) -> String {
+    const ACCEPTED: &str = "only the program and its arguments (after --), --cwd, the value of --env and the text of \
+        `send` may be any bytes; labels, owners, ids, patterns and the other options are text: give them in UTF-8";
+    // The values that may be bytes are not what clap refused: skip them.
+    const BYTES: [&str; 2] = ["--cwd", "--env"];
+    let after_bytes_option = |at: usize| at > 0 && BYTES.iter().any(|o| args[at - 1] == *o);
+    let bytes_given_inline = |arg: &OsStr| BYTES.iter().any(|o| arg.as_bytes().starts_with(format!("{o}=").as_bytes()));
+    let before_program = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    let refused = (0..before_program)
+        .find(|&at| args[at].to_str().is_none() && !after_bytes_option(at) && !bytes_given_inline(&args[at]));
+    let Some(at) = refused else {
+        return format!("an argument is not UTF-8 text; {ACCEPTED}");
+    };
+    let option = at
+        .checked_sub(1)
+        .and_then(|before| args[before].to_str())
+        .and_then(|before| before.strip_prefix("--"))
+        .filter(|name| option_takes_value(name))
+        .map(|name| format!(" (the value of --{name})"))
+        .unwrap_or_default();
+    format!("`{}`{option} is not UTF-8 text; {ACCEPTED}", escaped(&args[at]))
+}
+
+/// Whether `--<name>` of any of our commands takes a value.
+fn option_takes_value(name: &str) -> bool {
+    use clap::CommandFactory;
+    let (start, sub) = (StartCli::command(), SubCli::command());
+    let takes_value = std::iter::once(&start)
+        .chain(sub.get_subcommands())
+        .flat_map(|c| c.get_arguments())
+        .any(|a| a.get_long() == Some(name) && a.get_action().takes_values());
+    takes_value
+}
+
+fn escaped(word: &OsStr) -> std::borrow::Cow<'_, str> {
+    proc_manager_core::model::os_text::escaped(word)
 }
 
 fn parse_dur(flag: &str, text: &Option<String>) -> Result<Option<Duration>> {

@@ -109,8 +109,8 @@ fn a_format_1_registry_keeps_every_field_of_every_record() {
     assert_eq!(ok.label, "ok");
     assert_eq!(ok.argv, ["sh", "-c", "echo hello; exit 0"]);
     assert_eq!(ok.command, "sh -c 'echo hello; exit 0'");
-    assert_eq!(ok.cwd, "/home/user/project");
-    assert_eq!(ok.env.get("FOO").map(String::as_str), Some("bar"));
+    assert_eq!(ok.cwd, std::path::Path::new("/home/user/project"));
+    assert_eq!(ok.env.get("FOO").and_then(|v| v.to_str()), Some("bar"));
     assert_eq!(ok.owner.as_deref(), Some("agent-a"));
     assert_eq!(ok.context, Some(serde_json::json!({ "ticket": 42 })));
     assert_eq!((ok.exit_code(), ok.signal().as_deref()), (Some(0), None));
@@ -118,7 +118,7 @@ fn a_format_1_registry_keeps_every_field_of_every_record() {
     assert_eq!(ok.supervisor, Some(identity(26501, 457981, 512757)));
     assert_eq!((ok.started_at, ok.ended_at()), (1795434940495, Some(1795434940498)));
     assert!(ok.notify);
-    assert_eq!(ok.log_path, "/home/user/.local/state/proc-manager/jobs/ok-05ee0c/output.log");
+    assert_eq!(ok.log_path, Path::new("/home/user/.local/state/proc-manager/jobs/ok-05ee0c/output.log"));
     let note = ok.notification.as_ref().expect("notification");
     assert_eq!(note.event_id, "ok-05ee0c:success");
     assert_eq!((note.state, note.attempts, note.delivered_at), (DeliveryState::Delivered, 1, Some(1795434940522)));
@@ -224,4 +224,28 @@ fn a_notification_keeps_the_services_answer_and_old_ones_load_without_it() {
         assert_eq!(serde_json::to_value(&note).unwrap()["state"], word);
         assert_eq!(state.as_str(), word);
     }
+}
+
+/// Arguments, a working directory and environment values that are no UTF-8
+/// (Unix's are bytes) are kept exactly: as arrays of byte values, where a
+/// UTF-8 one stays the plain string of format 1.
+#[test]
+fn bytes_that_are_no_utf8_survive_a_registry_write_and_read() {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+    let (dir, registry) = registry_from_fixture();
+    let mut job = find(&registry.load().unwrap(), "ok-05ee0c").clone();
+    job.id = "latin1-000001".into();
+    job.argv = vec!["ls".into(), OsString::from_vec(b"caf\xe9".to_vec())];
+    job.cwd = OsString::from_vec(b"/tmp/caf\xe9".to_vec()).into();
+    job.env.insert("NAME".into(), OsString::from_vec(b"\xff".to_vec()));
+    registry.update(|jobs| jobs.push(job.clone())).unwrap();
+    assert_eq!(find(&registry.load().unwrap(), "latin1-000001"), &job);
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(Path::new(dir.path()).join("home/jobs.json")).unwrap()).unwrap();
+    let record = file["jobs"].as_array().unwrap().iter().find(|j| j["id"] == "latin1-000001").unwrap();
+    assert_eq!(record["argv"], serde_json::json!(["ls", [99, 97, 102, 233]]));
+    assert_eq!(record["cwd"], serde_json::json!([47, 116, 109, 112, 47, 99, 97, 102, 233]));
+    assert_eq!(record["env"]["NAME"], serde_json::json!([255]));
+    assert_eq!(record["env"]["FOO"], "bar");
 }

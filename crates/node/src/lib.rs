@@ -217,8 +217,8 @@ pub fn run_background(command: Unknown, options: Option<Unknown>) -> Result<serd
 fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verbs::spawn::Started> {
     let mut request = match options.args {
         Some(args) => {
-            let mut argv = vec![command];
-            argv.extend(args);
+            // JS strings are text; the core takes any bytes.
+            let argv = std::iter::once(command).chain(args).map(std::ffi::OsString::from).collect();
             StartRequest::program(argv)
         }
         None => {
@@ -230,7 +230,7 @@ fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verb
     };
     request.label = options.label;
     request.cwd = options.cwd.map(PathBuf::from);
-    request.env = options.env.unwrap_or_default().into_iter().collect();
+    request.env = options.env.unwrap_or_default().into_iter().map(|(k, v)| (k, v.into())).collect();
     request.timeout_ms = options.timeout_ms;
     request.owner = options.owner;
     request.context = options.context;
@@ -872,20 +872,26 @@ pub fn read_log(job_id: Unknown, options: Option<Unknown>) -> Result<serde_json:
 }
 
 /// Writes `text` (and a newline, unless `newline: false`) to the stdin of a
-/// job started with `stdin: 'pipe'`; `eof: true` then closes it. Waits at
-/// most 5 s for a job that does not read its stdin.
-#[napi(ts_args_type = "jobId: string, text: string, options?: SendInputOptions | undefined | null", ts_return_type = "SendResult")]
-pub fn send_input(job_id: Unknown, text: Unknown, options: Option<Unknown>) -> Result<serde_json::Value> {
-    let job_id = string_arg("jobId", job_id)?;
-    let text = string_arg("text", text)?;
-    let mut o = Options::new("sendInput", options)?;
-    let newline = o.boolean("newline")?.unwrap_or(true);
-    let eof = o.boolean("eof")?.unwrap_or(false);
-    o.finish()?;
-    let mut data = text.into_bytes();
-    if newline {
-        data.push(b'\n');
-    }
-    let sent = context()?.send_input(&job_id, &data, eof).map_err(to_js_error)?;
-    shape(&proc_manager_core::present::view::SendView::from(&sent))
+/// job started with `stdin: 'pipe'`; `eof: true` then closes it. Resolves
+/// once written; against a job that does not read its stdin that takes up to
+/// 5 s, spent on a worker thread so that the event loop runs on meanwhile.
+#[napi(ts_args_type = "jobId: string, text: string, options?: SendInputOptions | undefined | null", ts_return_type = "Promise<SendResult>")]
+pub fn send_input<'env>(env: &'env Env, job_id: Unknown, text: Unknown, options: Option<Unknown>) -> Result<Object<'env>> {
+    rejecting(env, || {
+        let job_id = string_arg("jobId", job_id)?;
+        let text = string_arg("text", text)?;
+        let mut o = Options::new("sendInput", options)?;
+        let newline = o.boolean("newline")?.unwrap_or(true);
+        let eof = o.boolean("eof")?.unwrap_or(false);
+        o.finish()?;
+        let mut data = text.into_bytes();
+        if newline {
+            data.push(b'\n');
+        }
+        let context = context()?;
+        spawn_promise(env, (Cancel::never(), None), move || {
+            let sent = context.send_input(&job_id, &data, eof)?;
+            Ok(Settled::Done(shape(&proc_manager_core::present::view::SendView::from(&sent)).map_err(napi_to_core)?))
+        })
+    })
 }

@@ -7,10 +7,11 @@ use proc_manager_core::present::view::SendView;
 use proc_manager_core::verbs::ops::Context;
 use proc_manager_core::Result;
 
-pub fn run(context: &Context, id: &str, text: Option<String>, no_newline: bool, eof: bool, json: bool) -> Result<i32> {
+pub fn run(context: &Context, id: &str, text: Option<std::ffi::OsString>, no_newline: bool, eof: bool, json: bool) -> Result<i32> {
     // An empty text with its newline is an Enter; only --eof alone sends nothing.
     let newline = text.is_some() && !no_newline;
-    let mut data = text.map(String::into_bytes).unwrap_or_default();
+    // The text goes to the job as the bytes it was given.
+    let mut data = text.map(std::os::unix::ffi::OsStringExt::into_vec).unwrap_or_default();
     if newline {
         data.push(b'\n');
     }

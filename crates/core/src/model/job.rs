@@ -1,5 +1,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -310,12 +312,13 @@ impl JobState {
 pub struct Job {
     pub id: String,
     pub label: String,
-    /// The argv executed (for a shell command: `/bin/sh -c <line>`).
-    pub argv: Vec<String>,
+    /// The argv executed (for a shell command: `/bin/sh -c <line>`): bytes,
+    /// as Unix has them (see `os_text`).
+    pub argv: Vec<OsString>,
     /// The command as the user gave it, for display.
     pub command: String,
-    pub cwd: String,
-    pub env: BTreeMap<String, String>,
+    pub cwd: PathBuf,
+    pub env: BTreeMap<String, OsString>,
     pub owner: Option<String>,
     pub context: Option<serde_json::Value>,
     pub state: JobState,
@@ -329,7 +332,7 @@ pub struct Job {
     pub timeout_ms: Option<u64>,
     pub notify: bool,
     pub on_exit: Option<String>,
-    pub log_path: String,
+    pub log_path: PathBuf,
     /// The last announcement of this job's end (or of it being orphaned or lost).
     pub notification: Option<Notification>,
     /// Command hooks run when the job ended.
@@ -443,11 +446,13 @@ impl Tie {
 struct JobRecord {
     id: String,
     label: String,
-    argv: Vec<String>,
+    #[serde(with = "crate::model::os_text::words")]
+    argv: Vec<OsString>,
     command: String,
-    cwd: String,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    env: BTreeMap<String, String>,
+    #[serde(with = "crate::model::os_text::path")]
+    cwd: PathBuf,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "crate::model::os_text::env")]
+    env: BTreeMap<String, OsString>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     owner: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -472,7 +477,8 @@ struct JobRecord {
     on_exit: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<String>,
-    log_path: String,
+    #[serde(with = "crate::model::os_text::path")]
+    log_path: PathBuf,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     notification: Option<Notification>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -886,16 +892,26 @@ impl Job {
     pub fn impossible_identity(&self) -> Option<String> {
         let bad = |role: &str, who: Option<ProcessIdentity>| {
             who.filter(|p| !p.is_possible_job_process()).map(|p| {
-                format!("the record is corrupt: it names pid {} as the job's {role}, which no job's process can be; nothing was signalled", p.pid)
+                format!("{CORRUPT_RECORD}: it names pid {} as the job's {role}, which no job's process can be; nothing was signalled", p.pid)
             })
         };
         bad("main process", self.main).or_else(|| bad("supervisor", self.supervisor))
+    }
+
+    /// Whether the job was found lost because its record is corrupt
+    /// (`impossible_identity`): the identities it named are dropped from it
+    /// then, so its reason is all that tells.
+    pub fn lost_to_corrupt_record(&self) -> bool {
+        matches!(&self.state, JobState::Lost { reason: Some(reason), .. } if reason.starts_with(CORRUPT_RECORD))
     }
 
     pub fn duration_ms(&self, now_ms: u64) -> u64 {
         self.ended_at().unwrap_or(now_ms).saturating_sub(self.started_at)
     }
 }
+
+/// How the reason of a job lost to a corrupt record begins.
+pub const CORRUPT_RECORD: &str = "the record is corrupt";
 
 pub fn signal_name(sig: i32) -> String {
     let name = match sig {
@@ -938,6 +954,7 @@ pub fn how_it_ended(job: &Job) -> String {
         (JobState::Skipped { reason, .. }, None) => format!("never started ({})", reason.trim_start_matches("skipped: ")),
         (JobState::Queued, None) => "not started yet".to_string(),
         (JobState::Killed { .. }, None) if job.main.is_none() && job.waits.is_some() => "while queued, never started".to_string(),
+        (JobState::Lost { .. }, None) if job.lost_to_corrupt_record() => CORRUPT_RECORD.to_string(),
         (JobState::Lost { .. }, None) => match job.supervisor {
             Some(s) => format!("supervisor pid {} gone, no exit status recorded", s.pid),
             None => "supervisor gone, no exit status recorded".to_string(),

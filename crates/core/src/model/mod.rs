@@ -4,5 +4,6 @@ pub mod duration;
 pub mod error;
 pub mod ids;
 pub mod job;
+pub mod os_text;
 pub mod protocol;
 pub mod text;

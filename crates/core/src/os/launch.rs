@@ -11,13 +11,13 @@
 use crate::model::error::LaunchError;
 use std::ffi::{CString, OsString};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStringExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 /// What to run and where; the environment is the supervisor's own, minus
 /// `remove`, plus `set` (a later entry wins over an earlier one).
 pub struct LaunchSpec<'a> {
-    pub argv: &'a [String],
+    pub argv: &'a [OsString],
     pub cwd: &'a Path,
     pub set: Vec<(OsString, OsString)>,
     pub remove: &'a [&'a str],
@@ -83,16 +83,16 @@ fn child_environment(spec: &LaunchSpec) -> (Vec<(OsString, OsString)>, Option<Os
 
 /// The paths execvp would try for `program`, in order. Relative ones are
 /// tried after the child's chdir, so they resolve against the job's cwd.
-fn candidates(program: &str, path: Option<OsString>) -> Vec<Vec<u8>> {
-    if program.contains('/') {
-        return vec![program.as_bytes().to_vec()];
+fn candidates(program: &[u8], path: Option<OsString>) -> Vec<Vec<u8>> {
+    if program.contains(&b'/') {
+        return vec![program.to_vec()];
     }
     // glibc's search path when PATH is unset.
     let path = path.map(OsString::into_vec).unwrap_or_else(|| b"/bin:/usr/bin".to_vec());
     path.split(|&b| b == b':')
         .map(|dir| {
             let mut candidate = if dir.is_empty() { Vec::new() } else { [dir, b"/"].concat() };
-            candidate.extend_from_slice(program.as_bytes());
+            candidate.extend_from_slice(program);
             candidate
         })
         .collect()
@@ -121,7 +121,7 @@ fn prepare(spec: &LaunchSpec) -> Result<Prepared, LaunchError> {
             c_string(entry, "an environment variable")
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let candidates = candidates(name, path)
+    let candidates = candidates(name.as_bytes(), path)
         .into_iter()
         .map(|c| c_string(c, "the program's name"))
         .collect::<Result<Vec<_>, _>>()?;
@@ -262,7 +262,8 @@ pub fn launch(spec: &LaunchSpec) -> Result<Launched, LaunchError> {
     // gone), after the child's own setpgid, which reports its failure.
     // SAFETY: integer arguments only.
     unsafe { libc::setpgid(pid, pid) };
-    Ok(Launched { pid, program: spec.argv[0].clone(), cwd: spec.cwd.to_path_buf(), report: report_read })
+    let program = crate::model::os_text::escaped(&spec.argv[0]).into_owned();
+    Ok(Launched { pid, program, cwd: spec.cwd.to_path_buf(), report: report_read })
 }
 
 impl Launched {
@@ -310,7 +311,7 @@ impl Launched {
         let errno = libc::c_int::from_ne_bytes(message[1..].try_into().unwrap_or_default());
         let error = std::io::Error::from_raw_os_error(errno);
         match message[0] {
-            STEP_CWD => format!("working directory `{}`: {error}", self.cwd.display()),
+            STEP_CWD => format!("working directory `{}`: {error}", crate::model::os_text::escaped(self.cwd.as_os_str())),
             STEP_STDIO => format!("cannot set up the output of `{}`: {error}", self.program),
             STEP_GROUP => format!("cannot give `{}` its own process group: {error}", self.program),
             STEP_SIGNALS => format!("cannot reset the signals of `{}`: {error}", self.program),
@@ -374,7 +375,7 @@ mod tests {
     }
 
     fn try_run_into(output: &Path, argv: &[&str], cwd: &Path, set: &[(&str, &str)], remove: &[&str]) -> Result<i32, LaunchError> {
-        let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+        let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
         let output = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(output).unwrap();
         let launched = launch(&LaunchSpec {
             argv: &argv,

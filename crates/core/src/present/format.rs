@@ -145,6 +145,11 @@ pub fn outcome_text_lingering(job: &Job, lingering: usize) -> String {
 
 /// A `lost` job: its supervisor is gone without recording an end.
 fn why_lost(job: &Job) -> String {
+    // Its impossible identities were dropped: what is left of the record
+    // would read as a supervisor gone early, which is not what happened.
+    if job.lost_to_corrupt_record() {
+        return crate::model::job::CORRUPT_RECORD.to_string();
+    }
     let supervisor = match job.supervisor {
         Some(s) => format!("its supervisor (pid {})", s.pid),
         None => "its supervisor".to_string(),
@@ -364,7 +369,7 @@ mod tests {
         let started = crate::verbs::spawn::Started {
             job_id: id.into(),
             pid: None,
-            log_path: String::new(),
+            log_path: Default::default(),
             label: String::new(),
             command: "make".into(),
             warnings: Vec::new(),
@@ -429,6 +434,20 @@ mod tests {
         assert_eq!(text, "lost: its supervisor (pid 4241) is gone and no exit status was recorded, after 2h13m");
         let how = how_it_ended(&lost);
         assert!(!how.contains("could not start") && how.contains("no exit status"), "{how}");
+    }
+
+    /// Its impossible identities are dropped from the record, which then
+    /// looks like a supervisor gone before recording its main process.
+    #[test]
+    fn a_job_lost_to_its_corrupt_record_says_only_that() {
+        let mut lost = job(JobStatus::Lost);
+        lost.main = None;
+        let reason = "the record is corrupt: it names pid 1 as the job's main process, which no job's process can be; nothing was signalled";
+        lost.state = JobState::Lost { reason: Some(reason.into()), ended_at: ended_at(&lost) };
+        assert_eq!(outcome_text(&lost), "lost: the record is corrupt, after 2h13m");
+        assert_eq!(how_it_ended(&lost), "the record is corrupt");
+        let header = header(&lost, "");
+        assert!(!header.contains("supervisor") && header.contains(reason), "{header}");
     }
 
     #[test]

@@ -178,8 +178,9 @@ impl From<&Job> for JobView {
             started_at: job.started_at,
             ended_at: job.ended_at(),
             duration_ms: job.duration_ms(now_ms()),
-            log_path: job.log_path.clone(),
-            cwd: job.cwd.clone(),
+            log_path: crate::model::os_text::escaped(job.log_path.as_os_str()).into_owned(),
+            // Text for the JSON API: bytes that are no UTF-8 written out (`caf\xe9`).
+            cwd: crate::model::os_text::escaped(job.cwd.as_os_str()).into_owned(),
             owner: job.owner.clone(),
             context: job.context.clone(),
             error: job.error().map(str::to_string),
@@ -313,7 +314,7 @@ impl From<&Started> for StartView {
         StartView {
             job_id: started.job_id.clone(),
             pid: started.pid,
-            log_path: started.log_path.clone(),
+            log_path: crate::model::os_text::escaped(started.log_path.as_os_str()).into_owned(),
             label: started.label.clone(),
             status: match started.queued {
                 Some(_) => JobStatus::Queued.as_str().to_string(),

@@ -849,7 +849,7 @@ mod tests {
     fn job(id: &str, status: JobStatus, started_at: u64) -> Job {
         let mut job = crate::model::job::sample_job(status);
         (job.id, job.label, job.argv, job.command, job.cwd) = (id.into(), id.into(), vec!["true".into()], "true".into(), "/".into());
-        (job.main, job.supervisor, job.started_at, job.log_path) = (None, None, started_at, String::new());
+        (job.main, job.supervisor, job.started_at, job.log_path) = (None, None, started_at, Default::default());
         job.state = ended_at(job.state, started_at);
         job
     }

@@ -183,7 +183,7 @@ pub fn event_body(config: &NotifyConfig, job: &Job) -> serde_json::Value {
             "signal": job.signal().unwrap_or_default(),
             "outcome": outcome(job),
             "durationMs": job.duration_ms(now_ms()),
-            "logPath": job.log_path,
+            "logPath": crate::model::os_text::escaped(job.log_path.as_os_str()),
             "owner": job.owner.clone().unwrap_or_default(),
             "message": event_message(job),
             "lastLines": last_lines(job),

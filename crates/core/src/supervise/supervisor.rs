@@ -43,6 +43,7 @@ pub fn on_end_recorded(hook: fn(&Home, &Config)) {
 /// What the caller hands the supervisor on its stdin.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct SupervisorSpec {
+    #[serde(with = "crate::model::os_text::path")]
     pub home: PathBuf,
     pub job: Job,
     pub config: Config,
@@ -487,11 +488,12 @@ fn launch_main(job: &Job, output: std::os::fd::RawFd, stdin: Option<std::os::fd:
 }
 
 fn check_cwd(cwd: &Path) -> std::result::Result<(), LaunchError> {
+    use crate::model::os_text::escaped;
     let why = match std::fs::metadata(cwd) {
         Ok(meta) if meta.is_dir() => return Ok(()),
-        Ok(_) => format!("working directory `{}` is not a directory", cwd.display()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!("working directory `{}` does not exist", cwd.display()),
-        Err(e) => format!("working directory `{}`: {e}", cwd.display()),
+        Ok(_) => format!("working directory `{}` is not a directory", escaped(cwd.as_os_str())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!("working directory `{}` does not exist", escaped(cwd.as_os_str())),
+        Err(e) => format!("working directory `{}`: {e}", escaped(cwd.as_os_str())),
     };
     Err(LaunchError::BadRequest(why))
 }

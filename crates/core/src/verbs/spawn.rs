@@ -12,6 +12,8 @@ use crate::supervise::supervisor::SupervisorSpec;
 use crate::model::text::visible;
 use crate::{now_ms, Error, Result};
 use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -19,13 +21,14 @@ use std::process::{Command, Stdio};
 
 #[derive(Debug, Clone, Default)]
 pub struct StartRequest {
-    /// The argv to execute; `argv[0]` is looked up in PATH.
-    pub argv: Vec<String>,
+    /// The argv to execute; `argv[0]` is looked up in PATH. Any bytes but NUL.
+    pub argv: Vec<OsString>,
     /// How the command is shown (the shell line for shell commands).
     pub display: Option<String>,
     pub label: Option<String>,
     pub cwd: Option<PathBuf>,
-    pub env: BTreeMap<String, String>,
+    /// Names are text; values any bytes but NUL.
+    pub env: BTreeMap<String, OsString>,
     pub owner: Option<String>,
     pub context: Option<serde_json::Value>,
     pub timeout_ms: Option<u64>,
@@ -76,7 +79,7 @@ impl StartRequest {
         }
     }
 
-    pub fn program(argv: Vec<String>) -> StartRequest {
+    pub fn program(argv: Vec<OsString>) -> StartRequest {
         StartRequest { argv, notify: true, ..Default::default() }
     }
 }
@@ -86,7 +89,7 @@ pub struct Started {
     pub job_id: String,
     /// `None` while the job waits in its queue.
     pub pid: Option<u32>,
-    pub log_path: String,
+    pub log_path: PathBuf,
     pub label: String,
     pub command: String,
     /// Said about the request without refusing it (a wake template's unknown keys).
@@ -95,22 +98,45 @@ pub struct Started {
     pub queued: Option<crate::verbs::queue::QueuedPlace>,
 }
 
-/// Quotes an argv for display the way a shell user would type it.
-pub fn display_argv(argv: &[String]) -> String {
+/// Quotes an argv for display the way a shell user would type it; an
+/// argument that is no UTF-8 as bash's `$'caf\xe9'`, which types its bytes.
+pub fn display_argv(argv: &[OsString]) -> String {
     argv.iter()
         .map(|arg| {
+            let Some(arg) = arg.to_str() else { return ansi_c_quoted(arg.as_bytes()) };
             let plain = !arg.is_empty()
                 && arg.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:@%+,".contains(&b));
-            if plain { arg.clone() } else { format!("'{}'", arg.replace('\'', "'\\''")) }
+            if plain { arg.to_string() } else { format!("'{}'", arg.replace('\'', "'\\''")) }
         })
         .collect::<Vec<_>>()
         .join(" ")
 }
 
+/// `$'…'`: UTF-8 characters as they are, other bytes as `\xNN`.
+fn ansi_c_quoted(bytes: &[u8]) -> String {
+    let mut out = String::from("$'");
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\\' | '\'' => {
+                    out.push('\\');
+                    out.push(c);
+                }
+                _ => out.push(c),
+            }
+        }
+        for byte in chunk.invalid() {
+            out.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    out.push('\'');
+    out
+}
+
 fn default_label(request: &StartRequest) -> String {
     let word = match &request.display {
         Some(line) => line.split_whitespace().next().unwrap_or("job").to_string(),
-        None => request.argv[0].clone(),
+        None => crate::model::os_text::escaped(&request.argv[0]).into_owned(),
     };
     Path::new(&word).file_name().and_then(|n| n.to_str()).unwrap_or("job").to_string()
 }
@@ -124,17 +150,26 @@ pub fn validate_env_key(key: &str) -> Result<()> {
     Ok(())
 }
 
-/// Parses one `--env KEY=VALUE`.
-pub fn parse_env_assignment(text: &str) -> Result<(String, String)> {
-    match text.split_once('=') {
-        Some((key, value)) if !key.is_empty() => {
+/// Parses one `--env KEY=VALUE`: the name is text, the value any bytes.
+pub fn parse_env_assignment(assignment: &OsStr) -> Result<(String, OsString)> {
+    let bytes = assignment.as_bytes();
+    let shown = || crate::model::os_text::escaped(assignment);
+    match bytes.iter().position(|&b| b == b'=') {
+        Some(at) if at > 0 => {
+            let key = std::str::from_utf8(&bytes[..at]).map_err(|_| {
+                Error::Usage(format!(
+                    "bad --env `{}`: the name is not UTF-8 text; names are text (the value may be any bytes)",
+                    shown()
+                ))
+            })?;
             validate_env_key(key)?;
-            if value.contains('\0') {
+            let value = &bytes[at + 1..];
+            if value.contains(&0) {
                 return Err(Error::Usage(format!("bad --env `{key}`: the value contains a NUL byte")));
             }
-            Ok((key.to_string(), value.to_string()))
+            Ok((key.to_string(), OsString::from_vec(value.to_vec())))
         }
-        _ => Err(Error::Usage(format!("bad --env `{text}`: expected KEY=VALUE, e.g. --env NODE_ENV=test"))),
+        _ => Err(Error::Usage(format!("bad --env `{}`: expected KEY=VALUE, e.g. --env NODE_ENV=test", shown()))),
     }
 }
 
@@ -163,17 +198,17 @@ fn validate(request: &StartRequest) -> Result<()> {
                 "no command given: put the program and its arguments after `--`, e.g. run-bg -- npm install".into(),
             ))
         }
-        Some(program) if program.trim().is_empty() => {
+        Some(program) if program.to_str().is_some_and(|p| p.trim().is_empty()) => {
             return Err(Error::Usage("empty program name: give the program to run after `--`".into()))
         }
         _ => {}
     }
-    if request.argv.iter().any(|a| a.contains('\0')) {
+    if request.argv.iter().any(|a| a.as_bytes().contains(&0)) {
         return Err(Error::Usage("the command contains a NUL byte".into()));
     }
     for (key, value) in &request.env {
         validate_env_key(key)?;
-        if value.contains('\0') {
+        if value.as_bytes().contains(&0) {
             return Err(Error::Usage(format!("bad env `{key}`: the value contains a NUL byte")));
         }
     }
@@ -222,7 +257,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         label: label.clone(),
         argv: request.argv,
         command: command.clone(),
-        cwd: cwd.to_string_lossy().into_owned(),
+        cwd,
         env: request.env,
         owner: request.owner,
         context: request.context,
@@ -234,7 +269,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         timeout_ms: request.timeout_ms,
         notify: request.notify,
         on_exit: request.on_exit,
-        log_path: log_path.to_string_lossy().into_owned(),
+        log_path,
         notification: None,
         hooks: Vec::new(),
         peak_rss_kb: None,
@@ -446,8 +481,8 @@ pub fn spawn_detached_with_stdin(
 mod tests {
     use super::*;
 
-    fn argv(words: &[&str]) -> Vec<String> {
-        words.iter().map(|w| w.to_string()).collect()
+    fn argv(words: &[&str]) -> Vec<OsString> {
+        words.iter().map(OsString::from).collect()
     }
 
     #[test]
@@ -474,20 +509,33 @@ mod tests {
     }
 
     #[test]
+    fn an_argument_that_is_no_utf8_is_shown_as_bash_would_type_its_bytes() {
+        let latin1 = OsString::from_vec(b"caf\xe9 d'it\\".to_vec());
+        assert_eq!(display_argv(&[OsString::from("ls"), latin1]), r"ls $'caf\xe9 d\'it\\'");
+        let label = default_label(&StartRequest::program(vec![OsString::from_vec(b"/bin/caf\xe9".to_vec())]));
+        assert_eq!(label, r"caf\xe9");
+    }
+
+    #[test]
     fn no_argv_shows_as_nothing() {
         assert_eq!(display_argv(&[]), "");
     }
 
     #[test]
     fn env_assignments_split_at_the_first_equals_sign() {
-        assert_eq!(parse_env_assignment("NODE_ENV=test").unwrap(), ("NODE_ENV".into(), "test".into()));
-        assert_eq!(parse_env_assignment("A=b=c").unwrap(), ("A".into(), "b=c".into()));
-        assert_eq!(parse_env_assignment("EMPTY=").unwrap(), ("EMPTY".into(), String::new()));
+        let parse = |text: &str| parse_env_assignment(OsStr::new(text));
+        assert_eq!(parse("NODE_ENV=test").unwrap(), ("NODE_ENV".into(), "test".into()));
+        assert_eq!(parse("A=b=c").unwrap(), ("A".into(), "b=c".into()));
+        assert_eq!(parse("EMPTY=").unwrap(), ("EMPTY".into(), OsString::new()));
         for bad in ["NOEQUALS", "=value", ""] {
-            let error = parse_env_assignment(bad).unwrap_err().to_string();
+            let error = parse(bad).unwrap_err().to_string();
             assert!(error.contains("expected KEY=VALUE"), "{bad:?}: {error}");
         }
-        assert!(parse_env_assignment("K=a\0b").unwrap_err().to_string().contains("NUL"));
+        assert!(parse("K=a\0b").unwrap_err().to_string().contains("NUL"));
+        let bytes = |b: &[u8]| OsString::from_vec(b.to_vec());
+        assert_eq!(parse_env_assignment(&bytes(b"K=caf\xe9")).unwrap(), ("K".into(), bytes(b"caf\xe9")));
+        let error = parse_env_assignment(&bytes(b"K\xe9=v")).unwrap_err().to_string();
+        assert!(error.contains(r"`K\xe9=v`") && error.contains("name is not UTF-8"), "{error}");
     }
 
     #[test]
