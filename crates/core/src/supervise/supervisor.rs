@@ -441,6 +441,10 @@ struct Supervisor {
     restarter: Option<Restarter>,
     between: Option<Between>,
     run_started: Instant,
+    /// When the main process was reaped (ms since the epoch): the job's
+    /// `endedAt`, whatever the recording waits for after it (a wake rule's
+    /// registration, a kill of what it left).
+    main_ended_at: Option<u64>,
     /// Each new run's stdout and stderr: kept only while a restart may come,
     /// so the output pipe then never reads as ended between runs.
     output_child_end: Option<OwnedFd>,
@@ -632,6 +636,7 @@ impl Supervisor {
             restarter: job_restarter,
             between: None,
             run_started: Instant::now(),
+            main_ended_at: None,
             output_child_end,
             stdin_writer,
             stdin_child_end,
@@ -855,6 +860,9 @@ impl Supervisor {
                 Ok(Some((pid, status))) => {
                     if pid == self.main_pid {
                         if let Some(exit) = MainExit::from_wait(status.exit_status(), status.terminating_signal()) {
+                            if self.phase.main_running() {
+                                self.main_ended_at = Some(now_ms());
+                            }
                             self.phase = self.phase.main_reaped(exit);
                         }
                     }
@@ -1189,7 +1197,8 @@ impl Supervisor {
             Some(KillInProgress { reason: KillReason::Requested | KillReason::Tie, .. }) => EndedBy::Kill,
             _ => EndedBy::Itself,
         };
-        let state = ready::judge_end(&self.job, JobState::ended(by, Some(exit.into()), now_ms()));
+        let ended_at = self.main_ended_at.unwrap_or_else(now_ms);
+        let state = ready::judge_end(&self.job, JobState::ended(by, Some(exit.into()), ended_at));
         let notify_config = self.config.notify.clone();
         // The announcement is claimed with the status change: whoever records
         // an outcome announces it, so it is announced once.
