@@ -344,6 +344,9 @@ pub struct Job {
     pub ready: Option<Readiness>,
     /// When its supervisor saw it ready (ms since the epoch).
     pub ready_at: Option<u64>,
+    /// What its supervisor last saw keep it from being ready: `port 3000 is
+    /// held by pid 812 (nginx), not by this job`.
+    pub ready_blocked: Option<String>,
     /// Patterns of output lines that each send a `matched` notification.
     pub notify_on: Vec<String>,
     /// `--restart`: the policy it was started with and how its restarts went.
@@ -485,6 +488,8 @@ struct JobRecord {
     ready: Option<Readiness>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     ready_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ready_blocked: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     notify_on: Vec<String>,
     /// A `failed` job that ended by itself before it was ready (its exit
@@ -564,6 +569,7 @@ impl From<JobRecord> for Job {
             seen_at: r.seen_at,
             ready: r.ready,
             ready_at: r.ready_at,
+            ready_blocked: r.ready_blocked,
             notify_on: r.notify_on,
             restart: r.restart,
             stdin_pipe: r.stdin_pipe,
@@ -605,6 +611,7 @@ impl From<Job> for JobRecord {
             seen_at: job.seen_at,
             ready: job.ready,
             ready_at: job.ready_at,
+            ready_blocked: job.ready_blocked,
             notify_on: job.notify_on,
             restart: job.restart,
             stdin_pipe: job.stdin_pipe,
@@ -995,6 +1002,7 @@ pub(crate) fn sample_in(state: JobState) -> Job {
         seen_at: None,
         ready: None,
         ready_at: None,
+        ready_blocked: None,
         notify_on: Vec::new(),
         restart: None,
         stdin_pipe: false,

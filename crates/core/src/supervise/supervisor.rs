@@ -1001,9 +1001,10 @@ impl Supervisor {
         if self.kill.is_some() {
             self.reap();
         }
-        if let Some(watch) = &mut self.watch {
+        if let Some(mut watch) = self.watch.take() {
             let mut events = Vec::new();
-            watch.tick(self.phase.main_running(), &mut events);
+            watch.tick(self.phase.main_running(), &|| self.job_pids(), &mut events);
+            self.watch = Some(watch);
             self.on_watch_events(events);
         }
     }
@@ -1345,6 +1346,8 @@ impl Supervisor {
                 ready::Event::Ready if self.job.state == JobState::Running => self.record_ready(),
                 ready::Event::Ready => {}
                 ready::Event::Matched(matched) => self.spawn_match_notifier(&matched),
+                ready::Event::Blocked(why) if self.job.state == JobState::Running => self.record_ready_blocked(why),
+                ready::Event::Blocked(_) => {}
             }
         }
         // Once nothing needs the lines any more, the output is spliced again.
@@ -1358,10 +1361,32 @@ impl Supervisor {
     fn record_ready(&mut self) {
         let at = now_ms();
         self.job.ready_at = Some(at);
+        self.job.ready_blocked = None;
         if let Err(e) = self.registry.write_job_file(&self.job, false) {
             self.note_error(&format!("cannot record that the job is ready: {e}"));
         }
-        let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| job.ready_at = Some(at));
+        let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| {
+            job.ready_at = Some(at);
+            job.ready_blocked = None;
+        });
+    }
+
+    /// What keeps the job from being ready (a stranger holding its port), or
+    /// that it no longer does: recorded as `record_ready` records readiness.
+    fn record_ready_blocked(&mut self, why: Option<String>) {
+        self.job.ready_blocked = why.clone();
+        if let Err(e) = self.registry.write_job_file(&self.job, false) {
+            self.note_error(&format!("cannot record what keeps the job from being ready: {e}"));
+        }
+        let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| job.ready_blocked = why);
+    }
+
+    /// The job's live processes, as a kill finds them (`signal_everything`).
+    fn job_pids(&self) -> Vec<u32> {
+        let tree = Tree::of(&self.job).with_recorded(self.procset.recorder.recorded());
+        let mut pids: Vec<u32> = tree::job_tree(tree).0.iter().map(|p| p.identity.pid).collect();
+        pids.extend(self.adopted_children().iter().map(|p| p.pid));
+        pids
     }
 
     /// The matches held back while the wake rule was being registered, once
