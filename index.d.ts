@@ -327,12 +327,15 @@ export interface JobSummary {
 }
 
 /**
- * `pending` (being registered), `registered`, `failed` (`reason`), `fired`
- * (the end event matched it; the service removes it once it has woken the
- * agent), `removed` (by us, with DELETE: the end event did not go through it; `reason`).
+ * `pending` (being registered), `registered`, `failed` (`reason`), `queued`
+ * (the end event matched it; the service has not dispatched it yet), `fired`
+ * (the service dispatched it and removed the one-off rule), `not-fired` (the
+ * service still had it after its batch window and dispatch: its `openclaw`
+ * call failed or it restarted and lost its queue; removed by us, `reason`),
+ * `removed` (by us, with DELETE: the end event did not go through it; `reason`).
  */
 export interface WakeInfo {
-  state: 'pending' | 'registered' | 'failed' | 'fired' | 'removed'
+  state: 'pending' | 'registered' | 'failed' | 'queued' | 'fired' | 'not-fired' | 'removed'
   action: 'message' | 'subagent'
   /** `run-bg-<jobId>` */
   ruleId?: string

@@ -764,9 +764,16 @@ pub enum WakeState {
     Registered,
     /// The service did not take it, or did not answer in time (`reason`).
     Failed,
-    /// The job's end event matched it: the service removes the one-off rule
-    /// once it has woken the agent.
+    /// The job's end event matched it and the service queued it
+    /// (`queued_at`): whether it fires shows once the service's batch went
+    /// out (see `supervise::wake::confirm`).
+    Queued,
+    /// The service dispatched it (the one-off rule is gone from its rules).
     Fired,
+    /// Its end event matched it, but the service kept it past its dispatch
+    /// (the `openclaw` call failed, or it restarted and lost its queue):
+    /// the agent was not woken through it; removed by us (`reason`).
+    NotFired,
     /// Removed by us (`DELETE /rules/<id>`): the end event did not go through it (`reason`).
     Removed,
 }
@@ -777,7 +784,9 @@ impl WakeState {
             WakeState::Pending => "pending",
             WakeState::Registered => "registered",
             WakeState::Failed => "failed",
+            WakeState::Queued => "queued",
             WakeState::Fired => "fired",
+            WakeState::NotFired => "not-fired",
             WakeState::Removed => "removed",
         }
     }
@@ -825,9 +834,13 @@ pub struct Wake {
     /// The rules address it was registered at, for its removal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    /// `failed`: what the service answered, or that it did not; `removed`: why.
+    /// `failed`: what the service answered, or that it did not; `removed`,
+    /// `not-fired`: why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// `queued`: when the service queued the end event that matched it (ms since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_at: Option<u64>,
 }
 
 fn default_true() -> bool {

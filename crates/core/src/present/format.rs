@@ -264,12 +264,14 @@ fn delivery_lines(job: &Job) -> Vec<String> {
 fn wake_line(wake: &crate::model::job::Wake) -> String {
     use crate::model::job::WakeState;
     let rule = wake.rule_id.as_deref().map(visible).unwrap_or_default();
-    let reason = wake.reason.as_deref().map(|r| shorten(r, 120)).unwrap_or_default();
+    let reason = wake.reason.as_deref().map(|r| shorten(r, 200)).unwrap_or_default();
     match wake.state {
         WakeState::Pending => "being registered with the interrupt service".to_string(),
         WakeState::Registered => format!("registered {rule}"),
         WakeState::Failed => format!("failed: {reason}"),
-        WakeState::Fired => format!("{rule} fired by the job's end (the service removes it)"),
+        WakeState::Queued => format!("{rule} matched by the job's end; not yet seen dispatched by the service"),
+        WakeState::Fired => format!("{rule} fired by the job's end (the service dispatched it and removed the rule)"),
+        WakeState::NotFired => format!("{rule} not fired: {reason}"),
         WakeState::Removed => format!("{rule} removed: {reason}"),
     }
 }
