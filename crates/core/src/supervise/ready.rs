@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 /// Between two probes of a port or URL: a server is seen ready within this
 /// of opening its port, and the probing costs one connect(2) per period.
 pub const PROBE_EVERY: Duration = Duration::from_millis(100);
+/// Between two probes of a port someone else holds: each costs a read of
+/// the kernel's TCP table (see os/ports), and a stranger rarely lets go at once.
+const BLOCKED_PROBE_EVERY: Duration = Duration::from_secs(1);
 /// Bound on one URL probe (connect, request, status line), which runs on the
 /// supervisor's loop: the job's output waits in its pipe meanwhile.
 const URL_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
@@ -324,12 +327,13 @@ impl Watch {
             Look::NotYet => None,
             Look::Blocked(why) => Some(why),
         };
+        let pause = if blocked.is_some() { BLOCKED_PROBE_EVERY } else { PROBE_EVERY };
         if blocked != self.blocked {
             self.blocked = blocked.clone();
             events.push(Event::Blocked(blocked));
         }
         // From now, not from when it was due: a slow probe never piles up.
-        self.next_probe = Instant::now() + PROBE_EVERY;
+        self.next_probe = Instant::now() + pause;
     }
 }
 

@@ -1102,6 +1102,7 @@ impl Supervisor {
             // A new run serves only once it says so again: readiness is
             // watched afresh (and `wait --ready` waits again).
             self.job.ready_at = None;
+            self.job.ready_blocked = None;
             self.watch = ready::Watch::new(&self.job, &self.config);
             if self.watch.as_ref().is_some_and(ready::Watch::needs_lines) {
                 self.splice = None;

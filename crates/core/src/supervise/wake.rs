@@ -236,7 +236,8 @@ fn dispatch_window(config: &NotifyConfig, action: WakeAction) -> (Duration, Dura
         WakeAction::Subagent => ("alert", 24),
     };
     let batch = Duration::from_millis(crate::supervise::pace::Pace::for_level(config, level).batch_ms);
-    (batch, batch * dispatch_windows)
+    // A window configured at 0 still leaves the service's timer and its call a moment.
+    (batch, (batch * dispatch_windows).max(Duration::from_millis(500)))
 }
 
 /// After the job's end event was queued through its rule (`queued`): the
