@@ -300,6 +300,8 @@ export interface JobSummary {
   peakRssMb?: number
   /** When the job was seen ready (`readyLog`/`readyPort`/`readyUrl`), ms since the epoch. */
   readyAt?: number
+  /** Not ready yet (or never was): what stands in the way, e.g. `port 3000 is held by pid 812 (nginx), not by this job`. */
+  readyBlocked?: string
   /** With `restart`: how many times its main process was started again. */
   restarts?: number
   /** How the run before the last restart ended (`exit 1`, `signal SIGSEGV`). */
@@ -325,12 +327,15 @@ export interface JobSummary {
 }
 
 /**
- * `pending` (being registered), `registered`, `failed` (`reason`), `fired`
- * (the end event matched it; the service removes it once it has woken the
- * agent), `removed` (by us, with DELETE: the end event did not go through it; `reason`).
+ * `pending` (being registered), `registered`, `failed` (`reason`), `queued`
+ * (the end event matched it; the service has not dispatched it yet), `fired`
+ * (the service dispatched it and removed the one-off rule), `not-fired` (the
+ * service still had it after its batch window and dispatch: its `openclaw`
+ * call failed or it restarted and lost its queue; removed by us, `reason`),
+ * `removed` (by us, with DELETE: the end event did not go through it; `reason`).
  */
 export interface WakeInfo {
-  state: 'pending' | 'registered' | 'failed' | 'fired' | 'removed'
+  state: 'pending' | 'registered' | 'failed' | 'queued' | 'fired' | 'not-fired' | 'removed'
   action: 'message' | 'subagent'
   /** `run-bg-<jobId>` */
   ruleId?: string
@@ -578,7 +583,11 @@ export interface RunOptions {
   onExit?: string
   /** Ready once a line of output matches this regular expression (`runYield` returns then). */
   readyLog?: string
-  /** Ready once something accepts TCP connections on 127.0.0.1 or ::1 at this port. */
+  /**
+   * Ready once one of the job's own processes listens on this port (at
+   * 127.0.0.1, ::1 or a wildcard address); a stranger's listener is not
+   * readiness (`readyBlocked` names it). macOS: anything that accepts a connect.
+   */
   readyPort?: number
   /** Ready once a GET of this `http://` URL answers 2xx or 3xx. */
   readyUrl?: string

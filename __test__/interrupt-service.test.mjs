@@ -255,7 +255,8 @@ const jobOf = (home, id) => readRegistry(home).find((j) => j.id === id)
 
 test('--wake registers a one-off rule as the job starts; the end event fires it and the service removes it', async (t) => {
   const service = await startInterruptService(t, FAST)
-  const { home } = makeHome(t, { notify: { url: service.url } })
+  // Our look at the service's rules after its batch window: at its pace.
+  const { home } = makeHome(t, { notify: { url: service.url, batch_window_ms: 100 } })
   const go = path.join(home, 'go')
   const started = runBg(home, [
     '--wake', 'job {{jobId}} {{status}}: {{outcome}} (exit {{exitCode}})', '--wake-instruction', 'tell the user',
@@ -289,7 +290,53 @@ test('--wake registers a one-off rule as the job starts; the end event fires it 
   assert.deepEqual(checkJson(home, jobId).wake, {
     state: 'fired', action: 'message', ruleId: `run-bg-${jobId}`, message: 'job {{jobId}} {{status}}: {{outcome}} (exit {{exitCode}})',
   })
-  assert.match(runBg(home, ['check', jobId]).stdout, new RegExp(`\\n  wake: run-bg-${jobId} fired by the job's end \\(the service removes it\\)\\n`))
+  assert.match(runBg(home, ['check', jobId]).stdout,
+    new RegExp(`\\n  wake: run-bg-${jobId} fired by the job's end \\(the service dispatched it and removed the rule\\)\\n`))
+})
+
+/** Waits for the job's wake rule to be settled at the service (or for everything to be quiet), and gives the record's wake. */
+async function wakeSettled(home, jobId) {
+  await waitFor(() => ['fired', 'not-fired', 'removed'].includes(jobOf(home, jobId)?.wake?.state) && jobOf(home, jobId).status !== 'running',
+    { what: 'the wake rule settled', timeout: 30_000 }).catch(() => {})
+  await waitForQuiet(home, 30_000)
+  return jobOf(home, jobId).wake
+}
+
+test('a wake rule the service keeps because its dispatch failed is removed after the batch window and recorded not fired', async (t) => {
+  const service = await startInterruptService(t, FAST)
+  const { home } = makeHome(t, { notify: { url: service.url, batch_window_ms: 100 } })
+  await service.control({ dispatchFail: 1 })
+  const jobId = startJob(home, ['true'], ['--wake', 'done {{jobId}}']).jobId
+  await waitFor(async () => (await service.inspect()).failedDispatches.length === 1, { what: 'the service\'s dispatch to fail' })
+  const wake = await wakeSettled(home, jobId)
+  const state = await service.inspect()
+  assert.equal((await delivered(service)).filter((d) => d.data.jobId === jobId).length, 0, 'the agent was never woken')
+  assert.equal((await settled(home, jobId)).matched, 1, 'the end event did match the rule')
+  assert.equal(wake.state, 'not-fired', `recorded ${JSON.stringify(wake)}; the service still holds ${JSON.stringify(state.rules.map((r) => r.id))}`)
+  assert.match(wake.reason, /^the service still had it [\d.]+m?s after it queued the job's end \(its dispatch failed, or it restarted and lost the queued end\); removed$/, wake.reason)
+  assert.deepEqual(state.rules, [], 'no rule left behind')
+  assert.deepEqual(state.deleted, [`run-bg-${jobId}`])
+  assert.match(runBg(home, ['check', jobId]).stdout, new RegExp(`\\n  wake: run-bg-${jobId} not fired: the service still had it `))
+})
+
+test('a wake rule the service keeps because it restarted between queuing the end and its batch is removed and recorded not fired', async (t) => {
+  // A batch window long enough to restart the service inside it.
+  const service = await startInterruptService(t, { message: { batch_window_ms: 1000 }, subagent: { batch_window_ms: 1000 } })
+  const { home } = makeHome(t, { notify: { url: service.url, batch_window_ms: 1000 } })
+  const go = path.join(home, 'go')
+  const jobId = startJob(home, ['sh', '-c', `while [ ! -e ${go} ]; do sleep 0.02; done`], ['--wake', 'done {{jobId}}']).jobId
+  await waitFor(() => jobOf(home, jobId)?.wake?.state === 'registered', { what: 'registered' })
+  fs.writeFileSync(go, '')
+  await waitFor(async () => (await triggersOf(service, jobId)).length > 0, { interval: 10, what: 'the end event queued' })
+  await service.restart()
+  const wake = await wakeSettled(home, jobId)
+  const state = await service.inspect()
+  assert.equal((await settled(home, jobId)).matched, 1, 'the end event did match the rule')
+  assert.equal(state.dispatched.length, 0, 'the queue went with the restart: the agent was never woken')
+  assert.equal(wake.state, 'not-fired', `recorded ${JSON.stringify(wake)}; the service still holds ${JSON.stringify(state.rules.map((r) => r.id))}`)
+  assert.deepEqual(state.rules, [], 'no rule left behind')
+  assert.deepEqual(state.deleted, [`run-bg-${jobId}`])
+  assert.match(runBg(home, ['check', jobId]).stdout, new RegExp(`\\n  wake: run-bg-${jobId} not fired: `))
 })
 
 test('a wake rule its end event did not go through is removed with DELETE: a failed event, a registration answered too late', async (t) => {
@@ -330,7 +377,7 @@ test('a wake rule its end event did not go through is removed with DELETE: a fai
 
 test('--wake: a bad action, no notification to match it, unknown template keys', async (t) => {
   const service = await startInterruptService(t, FAST)
-  const { home } = makeHome(t, { notify: { url: service.url } })
+  const { home } = makeHome(t, { notify: { url: service.url, batch_window_ms: 100 } })
   const bad = runBg(home, ['--wake', 'x', '--wake-action', 'agent', '--', 'true'])
   assert.equal(bad.code, 2)
   assert.match(bad.stderr, /bad wake action `agent`: expected message or subagent/)
@@ -357,7 +404,7 @@ test('--wake: a bad action, no notification to match it, unknown template keys',
 
 test('the JS wake option registers the rule; a bad one is refused', async (t) => {
   const service = await startInterruptService(t, FAST)
-  const { home } = makeHome(t, { notify: { url: service.url } })
+  const { home } = makeHome(t, { notify: { url: service.url, batch_window_ms: 100 } })
   process.env.PROC_MANAGER_HOME = home
   const started = pm.runBackground('exit 0', { wake: { message: 'js {{jobId}} {{status}}', action: 'subagent', instruction: 'check it' } })
   assert.equal(started.warnings, undefined)
@@ -375,7 +422,7 @@ test('the JS wake option registers the rule; a bad one is refused', async (t) =>
 
 test('MCP run_background takes wake and says the warnings', async (t) => {
   const service = await startInterruptService(t, FAST)
-  const { home } = makeHome(t, { notify: { url: service.url } })
+  const { home } = makeHome(t, { notify: { url: service.url, batch_window_ms: 100 } })
   const client = await connectMcp(t, home)
   const { tools } = await client.listTools()
   assert.equal(tools.find((x) => x.name === 'run_background').inputSchema.properties.wake.type, 'string')

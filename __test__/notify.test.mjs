@@ -246,3 +246,24 @@ test('the JS API delivers the spool too, and runBackground takes notify and onEx
   await waitForQuiet(home)
   assert.deepEqual(listener.requests().map((r) => r.json.data.jobId), [job.jobId])
 })
+
+test('--wake with a service that accepts and never answers: the end is stamped when the main process ended, not after the registration gave up', async (t) => {
+  const listener = await startListener(t, { mode: 'hang' })
+  const { home } = makeHome(t, { notify: { url: listener.url, timeout_ms: 2000, retry_for_ms: 500 } })
+  try {
+    const { jobId } = startJob(home, ['true'], ['--wake', 'done {{jobId}}'])
+    const job = await waitFor(() => {
+      const seen = checkJson(home, jobId)
+      return seen.status !== 'running' && seen
+    }, { what: 'the end recorded' })
+    assert.equal(job.status, 'success')
+    // The end waited for the registration (the end event must come after the
+    // rule), but the wait is not the job's runtime.
+    assert.match(job.wake.reason, /no answer within 2\.0s/, JSON.stringify(job.wake))
+    assert.ok(job.durationMs < 1000, `durationMs ${job.durationMs} for \`true\` (the registration timeout is 2000 ms)`)
+    assert.ok(job.endedAt - job.startedAt < 1000, `endedAt ${job.endedAt - job.startedAt} ms after startedAt`)
+  } finally {
+    fs.writeFileSync(path.join(home, 'config.json'), JSON.stringify({ notify: { url: null } }))
+    await waitForQuiet(home, 40_000)
+  }
+})

@@ -107,6 +107,42 @@ test('a server that exits 0 before it is ready is failed, with its last lines', 
   assert.equal(r2.code, 1, 'wait --ready on a job that ended before ready: non-zero')
 })
 
+test('--ready-port: a port a stranger holds is not ready; the server that cannot bind it fails, naming the holder', async (t) => {
+  const { home } = makeHome(t)
+  const net = await import('node:net')
+  const stranger = net.createServer()
+  await new Promise((resolve) => stranger.listen(0, '127.0.0.1', resolve))
+  t.after(() => stranger.close())
+  const { port } = stranger.address()
+  // The job's server tries to listen on the stranger's port 300 ms after it
+  // starts, meets EADDRINUSE and dies with exit 1: probes see the port open all along.
+  const { r, out, before, returned } = yieldStart(t, home, port, ['--ready-port', String(port)], { delay: 300 })
+  assert.ok(returned - before < 10_000, `returned after ${returned - before} ms`)
+  assert.notEqual(r.code, 0, `--yield exited 0 on a stranger's port: ${r.stdout}`)
+  assert.equal(out.status, 'failed', r.stdout)
+  assert.equal(out.exitCode, 1)
+  assert.equal(out.readyAt, undefined, 'never ready')
+  const holder = new RegExp(`port ${port} is held by pid ${process.pid} \\(node[^)]*\\), not by this job`)
+  assert.match(out.readyBlocked ?? '', holder, r.stdout)
+  const text = runBg(home, ['check', out.jobId]).stdout
+  assert.match(text, /failed \(exit 1 before it was ready\)/, text)
+  assert.match(text, holder, text)
+})
+
+test('--ready-port: a server of the job that listens is ready while a stranger listens on another port', async (t) => {
+  const { home } = makeHome(t)
+  const net = await import('node:net')
+  const stranger = net.createServer()
+  await new Promise((resolve) => stranger.listen(0, '127.0.0.1', resolve))
+  t.after(() => stranger.close())
+  const port = await freePort()
+  const { r, out } = yieldStart(t, home, port, ['--ready-port', String(port)], { delay: 300 })
+  assert.equal(r.code, 0, r.stderr)
+  assert.equal(out.status, 'running', r.stdout)
+  assert.ok(out.readyAt, r.stdout)
+  assert.equal(out.readyBlocked, undefined)
+})
+
 test('a job that prints its ready line and exits at once was ready: its exit decides', (t) => {
   const { home } = makeHome(t)
   for (const code of [0, 3]) {

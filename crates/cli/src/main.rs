@@ -128,7 +128,7 @@ struct StartCli {
     /// Ready once a line of output matches this regex (--yield returns then)
     #[arg(long, value_name = "REGEX")]
     ready_log: Option<String>,
-    /// Ready once something accepts TCP connections on 127.0.0.1 or ::1 at PORT
+    /// Ready once one of the job's processes listens on PORT (127.0.0.1, ::1 or any address)
     #[arg(long, value_name = "PORT")]
     ready_port: Option<u16>,
     /// Ready once a GET of this http:// URL answers 2xx or 3xx

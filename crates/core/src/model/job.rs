@@ -347,6 +347,9 @@ pub struct Job {
     pub ready: Option<Readiness>,
     /// When its supervisor saw it ready (ms since the epoch).
     pub ready_at: Option<u64>,
+    /// What its supervisor last saw keep it from being ready: `port 3000 is
+    /// held by pid 812 (nginx), not by this job`.
+    pub ready_blocked: Option<String>,
     /// Patterns of output lines that each send a `matched` notification.
     pub notify_on: Vec<String>,
     /// `--restart`: the policy it was started with and how its restarts went.
@@ -491,6 +494,8 @@ struct JobRecord {
     ready: Option<Readiness>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     ready_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ready_blocked: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     notify_on: Vec<String>,
     /// A `failed` job that ended by itself before it was ready (its exit
@@ -570,6 +575,7 @@ impl From<JobRecord> for Job {
             seen_at: r.seen_at,
             ready: r.ready,
             ready_at: r.ready_at,
+            ready_blocked: r.ready_blocked,
             notify_on: r.notify_on,
             restart: r.restart,
             stdin_pipe: r.stdin_pipe,
@@ -611,6 +617,7 @@ impl From<Job> for JobRecord {
             seen_at: job.seen_at,
             ready: job.ready,
             ready_at: job.ready_at,
+            ready_blocked: job.ready_blocked,
             notify_on: job.notify_on,
             restart: job.restart,
             stdin_pipe: job.stdin_pipe,
@@ -763,9 +770,16 @@ pub enum WakeState {
     Registered,
     /// The service did not take it, or did not answer in time (`reason`).
     Failed,
-    /// The job's end event matched it: the service removes the one-off rule
-    /// once it has woken the agent.
+    /// The job's end event matched it and the service queued it
+    /// (`queued_at`): whether it fires shows once the service's batch went
+    /// out (see `supervise::wake::confirm`).
+    Queued,
+    /// The service dispatched it (the one-off rule is gone from its rules).
     Fired,
+    /// Its end event matched it, but the service kept it past its dispatch
+    /// (the `openclaw` call failed, or it restarted and lost its queue):
+    /// the agent was not woken through it; removed by us (`reason`).
+    NotFired,
     /// Removed by us (`DELETE /rules/<id>`): the end event did not go through it (`reason`).
     Removed,
 }
@@ -776,7 +790,9 @@ impl WakeState {
             WakeState::Pending => "pending",
             WakeState::Registered => "registered",
             WakeState::Failed => "failed",
+            WakeState::Queued => "queued",
             WakeState::Fired => "fired",
+            WakeState::NotFired => "not-fired",
             WakeState::Removed => "removed",
         }
     }
@@ -824,9 +840,13 @@ pub struct Wake {
     /// The rules address it was registered at, for its removal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    /// `failed`: what the service answered, or that it did not; `removed`: why.
+    /// `failed`: what the service answered, or that it did not; `removed`,
+    /// `not-fired`: why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// `queued`: when the service queued the end event that matched it (ms since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_at: Option<u64>,
 }
 
 fn default_true() -> bool {
@@ -1012,6 +1032,7 @@ pub(crate) fn sample_in(state: JobState) -> Job {
         seen_at: None,
         ready: None,
         ready_at: None,
+        ready_blocked: None,
         notify_on: Vec::new(),
         restart: None,
         stdin_pipe: false,

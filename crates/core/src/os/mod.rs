@@ -13,3 +13,10 @@ pub(crate) mod platform;
 #[cfg(not(target_os = "linux"))]
 #[path = "macos.rs"]
 pub(crate) mod platform;
+/// Who holds a TCP port (`--ready-port`): the same API on each platform.
+#[cfg(target_os = "linux")]
+#[path = "ports_linux.rs"]
+pub mod ports;
+#[cfg(not(target_os = "linux"))]
+#[path = "ports_macos.rs"]
+pub mod ports;

@@ -116,6 +116,9 @@ pub fn readiness_note(job: &Job) -> String {
     if let Some(limit) = job.not_ready_after(now_ms()) {
         return format!(" (not ready after {})", format_duration_ms(limit));
     }
+    if let Some(blocked) = &job.ready_blocked {
+        return format!(" (not ready yet: {})", visible(blocked));
+    }
     let mut what = Vec::new();
     if let Some(pattern) = &ready.log {
         what.push(format!("a line matching /{}/", shorten(pattern, 40)));
@@ -235,6 +238,13 @@ pub fn restart_line(job: &Job) -> Option<String> {
     Some(format!("  restarts: {}{last}", restart.count))
 }
 
+/// Why an ended job was never ready, when its supervisor saw why (a running
+/// job says it in its header).
+fn ready_blocked_line(job: &Job) -> Option<String> {
+    let blocked = job.ready_blocked.as_ref().filter(|_| job.ready_at.is_none() && job.status().is_final())?;
+    Some(format!("  not ready: {}", visible(blocked)))
+}
+
 /// Said only when something needs attention: a notification not delivered
 /// (yet), a hook that failed.
 fn delivery_lines(job: &Job) -> Vec<String> {
@@ -259,12 +269,14 @@ fn delivery_lines(job: &Job) -> Vec<String> {
 fn wake_line(wake: &crate::model::job::Wake) -> String {
     use crate::model::job::WakeState;
     let rule = wake.rule_id.as_deref().map(visible).unwrap_or_default();
-    let reason = wake.reason.as_deref().map(|r| shorten(r, 120)).unwrap_or_default();
+    let reason = wake.reason.as_deref().map(|r| shorten(r, 200)).unwrap_or_default();
     match wake.state {
         WakeState::Pending => "being registered with the interrupt service".to_string(),
         WakeState::Registered => format!("registered {rule}"),
         WakeState::Failed => format!("failed: {reason}"),
-        WakeState::Fired => format!("{rule} fired by the job's end (the service removes it)"),
+        WakeState::Queued => format!("{rule} matched by the job's end; not yet seen dispatched by the service"),
+        WakeState::Fired => format!("{rule} fired by the job's end (the service dispatched it and removed the rule)"),
+        WakeState::NotFired => format!("{rule} not fired: {reason}"),
         WakeState::Removed => format!("{rule} removed: {reason}"),
     }
 }
@@ -341,6 +353,7 @@ pub fn check_text(check: &CheckResult) -> String {
     };
     let mut lines = vec![header_with(job, &outcome_text_lingering(job, check.lingering.len()), &extra)];
     lines.extend(restart_line(job));
+    lines.extend(ready_blocked_line(job));
     lines.extend(tie_line(job));
     lines.extend(lingering_line(job, &check.lingering));
     lines.extend(delivery_lines(job));

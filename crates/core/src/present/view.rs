@@ -54,6 +54,10 @@ pub struct JobView {
     /// When the job was seen ready (`--ready-log/-port/-url`), ms since the epoch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ready_at: Option<u64>,
+    /// What kept it from being ready, while it was not: `port 3000 is held
+    /// by pid 812 (nginx), not by this job`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ready_blocked: Option<String>,
     /// `--restart`: how many times the main process was started again (0 so far).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub restarts: Option<u32>,
@@ -206,6 +210,7 @@ impl From<&Job> for JobView {
                 .collect(),
             peak_rss_mb: job.peak_rss_kb.map(kb_to_mb),
             ready_at: job.ready_at,
+            ready_blocked: job.ready_blocked.clone().filter(|_| job.ready_at.is_none()),
             restarts: job.restart.as_ref().map(|r| r.count),
             last_restart: job.restart.as_ref().and_then(|r| r.last_reason.clone()),
             last_restart_at: job.restart.as_ref().and_then(|r| r.last_at),

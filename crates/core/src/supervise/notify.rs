@@ -435,7 +435,12 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
         pause = (pause * 2).min(Duration::from_secs(10));
         retry = tries.attempt(&registry, &job.id, &event_id, post(&url, &body, timeout), timeout);
     }
-    let Some(error) = retry else { return };
+    let Some(error) = retry else {
+        if tries.wake_queued {
+            wake::confirm(&registry, notify, &job.id);
+        }
+        return;
+    };
     if !notify.url_explicit && tries.all_refused {
         // The built-in address, and nothing listened there for the whole
         // retry period: no interrupt service is installed. Spooling would
@@ -519,11 +524,13 @@ struct Tries {
     all_refused: bool,
     /// The event went merged with others' (`data.jobs`): no job's wake rule matches it.
     merged: bool,
+    /// Its answer queued it through the job's wake rule: to `wake::confirm` once all else is done.
+    wake_queued: bool,
 }
 
 impl Default for Tries {
     fn default() -> Self {
-        Tries { attempts: 0, server_errors: 0, all_refused: true, merged: false }
+        Tries { attempts: 0, server_errors: 0, all_refused: true, merged: false, wake_queued: false }
     }
 }
 
@@ -576,7 +583,7 @@ impl Tries {
         });
         if retry.is_none() {
             let outcome = if self.merged { wake::EventOutcome::Merged } else { wake::EventOutcome::Answered(&result_seen) };
-            wake::settle(registry, timeout, job_id, event_id, outcome);
+            self.wake_queued = wake::settle(registry, timeout, job_id, event_id, outcome);
         }
         retry
     }
@@ -727,7 +734,7 @@ fn deliver_round(home: &Home, config: &Config) -> Option<Duration> {
             continue;
         }
         let body = serde_json::to_vec(&entry.body).unwrap_or_default();
-        let mut tries = Tries { attempts: entry.attempts, server_errors: entry.server_errors, all_refused: false, merged: false };
+        let mut tries = Tries { attempts: entry.attempts, server_errors: entry.server_errors, all_refused: false, merged: false, wake_queued: false };
         let retry = tries.attempt(&registry, &entry.job_id, &entry.event_id, post(&entry.url, &body, timeout), timeout);
         entry.attempts = tries.attempts;
         entry.server_errors = tries.server_errors;
@@ -735,6 +742,9 @@ fn deliver_round(home: &Home, config: &Config) -> Option<Duration> {
         match retry {
             None => {
                 let _ = std::fs::remove_file(&path);
+                if tries.wake_queued {
+                    wake::confirm(&registry, &config.notify, &entry.job_id);
+                }
             }
             Some(error) if now_ms().saturating_sub(entry.spooled_at) > SPOOL_GIVE_UP_MS => {
                 give_up(home, &registry, &path, &entry, &format!("given up on after 24h of retries; last: {error}"));
@@ -797,11 +807,14 @@ fn send_held(home: &Home, config: &Config, registry: &Registry, timeout: Duratio
         let result = post(&url, &serde_json::to_vec(&body).unwrap_or_default(), timeout);
         let merged = group.len() > 1;
         for (path, mut entry) in group {
-            let mut tries = Tries { attempts: entry.attempts, server_errors: entry.server_errors, all_refused: false, merged };
+            let mut tries = Tries { attempts: entry.attempts, server_errors: entry.server_errors, all_refused: false, merged, wake_queued: false };
             let retry = tries.attempt(registry, &entry.job_id, &entry.event_id, result.clone(), timeout);
             match retry {
                 None => {
                     let _ = std::fs::remove_file(&path);
+                    if tries.wake_queued {
+                        wake::confirm(registry, &config.notify, &entry.job_id);
+                    }
                 }
                 Some(_) if !entry.keep_trying && matches!(&result, Err(Failure::Unanswered(PostError::NothingListens { .. }))) => {
                     // The built-in address, and nothing there: as in `announce`.

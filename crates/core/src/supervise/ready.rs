@@ -1,5 +1,7 @@
 //! Readiness of a server job (issue 15): `--ready-log` (a line of output
-//! matches), `--ready-port` (something accepts TCP on 127.0.0.1 or ::1),
+//! matches), `--ready-port` (one of the job's own processes listens on the
+//! port, reachable on 127.0.0.1 or ::1: a stranger's listener, the reason the
+//! job's server could not bind it, is not readiness; see os/ports),
 //! `--ready-url` (an `http://` URL answers 2xx or 3xx), the first that holds.
 //! The supervisor already moves the job's output, so a log pattern costs a
 //! look at each line while it is watched (the output is then read and
@@ -9,22 +11,24 @@
 //! readiness timeout passed, or its main process ended.
 
 use crate::model::job::{Job, JobState, Readiness};
+use crate::os::ports::{PortHolder, PortWatch};
 use crate::store::config::Config;
 use crate::supervise::matchers::{Lines, MatchEvent, Matchers};
 use crate::{Error, Result};
 use regex::Regex;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 /// Between two probes of a port or URL: a server is seen ready within this
 /// of opening its port, and the probing costs one connect(2) per period.
 pub const PROBE_EVERY: Duration = Duration::from_millis(100);
+/// Between two probes of a port someone else holds: each costs a read of
+/// the kernel's TCP table (see os/ports), and a stranger rarely lets go at once.
+const BLOCKED_PROBE_EVERY: Duration = Duration::from_secs(1);
 /// Bound on one URL probe (connect, request, status line), which runs on the
 /// supervisor's loop: the job's output waits in its pipe meanwhile.
 const URL_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
-/// A connect to loopback is answered at once; this only bounds a stuck one.
-const PORT_PROBE_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// A regular expression given as `name`, compiled, or a usage error naming it.
 pub fn check_pattern(name: &str, pattern: &str) -> Result<Regex> {
@@ -112,18 +116,28 @@ pub fn validate(ready: Option<&Readiness>, notify_on: &[String]) -> Result<()> {
 }
 
 enum Probe {
-    Port(u16),
+    Port(u16, PortWatch),
     Url(HttpUrl),
 }
 
+/// What one probe found.
+enum Look {
+    Ready,
+    NotYet,
+    /// Something stands in the way, in words (a stranger holds the port).
+    Blocked(String),
+}
+
 impl Probe {
-    fn ready(&self) -> bool {
+    fn look(&mut self, job_pids: &dyn Fn() -> Vec<u32>) -> Look {
         match self {
-            Probe::Port(port) => {
-                let addrs = [SocketAddr::from(([127, 0, 0, 1], *port)), SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, *port))];
-                addrs.iter().any(|addr| TcpStream::connect_timeout(addr, PORT_PROBE_TIMEOUT).is_ok())
-            }
-            Probe::Url(url) => http_get_ok(url),
+            Probe::Port(port, watch) => match watch.look(job_pids) {
+                PortHolder::Ours => Look::Ready,
+                PortHolder::Free => Look::NotYet,
+                PortHolder::Stranger(who) => Look::Blocked(format!("port {port} is held by {who}, not by this job")),
+            },
+            Probe::Url(url) if http_get_ok(url) => Look::Ready,
+            Probe::Url(_) => Look::NotYet,
         }
     }
 }
@@ -169,6 +183,9 @@ pub enum Event {
     Ready,
     /// A `--notify-on` pattern matched.
     Matched(MatchEvent),
+    /// What keeps the job from being ready changed: `port 3000 is held by
+    /// pid 812 (nginx), not by this job`, or `None` once that is over.
+    Blocked(Option<String>),
 }
 
 /// A job's readiness check and `--notify-on` patterns, as its supervisor
@@ -186,6 +203,8 @@ pub struct Watch {
     holds_lines: bool,
     /// Cleared when the main process has ended: nothing more is probed.
     probing: bool,
+    /// The last `Event::Blocked` given.
+    blocked: Option<String>,
 }
 
 impl Watch {
@@ -199,7 +218,7 @@ impl Watch {
             return None;
         }
         let probe = ready.and_then(|r| match (&r.port, &r.url) {
-            (Some(port), _) => Some(Probe::Port(*port)),
+            (Some(port), _) => Some(Probe::Port(*port, PortWatch::new(*port))),
             (None, Some(url)) => check_url("--ready-url", url).ok().map(Probe::Url),
             (None, None) => None,
         });
@@ -213,6 +232,7 @@ impl Watch {
             matchers,
             holds_lines: false,
             probing: true,
+            blocked: None,
         };
         watch.holds_lines = watch.needs_lines();
         Some(watch)
@@ -277,8 +297,9 @@ impl Watch {
 
     /// Runs what is due at `now`: a probe, the readiness timeout, matches
     /// whose following lines did not come. Nothing is probed once the main
-    /// process has ended.
-    pub fn tick(&mut self, main_running: bool, events: &mut Vec<Event>) {
+    /// process has ended. `job_pids` gives the job's live processes (asked
+    /// only when a port probe finds a listener it does not know yet).
+    pub fn tick(&mut self, main_running: bool, job_pids: &dyn Fn() -> Vec<u32>, events: &mut Vec<Event>) {
         let now = Instant::now();
         let mut matched = Vec::new();
         self.matchers.flush(now, &mut matched);
@@ -297,16 +318,22 @@ impl Watch {
             self.probing = false;
             return;
         }
-        if let Some(probe) = &self.probe {
-            if now >= self.next_probe {
-                if probe.ready() {
-                    self.became_ready(events);
-                } else {
-                    // From now, not from when it was due: a slow probe never piles up.
-                    self.next_probe = Instant::now() + PROBE_EVERY;
-                }
-            }
+        let look = match &mut self.probe {
+            Some(probe) if now >= self.next_probe => probe.look(job_pids),
+            _ => return,
+        };
+        let blocked = match look {
+            Look::Ready => return self.became_ready(events),
+            Look::NotYet => None,
+            Look::Blocked(why) => Some(why),
+        };
+        let pause = if blocked.is_some() { BLOCKED_PROBE_EVERY } else { PROBE_EVERY };
+        if blocked != self.blocked {
+            self.blocked = blocked.clone();
+            events.push(Event::Blocked(blocked));
         }
+        // From now, not from when it was due: a slow probe never piles up.
+        self.next_probe = Instant::now() + pause;
     }
 }
 

@@ -442,6 +442,10 @@ struct Supervisor {
     restarter: Option<Restarter>,
     between: Option<Between>,
     run_started: Instant,
+    /// When the main process was reaped (ms since the epoch): the job's
+    /// `endedAt`, whatever the recording waits for after it (a wake rule's
+    /// registration, a kill of what it left).
+    main_ended_at: Option<u64>,
     /// Each new run's stdout and stderr: kept only while a restart may come,
     /// so the output pipe then never reads as ended between runs.
     output_child_end: Option<OwnedFd>,
@@ -634,6 +638,7 @@ impl Supervisor {
             restarter: job_restarter,
             between: None,
             run_started: Instant::now(),
+            main_ended_at: None,
             output_child_end,
             stdin_writer,
             stdin_child_end,
@@ -857,6 +862,9 @@ impl Supervisor {
                 Ok(Some((pid, status))) => {
                     if pid == self.main_pid {
                         if let Some(exit) = MainExit::from_wait(status.exit_status(), status.terminating_signal()) {
+                            if self.phase.main_running() {
+                                self.main_ended_at = Some(now_ms());
+                            }
                             self.phase = self.phase.main_reaped(exit);
                         }
                     }
@@ -995,9 +1003,10 @@ impl Supervisor {
         if self.kill.is_some() {
             self.reap();
         }
-        if let Some(watch) = &mut self.watch {
+        if let Some(mut watch) = self.watch.take() {
             let mut events = Vec::new();
-            watch.tick(self.phase.main_running(), &mut events);
+            watch.tick(self.phase.main_running(), &|| self.job_pids(), &mut events);
+            self.watch = Some(watch);
             self.on_watch_events(events);
         }
     }
@@ -1095,6 +1104,7 @@ impl Supervisor {
             // A new run serves only once it says so again: readiness is
             // watched afresh (and `wait --ready` waits again).
             self.job.ready_at = None;
+            self.job.ready_blocked = None;
             self.watch = ready::Watch::new(&self.job, &self.config);
             if self.watch.as_ref().is_some_and(ready::Watch::needs_lines) {
                 self.splice = None;
@@ -1191,7 +1201,8 @@ impl Supervisor {
             Some(KillInProgress { reason: KillReason::Requested | KillReason::Tie, .. }) => EndedBy::Kill,
             _ => EndedBy::Itself,
         };
-        let state = ready::judge_end(&self.job, JobState::ended(by, Some(exit.into()), now_ms()));
+        let ended_at = self.main_ended_at.unwrap_or_else(now_ms);
+        let state = ready::judge_end(&self.job, JobState::ended(by, Some(exit.into()), ended_at));
         let notify_config = self.config.notify.clone();
         // The announcement is claimed with the status change: whoever records
         // an outcome announces it, so it is announced once.
@@ -1338,6 +1349,8 @@ impl Supervisor {
                 ready::Event::Ready if self.job.state == JobState::Running => self.record_ready(),
                 ready::Event::Ready => {}
                 ready::Event::Matched(matched) => self.spawn_match_notifier(&matched),
+                ready::Event::Blocked(why) if self.job.state == JobState::Running => self.record_ready_blocked(why),
+                ready::Event::Blocked(_) => {}
             }
         }
         // Once nothing needs the lines any more, the output is spliced again.
@@ -1351,10 +1364,32 @@ impl Supervisor {
     fn record_ready(&mut self) {
         let at = now_ms();
         self.job.ready_at = Some(at);
+        self.job.ready_blocked = None;
         if let Err(e) = self.registry.write_job_file(&self.job, false) {
             self.note_error(&format!("cannot record that the job is ready: {e}"));
         }
-        let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| job.ready_at = Some(at));
+        let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| {
+            job.ready_at = Some(at);
+            job.ready_blocked = None;
+        });
+    }
+
+    /// What keeps the job from being ready (a stranger holding its port), or
+    /// that it no longer does: recorded as `record_ready` records readiness.
+    fn record_ready_blocked(&mut self, why: Option<String>) {
+        self.job.ready_blocked = why.clone();
+        if let Err(e) = self.registry.write_job_file(&self.job, false) {
+            self.note_error(&format!("cannot record what keeps the job from being ready: {e}"));
+        }
+        let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| job.ready_blocked = why);
+    }
+
+    /// The job's live processes, as a kill finds them (`signal_everything`).
+    fn job_pids(&self) -> Vec<u32> {
+        let tree = Tree::of(&self.job).with_recorded(self.procset.recorder.recorded());
+        let mut pids: Vec<u32> = tree::job_tree(tree).0.iter().map(|p| p.identity.pid).collect();
+        pids.extend(self.adopted_children().iter().map(|p| p.pid));
+        pids
     }
 
     /// The matches held back while the wake rule was being registered, once

@@ -10,9 +10,13 @@
 //! `DELETE /rules/<id>` (404 for an id it does not have). So once the job's
 //! end event has been answered, a rule that event did not go through (the
 //! event failed, went merged with others, or the rule was not known to be
-//! registered) is removed by us.
+//! registered) is removed by us. One it did go through is only queued: the
+//! service removes it after a *successful* dispatch, so we look at its rules
+//! once its batch went out (`confirm`), and remove it if it is still there.
 
+use crate::model::duration::format_duration_ms;
 use crate::model::job::{Job, Wake, WakeAction, WakeState};
+use crate::now_ms;
 use crate::store::config::NotifyConfig;
 use crate::store::registry::{Patience, Registry};
 use crate::supervise::notify::{post, Answer, Failure};
@@ -149,28 +153,32 @@ pub enum EventOutcome<'a> {
 }
 
 /// After the service answered `job_id`'s event `event_id` for good: a rule
-/// the event went through is left to the service (it removes a one-off rule
-/// after its dispatch); any other is removed, once the job has ended (an
-/// `orphaned` event that did not fire it leaves it for the end).
-pub fn settle(registry: &Registry, timeout: Duration, job_id: &str, event_id: &str, outcome: EventOutcome) {
-    let Ok(job) = registry.get(job_id) else { return };
-    let Some(wake) = job.wake.clone() else { return };
-    if matches!(wake.state, WakeState::Fired | WakeState::Removed) || crate::supervise::notify::event_id(&job) != event_id {
-        return;
+/// the event went through is recorded `queued`, and `true` returned: the
+/// caller then `confirm`s it once the service's batch went out. Any other
+/// is removed, once the job has ended (an `orphaned` event that did not fire
+/// it leaves it for the end).
+pub fn settle(registry: &Registry, timeout: Duration, job_id: &str, event_id: &str, outcome: EventOutcome) -> bool {
+    let Ok(job) = registry.get(job_id) else { return false };
+    let Some(wake) = job.wake.clone() else { return false };
+    let settled = matches!(wake.state, WakeState::Queued | WakeState::Fired | WakeState::NotFired | WakeState::Removed);
+    if settled || crate::supervise::notify::event_id(&job) != event_id {
+        return false;
     }
-    let fired = wake.state == WakeState::Registered
+    let matched = wake.state == WakeState::Registered
         && matches!(outcome, EventOutcome::Answered(Ok(Answer::Queued { matched }))  if *matched > 0);
-    if fired {
+    if matched {
+        let at = now_ms();
         let _ = registry.modify(job_id, |stored| {
             if let Some(w) = stored.wake.as_mut() {
-                w.state = WakeState::Fired;
+                w.state = WakeState::Queued;
                 w.reason = None;
+                w.queued_at = Some(at);
             }
         });
-        return;
+        return true;
     }
     if !job.status().is_final() {
-        return;
+        return false;
     }
     let why = match outcome {
         EventOutcome::Answered(Ok(Answer::Queued { matched })) if wake.state == WakeState::Registered => {
@@ -196,7 +204,7 @@ pub fn settle(registry: &Registry, timeout: Duration, job_id: &str, event_id: &s
                 });
             }
         });
-        return;
+        return false;
     };
     let removed = remove(&url, &id, timeout);
     let _ = registry.modify(job_id, |stored| {
@@ -214,6 +222,94 @@ pub fn settle(registry: &Registry, timeout: Duration, job_id: &str, event_id: &s
             }
         }
     });
+    false
+}
+
+/// The service's batch window for the rule's pipeline, and how long after it
+/// its dispatch may still run: the rule goes only once its `openclaw` call
+/// succeeded (`openclaw system event` for a message, `openclaw agent`, which
+/// the service gives 2 minutes, for a sub-agent). Both follow
+/// `notify.batch_window_ms` (2 s: message 2 s + 10 s, sub-agent 5 s + 120 s).
+fn dispatch_window(config: &NotifyConfig, action: WakeAction) -> (Duration, Duration) {
+    let (level, dispatch_windows) = match action {
+        WakeAction::Message => ("warn", 5),
+        WakeAction::Subagent => ("alert", 24),
+    };
+    let batch = Duration::from_millis(crate::supervise::pace::Pace::for_level(config, level).batch_ms);
+    // A window configured at 0 still leaves the service's timer and its call a moment.
+    (batch, (batch * dispatch_windows).max(Duration::from_millis(500)))
+}
+
+/// After the job's end event was queued through its rule (`queued`): the
+/// service removes a one-off rule only once its dispatch succeeded, and keeps
+/// it when the `openclaw` call fails, when the batch was dropped, or when it
+/// restarted before its batch went out (the queue lives in memory). So we
+/// look (`GET /rules`) from its batch window on: a rule gone fired; one
+/// still there when its dispatch would have ended is removed (`DELETE`) and
+/// recorded `not-fired`, with what we saw. Blocking; run by the notifier.
+pub fn confirm(registry: &Registry, config: &NotifyConfig, job_id: &str) {
+    let Ok(job) = registry.get(job_id) else { return };
+    let Some(wake) = job.wake.filter(|w| w.state == WakeState::Queued) else { return };
+    let (Some(url), Some(id)) = (wake.url.clone(), wake.rule_id.clone()) else { return };
+    let queued_at = wake.queued_at.unwrap_or_else(now_ms);
+    let (batch, dispatch) = dispatch_window(config, wake.action);
+    let first_look = queued_at + batch.as_millis() as u64;
+    let last_look = first_look + dispatch.as_millis() as u64;
+    let step = (batch / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let timeout = Duration::from_millis(config.timeout_ms);
+    let mut look_at = first_look;
+    let last_error = loop {
+        std::thread::sleep(Duration::from_millis(look_at.saturating_sub(now_ms())));
+        let error = match listed(&url, &id, timeout) {
+            Ok(false) => return record_confirmed(registry, job_id, WakeState::Fired, None),
+            Ok(true) => None,
+            Err(e) => Some(e),
+        };
+        if now_ms() >= last_look {
+            break error;
+        }
+        look_at = (now_ms() + step.as_millis() as u64).min(last_look);
+    };
+    let waited = format_duration_ms(now_ms().saturating_sub(queued_at));
+    let why = match last_error {
+        None => format!(
+            "the service still had it {waited} after it queued the job's end (its dispatch failed, or it restarted and lost the queued end)"
+        ),
+        Some(e) => format!("the service's rules could not be read ({e}) {waited} after it queued the job's end"),
+    };
+    match remove(&url, &id, timeout) {
+        Ok(true) => record_confirmed(registry, job_id, WakeState::NotFired, Some(format!("{why}; removed"))),
+        // Gone between our last look and now: its dispatch went through.
+        Ok(false) => record_confirmed(registry, job_id, WakeState::Fired, None),
+        Err(e) => record_confirmed(registry, job_id, WakeState::NotFired, Some(format!("{why}; removing it failed ({e}): it may be left at the service"))),
+    }
+}
+
+fn record_confirmed(registry: &Registry, job_id: &str, state: WakeState, reason: Option<String>) {
+    let _ = registry.modify(job_id, |stored| {
+        if let Some(w) = stored.wake.as_mut() {
+            w.state = state;
+            w.reason = reason.clone();
+        }
+    });
+}
+
+/// Whether the service lists rule `id` (`GET /rules`: the array of its rules).
+fn listed(url: &str, id: &str, timeout: Duration) -> Result<bool, String> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut response = agent.get(url).call().map_err(|e| e.to_string())?;
+    if !response.status().is_success() {
+        return Err(format!("HTTP {}", response.status()));
+    }
+    let body = response.body_mut().with_config().limit(16 * 1024 * 1024).read_to_string().map_err(|e| e.to_string())?;
+    let rules: serde_json::Value = serde_json::from_str(&body).map_err(|_| "GET /rules did not answer JSON".to_string())?;
+    let rules = rules.as_array().or_else(|| rules.get("rules").and_then(|r| r.as_array()));
+    let Some(rules) = rules else { return Err("GET /rules did not answer a list of rules".into()) };
+    Ok(rules.iter().any(|rule| rule.get("id").and_then(|v| v.as_str()) == Some(id)))
 }
 
 /// `action` given as text (`--wake-action`, JS `wake.action`).

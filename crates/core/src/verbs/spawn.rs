@@ -276,6 +276,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         seen_at: None,
         ready: request.ready,
         ready_at: None,
+        ready_blocked: None,
         notify_on: request.notify_on,
         restart: request.restart.map(|r| crate::model::job::Restart {
             policy: r.policy,

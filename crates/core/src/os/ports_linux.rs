@@ -1,0 +1,180 @@
+//! Who holds a TCP port, for `--ready-port` (Linux): a port counts as the
+//! job's only when a listening socket on it is open in one of the job's own
+//! processes. A connect alone cannot tell: a stranger already listening on
+//! the port (the reason the job's server failed to bind it) accepts too.
+//! The listening sockets come from /proc/net/tcp and tcp6 (state 0A, the
+//! local port), each known by its inode; a process holds one when a link in
+//! its /proc/<pid>/fd reads `socket:[<inode>]`. A read of /proc/net/tcp
+//! walks the kernel's whole TCP table (about 2 ms each here, so 10 probes a
+//! second cost 4% of a core), so a connect comes first, as the probe always
+//! was: only a port that accepts is looked up. `ports_macos.rs` has the same
+//! API.
+
+use std::collections::HashSet;
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// A connect to loopback is answered at once; this only bounds a stuck one.
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// TCP_LISTEN in /proc/net/tcp's `st` column.
+const LISTEN_STATE: &str = "0A";
+
+/// Who holds the port, as far as a probe can tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortHolder {
+    /// Nothing listens on it where a connect to 127.0.0.1 or ::1 would reach.
+    Free,
+    /// One of the job's processes listens on it.
+    Ours,
+    /// Someone else does: `pid N (name)`, or `another process` when its
+    /// descriptors are not ours to read.
+    Stranger(String),
+}
+
+/// One job's port: the inodes found held by others are remembered, so a
+/// stranger that keeps the port costs a read of /proc/net/tcp per probe,
+/// not a pass over every process.
+#[derive(Debug)]
+pub struct PortWatch {
+    port: u16,
+    foreign: HashSet<u64>,
+    stranger: Option<String>,
+}
+
+impl PortWatch {
+    pub fn new(port: u16) -> PortWatch {
+        PortWatch { port, foreign: HashSet::new(), stranger: None }
+    }
+
+    /// Looks once. `job_pids` gives the job's live processes; it is called
+    /// only when a listener not already known to be a stranger's is there.
+    pub fn look(&mut self, job_pids: &dyn Fn() -> Vec<u32>) -> PortHolder {
+        let addrs = [SocketAddr::from(([127, 0, 0, 1], self.port)), SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, self.port))];
+        if !addrs.iter().any(|addr| TcpStream::connect_timeout(addr, CONNECT_TIMEOUT).is_ok()) {
+            return PortHolder::Free;
+        }
+        let listening = listening_inodes(self.port);
+        if listening.is_empty() {
+            // It accepts, yet no socket of this network namespace listens:
+            // a forward (docker's iptables rules) or a listener gone since.
+            return PortHolder::Stranger("a forwarding rule (no process of this network namespace listens on it)".into());
+        }
+        if listening.iter().all(|inode| self.foreign.contains(inode)) {
+            if let Some(who) = &self.stranger {
+                return PortHolder::Stranger(who.clone());
+            }
+        }
+        if job_pids().into_iter().any(|pid| holds_any(pid, &listening)) {
+            return PortHolder::Ours;
+        }
+        let who = holder_of(&listening).map_or_else(
+            || "another process".to_string(),
+            |(pid, name)| format!("pid {pid} ({})", crate::model::text::visible(&name)),
+        );
+        self.foreign.extend(listening);
+        self.stranger = Some(who.clone());
+        PortHolder::Stranger(who)
+    }
+}
+
+/// Inodes of the sockets listening on `port` at an address a connect to
+/// 127.0.0.1 or ::1 reaches: loopback or the wildcard, v4, v6 or v4-mapped.
+fn listening_inodes(port: u16) -> Vec<u64> {
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else { continue };
+        inodes.extend(text.lines().skip(1).filter_map(|line| listener_on(line, port)));
+    }
+    inodes
+}
+
+/// A line of /proc/net/tcp{,6}: `sl local_address rem_address st … uid
+/// timeout inode …`, the address as hex words in host byte order, `:` and
+/// the port in hex.
+fn listener_on(line: &str, port: u16) -> Option<u64> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let (local, state, inode) = (fields.get(1)?, fields.get(3)?, fields.get(9)?);
+    if *state != LISTEN_STATE {
+        return None;
+    }
+    let (address, local_port) = local.split_once(':')?;
+    if u16::from_str_radix(local_port, 16).ok()? != port || !reachable_from_loopback(address)? {
+        return None;
+    }
+    inode.parse().ok().filter(|&inode| inode != 0)
+}
+
+fn reachable_from_loopback(hex: &str) -> Option<bool> {
+    let mut bytes = Vec::with_capacity(16);
+    for word in 0..hex.len() / 8 {
+        let value = u32::from_str_radix(hex.get(word * 8..word * 8 + 8)?, 16).ok()?;
+        // The kernel prints each 32-bit word of the address as it sits in memory, read as a native integer.
+        bytes.extend_from_slice(&value.to_ne_bytes());
+    }
+    Some(match bytes.len() {
+        4 => bytes[0] == 127 || bytes == [0; 4],
+        16 => {
+            let ip = std::net::Ipv6Addr::from(<[u8; 16]>::try_from(bytes.as_slice()).ok()?);
+            ip.is_unspecified() || ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+        _ => return None,
+    })
+}
+
+/// Whether one of `pid`'s descriptors is one of the sockets `inodes`.
+fn holds_any(pid: u32, inodes: &[u64]) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+    fds.flatten().any(|fd| socket_inode(&fd.path()).is_some_and(|inode| inodes.contains(&inode)))
+}
+
+fn socket_inode(link: &std::path::Path) -> Option<u64> {
+    let target = std::fs::read_link(link).ok()?;
+    let target = target.to_str()?;
+    target.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
+}
+
+/// The first process whose descriptors we may read that holds one of
+/// `inodes`, with its name (`comm`).
+fn holder_of(inodes: &[u64]) -> Option<(u32, String)> {
+    let me = std::process::id();
+    let pids = std::fs::read_dir("/proc").ok()?.flatten().filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok());
+    let pid = pids.filter(|&pid| pid != me).find(|&pid| holds_any(pid, inodes))?;
+    let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim_end().to_string();
+    Some((pid, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listeners_are_read_from_proc_net_tcp_lines() {
+        let v4 = "   1: 0100007F:0BB8 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0";
+        assert_eq!(listener_on(v4, 3000), Some(4242));
+        assert_eq!(listener_on(v4, 3001), None, "another port");
+        let established = v4.replace(" 0A ", " 01 ");
+        assert_eq!(listener_on(&established, 3000), None, "not listening");
+        let elsewhere = v4.replace("0100007F", "0500000A");
+        assert_eq!(listener_on(&elsewhere, 3000), None, "10.0.0.5 is not reached from loopback");
+        let any = v4.replace("0100007F", "00000000");
+        assert_eq!(listener_on(&any, 3000), Some(4242));
+        let v6_loopback = "   0: 00000000000000000000000001000000:0BB8 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 77 1 0 100 0 0 10 0";
+        assert_eq!(listener_on(v6_loopback, 3000), Some(77));
+        let v6_any = v6_loopback.replace("00000000000000000000000001000000:", "00000000000000000000000000000000:");
+        assert_eq!(listener_on(&v6_any, 3000), Some(77));
+    }
+
+    #[test]
+    fn a_listener_of_this_process_is_ours_and_a_stranger_is_named() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let me = std::process::id();
+        assert_eq!(PortWatch::new(port).look(&|| vec![me]), PortHolder::Ours);
+        // Not ours by the job's processes: the holder is looked for among the rest,
+        // and this process is the prober itself, so it is `another process`.
+        assert_eq!(PortWatch::new(port).look(&Vec::new), PortHolder::Stranger("another process".into()));
+        drop(listener);
+        assert_eq!(PortWatch::new(port).look(&|| vec![me]), PortHolder::Free);
+    }
+}
