@@ -462,6 +462,62 @@ mod tests {
         Home::at(home).unwrap();
     }
 
+    fn chown_to_nobody(path: &Path) {
+        let c_path = CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: c_path is a valid NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::chown(c_path.as_ptr(), 65534, 65534) }, 0);
+    }
+
+    /// As OpenSSH's StrictModes: whoever owns a parent can rename the home
+    /// away and put their own in its place.
+    #[test]
+    fn a_home_whose_parent_another_user_owns_is_refused() {
+        if !is_root() {
+            eprintln!("skipped: giving a directory to another user (uid 65534) needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let theirs = dir.path().join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        chown_to_nobody(&theirs);
+        let err = Home::at(theirs.join("home")).expect_err("a parent owned by uid 65534").to_string();
+        assert!(err.contains(&format!("parent directory {} is owned by uid 65534", theirs.display())), "{err}");
+        assert!(err.contains(&format!("chown 0 {}", theirs.display())), "says how to fix it: {err}");
+    }
+
+    #[test]
+    fn a_parent_others_may_write_is_refused_unless_sticky() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        for mode in [0o777, 0o775, 0o757] {
+            std::fs::set_permissions(&open, std::fs::Permissions::from_mode(mode)).unwrap();
+            let err = Home::at(open.join("home")).expect_err(&format!("a parent of mode {mode:o}")).to_string();
+            assert!(err.contains(&format!("parent directory {} is writable", open.display())), "{mode:o}: {err}");
+            assert!(err.contains(&format!("chmod go-w {}", open.display())), "{mode:o}: {err}");
+        }
+        // Sticky, as /tmp: others cannot rename what they do not own.
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        Home::at(open.join("home")).expect("a sticky parent is fine");
+    }
+
+    #[test]
+    fn a_file_another_user_owns_is_never_read_nor_written() {
+        if !is_root() {
+            eprintln!("skipped: giving a file to another user (uid 65534) needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let planted = dir.path().join("spec.json");
+        std::fs::write(&planted, b"{}").unwrap();
+        assert_eq!(read_file(&planted).unwrap(), b"{}");
+        chown_to_nobody(&planted);
+        for err in [read_file(&planted).unwrap_err(), open_write(&planted).unwrap_err()] {
+            assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
+            assert!(err.to_string().contains("owned by uid 65534, not by you (uid 0)"), "{err}");
+        }
+    }
+
     #[test]
     fn a_symlink_is_judged_by_where_it_leads() {
         let dir = tempfile::tempdir().unwrap();
