@@ -43,11 +43,18 @@ impl Home {
             std::env::current_dir().map_err(|e| Error::io("read the current directory", ".", e))?.join(root)
         };
         let home = Home { base: root.clone(), root };
+        // Judged before anything is made there, where the parent exists already.
+        let parent_existed = home.root.parent().is_some_and(Path::is_dir);
+        if parent_existed {
+            check_parents(&home.root)?;
+        }
         if std::fs::symlink_metadata(&home.root).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
             create_private_dir_all(&home.root)?;
         }
         check_private(&home.root, &home.root, Link::AcceptOurs)?;
-        check_parents(&home.root)?;
+        if !parent_existed {
+            check_parents(&home.root)?;
+        }
         let jobs = home.jobs_dir();
         if std::fs::symlink_metadata(&jobs).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
             create_private_dir_all(&jobs)?;
@@ -213,8 +220,13 @@ fn check_parents(home: &Path) -> Result<()> {
             }
         }
     }
-    let resolved = std::fs::canonicalize(home).map_err(|e| Error::io("resolve", home, e))?;
-    for dir in resolved.ancestors().skip(1) {
+    // The parents as named, and those of where a symlinked home leads.
+    let parent = home.parent().unwrap_or(home);
+    let mut chains = vec![std::fs::canonicalize(parent).map_err(|e| Error::io("resolve", parent, e))?];
+    if let Ok(target) = std::fs::canonicalize(home) {
+        chains.extend(target.parent().map(Path::to_path_buf));
+    }
+    for dir in chains.iter().flat_map(|chain| chain.ancestors()) {
         let meta = std::fs::metadata(dir).map_err(|e| Error::io("inspect", dir, e))?;
         if meta.uid() != euid() && meta.uid() != 0 {
             return refuse(
