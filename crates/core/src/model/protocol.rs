@@ -37,6 +37,16 @@ pub fn parse_ready_line(line: &str) -> Result<u32, HandOffError> {
     Err(if line.is_empty() { HandOffError::NoAnswer } else { HandOffError::Garbled(line.to_string()) })
 }
 
+/// A job's end its live supervisor could not write (a read-only home),
+/// which it keeps and shows to readers until it can (see
+/// `os::platform::publish_unrecorded`): the job as it ended, and why it is
+/// not on disk.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UnrecordedEnd {
+    pub job: crate::model::job::Job,
+    pub error: String,
+}
+
 /// The word that makes the `run-bg` binary a job's supervisor.
 pub const SUPERVISE: &str = "__supervise";
 

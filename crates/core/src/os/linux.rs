@@ -193,6 +193,36 @@ fn pidfd_send_signal(fd: &OwnedFd, signal: i32) -> libc::c_long {
     unsafe { libc::syscall(libc::SYS_pidfd_send_signal, fd.as_raw_fd(), signal, std::ptr::null::<libc::siginfo_t>(), 0) }
 }
 
+/// The name of the memory file a supervisor keeps an unrecorded end in.
+const UNRECORDED_NAME: &str = "proc-manager-unrecorded-end";
+
+/// Puts `bytes` (a job's end its supervisor could not write) where readers
+/// of the same user find it without the disk: an anonymous memory file held
+/// open by the supervisor, read through `/proc/<pid>/fd` (`read_unrecorded`).
+/// Nobody else can place a file among another process's descriptors, so
+/// what is found there is the supervisor's. Gone when the fd is dropped.
+pub fn publish_unrecorded(bytes: &[u8]) -> std::io::Result<Option<OwnedFd>> {
+    let fd = rustix::fs::memfd_create(UNRECORDED_NAME, rustix::fs::MemfdFlags::CLOEXEC)?;
+    let mut written = 0;
+    while written < bytes.len() {
+        written += rustix::io::write(&fd, &bytes[written..])?;
+    }
+    Ok(Some(fd))
+}
+
+/// What `publish_unrecorded` holds in process `pid`, if anything.
+pub fn read_unrecorded(pid: u32) -> Option<Vec<u8>> {
+    let fds = format!("/proc/{pid}/fd");
+    let wanted = format!("/memfd:{UNRECORDED_NAME} (deleted)");
+    std::fs::read_dir(&fds).ok()?.flatten().find_map(|entry| {
+        let target = std::fs::read_link(entry.path()).ok()?;
+        if target.as_os_str() != wanted.as_str() {
+            return None;
+        }
+        std::fs::read(entry.path()).ok()
+    })
+}
+
 /// A pipe, both ends close-on-exec, with `flags` (`O_NONBLOCK`) on both.
 pub fn pipe(flags: libc::c_int) -> std::io::Result<(OwnedFd, OwnedFd)> {
     use rustix::pipe::PipeFlags;

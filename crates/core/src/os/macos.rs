@@ -126,6 +126,16 @@ pub fn pidfd_inode(_fd: &OwnedFd) -> Option<u64> {
     None
 }
 
+/// No memory file to show an unrecorded end through here: readers see the
+/// job running until its supervisor can write the end.
+pub fn publish_unrecorded(_bytes: &[u8]) -> std::io::Result<Option<OwnedFd>> {
+    Ok(None)
+}
+
+pub fn read_unrecorded(_pid: u32) -> Option<Vec<u8>> {
+    None
+}
+
 /// A pipe, both ends close-on-exec, with `flags` (`O_NONBLOCK`) on both
 /// (macOS has no pipe2: set one flag after the other).
 pub fn pipe(flags: libc::c_int) -> std::io::Result<(OwnedFd, OwnedFd)> {

@@ -477,7 +477,7 @@ fn record_no_listener(home: &Home, registry: &Registry, job_id: &str, event_id: 
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(home.root.join(NO_LISTENER_SEEN))
+        .open(home.dir().join(NO_LISTENER_SEEN))
         .is_ok();
     let _ = registry.modify(job_id, |stored| {
         if let Some(n) = stored.notification.as_mut().filter(|n| n.event_id == event_id) {
@@ -641,7 +641,7 @@ pub struct SpoolEntry {
 }
 
 pub fn spool_dir(home: &Home) -> PathBuf {
-    home.root.join("spool")
+    home.dir().join("spool")
 }
 
 fn spool_file(home: &Home, event_id: &str) -> PathBuf {
@@ -682,7 +682,7 @@ fn spool_lock(home: &Home) -> Option<std::fs::File> {
         .truncate(false)
         .write(true)
         .mode(0o600)
-        .open(home.root.join("spool.lock"))
+        .open(home.dir().join("spool.lock"))
         .ok()?;
     file.try_lock().ok()?;
     // Who delivers, for whoever wonders what this process is.

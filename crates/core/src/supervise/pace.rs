@@ -77,7 +77,7 @@ struct PaceFile {
 /// keeps us from reading or writing the record lets the POST go: a lost
 /// notification is worse than a dropped batch.
 pub fn claim(home: &Home, pace: &Pace, now: u64) -> Slot {
-    let dir = &home.root;
+    let dir = home.dir();
     let Ok(lock) = crate::store::paths::options_nofollow()
         .create(true)
         .truncate(false)

@@ -10,7 +10,7 @@ use crate::store::config::Config;
 use crate::model::error::LaunchError;
 use crate::model::job::{signal_name, EndedBy, Exit, Job, JobState, ProcessIdentity};
 use crate::store::logs::RotatingWriter;
-use crate::store::paths::Home;
+use crate::store::paths::{HeldHome, Home};
 use crate::os::procinfo;
 use crate::os::launch::new_pipe;
 use crate::supervise::tie;
@@ -413,7 +413,13 @@ const AFTER_SIGKILL_PATIENCE: Duration = Duration::from_secs(2);
 struct Supervisor {
     job: Job,
     registry: Registry,
+    /// Reached through our working directory: the home opened and checked
+    /// at the start (`held`), so a rename of it never redirects a write.
     home: Home,
+    held: HeldHome,
+    /// The job's end when it could not be written (a read-only or full
+    /// disk): kept here, shown to readers, and written once it can be.
+    unrecorded: Option<Unrecorded>,
     log: RotatingWriter,
     output: Option<OwnedFd>,
     signals: Signals,
@@ -469,6 +475,23 @@ struct Supervisor {
     code_released: Instant,
 }
 
+/// An end that could not be written yet, and when to try again.
+struct Unrecorded {
+    error: String,
+    since: Instant,
+    next_try: Instant,
+    pause: Duration,
+    /// Where readers find it meanwhile (`os::platform::publish_unrecorded`);
+    /// dropping it takes it away.
+    _shown: Option<OwnedFd>,
+}
+
+/// The first retry of an unrecorded end comes this soon, then ever less
+/// often, up to `RETRY_LONGEST_PAUSE`: a disk remounted writable is noticed
+/// within seconds, at the cost of two failed opens per try meanwhile.
+const RETRY_FIRST_PAUSE: Duration = Duration::from_millis(100);
+const RETRY_LONGEST_PAUSE: Duration = Duration::from_secs(2);
+
 /// Where a job that restarts is between the end of one run and the next.
 #[derive(Debug, Clone)]
 enum Between {
@@ -504,7 +527,8 @@ fn check_cwd(cwd: &Path) -> std::result::Result<(), LaunchError> {
 
 impl Supervisor {
     fn start(spec: SupervisorSpec) -> std::result::Result<Supervisor, StartFailure> {
-        let home = Home { root: spec.home.clone() };
+        // Refused, nothing is recorded: a home we will not use is not written into.
+        let (home, held) = Home::hold(spec.home.clone()).map_err(|e| e.to_string())?;
         let registry = Registry::for_config(&home, &spec.config);
         let mut job = spec.job;
         job.supervisor = procinfo::identify_exactly(std::process::id());
@@ -522,7 +546,10 @@ impl Supervisor {
             }
         };
 
-        let log = match RotatingWriter::create(Path::new(&job.log_path), spec.config.logs.max_bytes, spec.config.logs.keep) {
+        // Through the held home when the record names the log there (always, from run-bg).
+        let log_path = Some(home.log_path(&job.id)).filter(|p| home.shown(p) == Path::new(&job.log_path));
+        let log_path = log_path.unwrap_or_else(|| PathBuf::from(&job.log_path));
+        let log = match RotatingWriter::create(&log_path, spec.config.logs.max_bytes, spec.config.logs.keep) {
             Ok(log) => log,
             Err(e) => return Err(fail(job, home.explain(e).to_string())),
         };
@@ -621,6 +648,8 @@ impl Supervisor {
             job,
             registry,
             home,
+            held,
+            unrecorded: None,
             log,
             output: Some(output_read),
             signals,
@@ -685,7 +714,8 @@ impl Supervisor {
                 }
             }
             self.phase = self.phase.settle(self.output.is_some());
-            if self.phase == Phase::Done {
+            // An end not written yet keeps us: it would be lost with us.
+            if self.phase == Phase::Done && self.unrecorded.is_none() {
                 return;
             }
             let timeout = self.poll_timeout().map(timespec);
@@ -773,6 +803,9 @@ impl Supervisor {
             }
         }
         consider(self.procset.next_look);
+        if let Some(unrecorded) = &self.unrecorded {
+            consider(unrecorded.next_try);
+        }
         // A millisecond more so we wake after the deadline, not a hair before it.
         wait.map(|d| d + Duration::from_millis(1))
     }
@@ -834,6 +867,7 @@ impl Supervisor {
             self.procset.look_soon();
         }
         if self.signals.kill_request.swap(false, Ordering::Relaxed) {
+            self.held.refresh();
             // `send --eof` rings the same bell.
             let close = self.home.job_dir(&self.job.id).join(stdin::CLOSE_REQUEST);
             if std::fs::remove_file(&close).is_ok() {
@@ -963,6 +997,7 @@ impl Supervisor {
 
     fn advance_timers(&mut self) {
         self.flush_deferred_matches();
+        self.retry_unrecorded();
         let now = Instant::now();
         if now >= self.procset.next_look {
             self.record_processes(false);
@@ -1125,6 +1160,7 @@ impl Supervisor {
     /// in job.json, and in the registry if its lock comes soon (else the
     /// next write takes job.json's record in).
     fn save_run(&mut self) {
+        self.held.refresh();
         if let Err(e) = self.registry.write_job_file(&self.job, false) {
             self.note_error(&format!("cannot record the restart in its job.json: {e}"));
         }
@@ -1186,6 +1222,7 @@ impl Supervisor {
         // Before the end's event, as they came before the end.
         self.flush_deferred_matches();
         self.phase = self.phase.recorded();
+        self.held.refresh();
         // An end recorded by someone else first (`kill` acting without this
         // supervisor while it was stopped) stands, and was announced by them.
         if let Ok(stored) = self.registry.get(&self.job.id) {
@@ -1248,11 +1285,70 @@ impl Supervisor {
             Err(Error::UnknownJob(_)) => self.registry.upsert(&self.job),
             other => other.map(|_| ()),
         };
-        if let Err(e) = result {
-            let kept = if kept.is_ok() { "; it is kept in its job.json, which readers prefer" } else { "" };
-            self.note_error(&format!("cannot record the job's end in the registry: {e}{kept}"));
+        match (kept, result) {
+            // The first error says it: the registry's is the same refusal again.
+            (Err(in_job_file), Err(_)) => self.keep_unrecorded(in_job_file.to_string()),
+            (Ok(()), Err(e)) => {
+                self.note_error(&format!("cannot record the job's end in the registry: {e}; it is kept in its job.json, which readers prefer"))
+            }
+            _ => {}
         }
         self.report_record_failure();
+    }
+
+    /// Keeps the end that could be written nowhere (a read-only home, a full
+    /// disk without the room job.json reserved), shows it to readers, and
+    /// tries again now and then (`retry_unrecorded`): the same path as the
+    /// first write, whatever the error was.
+    fn keep_unrecorded(&mut self, error: String) {
+        self.note_error(&format!("cannot record the job's end ({error}); keeping it here and trying again until it can be written"));
+        let shown = crate::model::protocol::UnrecordedEnd { job: self.job.clone(), error: error.clone() };
+        let shown = serde_json::to_vec(&shown).ok().and_then(|bytes| match crate::os::platform::publish_unrecorded(&bytes) {
+            Ok(fd) => fd,
+            Err(e) => {
+                self.note_error(&format!("cannot show the unrecorded end to readers: {e}"));
+                None
+            }
+        });
+        let now = Instant::now();
+        self.unrecorded = Some(Unrecorded { error, since: now, next_try: now + RETRY_FIRST_PAUSE, pause: RETRY_FIRST_PAUSE, _shown: shown });
+    }
+
+    /// Writes the kept end when its time to try has come: job.json (which
+    /// readers prefer), else the registry. Once written, the queue's slot is
+    /// handed on, as after any end.
+    fn retry_unrecorded(&mut self) {
+        let Some(unrecorded) = &mut self.unrecorded else { return };
+        let now = Instant::now();
+        if now < unrecorded.next_try {
+            return;
+        }
+        unrecorded.pause = (unrecorded.pause * 2).min(RETRY_LONGEST_PAUSE);
+        unrecorded.next_try = now + unrecorded.pause;
+        self.held.refresh();
+        let job = self.job.clone();
+        let in_job_file = self.registry.write_job_file(&job, true);
+        let in_registry = self.registry.modify_with(Patience::Brief, &job.id, |stored| {
+            // An end recorded by someone else meanwhile stands.
+            if !stored.status().is_final() {
+                *stored = Job { seen_at: stored.seen_at, ..job.clone() };
+            }
+        });
+        if in_job_file.is_err() && in_registry.is_err() {
+            return;
+        }
+        if let Some(unrecorded) = self.unrecorded.take() {
+            tracing::info!(
+                "run-bg supervisor {}: recorded the job's end {:.1} s late (it could not be written: {})",
+                self.job.id,
+                unrecorded.since.elapsed().as_secs_f64(),
+                unrecorded.error
+            );
+        }
+        let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
+        if let Some(hook) = AFTER_END.get() {
+            hook(&self.home, &self.config);
+        }
     }
 
     /// Announces the end from a forked child, so retries and hooks never hold
@@ -1362,6 +1458,7 @@ impl Supervisor {
     /// In job.json at once (no lock), which every reader merges in; in the
     /// registry too if its lock is free now.
     fn record_ready(&mut self) {
+        self.held.refresh();
         let at = now_ms();
         self.job.ready_at = Some(at);
         self.job.ready_blocked = None;

@@ -201,8 +201,11 @@ impl Context {
             return self.mark_corrupt(job, reason);
         }
         // A queued job has no process to verify yet.
-        if job.status().is_final() || job.status() == JobStatus::Queued || tree::live_supervisor(&job).is_some() {
+        if job.status().is_final() || job.status() == JobStatus::Queued {
             return Ok(job);
+        }
+        if let Some(supervisor) = tree::live_supervisor(&job) {
+            return Ok(self.unrecorded_end(&job, &supervisor).map_or(job, |(end, _)| end));
         }
         let being_killed = self.home.job_dir(&job.id).join(KILL_REQUEST_FILE).exists();
         let verdict = if !self.processes_of(&job).is_empty() {
@@ -271,6 +274,30 @@ impl Context {
             self.start_watcher(&stored.id);
         }
         Ok(stored)
+    }
+
+    /// The end a job's live supervisor keeps because it could not write it
+    /// (a read-only home), and why: what readers show until it is written,
+    /// its reason in the job's note.
+    fn unrecorded_end(&self, job: &Job, supervisor: &ProcessIdentity) -> Option<(Job, String)> {
+        // While the main process runs there is no end (a restart's run included).
+        if job.status().is_final() || job.main.is_some_and(|main| procinfo::is_same_process_alive(&main)) {
+            return None;
+        }
+        let bytes = crate::os::platform::read_unrecorded(supervisor.pid)?;
+        let kept: crate::model::protocol::UnrecordedEnd = serde_json::from_slice(&bytes).ok()?;
+        // Still that process: the descriptor read was the supervisor's own.
+        if kept.job.id != job.id || !kept.job.status().is_final() || !procinfo::is_same_process_alive(supervisor) {
+            return None;
+        }
+        let mut end = kept.job;
+        end.note.get_or_insert_with(|| {
+            format!(
+                "not recorded yet: {}; its supervisor (pid {}) keeps the outcome and records it once the home can be written",
+                kept.error, supervisor.pid
+            )
+        });
+        Some((end, kept.error))
     }
 
     /// A record naming a pid no job's process can have is never acted on: a
@@ -597,7 +624,8 @@ impl Context {
                         seen.add(&tree::job_tree(tree).0);
                         next_look = Instant::now() + Duration::from_millis(50);
                     }
-                    self.registry().get(id).map_or(true, |j| j.status().is_final())
+                    // An end its supervisor could not write (a read-only home) is an end too.
+                    self.registry().get(id).map_or(true, |j| j.status().is_final() || self.unrecorded_end(&j, &supervisor).is_some())
                 })
             };
             if !done {
@@ -607,9 +635,19 @@ impl Context {
             }
             let exiting = still_exiting(seen.wait_gone(tree, STILL_EXITING_PATIENCE));
             let count = seen.len();
-            let after = self.job(id)?;
+            let (after, unrecorded) = match self.registry().get(id).ok().and_then(|j| self.unrecorded_end(&j, &supervisor)) {
+                Some((end, error)) => (
+                    end,
+                    format!(
+                        "; its end could not be recorded ({error}): its supervisor (pid {}) keeps it and records it once \
+                         the home can be written",
+                        supervisor.pid
+                    ),
+                ),
+                None => (self.job(id)?, String::new()),
+            };
             let message = if !job.status().is_final() {
-                format!("killed {} ({}): {count} process(es) signalled{exiting}", after.id, after.status())
+                format!("killed {} ({}): {count} process(es) signalled{exiting}{unrecorded}", after.id, after.status())
             } else {
                 left_running_removed(&after, count, &exiting)
             };

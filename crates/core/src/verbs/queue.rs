@@ -225,7 +225,7 @@ impl Context {
     /// `run-bg` binary: it hands on the slots of supervisors that died
     /// before they could.
     pub fn fill_queues(&self) {
-        if !self.home.root.join(PENDING_FILE).exists() {
+        if !self.home.dir().join(PENDING_FILE).exists() {
             return;
         }
         if let Err(e) = fill(self) {
@@ -261,7 +261,7 @@ impl Context {
 /// re-parented to it (and kept waiting for) once the start's intermediate
 /// process exits, so it stops being one for the moment of the start.
 pub fn after_end(home: &Home, config: &Config) {
-    if !home.root.join(PENDING_FILE).exists() {
+    if !home.dir().join(PENDING_FILE).exists() {
         return;
     }
     let Ok(runner) = std::env::current_exe() else { return };
@@ -296,7 +296,7 @@ fn fill(context: &Context) -> Result<()> {
         // Under the lock, so that it never removes a mark a new queued job just made.
         let _ = registry.update_with(Patience::Immediate, "clear the queue mark", |jobs| {
             if !jobs.iter().any(|j| j.status() == JobStatus::Queued) {
-                let _ = std::fs::remove_file(context.home.root.join(PENDING_FILE));
+                let _ = std::fs::remove_file(context.home.dir().join(PENDING_FILE));
             }
         });
         return Ok(());
@@ -364,7 +364,7 @@ fn fill_locked(context: &Context, runner: &Path, jobs: &mut [Job], announce: &mu
         let _ = registry.write_job_file(job, true);
     }
     if !jobs.iter().any(|j| j.status() == JobStatus::Queued) {
-        let _ = std::fs::remove_file(context.home.root.join(PENDING_FILE));
+        let _ = std::fs::remove_file(context.home.dir().join(PENDING_FILE));
     }
     started
 }
@@ -384,7 +384,7 @@ fn start_now(context: &Context, runner: &Path, queued: Job) -> Job {
     };
     let environ = match read_spec(&dir) {
         Ok(environ) => environ,
-        Err(e) => return failed(job, format!("cannot read its launch spec {}: {e}", dir.join(SPEC_FILE).display())),
+        Err(e) => return failed(job, format!("cannot read its launch spec {}: {e}", context.home.shown(&dir.join(SPEC_FILE)).display())),
     };
     let spec = SupervisorSpec { home: context.home.root.clone(), job: job.clone(), config: context.config.clone() };
     let launched = spawn::launch_queued(context, &spec, runner, &environ);
@@ -408,7 +408,7 @@ fn read_spec(dir: &Path) -> std::result::Result<Vec<(OsString, OsString)>, Strin
 }
 
 fn mark_pending(home: &Home) {
-    let path = home.root.join(PENDING_FILE);
+    let path = home.dir().join(PENDING_FILE);
     if let Err(e) = crate::store::paths::options_nofollow().write(true).create(true).truncate(false).open(&path) {
         tracing::warn!("cannot write {}: {e}; queued jobs start only as running ones end", path.display());
     }

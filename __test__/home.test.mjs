@@ -1,0 +1,258 @@
+// The home under attack (issue 25): parents another user can change, a
+// home swapped under a running job, and a home whose disk turns read-only.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { RUN_BG, runBg, startJob, readRegistry, waitFor, waitForQuiet, killPid, processStart } from './helpers.mjs'
+
+const NOBODY = 65534
+const notRoot = process.getuid() !== 0 && 'giving a directory to another user (uid 65534) needs root'
+
+/**
+ * A private scratch directory under /tmp (mkdtemp: root's, 0700), removed
+ * after the test once every home in it is quiet (its jobs killed).
+ */
+function scratch(t) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-home-'))
+  t.after(async () => {
+    const homes = fs.readdirSync(dir, { recursive: true }).filter((f) => path.basename(f) === 'config.json')
+    for (const home of homes.map((f) => path.join(dir, path.dirname(f)))) {
+      runBg(home, ['kill', '--all', '--force'])
+      await waitForQuiet(home)
+    }
+    fs.rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 })
+  })
+  return dir
+}
+
+function writeConfig(home, config = {}) {
+  fs.mkdirSync(home, { recursive: true, mode: 0o700 })
+  fs.writeFileSync(path.join(home, 'config.json'), JSON.stringify({ notify: { url: null }, ...config }))
+}
+
+/** Kills `pid` after the test only if it is still the process seen now (not a reuse of its pid). */
+function killAfter(t, pid) {
+  const start = processStart(pid)
+  t.after(() => {
+    if (start !== null && processStart(pid) === start) killPid(pid)
+  })
+}
+
+test('a home inside a directory another user owns or may write is refused, naming it and the fix', { skip: notRoot }, (t) => {
+  const base = scratch(t)
+  const theirs = path.join(base, 'theirs')
+  fs.mkdirSync(theirs, { mode: 0o755 })
+  fs.chownSync(theirs, NOBODY, NOBODY)
+  const home = path.join(theirs, 'home')
+  let r = runBg(home, ['--', 'true'])
+  assert.equal(r.code, 2, `refused as bad usage: ${r.stdout}${r.stderr}`)
+  assert.match(r.stderr, new RegExp(`parent directory ${theirs} is owned by uid ${NOBODY}`))
+  assert.match(r.stderr, new RegExp(`chown 0 ${theirs}`))
+  assert.equal(fs.existsSync(home), false, 'nothing is made in a directory refused')
+
+  // Writable by others without the sticky bit: anyone may rename the home away.
+  const open = path.join(base, 'open')
+  fs.mkdirSync(open)
+  fs.chmodSync(open, 0o777)
+  r = runBg(path.join(open, 'home'), ['--', 'true'])
+  assert.equal(r.code, 2, r.stderr)
+  assert.match(r.stderr, new RegExp(`parent directory ${open} is writable by its group or others \\(mode 777\\)`))
+  assert.match(r.stderr, new RegExp(`chmod go-w ${open}`))
+
+  // Sticky, as /tmp (1777) is: others cannot rename what they do not own.
+  fs.chmodSync(open, 0o1777)
+  const sticky = path.join(open, 'home')
+  writeConfig(sticky)
+  const ack = startJob(sticky, ['true'])
+  assert.ok(ack.jobId, 'a home in a sticky directory is used')
+})
+
+/**
+ * A job queued in a scratch home, taken out of it before it can start: its
+ * job.json and spec.json, as another user would plant them. Its command
+ * creates `marker`.
+ */
+function queuedJobRecords(t, base, marker) {
+  const scratchHome = path.join(base, 'scratch')
+  writeConfig(scratchHome, { queues: { q: { max_parallel: 1 } } })
+  const holder = startJob(scratchHome, ['sleep', '600'], ['--queue', 'q'])
+  killAfter(t, holder.pid)
+  const queued = startJob(scratchHome, ['sh', '-c', `touch ${marker}`], ['--queue', 'q'])
+  assert.equal(queued.status, 'queued', JSON.stringify(queued))
+  const dir = path.join(scratchHome, 'jobs', queued.jobId)
+  const record = JSON.parse(fs.readFileSync(path.join(dir, 'job.json'), 'utf8'))
+  const spec = fs.readFileSync(path.join(dir, 'spec.json'))
+  // Gone from the scratch home before its slot frees: it never starts there.
+  fs.rmSync(dir, { recursive: true })
+  runBg(scratchHome, ['kill', '--all', '--force'])
+  return { id: queued.jobId, record, spec }
+}
+
+/** Puts the queued job's records into `home`, its log there too, as a planter would. */
+function plant(home, planted, owner) {
+  const dir = path.join(home, 'jobs', planted.id)
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
+  const record = { ...planted.record, log_path: path.join(dir, 'output.log') }
+  fs.writeFileSync(path.join(dir, 'job.json'), JSON.stringify(record, null, 2))
+  fs.writeFileSync(path.join(dir, 'spec.json'), planted.spec)
+  for (const name of owner === NOBODY ? ['job.json', 'spec.json'] : []) fs.chownSync(path.join(dir, name), NOBODY, NOBODY)
+  fs.writeFileSync(path.join(home, 'queue.pending'), '')
+  return dir
+}
+
+test('a home swapped under a running job: its supervisor stays in its own, writes nothing into the planted one and starts nothing from it', { skip: notRoot }, async (t) => {
+  // The parent passes the check (root's 0700): the swap is done here, by
+  // root, as another user could do it where a parent let them.
+  const base = scratch(t)
+  const marker = path.join(base, 'planted-job-ran')
+  const planted = queuedJobRecords(t, base, marker)
+
+  const home = path.join(base, 'home')
+  writeConfig(home)
+  const ack = startJob(home, ['sh', '-c', 'sleep 1; exit 3'])
+  killAfter(t, ack.pid)
+  const supervisor = JSON.parse(fs.readFileSync(path.join(home, 'jobs', ack.jobId, 'job.json'), 'utf8')).supervisor.pid
+  const supervisorStart = processStart(supervisor)
+
+  const moved = path.join(base, 'home.moved')
+  fs.renameSync(home, moved)
+  fs.mkdirSync(home, { mode: 0o700 })
+  plant(home, planted, NOBODY)
+  const before = listTree(home)
+
+  await waitFor(() => processStart(supervisor) !== supervisorStart, { timeout: 20_000, what: 'the supervisor to finish' })
+  // A planted job would have been started before the supervisor exited; its
+  // own supervisor may take a moment to run it.
+  await waitFor(() => fs.existsSync(marker), { timeout: 1_000 }).catch(() => {})
+  for (const job of readRegistry(home)) if (job.main && job.id !== planted.id) killAfter(t, job.main.pid)
+
+  assert.equal(fs.existsSync(marker), false, 'the planted job was started by root')
+  assert.deepEqual(listTree(home), before, 'the supervisor wrote into the planted home')
+  const ended = readRegistry(moved).find((j) => j.id === ack.jobId)
+  assert.equal(ended?.status, 'failed', `the real job's end is in the renamed home: ${JSON.stringify(ended)}`)
+  assert.equal(ended.exit_code, 3)
+})
+
+test('a launch spec or record another user owns is refused, never started', { skip: notRoot }, async (t) => {
+  const base = scratch(t)
+  const marker = path.join(base, 'foreign-spec-ran')
+  const planted = queuedJobRecords(t, base, marker)
+  const home = path.join(base, 'home')
+  writeConfig(home)
+  const dir = plant(home, planted, 0)
+
+  // The spec alone another user's: the job fails to start, saying why.
+  fs.chownSync(path.join(dir, 'spec.json'), NOBODY, NOBODY)
+  const r = runBg(home, ['check', planted.id, '--json'])
+  const ended = () => !['queued', 'running'].includes(readRegistry(home).find((j) => j.id === planted.id)?.status)
+  await waitFor(ended, { timeout: 10_000, what: 'the queued job to be taken from the queue' })
+  const failed = readRegistry(home).find((j) => j.id === planted.id)
+  assert.equal(failed.status, 'failed', JSON.stringify(failed))
+  assert.match(failed.error, /launch spec .*spec\.json: it is owned by uid 65534, not by you \(uid 0\)/, `${r.stdout}${r.stderr}`)
+  assert.equal(fs.existsSync(marker), false)
+
+  // A record another user owns is not taken for a job at all.
+  const other = path.join(home, 'jobs', 'planted-000001')
+  fs.mkdirSync(other, { mode: 0o700 })
+  fs.writeFileSync(path.join(other, 'job.json'), JSON.stringify({ ...planted.record, id: 'planted-000001' }))
+  fs.chownSync(path.join(other, 'job.json'), NOBODY, NOBODY)
+  const list = runBg(home, ['list', '--all', '--json'])
+  assert.equal(list.code, 0, list.stderr)
+  assert.ok(!list.stdout.includes('planted-000001'), list.stdout)
+  assert.match(list.stderr, /ignoring job planted-000001: .*job\.json: it is owned by uid 65534/)
+  assert.equal(fs.existsSync(marker), false)
+})
+
+/** Every path under `dir` with its size, to see that nothing was written. */
+function listTree(dir) {
+  const out = []
+  const walk = (d) => {
+    for (const name of fs.readdirSync(d).sort()) {
+      const p = path.join(d, name)
+      const st = fs.lstatSync(p)
+      out.push(`${path.relative(dir, p)} ${st.isDirectory() ? 'dir' : st.size}`)
+      if (st.isDirectory()) walk(p)
+    }
+  }
+  walk(dir)
+  return out
+}
+
+/** Whether this process may make a private mount namespace and remount in it. */
+function mountNamespaceRefusal() {
+  if (process.platform !== 'linux') return 'mount namespaces are Linux only'
+  if (process.getuid() !== 0) return 'bind-mounting the home read-only needs root (in a private mount namespace)'
+  const r = spawnSync('unshare', ['--mount', 'sh', '-c', 'd=$(mktemp -d) && mount --bind "$d" "$d" && mount -o remount,bind,ro "$d"; s=$?; umount "$d" 2>/dev/null; rmdir "$d"; exit $s'], { encoding: 'utf8' })
+  if (r.error) return `unshare(1) cannot run: ${r.error.message}`
+  if (r.status !== 0) return `a private mount namespace with a read-only bind mount is not permitted here: ${r.stderr.trim()}`
+  return null
+}
+
+test('a read-only home keeps the outcome: shown while it cannot be written, recorded once it can; kill still kills and says what it could not record', async (t) => {
+  const why = mountNamespaceRefusal()
+  if (why) return t.skip(why)
+  const base = scratch(t)
+  const home = path.join(base, 'home')
+  writeConfig(home)
+  // One shell in one private mount namespace: the supervisors it starts and
+  // the checks it runs all see the home read-only, then writable again.
+  const script = `
+    set -u
+    ack() { sed 's/.*"jobId":"\\([^"]*\\)".*"pid":\\([0-9]*\\).*/\\1 \\2/'; }
+    set -- $("$RB" --json -- sh -c 'sleep 1; exit 5' | ack); id=$1
+    set -- $("$RB" --json -- sleep 30 | ack); victim=$1; victim_pid=$2
+    echo "VICTIM $victim $victim_pid"
+    mount --bind "$H" "$H" && mount -o remount,bind,ro "$H" || exit 90
+    touch "$H/probe" 2>/dev/null && exit 91
+    i=0
+    while "$RB" check "$id" --json | grep -q '"status":"running"'; do
+      i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.05
+    done
+    echo "WHILE_RO $("$RB" check "$id" --json)"
+    start=$(date +%s%N)
+    out=$("$RB" kill "$victim" 2>&1); code=$?
+    echo "KILL $code $(( ($(date +%s%N) - start) / 1000000 )) $out"
+    kill -0 "$victim_pid" 2>/dev/null && echo "VICTIM_ALIVE"
+    echo "VICTIM_CHECK $("$RB" check "$victim" --json)"
+    mount -o remount,bind,rw "$H" || exit 92
+  `
+  const r = spawnSync('unshare', ['--mount', 'sh', '-c', script], {
+    env: { ...process.env, RB: RUN_BG, H: home, PROC_MANAGER_HOME: home },
+    encoding: 'utf8',
+    timeout: 60_000,
+  })
+  const victimLine = r.stdout.match(/^VICTIM (\S+) (\d+)$/m)
+  if (victimLine) killAfter(t, Number(victimLine[2]))
+  assert.equal(r.status, 0, `${r.stdout}${r.stderr}`)
+  const line = (name) => r.stdout.match(new RegExp(`^${name} (.*)$`, 'm'))?.[1]
+
+  // While read-only: the real outcome, from the supervisor that keeps it.
+  const whileRo = JSON.parse(line('WHILE_RO'))
+  assert.equal(whileRo.status, 'failed', JSON.stringify(whileRo))
+  assert.equal(whileRo.exitCode, 5)
+  assert.match(whileRo.error, /not recorded yet: .*Read-only file system/)
+
+  // kill: the tree goes, at once, and it says what could not be recorded.
+  const [, code, ms, said] = line('KILL').match(/^(\d+) (\d+) ([\s\S]*)$/)
+  assert.equal(Number(code), 0, said)
+  assert.match(said, /^killed \S+ \(killed\): 1 process\(es\) signalled/)
+  assert.match(said, /its end could not be recorded \(.*Read-only file system.*\): its supervisor \(pid \d+\) keeps it/)
+  assert.ok(Number(ms) < 2000, `kill took ${ms} ms`)
+  assert.ok(!r.stdout.includes('VICTIM_ALIVE'), 'the killed job still runs')
+  assert.equal(JSON.parse(line('VICTIM_CHECK')).status, 'killed')
+
+  // Writable again: both outcomes are recorded, for good.
+  const id = whileRo.jobId
+  const victim = victimLine[1]
+  await waitFor(() => {
+    const jobs = readRegistry(home)
+    return jobs.find((j) => j.id === id)?.status === 'failed' && jobs.find((j) => j.id === victim)?.status === 'killed'
+  }, { timeout: 15_000, what: 'the kept outcomes to be recorded' })
+  assert.equal(readRegistry(home).find((j) => j.id === id).exit_code, 5)
+  const after = JSON.parse(runBg(home, ['check', id, '--json']).stdout)
+  assert.equal(after.status, 'failed')
+  assert.ok(!after.error, `recorded: no note left (${after.error})`)
+})
