@@ -382,10 +382,25 @@ export interface KillResult {
 }
 
 /**
- * Jobs in the registry: running ones and those that ended within the hour,
- * or every job with `all: true`.
+ * A job directory whose `job.json` cannot be read: listed (without a
+ * `status` or `owner` filter) so that it does not vanish; `killJob` or
+ * `prune` removes its directory.
  */
-export declare function listJobs(options?: ListOptions | undefined | null): Array<JobSummary>
+export interface CorruptJob {
+  jobId: string
+  status: 'corrupt'
+  /** The `job.json` that cannot be read. */
+  recordFile: string
+  /** Why, and what removes it. */
+  error: string
+}
+
+/**
+ * Jobs in the registry: running ones and those that ended within the hour,
+ * or every job with `all: true`; then any job whose record cannot be read
+ * (`CorruptJob`, without a `status` or `owner` filter).
+ */
+export declare function listJobs(options?: ListOptions | undefined | null): Array<JobSummary | CorruptJob>
 
 /** `listJobs` as the CLI prints it, one line per job. */
 export declare function listJobsText(options?: ListOptions | undefined | null): string

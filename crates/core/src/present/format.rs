@@ -200,6 +200,17 @@ pub fn list_text(
     jobs.iter().map(|j| line(j, leftovers.get(&j.id).copied().unwrap_or(0))).collect()
 }
 
+/// `list`'s line for a job directory whose record cannot be read.
+pub fn corrupt_line(record: &crate::store::registry::CorruptRecord) -> String {
+    format!(
+        "{}  corrupt: record {} cannot be read ({}) — `run-bg kill {}` removes it",
+        visible(&record.id),
+        visible(&record.file.display().to_string()),
+        visible(&shorten(&record.reason, 80)),
+        visible(&record.id)
+    )
+}
+
 pub fn lingering_line(job: &Job, lingering: &[ProcessEntry]) -> Option<String> {
     if lingering.is_empty() {
         return None;

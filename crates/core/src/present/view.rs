@@ -282,6 +282,29 @@ impl From<&ProcessEntry> for ProcessView {
     }
 }
 
+/// A job directory whose record cannot be read, as `list` shows it beside
+/// the jobs: `status` is `corrupt`, `error` says why and what removes it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CorruptJobView {
+    pub job_id: String,
+    pub status: String,
+    /// The job.json that cannot be read.
+    pub record_file: String,
+    pub error: String,
+}
+
+impl From<&crate::store::registry::CorruptRecord> for CorruptJobView {
+    fn from(record: &crate::store::registry::CorruptRecord) -> CorruptJobView {
+        CorruptJobView {
+            job_id: record.id.clone(),
+            status: "corrupt".to_string(),
+            record_file: record.file.display().to_string(),
+            error: record.describe(),
+        }
+    }
+}
+
 /// `runBackground`, `run-bg --json`: the job just started.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -101,8 +101,44 @@ impl Context {
     /// A job by id, its status verified against the OS first.
     pub fn job(&self, id: &str) -> Result<Job> {
         validate_job_id(id)?;
-        let job = self.registry().get(id)?;
+        let job = match self.registry().get(id) {
+            // Not "no job": a directory whose record cannot be read is said to be one.
+            Err(Error::UnknownJob(_)) => match self.registry().corrupt_record(id) {
+                Some(record) => return Err(Error::Other(record.describe())),
+                None => return Err(Error::UnknownJob(id.to_string())),
+            },
+            found => found?,
+        };
         self.reconcile_job(job)
+    }
+
+    /// Job directories whose job.json cannot be read (see `Registry::corrupt_records`).
+    pub fn corrupt_records(&self) -> Result<Vec<crate::store::registry::CorruptRecord>> {
+        self.registry().corrupt_records()
+    }
+
+    /// `kill` of a job whose record cannot be read: nothing can be known to
+    /// signal, so its directory (its launch spec with the submitter's
+    /// environment) is what is removed.
+    fn kill_corrupt(&self, record: crate::store::registry::CorruptRecord) -> Result<KillOutcome> {
+        if !self.registry().remove_corrupt(&record.id)? {
+            // Recorded meanwhile (or removed): it is a job again, or gone.
+            return self.kill(&record.id, None, false);
+        }
+        let message = format!(
+            "removed {}: its record {} could not be read ({}); its directory, launch spec included, is deleted; nothing was signalled",
+            record.id,
+            record.file.display(),
+            record.reason
+        );
+        // What the outcome names: the id, and that it is gone for good.
+        let placeholder = serde_json::json!({
+            "id": record.id, "label": record.id, "argv": [], "command": "", "cwd": "",
+            "status": "killed", "started_at": record.modified_ms, "ended_at": now_ms(),
+            "log_path": self.home.job_dir(&record.id).join("output.log"),
+        });
+        let job: Job = serde_json::from_value(placeholder).map_err(|e| Error::Other(e.to_string()))?;
+        Ok(KillOutcome { job, signalled: false, message })
     }
 
     /// Records that the outcome of an ended job has been looked at. Best
@@ -538,7 +574,10 @@ impl Context {
     /// many are still exiting at the bound. An ended job whose processes live
     /// on has them killed; only one with none left is "nothing to kill".
     pub fn kill(&self, id: &str, grace: Option<Duration>, force: bool) -> Result<KillOutcome> {
-        let job = self.job(id)?;
+        let job = match self.job(id) {
+            Ok(job) => job,
+            Err(e) => return self.registry().corrupt_record(id).map_or(Err(e), |record| self.kill_corrupt(record)),
+        };
         if job.status() == JobStatus::Queued {
             if let Some(job) = self.kill_queued(id)? {
                 let message = format!("killed {} (it was queued; nothing had started)", job.id);
@@ -688,6 +727,13 @@ impl Context {
         })?;
         for id in &removed {
             let _ = std::fs::remove_dir_all(self.home.job_dir(id));
+        }
+        let mut removed = removed;
+        // Unreadable records never run: as old as their job.json, they go too.
+        for record in self.registry().corrupt_records()?.into_iter().filter(|r| r.modified_ms <= cutoff) {
+            if self.registry().remove_corrupt(&record.id)? {
+                removed.push(record.id);
+            }
         }
         Ok(removed)
     }
