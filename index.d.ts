@@ -202,6 +202,12 @@ export interface CheckResult extends JobSummary {
    * `readLog(jobId, { since: cursor })` gives only what came after.
    */
   cursor: number
+  /**
+   * Present when `cursor` is not to be used: the log's start record
+   * (`.output.log.start`) is corrupt, so where the kept lines lie in
+   * everything written is unknown; reads by cursor are refused saying so.
+   */
+  logProblem?: string
   /** Processes still running although the main process ended (or its supervisor died). */
   lingering: Array<JobProcess>
   /** How many of the job's processes run now (running or lingering). */
@@ -544,6 +550,8 @@ export interface LogRead {
    * line counts as read only once the job has ended.
    */
   cursor: number
+  /** As `CheckResult.logProblem`: `cursor` is not to be used. */
+  logProblem?: string
   /**
    * With `since`: bytes after it that were rotated away and deleted before
    * this read; `lines` then start at the oldest line kept.

@@ -158,7 +158,8 @@ function checkAnswer(id, options = {}) {
   const check = pm.checkJob(id, { ...options, text: true })
   const { text, cursor } = check
   const structured = { ...jobFields(check), cursor }
-  const note = cursorNote(cursor)
+  // The text says why (its `[no cursor: …]` line): no cursor is offered.
+  const note = check.logProblem ? '[read_log with fromLine reads this log by line number]' : cursorNote(cursor)
   if (text.length + note.length < CAP) return { text: `${text}\n${note}`, structured }
   // The text ends with the tail lines, after the header and what needs attention.
   const tail = check.tail

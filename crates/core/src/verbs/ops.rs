@@ -448,7 +448,7 @@ impl Context {
 
     pub fn check(&self, id: &str, query: &TailQuery) -> Result<CheckResult> {
         let job = self.mark_seen(self.job(id)?)?;
-        let (tail, cursor) = tail_job_log(&job, query);
+        let (tail, cursor, log_problem) = tail_job_log(&job, query);
         // One pass over /proc serves both: the live tree's cost, and what lingers.
         let tree = self.processes_of(&job);
         let usage = (!tree.is_empty()).then(|| TreeUsage {
@@ -456,7 +456,7 @@ impl Context {
             rss_kb: tree.iter().map(|p| p.rss_kb).sum(),
         });
         let lingering = if job.status().is_final() || job.status() == JobStatus::Orphaned { tree } else { Vec::new() };
-        Ok(CheckResult { job, tail, cursor, lingering, usage, selection: query.selection() })
+        Ok(CheckResult { job, tail, cursor, log_problem, lingering, usage, selection: query.selection() })
     }
 
     /// Blocks until every job in `ids` has ended, or `timeout` passes.
@@ -1143,6 +1143,8 @@ pub struct CheckResult {
     /// Where the log stood when the tail was read (after its last complete
     /// line): `read_log` since it gives only what came after.
     pub cursor: u64,
+    /// Why `cursor` is not to be used: the log's start record is corrupt.
+    pub log_problem: Option<String>,
     /// Processes still running although the main process ended (or the supervisor died).
     pub lingering: Vec<ProcessEntry>,
     /// What the job's live processes cost now (None when none run).
@@ -1189,16 +1191,18 @@ pub fn log_has_no_writer(job: &Job) -> bool {
     job.status().is_final() && tree::live_supervisor(job).is_none()
 }
 
-/// The tail `query` asks for, and the cursor after it (see `CheckResult::cursor`).
-pub fn tail_job_log(job: &Job, query: &TailQuery) -> (Vec<String>, u64) {
+/// The tail `query` asks for, the cursor after it (see `CheckResult::cursor`)
+/// and why that cursor is not to be used, if it is not.
+pub fn tail_job_log(job: &Job, query: &TailQuery) -> (Vec<String>, u64, Option<String>) {
     let reader = crate::store::logs::ReverseLines::open(std::path::Path::new(&job.log_path));
     let cursor = reader.cursor(log_has_no_writer(job));
+    let problem = reader.record_problem().map(str::to_string);
     let tail = if query.errors {
         digest::error_lines_of(reader, query.lines)
     } else {
         digest::last_lines_of(reader, query.lines, query.grep.as_ref())
     };
-    (tail, cursor)
+    (tail, cursor, problem)
 }
 
 /// Which lines of a job's log `read_log` gives.
