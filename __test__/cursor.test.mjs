@@ -254,3 +254,36 @@ test('a start record of 100 MB, or with one digit changed: check answers without
   assert.match(mcpCheck.content[0].text, /\[no cursor: the log's start record .* is corrupt/)
   assert.doesNotMatch(mcpCheck.content[0].text, /read_log with since/)
 })
+
+test('read_log since a cursor that fell behind a fast writer (keep 1): every answer starts where its cursor and rotatedAwayBytes say and ends at its cursor', async (t) => {
+  // 64 KiB files, two kept: a read of 1000 lines (100 KB) is cut to what fits
+  // in an answer, which needs a second read for the cursor; the writer
+  // rotates files every few milliseconds, so often between the two.
+  const { home } = makeHome(t, { logs: { max_bytes: 65536, keep: 1 } })
+  process.env.PROC_MANAGER_HOME = home
+  const mcp = await connectMcp(t, home)
+  const WIDTH = 100
+  const writer = `let i = 0; setInterval(() => { let s = ''; for (let k = 0; k < 2000; k++) s += String(i++).padStart(12, '0') + ' ' + 'x'.repeat(${WIDTH - 14}) + '\\n'; process.stdout.write(s) }, 10)`
+  const job = startJob(home, [process.execPath, '-e', writer])
+  t.after(() => runBg(home, ['kill', job.jobId, '--force']))
+  const read = faces(home, mcp)
+  await waitFor(() => pm.checkJob(job.jobId).cursor > 4 * 65536, { what: 'several rotations' })
+  let since = 0
+  let rotated = 0
+  const wrong = []
+  for (let call = 0; call < 60; call++) {
+    const page = await read.mcp(job.jobId, since, 1000)
+    const numbers = page.lines.map((l) => Number(l.slice(0, 12)))
+    const start = since + (page.rotatedAwayBytes ?? 0)
+    if (numbers.length === 0) {
+      if (page.cursor !== since) wrong.push(`call ${call}: no lines, cursor ${since} -> ${page.cursor}`)
+    } else if (numbers[0] * WIDTH !== start || page.cursor !== (numbers.at(-1) + 1) * WIDTH ||
+      numbers.some((n, i) => i > 0 && n !== numbers[i - 1] + 1)) {
+      wrong.push(`call ${call}: since ${since} + ${page.rotatedAwayBytes ?? 0} rotated away, lines ${numbers[0]}..${numbers.at(-1)} (bytes ${numbers[0] * WIDTH}..${(numbers.at(-1) + 1) * WIDTH}), cursor ${page.cursor}`)
+    }
+    rotated += page.rotatedAwayBytes ?? 0
+    since = page.cursor
+  }
+  assert.ok(rotated > 0, 'the reader fell behind')
+  assert.deepEqual(wrong, [], `${wrong.length} of 60 answers misplaced their lines`)
+})

@@ -751,6 +751,7 @@ impl LogFiles {
             let mut seen = std::collections::HashSet::new();
             let mut opened: Vec<(usize, LogFile)> = Vec::new();
             for (index, path) in names.iter().enumerate() {
+                seams.at("open");
                 let Ok(file) = crate::store::paths::open_read(path) else { continue };
                 let Ok(meta) = file.metadata() else { continue };
                 let id = file_id(&meta);
@@ -769,6 +770,7 @@ impl LogFiles {
             // the record names it; placed then, the log would seem to end
             // before where it stood (a cursor just given would be refused).
             let record_kept = record.is_none_or(|(id, _)| opened.iter().any(|(_, f)| f.id == id));
+            seams.at("look again");
             let settled = record_kept
                 && log_files_newest_first(log) == names
                 && opened.iter().all(|(index, f)| id_at(&names[*index]) == Some(f.id));
@@ -1505,6 +1507,89 @@ mod tests {
 
     fn numbers(bytes: &[u8]) -> Vec<usize> {
         std::str::from_utf8(bytes).unwrap().lines().map(|l| l.parse().unwrap()).collect()
+    }
+
+    /// One interleaving of a writer (lines `000000\n` …, keep 1) and a slow
+    /// reader by cursor that pauses at each step of its look at the files
+    /// and reads at most 2 lines a time: it falls whole files behind. Each
+    /// read must place its files exactly: the bytes it reads from a position
+    /// are the line written there, and what lies between its cursor and
+    /// that position (the bytes rotated away) is no more and no less than
+    /// what was dropped. Returns what went wrong.
+    fn cursor_reads_in_one_interleaving(seed: u64) -> Vec<String> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        const WRITER: usize = 0;
+        const READER: usize = 1;
+        const LINE: u64 = 7;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("output.log");
+        let baton = Baton::new(seed);
+        let done = Arc::new(AtomicBool::new(false));
+        let mut writer = RotatingWriter::create(&log, 64, 1).unwrap();
+        let b = baton.clone();
+        writer.set_seam(Arc::new(move |point| if point != "unlink" { b.pause(WRITER) }));
+        let (b, d) = (baton.clone(), done.clone());
+        let writing = std::thread::spawn(move || {
+            b.pause(WRITER);
+            for i in 0..120 {
+                writer.write_all(format!("{i:06}\n").as_bytes()).unwrap();
+            }
+            drop(writer);
+            d.store(true, Ordering::SeqCst);
+            b.finish(WRITER);
+        });
+        let b = baton.clone();
+        let reading = std::thread::spawn(move || {
+            let seams = Seams(Some(Arc::new({
+                let b = b.clone();
+                move |_| b.pause(READER)
+            })));
+            let mut failures = Vec::new();
+            let mut cursor = 0u64;
+            loop {
+                let last = done.load(Ordering::SeqCst);
+                b.pause(READER);
+                let files = LogFiles::open_seamed(&log, &seams);
+                let (oldest, end) = (files.oldest(), files.end());
+                if files.record_problem.is_some() || oldest % LINE != 0 || end % LINE != 0 || end < cursor {
+                    failures.push(format!("seed {seed}: placed at {oldest}..{end} ({:?}) after cursor {cursor}", files.record_problem));
+                    break;
+                }
+                let from = cursor.max(oldest);
+                let mut reader = files.reader_from(from);
+                let mut bytes = vec![0u8; (2 * LINE) as usize];
+                let mut got = 0;
+                while got < bytes.len() {
+                    match reader.read(&mut bytes[got..]).unwrap() {
+                        0 => break,
+                        n => got += n,
+                    }
+                }
+                // What the position says is there, and what is there.
+                let lines = std::str::from_utf8(&bytes[..got]).unwrap();
+                for (k, line) in lines.lines().enumerate() {
+                    let at = from + k as u64 * LINE;
+                    if line.parse::<u64>().ok() != Some(at / LINE) {
+                        failures.push(format!("seed {seed}: byte {at} (cursor {cursor}, {} rotated away) holds line {line:?}", oldest.saturating_sub(cursor)));
+                    }
+                }
+                cursor = from + got as u64;
+                if last && cursor == end {
+                    break;
+                }
+            }
+            b.finish(READER);
+            failures
+        });
+        writing.join().unwrap();
+        reading.join().unwrap()
+    }
+
+    #[test]
+    fn a_reader_by_cursor_that_falls_files_behind_is_told_exactly_what_rotation_took() {
+        let failures: Vec<String> = (0..300).flat_map(cursor_reads_in_one_interleaving).collect();
+        assert!(failures.is_empty(), "{} reads misplaced; first: {}", failures.len(), failures[0]);
     }
 
     #[test]
