@@ -430,10 +430,12 @@ impl Registry {
         let action = format!("remove the corrupt record of {id}");
         let aside = self.update_with(Patience::Full, &action, |jobs| {
             if jobs.iter().any(|j| j.id == id) || corrupt_record(&self.home, id).is_none() {
-                return None;
+                return Ok(None);
             }
-            self.set_aside(id)
-        })?;
+            // Said, never taken for "not corrupt": a caller would look again forever.
+            let dir = self.home.job_dir(id);
+            self.set_aside(id).map(Some).ok_or_else(|| Error::Other(format!("cannot move {} aside to remove it", dir.display())))
+        })??;
         let Some((_, to)) = aside else { return Ok(false) };
         std::fs::remove_dir_all(&to).map_err(|e| Error::io("remove", to, e))?;
         Ok(true)
@@ -1057,6 +1059,40 @@ mod tests {
             .collect();
         assert_eq!(aside.len(), 1);
         assert_eq!(std::fs::read(aside[0].path()).unwrap(), b"{\"version\":1,\"jobs\":[{trunc");
+    }
+
+    #[test]
+    fn an_unreadable_job_file_of_a_job_the_registry_does_not_hold_is_a_corrupt_record_until_removed() {
+        let (_dir, home) = home();
+        let registry = Registry::new(&home, 10);
+        let mut known = job("known-1", JobStatus::Running, 5);
+        known.main = Some(ProcessIdentity::from_stat(42, 7));
+        std::fs::create_dir_all(home.job_dir("known-1")).unwrap();
+        registry.upsert(&known).unwrap();
+        // The registry's entry stands for a job it holds, whatever its job.json says.
+        std::fs::write(home.job_dir("known-1").join("job.json"), b"{trunc").unwrap();
+        // Being created: its spec.json comes before its job.json.
+        std::fs::create_dir_all(home.job_dir("new-2")).unwrap();
+        std::fs::write(home.job_dir("new-2").join("spec.json"), b"{}").unwrap();
+        for (id, content) in [("bad-3", &b"{\"id\": \"bad-3\", \"status\": \"queu"[..]), ("other-4", &b""[..])] {
+            std::fs::create_dir_all(home.job_dir(id)).unwrap();
+            std::fs::write(home.job_dir(id).join("spec.json"), b"{}").unwrap();
+            std::fs::write(home.job_dir(id).join("job.json"), content).unwrap();
+        }
+        let found = registry.corrupt_records().unwrap();
+        let ids: Vec<&str> = found.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids.len(), 2, "{found:?}");
+        assert!(ids.contains(&"bad-3") && ids.contains(&"other-4"), "{found:?}");
+        let bad = registry.corrupt_record("bad-3").unwrap();
+        assert_eq!(bad.file, home.job_dir("bad-3").join("job.json"));
+        assert!(bad.describe().starts_with("job bad-3 is corrupt: its record "), "{}", bad.describe());
+        assert_eq!(registry.corrupt_record("known-1"), None);
+        assert_eq!(registry.corrupt_record("new-2"), None);
+        assert!(registry.remove_corrupt("bad-3").unwrap());
+        assert!(!home.job_dir("bad-3").exists(), "its directory, spec.json with it, is gone");
+        assert!(!registry.remove_corrupt("known-1").unwrap(), "a job the registry holds is never taken");
+        assert!(!registry.remove_corrupt("new-2").unwrap(), "nor one being created");
+        assert!(home.job_dir("known-1").exists() && home.job_dir("new-2").exists());
     }
 
     #[test]
