@@ -202,6 +202,12 @@ export interface CheckResult extends JobSummary {
    * `readLog(jobId, { since: cursor })` gives only what came after.
    */
   cursor: number
+  /**
+   * Present when `cursor` is not to be used: the log's start record
+   * (`.output.log.start`) is corrupt, so where the kept lines lie in
+   * everything written is unknown; reads by cursor are refused saying so.
+   */
+  logProblem?: string
   /** Processes still running although the main process ended (or its supervisor died). */
   lingering: Array<JobProcess>
   /** How many of the job's processes run now (running or lingering). */
@@ -387,10 +393,25 @@ export interface KillResult {
 }
 
 /**
- * Jobs in the registry: running ones and those that ended within the hour,
- * or every job with `all: true`.
+ * A job directory whose `job.json` cannot be read: listed (without a
+ * `status` or `owner` filter) so that it does not vanish; `killJob` or
+ * `prune` removes its directory.
  */
-export declare function listJobs(options?: ListOptions | undefined | null): Array<JobSummary>
+export interface CorruptJob {
+  jobId: string
+  status: 'corrupt'
+  /** The `job.json` that cannot be read. */
+  recordFile: string
+  /** Why, and what removes it. */
+  error: string
+}
+
+/**
+ * Jobs in the registry: running ones and those that ended within the hour,
+ * or every job with `all: true`; then any job whose record cannot be read
+ * (`CorruptJob`, without a `status` or `owner` filter).
+ */
+export declare function listJobs(options?: ListOptions | undefined | null): Array<JobSummary | CorruptJob>
 
 /** `listJobs` as the CLI prints it, one line per job. */
 export declare function listJobsText(options?: ListOptions | undefined | null): string
@@ -534,6 +555,8 @@ export interface LogRead {
    * line counts as read only once the job has ended.
    */
   cursor: number
+  /** As `CheckResult.logProblem`: `cursor` is not to be used. */
+  logProblem?: string
   /**
    * With `since`: bytes after it that were rotated away and deleted before
    * this read; `lines` then start at the oldest line kept.

@@ -200,3 +200,90 @@ test('a job that ended but left a process writing: the check and the reads keep 
   assert.equal(zero.code, 2)
   assert.match(zero.stderr, /bad lines: 0; give lines >= 1 with since/)
 })
+
+/** Bytes this process has read through read(2) so far (`rchar` of /proc/self/io). */
+const bytesRead = () => Number(fs.readFileSync('/proc/self/io', 'utf8').match(/^rchar: (\d+)$/m)[1])
+
+test('a start record of 100 MB, or with one digit changed: check answers without reading it, says it is corrupt, and a read by cursor is refused saying why', async (t) => {
+  const { home } = makeHome(t, { logs: { max_bytes: 4096, keep: 1 } })
+  process.env.PROC_MANAGER_HOME = home
+  const mcp = await connectMcp(t, home)
+  // Three times what two 4,096-byte files hold: files were dropped.
+  const written = 3 * LINES
+  const script = `n=0; while [ $n -lt ${written} ]; do printf 'phase 1 line %05d ......\\n' $n; n=$((n+1)); done`
+  const job = startJob(home, ['sh', '-c', script])
+  const id = job.jobId
+  await waitFor(() => pm.checkJob(id).status === 'success', { what: 'the job to end' })
+  const good = pm.checkJob(id, { lines: 3 })
+  assert.equal(good.cursor, written * BYTES)
+  assert.equal(good.logProblem, undefined)
+  const kept = pm.readLog(id, { since: 0, lines: 1000 })
+  assert.ok(kept.rotatedAwayBytes > 0, 'the test needs files rotated away: a wrong record shifts every cursor')
+  const record = path.join(path.dirname(job.logPath), '.output.log.start')
+  const original = fs.readFileSync(record)
+
+  // Sparse: no disk, but 100 MB of zeros to whoever reads it whole.
+  fs.truncateSync(record, 100 * 1024 * 1024)
+  const before = bytesRead()
+  const huge = pm.checkJob(id, { lines: 3 })
+  const read = bytesRead() - before
+  assert.ok(read < 1024 * 1024, `check read ${read} bytes`)
+  assert.match(huge.logProblem ?? '', /start record .*\.output\.log\.start is corrupt \(it is 104857600 bytes; a start record is 72\)/)
+  assert.deepEqual(huge.tail, good.tail, 'the lines are shown as before')
+  const started = Date.now()
+  const cli = runBg(home, ['check', id])
+  assert.equal(cli.code, 0, cli.stderr)
+  assert.ok(Date.now() - started < 5000, `run-bg check took ${Date.now() - started} ms`)
+  assert.match(cli.stdout, /\[no cursor: the log's start record .* is corrupt/)
+
+  // One digit of the position changed: still shaped like a record.
+  const changed = Buffer.from(original)
+  const at = original.length - 1 - 17 - 1
+  changed[at] = changed[at] === 0x30 ? 0x31 : 0x30
+  fs.writeFileSync(record, changed)
+  const flipped = pm.checkJob(id, { lines: 3 })
+  assert.match(flipped.logProblem ?? '', /is corrupt \(its checksum does not match what it says\)/, `cursor ${flipped.cursor}`)
+  assert.throws(() => pm.readLog(id, { since: good.cursor }), /cannot read after cursor \d+: the log's start record .* is corrupt/)
+  const cliSince = runBg(home, ['logs', id, '--since', String(good.cursor)])
+  assert.notEqual(cliSince.code, 0)
+  assert.match(cliSince.stderr, /is corrupt \(its checksum does not match/)
+  const mcpSince = await mcp.callTool({ name: 'read_log', arguments: { jobId: id, since: good.cursor } })
+  assert.equal(mcpSince.isError, true)
+  assert.match(mcpSince.content[0].text, /is corrupt/)
+  const mcpCheck = await mcp.callTool({ name: 'check_job', arguments: { jobId: id } })
+  assert.match(mcpCheck.content[0].text, /\[no cursor: the log's start record .* is corrupt/)
+  assert.doesNotMatch(mcpCheck.content[0].text, /read_log with since/)
+})
+
+test('read_log since a cursor that fell behind a fast writer (keep 1): every answer starts where its cursor and rotatedAwayBytes say and ends at its cursor', async (t) => {
+  // 64 KiB files, two kept: a read of 1000 lines (100 KB) is cut to what fits
+  // in an answer, which needs a second read for the cursor; the writer
+  // rotates files every few milliseconds, so often between the two.
+  const { home } = makeHome(t, { logs: { max_bytes: 65536, keep: 1 } })
+  process.env.PROC_MANAGER_HOME = home
+  const mcp = await connectMcp(t, home)
+  const WIDTH = 100
+  const writer = `let i = 0; setInterval(() => { let s = ''; for (let k = 0; k < 2000; k++) s += String(i++).padStart(12, '0') + ' ' + 'x'.repeat(${WIDTH - 14}) + '\\n'; process.stdout.write(s) }, 10)`
+  const job = startJob(home, [process.execPath, '-e', writer])
+  t.after(() => runBg(home, ['kill', job.jobId, '--force']))
+  const read = faces(home, mcp)
+  await waitFor(() => pm.checkJob(job.jobId).cursor > 4 * 65536, { what: 'several rotations' })
+  let since = 0
+  let rotated = 0
+  const wrong = []
+  for (let call = 0; call < 60; call++) {
+    const page = await read.mcp(job.jobId, since, 1000)
+    const numbers = page.lines.map((l) => Number(l.slice(0, 12)))
+    const start = since + (page.rotatedAwayBytes ?? 0)
+    if (numbers.length === 0) {
+      if (page.cursor !== since) wrong.push(`call ${call}: no lines, cursor ${since} -> ${page.cursor}`)
+    } else if (numbers[0] * WIDTH !== start || page.cursor !== (numbers.at(-1) + 1) * WIDTH ||
+      numbers.some((n, i) => i > 0 && n !== numbers[i - 1] + 1)) {
+      wrong.push(`call ${call}: since ${since} + ${page.rotatedAwayBytes ?? 0} rotated away, lines ${numbers[0]}..${numbers.at(-1)} (bytes ${numbers[0] * WIDTH}..${(numbers.at(-1) + 1) * WIDTH}), cursor ${page.cursor}`)
+    }
+    rotated += page.rotatedAwayBytes ?? 0
+    since = page.cursor
+  }
+  assert.ok(rotated > 0, 'the reader fell behind')
+  assert.deepEqual(wrong, [], `${wrong.length} of 60 answers misplaced their lines`)
+})

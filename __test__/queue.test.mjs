@@ -324,3 +324,51 @@ test('MCP: run_background takes after, queue and priority and says when the job 
   const waited = await client.callTool({ name: 'wait_job', arguments: { jobId: third.structuredContent.jobId } })
   assert.equal(waited.structuredContent.status, 'success')
 })
+
+test('a queued job whose job.json cannot be read is listed as corrupt naming the file, check says so, and kill and prune remove its directory and spec.json', async (t) => {
+  const { home } = makeHome(t, { queues: { q: { max_parallel: 1 } } })
+  const go = path.join(home, 'go')
+  const blocker = startJob(home, ['sh', '-c', `while [ ! -e ${go} ]; do sleep 0.02; done`], ['--queue', 'q'])
+  t.after(() => killPid(blocker.pid))
+  const queued = [0, 1].map(() => startJob(home, ['true'], ['--queue', 'q']))
+  for (const job of queued) {
+    assert.equal(job.status, 'queued')
+    const dir = path.join(home, 'jobs', job.jobId)
+    assert.ok(fs.existsSync(path.join(dir, 'spec.json')), 'a queued job keeps its launch spec')
+    fs.writeFileSync(path.join(dir, 'job.json'), '{"id": "' + job.jobId + '", "status": "queu')
+  }
+  const [byKill, byPrune] = queued.map((j) => j.jobId)
+  const record = (id) => path.join(home, 'jobs', id, 'job.json')
+
+  const list = runBg(home, ['list'])
+  assert.equal(list.code, 0, list.stderr)
+  for (const id of [byKill, byPrune]) {
+    assert.match(list.stdout, new RegExp(`^${id}  corrupt: record ${record(id).replaceAll('/', '\\/')} cannot be read \\(.+\\) — \`run-bg kill ${id}\` removes it$`, 'm'))
+  }
+  const listed = JSON.parse(runBg(home, ['list', '--json']).stdout).find((j) => j.jobId === byKill)
+  assert.deepEqual([listed?.status, listed?.recordFile], ['corrupt', record(byKill)])
+  process.env.PROC_MANAGER_HOME = home
+  assertDeclared('CorruptJob', pm.listJobs().find((j) => j.jobId === byKill))
+  assert.match(pm.listJobsText(), new RegExp(`^${byKill}  corrupt: `, 'm'))
+
+  const check = runBg(home, ['check', byKill])
+  assert.notEqual(check.code, 0)
+  assert.doesNotMatch(check.stderr, /no job with id/)
+  assert.match(check.stderr, new RegExp(`job ${byKill} is corrupt: its record ${record(byKill).replaceAll('/', '\\/')} cannot be read`))
+
+  const killed = runBg(home, ['kill', byKill, '--json'])
+  assert.equal(killed.code, 0, killed.stderr)
+  const [outcome] = JSON.parse(killed.stdout)
+  assert.deepEqual([outcome.jobId, outcome.signalled], [byKill, false])
+  assert.match(outcome.message, /could not be read .*its directory, launch spec included, is deleted/)
+  assert.ok(!fs.existsSync(path.join(home, 'jobs', byKill)), 'kill removed its directory')
+
+  const pruned = runBg(home, ['prune', '--json'])
+  assert.equal(pruned.code, 0, pruned.stderr)
+  assert.ok(JSON.parse(pruned.stdout).removed.includes(byPrune), pruned.stdout)
+  assert.ok(!fs.existsSync(path.join(home, 'jobs', byPrune)), 'prune removed its directory, spec.json with it')
+  assert.doesNotMatch(runBg(home, ['list']).stdout, /corrupt/)
+  assert.equal(JSON.parse(runBg(home, ['check', blocker.jobId, '--json']).stdout).status, 'running', 'the running job is untouched')
+  fs.writeFileSync(go, '')
+  assert.equal(waitJobs(home, [blocker.jobId])[0].status, 'success')
+})

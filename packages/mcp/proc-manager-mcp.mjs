@@ -158,7 +158,8 @@ function checkAnswer(id, options = {}) {
   const check = pm.checkJob(id, { ...options, text: true })
   const { text, cursor } = check
   const structured = { ...jobFields(check), cursor }
-  const note = cursorNote(cursor)
+  // The text says why (its `[no cursor: …]` line): no cursor is offered.
+  const note = check.logProblem ? '[read_log with fromLine reads this log by line number]' : cursorNote(cursor)
   if (text.length + note.length < CAP) return { text: `${text}\n${note}`, structured }
   // The text ends with the tail lines, after the header and what needs attention.
   const tail = check.tail
@@ -283,31 +284,52 @@ server.registerTool('read_log', {
   // Looked at before the read: a job still writing has its lines renumbered
   // by each rotation, so its next page is given as the cursor, which stays put.
   const byLine = since === undefined && !stillWriting(pm.checkJob(id, { lines: 0 }))
-  let log = pm.readLog(id, { ...range, lines: Math.min(lines, CAP / 2) })
-  const head = []
-  if (log.rotatedAwayBytes) head.push(`[${count(log.rotatedAwayBytes)} bytes rotated away since your cursor]`)
-  if (since !== undefined) {
-    head.push(`${id}: ${count(log.lines.length)} lines after cursor ${since}`)
-  } else {
-    const last = log.fromLine + log.lines.length - 1
-    head.push(log.lines.length
-      ? `${id}: lines ${count(log.fromLine)}–${count(last)} of ${count(log.totalLines)}`
-      : `${id}: no lines from ${count(log.fromLine)} (the log holds ${count(log.totalLines)})`)
-  }
   // What the call asked for beyond what fits is said, not what the read left out.
-  const wanted = since !== undefined ? log.lines.length : Math.max(0, Math.min(lines, log.totalLines - log.fromLine + 1))
-  let shown = log.lines.length
-  let text = capLines(head, log.lines, 'first', (n) => { shown = log.lines.length - n; return '' }, 300)
-  if (shown < log.lines.length) {
+  let wanted
+  // Reads while the answer does not fit; each shows fewer lines, so it ends.
+  let log = pm.readLog(id, { ...range, lines: Math.min(lines, CAP / 2) })
+  let shown, text
+  let cut = false
+  for (;;) {
+    const head = []
+    if (log.rotatedAwayBytes) head.push(`[${count(log.rotatedAwayBytes)} bytes rotated away since your cursor]`)
+    if (since !== undefined) {
+      head.push(`${id}: ${count(log.lines.length)} lines after cursor ${since}`)
+    } else {
+      const last = log.fromLine + log.lines.length - 1
+      head.push(log.lines.length
+        ? `${id}: lines ${count(log.fromLine)}–${count(last)} of ${count(log.totalLines)}`
+        : `${id}: no lines from ${count(log.fromLine)} (the log holds ${count(log.totalLines)})`)
+    }
+    wanted ??= since !== undefined ? log.lines.length : Math.max(0, Math.min(lines, log.totalLines - log.fromLine + 1))
+    shown = log.lines.length
+    text = capLines(head, log.lines, 'first', (n) => { shown = log.lines.length - n; return '' }, 300)
+    if (shown === log.lines.length) break
     // The cursor after the last line shown: the same read, that many lines.
-    log = pm.readLog(id, { ...range, lines: shown })
+    const fewer = pm.readLog(id, { ...range, lines: shown })
+    // A rotation between the two reads moves where a read after a cursor
+    // starts: the second read's lines are then not those shown, nor its
+    // cursor where they end (a whole file was skipped unsaid). Only a read
+    // that starts where the first did gives the cursor; else what the
+    // second read gave is what is shown.
+    const sameStart = since === undefined
+      ? fewer.fromLine === log.fromLine
+      : (fewer.rotatedAwayBytes ?? 0) === (log.rotatedAwayBytes ?? 0)
+    if (!sameStart) {
+      log = fewer
+      continue
+    }
     if (since !== undefined) text = text.replace(head.at(-1), `${id}: ${count(shown)} lines after cursor ${since}`)
+    log = fewer
     const next = byLine ? `fromLine ${log.fromLine + shown}` : `since ${log.cursor}`
     text = text.replace(/\n$/, '') + `\n[${count(wanted - shown)} more lines not shown: answers stop at ${count(CAP)} characters; use read_log with ${next}]`
-  } else if (log.more) {
+    cut = true
+    break
+  }
+  if (!cut && log.more) {
     text += `\n[more lines follow: use read_log with since ${log.cursor}]`
   }
-  text += `\n${cursorNote(log.cursor)}`
+  text += log.logProblem ? `\n[no cursor: ${log.logProblem}]` : `\n${cursorNote(log.cursor)}`
   const structured = { jobId: log.jobId, lineCount: shown, cursor: log.cursor }
   if (log.fromLine !== undefined) Object.assign(structured, { fromLine: log.fromLine, totalLines: log.totalLines })
   return { text, structured }

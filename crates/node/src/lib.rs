@@ -309,13 +309,23 @@ fn read_tail_query(o: &mut Options) -> Result<TailQuery> {
 
 /// Jobs in the registry: running ones and those that ended within the hour,
 /// or every job with `all: true`.
-#[napi(ts_args_type = "options?: ListOptions | undefined | null", ts_return_type = "Array<JobSummary>")]
+#[napi(ts_args_type = "options?: ListOptions | undefined | null", ts_return_type = "Array<JobSummary | CorruptJob>")]
 pub fn list_jobs(options: Option<Unknown>) -> Result<serde_json::Value> {
     let filter = list_filter("listJobs", options)?;
     let context = context()?;
     let jobs = context.list(&filter).map_err(to_js_error)?;
     let places = context.queue_places(&jobs).map_err(to_js_error)?;
-    shape(&jobs.iter().map(|j| JobView::from(j).placed(places.get(&j.id))).collect::<Vec<_>>())
+    let mut shown = Vec::new();
+    for job in &jobs {
+        shown.push(shape(&JobView::from(job).placed(places.get(&job.id)))?);
+    }
+    // Unreadable records belong to no status and no owner that can be told.
+    if filter.status.is_none() && filter.owner.is_none() {
+        for record in context.corrupt_records().map_err(to_js_error)? {
+            shown.push(shape(&proc_manager_core::present::view::CorruptJobView::from(&record))?);
+        }
+    }
+    Ok(serde_json::Value::Array(shown))
 }
 
 fn list_filter(function: &'static str, options: Option<Unknown>) -> Result<ListFilter> {
@@ -842,10 +852,17 @@ pub fn list_jobs_text(options: Option<Unknown>) -> Result<String> {
     let context = context()?;
     let jobs = context.list(&filter).map_err(to_js_error)?;
     let places = context.queue_places(&jobs).map_err(to_js_error)?;
-    Ok(if jobs.is_empty() {
+    let corrupt = if filter.status.is_none() && filter.owner.is_none() {
+        context.corrupt_records().map_err(to_js_error)?
+    } else {
+        Vec::new()
+    };
+    let mut lines = proc_manager_core::present::format::list_text(&jobs, &places, &context.leftover_counts(&jobs));
+    lines.extend(corrupt.iter().map(proc_manager_core::present::format::corrupt_line));
+    Ok(if lines.is_empty() {
         format!("no jobs{}", if filter.all { "" } else { " running or ended within the hour (all: true for every job)" })
     } else {
-        proc_manager_core::present::format::list_text(&jobs, &places, &context.leftover_counts(&jobs)).join("\n")
+        lines.join("\n")
     })
 }
 

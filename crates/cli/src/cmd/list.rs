@@ -3,7 +3,7 @@
 use crate::print_json;
 use proc_manager_core::model::job::JobStatus;
 use proc_manager_core::present::format;
-use proc_manager_core::present::view::JobView;
+use proc_manager_core::present::view::{CorruptJobView, JobView};
 use proc_manager_core::verbs::ops::{Context, ListFilter};
 use proc_manager_core::{Error, Result};
 
@@ -11,10 +11,27 @@ pub fn run(context: &Context, all: bool, status: Option<String>, owner: Option<S
     let status = status
         .map(|s| JobStatus::parse_or_explain(&s).map_err(|e| Error::Usage(format!("--status: {e}"))))
         .transpose()?;
+    // Unreadable records belong to no status and no owner that can be told.
+    let unfiltered = status.is_none() && owner.is_none();
     let jobs = context.list(&ListFilter { status, owner, all: all || status.is_some() })?;
     let places = context.queue_places(&jobs)?;
+    let corrupt = if unfiltered { context.corrupt_records()? } else { Vec::new() };
     if json {
-        print_json(&jobs.iter().map(|j| JobView::from(j).placed(places.get(&j.id))).collect::<Vec<_>>());
+        let mut shown: Vec<serde_json::Value> = Vec::new();
+        for job in &jobs {
+            shown.push(serde_json::to_value(JobView::from(job).placed(places.get(&job.id))).map_err(|e| Error::Other(e.to_string()))?);
+        }
+        for record in &corrupt {
+            shown.push(serde_json::to_value(CorruptJobView::from(record)).map_err(|e| Error::Other(e.to_string()))?);
+        }
+        print_json(&shown);
+    } else if !corrupt.is_empty() {
+        for line in format::list_text(&jobs, &places, &context.leftover_counts(&jobs)) {
+            outln!("{line}");
+        }
+        for record in &corrupt {
+            outln!("{}", format::corrupt_line(record));
+        }
     } else if jobs.is_empty() {
         outln!("no jobs{}", if all { "" } else { " running or ended within the hour (--all for every job)" });
     } else {

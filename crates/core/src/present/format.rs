@@ -208,6 +208,17 @@ pub fn list_text(
     jobs.iter().map(|j| line(j, leftovers.get(&j.id).copied().unwrap_or(0))).collect()
 }
 
+/// `list`'s line for a job directory whose record cannot be read.
+pub fn corrupt_line(record: &crate::store::registry::CorruptRecord) -> String {
+    format!(
+        "{}  corrupt: record {} cannot be read ({}) — `run-bg kill {}` removes it",
+        visible(&record.id),
+        visible(&record.file.display().to_string()),
+        visible(&shorten(&record.reason, 80)),
+        visible(&record.id)
+    )
+}
+
 pub fn lingering_line(job: &Job, lingering: &[ProcessEntry]) -> Option<String> {
     if lingering.is_empty() {
         return None;
@@ -357,6 +368,7 @@ pub fn check_text(check: &CheckResult) -> String {
     lines.extend(tie_line(job));
     lines.extend(lingering_line(job, &check.lingering));
     lines.extend(delivery_lines(job));
+    lines.extend(check.log_problem.as_ref().map(|problem| format!("  [no cursor: {problem}]")));
     if check.tail.is_empty() {
         let yet = if job.status() == JobStatus::Running { " yet" } else { "" };
         // Only what was asked for is absent, not the output.
@@ -427,7 +439,7 @@ mod tests {
     #[test]
     fn an_empty_check_says_what_was_not_found() {
         let text = |status, selection| {
-            let check = CheckResult { job: job(status), tail: Vec::new(), cursor: 0, lingering: Vec::new(), usage: None, selection };
+            let check = CheckResult { job: job(status), tail: Vec::new(), cursor: 0, log_problem: None, lingering: Vec::new(), usage: None, selection };
             check_text(&check).lines().last().unwrap().to_string()
         };
         assert_eq!(text(JobStatus::Success, Selection::Last), "(no output)");
@@ -516,6 +528,7 @@ mod tests {
             job: j.clone(),
             tail: vec!["plain".into()],
             cursor: 0,
+            log_problem: None,
             lingering: lingering.clone(),
             usage: None,
             selection: Selection::Last,

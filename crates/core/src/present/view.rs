@@ -251,6 +251,9 @@ pub struct CheckView {
     /// Where the log stood after the last complete line read: `readLog` with
     /// `since` gives only what came after.
     pub cursor: u64,
+    /// Why `cursor` is not to be used: the log's start record is corrupt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_problem: Option<String>,
     /// Processes still running although the main process ended.
     pub lingering: Vec<ProcessView>,
     /// How many of the job's processes run now, and their resident memory.
@@ -266,6 +269,7 @@ impl From<&CheckResult> for CheckView {
             job: JobView::from(&check.job),
             tail: check.tail.clone(),
             cursor: check.cursor,
+            log_problem: check.log_problem.clone(),
             lingering: check.lingering.iter().map(ProcessView::from).collect(),
             processes: check.usage.map(|u| u.processes),
             rss_mb: check.usage.map(|u| kb_to_mb(u.rss_kb)),
@@ -285,6 +289,29 @@ pub struct ProcessView {
 impl From<&ProcessEntry> for ProcessView {
     fn from(entry: &ProcessEntry) -> ProcessView {
         ProcessView { pid: entry.identity.pid, command: entry.command.clone() }
+    }
+}
+
+/// A job directory whose record cannot be read, as `list` shows it beside
+/// the jobs: `status` is `corrupt`, `error` says why and what removes it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CorruptJobView {
+    pub job_id: String,
+    pub status: String,
+    /// The job.json that cannot be read.
+    pub record_file: String,
+    pub error: String,
+}
+
+impl From<&crate::store::registry::CorruptRecord> for CorruptJobView {
+    fn from(record: &crate::store::registry::CorruptRecord) -> CorruptJobView {
+        CorruptJobView {
+            job_id: record.id.clone(),
+            status: "corrupt".to_string(),
+            record_file: record.file.display().to_string(),
+            error: record.describe(),
+        }
     }
 }
 
@@ -698,6 +725,9 @@ pub struct LogReadView {
     pub total_lines: Option<usize>,
     /// Where the last line in `lines` ends: give it as `since` for what comes next.
     pub cursor: u64,
+    /// Why `cursor` is not to be used: the log's start record is corrupt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_problem: Option<String>,
     /// Bytes after the cursor given that were rotated away and deleted; the
     /// lines start at the oldest line kept.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -716,6 +746,7 @@ impl LogReadView {
                 lines: window.lines.clone(),
                 total_lines: Some(window.total),
                 cursor: window.cursor,
+                log_problem: window.record_problem.clone(),
                 rotated_away_bytes: None,
                 more: None,
             },
@@ -725,6 +756,7 @@ impl LogReadView {
                 lines: since.lines.clone(),
                 total_lines: None,
                 cursor: since.cursor,
+                log_problem: None,
                 rotated_away_bytes: (since.rotated_away > 0).then_some(since.rotated_away),
                 more: Some(since.more),
             },

@@ -228,6 +228,8 @@ pub struct LineWindow {
     /// (see `lines_since`); an unfinished last line is not counted as read
     /// unless the writer is gone.
     pub cursor: u64,
+    /// Why `cursor` is not to be used (see `LogFiles::record_problem`).
+    pub record_problem: Option<String>,
 }
 
 /// The lines written after a cursor, as `read_log` shows them.
@@ -307,6 +309,7 @@ fn for_each_line(stream: crate::store::logs::StreamReader, mut each: impl FnMut(
 /// `ended`: the writer is gone, so an unfinished last line is complete.
 pub fn line_window(log: &Path, from: Option<usize>, count: usize, ended: bool) -> LineWindow {
     let files = crate::store::logs::LogFiles::open(log);
+    let record_problem = files.record_problem.clone();
     let oldest = files.oldest();
     let mut window: std::collections::VecDeque<(String, u64)> = std::collections::VecDeque::new();
     let mut total = 0usize;
@@ -341,7 +344,7 @@ pub fn line_window(log: &Path, from: Option<usize>, count: usize, ended: bool) -
         None => total - window.len() + 1,
     };
     let cursor = window.back().map_or(before, |(_, end)| *end);
-    LineWindow { first, lines: window.into_iter().map(|(line, _)| line).collect(), total, cursor }
+    LineWindow { first, lines: window.into_iter().map(|(line, _)| line).collect(), total, cursor, record_problem }
 }
 
 /// At most `count` lines written after `since` (a cursor from `check`,
@@ -386,6 +389,12 @@ impl SinceRead {
             return Err(crate::Error::Usage("bad lines: 0; give lines >= 1 with since".into()));
         }
         let files = crate::store::logs::LogFiles::open(log);
+        if let Some(problem) = &files.record_problem {
+            // Placed from a guess, the cursor would silently skip or repeat lines.
+            return Err(crate::Error::Other(format!(
+                "cannot read after cursor {since}: {problem}; read by line number instead (fromLine, or run-bg logs without --since)"
+            )));
+        }
         let end = files.end();
         if since > end {
             return Err(crate::Error::Usage(format!(

@@ -99,13 +99,17 @@ impl RotatingWriter {
         let written = if truncate { 0 } else { file.metadata().map_err(|e| Error::io("open log", path, e))?.len() };
         let written = written.min(max_bytes);
         // Resumed: the current file goes on from where the reader places it.
-        let base = if truncate {
-            0
+        let (base, record) = if truncate {
+            (0, StartRecord::open(path, true))
         } else {
             let id = file.metadata().ok().map(|m| file_id(&m));
-            LogFiles::open(path).files.iter().find(|f| Some(f.id) == id).map_or(0, |f| f.start)
+            let files = LogFiles::open(path);
+            let base = files.files.iter().find(|f| Some(f.id) == id).map_or(0, |f| f.start);
+            // Where the log stands is unknown: a record written now would
+            // place it wrongly and hide that, so the corrupt one stays, said.
+            let record = if files.record_problem.is_some() { None } else { StartRecord::open(path, false) };
+            (base, record)
         };
-        let record = StartRecord::open(path);
         let mut writer = RotatingWriter {
             path: path.to_path_buf(),
             max_bytes,
@@ -404,6 +408,11 @@ impl ReverseLines {
         if whole { self.stream.end() } else { self.stream.end_of_lines() }
     }
 
+    /// Why the cursor cannot be trusted (see `LogFiles::record_problem`).
+    pub fn record_problem(&self) -> Option<&str> {
+        self.stream.record_problem.as_deref()
+    }
+
     /// True when the item just returned is a piece cut off the end of a line
     /// longer than `MAX_LINE_BYTES`: the next item is the part before it.
     pub fn cut_a_line(&self) -> bool {
@@ -584,42 +593,127 @@ impl StartRecord {
         log.with_file_name(format!(".{name}.start"))
     }
 
-    fn open(log: &Path) -> Option<File> {
+    /// `fresh`: a new log, so whatever a record file held before is dropped
+    /// (a record is rewritten in place over its start, never truncated).
+    fn open(log: &Path, fresh: bool) -> Option<File> {
         let mut options = crate::store::paths::options_nofollow();
-        options.write(true).create(true).mode(0o600);
+        options.write(true).create(true).truncate(fresh).mode(0o600);
         options.open(Self::path(log)).ok()
     }
 
-    fn sum(id: FileId, start: u64) -> u64 {
+    /// The checksum of format `pm1`, still read (a supervisor of an earlier
+    /// version may be writing the log). It misses some one-bit changes (the
+    /// `| 1` hides bit 0 of the product): a flipped bit there went unseen.
+    fn sum_v1(id: FileId, start: u64) -> u64 {
         (id.0 ^ id.1.rotate_left(21) ^ start.rotate_left(42)).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1
+    }
+
+    /// The checksum of format `pm2`: each field goes through a bijective
+    /// mix (splitmix64's finaliser) before the next, so any change of one
+    /// field changes the sum.
+    fn sum_v2(id: FileId, start: u64) -> u64 {
+        fn mix(mut z: u64) -> u64 {
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+        mix(mix(mix(0x9E37_79B9_7F4A_7C15 ^ id.0) ^ id.1) ^ start)
     }
 
     fn write(record: &File, id: FileId, start: u64) {
         use std::os::unix::fs::FileExt;
-        let text = format!("pm1 {:016x} {:016x} {:016x} {:016x}\n", id.0, id.1, start, Self::sum(id, start));
+        let text = format!("pm2 {:016x} {:016x} {:016x} {:016x}\n", id.0, id.1, start, Self::sum_v2(id, start));
         debug_assert_eq!(text.len(), RECORD_LEN);
         let _ = record.write_all_at(text.as_bytes(), 0);
     }
 
-    /// None when there is none (a log written before this record existed) or
-    /// it stays unreadable.
-    fn read(log: &Path) -> Option<(FileId, u64)> {
+    /// What the record says. A record is exactly `RECORD_LEN` bytes and only
+    /// that much is ever read: a file of any other size is not one of ours.
+    /// A torn read (the writer rewrites it in place) fails the checksum and
+    /// is read again; one that stays wrong is corrupt, said so, never used.
+    fn read(log: &Path) -> Record {
         let path = Self::path(log);
+        let file = match crate::store::paths::open_read(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Record::Absent,
+            Err(e) => return Record::Corrupt(format!("{} cannot be read: {e}", path.display())),
+        };
+        let mut problem = String::new();
+        // Rewritten in place, never replaced: the file opened stays the record.
         for _ in 0..100 {
-            let mut file = crate::store::paths::open_read(&path).ok()?;
-            let mut text = String::new();
-            file.read_to_string(&mut text).ok()?;
-            let fields: Vec<u64> =
-                text.strip_prefix("pm1 ").unwrap_or("").split_whitespace().filter_map(|f| u64::from_str_radix(f, 16).ok()).collect();
-            if let [dev, ino, start, sum] = fields[..] {
-                if Self::sum((dev, ino), start) == sum {
-                    return Some(((dev, ino), start));
-                }
+            let size = file.metadata().map_or(0, |m| m.len());
+            if size == 0 {
+                // Not written yet: a writer creates it empty, then writes it
+                // (or could not, on a full disk). The oldest file then starts
+                // at 0, which for a new log is true.
+                return Record::Absent;
+            }
+            if size > RECORD_LEN as u64 {
+                // Never shrinks back: the writer writes its record over the start.
+                problem = format!("it is {size} bytes; a start record is {RECORD_LEN}");
+                break;
+            }
+            let mut text = [0u8; RECORD_LEN];
+            let read = read_prefix(&file, &mut text);
+            match Self::parse(&text[..read]) {
+                Some(found) => return Record::Valid(found),
+                None if read < RECORD_LEN => problem = format!("it is {read} bytes; a start record is {RECORD_LEN}"),
+                None => problem = "its checksum does not match what it says".to_string(),
             }
             std::thread::yield_now();
         }
-        None
+        Record::Corrupt(format!(
+            "the log's start record {} is corrupt ({problem}): where the kept lines lie in everything written is unknown, \
+             so no cursor can be placed until the job's next log rotation rewrites it",
+            path.display()
+        ))
     }
+
+    fn parse(text: &[u8]) -> Option<(FileId, u64)> {
+        let text = std::str::from_utf8(text).ok()?;
+        let (sum_of, fields): (fn(FileId, u64) -> u64, &str) = match text.split_at_checked(4)? {
+            ("pm2 ", fields) => (Self::sum_v2, fields),
+            ("pm1 ", fields) => (Self::sum_v1, fields),
+            _ => return None,
+        };
+        let fields = fields.strip_suffix('\n')?;
+        let numbers: Vec<u64> = fields.split(' ').map(|f| u64::from_str_radix(f, 16).ok()).collect::<Option<_>>()?;
+        let [dev, ino, start, sum] = numbers[..] else { return None };
+        (fields.len() == RECORD_LEN - 5 && sum_of((dev, ino), start) == sum).then_some(((dev, ino), start))
+    }
+}
+
+/// What a log's start record says.
+enum Record {
+    /// There is none: a log written before the record existed.
+    Absent,
+    Valid((FileId, u64)),
+    /// Why it cannot be used.
+    Corrupt(String),
+}
+
+impl Record {
+    fn valid(&self) -> Option<(FileId, u64)> {
+        match self {
+            Record::Valid(found) => Some(*found),
+            Record::Absent | Record::Corrupt(_) => None,
+        }
+    }
+}
+
+/// Reads up to `buf.len()` bytes from the start of `file`; how many it got.
+fn read_prefix(file: &File, buf: &mut [u8]) -> usize {
+    use std::os::unix::fs::FileExt;
+    let mut read = 0;
+    while read < buf.len() {
+        match file.read_at(&mut buf[read..], read as u64) {
+            Ok(0) => break,
+            Ok(n) => read += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    read
 }
 
 /// How often a reader looks again at a log caught halfway through a
@@ -643,6 +737,11 @@ pub struct LogFile {
 pub struct LogFiles {
     /// Oldest first.
     pub files: Vec<LogFile>,
+    /// Why the start record could not be used (see `StartRecord::read`):
+    /// the files are then placed as if the oldest started at 0, which is
+    /// wrong by however much was rotated away, so positions (cursors) are
+    /// not to be given or taken.
+    pub record_problem: Option<String>,
 }
 
 impl LogFiles {
@@ -658,6 +757,7 @@ impl LogFiles {
             let mut seen = std::collections::HashSet::new();
             let mut opened: Vec<(usize, LogFile)> = Vec::new();
             for (index, path) in names.iter().enumerate() {
+                seams.at("open");
                 let Ok(file) = crate::store::paths::open_read(path) else { continue };
                 let Ok(meta) = file.metadata() else { continue };
                 let id = file_id(&meta);
@@ -666,7 +766,9 @@ impl LogFiles {
                     opened.push((index, LogFile { file, id, start: 0, len: meta.len() }));
                 }
             }
-            let record = StartRecord::read(log);
+            seams.at("read record");
+            let read = StartRecord::read(log);
+            let record = read.valid();
             // The same files under the same names after the record was read:
             // no rotation came between. And the record names one of them:
             // with keep 0 a rotation takes `output.log` out of the listing
@@ -674,6 +776,7 @@ impl LogFiles {
             // the record names it; placed then, the log would seem to end
             // before where it stood (a cursor just given would be refused).
             let record_kept = record.is_none_or(|(id, _)| opened.iter().any(|(_, f)| f.id == id));
+            seams.at("look again");
             let settled = record_kept
                 && log_files_newest_first(log) == names
                 && opened.iter().all(|(index, f)| id_at(&names[*index]) == Some(f.id));
@@ -681,7 +784,11 @@ impl LogFiles {
                 let mut files: Vec<LogFile> = opened.into_iter().map(|(_, f)| f).collect();
                 place(&mut files, record);
                 files.reverse();
-                return LogFiles { files };
+                let record_problem = match read {
+                    Record::Corrupt(problem) => Some(problem),
+                    Record::Absent | Record::Valid(_) => None,
+                };
+                return LogFiles { files, record_problem };
             }
             seams.at("unsettled");
             // The writer is between two steps of a rotation: a few syscalls
@@ -1112,8 +1219,10 @@ mod tests {
             let written = written.clone();
             std::thread::spawn(move || {
                 let unsettled = Mutex::new(events.clone());
-                let seams = Seams(Some(Arc::new(move |_| {
-                    let _ = unsettled.lock().unwrap().send(Event::ReaderUnsettled);
+                let seams = Seams(Some(Arc::new(move |point| {
+                    if point == "unsettled" {
+                        let _ = unsettled.lock().unwrap().send(Event::ReaderUnsettled);
+                    }
                 })));
                 let end = LogFiles::open_seamed(&log, &seams).end();
                 // Counted before each write: at most what was written by now.
@@ -1406,6 +1515,89 @@ mod tests {
         std::str::from_utf8(bytes).unwrap().lines().map(|l| l.parse().unwrap()).collect()
     }
 
+    /// One interleaving of a writer (lines `000000\n` …, keep 1) and a slow
+    /// reader by cursor that pauses at each step of its look at the files
+    /// and reads at most 2 lines a time: it falls whole files behind. Each
+    /// read must place its files exactly: the bytes it reads from a position
+    /// are the line written there, and what lies between its cursor and
+    /// that position (the bytes rotated away) is no more and no less than
+    /// what was dropped. Returns what went wrong.
+    fn cursor_reads_in_one_interleaving(seed: u64) -> Vec<String> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        const WRITER: usize = 0;
+        const READER: usize = 1;
+        const LINE: u64 = 7;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("output.log");
+        let baton = Baton::new(seed);
+        let done = Arc::new(AtomicBool::new(false));
+        let mut writer = RotatingWriter::create(&log, 64, 1).unwrap();
+        let b = baton.clone();
+        writer.set_seam(Arc::new(move |point| if point != "unlink" { b.pause(WRITER) }));
+        let (b, d) = (baton.clone(), done.clone());
+        let writing = std::thread::spawn(move || {
+            b.pause(WRITER);
+            for i in 0..120 {
+                writer.write_all(format!("{i:06}\n").as_bytes()).unwrap();
+            }
+            drop(writer);
+            d.store(true, Ordering::SeqCst);
+            b.finish(WRITER);
+        });
+        let b = baton.clone();
+        let reading = std::thread::spawn(move || {
+            let seams = Seams(Some(Arc::new({
+                let b = b.clone();
+                move |_| b.pause(READER)
+            })));
+            let mut failures = Vec::new();
+            let mut cursor = 0u64;
+            loop {
+                let last = done.load(Ordering::SeqCst);
+                b.pause(READER);
+                let files = LogFiles::open_seamed(&log, &seams);
+                let (oldest, end) = (files.oldest(), files.end());
+                if files.record_problem.is_some() || oldest % LINE != 0 || end % LINE != 0 || end < cursor {
+                    failures.push(format!("seed {seed}: placed at {oldest}..{end} ({:?}) after cursor {cursor}", files.record_problem));
+                    break;
+                }
+                let from = cursor.max(oldest);
+                let mut reader = files.reader_from(from);
+                let mut bytes = vec![0u8; (2 * LINE) as usize];
+                let mut got = 0;
+                while got < bytes.len() {
+                    match reader.read(&mut bytes[got..]).unwrap() {
+                        0 => break,
+                        n => got += n,
+                    }
+                }
+                // What the position says is there, and what is there.
+                let lines = std::str::from_utf8(&bytes[..got]).unwrap();
+                for (k, line) in lines.lines().enumerate() {
+                    let at = from + k as u64 * LINE;
+                    if line.parse::<u64>().ok() != Some(at / LINE) {
+                        failures.push(format!("seed {seed}: byte {at} (cursor {cursor}, {} rotated away) holds line {line:?}", oldest.saturating_sub(cursor)));
+                    }
+                }
+                cursor = from + got as u64;
+                if last && cursor == end {
+                    break;
+                }
+            }
+            b.finish(READER);
+            failures
+        });
+        writing.join().unwrap();
+        reading.join().unwrap()
+    }
+
+    #[test]
+    fn a_reader_by_cursor_that_falls_files_behind_is_told_exactly_what_rotation_took() {
+        let failures: Vec<String> = (0..300).flat_map(cursor_reads_in_one_interleaving).collect();
+        assert!(failures.is_empty(), "{} reads misplaced; first: {}", failures.len(), failures[0]);
+    }
+
     #[test]
     fn follow_ends_only_after_reading_everything_written() {
         // keep 20 holds all 60 lines (7 rotations): nothing may be missing.
@@ -1510,6 +1702,83 @@ mod tests {
         let mut from_start = Vec::new();
         LogFollower::from_start(&log).read_new(&mut from_start).unwrap();
         assert_eq!(from_start, all);
+    }
+
+    /// Bytes this thread has read through read(2) and pread(2) so far.
+    #[cfg(target_os = "linux")]
+    fn bytes_read_by_this_thread() -> u64 {
+        let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+        io.lines().find_map(|l| l.strip_prefix("rchar: ")).unwrap().parse().unwrap()
+    }
+
+    /// A log that rotated (its oldest kept byte is not 0): a wrong start
+    /// record would shift every position in it.
+    fn rotated_log(dir: &Path) -> PathBuf {
+        let log = dir.join("output.log");
+        let mut writer = RotatingWriter::create(&log, 64, 1).unwrap();
+        for i in 0..40 {
+            writer.write_all(format!("{i:06}\n").as_bytes()).unwrap();
+        }
+        assert!(LogFiles::open(&log).oldest() > 0, "the test needs dropped files");
+        log
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_start_record_of_100_mb_is_read_no_further_than_a_record_and_said_to_be_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = rotated_log(dir.path());
+        let record = StartRecord::path(&log);
+        // Sparse: costs no disk, but reading it whole reads 100 MB of zeros.
+        std::fs::OpenOptions::new().write(true).open(&record).unwrap().set_len(100 << 20).unwrap();
+        let before = bytes_read_by_this_thread();
+        let files = LogFiles::open(&log);
+        let read = bytes_read_by_this_thread() - before;
+        assert!(read < 64 * 1024, "{read} bytes read to place a log's files");
+        let problem = files.record_problem.expect("reported");
+        assert!(problem.contains("is corrupt (it is 104857600 bytes; a start record is 72)"), "{problem}");
+        assert!(problem.contains(&record.display().to_string()), "{problem}");
+    }
+
+    #[test]
+    fn a_start_record_with_a_byte_changed_is_said_to_be_corrupt_and_places_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = rotated_log(dir.path());
+        let good = LogFiles::open(&log);
+        assert_eq!((good.record_problem.as_deref(), good.end()), (None, 40 * 7));
+        let record = StartRecord::path(&log);
+        let original = std::fs::read(&record).unwrap();
+        // Every bit of every number in the record in turn: one bit changed is
+        // the likeliest fault, and the record still looks like one.
+        for at in (4..RECORD_LEN - 1).filter(|&at| original[at] != b' ') {
+            let value = (original[at] as char).to_digit(16).unwrap();
+            for bit in 0..4 {
+                let mut changed = original.clone();
+                changed[at] = std::char::from_digit(value ^ (1 << bit), 16).unwrap() as u8;
+                std::fs::write(&record, &changed).unwrap();
+                let files = LogFiles::open(&log);
+                let end = files.end();
+                let shown = String::from_utf8_lossy(&changed).into_owned();
+                let problem = files.record_problem.unwrap_or_else(|| panic!("{shown:?}: not reported; the log ends at {end}"));
+                assert!(problem.contains("is corrupt (its checksum does not match"), "{shown:?}: {problem}");
+            }
+        }
+        // Records an earlier version wrote still place the log.
+        let ((dev, ino), start) = StartRecord::parse(&original).unwrap();
+        let v1 = format!("pm1 {dev:016x} {ino:016x} {start:016x} {:016x}\n", StartRecord::sum_v1((dev, ino), start));
+        std::fs::write(&record, v1).unwrap();
+        let files = LogFiles::open(&log);
+        assert_eq!((files.record_problem.as_deref(), files.end()), (None, 40 * 7));
+        // A writer taking over (an orphan's watcher) leaves it as it found it: still said.
+        std::fs::write(&record, b"pm1 junk\n").unwrap();
+        let mut writer = RotatingWriter::resume(&log, 64, 1).unwrap();
+        writer.write_all(&b"000040\n".repeat(20)).unwrap();
+        assert!(LogFiles::open(&log).record_problem.is_some());
+        // A new log starts a new record.
+        drop(writer);
+        RotatingWriter::create(&log, 64, 1).unwrap().write_all(b"x\n").unwrap();
+        let files = LogFiles::open(&log);
+        assert_eq!((files.end(), files.record_problem), (2, None));
     }
 
     #[test]

@@ -389,6 +389,58 @@ impl Registry {
         (jobs, merge)
     }
 
+    /// Job directories that no job in the registry names and whose job.json
+    /// cannot be read as a record of that job (a queued job lives in its
+    /// job.json alone: unreadable, it would vanish with its spec.json, the
+    /// submitter's whole environment, left behind). A directory without a
+    /// job.json is a job being created (its spec.json comes first).
+    pub fn corrupt_records(&self) -> Result<Vec<CorruptRecord>> {
+        let known: HashSet<String> = self.load()?.into_iter().map(|j| j.id).collect();
+        let mut found = Vec::new();
+        let Ok(entries) = std::fs::read_dir(self.home.jobs_dir()) else { return Ok(found) };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(id) = name.to_str() else { continue };
+            if known.contains(id) || validate_job_id(id).is_err() || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            found.extend(corrupt_record(&self.home, id));
+        }
+        found.sort_by(|a, b| (a.modified_ms, &a.id).cmp(&(b.modified_ms, &b.id)));
+        Ok(found)
+    }
+
+    /// The corrupt record of job `id` (see `corrupt_records`), if that is what it has.
+    pub fn corrupt_record(&self, id: &str) -> Option<CorruptRecord> {
+        validate_job_id(id).ok()?;
+        let record = corrupt_record(&self.home, id)?;
+        // A job the registry knows is that job, whatever its job.json says.
+        match self.get(id) {
+            Err(Error::UnknownJob(_)) => Some(record),
+            _ => None,
+        }
+    }
+
+    /// Deletes the directory of job `id` (its spec.json with it) if its
+    /// record is still corrupt and still no job of the registry's, looked at
+    /// under the lock so that a job being recorded is never taken. True when
+    /// it was removed.
+    pub fn remove_corrupt(&self, id: &str) -> Result<bool> {
+        validate_job_id(id)?;
+        let action = format!("remove the corrupt record of {id}");
+        let aside = self.update_with(Patience::Full, &action, |jobs| {
+            if jobs.iter().any(|j| j.id == id) || corrupt_record(&self.home, id).is_none() {
+                return Ok(None);
+            }
+            // Said, never taken for "not corrupt": a caller would look again forever.
+            let dir = self.home.job_dir(id);
+            self.set_aside(id).map(Some).ok_or_else(|| Error::Other(format!("cannot move {} aside to remove it", dir.display())))
+        })??;
+        let Some((_, to)) = aside else { return Ok(false) };
+        std::fs::remove_dir_all(&to).map_err(|e| Error::io("remove", to, e))?;
+        Ok(true)
+    }
+
     /// Renames a job's directory to a hidden name that no reader takes for a job.
     fn set_aside(&self, id: &str) -> Option<(PathBuf, PathBuf)> {
         let from = self.home.job_dir(id);
@@ -470,6 +522,61 @@ fn dedupe(jobs: Vec<Job>) -> (Vec<Job>, usize) {
         }
     }
     (kept, dropped)
+}
+
+/// A job directory whose job.json cannot be read as its job's record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorruptRecord {
+    pub id: String,
+    /// The job.json that could not be read.
+    pub file: PathBuf,
+    /// Why: the parser's error, or the id it names instead.
+    pub reason: String,
+    /// When the file was last written (ms since the epoch): its age for `prune`.
+    pub modified_ms: u64,
+}
+
+impl CorruptRecord {
+    /// Said by `list`, `check` and every verb that names the job.
+    pub fn describe(&self) -> String {
+        format!(
+            "job {} is corrupt: its record {} cannot be read ({}); it is not run. \
+             `run-bg kill {}` or `run-bg prune` removes its directory",
+            self.id,
+            self.file.display(),
+            self.reason,
+            self.id
+        )
+    }
+}
+
+/// Job `id`'s directory, if it holds a job.json that is not a record of `id`.
+fn corrupt_record(home: &Home, id: &str) -> Option<CorruptRecord> {
+    let dir = home.job_dir(id);
+    if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        return None;
+    }
+    let file = dir.join("job.json");
+    let bytes = match paths::read_file(&file) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => return Some(corrupt(id, file, e.to_string())),
+    };
+    let reason = match serde_json::from_slice::<Job>(&bytes) {
+        Ok(job) if job.id == id => return None,
+        Ok(job) => format!("it names job `{}`", crate::model::text::visible(&job.id)),
+        Err(e) => e.to_string(),
+    };
+    Some(corrupt(id, file, reason))
+}
+
+fn corrupt(id: &str, file: PathBuf, reason: String) -> CorruptRecord {
+    let modified_ms = std::fs::symlink_metadata(&file)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis() as u64);
+    CorruptRecord { id: id.to_string(), file, reason, modified_ms }
 }
 
 /// A job's own record, if its directory holds one naming it. Never through a
@@ -963,6 +1070,40 @@ mod tests {
             .collect();
         assert_eq!(aside.len(), 1);
         assert_eq!(std::fs::read(aside[0].path()).unwrap(), b"{\"version\":1,\"jobs\":[{trunc");
+    }
+
+    #[test]
+    fn an_unreadable_job_file_of_a_job_the_registry_does_not_hold_is_a_corrupt_record_until_removed() {
+        let (_dir, home) = home();
+        let registry = Registry::new(&home, 10);
+        let mut known = job("known-1", JobStatus::Running, 5);
+        known.main = Some(ProcessIdentity::from_stat(42, 7));
+        std::fs::create_dir_all(home.job_dir("known-1")).unwrap();
+        registry.upsert(&known).unwrap();
+        // The registry's entry stands for a job it holds, whatever its job.json says.
+        std::fs::write(home.job_dir("known-1").join("job.json"), b"{trunc").unwrap();
+        // Being created: its spec.json comes before its job.json.
+        std::fs::create_dir_all(home.job_dir("new-2")).unwrap();
+        std::fs::write(home.job_dir("new-2").join("spec.json"), b"{}").unwrap();
+        for (id, content) in [("bad-3", &b"{\"id\": \"bad-3\", \"status\": \"queu"[..]), ("other-4", &b""[..])] {
+            std::fs::create_dir_all(home.job_dir(id)).unwrap();
+            std::fs::write(home.job_dir(id).join("spec.json"), b"{}").unwrap();
+            std::fs::write(home.job_dir(id).join("job.json"), content).unwrap();
+        }
+        let found = registry.corrupt_records().unwrap();
+        let ids: Vec<&str> = found.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids.len(), 2, "{found:?}");
+        assert!(ids.contains(&"bad-3") && ids.contains(&"other-4"), "{found:?}");
+        let bad = registry.corrupt_record("bad-3").unwrap();
+        assert_eq!(bad.file, home.job_dir("bad-3").join("job.json"));
+        assert!(bad.describe().starts_with("job bad-3 is corrupt: its record "), "{}", bad.describe());
+        assert_eq!(registry.corrupt_record("known-1"), None);
+        assert_eq!(registry.corrupt_record("new-2"), None);
+        assert!(registry.remove_corrupt("bad-3").unwrap());
+        assert!(!home.job_dir("bad-3").exists(), "its directory, spec.json with it, is gone");
+        assert!(!registry.remove_corrupt("known-1").unwrap(), "a job the registry holds is never taken");
+        assert!(!registry.remove_corrupt("new-2").unwrap(), "nor one being created");
+        assert!(home.job_dir("known-1").exists() && home.job_dir("new-2").exists());
     }
 
     #[test]

@@ -101,8 +101,44 @@ impl Context {
     /// A job by id, its status verified against the OS first.
     pub fn job(&self, id: &str) -> Result<Job> {
         validate_job_id(id)?;
-        let job = self.registry().get(id)?;
+        let job = match self.registry().get(id) {
+            // Not "no job": a directory whose record cannot be read is said to be one.
+            Err(Error::UnknownJob(_)) => match self.registry().corrupt_record(id) {
+                Some(record) => return Err(Error::Other(record.describe())),
+                None => return Err(Error::UnknownJob(id.to_string())),
+            },
+            found => found?,
+        };
         self.reconcile_job(job)
+    }
+
+    /// Job directories whose job.json cannot be read (see `Registry::corrupt_records`).
+    pub fn corrupt_records(&self) -> Result<Vec<crate::store::registry::CorruptRecord>> {
+        self.registry().corrupt_records()
+    }
+
+    /// `kill` of a job whose record cannot be read: nothing can be known to
+    /// signal, so its directory (its launch spec with the submitter's
+    /// environment) is what is removed.
+    fn kill_corrupt(&self, record: crate::store::registry::CorruptRecord) -> Result<KillOutcome> {
+        if !self.registry().remove_corrupt(&record.id)? {
+            // Recorded meanwhile (or removed): it is a job again, or gone.
+            return self.kill(&record.id, None, false);
+        }
+        let message = format!(
+            "removed {}: its record {} could not be read ({}); its directory, launch spec included, is deleted; nothing was signalled",
+            record.id,
+            record.file.display(),
+            record.reason
+        );
+        // What the outcome names: the id, and that it is gone for good.
+        let placeholder = serde_json::json!({
+            "id": record.id, "label": record.id, "argv": [], "command": "", "cwd": "",
+            "status": "killed", "started_at": record.modified_ms, "ended_at": now_ms(),
+            "log_path": self.home.job_dir(&record.id).join("output.log"),
+        });
+        let job: Job = serde_json::from_value(placeholder).map_err(|e| Error::Other(e.to_string()))?;
+        Ok(KillOutcome { job, signalled: false, message })
     }
 
     /// Records that the outcome of an ended job has been looked at. Best
@@ -439,7 +475,7 @@ impl Context {
 
     pub fn check(&self, id: &str, query: &TailQuery) -> Result<CheckResult> {
         let job = self.mark_seen(self.job(id)?)?;
-        let (tail, cursor) = tail_job_log(&job, query);
+        let (tail, cursor, log_problem) = tail_job_log(&job, query);
         // One pass over /proc serves both: the live tree's cost, and what lingers.
         let tree = self.processes_of(&job);
         let usage = (!tree.is_empty()).then(|| TreeUsage {
@@ -447,7 +483,7 @@ impl Context {
             rss_kb: tree.iter().map(|p| p.rss_kb).sum(),
         });
         let lingering = if job.status().is_final() || job.status() == JobStatus::Orphaned { tree } else { Vec::new() };
-        Ok(CheckResult { job, tail, cursor, lingering, usage, selection: query.selection() })
+        Ok(CheckResult { job, tail, cursor, log_problem, lingering, usage, selection: query.selection() })
     }
 
     /// Blocks until every job in `ids` has ended, or `timeout` passes.
@@ -565,7 +601,10 @@ impl Context {
     /// many are still exiting at the bound. An ended job whose processes live
     /// on has them killed; only one with none left is "nothing to kill".
     pub fn kill(&self, id: &str, grace: Option<Duration>, force: bool) -> Result<KillOutcome> {
-        let job = self.job(id)?;
+        let job = match self.job(id) {
+            Ok(job) => job,
+            Err(e) => return self.registry().corrupt_record(id).map_or(Err(e), |record| self.kill_corrupt(record)),
+        };
         if job.status() == JobStatus::Queued {
             if let Some(job) = self.kill_queued(id)? {
                 let message = format!("killed {} (it was queued; nothing had started)", job.id);
@@ -726,6 +765,13 @@ impl Context {
         })?;
         for id in &removed {
             let _ = std::fs::remove_dir_all(self.home.job_dir(id));
+        }
+        let mut removed = removed;
+        // Unreadable records never run: as old as their job.json, they go too.
+        for record in self.registry().corrupt_records()?.into_iter().filter(|r| r.modified_ms <= cutoff) {
+            if self.registry().remove_corrupt(&record.id)? {
+                removed.push(record.id);
+            }
         }
         Ok(removed)
     }
@@ -1135,6 +1181,8 @@ pub struct CheckResult {
     /// Where the log stood when the tail was read (after its last complete
     /// line): `read_log` since it gives only what came after.
     pub cursor: u64,
+    /// Why `cursor` is not to be used: the log's start record is corrupt.
+    pub log_problem: Option<String>,
     /// Processes still running although the main process ended (or the supervisor died).
     pub lingering: Vec<ProcessEntry>,
     /// What the job's live processes cost now (None when none run).
@@ -1181,16 +1229,18 @@ pub fn log_has_no_writer(job: &Job) -> bool {
     job.status().is_final() && tree::live_supervisor(job).is_none()
 }
 
-/// The tail `query` asks for, and the cursor after it (see `CheckResult::cursor`).
-pub fn tail_job_log(job: &Job, query: &TailQuery) -> (Vec<String>, u64) {
+/// The tail `query` asks for, the cursor after it (see `CheckResult::cursor`)
+/// and why that cursor is not to be used, if it is not.
+pub fn tail_job_log(job: &Job, query: &TailQuery) -> (Vec<String>, u64, Option<String>) {
     let reader = crate::store::logs::ReverseLines::open(std::path::Path::new(&job.log_path));
     let cursor = reader.cursor(log_has_no_writer(job));
+    let problem = reader.record_problem().map(str::to_string);
     let tail = if query.errors {
         digest::error_lines_of(reader, query.lines)
     } else {
         digest::last_lines_of(reader, query.lines, query.grep.as_ref())
     };
-    (tail, cursor)
+    (tail, cursor, problem)
 }
 
 /// Which lines of a job's log `read_log` gives.
