@@ -154,15 +154,17 @@ test('a launch spec or record another user owns is refused, never started', { sk
   assert.match(failed.error, /launch spec .*spec\.json: it is owned by uid 65534, not by you \(uid 0\)/, `${r.stdout}${r.stderr}`)
   assert.equal(fs.existsSync(marker), false)
 
-  // A record another user owns is not taken for a job at all.
+  // A record another user owns is not taken for a job at all: it is listed
+  // as a corrupt record, saying whose it is, and never run.
   const other = path.join(home, 'jobs', 'planted-000001')
   fs.mkdirSync(other, { mode: 0o700 })
   fs.writeFileSync(path.join(other, 'job.json'), JSON.stringify({ ...planted.record, id: 'planted-000001' }))
   fs.chownSync(path.join(other, 'job.json'), NOBODY, NOBODY)
   const list = runBg(home, ['list', '--all', '--json'])
   assert.equal(list.code, 0, list.stderr)
-  assert.ok(!list.stdout.includes('planted-000001'), list.stdout)
-  assert.match(list.stderr, /ignoring job planted-000001: .*job\.json: it is owned by uid 65534/)
+  const shown = JSON.parse(list.stdout).find((j) => j.jobId === 'planted-000001')
+  assert.equal(shown?.status, 'corrupt', list.stdout)
+  assert.match(shown.error, /job\.json cannot be read \(it is owned by uid 65534, not by you/)
   assert.equal(fs.existsSync(marker), false)
 })
 
