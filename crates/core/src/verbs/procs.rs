@@ -867,21 +867,18 @@ fn reap_exactly(child: Child) {
     let _ = child;
 }
 
-/// Fills in which job owns each process of `snap` (`run-bg ps`): the job's
-/// tree as `kill` sees it (its group, its cookie, what runs below its live
-/// supervisor), and the supervisor itself.
-pub fn assign_jobs(snap: &mut Snapshot, jobs: &[crate::model::job::Job]) {
-    use crate::os::tree::{job_tree, live_supervisor, Tree};
-    let holders = crate::os::procinfo::jobs_with_live_processes();
+/// Fills in which job owns each process of `snap` (`run-bg ps`): `owned`
+/// holds each job's processes as kill, check and orphans count them
+/// (`Context::processes_of_jobs`: what its supervisor recorded, its cookie,
+/// its group, what runs below its live supervisor), so a daemon that
+/// scrubbed its environment stays its job's after the supervisor is gone.
+/// A job's live supervisor is marked with it too.
+pub fn assign_jobs(snap: &mut Snapshot, jobs: &[crate::model::job::Job], owned: &HashMap<String, Vec<crate::os::procinfo::ProcessEntry>>) {
     // By pid: the two scans are moments apart.
     let mut owner: HashMap<u32, String> = HashMap::new();
     for job in jobs {
-        let supervisor = live_supervisor(job);
-        if job.status().is_final() && supervisor.is_none() && !holders.contains(&job.id) {
-            continue; // nothing of it can be running
-        }
-        let (entries, _) = job_tree(Tree::of(job));
-        for entry in entries.iter().map(|e| e.identity).chain(supervisor) {
+        let members = owned.get(&job.id).into_iter().flatten().map(|e| e.identity);
+        for entry in members.chain(crate::os::tree::live_supervisor(job)) {
             owner.entry(entry.pid).or_insert_with(|| job.id.clone());
         }
     }
