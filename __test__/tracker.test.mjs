@@ -136,7 +136,8 @@ test('tracker: the subreaper is on only between snapshotBefore and snapshotAfter
     const zombieLeft = state(adopted)
     while (ownExit === null) await new Promise((r) => setTimeout(r, 20))
     // After snapshotAfter an orphan goes to init (or a subreaper above us), not to us.
-    const later = spawnSync('sh', ['-c', 'sleep 30 & echo $!'], { encoding: 'utf8' })
+    // Its output elsewhere, or spawnSync waits for it (30 s) to close the pipe.
+    const later = spawnSync('sh', ['-c', 'sleep 30 >/dev/null 2>&1 & echo $!'], { encoding: 'utf8' })
     const laterPid = Number(later.stdout.trim())
     const laterParent = Number(fs.readFileSync('/proc/' + laterPid + '/stat', 'utf8').split(') ')[1].split(' ')[1])
     process.kill(laterPid, 'SIGKILL')
@@ -156,6 +157,69 @@ test('tracker: the subreaper is on only between snapshotBefore and snapshotAfter
   assert.equal(r.ownExit, 0, "Node's own child's exit status was left to Node")
   assert.notEqual(r.laterParent, r.me, 'the subreaper is off again')
   assert.deepEqual(r.orphans, [], 'an exited grandchild is not left behind')
+})
+
+// A killed Node agent's main thread is a zombie within milliseconds while a
+// worker thread frees its heap (tens to hundreds of milliseconds for 800
+// MiB); the kernel hands what the agent started to us, the subreaper, only
+// when that last thread is gone. snapshotAfter, called right after the kill,
+// must wait for that (and did not: the zombie was not waited for).
+const AGENT_MB = 800
+const AGENT_RUNS = 5
+test(`tracker: what a killed multi-threaded agent started is found by snapshotAfter right after the kill (${AGENT_RUNS} runs, ${AGENT_MB} MiB in a worker)`, async (t) => {
+  const { home, extraPids } = makeHome(t)
+  // The agent: a worker thread fills ${AGENT_MB} MiB, then the main thread starts sleep and prints its pid.
+  const agent = `
+    const { Worker } = require('node:worker_threads')
+    const worker = new Worker("const b = Buffer.alloc(${AGENT_MB} << 20); b.fill(1); require('node:worker_threads').parentPort.postMessage(b[12345]); setInterval(() => b[0]++, 1e6)", { eval: true })
+    worker.on('message', () => {
+      const sleep = require('node:child_process').spawn('sleep', ['600'], { stdio: 'ignore' })
+      console.log(sleep.pid)
+    })
+  `
+  const script = `
+    import { createRequire } from 'node:module'
+    import { spawn } from 'node:child_process'
+    import readline from 'node:readline'
+    const pm = createRequire(${JSON.stringify(root + '/')})('./')
+    const tracker = new pm.ResourceTracker()
+    for (let run = 0; run < ${AGENT_RUNS}; run++) {
+      tracker.snapshotBefore('agent')
+      const child = spawn(process.execPath, ['-e', ${JSON.stringify(agent)}], { stdio: ['ignore', 'pipe', 'inherit'] })
+      const exited = new Promise((resolve) => child.on('exit', resolve))
+      const { value: line } = await readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]().next()
+      const sleep = Number(line)
+      console.log(JSON.stringify({ sleep }))
+      child.kill('SIGKILL')
+      const start = performance.now()
+      const report = tracker.snapshotAfter('agent')
+      const ms = Math.round(performance.now() - start)
+      console.log(JSON.stringify({ run, agent: child.pid, sleep, orphans: report.orphans.map((o) => o.pid), ms }))
+      process.kill(sleep, 'SIGKILL')
+      await exited
+    }
+  `
+  const tracking = spawn(process.execPath, ['--input-type=module', '-e', script], {
+    env: { ...process.env, PROC_MANAGER_HOME: home, PROC_MANAGER_LOG: 'off' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  extraPids.push(tracking.pid)
+  const runs = []
+  const lines = readline.createInterface({ input: tracking.stdout })
+  lines.on('line', (line) => {
+    const message = JSON.parse(line)
+    if ('run' in message) runs.push(message)
+    else extraPids.push(message.sleep)
+  })
+  const code = await Promise.race([
+    new Promise((resolve) => tracking.on('close', resolve)),
+    new Promise((resolve) => setTimeout(resolve, 60_000, 'timed out after 60 s').unref()),
+  ])
+  assert.equal(code, 0, `the tracking process: ${JSON.stringify(runs)}`)
+  assert.equal(runs.length, AGENT_RUNS)
+  const missed = runs.filter((r) => !r.orphans.includes(r.sleep))
+  assert.deepEqual(missed, [], `the agent's sleep was missed in ${missed.length} of ${runs.length} runs: ${JSON.stringify(runs)}`)
+  for (const r of runs) assert.deepEqual(r.orphans, [r.sleep], 'the sleep alone is left behind (not the agent)')
 })
 
 // Optional: a real browser's tree (zygotes, renderers, crashpad) under a job.
