@@ -317,7 +317,8 @@ test('postgres started by pg_ctl: ps attributes every server process to its job 
   const { jobId } = startJob(home, [...asUser, `${bin}/pg_ctl`, '-D', data, '-l', path.join(base, 'server.log'), '-w', '-t', '20', '-o', options, 'start'])
   const job = await waitFor(() => readRegistry(home).find((j) => j.id === jobId && j.status !== 'running'),
     { timeout: 25_000, what: 'pg_ctl start to return' })
-  assert.equal(job.status, 'success', `pg_ctl start: ${runBg(home, ['check', jobId]).stdout}`)
+  const serverLog = () => { try { return fs.readFileSync(path.join(base, 'server.log'), 'utf8').slice(-2000) } catch { return '(no server log)' } }
+  assert.equal(job.status, 'success', `pg_ctl start: ${runBg(home, ['check', jobId]).stdout}\n${serverLog()}`)
   const postmaster = Number(fs.readFileSync(path.join(data, 'postmaster.pid'), 'utf8').split('\n')[0])
   const processes = () => (program = [...new Map([...program, ...treeBelow(postmaster)].map((p) => [p.pid, p])).values()]).filter(alive)
   const roles = ['checkpointer', 'background writer', 'walwriter', 'autovacuum launcher']
