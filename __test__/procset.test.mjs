@@ -128,6 +128,44 @@ test('after its supervisor is SIGKILLed, the daemon is still the job\'s: found, 
   assert.equal(checkJson(home, jobId).lingering.length, 0)
 })
 
+/** The live processes the job's supervisor recorded (`procs` in the job's directory): pid and start ticks each. */
+function recordedAlive(home, jobId) {
+  let text = ''
+  try { text = fs.readFileSync(path.join(home, 'jobs', jobId, 'procs'), 'utf8') } catch {}
+  return text.split('\n').map((l) => l.split(' ')).filter((f) => f.length === 3)
+    .map(([pid, start]) => ({ pid: Number(pid), start })).filter(alive)
+}
+
+/** `ps --json`'s rows for `pids`, each with the job it names (null: none). */
+function psJobs(home, pids) {
+  const r = runBg(home, ['ps', '--json'])
+  assert.equal(r.code, 0, r.stderr)
+  const rows = JSON.parse(r.stdout).processes
+  return Object.fromEntries(pids.map((pid) => [pid, rows.find((p) => p.pid === pid)?.jobId ?? null]))
+}
+
+test('after its supervisor is SIGKILLed, ps still attributes every recorded process to the job', async (t) => {
+  const s = setup(t)
+  if (s.skip) return t.skip(s.skip)
+  const { home, pidfile, jobId } = s
+  const daemon = await daemonOf(pidfile)
+  const job = await ended(home, jobId)
+  await waitFor(() => recordedAlive(home, jobId).some((p) => p.pid === daemon.pid), { what: 'the supervisor to record the daemon' })
+  assert.deepEqual(psJobs(home, [daemon.pid]), { [daemon.pid]: jobId }, 'ps names the job while the supervisor lives')
+  const supervisor = { pid: job.supervisor.pid, start: processStart(job.supervisor.pid) }
+  process.kill(supervisor.pid, 'SIGKILL')
+  await waitFor(() => !alive(supervisor), { what: 'the supervisor to die' })
+
+  const recorded = recordedAlive(home, jobId).map((p) => p.pid)
+  assert.deepEqual(recorded, [daemon.pid], 'the daemon is the one recorded process still alive')
+  assert.equal(counted(listLine(home, jobId)), 1, 'list counts it')
+  assert.deepEqual(JSON.parse(runBg(home, ['orphans', '--json']).stdout).processes.map((p) => p.pid), [daemon.pid])
+  assert.deepEqual(psJobs(home, recorded), { [daemon.pid]: jobId }, 'ps --json names the job of every recorded process')
+  const text = runBg(home, ['ps']).stdout
+  assert.match(text, new RegExp(`^ *${daemon.pid} +\\d+ +[\\d.]+  ${jobId} `, 'm'), text)
+  assert.match(text, new RegExp(`^job ${jobId}: 1 process\\(es\\)`, 'm'), text)
+})
+
 test('kill returns only once every process of the tree is gone, the scrubbed daemon included', async (t) => {
   const s = setup(t, ['stay'])
   if (s.skip) return t.skip(s.skip)
@@ -164,6 +202,130 @@ test('redis-server --daemonize yes under a job is found and killed (where redis-
   const kill = runBg(home, ['kill', jobId])
   assert.equal(kill.code, 0, kill.stderr)
   assert.ok(!alive(redis), `redis is gone when kill returns: ${kill.stdout}`)
+})
+
+/** Every live process: pid, parent, start ticks, and its command line. */
+function processTable() {
+  const rows = []
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8')
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      if (f[0] === 'Z' || f[0] === 'X') continue
+      const command = fs.readFileSync(`/proc/${name}/cmdline`, 'latin1').replace(/\0+$/, '').replaceAll('\0', ' ')
+      rows.push({ pid: Number(name), ppid: Number(f[1]), start: f[19], command })
+    } catch {}
+  }
+  return rows
+}
+
+/** `top` (a pid) and every live process below it. */
+function treeBelow(top) {
+  const rows = processTable()
+  const found = rows.filter((r) => r.pid === top)
+  for (let i = 0; i < found.length; i++) found.push(...rows.filter((r) => r.ppid === found[i].pid))
+  return found
+}
+
+/**
+ * A real program's processes (`processes()`, each with pid and start), run
+ * by job `jobId`: once they are all there (`complete`) and recorded by the
+ * supervisor, the supervisor is SIGKILLed, and `ps --json` must still name
+ * the job for every one of them; then `kill` must leave none.
+ */
+async function attributedAfterTheSupervisorDies(home, jobId, processes, complete) {
+  let program = []
+  await waitFor(() => {
+    program = processes()
+    const recorded = new Set(recordedAlive(home, jobId).map((p) => p.pid))
+    return complete(program) && program.every((p) => recorded.has(p.pid))
+  }, { timeout: 15_000, what: 'every process of the program to start and be recorded by the supervisor' })
+  const described = (pids) => JSON.stringify(Object.fromEntries(Object.entries(pids).map(([pid, job]) =>
+    [`${pid} ${program.find((p) => p.pid === Number(pid))?.command}`, job])), null, 1)
+  const all = (pids) => Object.fromEntries(pids.map((pid) => [pid, jobId]))
+  const pids = program.map((p) => p.pid)
+  const supervisor = readRegistry(home).find((j) => j.id === jobId).supervisor
+  const supervisorAlive = { pid: supervisor.pid, start: processStart(supervisor.pid) }
+  let seen = psJobs(home, pids)
+  assert.deepEqual(seen, all(pids), `while the supervisor lives: ${described(seen)}`)
+  process.kill(supervisor.pid, 'SIGKILL')
+  await waitFor(() => !alive(supervisorAlive), { what: 'the supervisor to die' })
+  assert.deepEqual(processes().map((p) => p.pid).sort(), [...pids].sort(), 'the program runs on unchanged')
+  seen = psJobs(home, pids)
+  assert.deepEqual(seen, all(pids), `after the supervisor's SIGKILL: ${described(seen)}`)
+  const kill = runBg(home, ['kill', jobId])
+  assert.equal(kill.code, 0, kill.stderr)
+  assert.deepEqual(program.filter(alive).map((p) => p.pid), [], `every process is gone when kill returns: ${kill.stdout}`)
+  return program
+}
+
+test('redis-server --daemonize yes: ps attributes all of it to its job after the supervisor is SIGKILLed (where installed)', async (t) => {
+  const which = spawnSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' })
+  if (which.status !== 0) return t.skip('redis-server is not installed (Debian: apt-get install redis-server)')
+  const { home } = makeHome(t)
+  const pidfile = path.join(home, 'redis.pid')
+  let program = []
+  t.after(() => program.forEach((p) => alive(p) && killPid(p.pid)))
+  const { jobId } = startJob(home, ['redis-server', '--daemonize', 'yes', '--port', '0', '--unixsocket', path.join(home, 'redis.sock'),
+    '--save', '', '--pidfile', pidfile, '--dir', home])
+  const pid = await waitFor(() => {
+    try { return Number(fs.readFileSync(pidfile, 'utf8').trim()) || null } catch { return null }
+  }, { what: 'redis to write its pid' })
+  const processes = () => (program = [...new Map([...program, ...treeBelow(pid)].map((p) => [p.pid, p])).values()]).filter(alive)
+  await ended(home, jobId)
+  await attributedAfterTheSupervisorDies(home, jobId, processes, (found) => found.some((p) => p.pid === pid))
+})
+
+/** The newest PostgreSQL server's bin directory (Debian: /usr/lib/postgresql/<major>/bin), or null. */
+function postgresBin() {
+  let majors = []
+  try { majors = fs.readdirSync('/usr/lib/postgresql').filter((v) => /^\d+$/.test(v)).sort((a, b) => b - a) } catch {}
+  const bin = majors.map((v) => `/usr/lib/postgresql/${v}/bin`).find((b) => fs.existsSync(`${b}/pg_ctl`) && fs.existsSync(`${b}/initdb`))
+  return bin ?? null
+}
+
+test('postgres started by pg_ctl: ps attributes every server process to its job after the supervisor is SIGKILLed (where installed)', async (t) => {
+  const bin = postgresBin()
+  if (!bin) return t.skip('PostgreSQL is not installed (Debian: apt-get install postgresql; looked in /usr/lib/postgresql/*/bin)')
+  // PostgreSQL refuses to run as root: as root, run it as the postgres user (or nobody).
+  let asUser = []
+  let owner = null
+  if (process.getuid() === 0) {
+    const id = (flag, user) => spawnSync('id', [flag, user], { encoding: 'utf8' })
+    const user = ['postgres', 'nobody'].find((u) => id('-u', u).status === 0)
+    if (!user) return t.skip('running as root and there is neither a postgres nor a nobody user to run PostgreSQL as')
+    if (spawnSync('setpriv', ['--version']).error) return t.skip('running as root and setpriv (util-linux) is not installed')
+    owner = { uid: Number(id('-u', user).stdout), gid: Number(id('-g', user).stdout) }
+    asUser = ['setpriv', `--reuid=${owner.uid}`, `--regid=${owner.gid}`, '--clear-groups', '--']
+  }
+  const { home } = makeHome(t)
+  const base = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-postgres-'))
+  if (owner) fs.chownSync(base, owner.uid, owner.gid)
+  const data = path.join(base, 'data')
+  let program = []
+  t.after(() => {
+    program.forEach((p) => alive(p) && killPid(p.pid))
+    fs.rmSync(base, { recursive: true, force: true })
+  })
+  const init = spawnSync(asUser[0] ?? `${bin}/initdb`, [...asUser.slice(1), ...(asUser.length ? [`${bin}/initdb`] : []),
+    '-D', data, '--auth=trust', '--no-sync', '-U', 'postgres', '-E', 'UTF8'], { encoding: 'utf8', timeout: 60_000 })
+  assert.equal(init.status, 0, `initdb: ${init.stderr}`)
+  // No TCP listener (a socket in its own directory), no autovacuum worker
+  // started while the test runs (one started after the supervisor's death
+  // was never seen by it), dynamic shared memory in the data directory.
+  const options = `-k ${base} -c listen_addresses= -c autovacuum_naptime=3600 -c dynamic_shared_memory_type=mmap -c fsync=off`
+  const { jobId } = startJob(home, [...asUser, `${bin}/pg_ctl`, '-D', data, '-l', path.join(base, 'server.log'), '-w', '-t', '20', '-o', options, 'start'])
+  const job = await waitFor(() => readRegistry(home).find((j) => j.id === jobId && j.status !== 'running'),
+    { timeout: 25_000, what: 'pg_ctl start to return' })
+  const serverLog = () => { try { return fs.readFileSync(path.join(base, 'server.log'), 'utf8').slice(-2000) } catch { return '(no server log)' } }
+  assert.equal(job.status, 'success', `pg_ctl start: ${runBg(home, ['check', jobId]).stdout}\n${serverLog()}`)
+  const postmaster = Number(fs.readFileSync(path.join(data, 'postmaster.pid'), 'utf8').split('\n')[0])
+  const processes = () => (program = [...new Map([...program, ...treeBelow(postmaster)].map((p) => [p.pid, p])).values()]).filter(alive)
+  const roles = ['checkpointer', 'background writer', 'walwriter', 'autovacuum launcher']
+  const found = await attributedAfterTheSupervisorDies(home, jobId, processes,
+    (found) => roles.every((role) => found.some((p) => p.command.includes(role))))
+  assert.ok(found.length >= 5, JSON.stringify(found))
 })
 
 test('a recorded process set never makes a verb signal pid 1, the caller\'s session, or a pid under another start time', async (t) => {

@@ -9,6 +9,8 @@ import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import readline from 'node:readline'
 import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
 import { root, makeHome, RUN_BG, runBg, startJob, waitFor, isAlive, killPid, readRegistry, cookieProcesses, anySurvivor } from './helpers.mjs'
 
 const MB = 96
@@ -136,7 +138,8 @@ test('tracker: the subreaper is on only between snapshotBefore and snapshotAfter
     const zombieLeft = state(adopted)
     while (ownExit === null) await new Promise((r) => setTimeout(r, 20))
     // After snapshotAfter an orphan goes to init (or a subreaper above us), not to us.
-    const later = spawnSync('sh', ['-c', 'sleep 30 & echo $!'], { encoding: 'utf8' })
+    // Its output elsewhere, or spawnSync waits for it (30 s) to close the pipe.
+    const later = spawnSync('sh', ['-c', 'sleep 30 >/dev/null 2>&1 & echo $!'], { encoding: 'utf8' })
     const laterPid = Number(later.stdout.trim())
     const laterParent = Number(fs.readFileSync('/proc/' + laterPid + '/stat', 'utf8').split(') ')[1].split(' ')[1])
     process.kill(laterPid, 'SIGKILL')
@@ -158,8 +161,164 @@ test('tracker: the subreaper is on only between snapshotBefore and snapshotAfter
   assert.deepEqual(r.orphans, [], 'an exited grandchild is not left behind')
 })
 
+// A killed Node agent's main thread is a zombie within milliseconds while a
+// worker thread frees its heap (tens to hundreds of milliseconds for 800
+// MiB); the kernel hands what the agent started to us, the subreaper, only
+// when that last thread is gone. snapshotAfter, called right after the kill,
+// must wait for that (and did not: the zombie was not waited for).
+const AGENT_MB = 800
+const AGENT_RUNS = 5
+test(`tracker: what a killed multi-threaded agent started is found by snapshotAfter right after the kill (${AGENT_RUNS} runs, ${AGENT_MB} MiB in a worker)`, async (t) => {
+  const { home, extraPids } = makeHome(t)
+  // The agent: a worker thread fills ${AGENT_MB} MiB, then the main thread starts sleep and prints its pid.
+  const agent = `
+    const { Worker } = require('node:worker_threads')
+    const worker = new Worker("const b = Buffer.alloc(${AGENT_MB} << 20); b.fill(1); require('node:worker_threads').parentPort.postMessage(b[12345]); setInterval(() => b[0]++, 1e6)", { eval: true })
+    worker.on('message', () => {
+      const sleep = require('node:child_process').spawn('sleep', ['600'], { stdio: 'ignore' })
+      console.log(sleep.pid)
+    })
+  `
+  const script = `
+    import { createRequire } from 'node:module'
+    import { spawn } from 'node:child_process'
+    import readline from 'node:readline'
+    const pm = createRequire(${JSON.stringify(root + '/')})('./')
+    const tracker = new pm.ResourceTracker()
+    for (let run = 0; run < ${AGENT_RUNS}; run++) {
+      tracker.snapshotBefore('agent')
+      const child = spawn(process.execPath, ['-e', ${JSON.stringify(agent)}], { stdio: ['ignore', 'pipe', 'inherit'] })
+      const exited = new Promise((resolve) => child.on('exit', resolve))
+      const { value: line } = await readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]().next()
+      const sleep = Number(line)
+      console.log(JSON.stringify({ sleep }))
+      child.kill('SIGKILL')
+      const start = performance.now()
+      const report = tracker.snapshotAfter('agent')
+      const ms = Math.round(performance.now() - start)
+      console.log(JSON.stringify({ run, agent: child.pid, sleep, orphans: report.orphans.map((o) => o.pid), ms }))
+      process.kill(sleep, 'SIGKILL')
+      await exited
+    }
+  `
+  const tracking = spawn(process.execPath, ['--input-type=module', '-e', script], {
+    env: { ...process.env, PROC_MANAGER_HOME: home, PROC_MANAGER_LOG: 'off' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  extraPids.push(tracking.pid)
+  const runs = []
+  const lines = readline.createInterface({ input: tracking.stdout })
+  lines.on('line', (line) => {
+    const message = JSON.parse(line)
+    if ('run' in message) runs.push(message)
+    else extraPids.push(message.sleep)
+  })
+  const code = await Promise.race([
+    new Promise((resolve) => tracking.on('close', resolve)),
+    new Promise((resolve) => setTimeout(resolve, 60_000, 'timed out after 60 s').unref()),
+  ])
+  assert.equal(code, 0, `the tracking process: ${JSON.stringify(runs)}`)
+  assert.equal(runs.length, AGENT_RUNS)
+  const missed = runs.filter((r) => !r.orphans.includes(r.sleep))
+  assert.deepEqual(missed, [], `the agent's sleep was missed in ${missed.length} of ${runs.length} runs: ${JSON.stringify(runs)}`)
+  for (const r of runs) assert.deepEqual(r.orphans, [r.sleep], 'the sleep alone is left behind (not the agent)')
+})
+
 // Optional: a real browser's tree (zygotes, renderers, crashpad) under a job.
 const chromium = ['/usr/bin/chromium', '/usr/lib/chromium/chromium'].find((p) => { try { fs.accessSync(p, fs.constants.X_OK); return true } catch { return false } })
+
+// Optional: what a Playwright agent leaves, a headless Chromium whose tree
+// (zygotes, renderers, GPU and network processes) the agent's SIGKILL hands
+// to the tracking process once the agent's last thread is gone.
+const CHROMIUM_RUNS = 2
+test(`tracker: a killed agent's Chromium is found whole by snapshotAfter right after the kill (${CHROMIUM_RUNS} runs)`,
+  { skip: chromium ? false : 'Debian chromium is not installed (/usr/bin/chromium)' }, async (t) => {
+    const { home, extraPids } = makeHome(t)
+    const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-chromium-'))
+    t.after(() => fs.rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 }))
+    // The agent: a worker thread holds 200 MiB (a Playwright agent's heap), the main thread starts the browser.
+    const browser = [chromium, '--headless', '--no-sandbox', '--disable-dev-shm-usage', '--remote-debugging-port=0', 'about:blank']
+    const agent = `
+      const { Worker } = require('node:worker_threads')
+      const worker = new Worker("const b = Buffer.alloc(200 << 20); b.fill(1); require('node:worker_threads').parentPort.postMessage(b[7]); setInterval(() => b[0]++, 1e6)", { eval: true })
+      worker.on('message', () => {
+        const [program, ...args] = ${JSON.stringify(browser)}
+        const child = require('node:child_process').spawn(program, [...args, '--user-data-dir=' + process.argv[1]], { stdio: 'ignore' })
+        console.log(child.pid)
+      })
+    `
+    const script = `
+      import { createRequire } from 'node:module'
+      import { spawn } from 'node:child_process'
+      import fs from 'node:fs'
+      import readline from 'node:readline'
+      const pm = createRequire(${JSON.stringify(root + '/')})('./')
+      const tracker = new pm.ResourceTracker()
+      const table = () => fs.readdirSync('/proc').filter((n) => /^\\d+$/.test(n)).flatMap((n) => {
+        try {
+          const stat = fs.readFileSync('/proc/' + n + '/stat', 'utf8')
+          const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+          return f[0] === 'Z' ? [] : [{ pid: Number(n), ppid: Number(f[1]), start: f[19] }]
+        } catch { return [] }
+      })
+      const treeBelow = (top) => {
+        const rows = table()
+        const found = rows.filter((r) => r.pid === top)
+        for (let i = 0; i < found.length; i++) found.push(...rows.filter((r) => r.ppid === found[i].pid))
+        return found
+      }
+      for (let run = 0; run < ${CHROMIUM_RUNS}; run++) {
+        tracker.snapshotBefore('agent')
+        const child = spawn(process.execPath, ['-e', ${JSON.stringify(agent)}, ${JSON.stringify(profile)} + '/' + run], { stdio: ['ignore', 'pipe', 'inherit'] })
+        const exited = new Promise((resolve) => child.on('exit', resolve))
+        const { value: line } = await readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]().next()
+        const top = Number(line)
+        // Until the browser's tree has stopped growing (zygotes, GPU, network, renderer).
+        let tree = [], stableSince = Date.now()
+        for (const deadline = Date.now() + 15000; Date.now() < deadline;) {
+          const now = treeBelow(top)
+          console.log(JSON.stringify({ pids: now.map((p) => p.pid) }))
+          if (now.length !== tree.length) stableSince = Date.now()
+          tree = now
+          if (tree.length >= 4 && Date.now() - stableSince > 1000) break
+          await new Promise((r) => setTimeout(r, 100))
+        }
+        child.kill('SIGKILL')
+        const report = tracker.snapshotAfter('agent')
+        const alive = tree.filter((p) => table().some((r) => r.pid === p.pid && r.start === p.start)).map((p) => p.pid)
+        console.log(JSON.stringify({ run, tree: alive, orphans: report.orphans.map((o) => o.pid), orphanMemoryMb: report.orphanMemoryMb }))
+        // The browser's tree, and what left it (crashpad handlers double-fork).
+        for (const pid of [...treeBelow(top), ...tree].map((p) => p.pid).concat(report.orphans.map((o) => o.pid))) {
+          try { process.kill(pid, 'SIGKILL') } catch {}
+        }
+        await exited
+      }
+    `
+    const tracking = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      env: { ...process.env, PROC_MANAGER_HOME: home, PROC_MANAGER_LOG: 'off' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+    extraPids.push(tracking.pid)
+    const runs = []
+    readline.createInterface({ input: tracking.stdout }).on('line', (line) => {
+      const message = JSON.parse(line)
+      if ('run' in message) {
+        runs.push(message)
+        extraPids.push(...message.orphans)
+      } else extraPids.push(...message.pids)
+    })
+    const code = await Promise.race([
+      new Promise((resolve) => tracking.on('close', resolve)),
+      new Promise((resolve) => setTimeout(resolve, 60_000, 'timed out after 60 s').unref()),
+    ])
+    assert.equal(code, 0, `the tracking process: ${JSON.stringify(runs)}`)
+    assert.equal(runs.length, CHROMIUM_RUNS)
+    for (const r of runs) {
+      assert.ok(r.tree.length >= 4, `the browser ran several processes: ${JSON.stringify(r)}`)
+      const missed = r.tree.filter((pid) => !r.orphans.includes(pid))
+      assert.deepEqual(missed, [], `run ${r.run}: ${missed.length} of ${r.tree.length} Chromium processes missed: ${JSON.stringify(r)}`)
+    }
+  })
 test('chromium headless under a job: ps marks it with its job, and kill leaves 0 survivors',
   { skip: chromium ? false : 'Debian chromium is not installed (/usr/bin/chromium)' }, async (t) => {
     const { home } = makeHome(t)

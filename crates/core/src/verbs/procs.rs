@@ -584,13 +584,21 @@ const KILLED_CHILDREN_PATIENCE: std::time::Duration = std::time::Duration::from_
 
 /// Waits for each child of ours that is on its way out (killed, say, by the
 /// caller just before it asks) to finish exiting: the kernel hands what it
-/// started to us, the subreaper, only at the end of its exit, after its
-/// memory is freed (tens of milliseconds for a browser or a Node process).
-/// Until then the snapshot would find its processes below a parent that is
-/// no longer listed, and report nothing left behind.
+/// started to us, the subreaper, only when its last thread has exited, after
+/// its memory is freed (tens to hundreds of milliseconds for a browser or a
+/// Node process). Until then the snapshot would find its processes below a
+/// parent that is no longer listed, and report nothing left behind. A
+/// multi-threaded child's main thread shows as a zombie within milliseconds
+/// while another thread still frees the memory, so zombies are waited for
+/// too: the pidfd becomes readable only once every thread has exited, and
+/// by then the children are ours (checked on Linux 6.18: a SIGKILLed
+/// process whose worker thread held 800 MiB was a zombie at once, handed
+/// its child over 160-324 ms later, and its pidfd turned readable at that
+/// moment, never before, in 8 of 8 runs). A zombie that has ended for good
+/// (a child Node has not reaped yet) is readable at once.
 fn let_killed_children_go() {
     let deadline = std::time::Instant::now() + KILLED_CHILDREN_PATIENCE;
-    for child in os::own_children().into_iter().filter(|c| !c.zombie && os::is_ending(c.pid)) {
+    for child in os::own_children().into_iter().filter(|c| c.zombie || os::is_ending(c.pid)) {
         let Ok(fd) = crate::os::pidfd::open_checked(child.pid) else { continue };
         // Ours and unreaped, so the pid is still that child, unless another
         // thread reaped it (and the pid was taken) just before the open.
@@ -867,21 +875,18 @@ fn reap_exactly(child: Child) {
     let _ = child;
 }
 
-/// Fills in which job owns each process of `snap` (`run-bg ps`): the job's
-/// tree as `kill` sees it (its group, its cookie, what runs below its live
-/// supervisor), and the supervisor itself.
-pub fn assign_jobs(snap: &mut Snapshot, jobs: &[crate::model::job::Job]) {
-    use crate::os::tree::{job_tree, live_supervisor, Tree};
-    let holders = crate::os::procinfo::jobs_with_live_processes();
+/// Fills in which job owns each process of `snap` (`run-bg ps`): `owned`
+/// holds each job's processes as kill, check and orphans count them
+/// (`Context::processes_of_jobs`: what its supervisor recorded, its cookie,
+/// its group, what runs below its live supervisor), so a daemon that
+/// scrubbed its environment stays its job's after the supervisor is gone.
+/// A job's live supervisor is marked with it too.
+pub fn assign_jobs(snap: &mut Snapshot, jobs: &[crate::model::job::Job], owned: &HashMap<String, Vec<crate::os::procinfo::ProcessEntry>>) {
     // By pid: the two scans are moments apart.
     let mut owner: HashMap<u32, String> = HashMap::new();
     for job in jobs {
-        let supervisor = live_supervisor(job);
-        if job.status().is_final() && supervisor.is_none() && !holders.contains(&job.id) {
-            continue; // nothing of it can be running
-        }
-        let (entries, _) = job_tree(Tree::of(job));
-        for entry in entries.iter().map(|e| e.identity).chain(supervisor) {
+        let members = owned.get(&job.id).into_iter().flatten().map(|e| e.identity);
+        for entry in members.chain(crate::os::tree::live_supervisor(job)) {
             owner.entry(entry.pid).or_insert_with(|| job.id.clone());
         }
     }
@@ -1058,6 +1063,70 @@ mod tests {
         let pids: Vec<u32> = report.orphans.iter().map(|p| p.pid).collect();
         assert!(pids.contains(&grandchild), "{pids:?} has {grandchild}");
         assert!(!pids.contains(&agent_pid), "the killed child is ours, not a leftover: {pids:?}");
+    }
+
+    /// The kernel fact `let_killed_children_go` rests on: a killed
+    /// process's pidfd turns readable only once its last thread has exited,
+    /// and by then what it started has been handed to us, the subreaper
+    /// (its main thread shows as a zombie long before, while a thread frees
+    /// the memory). A copy of this test binary is the child: one thread
+    /// fills 512 MiB, another starts sleep.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_killed_multithreaded_childs_pidfd_turns_readable_only_once_its_children_are_handed_over() {
+        use std::io::BufRead;
+        let _alone = SUBREAPER.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tracker = ResourceTracker::new(ResourceTrackingConfig::default());
+        tracker.snapshot_before("pidfd").unwrap();
+        let parent_of = |pid: u32| -> Option<u32> {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            stat.rsplit(") ").next()?.split(' ').nth(1)?.parse().ok()
+        };
+        for _ in 0..3 {
+            let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--ignored", "--exact", "verbs::procs::tests::fills_memory_in_a_thread_and_starts_sleep", "--nocapture", "--test-threads=1"])
+                .env("PM_TEST_FILL_MB", "512")
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+            // libtest prints `test <name> ... ` first, on the same line.
+            let sleep: u32 = lines.find_map(|l| l.ok()?.rsplit_once("sleep ")?.1.trim().parse().ok()).expect("the child printed its sleep's pid");
+            let fd = crate::os::pidfd::open(child.id()).expect("a pidfd for our child");
+            child.kill().unwrap();
+            let ended = crate::os::pidfd::wait_readable_until(&fd, std::time::Instant::now() + std::time::Duration::from_secs(10));
+            let parent = parent_of(sleep);
+            // SAFETY: kill takes integers only; the sleep is our child's child, its pid just read.
+            unsafe { libc::kill(sleep as i32, libc::SIGKILL) };
+            child.wait().unwrap();
+            assert!(ended, "the pidfd turned readable");
+            assert_eq!(parent, Some(std::process::id()), "the sleep was ours when the pidfd turned readable");
+        }
+        tracker.snapshot_after("pidfd").unwrap();
+    }
+
+    /// Not a check: the child of the test above, which SIGKILLs it and
+    /// then kills the sleep it handed over (never waited for here).
+    #[test]
+    #[ignore]
+    #[allow(clippy::zombie_processes)]
+    fn fills_memory_in_a_thread_and_starts_sleep() {
+        let Some(mb) = std::env::var("PM_TEST_FILL_MB").ok().and_then(|v| v.parse::<usize>().ok()) else { return };
+        let (filled, wait_filled) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let memory = vec![1u8; mb << 20];
+            filled.send(()).unwrap();
+            loop {
+                std::thread::park();
+                std::hint::black_box(&memory);
+            }
+        });
+        wait_filled.recv().unwrap();
+        let sleep = std::process::Command::new("sleep").arg("600").stdout(std::process::Stdio::null()).spawn().unwrap();
+        println!("sleep {}", sleep.id());
+        loop {
+            std::thread::park();
+        }
     }
 
     #[test]
