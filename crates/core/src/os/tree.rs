@@ -146,6 +146,11 @@ impl<'r> TableIndex<'r> {
         index
     }
 
+    /// Whether the table holds this very process (same pid and start time).
+    pub fn is_alive(&self, who: &ProcessIdentity) -> bool {
+        self.by_pid.get(&who.pid).is_some_and(|&i| self.rows[i].identity.start_ticks == who.start_ticks)
+    }
+
     /// `members_in(rows, tree)`, in table order.
     pub fn members(&self, tree: Tree) -> Members<'r> {
         let rows = self.rows;
@@ -369,6 +374,49 @@ mod tests {
             let _ = newer.wait();
         };
         (older, newer)
+    }
+
+    /// The index used for many jobs at once finds what `members_in` finds,
+    /// in the same order, on a table holding every kind of member and
+    /// non-member: the group (claimed by a cookie carrier in it), cookie
+    /// carriers outside it, what lies below the supervisor (a helper's
+    /// subtree left out), another job's processes and strangers.
+    #[test]
+    fn the_table_index_finds_what_members_in_finds() {
+        let row = |pid: u32, ppid: u32, pgid: u32, cookie: Option<&str>, helper: bool| Row {
+            identity: ProcessIdentity::from_stat(pid, 1000 + u64::from(pid)),
+            ppid,
+            pgid,
+            cookie: cookie.map(str::to_string),
+            helper,
+            rss_kb: 0,
+        };
+        let rows = vec![
+            row(4_000_001, 1, 4_000_001, None, true), // our supervisor
+            row(4_000_002, 4_000_001, 4_000_002, Some("forged-1"), false), // main, leads the group
+            row(4_000_003, 4_000_002, 4_000_002, None, false), // group member without the cookie
+            row(4_000_004, 4_000_001, 4_000_004, None, false), // adopted by the supervisor, cookie dropped
+            row(4_000_005, 4_000_004, 4_000_005, None, false), // below it
+            row(4_000_006, 4_000_001, 4_000_006, Some("nested-1"), true), // a nested job's supervisor
+            row(4_000_007, 4_000_006, 4_000_007, Some("nested-1"), false), // its job
+            row(4_000_008, 7, 4_000_008, Some("forged-1"), false), // a cookie carrier elsewhere
+            row(4_000_009, 7, 4_000_009, Some("other-1"), false), // another job's
+            row(4_000_010, 7, 4_000_002, None, false), // in the group, elsewhere
+            row(4_000_011, 7, 4_000_011, None, false), // a stranger
+        ];
+        let mut job = job_with_supervisor(rows[0].identity);
+        // Gone from the real table: the group is ours by the cookie carrier in it.
+        job.main = Some(rows[1].identity);
+        let tree = Tree::of(&job);
+        let (expected, expected_group) = members_in(&rows, tree);
+        let found = TableIndex::new(&rows).members(tree);
+        let pids = |list: &[&Row]| list.iter().map(|r| r.identity.pid).collect::<Vec<_>>();
+        assert_eq!(pids(&found.rows), pids(&expected));
+        assert_eq!(found.group_is_ours, expected_group);
+        assert_eq!(pids(&expected), [4_000_002, 4_000_003, 4_000_004, 4_000_005, 4_000_008, 4_000_010]);
+        let mut below: Vec<u32> = found.below_supervisor.into_iter().collect();
+        below.sort_unstable();
+        assert_eq!(below, [4_000_002, 4_000_003, 4_000_004, 4_000_005]);
     }
 
     fn members(job: &Job, recorded: &[ProcessIdentity]) -> Vec<u32> {

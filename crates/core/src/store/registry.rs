@@ -242,6 +242,23 @@ impl Registry {
         updated.ok_or_else(|| Error::UnknownJob(id.to_string()))
     }
 
+    /// `modify_with` for many jobs in one registry write; returns the jobs
+    /// found, as stored (an id not in the registry is left out).
+    pub fn modify_many(&self, patience: Patience, ids: &[String], mut change: impl FnMut(&mut Job)) -> Result<Vec<Job>> {
+        let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
+        let action = format!("update {} job(s)", ids.len());
+        self.update_with(patience, &action, |jobs| {
+            jobs.iter_mut()
+                .filter(|j| wanted.contains(j.id.as_str()))
+                .map(|job| {
+                    change(job);
+                    self.write_job_copy(job);
+                    job.clone()
+                })
+                .collect()
+        })
+    }
+
     /// The copy refreshed along with the registry is best effort: the
     /// registry was just written.
     fn write_job_copy(&self, job: &Job) {

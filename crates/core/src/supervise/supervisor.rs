@@ -125,6 +125,9 @@ fn become_subreaper() {
 
 /// Entry point of `run-bg __supervise`. Never returns to the CLI's parser.
 pub fn supervise_main() -> i32 {
+    // First: what a supervisor holds for its job's life must not depend on
+    // how big a registry it read on the way.
+    procinfo::keep_large_blocks_mapped();
     let mut input = Vec::new();
     let spec: SupervisorSpec = match std::io::stdin()
         .read_to_end(&mut input)
@@ -288,9 +291,13 @@ struct KillInProgress {
     next_look: Instant,
     /// See `KillRequest::caller_sweeps`: looks cover our subtree only.
     caller_sweeps: bool,
-    /// Every process SIGTERM was sent to (pid, start time): one forked after
-    /// a look gets it at the next one, and none gets it twice.
-    termed: std::collections::HashSet<(u32, u64)>,
+    /// Every process SIGTERM was sent to (pid, start time, command line):
+    /// one forked after a look gets it at the next one, and none gets it
+    /// twice. The command line counts: a child signalled between its fork
+    /// and its exec may take the signal into its parent's handler (a shell's
+    /// trap, reset only after the fork) and then run the new program
+    /// without it, with the same pid and start time.
+    termed: std::collections::HashSet<(u32, u64, String)>,
 }
 
 /// How the main process ended, as `waitpid` reported it.
@@ -912,7 +919,7 @@ impl Supervisor {
                 if !request.force {
                     let sent = self.signal_everything(libc::SIGTERM);
                     if let Some(kill) = &mut self.kill {
-                        kill.termed.extend(sent.iter().map(|p| (p.pid, p.start_ticks)));
+                        kill.termed.extend(sent.into_iter().map(|(who, command)| (who.pid, who.start_ticks, command)));
                     }
                 }
             }
@@ -924,14 +931,15 @@ impl Supervisor {
     /// us that carry no cookie (started with `env -u`, or dying: their
     /// environment is gone already). Another job's supervisor, started from
     /// inside this job and adopted by us, and our notifier are left alone.
-    /// Returns who got the signal (empty: nothing was left).
-    fn signal_everything(&self, signal: i32) -> Vec<ProcessIdentity> {
+    /// Returns who got the signal, with their command lines (empty: nothing was left).
+    fn signal_everything(&self, signal: i32) -> Vec<(ProcessIdentity, String)> {
         let tree = Tree::of(&self.job).with_recorded(self.procset.recorder.recorded());
         let found = if self.kill_looks_below_only() { tree::job_subtree(tree, std::process::id()) } else { tree::job_tree(tree) };
-        let mut sent: Vec<ProcessIdentity> = tree::signal_found(tree, found, signal).sent.iter().map(|p| p.identity).collect();
+        let mut sent: Vec<(ProcessIdentity, String)> =
+            tree::signal_found(tree, found, signal).sent.into_iter().map(|p| (p.identity, p.command)).collect();
         for child in self.adopted_children() {
             if matches!(procinfo::signal_process(&child, signal), procinfo::SignalOutcome::Sent) {
-                sent.push(child);
+                sent.push((child, procinfo::command_line(child.pid)));
             }
         }
         sent
@@ -950,10 +958,11 @@ impl Supervisor {
     fn signal_newcomers(&mut self) -> bool {
         let tree = Tree::of(&self.job).with_recorded(self.procset.recorder.recorded());
         let found = if self.kill_looks_below_only() { tree::job_subtree(tree, std::process::id()).0 } else { tree::job_tree(tree).0 };
-        let adopted = self.adopted_children();
+        let adopted: Vec<(ProcessIdentity, String)> =
+            self.adopted_children().into_iter().map(|who| (who, procinfo::command_line(who.pid))).collect();
         let Some(kill) = &mut self.kill else { return false };
-        for who in found.iter().map(|p| p.identity).chain(adopted.iter().copied()) {
-            if kill.termed.insert((who.pid, who.start_ticks)) {
+        for (who, command) in found.iter().map(|p| (p.identity, p.command.clone())).chain(adopted.iter().cloned()) {
+            if kill.termed.insert((who.pid, who.start_ticks, command)) {
                 procinfo::signal_process(&who, libc::SIGTERM);
             }
         }
@@ -1212,8 +1221,11 @@ impl Supervisor {
     fn record_end(&mut self) {
         let Some(exit) = self.phase.main_exit() else { return };
         self.join_wake_registration();
-        // What the job leaves behind is in the record before its end is.
-        self.record_processes(true);
+        // What the job leaves behind is in the record before its end is. A
+        // sweeping caller's kill left nothing (we record once the tree is
+        // gone) and passes over the table itself: a pass here for each of
+        // N jobs killed at once would read N jobs' processes each.
+        self.record_processes(!self.kill_looks_below_only());
         // Before the end's event, as they came before the end.
         self.flush_deferred_matches();
         self.phase = self.phase.recorded();

@@ -94,6 +94,23 @@ impl Context {
         Ok(job)
     }
 
+    /// `change_status` for many jobs, in one registry write.
+    fn change_statuses(&self, ids: &[String], patience: Patience, change: impl Fn(&mut Job) -> bool) -> Result<Vec<Job>> {
+        let mut announce = Vec::new();
+        let jobs = self.registry().modify_many(patience, ids, |stored| {
+            if change(stored) {
+                stored.notification = notify::claim(&self.config.notify, stored);
+                if notify::has_work(&self.config.notify, stored) {
+                    announce.push((stored.id.clone(), stored.status()));
+                }
+            }
+        })?;
+        for (job_id, claimed) in announce {
+            self.run_in_background(Errand::Announce { job_id, claimed: Some(claimed) });
+        }
+        Ok(jobs)
+    }
+
     pub fn registry(&self) -> Registry {
         Registry::for_config(&self.home, &self.config)
     }
@@ -652,7 +669,7 @@ impl Context {
             };
             let members = index.members(Tree::of(&job).with_recorded(recorded));
             let mut seen = Seen::default();
-            seen.add(&members.rows.iter().map(|r| r.entry()).collect::<Vec<_>>());
+            seen.add_identities(members.rows.iter().map(|r| r.identity));
             // Decided now, before the supervisor is asked: a main process
             // that is gone by the time a slow supervisor would have answered
             // was most likely killed by it (issue 25).
@@ -679,30 +696,34 @@ impl Context {
             strays.signal(&members, if force { libc::SIGKILL } else { libc::SIGTERM });
             let stopped = procinfo::is_stopped(supervisor.pid);
             let answer_by = if stopped { Instant::now() } else { started + grace + SUPERVISOR_ANSWER };
-            targets.push(Target { job, supervisor, stopped, main_was_running, ended_before, seen, answer_by, ended: None, late: false });
+            let record = RecordStamp::default();
+            targets.push(Target { job, supervisor, stopped, main_was_running, ended_before, seen, answer_by, ended: None, late: false, main_gone: !main_was_running, record });
         }
-        // The ends, together: a supervisor records a kill once its tree is gone.
-        let mut next_scan = Instant::now() + Duration::from_millis(50);
+        // The ends, together: a supervisor records a kill once its tree is
+        // gone. One pass over the table per look serves every job: what it
+        // still owns, strays to signal, and whether its main process is gone;
+        // only then is its job.json read, and again only once it was replaced.
+        let mut next_scan = Instant::now() + Duration::from_millis(20);
         let mut pause = Duration::from_millis(1);
         loop {
             let now = Instant::now();
             if now >= next_scan {
-                next_scan = now + Duration::from_millis(100);
+                next_scan = now + Duration::from_millis(50);
                 let rows = procinfo::table();
                 let index = tree::TableIndex::new(&rows);
                 let hard = now >= grace_ends;
                 for (target, recorded) in targets.iter_mut().zip(&recorded).filter(|(t, _)| t.pending()) {
                     let members = index.members(Tree::of(&target.job).with_recorded(recorded));
-                    target.seen.add(&members.rows.iter().map(|r| r.entry()).collect::<Vec<_>>());
+                    target.seen.add_identities(members.rows.iter().map(|r| r.identity));
                     strays.signal(&members, if hard { libc::SIGKILL } else { libc::SIGTERM });
+                    target.main_gone |= target.job.main.is_none_or(|m| !index.is_alive(&m));
                     if target.ended_before && members.rows.is_empty() {
                         target.ended = Some(target.job.clone());
                     }
                 }
             }
-            for target in targets.iter_mut().filter(|t| t.pending() && !t.ended_before) {
-                let main_gone = target.job.main.is_none_or(|m| !procinfo::is_same_process_alive(&m));
-                if main_gone {
+            for target in targets.iter_mut().filter(|t| t.pending() && t.main_gone && !t.ended_before) {
+                if target.record.changed(&self.home.job_dir(&target.job.id).join("job.json")) {
                     target.ended = self.registry().own_record(&target.job.id).filter(|j| j.status().is_final());
                 }
             }
@@ -713,7 +734,7 @@ impl Context {
                 break;
             }
             std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(20));
+            pause = (pause * 2).min(Duration::from_millis(10));
         }
         strays.finish(grace_ends);
         // A supervisor that did not answer in time (stopped, hung): its tree
@@ -967,10 +988,11 @@ impl Context {
                 None => report.killed.push(orphan.clone()),
             }
         }
-        for job in &report.orphaned_jobs {
-            if let Err(e) = self.change_status(&job.id, Patience::Full, mark_killed) {
-                tracing::warn!("killed orphaned job {}, but that could not be recorded: {e}", job.id);
-            }
+        // One registry write for them all: one each made `orphans --kill` of
+        // N orphaned jobs cost N registry rewrites.
+        let ids: Vec<String> = report.orphaned_jobs.iter().map(|j| j.id.clone()).collect();
+        if let Err(e) = self.change_statuses(&ids, Patience::Full, mark_killed) {
+            tracing::warn!("killed {} orphaned job(s), but that could not be recorded: {e}", ids.len());
         }
         Ok(report)
     }
@@ -1050,6 +1072,12 @@ impl Seen {
         self.0.is_empty()
     }
 
+    fn add_identities(&mut self, processes: impl IntoIterator<Item = ProcessIdentity>) {
+        for who in processes {
+            self.0.entry((who.pid, who.start_ticks)).or_insert(who);
+        }
+    }
+
     /// How many of these still live.
     fn alive(&self) -> usize {
         self.0.values().filter(|who| procinfo::is_same_process_alive(who)).count()
@@ -1103,6 +1131,23 @@ struct Target {
     /// The job as recorded once its end is (or, ended before, once its processes are gone).
     ended: Option<Job>,
     late: bool,
+    /// Its main process is gone: its supervisor records the end next.
+    main_gone: bool,
+    /// Which job.json was read last.
+    record: RecordStamp,
+}
+
+/// A file's identity and time of change: its supervisor replaces a job.json
+/// (a new inode) to record the end, so one not replaced need not be read.
+#[derive(Default)]
+struct RecordStamp(Option<(u64, std::time::SystemTime)>);
+
+impl RecordStamp {
+    fn changed(&mut self, path: &std::path::Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let now = std::fs::symlink_metadata(path).ok().and_then(|m| Some((m.ino(), m.modified().ok()?)));
+        now.is_some() && std::mem::replace(&mut self.0, now) != now
+    }
 }
 
 impl Target {
