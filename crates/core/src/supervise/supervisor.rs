@@ -474,6 +474,11 @@ struct Supervisor {
     procset: ProcessRecord,
     /// When `release_code_pages` last ran.
     code_released: Instant,
+    /// A look ran since: its code is resident until the next release. A
+    /// look within `CODE_RELEASE_GAP` of a release used to leave it so
+    /// until the look after (up to 5 s): a supervisor's PSS then read
+    /// 0.57 MiB instead of 0.27.
+    code_release_owed: bool,
 }
 
 /// Where a job that restarts is between the end of one run and the next.
@@ -656,6 +661,7 @@ impl Supervisor {
             procset: ProcessRecord::new(&home_for_record),
             // Stamped by the first release, in `run`.
             code_released: Instant::now(),
+            code_release_owed: false,
         })
     }
 
@@ -781,6 +787,9 @@ impl Supervisor {
             }
         }
         consider(self.procset.next_look);
+        if self.code_release_owed {
+            consider(self.code_released + CODE_RELEASE_GAP);
+        }
         // A millisecond more so we wake after the deadline, not a hair before it.
         wait.map(|d| d + Duration::from_millis(1))
     }
@@ -1008,9 +1017,11 @@ impl Supervisor {
         let now = Instant::now();
         if now >= self.procset.next_look {
             self.record_processes(false);
-            if now.duration_since(self.code_released) >= CODE_RELEASE_GAP {
-                self.release_code_pages();
-            }
+            self.code_release_owed = true;
+        }
+        if self.code_release_owed && now.duration_since(self.code_released) >= CODE_RELEASE_GAP {
+            self.code_release_owed = false;
+            self.release_code_pages();
         }
         if let Some(at) = self.timeout_at {
             if now >= at {
