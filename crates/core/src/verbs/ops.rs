@@ -755,7 +755,12 @@ impl Context {
                     })
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err((String::new(), Error::Other("kill thread panicked".into()))))).collect()
+            let ids = targets.iter().filter(|t| t.late).map(|t| t.job.id.clone());
+            handles
+                .into_iter()
+                .zip(ids)
+                .map(|(h, id)| h.join().unwrap_or_else(|_| Err((id, Error::Other("kill thread panicked".into())))))
+                .collect()
         });
         // What was signalled is gone, or said to be still exiting.
         let answered: Vec<&Target> = targets.iter().filter(|t| !t.late).collect();
