@@ -354,7 +354,7 @@ export interface TieInfo {
   pid: number
   /** When it exited and the job was killed for it (ms since the epoch). */
   firedAt?: number
-  /** `its caller (pid N) exited`, once it fired. */
+  /** Once it fired: `its caller (pid N) exited` (`tie: true`), `the process it was tied to (pid N) exited` (`tiePid`). */
   reason?: string
 }
 

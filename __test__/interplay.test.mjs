@@ -123,7 +123,7 @@ test('a tie that fires kills a restarting job for good: while it runs and in its
   }, { what: 'the job killed in its delay', timeout: 10_000 })
   assert.equal(killed.status, 'killed')
   assert.equal(killed.restarts, 1)
-  assert.equal(killed.tie.reason, `its caller (pid ${tied2}) exited`)
+  assert.equal(killed.tie.reason, `the process it was tied to (pid ${tied2}) exited`)
 })
 
 test('a queued job tied to a process that exited meanwhile never starts: it ends killed', async (t) => {
@@ -141,7 +141,7 @@ test('a queued job tied to a process that exited meanwhile never starts: it ends
     return c.status !== 'queued' && c.status !== 'running' ? c : null
   }, { what: 'the tied job to end' })
   assert.equal(ended.status, 'killed')
-  assert.equal(ended.tie.reason, `its caller (pid ${tied}) exited`)
+  assert.equal(ended.tie.reason, `the process it was tied to (pid ${tied}) exited`)
   assert.equal(ended.pid, undefined, 'no process was started')
   assert.equal(fs.existsSync(marker), false, 'its command never ran')
 })

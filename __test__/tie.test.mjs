@@ -58,7 +58,8 @@ test('--tie-pid ties to a given process; a gone or impossible pid is refused', a
     return c.status !== 'running' ? c : null
   }, { what: 'the tied job to end' })
   assert.equal(ended.status, 'killed')
-  assert.equal(ended.tie.reason, `its caller (pid ${anchor.pid}) exited`)
+  // The tied process is not run-bg's caller here: the reason names it as what it is.
+  assert.equal(ended.tie.reason, `the process it was tied to (pid ${anchor.pid}) exited`)
 
   const one = runBg(home, ['--tie-pid', '1', '--', 'sleep', '1'])
   assert.equal(one.code, 2)

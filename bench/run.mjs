@@ -5,8 +5,8 @@
 // every variant alike. Reports median, p90 and the range, prints a table with
 // targets, writes bench/out/results.json.
 //
-//   node bench/run.mjs [--quick] [--only=start,idle,footprint,log,tail,kill,notify,snapshot,ready,queue]
-//                      [--baseline=<checkout>] [--log-reps=N] [--seed=N]
+//   node bench/run.mjs [--quick] [--only=start,idle,footprint,log,tail,kill,notify,snapshot,ready,queue,scale]
+//                      [--baseline=<checkout>] [--log-reps=N] [--seed=N] [--scale=10,100,1000]
 //
 // --baseline runs the same rows with another checkout's build (its
 // native/run-bg and addon, e.g. an older commit's worktree after
@@ -27,11 +27,11 @@ import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 
-const USAGE = `usage: node bench/run.mjs [--quick] [--only=GROUP,...] [--baseline=<checkout>] [--log-reps=N] [--seed=N]
-groups: start, idle, footprint, log, tail, kill, notify, snapshot, ready, queue`
+const USAGE = `usage: node bench/run.mjs [--quick] [--only=GROUP,...] [--baseline=<checkout>] [--log-reps=N] [--seed=N] [--scale=N,...]
+groups: start, idle, footprint, log, tail, kill, notify, snapshot, ready, queue, scale`
 {
   // An option misspelt must not start a 10-minute run of everything.
-  const known = /^--(quick|help|(only|baseline|log-reps|seed)=.+)$/
+  const known = /^--(quick|help|(only|baseline|log-reps|seed|scale)=.+)$/
   const unknown = process.argv.slice(2).filter((a) => !known.test(a))
   if (process.argv.includes('--help')) {
     console.log(USAGE)
@@ -43,7 +43,7 @@ groups: start, idle, footprint, log, tail, kill, notify, snapshot, ready, queue`
   }
 }
 const QUICK = process.argv.includes('--quick')
-const GROUPS = ['start', 'idle', 'footprint', 'log', 'tail', 'kill', 'notify', 'snapshot', 'ready', 'queue']
+const GROUPS = ['start', 'idle', 'footprint', 'log', 'tail', 'kill', 'notify', 'snapshot', 'ready', 'queue', 'scale']
 const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',') ?? null
 const runs = (group) => !ONLY || ONLY.includes(group)
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
@@ -1280,6 +1280,69 @@ async function benchQueue() {
   }
 }
 
+// ------------------------------------------------------------ 10. at scale
+
+// N running `sleep` jobs in one home (registry.max_jobs left at its 200, so
+// from N = 1,000 the registry is over its cap): each start, `list --json`,
+// every supervisor's PSS once all run, then one `kill --all`. What one job
+// costs must not grow with N (issue 25: kill --all took 75 ms a job at 1,000).
+const SCALE_NS = (option('scale') ?? (QUICK ? '10,100' : '10,100,1000')).split(',').map(Number)
+
+async function benchScale() {
+  if (SCALE_NS.some((n) => !Number.isInteger(n) || n < 1)) throw new Error(`--scale: give job counts, e.g. --scale=10,100,1000`)
+  const pueue = spawnSync('sh', ['-c', 'command -v pueue'], { encoding: 'utf8' }).stdout.trim()
+  if (!pueue) log('scale: pueue is not installed; its rows are skipped')
+  const out = {}
+  for (const n of SCALE_NS) {
+    log(`scale: ${n} sleep jobs: start each, list, PSS per supervisor, kill --all`)
+    const home = tempDir(`scale${n}`)
+    writeConfig(home)
+    try {
+      const start = []
+      const ids = []
+      let lastStart = now()
+      for (let i = 0; i < n; i++) {
+        const t = now()
+        ids.push(startJson(home, ['sleep', '600'], `s${i}`).jobId)
+        start.push(now() - t)
+        lastStart = now()
+      }
+      const list = []
+      for (let rep = 0; rep < 5; rep++) {
+        const t = now()
+        const r = mustRunBg(home, ['list', '--json'], { maxBuffer: 256 * MiB })
+        list.push(now() - t)
+        if (rep === 0) check(`scale ${n}: list shows every job running`, JSON.parse(r.stdout).filter((j) => j.status === 'running').length === n)
+      }
+      // Settled: 7 s after its start a supervisor looks for new processes
+      // once every 5 s, and each look's code is resident until it is
+      // released 100 ms later; of two reads 250 ms apart the lower is the
+      // footprint between looks.
+      await sleep(Math.max(0, lastStart + 8000 - now()))
+      const jobs = readJobs(home)
+      const supervisors = ids.map((id) => jobs.find((j) => j.id === id)?.supervisor?.pid).filter(Boolean)
+      const first = supervisors.map(procStatus)
+      await sleep(250)
+      const memory = supervisors.map(procStatus).map((m, i) => (m.pssKiB <= first[i].pssKiB ? m : first[i]))
+      const pss = memory.map((m) => m.pssKiB / 1024)
+      const anon = memory.map((m) => m.rssAnonKiB / 1024)
+      check(`scale ${n}: a supervisor for every job`, pss.length === n && pss.every((p) => p > 0))
+      const t = now()
+      const kill = runBg(home, ['kill', '--all', '--json'], { maxBuffer: 256 * MiB, timeout: 600_000 })
+      const killMs = now() - t
+      let reported = []
+      try {
+        reported = JSON.parse(kill.stdout)
+      } catch {}
+      check(`scale ${n}: kill --all exits 0, each job reported once`, kill.status === 0 && reported.length === n && new Set(reported.map((v) => v.jobId)).size === n, `exit ${kill.status}, ${reported.length} reported; ${kill.stderr.split('\n').slice(0, 3).join(' / ')}`)
+      out[n] = { start, list, pss, anon, killMs, killPerJob: killMs / n }
+    } finally {
+      removeDir(home)
+    }
+  }
+  return out
+}
+
 // ----------------------------------------------------------------- reporting
 
 function row(name, unit, ours, base, target, passes) {
@@ -1335,7 +1398,7 @@ function printComparison(before, after) {
 
 
 /** The table's rows for one build's results; `notes` gets the baselines' descriptions. */
-function rowsFor({ start, idle, footprint, throughput, tail, kill, notify, snap, ready, queue, build }, notes) {
+function rowsFor({ start, idle, footprint, throughput, tail, kill, notify, snap, ready, queue, scale, build }, notes) {
   const size = `${PLAN.logBytes >= GiB ? `${PLAN.logBytes / GiB} GiB` : `${PLAN.logBytes / MiB} MiB`}`
   const secs = (key, field = 'seconds') => throughput[key].map((r) => r[field])
   const bound = ROTATING.max_bytes * (ROTATING.keep + 1)
@@ -1436,6 +1499,23 @@ function rowsFor({ start, idle, footprint, throughput, tail, kill, notify, snap,
       row("queue: next job's first command after endedAt", 'ms', queue.running),
     )
   }
+  if (scale) {
+    for (const [n, s] of Object.entries(scale)) {
+      const last = s.start.slice(-Math.max(1, Math.ceil(s.start.length / 10)))
+      rows.push(
+        row(`scale ${n}: start (CLI), each`, 'ms', s.start),
+        row(`scale ${n}: start, the last tenth`, 'ms', last),
+        row(`scale ${n}: list --json`, 'ms', s.list),
+        row(`scale ${n}: PSS per supervisor`, 'MiB', s.pss, null, 'each ≤ 0.3 MiB', (o) => o.max <= 0.3),
+        ...(s.anon ? [row(`scale ${n}: RssAnon per supervisor`, 'MiB', s.anon)] : []),
+        row(`scale ${n}: kill --all, per job`, 'ms', [s.killPerJob], null, '≤ 2 ms', (o) => o.median <= 2),
+        row(`scale ${n}: kill --all, total`, 'ms', [s.killMs]),
+      )
+    }
+    notes.push('scale = N `sleep 600` jobs in one home (registry.max_jobs 200): wall time of each `run-bg` call; PSS from')
+    notes.push('        smaps_rollup of every supervisor 8 s after the last start (the lower of two reads 250 ms apart);')
+    notes.push('        pueue beside it only when installed')
+  }
 
   return rows
 }
@@ -1504,6 +1584,7 @@ async function main() {
   const snap = await timed('snapshot', () => perBuild('snapshot', benchSnapshot))
   const ready = await timed('ready', () => perBuild('ready', benchReady))
   const queue = await timed('queue', () => perBuild('queue', benchQueue))
+  const scale = await timed('scale', () => perBuild('scale', benchScale))
   meta.loadavgEnd = os.loadavg()
   meta.seconds = (now() - began) / 1000
   meta.loadByGroup = load
@@ -1512,7 +1593,7 @@ async function main() {
   const tables = {}
   for (const build of BUILDS) {
     const b = build.name
-    const r = rowsFor({ start: start[b], idle: idle[b], footprint, throughput: throughputOf(throughputAll, build), tail: tail[b], kill: kill[b], notify: notify[b], snap: snap[b], ready: ready[b], queue: queue[b], build }, build === BUILDS[0] ? notes : [])
+    const r = rowsFor({ start: start[b], idle: idle[b], footprint, throughput: throughputOf(throughputAll, build), tail: tail[b], kill: kill[b], notify: notify[b], snap: snap[b], ready: ready[b], queue: queue[b], scale: scale[b], build }, build === BUILDS[0] ? notes : [])
     tables[b] = r
   }
   const rows = tables.after
@@ -1529,7 +1610,7 @@ async function main() {
   console.log(`\nsanity checks: ${checks.length - failedChecks.length}/${checks.length} ok${failedChecks.map((c) => `\n  FAILED ${c.name}: ${c.detail}`).join('')}`)
   for (const w of meta.warnings) console.log(`warning: ${w}`)
 
-  const raw = { start, idle, footprint, throughput: throughputAll, tail, kill, notify, snapshot: snap, ready, queue }
+  const raw = { start, idle, footprint, throughput: throughputAll, tail, kill, notify, snapshot: snap, ready, queue, scale }
   fs.writeFileSync(OUT_FILE, `${JSON.stringify({ meta, rows, tables, checks, raw }, null, 2)}\n`)
   console.log(`results: ${path.relative(process.cwd(), OUT_FILE) || OUT_FILE}`)
 }

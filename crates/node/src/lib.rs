@@ -269,6 +269,7 @@ fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verb
         (_, Some(pid)) => Some(u32::try_from(pid).map_err(|_| napi::Error::from_reason(format!("bad tiePid {pid}: not a pid")))?),
         _ => None,
     };
+    request.tie_to_caller = options.tie == Some(true);
     let context = context()?;
     start_job(&context, request, &supervisor_exe()?).map_err(to_js_error)
 }

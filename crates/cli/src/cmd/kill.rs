@@ -67,7 +67,7 @@ pub fn run(
     Ok(if failed { 1 } else { 0 })
 }
 
-type KillResults = Vec<std::result::Result<proc_manager_core::verbs::ops::KillOutcome, (String, proc_manager_core::Error)>>;
+type KillResults = Vec<proc_manager_core::verbs::ops::KillResult>;
 
 /// `kill --all --older-than`: what `kill --all` would kill (running jobs,
 /// and ended ones whose processes live on), started before `cut`, all at once.
@@ -85,16 +85,5 @@ fn kill_started_before(
         .filter(|j| j.started_at <= cut)
         .filter(|j| !j.status().is_final() || !context.lingering(j).is_empty())
         .collect();
-    Ok(std::thread::scope(|scope| {
-        let handles: Vec<_> =
-            targets.iter().map(|job| (job.id.clone(), scope.spawn(move || context.kill(&job.id, grace, force)))).collect();
-        handles
-            .into_iter()
-            .map(|(id, h)| match h.join() {
-                Ok(Ok(outcome)) => Ok(outcome),
-                Ok(Err(e)) => Err((id, e)),
-                Err(_) => Err((id, proc_manager_core::Error::Other("kill thread panicked".into()))),
-            })
-            .collect()
-    }))
+    Ok(context.kill_jobs(targets, grace, force))
 }

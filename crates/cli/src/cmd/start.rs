@@ -56,6 +56,7 @@ pub fn run(cli: StartCli) -> Result<i32> {
         (true, _) => Some(proc_manager_core::supervise::tie::caller_pid()),
         (false, pid) => pid,
     };
+    request.tie_to_caller = cli.tie;
     let yield_for = parse_dur("--yield", &cli.yield_for)?;
     // Readiness and wake-ups (issue 15): patterns are checked here to name the flag.
     if let Some(pattern) = &cli.ready_log {

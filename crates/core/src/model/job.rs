@@ -435,12 +435,22 @@ pub struct Tie {
     /// When its end was seen and the kill begun for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fired_at: Option<u64>,
+    /// Whether `to` is the caller of the start (`--tie`, `tie: true`) rather
+    /// than a process named by pid (`--tie-pid`, `tiePid`). Records written
+    /// before it was kept read as named by pid: the neutral wording is true
+    /// of both.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub caller: bool,
 }
 
 impl Tie {
     /// Why a job whose tie fired was killed.
     pub fn reason(&self) -> String {
-        format!("its caller (pid {}) exited", self.to.pid)
+        if self.caller {
+            format!("its caller (pid {}) exited", self.to.pid)
+        } else {
+            format!("the process it was tied to (pid {}) exited", self.to.pid)
+        }
     }
 }
 

@@ -13,6 +13,15 @@ pub const JOB_COOKIE: &str = "PROC_MANAGER_JOB";
 pub struct KillRequest {
     pub grace_ms: u64,
     pub force: bool,
+    /// Set by `kill`: the caller passes over the whole process table itself
+    /// (once for every job it kills), signals what of the job lies outside
+    /// the supervisor's subtree, and records the ends in the registry, once
+    /// for them all. The supervisor then looks only at its own descendants
+    /// and recorded processes, and records the end in job.json alone: with
+    /// N jobs killed at once, N passes over a table of N jobs' processes and
+    /// N registry rewrites made a kill of N jobs cost N² (issue 25).
+    #[serde(default)]
+    pub caller_sweeps: bool,
 }
 
 pub const KILL_REQUEST_FILE: &str = "kill-request.json";

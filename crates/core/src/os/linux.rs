@@ -116,30 +116,64 @@ fn page_kb() -> u64 {
 
 pub fn table() -> Vec<Row> {
     let me = std::process::id();
-    let mut rows = Vec::new();
     let mut environ = Vec::with_capacity(8192);
-    let Ok(entries) = std::fs::read_dir("/proc") else { return rows };
-    for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        if pid == me {
-            continue;
-        }
-        let Some(stat) = read_stat(pid) else { continue };
-        if is_dead_state(stat.state) {
-            continue;
-        }
-        // Only this user's processes have a readable environment.
-        let readable = read_proc_file(&format!("/proc/{pid}/environ"), &mut environ, 1 << 20);
-        rows.push(Row {
-            identity: ProcessIdentity::from_stat(pid, stat.start_ticks),
-            ppid: stat.ppid,
-            pgid: stat.pgrp,
-            cookie: readable.then(|| cookie_in(&environ)).flatten(),
-            helper: readable && env_entry(&environ, SUPERVISOR_MARK).is_some(),
-            rss_kb: stat.rss_pages * page_kb(),
-        });
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
+        .filter(|&pid| pid != me)
+        .filter_map(|pid| row(pid, &mut environ))
+        .collect()
+}
+
+/// `table`'s rows for these pids only (those alive; the caller's own too).
+pub fn rows(pids: &[u32]) -> Vec<Row> {
+    let mut environ = Vec::with_capacity(8192);
+    pids.iter().filter_map(|&pid| row(pid, &mut environ)).collect()
+}
+
+fn row(pid: u32, environ: &mut Vec<u8>) -> Option<Row> {
+    let stat = read_stat(pid)?;
+    if is_dead_state(stat.state) {
+        return None;
     }
-    rows
+    // Only this user's processes have a readable environment.
+    let readable = read_proc_file(&format!("/proc/{pid}/environ"), environ, 1 << 20);
+    Some(Row {
+        identity: ProcessIdentity::from_stat(pid, stat.start_ticks),
+        ppid: stat.ppid,
+        pgid: stat.pgrp,
+        cookie: readable.then(|| cookie_in(environ)).flatten(),
+        helper: readable && env_entry(environ, SUPERVISOR_MARK).is_some(),
+        rss_kb: stat.rss_pages * page_kb(),
+    })
+}
+
+/// Blocks of 128 KiB or more get mappings of their own, unmapped when freed.
+/// glibc otherwise raises that threshold to the size of each such block
+/// freed, and later ones come from the heap: a supervisor that had read a
+/// 500 KB registry to register its job then took its 256 KiB copy buffer
+/// from the freed heap and zeroed it, resident for the job's whole life
+/// (the 700th to 1,000th supervisors of a home held 550 KiB PSS, not 300).
+pub fn keep_large_blocks_mapped() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only changes the allocator's policy for later
+    // allocations; it is called before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
+}
+
+/// Gives the heap's free memory back to the system (glibc keeps what a
+/// large parse freed, for the next one): a long-lived supervisor's memory
+/// then does not depend on how big a registry it once read.
+pub fn release_free_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only returns free pages of the allocator's own
+    // arenas to the kernel; no allocation in use is moved or touched.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// Signals `who` through a pidfd, which pins one process, so the pid cannot

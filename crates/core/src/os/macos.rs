@@ -113,6 +113,30 @@ pub fn table() -> Vec<Row> {
     rows
 }
 
+/// `table`'s rows for these pids only: here from the whole table.
+pub fn rows(pids: &[u32]) -> Vec<Row> {
+    let wanted: std::collections::HashSet<u32> = pids.iter().copied().collect();
+    let me = std::process::id();
+    let mut found: Vec<Row> = table().into_iter().filter(|r| wanted.contains(&r.identity.pid)).collect();
+    // The table leaves the caller out; `rows` does not.
+    if wanted.contains(&me) {
+        if let Some(identity) = identify(me) {
+            // SAFETY: getpgrp reads the caller's own id and cannot fail.
+            let pgid = unsafe { libc::getpgrp() } as u32;
+            let helper = std::env::var_os(SUPERVISOR_MARK).is_some();
+            let cookie = std::env::var(JOB_COOKIE).ok();
+            found.push(Row { identity, ppid: std::os::unix::process::parent_id(), pgid, cookie, helper, rss_kb: 0 });
+        }
+    }
+    found
+}
+
+/// Nothing to set here: the system allocator maps large blocks on its own.
+pub fn keep_large_blocks_mapped() {}
+
+/// Nothing to give back here: the system allocator returns freed memory itself.
+pub fn release_free_heap() {}
+
 /// No pidfds here: the caller checks the identity, then signals.
 pub fn signal_pinned(_who: &ProcessIdentity, _signal: i32) -> Option<SignalOutcome> {
     None

@@ -7,7 +7,7 @@ use crate::os::{pidfd, platform};
 use std::time::Duration;
 
 // The platform's own reading of the process table (`os/linux.rs`, `os/macos.rs`).
-pub use platform::{command_line, environ_value, identify, is_stopped, live_children, table};
+pub use platform::{command_line, environ_value, identify, is_stopped, keep_large_blocks_mapped, live_children, release_free_heap, rows, table};
 
 /// The fields of /proc/<pid>/stat that proc-manager uses.
 #[derive(Debug, Clone, Copy)]

@@ -125,6 +125,19 @@ impl Registry {
         Ok(jobs)
     }
 
+    /// A job's own `jobs/<id>/job.json`, without reading the registry: what
+    /// its supervisor or a killer recorded last.
+    pub fn own_record(&self, id: &str) -> Option<Job> {
+        read_job_file(&self.home, id)
+    }
+
+    /// Writes the registry with what the job directories know and it does
+    /// not yet (ends recorded in job.json only, new jobs): one write for
+    /// many ends (see `KillRequest::caller_sweeps`).
+    pub fn take_in(&self, patience: Patience, action: &str) -> Result<()> {
+        self.update_with(patience, action, |_| ())
+    }
+
     pub fn get(&self, id: &str) -> Result<Job> {
         self.load()?.into_iter().find(|j| j.id == id).ok_or_else(|| Error::UnknownJob(id.to_string()))
     }
@@ -227,6 +240,23 @@ impl Registry {
             })
         })?;
         updated.ok_or_else(|| Error::UnknownJob(id.to_string()))
+    }
+
+    /// `modify_with` for many jobs in one registry write; returns the jobs
+    /// found, as stored (an id not in the registry is left out).
+    pub fn modify_many(&self, patience: Patience, ids: &[String], mut change: impl FnMut(&mut Job)) -> Result<Vec<Job>> {
+        let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
+        let action = format!("update {} job(s)", ids.len());
+        self.update_with(patience, &action, |jobs| {
+            jobs.iter_mut()
+                .filter(|j| wanted.contains(j.id.as_str()))
+                .map(|job| {
+                    change(job);
+                    self.write_job_copy(job);
+                    job.clone()
+                })
+                .collect()
+        })
     }
 
     /// The copy refreshed along with the registry is best effort: the

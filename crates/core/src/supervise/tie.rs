@@ -11,7 +11,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// The tie for a job started now, to `pid`; refused with the reason when
 /// that process cannot be watched.
-pub fn tie_to(pid: u32) -> Result<Tie> {
+pub fn tie_to(pid: u32, caller: bool) -> Result<Tie> {
     if pid <= 1 || pid > i32::MAX as u32 {
         return Err(Error::Usage(format!(
             "bad tie pid {pid}: give the pid of a live process other than init (pid > 1)"
@@ -31,7 +31,7 @@ pub fn tie_to(pid: u32) -> Result<Tie> {
     }
     let to = procinfo::identify_exactly(pid)
         .ok_or_else(|| Error::Usage(format!("cannot tie the job to pid {pid}: no such process")))?;
-    Ok(Tie { to, fired_at: None })
+    Ok(Tie { to, fired_at: None, caller })
 }
 
 /// The supervisor's watch of the tied process.
@@ -90,14 +90,14 @@ mod tests {
 
     #[test]
     fn a_tie_to_no_process_or_to_init_is_refused_with_the_reason() {
-        assert!(tie_to(1).unwrap_err().to_string().contains("other than init"));
-        assert!(tie_to(0).is_err());
+        assert!(tie_to(1, false).unwrap_err().to_string().contains("other than init"));
+        assert!(tie_to(0, false).is_err());
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
         child.wait().unwrap();
         // Reaped: nothing lives at that pid (barring a reuse within this instant).
         if procinfo::identify(pid).is_none() {
-            assert!(tie_to(pid).unwrap_err().to_string().contains("no such process"));
+            assert!(tie_to(pid, false).unwrap_err().to_string().contains("no such process"));
         }
     }
 
@@ -105,7 +105,7 @@ mod tests {
     #[test]
     fn the_watch_fires_when_the_tied_process_ends() {
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
-        let tie = tie_to(child.id()).unwrap();
+        let tie = tie_to(child.id(), true).unwrap();
         let watch = Watch::open(Some(&tie)).unwrap();
         let readable = |w: &Watch| {
             let mut fds = [rustix::event::PollFd::from_borrowed_fd(w.fd().unwrap(), rustix::event::PollFlags::IN)];
@@ -123,7 +123,7 @@ mod tests {
     #[test]
     fn identity_of_a_gone_process_starts_a_watch_that_fires_at_once() {
         let gone = ProcessIdentity::from_stat(std::process::id(), 1);
-        let watch = Watch::open(Some(&Tie { to: gone, fired_at: None })).unwrap();
+        let watch = Watch::open(Some(&Tie { to: gone, fired_at: None, caller: true })).unwrap();
         assert!(watch.ended(false));
     }
 }

@@ -51,6 +51,9 @@ pub struct StartRequest {
     pub after_any: bool,
     /// Kill the job's tree when this process ends (`--tie`, `--tie-pid`).
     pub tie_pid: Option<u32>,
+    /// `tie_pid` is the caller itself (`--tie`, `tie: true`), not a process
+    /// named by pid: what the recorded reason calls it.
+    pub tie_to_caller: bool,
 }
 
 /// `--restart <policy> [--max-restarts N] [--restart-delay <dur>]`.
@@ -246,7 +249,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         Some(dir) => std::env::current_dir().map_err(|e| Error::io("read the current directory", ".", e))?.join(dir),
         None => std::env::current_dir().map_err(|e| Error::io("read the current directory", ".", e))?,
     };
-    let tie = request.tie_pid.map(crate::supervise::tie::tie_to).transpose()?;
+    let tie = request.tie_pid.map(|pid| crate::supervise::tie::tie_to(pid, request.tie_to_caller)).transpose()?;
     let label = request.label.clone().unwrap_or_else(|| default_label(&request));
     let waits = crate::verbs::queue::waits_for_request(context, &request)?;
     let job_id = allocate_job_dir(context, &label)?;

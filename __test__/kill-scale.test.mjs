@@ -1,0 +1,123 @@
+// Kill at scale (issue 25, items 7, 9, 12, 15): many jobs killed at once are
+// each reported once whatever the registry's cap evicts, the registry is
+// written a fixed number of times however many jobs end, a supervisor that
+// records slowly is not taken for a job that had ended, and what a tree
+// forks during the grace period gets SIGTERM too.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { spawn } from 'node:child_process'
+import { makeHome, runBg, startJob, checkJson, readRegistry, waitFor, isAlive, killPid, cookieProcesses, RUN_BG } from './helpers.mjs'
+
+function startSleeps(home, n, seconds = 300) {
+  const ids = []
+  for (let i = 0; i < n; i++) ids.push(startJob(home, ['sleep', String(seconds + i)]).jobId)
+  return ids
+}
+
+/** Resolves with {code, stdout, stderr} of a run-bg call run in the background. */
+function runBgAsync(home, args) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(RUN_BG, args, { env: { ...process.env, PROC_MANAGER_HOME: home }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d) => (stdout += d))
+    child.stderr.on('data', (d) => (stderr += d))
+    child.on('error', reject)
+    child.on('close', (code) => resolve({ code, stdout, stderr }))
+  })
+}
+
+test('kill --all over the registry cap exits 0 and reports each job once, evicted or not', async (t) => {
+  // A cap of 2 with 10 jobs: each end recorded evicts the oldest ended jobs
+  // at once, while their kills are still being reported.
+  const { home } = makeHome(t, { registry: { max_jobs: 2 } })
+  const ids = startSleeps(home, 10)
+  const r = runBg(home, ['kill', '--all', '--json'])
+  assert.equal(r.code, 0, `stderr: ${r.stderr}`)
+  assert.doesNotMatch(r.stderr, /no job with id/)
+  const views = JSON.parse(r.stdout)
+  assert.deepEqual(views.map((v) => v.jobId).sort(), [...ids].sort(), 'each job once')
+  for (const v of views) assert.equal(v.status, 'killed', JSON.stringify(v))
+  for (const id of ids) assert.deepEqual(cookieProcesses(id), [], `${id} left nothing`)
+})
+
+test('kill --all writes the registry a fixed number of times, not once per job', async (t) => {
+  const { home } = makeHome(t)
+  const n = 20
+  const ids = startSleeps(home, n)
+  // Every start has been taken into jobs.json before we count.
+  runBg(home, ['list'])
+  let writes = 0
+  // Each registry write is a rename of a new file over jobs.json.
+  const watcher = fs.watch(home, (event, name) => {
+    if (name === 'jobs.json') writes++
+  })
+  t.after(() => watcher.close())
+  const r = runBg(home, ['kill', '--all'])
+  assert.equal(r.code, 0, r.stderr)
+  // Let inotify's last events arrive.
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  watcher.close()
+  for (const id of ids) assert.equal(checkJson(home, id).status, 'killed')
+  // Renames show as one or two events each; a write per job would be >= n.
+  assert.ok(writes <= 6, `jobs.json was replaced ${writes} times while ${n} jobs were killed`)
+})
+
+test('a supervisor that kills at once but records late: kill says killed, not "had already ended"', async (t) => {
+  const { home, extraPids } = makeHome(t)
+  // The main process dies on SIGTERM; its child ignores it (the disposition
+  // survives exec), so the supervisor waits for the grace period's SIGKILL
+  // before it can record, and we stop it in the meantime.
+  const { jobId, pid } = startJob(home, ['sh', '-c', '(trap "" TERM; exec sleep 301) & exec sleep 300'])
+  const job = await waitFor(() => {
+    const recorded = readRegistry(home).find((j) => j.id === jobId)
+    return cookieProcesses(jobId).length >= 2 && recorded?.supervisor ? recorded : null
+  }, { what: 'the job and its child' })
+  const supervisor = job.supervisor.pid
+  assert.ok(supervisor > 1)
+  extraPids.push(supervisor)
+  t.after(() => {
+    try {
+      process.kill(supervisor, 'SIGCONT')
+    } catch {}
+  })
+  const kill = runBgAsync(home, ['kill', jobId, '--grace', '3s'])
+  await waitFor(() => !isAlive(pid), { what: 'the main process to die of SIGTERM', timeout: 10_000 })
+  process.kill(supervisor, 'SIGSTOP')
+  const r = await kill
+  assert.equal(r.code, 0, r.stderr)
+  assert.doesNotMatch(r.stdout, /had already ended/, r.stdout)
+  assert.match(r.stdout, new RegExp(`killed ${jobId} \\(killed\\) without its supervisor, which did not answer in time`))
+  assert.deepEqual(cookieProcesses(jobId), [])
+  process.kill(supervisor, 'SIGCONT')
+  await waitFor(() => !isAlive(supervisor), { what: 'the supervisor to finish', timeout: 10_000 })
+  assert.equal(checkJson(home, jobId).status, 'killed')
+})
+
+test('what a tree forks after the SIGTERM gets SIGTERM too, long before the grace period ends', async (t) => {
+  const { home } = makeHome(t)
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-forker-'))
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+  // Each generation answers SIGTERM by starting the next one and exiting:
+  // every one after the first is born after the kill's first pass.
+  const script = path.join(dir, 'fork-on-term.sh')
+  fs.writeFileSync(script, [
+    '#!/bin/sh',
+    'n=$1',
+    'if [ "$n" -gt 0 ]; then trap "\\"$0\\" $((n - 1)) & exit 0" TERM; fi',
+    'while :; do sleep 0.05; done',
+    '',
+  ].join('\n'), { mode: 0o755 })
+  const { jobId } = startJob(home, [script, '4'])
+  await waitFor(() => cookieProcesses(jobId).length >= 1, { what: 'the job to run' })
+  const started = Date.now()
+  const r = runBg(home, ['kill', jobId, '--grace', '20s'])
+  const took = Date.now() - started
+  assert.equal(r.code, 0, r.stderr)
+  assert.deepEqual(cookieProcesses(jobId), [], 'no survivor')
+  assert.ok(took < 8000, `the kill took ${took} ms: a generation waited for the SIGKILL at the end of the grace period`)
+  assert.equal(checkJson(home, jobId).status, 'killed')
+})
