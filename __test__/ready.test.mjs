@@ -6,7 +6,8 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import os from 'node:os'
-import { makeHome, runBg, checkJson, connectMcp, freePort, killPid, pm, readRegistry, waitFor } from './helpers.mjs'
+import { spawnSync } from 'node:child_process'
+import { RUN_BG, makeHome, runBg, checkJson, connectMcp, freePort, killPid, pm, readRegistry, waitFor, waitForQuiet } from './helpers.mjs'
 import { startInterruptService } from './fixtures/interrupt-service.mjs'
 
 // A dev server in a few lines: says it starts, waits DELAY ms, then listens
@@ -141,6 +142,97 @@ test('--ready-port: a server of the job that listens is ready while a stranger l
   assert.equal(out.status, 'running', r.stdout)
   assert.ok(out.readyAt, r.stdout)
   assert.equal(out.readyBlocked, undefined)
+})
+
+// A listener that makes itself non-dumpable (PR_SET_DUMPABLE 0, as setuid
+// binaries, `setcap` servers and hardened daemons are): a supervisor that
+// is not root cannot read its /proc/<pid>/fd (as root it can), so the
+// test runs run-bg as uid 65534. Modes: `listen` on 127.0.0.1:PORT, `idle`
+// (never listens).
+const NODUMP_SERVER = `
+import ctypes, socket, sys, time
+port, mode = int(sys.argv[1]), sys.argv[2]
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(4, 0, 0, 0, 0) != 0:
+    raise OSError(ctypes.get_errno(), 'prctl(PR_SET_DUMPABLE, 0)')
+if mode == 'listen':
+    server = socket.socket()
+    server.bind(('127.0.0.1', port))
+    server.listen()
+    print('listening on', port, flush=True)
+    while True:
+        server.accept()[0].close()
+print('idle', flush=True)
+time.sleep(120)
+`
+const NOBODY = 65534
+const PYTHON = '/usr/bin/python3'
+const asNobody = process.getuid() !== 0
+  ? 'running the supervisor as another user (uid 65534) needs root'
+  : !fs.existsSync(PYTHON) ? `${PYTHON} is not installed` : false
+
+/** A home and the non-dumpable server in a directory of uid 65534; run-bg runs as that user. */
+function nobodySetup(t) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-ready-nobody-'))
+  const home = path.join(dir, 'home')
+  fs.mkdirSync(home, { mode: 0o700 })
+  fs.writeFileSync(path.join(home, 'config.json'), JSON.stringify({ notify: { url: null } }))
+  const script = path.join(dir, 'nodump.py')
+  fs.writeFileSync(script, NODUMP_SERVER)
+  for (const f of [dir, home, path.join(home, 'config.json'), script]) fs.chownSync(f, NOBODY, NOBODY)
+  const run = (args) => {
+    const r = spawnSync('setpriv', ['--reuid', String(NOBODY), '--regid', String(NOBODY), '--clear-groups', RUN_BG, ...args], {
+      env: { ...process.env, PROC_MANAGER_HOME: home, HOME: dir },
+      encoding: 'utf8',
+      cwd: dir,
+      timeout: 60_000,
+    })
+    if (r.error) throw r.error
+    return { code: r.status, stdout: r.stdout, stderr: r.stderr }
+  }
+  t.after(async () => {
+    run(['kill', '--all', '--force'])
+    for (const job of readRegistry(home)) if (job.main) killPid(job.main.pid)
+    await waitForQuiet(home)
+    fs.rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 })
+  })
+  return { home, script, run }
+}
+
+test('--ready-port: the job\'s own server is ready although its descriptors cannot be read (non-dumpable, supervisor not root)', { skip: asNobody }, async (t) => {
+  const { script, run } = nobodySetup(t)
+  const port = await freePort()
+  const before = Date.now()
+  const r = run(['--ready-port', String(port), '--yield', '15s', '--json', '--', PYTHON, script, String(port), 'listen'])
+  const out = JSON.parse(r.stdout)
+  t.after(() => out.pid && killPid(out.pid))
+  assert.equal(r.code, 0, `--yield did not return ready: ${r.stdout}${r.stderr}`)
+  assert.equal(out.status, 'running', r.stdout)
+  assert.ok(out.readyAt, `never ready: ${r.stdout}`)
+  assert.ok(Date.now() - before < 10_000, `ready only after ${Date.now() - before} ms`)
+  assert.equal(out.readyBlocked, undefined, r.stdout)
+  const text = run(['check', out.jobId]).stdout
+  assert.match(text, /running for [\d.ms]+ \(ready after [\d.]+m?s\)/, text)
+  assert.doesNotMatch(text, /another process/, text)
+  // Unverified by its descriptors: its supervisor says on what it went.
+  const said = fs.readFileSync(path.join(path.dirname(out.logPath), 'supervisor.log'), 'utf8')
+  assert.match(said, new RegExp(`port ${port}: counted as the job's by its owner, uid ${NOBODY}, the uid of job process ${out.pid}`), said)
+})
+
+test('--ready-port: a job whose descriptors cannot be read is still not ready on a port another user holds', { skip: asNobody }, async (t) => {
+  const { script, run } = nobodySetup(t)
+  const net = await import('node:net')
+  // Root's listener: its socket's uid (0) is not the job's (65534).
+  const stranger = net.createServer()
+  await new Promise((resolve) => stranger.listen(0, '127.0.0.1', resolve))
+  t.after(() => stranger.close())
+  const { port } = stranger.address()
+  const r = run(['--ready-port', String(port), '--ready-timeout', '2s', '--yield', '15s', '--json', '--', PYTHON, script, String(port), 'idle'])
+  const out = JSON.parse(r.stdout)
+  t.after(() => out.pid && killPid(out.pid))
+  assert.equal(r.code, 124, `a stranger's port made the job ready: ${r.stdout}${r.stderr}`)
+  assert.equal(out.readyAt, undefined, r.stdout)
+  assert.match(out.readyBlocked ?? '', new RegExp(`port ${port} is held by .*uid 0.*, not by this job`), r.stdout)
 })
 
 test('a job that prints its ready line and exits at once was ready: its exit decides', (t) => {

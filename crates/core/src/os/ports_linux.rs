@@ -4,7 +4,13 @@
 //! the port (the reason the job's server failed to bind it) accepts too.
 //! The listening sockets come from /proc/net/tcp and tcp6 (state 0A, the
 //! local port), each known by its inode; a process holds one when a link in
-//! its /proc/<pid>/fd reads `socket:[<inode>]`. A read of /proc/net/tcp
+//! its /proc/<pid>/fd reads `socket:[<inode>]`. Not every process's fds may
+//! be read: a supervisor that is not root gets EACCES for a process that is
+//! non-dumpable (setuid or `setcap` binaries, `sudo`, PR_SET_DUMPABLE 0).
+//! When one of the job's processes is such and no process we may read holds
+//! the socket, the socket's owner (the uid column) is matched against that
+//! process's uids instead, and a stranger found that way is not remembered:
+//! the verdict rests on what could not be read. A read of /proc/net/tcp
 //! walks the kernel's whole TCP table (about 2 ms each here, so 10 probes a
 //! second cost 4% of a core), so a connect comes first, as the probe always
 //! was: only a port that accepts is looked up. `ports_macos.rs` has the same
@@ -32,6 +38,23 @@ pub enum PortHolder {
     Stranger(String),
 }
 
+/// One socket listening on the port, from /proc/net/tcp{,6}.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Listener {
+    inode: u64,
+    /// Who created it (the effective uid of the process then).
+    uid: u32,
+}
+
+/// What one process's descriptors say about the listening sockets.
+#[derive(Debug, PartialEq, Eq)]
+enum Holds {
+    Yes,
+    No,
+    /// Its /proc/<pid>/fd refused us (EACCES/EPERM): it may or may not.
+    Unreadable,
+}
+
 /// One job's port: the inodes found held by others are remembered, so a
 /// stranger that keeps the port costs a read of /proc/net/tcp per probe,
 /// not a pass over every process.
@@ -54,7 +77,8 @@ impl PortWatch {
         if !addrs.iter().any(|addr| TcpStream::connect_timeout(addr, CONNECT_TIMEOUT).is_ok()) {
             return PortHolder::Free;
         }
-        let listening = listening_inodes(self.port);
+        let listeners = listeners_on(self.port);
+        let listening: Vec<u64> = listeners.iter().map(|l| l.inode).collect();
         if listening.is_empty() {
             // It accepts, yet no socket of this network namespace listens:
             // a forward (docker's iptables rules) or a listener gone since.
@@ -65,36 +89,74 @@ impl PortWatch {
                 return PortHolder::Stranger(who.clone());
             }
         }
-        if job_pids().into_iter().any(|pid| holds_any(pid, &listening)) {
-            return PortHolder::Ours;
+        let mut unreadable = Vec::new();
+        for pid in job_pids() {
+            match holds_any(pid, &listening) {
+                Holds::Yes => return PortHolder::Ours,
+                Holds::Unreadable => unreadable.push(pid),
+                Holds::No => {}
+            }
         }
-        let who = holder_of(&listening).map_or_else(
-            || "another process".to_string(),
-            |(pid, name)| format!("pid {pid} ({})", crate::model::text::visible(&name)),
-        );
+        let who = match holder_of(&listening) {
+            Some((pid, name)) => format!("pid {pid} ({})", crate::model::text::visible(&name)),
+            None if !unreadable.is_empty() => return owner_verdict(self.port, &listeners, &unreadable),
+            None => "another process".to_string(),
+        };
         self.foreign.extend(listening);
         self.stranger = Some(who.clone());
         PortHolder::Stranger(who)
     }
 }
 
-/// Inodes of the sockets listening on `port` at an address a connect to
-/// 127.0.0.1 or ::1 reaches: loopback or the wildcard, v4, v6 or v4-mapped.
-fn listening_inodes(port: u16) -> Vec<u64> {
-    let mut inodes = Vec::new();
+/// The job holds the port by the only evidence left: no process we may read
+/// holds its socket, and one of the job's processes whose descriptors we may
+/// not read runs as the uid that created it. A uid no such process has is a
+/// stranger's (another user's server, or the job's after it changed uid:
+/// then it is not ready by its port); neither verdict is remembered, since
+/// it rests on what could not be read.
+fn owner_verdict(port: u16, listeners: &[Listener], unreadable: &[u32]) -> PortHolder {
+    for &pid in unreadable {
+        let uids = process_uids(pid);
+        if let Some(listener) = listeners.iter().find(|l| uids.contains(&l.uid)) {
+            tracing::warn!(
+                "port {port}: counted as the job's by its owner, uid {}, the uid of job process {pid}, whose descriptors this supervisor may not read (it is not dumpable)",
+                listener.uid
+            );
+            return PortHolder::Ours;
+        }
+    }
+    let owners: Vec<String> = listeners.iter().map(|l| l.uid.to_string()).collect();
+    PortHolder::Stranger(format!("a process of uid {} whose descriptors this supervisor may not read", owners.join(", ")))
+}
+
+/// The real, effective, saved and filesystem uids of `pid` (its `status`
+/// stays readable when its descriptors are not); empty once it is gone.
+fn process_uids(pid: u32) -> Vec<u32> {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return Vec::new() };
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Uid:"))
+        .map(|uids| uids.split_whitespace().filter_map(|uid| uid.parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// The sockets listening on `port` at an address a connect to 127.0.0.1 or
+/// ::1 reaches: loopback or the wildcard, v4, v6 or v4-mapped.
+fn listeners_on(port: u16) -> Vec<Listener> {
+    let mut listeners = Vec::new();
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
         let Ok(text) = std::fs::read_to_string(table) else { continue };
-        inodes.extend(text.lines().skip(1).filter_map(|line| listener_on(line, port)));
+        listeners.extend(text.lines().skip(1).filter_map(|line| listener_on(line, port)));
     }
-    inodes
+    listeners
 }
 
 /// A line of /proc/net/tcp{,6}: `sl local_address rem_address st … uid
 /// timeout inode …`, the address as hex words in host byte order, `:` and
 /// the port in hex.
-fn listener_on(line: &str, port: u16) -> Option<u64> {
+fn listener_on(line: &str, port: u16) -> Option<Listener> {
     let fields: Vec<&str> = line.split_whitespace().collect();
-    let (local, state, inode) = (fields.get(1)?, fields.get(3)?, fields.get(9)?);
+    let (local, state, uid, inode) = (fields.get(1)?, fields.get(3)?, fields.get(7)?, fields.get(9)?);
     if *state != LISTEN_STATE {
         return None;
     }
@@ -102,7 +164,8 @@ fn listener_on(line: &str, port: u16) -> Option<u64> {
     if u16::from_str_radix(local_port, 16).ok()? != port || !reachable_from_loopback(address)? {
         return None;
     }
-    inode.parse().ok().filter(|&inode| inode != 0)
+    let inode = inode.parse().ok().filter(|&inode| inode != 0)?;
+    Some(Listener { inode, uid: uid.parse().ok()? })
 }
 
 fn reachable_from_loopback(hex: &str) -> Option<bool> {
@@ -123,9 +186,18 @@ fn reachable_from_loopback(hex: &str) -> Option<bool> {
 }
 
 /// Whether one of `pid`'s descriptors is one of the sockets `inodes`.
-fn holds_any(pid: u32, inodes: &[u64]) -> bool {
-    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
-    fds.flatten().any(|fd| socket_inode(&fd.path()).is_some_and(|inode| inodes.contains(&inode)))
+fn holds_any(pid: u32, inodes: &[u64]) -> Holds {
+    let fds = match std::fs::read_dir(format!("/proc/{pid}/fd")) {
+        Ok(fds) => fds,
+        // EACCES and EPERM both: not ours to read. Anything else (ENOENT): gone.
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return Holds::Unreadable,
+        Err(_) => return Holds::No,
+    };
+    if fds.flatten().any(|fd| socket_inode(&fd.path()).is_some_and(|inode| inodes.contains(&inode))) {
+        Holds::Yes
+    } else {
+        Holds::No
+    }
 }
 
 fn socket_inode(link: &std::path::Path) -> Option<u64> {
@@ -139,7 +211,7 @@ fn socket_inode(link: &std::path::Path) -> Option<u64> {
 fn holder_of(inodes: &[u64]) -> Option<(u32, String)> {
     let me = std::process::id();
     let pids = std::fs::read_dir("/proc").ok()?.flatten().filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok());
-    let pid = pids.filter(|&pid| pid != me).find(|&pid| holds_any(pid, inodes))?;
+    let pid = pids.filter(|&pid| pid != me).find(|&pid| holds_any(pid, inodes) == Holds::Yes)?;
     let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim_end().to_string();
     Some((pid, name))
 }
@@ -151,18 +223,18 @@ mod tests {
     #[test]
     fn listeners_are_read_from_proc_net_tcp_lines() {
         let v4 = "   1: 0100007F:0BB8 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0";
-        assert_eq!(listener_on(v4, 3000), Some(4242));
+        assert_eq!(listener_on(v4, 3000), Some(Listener { inode: 4242, uid: 1000 }));
         assert_eq!(listener_on(v4, 3001), None, "another port");
         let established = v4.replace(" 0A ", " 01 ");
         assert_eq!(listener_on(&established, 3000), None, "not listening");
         let elsewhere = v4.replace("0100007F", "0500000A");
         assert_eq!(listener_on(&elsewhere, 3000), None, "10.0.0.5 is not reached from loopback");
         let any = v4.replace("0100007F", "00000000");
-        assert_eq!(listener_on(&any, 3000), Some(4242));
+        assert_eq!(listener_on(&any, 3000).map(|l| l.inode), Some(4242));
         let v6_loopback = "   0: 00000000000000000000000001000000:0BB8 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 77 1 0 100 0 0 10 0";
-        assert_eq!(listener_on(v6_loopback, 3000), Some(77));
+        assert_eq!(listener_on(v6_loopback, 3000), Some(Listener { inode: 77, uid: 1000 }));
         let v6_any = v6_loopback.replace("00000000000000000000000001000000:", "00000000000000000000000000000000:");
-        assert_eq!(listener_on(&v6_any, 3000), Some(77));
+        assert_eq!(listener_on(&v6_any, 3000).map(|l| l.inode), Some(77));
     }
 
     #[test]
@@ -176,5 +248,19 @@ mod tests {
         assert_eq!(PortWatch::new(port).look(&Vec::new), PortHolder::Stranger("another process".into()));
         drop(listener);
         assert_eq!(PortWatch::new(port).look(&|| vec![me]), PortHolder::Free);
+    }
+
+    #[test]
+    fn an_unreadable_job_process_holds_a_socket_its_uid_created_and_not_another_uids() {
+        let me = std::process::id();
+        let my_uid = process_uids(me)[1];
+        let mine = [Listener { inode: 1, uid: my_uid }];
+        assert_eq!(owner_verdict(3000, &mine, &[me]), PortHolder::Ours);
+        let other_uid = my_uid.wrapping_add(1);
+        let theirs = [Listener { inode: 1, uid: other_uid }];
+        assert_eq!(
+            owner_verdict(3000, &theirs, &[me]),
+            PortHolder::Stranger(format!("a process of uid {other_uid} whose descriptors this supervisor may not read"))
+        );
     }
 }
