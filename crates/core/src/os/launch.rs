@@ -371,7 +371,20 @@ mod tests {
     }
 
     fn run_into(output: &Path, argv: &[&str], cwd: &Path, set: &[(&str, &str)], remove: &[&str]) -> Result<i32, String> {
-        try_run_into(output, argv, cwd, set, remove).map_err(|e| e.to_string())
+        // A script a test just wrote can be "busy" (ETXTBSY) for a moment:
+        // another test's fork copied our write descriptor, and its child
+        // holds it until its own exec. That is the test harness's threads,
+        // not the launch, so it is waited out (bounded).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let outcome = try_run_into(output, argv, cwd, set, remove).map_err(|e| e.to_string());
+            match &outcome {
+                Err(why) if why.to_lowercase().contains("text file busy") && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(10))
+                }
+                _ => return outcome,
+            }
+        }
     }
 
     fn try_run_into(output: &Path, argv: &[&str], cwd: &Path, set: &[(&str, &str)], remove: &[&str]) -> Result<i32, LaunchError> {
