@@ -6,7 +6,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
-import { makeHome, runBg, startJob, checkJson, waitFor, waitForQuiet, readRegistry, isAlive, freePort, pm, connectMcp } from './helpers.mjs'
+import { makeHome, runBg, startJob, checkJson, waitFor, waitForQuiet, readRegistry, isAlive, freePort, pm, connectMcp, processEnvironments, killPid } from './helpers.mjs'
 import { startInterruptService } from './fixtures/interrupt-service.mjs'
 
 // Batches go out quickly; the rate limits stay the service's.
@@ -313,10 +313,10 @@ test('a wake rule the service keeps because its dispatch failed is removed after
   assert.equal((await delivered(service)).filter((d) => d.data.jobId === jobId).length, 0, 'the agent was never woken')
   assert.equal((await settled(home, jobId)).matched, 1, 'the end event did match the rule')
   assert.equal(wake.state, 'not-fired', `recorded ${JSON.stringify(wake)}; the service still holds ${JSON.stringify(state.rules.map((r) => r.id))}`)
-  assert.match(wake.reason, /^the service still had it [\d.]+m?s after it queued the job's end \(its dispatch failed, or it restarted and lost the queued end\); removed$/, wake.reason)
+  assert.match(wake.reason, /^within [\d.]+m?s of the job's end being queued: the service still had it \(its dispatch failed, or it restarted and lost the queued end\); removed$/, wake.reason)
   assert.deepEqual(state.rules, [], 'no rule left behind')
   assert.deepEqual(state.deleted, [`run-bg-${jobId}`])
-  assert.match(runBg(home, ['check', jobId]).stdout, new RegExp(`\\n  wake: run-bg-${jobId} not fired: the service still had it `))
+  assert.match(runBg(home, ['check', jobId]).stdout, new RegExp(`\\n  wake: run-bg-${jobId} not fired within [\\d.]+m?s of the job's end being queued: the service still had it `))
 })
 
 test('a wake rule the service keeps because it restarted between queuing the end and its batch is removed and recorded not fired', async (t) => {
@@ -336,7 +336,66 @@ test('a wake rule the service keeps because it restarted between queuing the end
   assert.equal(wake.state, 'not-fired', `recorded ${JSON.stringify(wake)}; the service still holds ${JSON.stringify(state.rules.map((r) => r.id))}`)
   assert.deepEqual(state.rules, [], 'no rule left behind')
   assert.deepEqual(state.deleted, [`run-bg-${jobId}`])
-  assert.match(runBg(home, ['check', jobId]).stdout, new RegExp(`\\n  wake: run-bg-${jobId} not fired: `))
+  assert.match(runBg(home, ['check', jobId]).stdout, new RegExp(`\\n  wake: run-bg-${jobId} not fired within `))
+})
+
+test('a wake rule being confirmed does not hold up another job\'s held notification', async (t) => {
+  // One batch per 4 s: B is held behind A, C behind B. B's rule is a
+  // sub-agent's, whose dispatch may take the service 30 s here: its
+  // confirmation lasts that long, and must not be what C waits for.
+  const service = await startInterruptService(t, { message: { batch_window_ms: 500 }, subagent: { batch_window_ms: 1250 } })
+  await service.control({ dispatchFail: 100 })
+  const { home } = makeHome(t, { notify: { url: service.url, max_per_minute: 1, pace_window_ms: 4000, batch_window_ms: 500 } })
+  const a = startJob(home, ['true']).jobId
+  const [aSent] = await waitFor(async () => (await triggersOf(service, a)).length > 0 && triggersOf(service, a), { what: 'A sent' })
+  // Past the batch A opened (an end within 3/4 of it goes with it at once): held.
+  await waitFor(() => Date.now() > aSent.at + 1000, { what: 'A\'s batch window over' })
+  const b = startJob(home, ['true'], ['--wake', 'done {{jobId}}', '--wake-action', 'subagent']).jobId
+  await waitFor(() => jobOf(home, b)?.wake?.state === 'queued', { what: 'B held, then sent and queued through its rule', timeout: 30_000 })
+  const [bSent] = await triggersOf(service, b)
+  assert.ok(bSent.at - checkJson(home, b).endedAt > 2000, 'B was held back by the pace')
+  await waitFor(() => Date.now() > bSent.at + 1000, { what: 'B\'s batch window over' })
+  const c = startJob(home, ['true']).jobId
+  runBg(home, ['wait', c])
+  const cEnded = checkJson(home, c).endedAt
+  const [cSent] = await waitFor(async () => (await triggersOf(service, c)).length > 0 && triggersOf(service, c),
+    { what: 'C sent', timeout: 60_000 })
+  const bWake = jobOf(home, b).wake
+  t.diagnostic(`C reached the service ${cSent.at - cEnded} ms after its end, B's rule then ${bWake.state}`)
+  assert.ok(cSent.at - cEnded < 15_000,
+    `C reached the service ${cSent.at - cEnded} ms after its end (B's wake by then: ${JSON.stringify(bWake)})`)
+  assert.equal(bWake.state, 'queued', 'C went before B\'s confirmation was over')
+  const settledB = await waitFor(() => ['fired', 'not-fired', 'removed'].includes(jobOf(home, b)?.wake?.state) && jobOf(home, b).wake,
+    { what: 'B\'s rule settled', timeout: 60_000 })
+  assert.equal(settledB.state, 'not-fired', JSON.stringify(settledB))
+  assert.deepEqual((await service.inspect()).rules, [], 'no rule left behind')
+})
+
+test('a wake confirmation whose process is SIGKILLed is taken up by a later invocation: the rule is removed, recorded not fired', async (t) => {
+  const service = await startInterruptService(t, { message: { batch_window_ms: 500 }, subagent: { batch_window_ms: 500 } })
+  await service.control({ dispatchFail: 100 })
+  const { home } = makeHome(t, { notify: { url: service.url, batch_window_ms: 500 } })
+  const jobId = startJob(home, ['true'], ['--wake', 'done {{jobId}}']).jobId
+  await waitFor(() => jobOf(home, jobId)?.wake?.state === 'queued', { what: 'queued through its rule' })
+  // Whichever of this home's background processes is confirming it (all
+  // started by this test, through run-bg).
+  const mine = `\0PROC_MANAGER_HOME=${home}\0`
+  const background = processEnvironments().filter(({ environ }) => environ.includes(mine) && environ.includes('\0PROC_MANAGER_SUPERVISOR='))
+  assert.ok(background.length > 0, 'something confirms the rule')
+  for (const { pid } of background) killPid(pid)
+  await waitFor(() => background.every(({ pid }) => !isAlive(pid)), { what: 'the background processes gone' })
+  assert.equal(jobOf(home, jobId).wake.state, 'queued', 'killed before its window was over')
+  // Any later invocation takes it up once its window is over.
+  const wake = await waitFor(() => {
+    runBg(home, ['list'])
+    const w = jobOf(home, jobId).wake
+    return w.state !== 'queued' && w
+  }, { what: 'the wake settled by a later invocation', timeout: 30_000, interval: 500 })
+  const state = await service.inspect()
+  assert.equal(wake.state, 'not-fired', JSON.stringify(wake))
+  assert.deepEqual(state.rules, [], 'no rule left behind')
+  assert.deepEqual(state.deleted, [`run-bg-${jobId}`])
+  await waitForQuiet(home)
 })
 
 test('a wake rule its end event did not go through is removed with DELETE: a failed event, a registration answered too late', async (t) => {

@@ -170,6 +170,20 @@ test('a kill during the restart delay ends the job, and no run starts after it',
   assert.equal(lines(runs).length, 1, 'a run started after the kill')
 })
 
+test('a kill during the restart delay is stamped when it happens, not at the previous run\'s end', async (t) => {
+  const { home } = makeHome(t)
+  const { jobId, logPath } = startJob(home, ['sh', '-c', 'exit 3'], ['--restart', 'always', '--restart-delay', '20s'])
+  await waitFor(() => fs.readFileSync(logPath, 'utf8').includes('restart 1 after exit 3'), { what: 'the restart scheduled' })
+  const requested = Date.now()
+  const kill = runBg(home, ['kill', jobId, '--json'])
+  assert.equal(kill.code, 0, kill.stderr)
+  const check = checkJson(home, jobId)
+  assert.equal(check.status, 'killed')
+  assert.ok(check.endedAt >= requested, `endedAt ${check.endedAt} is ${requested - check.endedAt} ms before the kill was asked for (${requested})`)
+  assert.ok(check.endedAt >= check.lastRestartAt, `endedAt ${check.endedAt} before lastRestartAt ${check.lastRestartAt}`)
+  assert.equal(check.durationMs, check.endedAt - check.startedAt)
+})
+
 test('a kill while the ended run\'s tree is being killed ends the job without a restart', async (t) => {
   // The ended run leaves a process that ignores SIGTERM: its clean-up waits for the grace period.
   // Ignored from its fork on (inherited), not from a trap of its own: the

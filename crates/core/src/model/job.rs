@@ -782,13 +782,14 @@ pub enum WakeState {
     Failed,
     /// The job's end event matched it and the service queued it
     /// (`queued_at`): whether it fires shows once the service's batch went
-    /// out (see `supervise::wake::confirm`).
+    /// out (see `supervise::wake::confirm_due`).
     Queued,
     /// The service dispatched it (the one-off rule is gone from its rules).
     Fired,
     /// Its end event matched it, but the service kept it past its dispatch
     /// (the `openclaw` call failed, or it restarted and lost its queue):
-    /// the agent was not woken through it; removed by us (`reason`).
+    /// the agent was not woken through it within the wait (`reason` says
+    /// how long); removed by us.
     NotFired,
     /// Removed by us (`DELETE /rules/<id>`): the end event did not go through it (`reason`).
     Removed,

@@ -287,7 +287,7 @@ fn wake_line(wake: &crate::model::job::Wake) -> String {
         WakeState::Failed => format!("failed: {reason}"),
         WakeState::Queued => format!("{rule} matched by the job's end; not yet seen dispatched by the service"),
         WakeState::Fired => format!("{rule} fired by the job's end (the service dispatched it and removed the rule)"),
-        WakeState::NotFired => format!("{rule} not fired: {reason}"),
+        WakeState::NotFired => format!("{rule} not fired {reason}"),
         WakeState::Removed => format!("{rule} removed: {reason}"),
     }
 }

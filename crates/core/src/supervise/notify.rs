@@ -383,7 +383,7 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
     if let Some(url) = &url {
         let pace = Pace::for_level(notify, notify.level_for(job.status().as_str()));
         match pace::claim(home, &pace, now_ms()) {
-            Slot::Now => retry = tries.attempt(&registry, &job.id, &event_id, post(url, &body, timeout), timeout),
+            Slot::Now => retry = tries.attempt(home, &registry, &job.id, &event_id, post(url, &body, timeout), timeout),
             Slot::At(at) => held_until = Some(at),
         }
     }
@@ -397,7 +397,7 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
     }
 
     let Some(url) = url else {
-        wake::settle(&registry, timeout, &job.id, &event_id, wake::EventOutcome::NotSent("no interrupt service is configured now"));
+        wake::settle(home, &registry, timeout, &job.id, &event_id, wake::EventOutcome::NotSent("no interrupt service is configured now"));
         return;
     };
     if let Some(at) = held_until {
@@ -433,11 +433,12 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
     while retry.is_some() && Instant::now() + pause < retry_until {
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_secs(10));
-        retry = tries.attempt(&registry, &job.id, &event_id, post(&url, &body, timeout), timeout);
+        retry = tries.attempt(home, &registry, &job.id, &event_id, post(&url, &body, timeout), timeout);
     }
     let Some(error) = retry else {
         if tries.wake_queued {
-            wake::confirm(&registry, notify, &job.id);
+            // The look at the rule after the service's batch is the deliverer's.
+            start_deliverer(home);
         }
         return;
     };
@@ -485,7 +486,7 @@ fn record_no_listener(home: &Home, registry: &Registry, job_id: &str, event_id: 
             n.hint = first;
         }
     });
-    wake::settle(registry, WAKE_REMOVE_TIMEOUT, job_id, event_id, wake::EventOutcome::NotSent("nothing listens"));
+    wake::settle(home, registry, WAKE_REMOVE_TIMEOUT, job_id, event_id, wake::EventOutcome::NotSent("nothing listens"));
 }
 
 /// The value of `SUPERVISOR_MARK` in the deliverer a notifier starts: a
@@ -524,7 +525,7 @@ struct Tries {
     all_refused: bool,
     /// The event went merged with others' (`data.jobs`): no job's wake rule matches it.
     merged: bool,
-    /// Its answer queued it through the job's wake rule: to `wake::confirm` once all else is done.
+    /// Its answer queued it through the job's wake rule: a look at the rule is scheduled for the deliverer.
     wake_queued: bool,
 }
 
@@ -539,6 +540,7 @@ impl Tries {
     /// `Some(error)` when another attempt is worth making.
     fn attempt(
         &mut self,
+        home: &Home,
         registry: &Registry,
         job_id: &str,
         event_id: &str,
@@ -583,7 +585,7 @@ impl Tries {
         });
         if retry.is_none() {
             let outcome = if self.merged { wake::EventOutcome::Merged } else { wake::EventOutcome::Answered(&result_seen) };
-            self.wake_queued = wake::settle(registry, timeout, job_id, event_id, outcome);
+            self.wake_queued = wake::settle(home, registry, timeout, job_id, event_id, outcome);
         }
         retry
     }
@@ -673,7 +675,7 @@ fn spool_entries(home: &Home) -> Vec<(PathBuf, SpoolEntry)> {
 /// failed `readdir` when nothing was ever spooled.
 pub fn spool_due(home: &Home) -> bool {
     let now = now_ms();
-    spool_entries(home).iter().any(|(_, e)| e.next_attempt_at <= now)
+    spool_entries(home).iter().any(|(_, e)| e.next_attempt_at <= now) || wake::looks_due(home)
 }
 
 fn spool_lock(home: &Home) -> Option<std::fs::File> {
@@ -710,7 +712,7 @@ pub fn deliver(home: &Home, config: &Config) {
         }
         // An event spooled while we held the lock, by an announcer that then
         // found the lock taken, is ours: look once more now that it is free.
-        if !spool_entries(home).iter().any(|(_, e)| e.keep_trying || e.held) {
+        if !spool_entries(home).iter().any(|(_, e)| e.keep_trying || e.held) && !wake::looks_pending(home) {
             return;
         }
     }
@@ -735,16 +737,13 @@ fn deliver_round(home: &Home, config: &Config) -> Option<Duration> {
         }
         let body = serde_json::to_vec(&entry.body).unwrap_or_default();
         let mut tries = Tries { attempts: entry.attempts, server_errors: entry.server_errors, all_refused: false, merged: false, wake_queued: false };
-        let retry = tries.attempt(&registry, &entry.job_id, &entry.event_id, post(&entry.url, &body, timeout), timeout);
+        let retry = tries.attempt(home, &registry, &entry.job_id, &entry.event_id, post(&entry.url, &body, timeout), timeout);
         entry.attempts = tries.attempts;
         entry.server_errors = tries.server_errors;
         entry.spool_tries += 1;
         match retry {
             None => {
                 let _ = std::fs::remove_file(&path);
-                if tries.wake_queued {
-                    wake::confirm(&registry, &config.notify, &entry.job_id);
-                }
             }
             Some(error) if now_ms().saturating_sub(entry.spooled_at) > SPOOL_GIVE_UP_MS => {
                 give_up(home, &registry, &path, &entry, &format!("given up on after 24h of retries; last: {error}"));
@@ -765,6 +764,10 @@ fn deliver_round(home: &Home, config: &Config) -> Option<Duration> {
                 }
             }
         }
+    }
+    // After the events: a look at a wake rule waits for no one's delivery.
+    if let Some(due) = wake::confirm_due(home, &registry, &config.notify) {
+        next_due = Some(next_due.map_or(due, |d| d.min(due)));
     }
     next_due.map(|due| Duration::from_millis(due.saturating_sub(now_ms()).clamp(10, DELIVERER_MAX_PAUSE_MS)))
 }
@@ -808,13 +811,10 @@ fn send_held(home: &Home, config: &Config, registry: &Registry, timeout: Duratio
         let merged = group.len() > 1;
         for (path, mut entry) in group {
             let mut tries = Tries { attempts: entry.attempts, server_errors: entry.server_errors, all_refused: false, merged, wake_queued: false };
-            let retry = tries.attempt(registry, &entry.job_id, &entry.event_id, result.clone(), timeout);
+            let retry = tries.attempt(home, registry, &entry.job_id, &entry.event_id, result.clone(), timeout);
             match retry {
                 None => {
                     let _ = std::fs::remove_file(&path);
-                    if tries.wake_queued {
-                        wake::confirm(registry, &config.notify, &entry.job_id);
-                    }
                 }
                 Some(_) if !entry.keep_trying && matches!(&result, Err(Failure::Unanswered(PostError::NothingListens { .. }))) => {
                     // The built-in address, and nothing there: as in `announce`.
@@ -891,7 +891,7 @@ fn give_up(home: &Home, registry: &Registry, path: &Path, entry: &SpoolEntry, wh
     let failed_dir = spool_dir(home).join("failed");
     let _ = create_private_dir_all(&failed_dir);
     let _ = std::fs::rename(path, failed_dir.join(path.file_name().unwrap_or_default()));
-    wake::settle(registry, WAKE_REMOVE_TIMEOUT, &entry.job_id, &entry.event_id, wake::EventOutcome::NotSent(why));
+    wake::settle(home, registry, WAKE_REMOVE_TIMEOUT, &entry.job_id, &entry.event_id, wake::EventOutcome::NotSent(why));
 }
 
 #[cfg(test)]

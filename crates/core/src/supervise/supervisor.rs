@@ -1138,6 +1138,9 @@ impl Supervisor {
                 match self.restarter.as_mut().map_or(Decision::Done, |r| r.after_run(&exit, ran_for, count)) {
                     Decision::Restart { number, delay } => {
                         self.between = Some(Between::Cleaning { number, delay, exit });
+                        // The job goes on: an end between runs (a kill, the
+                        // timeout) is when it happens, not this run's reap.
+                        self.main_ended_at = None;
                         // What the ended run left (`sleep 600 &`) goes first,
                         // as a kill takes it: SIGTERM, then SIGKILL after the grace.
                         if self.anything_left() {

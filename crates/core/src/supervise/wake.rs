@@ -12,14 +12,21 @@
 //! event failed, went merged with others, or the rule was not known to be
 //! registered) is removed by us. One it did go through is only queued: the
 //! service removes it after a *successful* dispatch, so we look at its rules
-//! once its batch went out (`confirm`), and remove it if it is still there.
+//! once its batch went out, and remove it if it is still there: a look due
+//! later is kept in the spool (`spool/wake/<job>.json`), which the home's
+//! deliverer takes in its rounds alongside the events (`confirm_due`), so
+//! that no delivery waits for a dispatch window, and a deliverer killed
+//! meanwhile leaves it to the next one any invocation starts.
 
 use crate::model::duration::format_duration_ms;
 use crate::model::job::{Job, Wake, WakeAction, WakeState};
 use crate::now_ms;
 use crate::store::config::NotifyConfig;
-use crate::store::registry::{Patience, Registry};
-use crate::supervise::notify::{post, Answer, Failure};
+use crate::store::paths::{create_private_dir_all, Home};
+use crate::store::registry::{write_json_file, Patience, Registry};
+use crate::supervise::notify::{post, spool_dir, Answer, Failure};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The keys of an event's `data`, which the service fills a template's `{{key}}` from.
@@ -153,11 +160,11 @@ pub enum EventOutcome<'a> {
 }
 
 /// After the service answered `job_id`'s event `event_id` for good: a rule
-/// the event went through is recorded `queued`, and `true` returned: the
-/// caller then `confirm`s it once the service's batch went out. Any other
-/// is removed, once the job has ended (an `orphaned` event that did not fire
-/// it leaves it for the end).
-pub fn settle(registry: &Registry, timeout: Duration, job_id: &str, event_id: &str, outcome: EventOutcome) -> bool {
+/// the event went through is recorded `queued`, its look scheduled in the
+/// spool, and `true` returned: the caller then sees that a deliverer runs.
+/// Any other is removed, once the job has ended (an `orphaned` event that
+/// did not fire it leaves it for the end).
+pub fn settle(home: &Home, registry: &Registry, timeout: Duration, job_id: &str, event_id: &str, outcome: EventOutcome) -> bool {
     let Ok(job) = registry.get(job_id) else { return false };
     let Some(wake) = job.wake.clone() else { return false };
     let settled = matches!(wake.state, WakeState::Queued | WakeState::Fired | WakeState::NotFired | WakeState::Removed);
@@ -168,6 +175,14 @@ pub fn settle(registry: &Registry, timeout: Duration, job_id: &str, event_id: &s
         && matches!(outcome, EventOutcome::Answered(Ok(Answer::Queued { matched }))  if *matched > 0);
     if matched {
         let at = now_ms();
+        if let (Some(url), Some(rule_id)) = (wake.url.clone(), wake.rule_id.clone()) {
+            // Before `queued` is recorded: a process that dies between the two
+            // leaves a look to take, never a `queued` no one looks at.
+            let look = Look { job_id: job_id.to_string(), url, rule_id, action: wake.action, queued_at: at, next_look_at: at };
+            if let Err(e) = look.save(home) {
+                tracing::warn!("run-bg: cannot schedule the look at {job_id}'s wake rule: {e}");
+            }
+        }
         let _ = registry.modify(job_id, |stored| {
             if let Some(w) = stored.wake.as_mut() {
                 w.state = WakeState::Queued;
@@ -240,62 +255,145 @@ fn dispatch_window(config: &NotifyConfig, action: WakeAction) -> (Duration, Dura
     (batch, (batch * dispatch_windows).max(Duration::from_millis(500)))
 }
 
-/// After the job's end event was queued through its rule (`queued`): the
-/// service removes a one-off rule only once its dispatch succeeded, and keeps
-/// it when the `openclaw` call fails, when the batch was dropped, or when it
-/// restarted before its batch went out (the queue lives in memory). So we
-/// look (`GET /rules`) from its batch window on: a rule gone fired; one
-/// still there when its dispatch would have ended is removed (`DELETE`) and
-/// recorded `not-fired`, with what we saw. Blocking; run by the notifier.
-pub fn confirm(registry: &Registry, config: &NotifyConfig, job_id: &str) {
-    let Ok(job) = registry.get(job_id) else { return };
-    let Some(wake) = job.wake.filter(|w| w.state == WakeState::Queued) else { return };
-    let (Some(url), Some(id)) = (wake.url.clone(), wake.rule_id.clone()) else { return };
-    let queued_at = wake.queued_at.unwrap_or_else(now_ms);
-    let (batch, dispatch) = dispatch_window(config, wake.action);
-    let first_look = queued_at + batch.as_millis() as u64;
-    let last_look = first_look + dispatch.as_millis() as u64;
-    let step = (batch / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+/// A wake rule to look at (`GET /rules`) once the service's batch went out:
+/// the job's end event was queued through it (`queued`). Kept in the spool,
+/// so the look survives whoever scheduled it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Look {
+    job_id: String,
+    /// The service's rules address.
+    url: String,
+    rule_id: String,
+    action: WakeAction,
+    queued_at: u64,
+    next_look_at: u64,
+}
+
+fn looks_dir(home: &Home) -> PathBuf {
+    spool_dir(home).join("wake")
+}
+
+impl Look {
+    fn path(&self, home: &Home) -> PathBuf {
+        // Job ids are file-name safe.
+        looks_dir(home).join(format!("{}.json", self.job_id))
+    }
+
+    fn save(&self, home: &Home) -> crate::Result<()> {
+        create_private_dir_all(&looks_dir(home))?;
+        write_json_file(&self.path(home), self, true)
+    }
+}
+
+fn looks(home: &Home) -> Vec<Look> {
+    let Ok(dir) = std::fs::read_dir(looks_dir(home)) else { return Vec::new() };
+    dir.flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter_map(|p| serde_json::from_slice(&crate::store::paths::read_file(&p).ok()?).ok())
+        .collect()
+}
+
+/// Whether a look at a wake rule is scheduled (due now or later).
+pub fn looks_pending(home: &Home) -> bool {
+    !looks(home).is_empty()
+}
+
+/// Whether a look at a wake rule is due now: one whose deliverer died
+/// meanwhile is then taken up by the deliverer any invocation starts.
+pub fn looks_due(home: &Home) -> bool {
+    let now = now_ms();
+    looks(home).iter().any(|look| look.next_look_at <= now)
+}
+
+/// Takes the looks that are due, one `GET /rules` per service for all of
+/// them: a rule gone `fired`; one still there when its dispatch would have
+/// ended (the service keeps it when its `openclaw` call fails, when the
+/// batch was dropped, or when it restarted before its batch went out) is
+/// removed (`DELETE`) and recorded `not-fired`, with what we saw. Run by the
+/// deliverer in each round, under the spool lock (so by one process); waits
+/// for nothing but those requests. When the next look is due, if any is left.
+pub fn confirm_due(home: &Home, registry: &Registry, config: &NotifyConfig) -> Option<u64> {
     let timeout = Duration::from_millis(config.timeout_ms);
-    let mut look_at = first_look;
-    let last_error = loop {
-        std::thread::sleep(Duration::from_millis(look_at.saturating_sub(now_ms())));
-        let error = match listed(&url, &id, timeout) {
-            Ok(false) => return record_confirmed(registry, job_id, WakeState::Fired, None),
-            Ok(true) => None,
-            Err(e) => Some(e),
+    let mut listings: std::collections::HashMap<String, Result<Vec<String>, String>> = Default::default();
+    let mut next_due: Option<u64> = None;
+    for mut look in looks(home) {
+        let state = registry.get(&look.job_id).ok().and_then(|job| job.wake).map(|w| w.state);
+        // Registered: the process that scheduled it died before recording `queued`.
+        if !matches!(state, Some(WakeState::Queued | WakeState::Registered)) {
+            let _ = std::fs::remove_file(look.path(home));
+            continue;
+        }
+        if look.next_look_at > now_ms() {
+            next_due = Some(next_due.map_or(look.next_look_at, |d| d.min(look.next_look_at)));
+            continue;
+        }
+        let (batch, dispatch) = dispatch_window(config, look.action);
+        let first_look = look.queued_at + batch.as_millis() as u64;
+        let last_look = first_look + dispatch.as_millis() as u64;
+        if look.next_look_at < first_look {
+            // Scheduled without the batch window at hand: nothing to see before it.
+            look.next_look_at = first_look;
+            let _ = look.save(home);
+            next_due = Some(next_due.map_or(first_look, |d| d.min(first_look)));
+            continue;
+        }
+        let listed = listings.entry(look.url.clone()).or_insert_with(|| rule_ids(&look.url, timeout));
+        let error = match listed {
+            Ok(ids) if !ids.contains(&look.rule_id) => {
+                record_confirmed(registry, &look.job_id, WakeState::Fired, None);
+                let _ = std::fs::remove_file(look.path(home));
+                continue;
+            }
+            Ok(_) => None,
+            Err(e) => Some(e.clone()),
         };
         if now_ms() >= last_look {
-            break error;
+            give_up_waiting(registry, &look, timeout, error);
+            let _ = std::fs::remove_file(look.path(home));
+            continue;
         }
-        look_at = (now_ms() + step.as_millis() as u64).min(last_look);
-    };
-    let waited = format_duration_ms(now_ms().saturating_sub(queued_at));
-    let why = match last_error {
+        let step = (batch / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        look.next_look_at = (now_ms() + step.as_millis() as u64).min(last_look);
+        if let Err(e) = look.save(home) {
+            tracing::warn!("run-bg: cannot reschedule the look at {}'s wake rule: {e}", look.job_id);
+        }
+        next_due = Some(next_due.map_or(look.next_look_at, |d| d.min(look.next_look_at)));
+    }
+    next_due
+}
+
+/// The rule still there (or its listing unreadable) when its dispatch would
+/// have ended: removed. A dispatch that runs later still may wake the agent,
+/// so what is recorded is only what was seen within the wait.
+fn give_up_waiting(registry: &Registry, look: &Look, timeout: Duration, error: Option<String>) {
+    let waited = format_duration_ms(now_ms().saturating_sub(look.queued_at));
+    let why = match error {
         None => format!(
-            "the service still had it {waited} after it queued the job's end (its dispatch failed, or it restarted and lost the queued end)"
+            "within {waited} of the job's end being queued: the service still had it (its dispatch failed, or it restarted and lost the queued end)"
         ),
-        Some(e) => format!("the service's rules could not be read ({e}) {waited} after it queued the job's end"),
+        Some(e) => format!("within {waited} of the job's end being queued, as far as we could tell: the service's rules could not be read ({e})"),
     };
-    match remove(&url, &id, timeout) {
-        Ok(true) => record_confirmed(registry, job_id, WakeState::NotFired, Some(format!("{why}; removed"))),
+    match remove(&look.url, &look.rule_id, timeout) {
+        Ok(true) => record_confirmed(registry, &look.job_id, WakeState::NotFired, Some(format!("{why}; removed"))),
         // Gone between our last look and now: its dispatch went through.
-        Ok(false) => record_confirmed(registry, job_id, WakeState::Fired, None),
-        Err(e) => record_confirmed(registry, job_id, WakeState::NotFired, Some(format!("{why}; removing it failed ({e}): it may be left at the service"))),
+        Ok(false) => record_confirmed(registry, &look.job_id, WakeState::Fired, None),
+        Err(e) => record_confirmed(registry, &look.job_id, WakeState::NotFired, Some(format!("{why}; removing it failed ({e}): it may be left at the service"))),
     }
 }
 
 fn record_confirmed(registry: &Registry, job_id: &str, state: WakeState, reason: Option<String>) {
     let _ = registry.modify(job_id, |stored| {
-        if let Some(w) = stored.wake.as_mut() {
+        // Settled meanwhile by someone else: theirs stands.
+        if let Some(w) = stored.wake.as_mut().filter(|w| matches!(w.state, WakeState::Queued | WakeState::Registered)) {
             w.state = state;
             w.reason = reason.clone();
         }
     });
 }
 
-/// Whether the service lists rule `id` (`GET /rules`: the array of its rules).
-fn listed(url: &str, id: &str, timeout: Duration) -> Result<bool, String> {
+/// The ids of the service's rules (`GET /rules`: the array of its rules).
+fn rule_ids(url: &str, timeout: Duration) -> Result<Vec<String>, String> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
         .http_status_as_error(false)
@@ -309,7 +407,7 @@ fn listed(url: &str, id: &str, timeout: Duration) -> Result<bool, String> {
     let rules: serde_json::Value = serde_json::from_str(&body).map_err(|_| "GET /rules did not answer JSON".to_string())?;
     let rules = rules.as_array().or_else(|| rules.get("rules").and_then(|r| r.as_array()));
     let Some(rules) = rules else { return Err("GET /rules did not answer a list of rules".into()) };
-    Ok(rules.iter().any(|rule| rule.get("id").and_then(|v| v.as_str()) == Some(id)))
+    Ok(rules.iter().filter_map(|rule| rule.get("id").and_then(|v| v.as_str()).map(str::to_string)).collect())
 }
 
 /// `action` given as text (`--wake-action`, JS `wake.action`).
