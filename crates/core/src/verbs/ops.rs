@@ -138,6 +138,9 @@ impl Context {
     /// signal, so its directory (its launch spec with the submitter's
     /// environment) is what is removed.
     fn kill_corrupt(&self, record: crate::store::registry::CorruptRecord) -> Result<KillOutcome> {
+        if !record.removable {
+            return Err(Error::Other(record.describe()));
+        }
         if !self.registry().remove_corrupt(&record.id)? {
             // Recorded meanwhile (or removed): it is a job again, or gone.
             return self.kill(&record.id, None, false);
@@ -901,7 +904,7 @@ impl Context {
         }
         let mut removed = removed;
         // Unreadable records never run: as old as their job.json, they go too.
-        for record in self.registry().corrupt_records()?.into_iter().filter(|r| r.modified_ms <= cutoff) {
+        for record in self.registry().corrupt_records()?.into_iter().filter(|r| r.removable && r.modified_ms <= cutoff) {
             if self.registry().remove_corrupt(&record.id)? {
                 removed.push(record.id);
             }
