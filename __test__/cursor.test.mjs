@@ -348,3 +348,27 @@ test('read_log with no range (the last lines) that does not fit says which of th
   assert.equal(Number(note[1]) + lineCount, 100, 'shown and not shown make the 100 asked for')
   assert.equal(Number(note[2]), 201 + lineCount)
 })
+
+test('a start record grown past its size on a running job is cut back at the next rotation: cursors work again', async (t) => {
+  // The writer rewrote only the record's first bytes, so a record grown
+  // past its size (here 100 MB, sparse) stayed corrupt for good.
+  const { home } = makeHome(t, { logs: { max_bytes: 4096, keep: 1 } })
+  process.env.PROC_MANAGER_HOME = home
+  const dir = fs.mkdtempSync(path.join(home, 'signals-'))
+  const id = phasedJob(t, home, dir)
+  await waitFor(() => pm.checkJob(id, { lines: 1 }).tail[0] === line(1, LINES - 1), { what: 'phase 1 written' })
+  const record = path.join(home, 'jobs', id, '.output.log.start')
+  fs.truncateSync(record, 100 * 1024 * 1024)
+  assert.match(pm.checkJob(id).logProblem ?? '', /is corrupt \(it is 104857600 bytes/)
+  // Phase 2 writes 9,000 bytes into 4,096-byte files: rotations.
+  fs.writeFileSync(path.join(dir, 'go1'), '')
+  await waitFor(() => pm.checkJob(id, { lines: 1 }).tail[0] === line(2, LINES - 1), { what: 'phase 2 written' })
+  const healed = pm.checkJob(id)
+  assert.equal(healed.logProblem, undefined, 'the record was rewritten whole')
+  assert.equal(healed.cursor, 2 * LINES * BYTES)
+  assert.ok(fs.statSync(record).size < 4096, `${fs.statSync(record).size} bytes`)
+  const page = pm.readLog(id, { since: LINES * BYTES, lines: 1000 })
+  const skipped = (page.rotatedAwayBytes ?? 0) / BYTES
+  assert.deepEqual(page.lines, phaseLines(2).slice(skipped), 'placed where everything written says')
+  assert.equal(page.cursor, 2 * LINES * BYTES)
+})
