@@ -516,6 +516,23 @@ mod tests {
     }
 
     #[test]
+    fn a_budget_keeps_the_first_lines_that_fit_with_the_cursor_after_them_and_counts_the_rest() {
+        // 10 lines of 10 UTF-16 units ("é" is one, "𝄞" two) and a newline: 11 each.
+        let (_d, log) = log_with(&(1..=10).map(|i| format!("line {i:02}é𝄞\n")).collect::<String>());
+        let line_bytes = "line 01é𝄞\n".len() as u64;
+        let window = line_window_within(&log, Some(2), 5, true, Some(35));
+        assert_eq!((window.first, window.lines.len(), window.not_shown), (2, 3, 2), "{window:?}");
+        assert_eq!(window.cursor, 4 * line_bytes, "right after line 4, the last shown");
+        let last = line_window_within(&log, None, 4, true, Some(25));
+        assert_eq!((last.first, last.lines.clone(), last.not_shown), (7, vec!["line 07é𝄞".to_string(), "line 08é𝄞".into()], 2));
+        assert_eq!(last.cursor, 8 * line_bytes);
+        let since = lines_since_within(&log, line_bytes, 8, true, Some(11)).unwrap();
+        assert_eq!((since.lines.len(), since.not_shown, since.more, since.cursor), (1, 7, true, 2 * line_bytes));
+        let whole = lines_since_within(&log, 0, 3, true, Some(1000)).unwrap();
+        assert_eq!((whole.lines.len(), whole.not_shown, whole.cursor), (3, 0, 3 * line_bytes));
+    }
+
+    #[test]
     fn folds_runs_strips_colour_and_collapses_progress() {
         let (_d, log) = log_with("start\nsame\nsame\nsame\n\x1b[32mok\x1b[0m\n10%\r50%\r100%\nend\n");
         assert_eq!(last_lines(&log, 10, None), vec!["start", "same [×3]", "ok", "100%", "end"]);
