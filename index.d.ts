@@ -539,6 +539,13 @@ export interface ReadLogOptions {
   since?: number
   /** How many lines (default 100). */
   lines?: number
+  /**
+   * At most this many characters of lines (as JavaScript counts a string's
+   * length, one more per line for its newline): only the first lines that
+   * fit are given, `cursor` right after the last of them, and `notShown`
+   * counts the lines asked for that were left out.
+   */
+  maxChars?: number
 }
 
 /** `readLog`'s answer: lines as `check` cleans them, never folded. */
@@ -564,6 +571,8 @@ export interface LogRead {
   rotatedAwayBytes?: number
   /** With `since`: more lines follow `cursor` than `lines` asked for. */
   more?: boolean
+  /** With `maxChars`: lines asked for that were left out to keep within it; they start at `cursor`. */
+  notShown?: number
 }
 
 /**

@@ -228,7 +228,7 @@ test('a start record of 100 MB, or with one digit changed: check answers without
   const huge = pm.checkJob(id, { lines: 3 })
   const read = bytesRead() - before
   assert.ok(read < 1024 * 1024, `check read ${read} bytes`)
-  assert.match(huge.logProblem ?? '', /start record .*\.output\.log\.start is corrupt \(it is 104857600 bytes; a start record is 72\)/)
+  assert.match(huge.logProblem ?? '', /start record .*\.output\.log\.start is corrupt \(it is 104857600 bytes; a start record is 93\)/)
   assert.deepEqual(huge.tail, good.tail, 'the lines are shown as before')
   const started = Date.now()
   const cli = runBg(home, ['check', id])
@@ -286,4 +286,89 @@ test('read_log since a cursor that fell behind a fast writer (keep 1): every ans
   }
   assert.ok(rotated > 0, 'the reader fell behind')
   assert.deepEqual(wrong, [], `${wrong.length} of 60 answers misplaced their lines`)
+})
+
+test('read_log fromLine 1 on a fast writer (keep 1): a cut answer offers the cursor right after its last line shown, and says how many lines it left out', async (t) => {
+  // The cursor of a cut answer used to come from a second read that took
+  // as many lines from the same line number: after a rotation between the
+  // two, line 1 was another line, so the cursor offered skipped 1,310-5,240
+  // lines never shown (14 of 80 answers).
+  const { home } = makeHome(t, { logs: { max_bytes: 65536, keep: 1 } })
+  process.env.PROC_MANAGER_HOME = home
+  const mcp = await connectMcp(t, home)
+  const WIDTH = 100
+  const writer = `let i = 0; setInterval(() => { let s = ''; for (let k = 0; k < 2000; k++) s += String(i++).padStart(12, '0') + ' ' + 'x'.repeat(${WIDTH - 14}) + '\\n'; process.stdout.write(s) }, 10)`
+  const job = startJob(home, [process.execPath, '-e', writer])
+  t.after(() => runBg(home, ['kill', job.jobId, '--force']))
+  await waitFor(() => pm.checkJob(job.jobId).cursor > 4 * 65536, { what: 'several rotations' })
+  const wrong = []
+  for (let call = 0; call < 80; call++) {
+    const result = await mcp.callTool({ name: 'read_log', arguments: { jobId: job.jobId, fromLine: 1, lines: 1000 } })
+    assert.equal(result.isError, undefined, result.content[0].text)
+    const answer = result.content[0].text
+    assert.ok(answer.length <= 16_000, `${answer.length} characters`)
+    const [head, ...rest] = answer.split('\n')
+    const body = rest.filter((l) => !l.startsWith('['))
+    const numbers = body.map((l) => Number(l.slice(0, 12)))
+    const note = answer.match(/\n\[([\d,]+) more lines not shown: answers stop at 16,000 characters; use read_log with since (\d+)\]\n/)
+    const { fromLine, lineCount, cursor } = result.structuredContent
+    if (!note) {
+      wrong.push(`call ${call}: ${lineCount} of 1,000 lines shown without saying the rest were left out: ${head}`)
+      continue
+    }
+    const [, more, since] = note
+    if (Number(since) !== (numbers.at(-1) + 1) * WIDTH || cursor !== Number(since)) {
+      wrong.push(`call ${call}: lines ${numbers[0]}..${numbers.at(-1)} shown (they end at byte ${(numbers.at(-1) + 1) * WIDTH}), since ${since} offered, cursor ${cursor}`)
+    }
+    if (Number(more.replaceAll(',', '')) + lineCount !== Math.min(1000, result.structuredContent.totalLines - fromLine + 1)) {
+      wrong.push(`call ${call}: ${lineCount} shown + ${more} not shown is not the 1,000 asked for (${head})`)
+    }
+  }
+  assert.deepEqual(wrong, [], `${wrong.length} of 80 answers`)
+})
+
+test('read_log with no range (the last lines) that does not fit says which of the lines asked for it left out', async (t) => {
+  // 100 last lines of 211 characters do not fit in 16,000: the answer was
+  // "lines 228–300 of 300" and never said 201–227, also asked for, were left out.
+  const { home } = makeHome(t)
+  process.env.PROC_MANAGER_HOME = home
+  const mcp = await connectMcp(t, home)
+  const job = startJob(home, ['sh', '-c', `i=1; while [ $i -le 300 ]; do printf '%05d %0205d\\n' $i 0; i=$((i+1)); done`])
+  await waitFor(() => pm.checkJob(job.jobId).status === 'success', { what: 'the job to end' })
+  const result = await mcp.callTool({ name: 'read_log', arguments: { jobId: job.jobId } })
+  const answer = result.content[0].text
+  assert.ok(answer.length <= 16_000, `${answer.length} characters`)
+  const body = answer.split('\n').slice(1).filter((l) => !l.startsWith('['))
+  assert.equal(body[0].length, 211)
+  const { fromLine, lineCount } = result.structuredContent
+  const note = answer.match(/\n\[([\d,]+) more lines not shown: answers stop at 16,000 characters; use read_log with fromLine (\d+)\]\n/)
+  assert.ok(note, `the lines left out are said: ${answer.split('\n')[0]} … ${answer.split('\n').slice(-2).join(' ')}`)
+  assert.equal(fromLine, 201, 'the last 100 lines start at 201')
+  assert.equal(Number(body[0].slice(0, 5)), 201)
+  assert.equal(Number(note[1]) + lineCount, 100, 'shown and not shown make the 100 asked for')
+  assert.equal(Number(note[2]), 201 + lineCount)
+})
+
+test('a start record grown past its size on a running job is cut back at the next rotation: cursors work again', async (t) => {
+  // The writer rewrote only the record's first bytes, so a record grown
+  // past its size (here 100 MB, sparse) stayed corrupt for good.
+  const { home } = makeHome(t, { logs: { max_bytes: 4096, keep: 1 } })
+  process.env.PROC_MANAGER_HOME = home
+  const dir = fs.mkdtempSync(path.join(home, 'signals-'))
+  const id = phasedJob(t, home, dir)
+  await waitFor(() => pm.checkJob(id, { lines: 1 }).tail[0] === line(1, LINES - 1), { what: 'phase 1 written' })
+  const record = path.join(home, 'jobs', id, '.output.log.start')
+  fs.truncateSync(record, 100 * 1024 * 1024)
+  assert.match(pm.checkJob(id).logProblem ?? '', /is corrupt \(it is 104857600 bytes/)
+  // Phase 2 writes 9,000 bytes into 4,096-byte files: rotations.
+  fs.writeFileSync(path.join(dir, 'go1'), '')
+  await waitFor(() => pm.checkJob(id, { lines: 1 }).tail[0] === line(2, LINES - 1), { what: 'phase 2 written' })
+  const healed = pm.checkJob(id)
+  assert.equal(healed.logProblem, undefined, 'the record was rewritten whole')
+  assert.equal(healed.cursor, 2 * LINES * BYTES)
+  assert.ok(fs.statSync(record).size < 4096, `${fs.statSync(record).size} bytes`)
+  const page = pm.readLog(id, { since: LINES * BYTES, lines: 1000 })
+  const skipped = (page.rotatedAwayBytes ?? 0) / BYTES
+  assert.deepEqual(page.lines, phaseLines(2).slice(skipped), 'placed where everything written says')
+  assert.equal(page.cursor, 2 * LINES * BYTES)
 })

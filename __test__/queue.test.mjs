@@ -372,3 +372,36 @@ test('a queued job whose job.json cannot be read is listed as corrupt naming the
   fs.writeFileSync(go, '')
   assert.equal(waitJobs(home, [blocker.jobId])[0].status, 'success')
 })
+
+test('a job.json that is valid JSON but not a record this version reads (a newer status) is listed, but kill and prune never remove its directory', async (t) => {
+  // Counted as corrupt, it was deleted, spec.json and all, by prune or kill:
+  // a newer version's record, or a read that failed for a moment (EMFILE,
+  // EIO), is not garbage.
+  const { home } = makeHome(t, { queues: { q: { max_parallel: 1 } } })
+  const go = path.join(home, 'go')
+  const blocker = startJob(home, ['sh', '-c', `while [ ! -e ${go} ]; do sleep 0.02; done`], ['--queue', 'q'])
+  t.after(() => killPid(blocker.pid))
+  const job = startJob(home, ['true'], ['--queue', 'q'])
+  assert.equal(job.status, 'queued')
+  const dir = path.join(home, 'jobs', job.jobId)
+  const file = path.join(dir, 'job.json')
+  const record = JSON.parse(fs.readFileSync(file, 'utf8'))
+  record.status = 'hibernating'
+  fs.writeFileSync(file, JSON.stringify(record))
+  const old = new Date(Date.now() - 30 * 24 * 3600 * 1000)
+  fs.utimesSync(file, old, old)
+
+  const list = runBg(home, ['list'])
+  assert.equal(list.code, 0, list.stderr)
+  assert.match(list.stdout, new RegExp(`^${job.jobId}  `, 'm'), 'it is still listed')
+  const killed = runBg(home, ['kill', job.jobId])
+  assert.notEqual(killed.code, 0, 'kill cannot know what to signal, and must not delete it')
+  assert.match(killed.stderr, /not removed/)
+  assert.ok(fs.existsSync(path.join(dir, 'spec.json')), 'kill left its directory')
+  const pruned = runBg(home, ['prune', '--json'])
+  assert.equal(pruned.code, 0, pruned.stderr)
+  assert.ok(!JSON.parse(pruned.stdout).removed.includes(job.jobId), pruned.stdout)
+  assert.ok(fs.existsSync(path.join(dir, 'spec.json')), 'prune left its directory, spec.json with it')
+  fs.writeFileSync(go, '')
+  assert.equal(waitJobs(home, [blocker.jobId])[0].status, 'success')
+})

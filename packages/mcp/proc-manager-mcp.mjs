@@ -279,54 +279,38 @@ server.registerTool('read_log', {
   },
   annotations: readOnly,
 }, tool(({ jobId: id, fromLine, since, lines = 100 }) => {
-  // Each line takes at least two characters: more than CAP / 2 never fit.
   const range = since === undefined ? { fromLine } : { since }
   // Looked at before the read: a job still writing has its lines renumbered
   // by each rotation, so its next page is given as the cursor, which stays put.
   const byLine = since === undefined && !stillWriting(pm.checkJob(id, { lines: 0 }))
-  // What the call asked for beyond what fits is said, not what the read left out.
-  let wanted
-  // Reads while the answer does not fit; each shows fewer lines, so it ends.
-  let log = pm.readLog(id, { ...range, lines: Math.min(lines, CAP / 2) })
-  let shown, text
-  let cut = false
-  for (;;) {
-    const head = []
-    if (log.rotatedAwayBytes) head.push(`[${count(log.rotatedAwayBytes)} bytes rotated away since your cursor]`)
-    if (since !== undefined) {
-      head.push(`${id}: ${count(log.lines.length)} lines after cursor ${since}`)
-    } else {
-      const last = log.fromLine + log.lines.length - 1
-      head.push(log.lines.length
-        ? `${id}: lines ${count(log.fromLine)}–${count(last)} of ${count(log.totalLines)}`
-        : `${id}: no lines from ${count(log.fromLine)} (the log holds ${count(log.totalLines)})`)
-    }
-    wanted ??= since !== undefined ? log.lines.length : Math.max(0, Math.min(lines, log.totalLines - log.fromLine + 1))
-    shown = log.lines.length
-    text = capLines(head, log.lines, 'first', (n) => { shown = log.lines.length - n; return '' }, 300)
-    if (shown === log.lines.length) break
-    // The cursor after the last line shown: the same read, that many lines.
-    const fewer = pm.readLog(id, { ...range, lines: shown })
-    // A rotation between the two reads moves where a read after a cursor
-    // starts: the second read's lines are then not those shown, nor its
-    // cursor where they end (a whole file was skipped unsaid). Only a read
-    // that starts where the first did gives the cursor; else what the
-    // second read gave is what is shown.
-    const sameStart = since === undefined
-      ? fewer.fromLine === log.fromLine
-      : (fewer.rotatedAwayBytes ?? 0) === (log.rotatedAwayBytes ?? 0)
-    if (!sameStart) {
-      log = fewer
-      continue
-    }
-    if (since !== undefined) text = text.replace(head.at(-1), `${id}: ${count(shown)} lines after cursor ${since}`)
-    log = fewer
-    const next = byLine ? `fromLine ${log.fromLine + shown}` : `since ${log.cursor}`
-    text = text.replace(/\n$/, '') + `\n[${count(wanted - shown)} more lines not shown: answers stop at ${count(CAP)} characters; use read_log with ${next}]`
-    cut = true
-    break
+  // One read, cut to fit by the core, with the cursor right after the last
+  // line kept: a second read to find that cursor could start at another
+  // line once the log rotated in between, and skip lines never shown. The
+  // room left for the head (two lines: bytes rotated away, then the range)
+  // and for the notes at the end (what was left out, the cursor or why
+  // there is none).
+  const maxChars = CAP - (id.length + 160) - 500
+  // Each line takes at least two characters: more than CAP / 2 never fit.
+  const log = pm.readLog(id, { ...range, lines: Math.min(lines, CAP / 2), maxChars })
+  const head = []
+  if (log.rotatedAwayBytes) head.push(`[${count(log.rotatedAwayBytes)} bytes rotated away since your cursor]`)
+  if (since !== undefined) {
+    head.push(`${id}: ${count(log.lines.length)} lines after cursor ${since}`)
+  } else {
+    const last = log.fromLine + log.lines.length - 1
+    head.push(log.lines.length
+      ? `${id}: lines ${count(log.fromLine)}–${count(last)} of ${count(log.totalLines)}`
+      : `${id}: no lines from ${count(log.fromLine)} (the log holds ${count(log.totalLines)})`)
   }
-  if (!cut && log.more) {
+  const shown = log.lines.length
+  let text = [...head, ...log.lines].join('\n')
+  if (log.notShown) {
+    // By line, what the call asked for beyond what fits is said, lines past
+    // the CAP / 2 read included; after a cursor, what the read left out.
+    const left = since === undefined ? Math.min(lines, log.totalLines - log.fromLine + 1) - shown : log.notShown
+    const next = byLine ? `fromLine ${log.fromLine + shown}` : `since ${log.cursor}`
+    text += `\n[${count(left)} more lines not shown: answers stop at ${count(CAP)} characters; use read_log with ${next}]`
+  } else if (log.more) {
     text += `\n[more lines follow: use read_log with since ${log.cursor}]`
   }
   text += log.logProblem ? `\n[no cursor: ${log.logProblem}]` : `\n${cursorNote(log.cursor)}`

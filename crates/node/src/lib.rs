@@ -877,6 +877,7 @@ pub fn read_log(job_id: Unknown, options: Option<Unknown>) -> Result<serde_json:
     let from = o.count("fromLine", "line number")?.map(|n| n as usize);
     let since = o.count("since", "bytes (a cursor)")?;
     let count = o.count("lines", "lines")?.map_or(100, |n| n as usize);
+    let budget = o.count("maxChars", "characters")?.map(|n| n as usize);
     o.finish()?;
     let range = match (from, since) {
         (Some(_), Some(_)) => {
@@ -885,7 +886,7 @@ pub fn read_log(job_id: Unknown, options: Option<Unknown>) -> Result<serde_json:
         (_, Some(since)) => LogRange::Since { since, count },
         (from, None) => LogRange::Lines { from, count },
     };
-    let (job, read) = context()?.read_log(&job_id, range).map_err(to_js_error)?;
+    let (job, read) = context()?.read_log_within(&job_id, range, budget).map_err(to_js_error)?;
     shape(&LogReadView::new(&job.id, &read))
 }
 

@@ -65,7 +65,7 @@ pub fn since(context: &Context, id: &str, since: u64, lines: Option<usize>, json
     }
     let (job, read) = context.read_log_since(&job.id, since, count)?;
     // The same note as every face's, before the first line.
-    let gone = LinesSince { lines: Vec::new(), cursor: since, rotated_away: read.rotated_away(), more: false };
+    let gone = LinesSince { lines: Vec::new(), cursor: since, rotated_away: read.rotated_away(), more: false, not_shown: 0 };
     let note = LogReadView::new(&job.id, &LogRead::Since(gone)).rotated_note();
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
     let mut print = |line: String| {

@@ -210,6 +210,14 @@ pub fn list_text(
 
 /// `list`'s line for a job directory whose record cannot be read.
 pub fn corrupt_line(record: &crate::store::registry::CorruptRecord) -> String {
+    if !record.removable {
+        return format!(
+            "{}  unreadable: record {} cannot be read ({}) — not run, not removed: a newer version's record, or a read that failed for now",
+            visible(&record.id),
+            visible(&record.file.display().to_string()),
+            visible(&shorten(&record.reason, 80))
+        );
+    }
     format!(
         "{}  corrupt: record {} cannot be read ({}) — `run-bg kill {}` removes it",
         visible(&record.id),

@@ -735,6 +735,10 @@ pub struct LogReadView {
     /// With `since`: more lines follow `cursor` than were asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub more: Option<bool>,
+    /// With a budget of characters: lines asked for that were left out to
+    /// keep within it; they start at `cursor`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_shown: Option<usize>,
 }
 
 impl LogReadView {
@@ -749,6 +753,7 @@ impl LogReadView {
                 log_problem: window.record_problem.clone(),
                 rotated_away_bytes: None,
                 more: None,
+                not_shown: (window.not_shown > 0).then_some(window.not_shown),
             },
             LogRead::Since(since) => LogReadView {
                 job_id: job_id.to_string(),
@@ -759,6 +764,7 @@ impl LogReadView {
                 log_problem: None,
                 rotated_away_bytes: (since.rotated_away > 0).then_some(since.rotated_away),
                 more: Some(since.more),
+                not_shown: (since.not_shown > 0).then_some(since.not_shown),
             },
         }
     }

@@ -230,6 +230,9 @@ pub struct LineWindow {
     pub cursor: u64,
     /// Why `cursor` is not to be used (see `LogFiles::record_problem`).
     pub record_problem: Option<String>,
+    /// Lines of the window asked for that were left out, after `lines`, to
+    /// keep within the read's budget of characters (see `line_window_within`).
+    pub not_shown: usize,
 }
 
 /// The lines written after a cursor, as `read_log` shows them.
@@ -241,8 +244,33 @@ pub struct LinesSince {
     /// Bytes after the cursor given that were rotated away and deleted
     /// before this read; the lines start at the oldest byte kept.
     pub rotated_away: u64,
-    /// More complete lines follow `cursor` (the read stopped at its count).
+    /// More complete lines follow `cursor` (the read stopped at its count,
+    /// or at its budget of characters).
     pub more: bool,
+    /// Lines within the count asked for that were left out, after `lines`,
+    /// to keep within the read's budget of characters (see `lines_since_within`).
+    pub not_shown: usize,
+}
+
+/// The room a line takes in an answer: its length as JavaScript counts it
+/// (UTF-16 units: the MCP server measures its answers so) and its newline.
+fn room_taken(line: &str) -> usize {
+    line.encode_utf16().count() + 1
+}
+
+/// How many of `lines`, from the first, fit in `budget` (see `room_taken`).
+fn fitting<'a>(lines: impl Iterator<Item = &'a str>, budget: Option<usize>) -> Option<usize> {
+    let mut room = budget?;
+    let mut fit = 0;
+    for line in lines {
+        let taken = room_taken(line);
+        if taken > room {
+            return Some(fit);
+        }
+        room -= taken;
+        fit += 1;
+    }
+    Some(fit)
 }
 
 /// One line as the forward readers see it: its first `MAX_LINE_BYTES`, how
@@ -308,6 +336,15 @@ fn for_each_line(stream: crate::store::logs::StreamReader, mut each: impl FnMut(
 /// is one line: only its first `MAX_LINE_BYTES` are held, the rest counted.
 /// `ended`: the writer is gone, so an unfinished last line is complete.
 pub fn line_window(log: &Path, from: Option<usize>, count: usize, ended: bool) -> LineWindow {
+    line_window_within(log, from, count, ended, None)
+}
+
+/// `line_window`, keeping only the first lines of the window that fit in
+/// `budget` characters (see `room_taken`), with the cursor right after the
+/// last one kept and the rest counted in `not_shown`: from the same read,
+/// so the cursor is where the lines shown end whatever rotated since (a
+/// second, shorter read would start at another line after a rotation).
+pub fn line_window_within(log: &Path, from: Option<usize>, count: usize, ended: bool, budget: Option<usize>) -> LineWindow {
     let files = crate::store::logs::LogFiles::open(log);
     let record_problem = files.record_problem.clone();
     let oldest = files.oldest();
@@ -343,8 +380,13 @@ pub fn line_window(log: &Path, from: Option<usize>, count: usize, ended: bool) -
         Some(from) => from,
         None => total - window.len() + 1,
     };
+    let mut not_shown = 0;
+    if let Some(fit) = fitting(window.iter().map(|(line, _)| line.as_str()), budget) {
+        not_shown = window.len() - fit;
+        window.truncate(fit);
+    }
     let cursor = window.back().map_or(before, |(_, end)| *end);
-    LineWindow { first, lines: window.into_iter().map(|(line, _)| line).collect(), total, cursor, record_problem }
+    LineWindow { first, lines: window.into_iter().map(|(line, _)| line).collect(), total, cursor, record_problem, not_shown }
 }
 
 /// At most `count` lines written after `since` (a cursor from `check`,
@@ -354,11 +396,33 @@ pub fn line_window(log: &Path, from: Option<usize>, count: usize, ended: bool) -
 /// next call unless `ended` (the writer is gone). A cursor past the end of
 /// the log is refused: it is not this log's.
 pub fn lines_since(log: &Path, since: u64, count: usize, ended: bool) -> crate::Result<LinesSince> {
+    lines_since_within(log, since, count, ended, None)
+}
+
+/// `lines_since`, keeping only the first lines that fit in `budget`
+/// characters, as `line_window_within` does and for the same reason.
+pub fn lines_since_within(
+    log: &Path,
+    since: u64,
+    count: usize,
+    ended: bool,
+    budget: Option<usize>,
+) -> crate::Result<LinesSince> {
     let read = SinceRead::open(log, since, count, ended)?;
     let rotated_away = read.rotated_away();
+    let start = read.cursor;
     let mut lines = Vec::new();
-    let SinceEnd { cursor, more } = read.each_line(|line| lines.push(line));
-    Ok(LinesSince { lines, cursor, rotated_away, more })
+    let SinceEnd { mut cursor, mut more } = read.each_line_ending(|line, end| lines.push((line, end)));
+    let mut not_shown = 0;
+    if let Some(fit) = fitting(lines.iter().map(|(line, _)| line.as_str()), budget) {
+        if fit < lines.len() {
+            not_shown = lines.len() - fit;
+            lines.truncate(fit);
+            cursor = lines.last().map_or(start, |(_, end)| *end);
+            more = true;
+        }
+    }
+    Ok(LinesSince { lines: lines.into_iter().map(|(line, _)| line).collect(), cursor, rotated_away, more, not_shown })
 }
 
 /// Where a read after a cursor stopped.
@@ -413,6 +477,11 @@ impl SinceRead {
 
     /// Hands each line to `each`, oldest first, up to the count.
     pub fn each_line(self, mut each: impl FnMut(String)) -> SinceEnd {
+        self.each_line_ending(|line, _| each(line))
+    }
+
+    /// `each_line`, with where each line ends (the cursor after it).
+    fn each_line_ending(self, mut each: impl FnMut(String, u64)) -> SinceEnd {
         let SinceRead { files, mut cursor, count, ended, .. } = self;
         let mut given = 0usize;
         let mut more = false;
@@ -425,7 +494,7 @@ impl SinceRead {
                 return false;
             }
             given += 1;
-            each(line.shown());
+            each(line.shown(), line.end);
             cursor = line.end;
             true
         });
@@ -444,6 +513,23 @@ mod tests {
         let mut writer = RotatingWriter::create(&path, 1 << 30, 1).unwrap();
         writer.write_all(content.as_bytes()).unwrap();
         (dir, path)
+    }
+
+    #[test]
+    fn a_budget_keeps_the_first_lines_that_fit_with_the_cursor_after_them_and_counts_the_rest() {
+        // 10 lines of 10 UTF-16 units ("é" is one, "𝄞" two) and a newline: 11 each.
+        let (_d, log) = log_with(&(1..=10).map(|i| format!("line {i:02}é𝄞\n")).collect::<String>());
+        let line_bytes = "line 01é𝄞\n".len() as u64;
+        let window = line_window_within(&log, Some(2), 5, true, Some(35));
+        assert_eq!((window.first, window.lines.len(), window.not_shown), (2, 3, 2), "{window:?}");
+        assert_eq!(window.cursor, 4 * line_bytes, "right after line 4, the last shown");
+        let last = line_window_within(&log, None, 4, true, Some(25));
+        assert_eq!((last.first, last.lines.clone(), last.not_shown), (7, vec!["line 07é𝄞".to_string(), "line 08é𝄞".into()], 2));
+        assert_eq!(last.cursor, 8 * line_bytes);
+        let since = lines_since_within(&log, line_bytes, 8, true, Some(11)).unwrap();
+        assert_eq!((since.lines.len(), since.not_shown, since.more, since.cursor), (1, 7, true, 2 * line_bytes));
+        let whole = lines_since_within(&log, 0, 3, true, Some(1000)).unwrap();
+        assert_eq!((whole.lines.len(), whole.not_shown, whole.cursor), (3, 0, 3 * line_bytes));
     }
 
     #[test]
@@ -754,6 +840,7 @@ mod tests {
             cursor: 35 * 11,
             rotated_away,
             more: true,
+            not_shown: 0,
         });
     }
 }

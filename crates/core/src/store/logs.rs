@@ -583,9 +583,19 @@ pub fn copy_all(log: &Path, sink: &mut dyn Write) -> std::io::Result<()> {
 /// oldest file kept. Written in place, one fixed-size record with a checksum
 /// (a rename per rotation would cost a disk flush on ext4); a torn read fails
 /// the checksum and is read again.
+///
+/// The record is `pm1 <dev> <ino> <start> <sum1> mix=<sum2>\n`: the `pm1`
+/// record of earlier versions, which they still read (their parser takes
+/// the hex fields and drops the `mix=` one), followed by the stronger
+/// checksum this version requires. Earlier versions wrote only the `pm1`
+/// part (72 bytes), or for a while `pm2 <dev> <ino> <start> <sum2>\n`,
+/// which readers of the versions before could not read; both still read.
 struct StartRecord;
 
-const RECORD_LEN: usize = 72;
+/// The record this version writes.
+const RECORD_LEN: usize = 93;
+/// A `pm1` record without `mix=`, or a `pm2` one (see `StartRecord`).
+const EARLIER_RECORD_LEN: usize = 72;
 
 impl StartRecord {
     fn path(log: &Path) -> PathBuf {
@@ -622,9 +632,24 @@ impl StartRecord {
 
     fn write(record: &File, id: FileId, start: u64) {
         use std::os::unix::fs::FileExt;
-        let text = format!("pm2 {:016x} {:016x} {:016x} {:016x}\n", id.0, id.1, start, Self::sum_v2(id, start));
+        let text = format!(
+            "pm1 {:016x} {:016x} {:016x} {:016x} mix={:016x}\n",
+            id.0,
+            id.1,
+            start,
+            Self::sum_v1(id, start),
+            Self::sum_v2(id, start)
+        );
         debug_assert_eq!(text.len(), RECORD_LEN);
-        let _ = record.write_all_at(text.as_bytes(), 0);
+        if record.write_all_at(text.as_bytes(), 0).is_err() {
+            return;
+        }
+        // Cut back after the record is written, never before: a reader sees
+        // either the size it reported before or this record whole. A file
+        // grown past the record (or an earlier, shorter one) heals here.
+        if record.metadata().is_ok_and(|m| m.len() != RECORD_LEN as u64) {
+            let _ = record.set_len(RECORD_LEN as u64);
+        }
     }
 
     /// What the record says. A record is exactly `RECORD_LEN` bytes and only
@@ -648,17 +673,20 @@ impl StartRecord {
                 // at 0, which for a new log is true.
                 return Record::Absent;
             }
-            if size > RECORD_LEN as u64 {
-                // Never shrinks back: the writer writes its record over the start.
-                problem = format!("it is {size} bytes; a start record is {RECORD_LEN}");
-                break;
-            }
             let mut text = [0u8; RECORD_LEN];
             let read = read_prefix(&file, &mut text);
-            match Self::parse(&text[..read]) {
-                Some(found) => return Record::Valid(found),
-                None if read < RECORD_LEN => problem = format!("it is {read} bytes; a start record is {RECORD_LEN}"),
-                None => problem = "its checksum does not match what it says".to_string(),
+            if size > RECORD_LEN as u64 {
+                // The writer cuts it back at its next rotation (see `write`);
+                // until then it is not one of ours.
+                problem = format!("it is {size} bytes; a start record is {RECORD_LEN}");
+            } else {
+                match Self::parse(&text[..read]) {
+                    Some(found) => return Record::Valid(found),
+                    None if read != RECORD_LEN && read != EARLIER_RECORD_LEN => {
+                        problem = format!("it is {read} bytes; a start record is {RECORD_LEN}")
+                    }
+                    None => problem = "its checksum does not match what it says".to_string(),
+                }
             }
             std::thread::yield_now();
         }
@@ -669,18 +697,48 @@ impl StartRecord {
         ))
     }
 
+    /// The whole file (at most `RECORD_LEN` bytes): one record, or an
+    /// earlier version's shorter `pm1` record written over this version's,
+    /// which leaves the `mix=` field's line behind it.
     fn parse(text: &[u8]) -> Option<(FileId, u64)> {
         let text = std::str::from_utf8(text).ok()?;
-        let (sum_of, fields): (fn(FileId, u64) -> u64, &str) = match text.split_at_checked(4)? {
+        let (line, after) = text.split_once('\n')?;
+        let found = Self::parse_line(line)?;
+        let left_behind = after.strip_prefix("mix=").and_then(|sum| sum.strip_suffix('\n')).is_some_and(hex_field);
+        let whole = after.is_empty() || (line.len() + 1 == EARLIER_RECORD_LEN && left_behind);
+        whole.then_some(found)
+    }
+
+    fn parse_line(line: &str) -> Option<(FileId, u64)> {
+        let (sum_of, fields): (fn(FileId, u64) -> u64, &str) = match line.split_at_checked(4)? {
             ("pm2 ", fields) => (Self::sum_v2, fields),
             ("pm1 ", fields) => (Self::sum_v1, fields),
             _ => return None,
         };
-        let fields = fields.strip_suffix('\n')?;
-        let numbers: Vec<u64> = fields.split(' ').map(|f| u64::from_str_radix(f, 16).ok()).collect::<Option<_>>()?;
-        let [dev, ino, start, sum] = numbers[..] else { return None };
-        (fields.len() == RECORD_LEN - 5 && sum_of((dev, ino), start) == sum).then_some(((dev, ino), start))
+        let mut fields = fields.split(' ');
+        let mut number = || fields.next().filter(|f| hex_field(f)).and_then(|f| u64::from_str_radix(f, 16).ok());
+        let (dev, ino, start, sum) = (number()?, number()?, number()?, number()?);
+        if sum_of((dev, ino), start) != sum {
+            return None;
+        }
+        let strong = match fields.next() {
+            None => true,
+            // Required when there: the `pm1` sum misses some one-bit changes.
+            Some(mix) if line.starts_with("pm1 ") => mix
+                .strip_prefix("mix=")
+                .filter(|sum| hex_field(sum))
+                .and_then(|sum| u64::from_str_radix(sum, 16).ok())
+                .is_some_and(|sum| sum == Self::sum_v2((dev, ino), start)),
+            Some(_) => false,
+        };
+        (strong && fields.next().is_none()).then_some(((dev, ino), start))
     }
+}
+
+/// A number of a start record: 16 hex digits (`from_str_radix` alone
+/// would take a sign or fewer digits).
+fn hex_field(field: &str) -> bool {
+    field.len() == 16 && field.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// What a log's start record says.
@@ -1736,7 +1794,7 @@ mod tests {
         let read = bytes_read_by_this_thread() - before;
         assert!(read < 64 * 1024, "{read} bytes read to place a log's files");
         let problem = files.record_problem.expect("reported");
-        assert!(problem.contains("is corrupt (it is 104857600 bytes; a start record is 72)"), "{problem}");
+        assert!(problem.contains("is corrupt (it is 104857600 bytes; a start record is 93)"), "{problem}");
         assert!(problem.contains(&record.display().to_string()), "{problem}");
     }
 
@@ -1750,7 +1808,7 @@ mod tests {
         let original = std::fs::read(&record).unwrap();
         // Every bit of every number in the record in turn: one bit changed is
         // the likeliest fault, and the record still looks like one.
-        for at in (4..RECORD_LEN - 1).filter(|&at| original[at] != b' ') {
+        for at in (4..RECORD_LEN - 1).filter(|&at| original[at].is_ascii_hexdigit()) {
             let value = (original[at] as char).to_digit(16).unwrap();
             for bit in 0..4 {
                 let mut changed = original.clone();
@@ -1766,9 +1824,12 @@ mod tests {
         // Records an earlier version wrote still place the log.
         let ((dev, ino), start) = StartRecord::parse(&original).unwrap();
         let v1 = format!("pm1 {dev:016x} {ino:016x} {start:016x} {:016x}\n", StartRecord::sum_v1((dev, ino), start));
-        std::fs::write(&record, v1).unwrap();
-        let files = LogFiles::open(&log);
-        assert_eq!((files.record_problem.as_deref(), files.end()), (None, 40 * 7));
+        let v2 = format!("pm2 {dev:016x} {ino:016x} {start:016x} {:016x}\n", StartRecord::sum_v2((dev, ino), start));
+        for earlier in [v1, v2] {
+            std::fs::write(&record, earlier).unwrap();
+            let files = LogFiles::open(&log);
+            assert_eq!((files.record_problem.as_deref(), files.end()), (None, 40 * 7));
+        }
         // A writer taking over (an orphan's watcher) leaves it as it found it: still said.
         std::fs::write(&record, b"pm1 junk\n").unwrap();
         let mut writer = RotatingWriter::resume(&log, 64, 1).unwrap();
@@ -1779,6 +1840,64 @@ mod tests {
         RotatingWriter::create(&log, 64, 1).unwrap().write_all(b"x\n").unwrap();
         let files = LogFiles::open(&log);
         assert_eq!((files.end(), files.record_problem), (2, None));
+    }
+
+    /// The parser of the versions before the start record was checked
+    /// strictly (commit b3bdddc), copied as it was: a server or watcher still
+    /// running that code after an upgrade reads the records this version
+    /// writes, and must place the log where this version does. It reads the
+    /// whole file, takes `pm1 ` and every whitespace-separated hex field and
+    /// needs exactly four, the last the `pm1` checksum of the other three.
+    fn parse_as_before_b3bdddc(text: &str) -> Option<(FileId, u64)> {
+        let fields: Vec<u64> =
+            text.strip_prefix("pm1 ").unwrap_or("").split_whitespace().filter_map(|f| u64::from_str_radix(f, 16).ok()).collect();
+        if let [dev, ino, start, sum] = fields[..] {
+            if StartRecord::sum_v1((dev, ino), start) == sum {
+                return Some(((dev, ino), start));
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_start_record_this_version_writes_places_the_log_for_a_reader_of_an_earlier_version_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = rotated_log(dir.path());
+        let files = LogFiles::open(&log);
+        assert_eq!(files.record_problem, None);
+        let current = files.files.last().unwrap();
+        let record = StartRecord::path(&log);
+        let text = std::fs::read_to_string(&record).unwrap();
+        assert_eq!(parse_as_before_b3bdddc(&text), Some((current.id, current.start)), "{text:?}");
+        // And the other way: a writer of an earlier version (an orphan's
+        // watcher that outlived the upgrade) writes its shorter record over
+        // this one's; the log is still placed, by what it wrote.
+        let (id, start) = (current.id, current.start);
+        let earlier = format!("pm1 {:016x} {:016x} {:016x} {:016x}\n", id.0, id.1, start, StartRecord::sum_v1(id, start));
+        assert_eq!(earlier.len(), 72);
+        std::fs::OpenOptions::new().write(true).open(&record).unwrap().write_all(earlier.as_bytes()).unwrap();
+        let files = LogFiles::open(&log);
+        assert_eq!((files.record_problem.as_deref(), files.end()), (None, 40 * 7));
+    }
+
+    #[test]
+    fn an_oversized_start_record_heals_at_the_next_rotation_of_a_running_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("output.log");
+        let mut writer = RotatingWriter::create(&log, 64, 1).unwrap();
+        for i in 0..20 {
+            writer.write_all(format!("{i:06}\n").as_bytes()).unwrap();
+        }
+        let record = StartRecord::path(&log);
+        std::fs::OpenOptions::new().write(true).open(&record).unwrap().set_len(4096).unwrap();
+        assert!(LogFiles::open(&log).record_problem.is_some(), "an oversized record is said");
+        // 64-byte files of 7-byte lines: ten lines rotate at least once.
+        for i in 20..30 {
+            writer.write_all(format!("{i:06}\n").as_bytes()).unwrap();
+        }
+        let files = LogFiles::open(&log);
+        assert_eq!((files.record_problem.as_deref(), files.end()), (None, 30 * 7));
+        assert!(std::fs::metadata(&record).unwrap().len() < 4096);
     }
 
     #[test]

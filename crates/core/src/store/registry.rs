@@ -459,7 +459,7 @@ impl Registry {
         validate_job_id(id)?;
         let action = format!("remove the corrupt record of {id}");
         let aside = self.update_with(Patience::Full, &action, |jobs| {
-            if jobs.iter().any(|j| j.id == id) || corrupt_record(&self.home, id).is_none() {
+            if jobs.iter().any(|j| j.id == id) || !corrupt_record(&self.home, id).is_some_and(|r| r.removable) {
                 return Ok(None);
             }
             // Said, never taken for "not corrupt": a caller would look again forever.
@@ -564,11 +564,26 @@ pub struct CorruptRecord {
     pub reason: String,
     /// When the file was last written (ms since the epoch): its age for `prune`.
     pub modified_ms: u64,
+    /// It is garbage for sure (bytes that are no JSON, a record of another
+    /// job, a file another user owns or a symlink), so `kill` and `prune`
+    /// may delete its directory. Otherwise it may be a good record this
+    /// version cannot read (a newer version's) or a read that failed for a
+    /// moment (EMFILE, EIO): said, never deleted.
+    pub removable: bool,
 }
 
 impl CorruptRecord {
     /// Said by `list`, `check` and every verb that names the job.
     pub fn describe(&self) -> String {
+        if !self.removable {
+            return format!(
+                "job {} cannot be read: its record {} ({}); it is not run, and not removed: it may be a \
+                 newer version's record or a read that failed for now; look at the file",
+                self.id,
+                self.file.display(),
+                self.reason
+            );
+        }
         format!(
             "job {} is corrupt: its record {} cannot be read ({}); it is not run. \
              `run-bg kill {}` or `run-bg prune` removes its directory",
@@ -590,23 +605,36 @@ fn corrupt_record(home: &Home, id: &str) -> Option<CorruptRecord> {
     let bytes = match paths::read_file(&file) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-        Err(e) => return Some(corrupt(id, file, e.to_string())),
+        Err(e) => {
+            // Another user's file (refused by `open_read`) or a symlink: not ours.
+            let foreign = e.kind() == std::io::ErrorKind::PermissionDenied
+                && std::fs::symlink_metadata(&file).is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) != paths::euid());
+            let symlink = std::fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_symlink());
+            return Some(corrupt(id, file, e.to_string(), foreign || symlink));
+        }
     };
-    let reason = match serde_json::from_slice::<Job>(&bytes) {
+    let (reason, removable) = match serde_json::from_slice::<Job>(&bytes) {
         Ok(job) if job.id == id => return None,
-        Ok(job) => format!("it names job `{}`", crate::model::text::visible(&job.id)),
-        Err(e) => e.to_string(),
+        Ok(job) => (format!("it names job `{}`", crate::model::text::visible(&job.id)), true),
+        Err(e) => match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Err(_) => (e.to_string(), true),
+            // JSON this version does not read as a record: a newer one's, unless it names another job.
+            Ok(value) => match value.get("id").and_then(|v| v.as_str()) {
+                Some(other) if other != id => (format!("it names job `{}`", crate::model::text::visible(other)), true),
+                _ => (e.to_string(), false),
+            },
+        },
     };
-    Some(corrupt(id, file, reason))
+    Some(corrupt(id, file, reason, removable))
 }
 
-fn corrupt(id: &str, file: PathBuf, reason: String) -> CorruptRecord {
+fn corrupt(id: &str, file: PathBuf, reason: String, removable: bool) -> CorruptRecord {
     let modified_ms = std::fs::symlink_metadata(&file)
         .and_then(|m| m.modified())
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_millis() as u64);
-    CorruptRecord { id: id.to_string(), file, reason, modified_ms }
+    CorruptRecord { id: id.to_string(), file, reason, modified_ms, removable }
 }
 
 /// A job's own record, if its directory holds one naming it. Never through a
@@ -1134,6 +1162,31 @@ mod tests {
         assert!(!registry.remove_corrupt("known-1").unwrap(), "a job the registry holds is never taken");
         assert!(!registry.remove_corrupt("new-2").unwrap(), "nor one being created");
         assert!(home.job_dir("known-1").exists() && home.job_dir("new-2").exists());
+    }
+
+    #[test]
+    fn a_job_file_that_is_json_but_no_record_this_version_reads_is_said_but_never_removed() {
+        let (_dir, home) = home();
+        let registry = Registry::new(&home, 10);
+        let mut newer = serde_json::to_value(job("newer-5", JobStatus::Queued, 5)).unwrap();
+        newer["status"] = "hibernating".into();
+        let mut other = newer.clone();
+        other["id"] = "someone-6".into();
+        for (id, record) in [("newer-5", &newer), ("named-7", &other)] {
+            std::fs::create_dir_all(home.job_dir(id)).unwrap();
+            std::fs::write(home.job_dir(id).join("spec.json"), b"{}").unwrap();
+            std::fs::write(home.job_dir(id).join("job.json"), serde_json::to_vec(record).unwrap()).unwrap();
+        }
+        // A newer version's record (or a read that failed for now) may be good: kept.
+        let unknown = registry.corrupt_record("newer-5").expect("said");
+        assert!(!unknown.removable);
+        assert!(unknown.describe().contains("not removed"), "{}", unknown.describe());
+        assert!(!registry.remove_corrupt("newer-5").unwrap());
+        assert!(home.job_dir("newer-5").join("spec.json").exists());
+        // One naming another job is not this job's, whatever else it holds.
+        let named = registry.corrupt_record("named-7").expect("said");
+        assert!(named.removable && named.reason.contains("someone-6"), "{named:?}");
+        assert!(registry.remove_corrupt("named-7").unwrap());
     }
 
     #[test]

@@ -138,6 +138,9 @@ impl Context {
     /// signal, so its directory (its launch spec with the submitter's
     /// environment) is what is removed.
     fn kill_corrupt(&self, record: crate::store::registry::CorruptRecord) -> Result<KillOutcome> {
+        if !record.removable {
+            return Err(Error::Other(record.describe()));
+        }
         if !self.registry().remove_corrupt(&record.id)? {
             // Recorded meanwhile (or removed): it is a job again, or gone.
             return self.kill(&record.id, None, false);
@@ -901,7 +904,7 @@ impl Context {
         }
         let mut removed = removed;
         // Unreadable records never run: as old as their job.json, they go too.
-        for record in self.registry().corrupt_records()?.into_iter().filter(|r| r.modified_ms <= cutoff) {
+        for record in self.registry().corrupt_records()?.into_iter().filter(|r| r.removable && r.modified_ms <= cutoff) {
             if self.registry().remove_corrupt(&record.id)? {
                 removed.push(record.id);
             }
@@ -1510,6 +1513,14 @@ pub enum LogRead {
 impl Context {
     /// A job's log lines by number or after a cursor, across rotations.
     pub fn read_log(&self, id: &str, range: LogRange) -> Result<(Job, LogRead)> {
+        self.read_log_within(id, range, None)
+    }
+
+    /// `read_log` keeping only the first lines that fit in `budget`
+    /// characters, the cursor right after them and the rest counted (see
+    /// `digest::line_window_within`): one read, so an answer cut to size
+    /// still gets the cursor of what it shows.
+    pub fn read_log_within(&self, id: &str, range: LogRange, budget: Option<usize>) -> Result<(Job, LogRead)> {
         let job = self.job(id)?;
         let log = std::path::Path::new(&job.log_path);
         let ended = log_has_no_writer(&job);
@@ -1517,8 +1528,10 @@ impl Context {
             LogRange::Lines { from: Some(0), .. } => {
                 return Err(Error::Usage("bad fromLine: 0; lines are numbered from 1".into()))
             }
-            LogRange::Lines { from, count } => LogRead::Lines(digest::line_window(log, from, count, ended)),
-            LogRange::Since { since, count } => LogRead::Since(digest::lines_since(log, since, count, ended)?),
+            LogRange::Lines { from, count } => LogRead::Lines(digest::line_window_within(log, from, count, ended, budget)),
+            LogRange::Since { since, count } => {
+                LogRead::Since(digest::lines_since_within(log, since, count, ended, budget)?)
+            }
         };
         Ok((job, read))
     }
