@@ -792,14 +792,17 @@ impl Context {
                     }
                 }
             }
-            for target in targets.iter_mut().filter(|t| t.pending() && t.main_gone && !t.ended_before) {
+            // A job.json replaced is looked at on every turn (a stat each,
+            // read only once it changed): the end is seen as soon as it is
+            // recorded, not at the next scan of the process table.
+            for target in targets.iter_mut().filter(|t| t.pending() && !t.ended_before) {
                 if target.record.changed(&self.home.job_dir(&target.job.id).join("job.json")) {
                     target.ended = self.registry().own_record(&target.job.id).filter(|j| j.status().is_final());
                 }
                 // An end its supervisor could not write (a read-only home) is
                 // an end too. Looked for at the scans only: it is read from
                 // the supervisor's descriptors, a pass over /proc/<pid>/fd.
-                if target.ended.is_none() && scanned {
+                if target.ended.is_none() && scanned && target.main_gone {
                     if let Some((end, error)) = self.unrecorded_end(&target.job, &target.supervisor) {
                         target.ended = Some(end);
                         target.unrecorded = Some(error);
