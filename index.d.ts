@@ -678,7 +678,8 @@ export interface WakeOptions {
  * job started with `stdin: 'pipe'`; `eof: true` then closes it. Rejects for
  * a job without a stdin pipe, one that has ended, or one that does not read
  * its stdin for 5 s (more than the pipe's 64 KiB waiting); that wait runs on
- * a worker thread, not on the event loop.
+ * a worker thread, not on the event loop. Calls to one job are written one at
+ * a time, in the order they were made.
  */
 export declare function sendInput(jobId: string, text: string, options?: SendInputOptions | undefined | null): Promise<SendResult>
 

@@ -61,11 +61,15 @@ test('arguments, --cwd and --env values that are no UTF-8 reach the job byte for
   const listed = runBg(home, ['list'])
   assert.equal(listed.code, 0, listed.stderr)
   assert.match(listed.stdout, /ls \$'caf\\xe9' \$'nothing\\xe9'/)
-  // The record keeps the bytes (an array of byte values), UTF-8 ones as plain strings.
+  // The record keeps strings where every build reads strings (the bytes
+  // written out), and the exact bytes beside them, only for such values.
   const record = JSON.parse(fs.readFileSync(path.join(home, 'jobs.json'), 'utf8')).jobs.find((j) => j.id === check.jobId)
-  assert.deepEqual(record.argv.slice(-2), [[...latin1('caf\xe9')], 'plain'])
-  assert.deepEqual(record.cwd, [...dir])
-  assert.deepEqual(record.env, { V: [0xff, 0xfe] })
+  assert.deepEqual(record.argv.slice(-2), ['caf\\xe9', 'plain'])
+  assert.deepEqual(record.argv_bytes.slice(-2), [[...latin1('caf\xe9')], null])
+  assert.equal(record.cwd, `${base}/caf\\xe9`)
+  assert.deepEqual(record.cwd_bytes, [...dir])
+  assert.deepEqual(record.env, { V: '\\xff\\xfe' })
+  assert.deepEqual(record.env_bytes, { V: [0xff, 0xfe] })
 })
 
 test('a job started from a working directory that is no UTF-8 runs there', async (t) => {
@@ -143,4 +147,61 @@ test('a home whose path is no UTF-8 works: the job runs, its log is read, its lo
   const logs = inHome(`logs ${check.jobId}`)
   assert.equal(logs.code, 0, logs.stderr)
   assert.equal(logs.stdout, 'hi\n')
+})
+
+// The build before bytes were kept (b3bdddc), as the reviewer kept it: a home
+// is shared by whatever run-bg versions an agent's tools bring along.
+const EARLIER_RUN_BG = '/work/baseline/run-bg'
+
+test('a record holding bytes that are no UTF-8 is read by an earlier run-bg sharing the home: it lists the job and leaves jobs.json in place', async (t) => {
+  if (!fs.existsSync(EARLIER_RUN_BG)) {
+    t.skip(`no earlier build at ${EARLIER_RUN_BG} to read the record with`)
+    return
+  }
+  const { home } = makeHome(t)
+  const { base, dir } = latin1Dir(t)
+  const out = path.join(base, 'out')
+  const r = bash(home, `OUT=${out} exec "$RB" --json --yield 20s --env $'V=\\xff\\xfe' --cwd $'${base}/caf\\xe9' -- ${PROBE} $'caf\\xe9'`)
+  assert.equal(r.code, 0, r.stderr)
+  const { jobId, status } = JSON.parse(r.stdout)
+  assert.equal(status, 'success', r.stdout)
+  const earlier = (args) => {
+    const run = spawnSync(EARLIER_RUN_BG, args, { env: { ...process.env, PROC_MANAGER_HOME: home }, encoding: 'utf8', timeout: 60_000 })
+    return { code: run.status, stdout: run.stdout, stderr: run.stderr }
+  }
+  const listed = earlier(['list'])
+  const check = earlier(['check', jobId, '--json'])
+  assert.deepEqual(fs.readdirSync(home).filter((name) => name.startsWith('jobs.json.corrupt')), [], `the earlier build set jobs.json aside: ${listed.stderr}`)
+  assert.equal(listed.code, 0, listed.stderr)
+  assert.match(listed.stdout, new RegExp(`^${jobId} +success`, 'm'), listed.stdout)
+  assert.equal(check.code, 0, check.stderr)
+  const seen = JSON.parse(check.stdout)
+  assert.equal(seen.status, 'success')
+  assert.match(seen.command, /caf\\+xe9'?$/, 'the earlier build shows the text written out')
+  // This build still has the exact bytes, and runs them so (a restart of the record's argv is what reads them back).
+  const record = JSON.parse(fs.readFileSync(path.join(home, 'jobs.json'), 'utf8')).jobs.find((j) => j.id === jobId)
+  assert.equal(typeof record.cwd, 'string')
+  assert.ok(record.argv.every((word) => typeof word === 'string'), JSON.stringify(record.argv))
+  assert.ok(Object.values(record.env).every((value) => typeof value === 'string'), JSON.stringify(record.env))
+  const now = checkJson(home, jobId)
+  assert.match(now.command, / \$'caf\\xe9'$/, 'this build still has the bytes')
+  assert.equal(now.cwd, `${base}/caf\\xe9`)
+  assert.deepEqual(fs.readFileSync(out).subarray(0, dir.length), dir)
+})
+
+test('a job queued behind another starts with the exact bytes of its arguments, --cwd and --env values, read back from its record', async (t) => {
+  const { home } = makeHome(t)
+  const { base, dir } = latin1Dir(t)
+  const out = path.join(base, 'out')
+  const gate = path.join(base, 'gate')
+  const first = bash(home, `exec "$RB" --json -- sh -c 'while [ ! -e ${gate} ]; do sleep 0.05; done'`)
+  assert.equal(first.code, 0, first.stderr)
+  const queued = bash(home, `OUT=${out} exec "$RB" --json --after ${JSON.parse(first.stdout).jobId} --env $'V=\\xff\\xfe' --cwd $'${base}/caf\\xe9' -- ${PROBE} $'caf\\xe9'`)
+  assert.equal(queued.code, 0, queued.stderr)
+  const { jobId } = JSON.parse(queued.stdout)
+  assert.equal(checkJson(home, jobId).status, 'queued')
+  fs.writeFileSync(gate, '')
+  await waitFor(() => checkJson(home, jobId).status === 'success', { what: 'the queued job to run and end' })
+  const nul = Buffer.from([0])
+  assert.deepEqual(fs.readFileSync(out), Buffer.concat([dir, nul, latin1('caf\xe9'), nul, latin1('\xff\xfe'), nul]))
 })

@@ -380,6 +380,51 @@ test('sendInput to a job that does not read leaves the event loop running', asyn
   assert.ok(ticks >= 10, `a 50 ms timer fired ${ticks} times during a ${took} ms sendInput`)
 })
 
+test('sendInput calls not awaited are written in call order, one at a time, and an eof send closes stdin after the text before it', async (t) => {
+  const { home } = makeHome(t)
+  process.env.PROC_MANAGER_HOME = home
+  const { jobId } = pm.runBackground('cat', { stdin: 'pipe' })
+  t.after(() => runBg(home, ['kill', jobId, '--force']))
+  // Every 30th line is longer than PIPE_BUF (4 KiB), which one write(2) no longer keeps whole.
+  const expected = Array.from({ length: 300 }, (_, i) => (i % 30 === 29 ? `${i}:${String(i % 10).repeat(20_000)}` : `line ${i}`))
+  const sends = expected.map((line) => pm.sendInput(jobId, line))
+  sends.push(pm.sendInput(jobId, 'last'), pm.sendInput(jobId, '', { eof: true, newline: false }))
+  const results = await Promise.all(sends)
+  assert.equal(results.at(-1).closed, true)
+  const ended = await pm.waitJob(jobId, { timeoutMs: 30_000 })
+  assert.equal(ended.status, 'success', 'cat read end-of-file and ended')
+  const got = fs.readFileSync(pm.checkJob(jobId).logPath, 'utf8').split('\n')
+  assert.equal(got.pop(), '', 'the log ends with a newline')
+  const misplaced = got.filter((line, i) => line !== [...expected, 'last'][i]).length
+  assert.equal(misplaced, 0, `${misplaced} of ${got.length} lines out of place (first: ${got.findIndex((line, i) => line !== [...expected, 'last'][i])})`)
+  assert.equal(got.length, 301)
+})
+
+test('a sendInput that fails does not hold up the next one to the same job, and one to a job that does not read does not hold up another job', async (t) => {
+  const { home } = makeHome(t)
+  process.env.PROC_MANAGER_HOME = home
+  const stuck = pm.runBackground('sleep 60', { stdin: 'pipe' })
+  const reader = pm.runBackground('read x; echo got:$x', { stdin: 'pipe' })
+  t.after(() => [stuck, reader].forEach((job) => runBg(home, ['kill', job.jobId, '--force'])))
+  const refused = pm.sendInput(reader.jobId, 'x'.repeat(2 * 1024 * 1024)).then((v) => v, (e) => e)
+  const after = pm.sendInput(reader.jobId, 'after-refusal')
+  assert.match(String((await refused).message), /too much input for one send/)
+  assert.equal((await after).bytes, 14)
+  assert.equal((await pm.waitJob(reader.jobId, { timeoutMs: 30_000 })).status, 'success')
+  assert.deepEqual(pm.checkJob(reader.jobId).tail, ['got:after-refusal'])
+  // More than the pipe holds: this send waits 5 s for a read that never comes.
+  let stuckSettled = false
+  const waiting = pm.sendInput(stuck.jobId, 'y'.repeat(100_000)).then((v) => v, (e) => e).finally(() => { stuckSettled = true })
+  const other = pm.runBackground('read x; echo got:$x', { stdin: 'pipe' })
+  t.after(() => runBg(home, ['kill', other.jobId, '--force']))
+  const started = Date.now()
+  await pm.sendInput(other.jobId, 'meanwhile')
+  const took = Date.now() - started
+  assert.equal(stuckSettled, false, 'the stuck send is still waiting')
+  assert.ok(took < 2_000, `a send to another job took ${took} ms while one to a job that does not read waited`)
+  assert.match(String((await waiting).message), /did not read its stdin for 5s/)
+})
+
 test('MCP: the server answers another tool call while a send_input to a job that does not read waits', async (t) => {
   const { home } = makeHome(t)
   const { jobId } = startJob(home, ['sleep', '60'], ['--stdin', 'pipe'])
@@ -398,6 +443,24 @@ test('MCP: the server answers another tool call while a send_input to a job that
   const sent = await sending
   assert.equal(sent.isError, true)
   assert.match(sent.content[0].text, /did not read its stdin for 5s/)
+})
+
+test('MCP: send_input calls made at once are written in the order they were made', async (t) => {
+  const { home } = makeHome(t)
+  const { jobId } = startJob(home, ['cat'], ['--stdin', 'pipe'])
+  t.after(() => runBg(home, ['kill', jobId, '--force']))
+  const client = await connectMcp(t, home)
+  const expected = Array.from({ length: 100 }, (_, i) => (i % 20 === 19 ? `${i}:${'m'.repeat(20_000)}` : `line ${i}`))
+  const sent = await Promise.all([
+    ...expected.map((text) => client.callTool({ name: 'send_input', arguments: { jobId, text } })),
+    client.callTool({ name: 'send_input', arguments: { jobId, text: '', newline: false, eof: true } }),
+  ])
+  assert.deepEqual(sent.filter((r) => r.isError), [])
+  assert.equal(runBg(home, ['wait', jobId, '--timeout', '30s']).code, 0)
+  const got = fs.readFileSync(checkJson(home, jobId).logPath, 'utf8').split('\n').slice(0, -1)
+  const misplaced = got.filter((line, i) => line !== expected[i]).length
+  assert.equal(misplaced, 0, `${misplaced} of ${got.length} lines out of place`)
+  assert.equal(got.length, expected.length)
 })
 
 test('sendInput is a named export of the ESM entry, as the other functions are', async () => {

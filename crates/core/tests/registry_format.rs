@@ -226,26 +226,92 @@ fn a_notification_keeps_the_services_answer_and_old_ones_load_without_it() {
     }
 }
 
-/// Arguments, a working directory and environment values that are no UTF-8
-/// (Unix's are bytes) are kept exactly: as arrays of byte values, where a
-/// UTF-8 one stays the plain string of format 1.
-#[test]
-fn bytes_that_are_no_utf8_survive_a_registry_write_and_read() {
+/// A job whose arguments, working directory, environment values and log
+/// path are no UTF-8 (Unix's are bytes), as the registry has it.
+fn job_with_bytes(registry: &Registry) -> Job {
     use std::ffi::OsString;
     use std::os::unix::ffi::OsStringExt;
-    let (dir, registry) = registry_from_fixture();
     let mut job = find(&registry.load().unwrap(), "ok-05ee0c").clone();
     job.id = "latin1-000001".into();
     job.argv = vec!["ls".into(), OsString::from_vec(b"caf\xe9".to_vec())];
     job.cwd = OsString::from_vec(b"/tmp/caf\xe9".to_vec()).into();
     job.env.insert("NAME".into(), OsString::from_vec(b"\xff".to_vec()));
-    registry.update(|jobs| jobs.push(job.clone())).unwrap();
-    assert_eq!(find(&registry.load().unwrap(), "latin1-000001"), &job);
+    job.log_path = OsString::from_vec(b"/home/\xe9/jobs/latin1-000001/output.log".to_vec()).into();
+    job
+}
+
+fn record_in_file(dir: &tempfile::TempDir, id: &str) -> serde_json::Value {
     let file: serde_json::Value =
         serde_json::from_slice(&std::fs::read(Path::new(dir.path()).join("home/jobs.json")).unwrap()).unwrap();
-    let record = file["jobs"].as_array().unwrap().iter().find(|j| j["id"] == "latin1-000001").unwrap();
-    assert_eq!(record["argv"], serde_json::json!(["ls", [99, 97, 102, 233]]));
-    assert_eq!(record["cwd"], serde_json::json!([47, 116, 109, 112, 47, 99, 97, 102, 233]));
-    assert_eq!(record["env"]["NAME"], serde_json::json!([255]));
+    file["jobs"].as_array().unwrap().iter().find(|j| j["id"] == id).unwrap().clone()
+}
+
+/// Such values are kept exactly, and every field format 1 has stays a
+/// string: a value that is no UTF-8 is written out there (`caf\xe9`), its
+/// bytes in a side field beside it, which only this build reads.
+#[test]
+fn bytes_that_are_no_utf8_survive_a_registry_write_and_read() {
+    let (dir, registry) = registry_from_fixture();
+    let job = job_with_bytes(&registry);
+    registry.update(|jobs| jobs.push(job.clone())).unwrap();
+    assert_eq!(find(&registry.load().unwrap(), "latin1-000001"), &job);
+    let record = record_in_file(&dir, "latin1-000001");
+    assert_eq!(record["argv"], serde_json::json!(["ls", "caf\\xe9"]));
+    assert_eq!(record["argv_bytes"], serde_json::json!([null, [99, 97, 102, 233]]));
+    assert_eq!(record["cwd"], "/tmp/caf\\xe9");
+    assert_eq!(record["cwd_bytes"], serde_json::json!([47, 116, 109, 112, 47, 99, 97, 102, 233]));
+    assert_eq!(record["env"]["NAME"], "\\xff");
+    assert_eq!(record["env_bytes"], serde_json::json!({ "NAME": [255] }));
     assert_eq!(record["env"]["FOO"], "bar");
+    assert_eq!(record["log_path"], "/home/\\xe9/jobs/latin1-000001/output.log");
+    assert!(record["log_path_bytes"].is_array());
+    // A UTF-8 job has none of the side fields: its record is format 1's, as before.
+    let plain = record_in_file(&dir, "ok-05ee0c");
+    for side in ["argv_bytes", "cwd_bytes", "env_bytes", "log_path_bytes"] {
+        assert!(plain.get(side).is_none(), "{side} in a UTF-8 record");
+    }
+}
+
+/// The record as the build before bytes were kept (b3bdddc) reads it: every
+/// value a string, unknown fields ignored. Finding an array in one of them,
+/// that build set the whole of jobs.json aside as corrupt and lost the job.
+#[derive(serde::Deserialize)]
+#[allow(dead_code)]
+struct EarlierRecord {
+    id: String,
+    label: String,
+    argv: Vec<String>,
+    command: String,
+    cwd: String,
+    #[serde(default)]
+    env: std::collections::BTreeMap<String, String>,
+    status: JobStatus,
+    started_at: u64,
+    log_path: String,
+}
+
+#[derive(serde::Deserialize)]
+struct EarlierRegistry {
+    version: u32,
+    jobs: Vec<EarlierRecord>,
+}
+
+#[test]
+fn a_record_with_bytes_that_are_no_utf8_is_read_by_the_earlier_builds_record_shape() {
+    let (dir, registry) = registry_from_fixture();
+    let job = job_with_bytes(&registry);
+    registry.update(|jobs| jobs.push(job.clone())).unwrap();
+    let bytes = std::fs::read(Path::new(dir.path()).join("home/jobs.json")).unwrap();
+    let earlier: EarlierRegistry = serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("the earlier build cannot read it: {e}"));
+    assert_eq!(earlier.version, 1);
+    let record = earlier.jobs.iter().find(|j| j.id == "latin1-000001").expect("the job is there");
+    assert_eq!(record.argv, ["ls", "caf\\xe9"]);
+    assert_eq!(record.cwd, "/tmp/caf\\xe9");
+    assert_eq!(record.env["NAME"], "\\xff");
+    // The job's own job.json is read the same way.
+    std::fs::create_dir_all(Path::new(dir.path()).join("home/jobs/latin1-000001")).unwrap();
+    registry.write_job_file(&job, false).unwrap();
+    let own = std::fs::read(Path::new(dir.path()).join("home/jobs/latin1-000001/job.json")).unwrap();
+    let earlier: EarlierRecord = serde_json::from_slice(&own).unwrap_or_else(|e| panic!("the earlier build cannot read job.json: {e}"));
+    assert_eq!(earlier.argv, ["ls", "caf\\xe9"]);
 }

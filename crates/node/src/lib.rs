@@ -5,6 +5,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 
+mod in_call_order;
 mod js_args;
 
 pub mod follow;
@@ -894,6 +895,7 @@ pub fn read_log(job_id: Unknown, options: Option<Unknown>) -> Result<serde_json:
 /// job started with `stdin: 'pipe'`; `eof: true` then closes it. Resolves
 /// once written; against a job that does not read its stdin that takes up to
 /// 5 s, spent on a worker thread so that the event loop runs on meanwhile.
+/// Calls to one job are written one at a time, in the order they were made.
 #[napi(ts_args_type = "jobId: string, text: string, options?: SendInputOptions | undefined | null", ts_return_type = "Promise<SendResult>")]
 pub fn send_input<'env>(env: &'env Env, job_id: Unknown, text: Unknown, options: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
@@ -908,9 +910,15 @@ pub fn send_input<'env>(env: &'env Env, job_id: Unknown, text: Unknown, options:
             data.push(b'\n');
         }
         let context = context()?;
-        spawn_promise(env, (Cancel::never(), None), move || {
-            let sent = context.send_input(&job_id, &data, eof)?;
-            Ok(Settled::Done(shape(&proc_manager_core::present::view::SendView::from(&sent)).map_err(napi_to_core)?))
-        })
+        let (deferred, promise) = env.create_deferred::<serde_json::Value, Settle>()?;
+        let job = job_id.clone();
+        in_call_order::queue(&job, Box::new(move |may_run| {
+            let sent = may_run.map_err(proc_manager_core::Error::Other).and_then(|()| {
+                let sent = context.send_input(&job_id, &data, eof)?;
+                shape(&proc_manager_core::present::view::SendView::from(&sent)).map_err(napi_to_core)
+            });
+            deferred.resolve(Box::new(move |_| sent.map_err(to_js_error)));
+        }));
+        Ok(promise)
     })
 }

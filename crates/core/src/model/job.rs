@@ -1,3 +1,4 @@
+use crate::model::os_text;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -459,13 +460,20 @@ impl Tie {
 struct JobRecord {
     id: String,
     label: String,
-    #[serde(with = "crate::model::os_text::words")]
-    argv: Vec<OsString>,
+    /// Text, as every build reads it; a word that is no UTF-8 is written out
+    /// here and kept exactly in `argv_bytes` (see `os_text`), and so are the
+    /// other values that are bytes.
+    argv: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    argv_bytes: Option<os_text::WordBytes>,
     command: String,
-    #[serde(with = "crate::model::os_text::path")]
-    cwd: PathBuf,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "crate::model::os_text::env")]
-    env: BTreeMap<String, OsString>,
+    cwd: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cwd_bytes: Option<Vec<u8>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    env_bytes: BTreeMap<String, Vec<u8>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     owner: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -490,8 +498,9 @@ struct JobRecord {
     on_exit: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<String>,
-    #[serde(with = "crate::model::os_text::path")]
-    log_path: PathBuf,
+    log_path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    log_path_bytes: Option<Vec<u8>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     notification: Option<Notification>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -564,10 +573,10 @@ impl From<JobRecord> for Job {
         Job {
             id: r.id,
             label: r.label,
-            argv: r.argv,
+            argv: os_text::words_from_record(r.argv, r.argv_bytes),
             command: r.command,
-            cwd: r.cwd,
-            env: r.env,
+            cwd: os_text::from_record(r.cwd, r.cwd_bytes).into(),
+            env: os_text::env_from_record(r.env, r.env_bytes),
             owner: r.owner,
             context: r.context,
             state,
@@ -578,7 +587,7 @@ impl From<JobRecord> for Job {
             timeout_ms: r.timeout_ms,
             notify: r.notify,
             on_exit: r.on_exit,
-            log_path: r.log_path,
+            log_path: os_text::from_record(r.log_path, r.log_path_bytes).into(),
             notification: r.notification,
             hooks: r.hooks,
             peak_rss_kb: r.peak_rss_kb,
@@ -599,6 +608,10 @@ impl From<JobRecord> for Job {
 impl From<Job> for JobRecord {
     fn from(job: Job) -> JobRecord {
         let state = &job.state;
+        let (argv, argv_bytes) = os_text::words_to_record(&job.argv);
+        let (cwd, cwd_bytes) = os_text::to_record(job.cwd.as_os_str());
+        let (env, env_bytes) = os_text::env_to_record(&job.env);
+        let (log_path, log_path_bytes) = os_text::to_record(job.log_path.as_os_str());
         JobRecord {
             status: state.status(),
             exit_code: state.exit_code(),
@@ -608,10 +621,13 @@ impl From<Job> for JobRecord {
             before_ready: matches!(state, JobState::EndedBeforeReady { .. }),
             id: job.id,
             label: job.label,
-            argv: job.argv,
+            argv,
+            argv_bytes,
             command: job.command,
-            cwd: job.cwd,
-            env: job.env,
+            cwd,
+            cwd_bytes,
+            env,
+            env_bytes,
             owner: job.owner,
             context: job.context,
             main: job.main,
@@ -620,7 +636,8 @@ impl From<Job> for JobRecord {
             timeout_ms: job.timeout_ms,
             notify: job.notify,
             on_exit: job.on_exit,
-            log_path: job.log_path,
+            log_path,
+            log_path_bytes,
             notification: job.notification,
             hooks: job.hooks,
             peak_rss_kb: job.peak_rss_kb,

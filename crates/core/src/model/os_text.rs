@@ -3,9 +3,15 @@
 //! are kept as they are, written to records without loss, and shown with
 //! the bytes that are no UTF-8 written out (`caf\xe9`).
 //!
-//! In a record such a value is a JSON string when it is UTF-8, so records of
-//! UTF-8 jobs read and write as before, and otherwise the array of its byte
-//! values (as a queued job's `spec.json` keeps its environment).
+//! In a record (`jobs.json`, `job.json`) every such value stays a JSON
+//! string, as format 1 has it, so that any run-bg sharing the home reads the
+//! record: an earlier build that finds an array there sets the whole of
+//! `jobs.json` aside as corrupt and drops the job. A value that is no UTF-8
+//! is that string written out (`caf\xe9`), and its exact bytes go in a side
+//! field only this build reads (`argv_bytes`, `cwd_bytes`, `env_bytes`,
+//! `log_path_bytes`), written only for such a value. A queued job's
+//! `spec.json` keeps its environment as arrays of byte values, as every
+//! build has.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::borrow::Cow;
@@ -68,7 +74,9 @@ pub mod word {
     }
 }
 
-/// serde `with` for a `PathBuf` field.
+/// serde `with` for a `PathBuf` field of what one process of this build
+/// hands another (the supervisor's spec on its stdin); records, which other
+/// builds read, keep text and side fields instead (`to_record`).
 pub mod path {
     use super::*;
 
@@ -81,47 +89,104 @@ pub mod path {
     }
 }
 
-/// serde `with` for a `Vec<OsString>` field (an argv).
-pub mod words {
-    use super::*;
-
-    pub fn serialize<S: Serializer>(values: &[OsString], serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(values.iter().map(|v| Stored::of(v)))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<OsString>, D::Error> {
-        let stored: Vec<Stored> = Vec::deserialize(deserializer)?;
-        Ok(stored.into_iter().map(Stored::into_os).collect())
+/// `value` as a record keeps it: the text every reader takes (written out
+/// when the bytes are no UTF-8) and, only then, the exact bytes beside it.
+pub fn to_record(value: &OsStr) -> (String, Option<Vec<u8>>) {
+    match value.to_str() {
+        Some(text) => (text.to_string(), None),
+        None => (escaped(value).into_owned(), Some(value.as_bytes().to_vec())),
     }
 }
 
-/// serde `with` for environment variables: names are text (JSON object
-/// keys), values any bytes.
-pub mod env {
-    use super::*;
-
-    pub fn serialize<S: Serializer>(values: &BTreeMap<String, OsString>, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_map(values.iter().map(|(k, v)| (k, Stored::of(v))))
+/// The value a record holds: its exact bytes when it keeps them and they are
+/// what `text` shows; else `text` (a record written before bytes were kept,
+/// or rewritten by an earlier build, which drops the side fields it does not
+/// know).
+pub fn from_record(text: String, bytes: Option<Vec<u8>>) -> OsString {
+    match bytes {
+        Some(bytes) if escaped(OsStr::from_bytes(&bytes)) == text => OsString::from_vec(bytes),
+        _ => OsString::from(text),
     }
+}
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<String, OsString>, D::Error> {
-        let stored: BTreeMap<String, Stored> = BTreeMap::deserialize(deserializer)?;
-        Ok(stored.into_iter().map(|(k, v)| (k, v.into_os())).collect())
+/// The side field of an argv: at each word's place, its bytes when it is no
+/// UTF-8, else `null`.
+pub type WordBytes = Vec<Option<Vec<u8>>>;
+
+/// An argv as a record keeps it: its words as text, and, when some word is
+/// no UTF-8, the bytes of each such word at its place.
+pub fn words_to_record(values: &[OsString]) -> (Vec<String>, Option<WordBytes>) {
+    let (texts, bytes): (Vec<String>, Vec<Option<Vec<u8>>>) = values.iter().map(|v| to_record(v)).unzip();
+    let any_bytes = bytes.iter().any(Option::is_some);
+    (texts, any_bytes.then_some(bytes))
+}
+
+/// The argv a record holds (see `from_record`).
+pub fn words_from_record(texts: Vec<String>, bytes: Option<WordBytes>) -> Vec<OsString> {
+    let mut bytes = bytes.filter(|b| b.len() == texts.len()).unwrap_or_default().into_iter();
+    texts.into_iter().map(|text| from_record(text, bytes.next().flatten())).collect()
+}
+
+/// Environment variables as a record keeps them: names are text (JSON
+/// object keys), values text, and the exact bytes of the values that are no
+/// UTF-8 by name beside them.
+pub fn env_to_record(values: &BTreeMap<String, OsString>) -> (BTreeMap<String, String>, BTreeMap<String, Vec<u8>>) {
+    let mut texts = BTreeMap::new();
+    let mut bytes = BTreeMap::new();
+    for (name, value) in values {
+        let (text, exact) = to_record(value);
+        texts.insert(name.clone(), text);
+        if let Some(exact) = exact {
+            bytes.insert(name.clone(), exact);
+        }
     }
+    (texts, bytes)
+}
+
+/// The environment variables a record holds (see `from_record`).
+pub fn env_from_record(texts: BTreeMap<String, String>, mut bytes: BTreeMap<String, Vec<u8>>) -> BTreeMap<String, OsString> {
+    texts.into_iter().map(|(name, text)| {
+        let exact = bytes.remove(&name);
+        (name, from_record(text, exact))
+    }).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The record fields these helpers fill, as `JobRecord` has them.
     #[derive(Serialize, Deserialize, PartialEq, Debug)]
     struct Record {
-        #[serde(with = "words")]
+        argv: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        argv_bytes: Option<WordBytes>,
+        cwd: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cwd_bytes: Option<Vec<u8>>,
+        env: BTreeMap<String, String>,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        env_bytes: BTreeMap<String, Vec<u8>>,
+    }
+
+    /// What a record holds, as a job has it.
+    #[derive(PartialEq, Debug)]
+    struct Values {
         argv: Vec<OsString>,
-        #[serde(with = "path")]
-        cwd: PathBuf,
-        #[serde(with = "env")]
+        cwd: OsString,
         env: BTreeMap<String, OsString>,
+    }
+
+    fn write(values: &Values) -> String {
+        let (argv, argv_bytes) = words_to_record(&values.argv);
+        let (cwd, cwd_bytes) = to_record(&values.cwd);
+        let (env, env_bytes) = env_to_record(&values.env);
+        serde_json::to_string(&Record { argv, argv_bytes, cwd, cwd_bytes, env, env_bytes }).unwrap()
+    }
+
+    fn read(json: &str) -> Values {
+        let r: Record = serde_json::from_str(json).unwrap();
+        Values { argv: words_from_record(r.argv, r.argv_bytes), cwd: from_record(r.cwd, r.cwd_bytes), env: env_from_record(r.env, r.env_bytes) }
     }
 
     fn latin1(text: &[u8]) -> OsString {
@@ -130,26 +195,40 @@ mod tests {
 
     #[test]
     fn utf8_values_are_written_as_plain_strings_as_before() {
-        let record = Record {
+        let values = Values {
             argv: vec!["ls".into(), "café".into()],
             cwd: "/tmp/café".into(),
             env: [("A".to_string(), OsString::from("b"))].into(),
         };
-        let json = serde_json::to_string(&record).unwrap();
+        let json = write(&values);
         assert_eq!(json, r#"{"argv":["ls","café"],"cwd":"/tmp/café","env":{"A":"b"}}"#);
-        assert_eq!(serde_json::from_str::<Record>(&json).unwrap(), record);
+        assert_eq!(read(&json), values);
     }
 
     #[test]
-    fn other_bytes_are_written_as_their_byte_values_and_read_back_exactly() {
-        let record = Record {
+    fn other_bytes_are_written_out_as_text_with_their_bytes_beside_and_read_back_exactly() {
+        let values = Values {
             argv: vec!["ls".into(), latin1(b"caf\xe9")],
-            cwd: PathBuf::from(latin1(b"/tmp/caf\xe9")),
-            env: [("NAME".to_string(), latin1(b"\xff\xfe"))].into(),
+            cwd: latin1(b"/tmp/caf\xe9"),
+            env: [("NAME".to_string(), latin1(b"\xff\xfe")), ("PLAIN".to_string(), "p".into())].into(),
         };
-        let json = serde_json::to_string(&record).unwrap();
-        assert_eq!(json, r#"{"argv":["ls",[99,97,102,233]],"cwd":[47,116,109,112,47,99,97,102,233],"env":{"NAME":[255,254]}}"#);
-        assert_eq!(serde_json::from_str::<Record>(&json).unwrap(), record);
+        let json = write(&values);
+        assert_eq!(
+            json,
+            r#"{"argv":["ls","caf\\xe9"],"argv_bytes":[null,[99,97,102,233]],"cwd":"/tmp/caf\\xe9","cwd_bytes":[47,116,109,112,47,99,97,102,233],"env":{"NAME":"\\xff\\xfe","PLAIN":"p"},"env_bytes":{"NAME":[255,254]}}"#
+        );
+        assert_eq!(read(&json), values);
+    }
+
+    /// A build before bytes were kept reads strings where these are, and
+    /// rewrites a record without the side fields it does not know.
+    #[test]
+    fn a_record_without_its_side_fields_or_edited_since_reads_as_its_text() {
+        assert_eq!(read(r#"{"argv":["ls","caf\\xe9"],"cwd":"/tmp","env":{"V":"\\xff"}}"#).argv[1], OsString::from("caf\\xe9"));
+        let edited = read(r#"{"argv":["ls","other"],"argv_bytes":[null,[99,97,102,233]],"cwd":"/x","cwd_bytes":[47,121,233],"env":{"V":"w"},"env_bytes":{"V":[255]}}"#);
+        assert_eq!(edited, Values { argv: vec!["ls".into(), "other".into()], cwd: "/x".into(), env: [("V".to_string(), OsString::from("w"))].into() });
+        let cut = read(r#"{"argv":["caf\\xe9"],"argv_bytes":[null,[233]],"cwd":"/","env":{}}"#);
+        assert_eq!(cut.argv, [OsString::from("caf\\xe9")], "side bytes of another length are not matched up");
     }
 
     #[test]
