@@ -258,3 +258,70 @@ test('a read-only home keeps the outcome: shown while it cannot be written, reco
   assert.equal(after.status, 'failed')
   assert.ok(!after.error, `recorded: no note left (${after.error})`)
 })
+
+/**
+ * How to run a command as a user other than root inside a user namespace
+ * (`unshare -r`), where `/` and `/tmp` show as owned by the overflow uid:
+ * root steps down to uid 1000 first (as root, `unshare -r` maps root to
+ * itself). `null` and why when this machine does not allow it.
+ */
+function inUserNamespace() {
+  const prefix = process.getuid() === 0 ? ['setpriv', '--reuid=1000', '--regid=1000', '--clear-groups', 'unshare', '-r'] : ['unshare', '-r']
+  const probe = spawnSync(prefix[0], [...prefix.slice(1), 'stat', '-c', '%u', '/'], { encoding: 'utf8' })
+  if (probe.status !== 0) return { skip: `cannot enter a user namespace here (${prefix.join(' ')}): ${probe.stderr || probe.error}`.trim() }
+  if (probe.stdout.trim() === '0') return { skip: 'in this user namespace / shows as owned by root: nothing to test' }
+  return { prefix }
+}
+const userNamespace = inUserNamespace()
+
+test('inside a user namespace (bubblewrap, unshare -r) a home under / and /tmp owned by the overflow uid is used', { skip: userNamespace.skip }, async (t) => {
+  const base = scratch(t)
+  // Reachable by uid 1000 when root steps down to it; its own directory inside.
+  fs.chmodSync(base, 0o711)
+  const mine = path.join(base, 'mine')
+  fs.mkdirSync(mine, { mode: 0o700 })
+  if (process.getuid() === 0) fs.chownSync(mine, 1000, 1000)
+  const home = path.join(mine, 'pm')
+  const [cmd, ...prefixArgs] = userNamespace.prefix
+  // Started and waited for in the namespace: the job's end is recorded before it is left.
+  const script = 'set -e; id=$("$0" --json -- sh -c "exit 4" | sed -n \'s/.*"jobId":"\\([^"]*\\)".*/\\1/p\'); "$0" wait "$id" >/dev/null || true; "$0" check "$id" --json'
+  const r = spawnSync(cmd, [...prefixArgs, 'sh', '-c', script, RUN_BG], {
+    encoding: 'utf8',
+    env: { ...process.env, PROC_MANAGER_HOME: home },
+    timeout: 30_000,
+  })
+  assert.equal(r.status, 0, `started, waited for and checked in the namespace: ${r.stdout}${r.stderr}`)
+  assert.doesNotMatch(r.stderr, /refusing|not safe/, r.stderr)
+  const checked = JSON.parse(r.stdout)
+  assert.equal(checked.status ?? checked.job?.status, 'failed', r.stdout)
+})
+
+test('a home whose parent became unsafe: list, check and kill still work with a warning naming the directory and the fix; start is refused', async (t) => {
+  const base = scratch(t)
+  const parent = path.join(base, 'parent')
+  fs.mkdirSync(parent, { mode: 0o755 })
+  const home = path.join(parent, 'home')
+  writeConfig(home)
+  const ack = startJob(home, ['sleep', '60'])
+  killAfter(t, ack.pid)
+  // An older version took such a home; or the directory was opened up since.
+  fs.chmodSync(parent, 0o777)
+  const warning = new RegExp(`warning: .*parent directory ${parent} is writable.*chmod go-w ${parent}`)
+
+  let r = runBg(home, ['list', '--json'])
+  assert.equal(r.code, 0, `list works: ${r.stderr}`)
+  assert.match(r.stderr, warning)
+  assert.ok(JSON.parse(r.stdout).some((j) => (j.id ?? j.jobId) === ack.jobId), r.stdout)
+  r = runBg(home, ['check', ack.jobId])
+  assert.equal(r.code, 0, `check works: ${r.stderr}`)
+  assert.match(r.stderr, warning)
+
+  r = runBg(home, ['--', 'true'])
+  assert.equal(r.code, 2, `start is refused: ${r.stdout}${r.stderr}`)
+  assert.match(r.stderr, new RegExp(`refusing to start a job in the proc-manager home ${home}: its parent directory ${parent} is writable`))
+
+  r = runBg(home, ['kill', ack.jobId])
+  assert.equal(r.code, 0, `kill works: ${r.stdout}${r.stderr}`)
+  assert.match(r.stderr, warning)
+  await waitFor(() => processStart(ack.pid) === null, { what: 'the job to be killed' })
+})

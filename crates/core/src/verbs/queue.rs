@@ -225,7 +225,8 @@ impl Context {
     /// `run-bg` binary: it hands on the slots of supervisors that died
     /// before they could.
     pub fn fill_queues(&self) {
-        if !self.home.dir().join(PENDING_FILE).exists() {
+        // Queued jobs wait there until it is fixed (opening it said so).
+        if self.home.parents_are_unsafe() || !self.home.dir().join(PENDING_FILE).exists() {
             return;
         }
         if let Err(e) = fill(self) {

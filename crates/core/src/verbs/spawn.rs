@@ -242,6 +242,7 @@ fn validate(request: &StartRequest) -> Result<()> {
 /// Starts a job under its own supervisor and returns once its main process
 /// runs, or with the reason it could not start (then recorded as `failed`).
 pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path) -> Result<Started> {
+    context.home.require_safe_parents()?;
     validate(&request)?;
     let warnings = validate_wake(context, &request)?;
     let cwd = match &request.cwd {
