@@ -325,3 +325,18 @@ test('a home whose parent became unsafe: list, check and kill still work with a 
   assert.match(r.stderr, warning)
   await waitFor(() => processStart(ack.pid) === null, { what: 'the job to be killed' })
 })
+
+test('a supervisor whose home is removed (rm -rf) before it can record the end gives up and exits', async (t) => {
+  const base = scratch(t)
+  const home = path.join(base, 'home')
+  writeConfig(home)
+  const ack = startJob(home, ['sh', '-c', 'sleep 1; exit 3'])
+  killAfter(t, ack.pid)
+  const supervisor = JSON.parse(fs.readFileSync(path.join(home, 'jobs', ack.jobId, 'job.json'), 'utf8')).supervisor.pid
+  const supervisorStart = processStart(supervisor)
+  killAfter(t, supervisor)
+  fs.rmSync(home, { recursive: true, force: true })
+  // The job ends after 1 s; its end can be written nowhere: the supervisor
+  // must not stay for ever retrying.
+  await waitFor(() => processStart(supervisor) !== supervisorStart, { timeout: 10_000, what: 'the supervisor to exit' })
+})
