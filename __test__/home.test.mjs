@@ -103,7 +103,7 @@ function plant(home, planted, owner) {
   return dir
 }
 
-test('a home swapped under a running job: its supervisor stays in its own, writes nothing into the planted one and starts nothing from it', { skip: notRoot }, async (t) => {
+test('a home swapped under a running job: its supervisor stays in its own, writes nothing into the planted one nor through a symlink there, and starts nothing from it', { skip: notRoot }, async (t) => {
   // The parent passes the check (root's 0700): the swap is done here, by
   // root, as another user could do it where a parent let them.
   const base = scratch(t)
@@ -112,7 +112,9 @@ test('a home swapped under a running job: its supervisor stays in its own, write
 
   const home = path.join(base, 'home')
   writeConfig(home)
-  const ack = startJob(home, ['sh', '-c', 'sleep 1; exit 3'])
+  // A hook: its log (hooks.log) and the notification's reads of the job's
+  // log must go to the held home, not through the home's name.
+  const ack = startJob(home, ['sh', '-c', 'sleep 1; exit 3'], ['--on-exit', 'echo HOOK-RAN'])
   killAfter(t, ack.pid)
   const supervisor = JSON.parse(fs.readFileSync(path.join(home, 'jobs', ack.jobId, 'job.json'), 'utf8')).supervisor.pid
   const supervisorStart = processStart(supervisor)
@@ -121,6 +123,10 @@ test('a home swapped under a running job: its supervisor stays in its own, write
   fs.renameSync(home, moved)
   fs.mkdirSync(home, { mode: 0o700 })
   plant(home, planted, NOBODY)
+  // The job's directory in the planted home leads elsewhere.
+  const target = path.join(base, 'rv-target')
+  fs.mkdirSync(target, { mode: 0o700 })
+  fs.symlinkSync(target, path.join(home, 'jobs', ack.jobId))
   const before = listTree(home)
 
   await waitFor(() => processStart(supervisor) !== supervisorStart, { timeout: 20_000, what: 'the supervisor to finish' })
@@ -131,6 +137,10 @@ test('a home swapped under a running job: its supervisor stays in its own, write
 
   assert.equal(fs.existsSync(marker), false, 'the planted job was started by root')
   assert.deepEqual(listTree(home), before, 'the supervisor wrote into the planted home')
+  // The notifier may still be running the hook when the supervisor is gone from view.
+  const hooksLog = path.join(moved, 'jobs', ack.jobId, 'hooks.log')
+  await waitFor(() => fs.existsSync(hooksLog) && fs.readFileSync(hooksLog, 'utf8').includes('HOOK-RAN'), { timeout: 10_000, what: 'the hook to log into the held home' })
+  assert.deepEqual(fs.readdirSync(target), [], 'written through the symlink planted for the job directory')
   const ended = readRegistry(moved).find((j) => j.id === ack.jobId)
   assert.equal(ended?.status, 'failed', `the real job's end is in the renamed home: ${JSON.stringify(ended)}`)
   assert.equal(ended.exit_code, 3)

@@ -563,9 +563,7 @@ impl Supervisor {
             }
         };
 
-        // Through the held home when the record names the log there (always, from run-bg).
-        let log_path = Some(home.log_path(&job.id)).filter(|p| home.shown(p) == Path::new(&job.log_path));
-        let log_path = log_path.unwrap_or_else(|| PathBuf::from(&job.log_path));
+        let log_path = home.job_log(&job.id, Path::new(&job.log_path));
         let log = match RotatingWriter::create(&log_path, spec.config.logs.max_bytes, spec.config.logs.keep) {
             Ok(log) => log,
             Err(e) => return Err(fail(job, home.explain(e).to_string())),
@@ -1245,7 +1243,7 @@ impl Supervisor {
     /// final end is the announcement that must arrive; this one is extra.
     fn announce_restart(&mut self, number: u32, exit: &Exit, delay: Duration) {
         let Some(url) = self.config.notify.url.clone().filter(|_| self.job.notify) else { return };
-        let body = restart::restart_event(&self.config.notify, &self.job, number, exit, delay).to_string();
+        let body = restart::restart_event(&self.home, &self.config.notify, &self.job, number, exit, delay).to_string();
         let timeout = Duration::from_millis(self.config.notify.timeout_ms);
         self.fork_errand("restart announcer", |_| {
             let _ = notify::post(&url, body.as_bytes(), timeout);
