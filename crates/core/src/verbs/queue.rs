@@ -411,7 +411,7 @@ fn read_spec(dir: &Path) -> std::result::Result<Vec<(OsString, OsString)>, Strin
 fn mark_pending(home: &Home) {
     let path = home.dir().join(PENDING_FILE);
     if let Err(e) = crate::store::paths::options_nofollow().write(true).create(true).truncate(false).open(&path) {
-        tracing::warn!("cannot write {}: {e}; queued jobs start only as running ones end", path.display());
+        tracing::warn!("cannot write {}: {e}; queued jobs start only as running ones end", home.shown(&path).display());
     }
 }
 
