@@ -350,3 +350,36 @@ test('a supervisor whose home is removed (rm -rf) before it can record the end g
   // must not stay for ever retrying.
   await waitFor(() => processStart(supervisor) !== supervisorStart, { timeout: 10_000, what: 'the supervisor to exit' })
 })
+
+test('a supervisor holding only an end it cannot write (read-only home) ends on SIGTERM', async (t) => {
+  const why = mountNamespaceRefusal()
+  if (why) return t.skip(why)
+  const base = scratch(t)
+  const home = path.join(base, 'home')
+  writeConfig(home)
+  const script = `
+    set -u
+    id=$("$RB" --json -- sh -c 'sleep 1; exit 5' | sed 's/.*"jobId":"\\([^"]*\\)".*/\\1/')
+    sup=$("$NODE" -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1])).supervisor.pid)' "$H/jobs/$id/job.json")
+    echo "SUPERVISOR $sup"
+    mount --bind "$H" "$H" && mount -o remount,bind,ro "$H" || exit 90
+    i=0
+    until "$RB" check "$id" --json | grep -q 'not recorded yet'; do
+      i=$((i+1)); [ $i -gt 300 ] && exit 93; sleep 0.05
+    done
+    kill -TERM "$sup"
+    i=0
+    while kill -0 "$sup" 2>/dev/null; do
+      i=$((i+1)); [ $i -gt 100 ] && break; sleep 0.05
+    done
+    if kill -0 "$sup" 2>/dev/null; then echo STAYED; kill -KILL "$sup"; else echo ENDED; fi
+    mount -o remount,bind,rw "$H" || exit 92
+  `
+  const r = spawnSync('unshare', ['--mount', 'sh', '-c', script], {
+    env: { ...process.env, RB: RUN_BG, H: home, NODE: process.execPath, PROC_MANAGER_HOME: home },
+    encoding: 'utf8',
+    timeout: 60_000,
+  })
+  assert.equal(r.status, 0, `${r.stdout}${r.stderr}`)
+  assert.match(r.stdout, /^ENDED$/m, `the supervisor stayed 5 s after SIGTERM: ${r.stdout}${r.stderr}`)
+})
