@@ -103,7 +103,7 @@ function plant(home, planted, owner) {
   return dir
 }
 
-test('a home swapped under a running job: its supervisor stays in its own, writes nothing into the planted one and starts nothing from it', { skip: notRoot }, async (t) => {
+test('a home swapped under a running job: its supervisor stays in its own, writes nothing into the planted one nor through a symlink there, and starts nothing from it', { skip: notRoot }, async (t) => {
   // The parent passes the check (root's 0700): the swap is done here, by
   // root, as another user could do it where a parent let them.
   const base = scratch(t)
@@ -112,7 +112,9 @@ test('a home swapped under a running job: its supervisor stays in its own, write
 
   const home = path.join(base, 'home')
   writeConfig(home)
-  const ack = startJob(home, ['sh', '-c', 'sleep 1; exit 3'])
+  // A hook: its log (hooks.log) and the notification's reads of the job's
+  // log must go to the held home, not through the home's name.
+  const ack = startJob(home, ['sh', '-c', 'sleep 1; exit 3'], ['--on-exit', 'echo HOOK-RAN'])
   killAfter(t, ack.pid)
   const supervisor = JSON.parse(fs.readFileSync(path.join(home, 'jobs', ack.jobId, 'job.json'), 'utf8')).supervisor.pid
   const supervisorStart = processStart(supervisor)
@@ -121,6 +123,10 @@ test('a home swapped under a running job: its supervisor stays in its own, write
   fs.renameSync(home, moved)
   fs.mkdirSync(home, { mode: 0o700 })
   plant(home, planted, NOBODY)
+  // The job's directory in the planted home leads elsewhere.
+  const target = path.join(base, 'rv-target')
+  fs.mkdirSync(target, { mode: 0o700 })
+  fs.symlinkSync(target, path.join(home, 'jobs', ack.jobId))
   const before = listTree(home)
 
   await waitFor(() => processStart(supervisor) !== supervisorStart, { timeout: 20_000, what: 'the supervisor to finish' })
@@ -131,6 +137,10 @@ test('a home swapped under a running job: its supervisor stays in its own, write
 
   assert.equal(fs.existsSync(marker), false, 'the planted job was started by root')
   assert.deepEqual(listTree(home), before, 'the supervisor wrote into the planted home')
+  // The notifier may still be running the hook when the supervisor is gone from view.
+  const hooksLog = path.join(moved, 'jobs', ack.jobId, 'hooks.log')
+  await waitFor(() => fs.existsSync(hooksLog) && fs.readFileSync(hooksLog, 'utf8').includes('HOOK-RAN'), { timeout: 10_000, what: 'the hook to log into the held home' })
+  assert.deepEqual(fs.readdirSync(target), [], 'written through the symlink planted for the job directory')
   const ended = readRegistry(moved).find((j) => j.id === ack.jobId)
   assert.equal(ended?.status, 'failed', `the real job's end is in the renamed home: ${JSON.stringify(ended)}`)
   assert.equal(ended.exit_code, 3)
@@ -257,4 +267,119 @@ test('a read-only home keeps the outcome: shown while it cannot be written, reco
   const after = JSON.parse(runBg(home, ['check', id, '--json']).stdout)
   assert.equal(after.status, 'failed')
   assert.ok(!after.error, `recorded: no note left (${after.error})`)
+})
+
+/**
+ * How to run a command as a user other than root inside a user namespace
+ * (`unshare -r`), where `/` and `/tmp` show as owned by the overflow uid:
+ * root steps down to uid 1000 first (as root, `unshare -r` maps root to
+ * itself). `null` and why when this machine does not allow it.
+ */
+function inUserNamespace() {
+  const prefix = process.getuid() === 0 ? ['setpriv', '--reuid=1000', '--regid=1000', '--clear-groups', 'unshare', '-r'] : ['unshare', '-r']
+  const probe = spawnSync(prefix[0], [...prefix.slice(1), 'stat', '-c', '%u', '/'], { encoding: 'utf8' })
+  if (probe.status !== 0) return { skip: `cannot enter a user namespace here (${prefix.join(' ')}): ${probe.stderr || probe.error}`.trim() }
+  if (probe.stdout.trim() === '0') return { skip: 'in this user namespace / shows as owned by root: nothing to test' }
+  return { prefix }
+}
+const userNamespace = inUserNamespace()
+
+test('inside a user namespace (bubblewrap, unshare -r) a home under / and /tmp owned by the overflow uid is used', { skip: userNamespace.skip }, async (t) => {
+  const base = scratch(t)
+  // Reachable by uid 1000 when root steps down to it; its own directory inside.
+  fs.chmodSync(base, 0o711)
+  const mine = path.join(base, 'mine')
+  fs.mkdirSync(mine, { mode: 0o700 })
+  if (process.getuid() === 0) fs.chownSync(mine, 1000, 1000)
+  const home = path.join(mine, 'pm')
+  const [cmd, ...prefixArgs] = userNamespace.prefix
+  // Started and waited for in the namespace: the job's end is recorded before it is left.
+  const script = 'set -e; id=$("$0" --json -- sh -c "exit 4" | sed -n \'s/.*"jobId":"\\([^"]*\\)".*/\\1/p\'); "$0" wait "$id" >/dev/null || true; "$0" check "$id" --json'
+  const r = spawnSync(cmd, [...prefixArgs, 'sh', '-c', script, RUN_BG], {
+    encoding: 'utf8',
+    env: { ...process.env, PROC_MANAGER_HOME: home },
+    timeout: 30_000,
+  })
+  assert.equal(r.status, 0, `started, waited for and checked in the namespace: ${r.stdout}${r.stderr}`)
+  assert.doesNotMatch(r.stderr, /refusing|not safe/, r.stderr)
+  const checked = JSON.parse(r.stdout)
+  assert.equal(checked.status ?? checked.job?.status, 'failed', r.stdout)
+})
+
+test('a home whose parent became unsafe: list, check and kill still work with a warning naming the directory and the fix; start is refused', async (t) => {
+  const base = scratch(t)
+  const parent = path.join(base, 'parent')
+  fs.mkdirSync(parent, { mode: 0o755 })
+  const home = path.join(parent, 'home')
+  writeConfig(home)
+  const ack = startJob(home, ['sleep', '60'])
+  killAfter(t, ack.pid)
+  // An older version took such a home; or the directory was opened up since.
+  fs.chmodSync(parent, 0o777)
+  const warning = new RegExp(`warning: .*parent directory ${parent} is writable.*chmod go-w ${parent}`)
+
+  let r = runBg(home, ['list', '--json'])
+  assert.equal(r.code, 0, `list works: ${r.stderr}`)
+  assert.match(r.stderr, warning)
+  assert.ok(JSON.parse(r.stdout).some((j) => (j.id ?? j.jobId) === ack.jobId), r.stdout)
+  r = runBg(home, ['check', ack.jobId])
+  assert.equal(r.code, 0, `check works: ${r.stderr}`)
+  assert.match(r.stderr, warning)
+
+  r = runBg(home, ['--', 'true'])
+  assert.equal(r.code, 2, `start is refused: ${r.stdout}${r.stderr}`)
+  assert.match(r.stderr, new RegExp(`refusing to start a job in the proc-manager home ${home}: its parent directory ${parent} is writable`))
+
+  r = runBg(home, ['kill', ack.jobId])
+  assert.equal(r.code, 0, `kill works: ${r.stdout}${r.stderr}`)
+  assert.match(r.stderr, warning)
+  await waitFor(() => processStart(ack.pid) === null, { what: 'the job to be killed' })
+})
+
+test('a supervisor whose home is removed (rm -rf) before it can record the end gives up and exits', async (t) => {
+  const base = scratch(t)
+  const home = path.join(base, 'home')
+  writeConfig(home)
+  const ack = startJob(home, ['sh', '-c', 'sleep 1; exit 3'])
+  killAfter(t, ack.pid)
+  const supervisor = JSON.parse(fs.readFileSync(path.join(home, 'jobs', ack.jobId, 'job.json'), 'utf8')).supervisor.pid
+  const supervisorStart = processStart(supervisor)
+  killAfter(t, supervisor)
+  fs.rmSync(home, { recursive: true, force: true })
+  // The job ends after 1 s; its end can be written nowhere: the supervisor
+  // must not stay for ever retrying.
+  await waitFor(() => processStart(supervisor) !== supervisorStart, { timeout: 10_000, what: 'the supervisor to exit' })
+})
+
+test('a supervisor holding only an end it cannot write (read-only home) ends on SIGTERM', async (t) => {
+  const why = mountNamespaceRefusal()
+  if (why) return t.skip(why)
+  const base = scratch(t)
+  const home = path.join(base, 'home')
+  writeConfig(home)
+  const script = `
+    set -u
+    id=$("$RB" --json -- sh -c 'sleep 1; exit 5' | sed 's/.*"jobId":"\\([^"]*\\)".*/\\1/')
+    sup=$("$NODE" -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1])).supervisor.pid)' "$H/jobs/$id/job.json")
+    echo "SUPERVISOR $sup"
+    mount --bind "$H" "$H" && mount -o remount,bind,ro "$H" || exit 90
+    i=0
+    until "$RB" check "$id" --json | grep -q 'not recorded yet'; do
+      i=$((i+1)); [ $i -gt 300 ] && exit 93; sleep 0.05
+    done
+    kill -TERM "$sup"
+    i=0
+    while kill -0 "$sup" 2>/dev/null; do
+      i=$((i+1)); [ $i -gt 100 ] && break; sleep 0.05
+    done
+    if kill -0 "$sup" 2>/dev/null; then echo STAYED; kill -KILL "$sup"; else echo ENDED; fi
+    mount -o remount,bind,rw "$H" || exit 92
+  `
+  const r = spawnSync('unshare', ['--mount', 'sh', '-c', script], {
+    env: { ...process.env, RB: RUN_BG, H: home, NODE: process.execPath, PROC_MANAGER_HOME: home },
+    encoding: 'utf8',
+    timeout: 60_000,
+  })
+  assert.equal(r.status, 0, `${r.stdout}${r.stderr}`)
+  assert.match(r.stdout, /^ENDED$/m, `the supervisor stayed 5 s after SIGTERM: ${r.stdout}${r.stderr}`)
 })

@@ -28,7 +28,8 @@ pub fn run_errand(errand: proc_manager_core::Result<Errand>) -> i32 {
     if proc_manager_core::supervise::supervisor::detach().is_err() {
         return 1;
     }
-    let Ok(context) = Context::load() else { return 1 };
+    // Held as a supervisor holds it: they write logs and run hooks there.
+    let Ok((context, _held)) = Context::load_holding() else { return 1 };
     match errand {
         Ok(Errand::Announce { job_id, claimed }) => announce::run(&context, &job_id, claimed),
         Ok(Errand::Deliver) => deliver::run(&context),

@@ -351,6 +351,22 @@ impl DirWatcher {
 }
 
 
+/// The uid that files owned by someone outside our user namespace show as
+/// (the kernel's overflow uid, 65534 by default), when this process runs in
+/// a user namespace other than the initial one (bubblewrap, `unshare -r`,
+/// rootless containers): there `/` and `/tmp` belong to the host's root but
+/// show as this uid. `None` in the initial namespace, whose uid map is the
+/// identity `0 0 4294967295`.
+pub fn foreign_owner_uid() -> Option<u32> {
+    let map = std::fs::read_to_string("/proc/self/uid_map").ok()?;
+    let identity = map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"];
+    if identity {
+        return None;
+    }
+    let overflow = std::fs::read_to_string("/proc/sys/kernel/overflowuid").ok();
+    Some(overflow.and_then(|text| text.trim().parse().ok()).unwrap_or(65534))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

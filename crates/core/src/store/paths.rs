@@ -14,10 +14,28 @@ pub struct Home {
     /// How this process reaches it: `root`, except in a supervisor, which
     /// works in the home it opened and checked at its start (see `hold`).
     base: PathBuf,
+    /// Why jobs must not be started here, when the home's parents are not
+    /// safe (see `check_parents`) and it was opened only to look at and stop
+    /// jobs (`for_looking`): what the refusal says after "refusing to …:".
+    unsafe_parents: Option<String>,
+}
+
+/// What a home is opened for: starting jobs (or supervising one) needs its
+/// parents safe; looking at jobs and stopping them does not, so that jobs an
+/// older version started in such a home can still be cleaned up.
+#[derive(Clone, Copy, PartialEq)]
+enum Purpose {
+    Launch,
+    Look,
 }
 
 impl Home {
     pub fn resolve() -> Result<Home> {
+        Home::for_looking(Home::resolve_root()?)
+    }
+
+    /// Where the home is (see `resolve`), not yet checked nor made.
+    pub fn resolve_root() -> Result<PathBuf> {
         let from_env = |key: &str| std::env::var_os(key).filter(|v| !v.is_empty()).map(PathBuf::from);
         let root = if let Some(home) = from_env("PROC_MANAGER_HOME") {
             home
@@ -30,30 +48,56 @@ impl Home {
                 "cannot find a state directory: set PROC_MANAGER_HOME (or XDG_STATE_HOME or HOME)".into(),
             ));
         };
-        Home::at(root)
+        Ok(root)
     }
 
     /// Uses `root`, creating it (and `jobs/`) with mode 0700 if needed. A home
     /// that someone else could write into is refused (see `check_private`):
     /// its settings run hooks and its records steer kills.
     pub fn at(root: PathBuf) -> Result<Home> {
+        Home::open(root, Purpose::Launch)
+    }
+
+    /// `at`, for verbs that look at jobs or stop them: a home whose parents
+    /// are not safe is used all the same, with a warning naming the directory
+    /// and the fix; starting a job there is refused (`require_safe_parents`).
+    pub fn for_looking(root: PathBuf) -> Result<Home> {
+        Home::open(root, Purpose::Look)
+    }
+
+    fn open(root: PathBuf, purpose: Purpose) -> Result<Home> {
         let root = if root.is_absolute() {
             root
         } else {
             std::env::current_dir().map_err(|e| Error::io("read the current directory", ".", e))?.join(root)
         };
-        let home = Home { base: root.clone(), root };
+        let mut home = Home { base: root.clone(), root, unsafe_parents: None };
+        let existed = std::fs::symlink_metadata(&home.root).is_ok();
+        let judge_parents = |home: &mut Home| -> Result<()> {
+            let Some(problem) = check_parents(&home.root)? else { return Ok(()) };
+            // A home not made before holds no job to clean up: it is refused.
+            if purpose == Purpose::Launch || !existed {
+                return Err(Error::Usage(format!("refusing to use {} as the proc-manager home: {problem}", home.root.display())));
+            }
+            tracing::warn!(
+                "the proc-manager home {} is not safe to start jobs in: {problem} Jobs there can still be listed, \
+                 checked and killed; starting one is refused until it is fixed.",
+                home.root.display()
+            );
+            home.unsafe_parents = Some(problem);
+            Ok(())
+        };
         // Judged before anything is made there, where the parent exists already.
         let parent_existed = home.root.parent().is_some_and(Path::is_dir);
         if parent_existed {
-            check_parents(&home.root)?;
+            judge_parents(&mut home)?;
         }
         if std::fs::symlink_metadata(&home.root).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
             create_private_dir_all(&home.root)?;
         }
         check_private(&home.root, &home.root, Link::AcceptOurs)?;
         if !parent_existed {
-            check_parents(&home.root)?;
+            judge_parents(&mut home)?;
         }
         let jobs = home.jobs_dir();
         if std::fs::symlink_metadata(&jobs).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
@@ -65,7 +109,24 @@ impl Home {
 
     /// A home taken as it is, unchecked: for tests that build one by hand.
     pub fn unchecked(root: PathBuf) -> Home {
-        Home { base: root.clone(), root }
+        Home { base: root.clone(), root, unsafe_parents: None }
+    }
+
+    /// For what starts a job (`start`, a queued job's hand-off): refused in a
+    /// home opened `for_looking` whose parents are not safe, as `at` refuses it.
+    pub fn require_safe_parents(&self) -> Result<()> {
+        match &self.unsafe_parents {
+            Some(problem) => Err(Error::Usage(format!(
+                "refusing to start a job in the proc-manager home {}: {problem}",
+                self.root.display()
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether `require_safe_parents` refuses.
+    pub fn parents_are_unsafe(&self) -> bool {
+        self.unsafe_parents.is_some()
     }
 
     /// Uses `root` as `at` does, and from now on reaches it through this
@@ -75,9 +136,21 @@ impl Home {
     /// lives as long as its job; its paths are then relative, never recorded
     /// (`root` is) and shown through `shown`.
     pub fn hold(root: PathBuf) -> Result<(Home, HeldHome)> {
-        let home = Home::at(root)?;
+        Home::hold_for(root, Purpose::Launch)
+    }
+
+    /// `hold`, for the long-lived errands (`__watch`, `__announce`,
+    /// `__deliver`): they write logs and run hooks as a supervisor does, so
+    /// they hold their home too; they start no job, so a home whose parents
+    /// are not safe is held as `for_looking` takes it.
+    pub fn hold_for_errand(root: PathBuf) -> Result<(Home, HeldHome)> {
+        Home::hold_for(root, Purpose::Look)
+    }
+
+    fn hold_for(root: PathBuf, purpose: Purpose) -> Result<(Home, HeldHome)> {
+        let home = Home::open(root, purpose)?;
         let held = HeldHome::open(&home)?;
-        Ok((Home { root: home.root, base: PathBuf::from(".") }, held))
+        Ok((Home { root: home.root, base: PathBuf::from("."), unsafe_parents: home.unsafe_parents }, held))
     }
 
     /// Where this process reaches the home (see `base`): for file access,
@@ -112,6 +185,20 @@ impl Home {
     }
     pub fn log_path(&self, id: &str) -> PathBuf {
         self.job_dir(id).join("output.log")
+    }
+
+    /// Where this process reads or writes the log a job's record names
+    /// (`recorded`, under `root`): through `dir()`, so that a supervisor or
+    /// an errand holding its home never follows the home's name into a
+    /// directory put in its place. A log recorded elsewhere (no run-bg puts
+    /// one there) is taken as recorded.
+    pub fn job_log(&self, id: &str, recorded: &Path) -> PathBuf {
+        let held = self.log_path(id);
+        if self.shown(&held) == recorded {
+            held
+        } else {
+            recorded.to_path_buf()
+        }
     }
 
     /// Says plainly that the disk is full when a write into the home failed
@@ -150,6 +237,8 @@ impl Home {
 pub struct HeldHome {
     /// The path it was opened by (symlinks resolved), and what it was.
     path: PathBuf,
+    /// Kept open to ask whether it still has a name (`removed`).
+    dir: File,
     dev: u64,
     ino: u64,
 }
@@ -168,7 +257,13 @@ impl HeldHome {
             return refuse(format!("{} changed owner or mode while it was being checked", path.display()));
         }
         rustix::process::fchdir(&dir).map_err(|e| Error::io("enter", &path, e.into()))?;
-        Ok(HeldHome { path, dev: opened.dev(), ino: opened.ino() })
+        Ok(HeldHome { path, dir, dev: opened.dev(), ino: opened.ino() })
+    }
+
+    /// Whether the home was removed (`rm -rf`): a removed directory has no
+    /// links left, and nothing written into it can ever be read.
+    pub fn removed(&self) -> bool {
+        self.dir.metadata().is_ok_and(|meta| meta.nlink() == 0)
     }
 
     /// Opens the home by its path again and works through that if it is still
@@ -189,30 +284,38 @@ fn open_dir_nofollow(path: &Path) -> std::io::Result<File> {
     OpenOptions::new().read(true).custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW).open(path)
 }
 
-/// Refuses a home whose parent directories another user could change, as
-/// OpenSSH's StrictModes refuses such a `~/.ssh`: whoever can rename the
-/// home away can put their own in its place, with settings whose hooks run
-/// as us and queued jobs we would start. Each parent must be owned by us or
-/// root and writable by no one else, unless it is sticky (as /tmp, 1777):
-/// there others cannot rename what they do not own. A symbolic link on the
-/// way must be ours or root's, or its owner could point it elsewhere.
-fn check_parents(home: &Path) -> Result<()> {
-    let refuse = |dir: &Path, problem: String, fix: String| {
-        Err(Error::Usage(format!(
-            "refusing to use {} as the proc-manager home: its parent directory {} {problem}, so another user \
-             could rename the home away and put their own in its place (settings, hooks and queued jobs run as you). {fix}",
-            home.display(),
+/// Judges a home's parent directories as OpenSSH's StrictModes judges those
+/// of `~/.ssh`: whoever can rename the home away can put their own in its
+/// place, with settings whose hooks run as us and queued jobs we would start.
+/// Each parent must be owned by us or root and writable by no one else,
+/// unless it is sticky (as /tmp, 1777): there others cannot rename what they
+/// do not own. Two exceptions, as Debian's OpenSSH makes them: write by a
+/// group that is ours alone (our primary group, with no other member: the
+/// user private groups of Debian and Ubuntu, where umask 002 makes 775
+/// directories), and, inside a user namespace (bubblewrap, `unshare -r`,
+/// rootless containers), the overflow uid files of owners outside it show as
+/// (there `/` and `/tmp` are the host root's). A symbolic link on the way
+/// must be ours or root's, or its owner could point it elsewhere.
+/// `Some(what is wrong and how to fix it)` when they are not safe.
+fn check_parents(home: &Path) -> Result<Option<String>> {
+    let problem = |dir: &Path, problem: String, fix: String| {
+        Ok(Some(format!(
+            "its parent directory {} {problem}, so another user could rename the home away and put their own in its \
+             place (settings, hooks and queued jobs run as you). {fix}",
             dir.display()
         )))
     };
     let elsewhere = "or set PROC_MANAGER_HOME to a directory inside one of your own";
+    let outside_owner = crate::os::platform::foreign_owner_uid();
+    // Root's, or in a user namespace someone's outside it (the host's root).
+    let trusted_owner = |uid: u32| uid == euid() || uid == 0 || Some(uid) == outside_owner;
     // Symlinks on the way as named (their targets are judged below, resolved).
     let mut named = PathBuf::new();
     for part in home.parent().unwrap_or(home).components() {
         named.push(part);
         if let Ok(meta) = std::fs::symlink_metadata(&named) {
-            if meta.file_type().is_symlink() && meta.uid() != euid() && meta.uid() != 0 {
-                return refuse(
+            if meta.file_type().is_symlink() && !trusted_owner(meta.uid()) {
+                return problem(
                     &named,
                     format!("is a symbolic link owned by uid {}, who can point it elsewhere", meta.uid()),
                     format!("Use a path without it, {elsewhere}."),
@@ -228,23 +331,50 @@ fn check_parents(home: &Path) -> Result<()> {
     }
     for dir in chains.iter().flat_map(|chain| chain.ancestors()) {
         let meta = std::fs::metadata(dir).map_err(|e| Error::io("inspect", dir, e))?;
-        if meta.uid() != euid() && meta.uid() != 0 {
-            return refuse(
+        if !trusted_owner(meta.uid()) {
+            return problem(
                 dir,
                 format!("is owned by uid {}, not by you (uid {}) or root", meta.uid(), euid()),
                 format!("Fix it with: chown {} {} ({elsewhere})", euid(), dir.display()),
             );
         }
         let sticky = meta.mode() & 0o1000 != 0;
-        if meta.mode() & 0o022 != 0 && !sticky {
-            return refuse(
+        let others_write = meta.mode() & 0o002 != 0;
+        let stranger_group_writes = meta.mode() & 0o020 != 0 && !group_is_ours_alone(meta.gid());
+        if (others_write || stranger_group_writes) && !sticky {
+            return problem(
                 dir,
                 format!("is writable by its group or others (mode {:o}) and not sticky", meta.mode() & 0o7777),
                 format!("Fix it with: chmod go-w {} (or chmod +t {0}, as /tmp is) ({elsewhere})", dir.display()),
             );
         }
     }
-    Ok(())
+    Ok(None)
+}
+
+/// Whether the group `gid` is our user private group, as read from
+/// /etc/passwd and /etc/group (a user known only to a directory service is
+/// not found, and the group is judged shared).
+fn group_is_ours_alone(gid: u32) -> bool {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    group_is_private_to(gid, euid(), &read("/etc/passwd"), &read("/etc/group"))
+}
+
+/// Debian OpenSSH's "user-group-modes" rule: the group is `uid`'s primary
+/// group, no one else is a member of it, and no other user has it as theirs.
+fn group_is_private_to(gid: u32, uid: u32, passwd: &str, group: &str) -> bool {
+    // name:password:id:gid (passwd), name:password:gid:members (group).
+    let parse = |field: &str| field.parse::<u32>().ok();
+    let passwd: Vec<Vec<&str>> = passwd.lines().map(|line| line.split(':').collect::<Vec<_>>()).filter(|f| f.len() >= 4).collect();
+    let group: Vec<Vec<&str>> = group.lines().map(|line| line.split(':').collect::<Vec<_>>()).filter(|f| f.len() >= 4).collect();
+    let Some(user) = passwd.iter().find(|f| parse(f[2]) == Some(uid)) else { return false };
+    if parse(user[3]) != Some(gid) {
+        return false;
+    }
+    let Some(entry) = group.iter().find(|f| parse(f[2]) == Some(gid)) else { return false };
+    let members_ours = entry[3].split(',').map(str::trim).filter(|m| !m.is_empty()).all(|m| m == user[0]);
+    let shared_as_primary = passwd.iter().any(|f| parse(f[2]) != Some(uid) && parse(f[3]) == Some(gid));
+    members_ours && !shared_as_primary
 }
 
 /// A file in the home must be ours: one another user made (they could write
@@ -502,7 +632,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let open = dir.path().join("open");
         std::fs::create_dir(&open).unwrap();
-        for mode in [0o777, 0o775, 0o757] {
+        // Group write by a group of ours alone is allowed (see the user-group
+        // test below): as root the group is made one that is not.
+        let modes: &[u32] = if is_root() { &[0o777, 0o775, 0o757] } else { &[0o777, 0o757] };
+        if is_root() {
+            let c_path = CString::new(open.as_os_str().as_bytes()).unwrap();
+            // SAFETY: c_path is a valid NUL-terminated path that outlives the call; -1 keeps the owner.
+            assert_eq!(unsafe { libc::chown(c_path.as_ptr(), u32::MAX, 65534) }, 0);
+        }
+        for &mode in modes {
             std::fs::set_permissions(&open, std::fs::Permissions::from_mode(mode)).unwrap();
             let err = Home::at(open.join("home")).expect_err(&format!("a parent of mode {mode:o}")).to_string();
             assert!(err.contains(&format!("parent directory {} is writable", open.display())), "{mode:o}: {err}");
@@ -511,6 +649,50 @@ mod tests {
         // Sticky, as /tmp: others cannot rename what they do not own.
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
         Home::at(open.join("home")).expect("a sticky parent is fine");
+    }
+
+    /// Debian's user private groups (umask 002, 775 directories): group
+    /// write by a group that is the user's alone is no one else's write.
+    #[test]
+    fn group_write_is_allowed_only_by_a_group_of_the_user_alone() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\n\
+                      ann:x:1000:1000:Ann:/home/ann:/bin/bash\n\
+                      bob:x:1001:1001:Bob:/home/bob:/bin/bash\n\
+                      eve:x:1002:100:Eve:/home/eve:/bin/bash\n\
+                      kim:x:1003:100:Kim:/home/kim:/bin/bash\n";
+        let group = "root:x:0:\nusers:x:100:\nann:x:1000:\nbob:x:1001:bob\nstaff:x:50:ann,bob\nshared:x:1004:ann,eve\n";
+        assert!(group_is_private_to(1000, 1000, passwd, group), "ann's own group, no members");
+        assert!(group_is_private_to(1001, 1001, passwd, group), "bob's own group, bob its only member");
+        assert!(group_is_private_to(0, 0, passwd, group), "root's group, no one else's");
+        assert!(!group_is_private_to(1001, 1000, passwd, group), "another user's private group");
+        assert!(!group_is_private_to(50, 1000, passwd, group), "not ann's primary group");
+        assert!(!group_is_private_to(100, 1002, passwd, group), "eve's primary group is kim's too");
+        let with_member = group.replace("ann:x:1000:", "ann:x:1000:eve");
+        assert!(!group_is_private_to(1000, 1000, passwd, &with_member), "another user is a member");
+        assert!(!group_is_private_to(1000, 1000, passwd, "users:x:100:\n"), "a group /etc/group does not know");
+        assert!(!group_is_private_to(1000, 1005, passwd, group), "a user /etc/passwd does not know");
+    }
+
+    /// Verbs that only look at or stop jobs work in a home whose parents are
+    /// not safe (so jobs an older version started there can be cleaned up);
+    /// starting one is refused.
+    #[test]
+    fn a_home_with_unsafe_parents_can_be_looked_at_but_not_started_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        let home = open.join("home");
+        Home::at(home.clone()).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(Home::at(home.clone()).is_err(), "refused for starting");
+        let looked = Home::for_looking(home.clone()).expect("usable for looking");
+        let err = looked.require_safe_parents().expect_err("no start there").to_string();
+        assert!(err.contains(&format!("parent directory {} is writable", open.display())), "{err}");
+        assert!(err.contains(&format!("chmod go-w {}", open.display())), "{err}");
+        // Nothing is made in such a place to look at.
+        let err = Home::for_looking(open.join("new")).expect_err("a home not made yet").to_string();
+        assert!(err.contains("refusing to use"), "{err}");
+        assert!(!open.join("new").exists());
     }
 
     #[test]

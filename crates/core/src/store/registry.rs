@@ -282,7 +282,7 @@ impl Registry {
         let reserved = (bytes.len() + JOB_FILE_SLACK).div_ceil(JOB_FILE_BLOCK) * JOB_FILE_BLOCK;
         match write_file_atomically(&path, &padded(&bytes, reserved), durable) {
             Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::io("write", path, e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(self.home.explain(Error::io("write", path, e))),
             Err(e) => overwrite_in_place(&path, &bytes, durable).map_err(|_| self.home.explain(Error::io("write", path, e))),
         }
     }

@@ -172,8 +172,8 @@ impl Matchers {
 /// The body of a `matched` event: the exit event's shape (`event_body`),
 /// with `status: "matched"`, the pattern, the line and its neighbours. The
 /// job still runs, so `exitCode` is -1 and `outcome` names the pattern.
-pub fn match_body(config: &Config, job: &Job, event: &MatchEvent) -> serde_json::Value {
-    let mut body = notify::event_body(&config.notify, job);
+pub fn match_body(home: &Home, config: &Config, job: &Job, event: &MatchEvent) -> serde_json::Value {
+    let mut body = notify::event_body(home, &config.notify, job);
     body["level"] = config.notify.level.clone().into();
     let message = format!(
         "run-bg: {} ({}) printed a line matching /{}/: {}; run-bg check {}",
@@ -204,7 +204,7 @@ pub fn match_body(config: &Config, job: &Job, event: &MatchEvent) -> serde_json:
 /// wake-up, and the job's record keeps the announcement of its end.
 pub fn announce_match(home: &Home, config: &Config, job: &Job, event: &MatchEvent) {
     let Some(url) = config.notify.url.clone() else { return };
-    let body = serde_json::to_vec(&match_body(config, job, event)).unwrap_or_default();
+    let body = serde_json::to_vec(&match_body(home, config, job, event)).unwrap_or_default();
     let pace = Pace::for_level(&config.notify, &config.notify.level);
     if let Slot::At(at) = pace::claim(home, &pace, now_ms()) {
         std::thread::sleep(Duration::from_millis(at.saturating_sub(now_ms())));

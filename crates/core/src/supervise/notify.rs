@@ -108,10 +108,10 @@ pub fn message_line(job: &Job) -> String {
 /// broken up: the interrupt service fills `{{key}}` in a rule's message from
 /// `data`, and uses `data.message` as that template when the rule has none,
 /// so text from the log must not be able to pull in other values.
-pub fn event_message(job: &Job) -> String {
+pub fn event_message(home: &Home, job: &Job) -> String {
     let mut message = message_line(job);
     if job.status() == JobStatus::Failed {
-        if let Some(line) = first_error_line(job) {
+        if let Some(line) = first_error_line(home, job) {
             message.push_str("; first error: ");
             message.push_str(&text::cut(&line, ERROR_LINE_CHARS));
         }
@@ -119,8 +119,9 @@ pub fn event_message(job: &Job) -> String {
     defuse_templates(&message)
 }
 
-fn first_error_line(job: &Job) -> Option<String> {
-    digest::error_lines(Path::new(&job.log_path), 20).into_iter().find(|line| digest::looks_like_error(line))
+/// The log is read through the home this process holds (`Home::job_log`).
+fn first_error_line(home: &Home, job: &Job) -> Option<String> {
+    digest::error_lines(&home.job_log(&job.id, Path::new(&job.log_path)), 20).into_iter().find(|line| digest::looks_like_error(line))
 }
 
 /// `{{` and `}}` become `{ {` and `} }`, until none is left (`{{{` too).
@@ -160,8 +161,8 @@ pub fn outcome(job: &Job) -> String {
     }
 }
 
-fn last_lines(job: &Job) -> Vec<String> {
-    logs::tail_lines(Path::new(&job.log_path), LAST_LINES, |_| true)
+fn last_lines(home: &Home, job: &Job) -> Vec<String> {
+    logs::tail_lines(&home.job_log(&job.id, Path::new(&job.log_path)), LAST_LINES, |_| true)
         .iter()
         .map(|line| text::clean_line(&String::from_utf8_lossy(line), LAST_LINE_CHARS))
         .collect()
@@ -169,7 +170,7 @@ fn last_lines(job: &Job) -> Vec<String> {
 
 /// The request body: `{"source", "level", "data": {...}}`. No value in
 /// `data` is null: the service leaves a rule's `{{key}}` literal for a null.
-pub fn event_body(config: &NotifyConfig, job: &Job) -> serde_json::Value {
+pub fn event_body(home: &Home, config: &NotifyConfig, job: &Job) -> serde_json::Value {
     serde_json::json!({
         "source": config.source,
         "level": config.level_for(job.status().as_str()),
@@ -185,8 +186,8 @@ pub fn event_body(config: &NotifyConfig, job: &Job) -> serde_json::Value {
             "durationMs": job.duration_ms(now_ms()),
             "logPath": crate::model::os_text::escaped(job.log_path.as_os_str()),
             "owner": job.owner.clone().unwrap_or_default(),
-            "message": event_message(job),
-            "lastLines": last_lines(job),
+            "message": event_message(home, job),
+            "lastLines": last_lines(home, job),
         }
     })
 }
@@ -280,9 +281,11 @@ pub fn post(url: &str, body: &[u8], timeout: Duration) -> Result<Answer, Failure
 }
 
 /// Runs one hook with `/bin/sh -c`: the event JSON on stdin, `RUN_BG_*` in
-/// its environment, output appended to `hooks.log` beside the job's log.
-/// Killed (its whole group) after `timeout`; its failure is recorded, not fatal.
-pub fn run_hook(command: &str, event: &[u8], job: &Job, message: &str, timeout: Duration) -> HookRun {
+/// its environment, output appended to `hooks.log` in the job's directory,
+/// reached through the home this process holds (never by the home's name,
+/// which may lead elsewhere by now). Killed (its whole group) after
+/// `timeout`; its failure is recorded, not fatal.
+pub fn run_hook(home: &Home, command: &str, event: &[u8], job: &Job, message: &str, timeout: Duration) -> HookRun {
     let started = Instant::now();
     let finish = |exit_code: Option<i32>, error: Option<String>| HookRun {
         command: command.to_string(),
@@ -290,7 +293,7 @@ pub fn run_hook(command: &str, event: &[u8], job: &Job, message: &str, timeout: 
         error,
         duration_ms: started.elapsed().as_millis() as u64,
     };
-    let log_dir = Path::new(&job.log_path).parent().map(Path::to_path_buf).unwrap_or_default();
+    let log_dir = home.job_dir(&job.id);
     let output = crate::store::paths::options_nofollow()
         .create(true)
         .append(true)
@@ -369,9 +372,9 @@ pub fn run_hook(command: &str, event: &[u8], job: &Job, message: &str, timeout: 
 pub fn announce(home: &Home, config: &Config, job: &Job) {
     let registry = Registry::for_config(home, config);
     let notify = &config.notify;
-    let event = event_body(notify, job);
+    let event = event_body(home, notify, job);
     let body = serde_json::to_vec(&event).unwrap_or_default();
-    let message = event_message(job);
+    let message = event_message(home, job);
     let url = claim(notify, job).and(notify.url.clone());
     let timeout = Duration::from_millis(notify.timeout_ms);
     let started = Instant::now();
@@ -390,7 +393,7 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
 
     let hooks: Vec<HookRun> = hooks_for(notify, job)
         .iter()
-        .map(|command| run_hook(command, &body, job, &message, Duration::from_millis(notify.hook_timeout_ms)))
+        .map(|command| run_hook(home, command, &body, job, &message, Duration::from_millis(notify.hook_timeout_ms)))
         .collect();
     if !hooks.is_empty() {
         let _ = registry.modify(&job.id, |stored| stored.hooks.extend(hooks));

@@ -102,8 +102,8 @@ pub fn separator(number: u32, reason: &str, delay: Duration) -> String {
 /// it: the data of the end's event, with `status: "restarted"`, its own
 /// `eventId` (`<jobId>:restart-<n>`), the ended run's exit code, and what
 /// happens next in `outcome` and `message`. At the level of a failure.
-pub fn restart_event(config: &NotifyConfig, job: &Job, number: u32, exit: &Exit, delay: Duration) -> serde_json::Value {
-    let mut body = notify::event_body(config, job);
+pub fn restart_event(home: &crate::store::paths::Home, config: &NotifyConfig, job: &Job, number: u32, exit: &Exit, delay: Duration) -> serde_json::Value {
+    let mut body = notify::event_body(home, config, job);
     body["level"] = config.level_for("failed").into();
     let why = reason(exit);
     let command = crate::model::text::cut(&crate::model::text::visible(&job.command).replace('\n', " "), 80);

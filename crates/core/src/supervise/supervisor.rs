@@ -563,9 +563,7 @@ impl Supervisor {
             }
         };
 
-        // Through the held home when the record names the log there (always, from run-bg).
-        let log_path = Some(home.log_path(&job.id)).filter(|p| home.shown(p) == Path::new(&job.log_path));
-        let log_path = log_path.unwrap_or_else(|| PathBuf::from(&job.log_path));
+        let log_path = home.job_log(&job.id, Path::new(&job.log_path));
         let log = match RotatingWriter::create(&log_path, spec.config.logs.max_bytes, spec.config.logs.keep) {
             Ok(log) => log,
             Err(e) => return Err(fail(job, home.explain(e).to_string())),
@@ -906,6 +904,11 @@ impl Supervisor {
             }
         }
         if self.signals.stop.swap(false, Ordering::Relaxed) {
+            // Nothing left to stop: only an end we could not write keeps us.
+            if self.unrecorded.is_some() && matches!(self.phase, Phase::Recorded { .. } | Phase::Done) {
+                self.give_up_unrecorded("asked to stop (SIGTERM, SIGINT or SIGHUP)");
+                return;
+            }
             let request = KillRequest { grace_ms: self.config.kill.grace_ms, force: false, caller_sweeps: false };
             self.begin_kill(KillReason::Requested, request);
         }
@@ -1243,7 +1246,7 @@ impl Supervisor {
     /// final end is the announcement that must arrive; this one is extra.
     fn announce_restart(&mut self, number: u32, exit: &Exit, delay: Duration) {
         let Some(url) = self.config.notify.url.clone().filter(|_| self.job.notify) else { return };
-        let body = restart::restart_event(&self.config.notify, &self.job, number, exit, delay).to_string();
+        let body = restart::restart_event(&self.home, &self.config.notify, &self.job, number, exit, delay).to_string();
         let timeout = Duration::from_millis(self.config.notify.timeout_ms);
         self.fork_errand("restart announcer", |_| {
             let _ = notify::post(&url, body.as_bytes(), timeout);
@@ -1395,6 +1398,36 @@ impl Supervisor {
         self.unrecorded = Some(Unrecorded { error, since: now, next_try: now + RETRY_FIRST_PAUSE, pause: RETRY_FIRST_PAUSE, _shown: shown });
     }
 
+    /// Why an end kept unwritten can never be written, if it cannot: the home
+    /// we hold was removed (no name leads to it any more), or the job's
+    /// directory was and the registry no longer knows the job. Retrying for
+    /// ever would keep us alive for nothing.
+    fn end_has_nowhere_to_go(&self) -> Option<String> {
+        if self.held.removed() {
+            return Some(format!("the home {} was removed", self.home.root.display()));
+        }
+        let job_dir = self.home.job_dir(&self.job.id);
+        let dir_gone = std::fs::symlink_metadata(&job_dir).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+        if dir_gone && matches!(self.registry.get(&self.job.id), Err(crate::Error::UnknownJob(_))) {
+            return Some(format!("its directory {} was removed and the registry no longer knows it", self.home.shown(&job_dir).display()));
+        }
+        None
+    }
+
+    /// Lets go of an end that could not be written, saying what it was: we
+    /// then exit as soon as nothing else of the job keeps us.
+    fn give_up_unrecorded(&mut self, why: &str) {
+        if let Some(unrecorded) = self.unrecorded.take() {
+            self.note_error(&format!(
+                "giving up recording the job's end ({}, {}), unwritten for {:.1} s ({}): {why}",
+                self.job.status(),
+                crate::model::job::how_it_ended(&self.job),
+                unrecorded.since.elapsed().as_secs_f64(),
+                unrecorded.error
+            ));
+        }
+    }
+
     /// Writes the kept end when its time to try has come: job.json (which
     /// readers prefer), else the registry. Once written, the queue's slot is
     /// handed on, as after any end.
@@ -1406,6 +1439,10 @@ impl Supervisor {
         }
         unrecorded.pause = (unrecorded.pause * 2).min(RETRY_LONGEST_PAUSE);
         unrecorded.next_try = now + unrecorded.pause;
+        if let Some(why) = self.end_has_nowhere_to_go() {
+            self.give_up_unrecorded(&why);
+            return;
+        }
         self.held.refresh();
         let job = self.job.clone();
         let in_job_file = self.registry.write_job_file(&job, true);

@@ -38,6 +38,16 @@ impl Context {
         Ok(Context { home, config, runner: None })
     }
 
+    /// For the long-lived errands (`__watch`, `__announce`, `__deliver`): the
+    /// home held as a supervisor holds it (`Home::hold_for_errand`), so that
+    /// their logs and hooks never follow the home's name elsewhere. Keep the
+    /// `HeldHome` for as long as the context is used.
+    pub fn load_holding() -> Result<(Context, crate::store::paths::HeldHome)> {
+        let (home, held) = Home::hold_for_errand(Home::resolve_root()?)?;
+        let config = Config::load(&home.config_path())?;
+        Ok((Context { home, config, runner: None }, held))
+    }
+
     /// For stopping jobs: a config.json that cannot be used must not keep
     /// anyone from killing what runs, so it falls back to the defaults and
     /// says so (a `tracing` warning; the CLI prints it on stderr).
@@ -426,7 +436,7 @@ impl Context {
         let mut output = outpipe::Reattached::open(
             &self.home.job_dir(id),
             inherited,
-            std::path::Path::new(&job.log_path),
+            &self.home.job_log(id, std::path::Path::new(&job.log_path)),
             &self.config.logs,
         );
         loop {

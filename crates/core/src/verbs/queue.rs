@@ -225,7 +225,8 @@ impl Context {
     /// `run-bg` binary: it hands on the slots of supervisors that died
     /// before they could.
     pub fn fill_queues(&self) {
-        if !self.home.dir().join(PENDING_FILE).exists() {
+        // Queued jobs wait there until it is fixed (opening it said so).
+        if self.home.parents_are_unsafe() || !self.home.dir().join(PENDING_FILE).exists() {
             return;
         }
         if let Err(e) = fill(self) {
@@ -410,7 +411,7 @@ fn read_spec(dir: &Path) -> std::result::Result<Vec<(OsString, OsString)>, Strin
 fn mark_pending(home: &Home) {
     let path = home.dir().join(PENDING_FILE);
     if let Err(e) = crate::store::paths::options_nofollow().write(true).create(true).truncate(false).open(&path) {
-        tracing::warn!("cannot write {}: {e}; queued jobs start only as running ones end", path.display());
+        tracing::warn!("cannot write {}: {e}; queued jobs start only as running ones end", home.shown(&path).display());
     }
 }
 

@@ -242,6 +242,7 @@ fn validate(request: &StartRequest) -> Result<()> {
 /// Starts a job under its own supervisor and returns once its main process
 /// runs, or with the reason it could not start (then recorded as `failed`).
 pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path) -> Result<Started> {
+    context.home.require_safe_parents()?;
     validate(&request)?;
     let warnings = validate_wake(context, &request)?;
     let cwd = match &request.cwd {
@@ -430,7 +431,8 @@ fn run_supervisor(
     let status = child.wait();
     if let Some(Err(e)) = write_result {
         if ready.is_empty() {
-            return Err(HandOffError::CannotHandOver(exited_unread(e, status, &job_dir.join("supervisor.log"))));
+            let log = job_dir.join("supervisor.log");
+            return Err(HandOffError::CannotHandOver(exited_unread(e, status, &log, &context.home.shown(&log))));
         }
     }
     parse_ready_line(ready.lines().next().unwrap_or(""))
@@ -439,7 +441,9 @@ fn run_supervisor(
 /// A hand-off write that failed because the supervisor was gone (EPIPE):
 /// says so, how it ended, and what it wrote on its way out, rather than
 /// "Broken pipe".
-fn exited_unread(error: std::io::Error, status: std::io::Result<std::process::ExitStatus>, log: &Path) -> std::io::Error {
+/// `log` is read as this process reaches it; `shown` is how the user knows it
+/// (a supervisor handing a queued job on reaches its home by a relative path).
+fn exited_unread(error: std::io::Error, status: std::io::Result<std::process::ExitStatus>, log: &Path, shown: &Path) -> std::io::Error {
     if error.kind() != std::io::ErrorKind::BrokenPipe {
         return error;
     }
@@ -450,7 +454,7 @@ fn exited_unread(error: std::io::Error, status: std::io::Result<std::process::Ex
         .unwrap_or_default();
     std::io::Error::new(
         error.kind(),
-        format!("it exited before reading the job ({how}){said}; its errors go to {}", log.display()),
+        format!("it exited before reading the job ({how}){said}; its errors go to {}", shown.display()),
     )
 }
 
