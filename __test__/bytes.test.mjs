@@ -149,13 +149,15 @@ test('a home whose path is no UTF-8 works: the job runs, its log is read, its lo
   assert.equal(logs.stdout, 'hi\n')
 })
 
-// The build before bytes were kept (b3bdddc), as the reviewer kept it: a home
-// is shared by whatever run-bg versions an agent's tools bring along.
-const EARLIER_RUN_BG = '/work/baseline/run-bg'
+// A build from before bytes were kept (b3bdddc or earlier), named by
+// PROC_MANAGER_EARLIER_RUN_BG: a home is shared by whatever run-bg versions
+// an agent's tools bring along. The Rust test registry_format reads the new
+// record with the earlier record shape wherever this one skips.
+const EARLIER_RUN_BG = process.env.PROC_MANAGER_EARLIER_RUN_BG
 
 test('a record holding bytes that are no UTF-8 is read by an earlier run-bg sharing the home: it lists the job and leaves jobs.json in place', async (t) => {
-  if (!fs.existsSync(EARLIER_RUN_BG)) {
-    t.skip(`no earlier build at ${EARLIER_RUN_BG} to read the record with`)
+  if (!EARLIER_RUN_BG || !fs.existsSync(EARLIER_RUN_BG)) {
+    t.skip('PROC_MANAGER_EARLIER_RUN_BG names no earlier run-bg build (one from b3bdddc) to read the record with')
     return
   }
   const { home } = makeHome(t)
