@@ -149,8 +149,8 @@ export declare class JobEnds implements AsyncIterableIterator<JobEnd> {
  */
 export declare function jobEvents(options?: WatchJobsOptions | undefined | null): JobEvents
 
-export declare class JobEvents extends EventEmitter {
-  private constructor()
+/** What `jobEvents` returns (not exported: made by `jobEvents` only). */
+export interface JobEvents extends EventEmitter {
   /** Stops watching; the native thread ends at once, then `'close'` is emitted. */
   close(): void
   on(event: 'end', listener: (end: JobEnd) => void): this
