@@ -358,13 +358,21 @@ export interface TieInfo {
   reason?: string
 }
 
-/** Kills every running job (of `owner`, when given), all at once. */
+/**
+ * Kills every running job, and every ended one whose processes live on (of
+ * `owner`, when given; started over `olderThanMs` ago, when given), all at once.
+ */
 export declare function killAll(options?: KillAllOptions | undefined | null): Promise<KillResult[]>
 
 export interface KillAllOptions {
+  /** Only this owner's jobs. */
   owner?: string
+  /** Milliseconds between SIGTERM and SIGKILL (default: kill.grace_ms). */
   graceMs?: number
+  /** SIGKILL at once. */
   force?: boolean
+  /** Only the jobs started more than this many milliseconds ago (`run-bg kill --all --older-than`). */
+  olderThanMs?: number
 }
 
 /**

@@ -114,7 +114,7 @@ test('misspelt JS option names are refused with the list of accepted ones, by ev
   throwsWith(() => new pm.ResourceTracker({ threshold: 5 }), /unknown option `threshold` for ResourceTracker; accepted: enabled, memoryThresholdMb, mcpPatterns$/)
   await rejectsWith(() => pm.runYield('true', { yieldMs: 10, lable: 'x' }), new RegExp(`unknown option \`lable\` for runYield; accepted: yieldMs, ${runNames}, signal$`))
   await rejectsWith(() => pm.killJob(id, { grace: 5 }), /unknown option `grace` for killJob; accepted: graceMs, force$/)
-  await rejectsWith(() => pm.killAll({ graceMS: 5 }), /unknown option `graceMS` for killAll; accepted: owner, graceMs, force$/)
+  await rejectsWith(() => pm.killAll({ graceMS: 5 }), /unknown option `graceMS` for killAll; accepted: owner, graceMs, force, olderThanMs$/)
   await rejectsWith(() => pm.waitJob(id, { timeout: 5 }), /unknown option `timeout` for waitJob; accepted: timeoutMs, signal, ready$/)
   throwsWith(() => pm.followLog(id, { line: 5 }), /unknown option `line` for followLog; accepted: lines, signal$/)
   await rejectsWith(() => pm.cleanupOrphans({ mod: 'kill' }), /unknown option `mod` for cleanupOrphans; accepted: mode, owner, force, graceMs$/)

@@ -1,12 +1,13 @@
 // Jobs tied to their caller (`run-bg --tie`, `--tie-pid`, `runBackground(cmd,
 // {tie: true})`): when that process exits, the supervisor (woken by a pidfd)
-// kills the job's tree and records why. And `kill --all --older-than`.
+// kills the job's tree and records why. And `kill --all --older-than`,
+// `killAll({ olderThanMs })` and MCP kill_job's olderThanMs.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
-import { root, makeHome, RUN_BG, runBg, startJob, checkJson, waitFor, isAlive, killPid, cookieProcesses, anySurvivor, ESCAPING_TREE, sleep, connectMcp } from './helpers.mjs'
+import { pm, root, makeHome, RUN_BG, runBg, startJob, checkJson, waitFor, isAlive, killPid, cookieProcesses, anySurvivor, ESCAPING_TREE, sleep, connectMcp } from './helpers.mjs'
 
 test('--tie: the job is killed with its tree when the shell that started it exits', async (t) => {
   const { home, extraPids } = makeHome(t)
@@ -109,6 +110,61 @@ test('kill --all --older-than kills only the jobs started before the cut', async
   assert.deepEqual(JSON.parse(r2.stdout).map((k) => k.jobId), [old.jobId])
   assert.equal(checkJson(home, young.jobId).status, 'running')
   assert.equal(checkJson(home, old.jobId).status, 'killed')
+})
+
+/** Resolves once the job started at least `ms` ago (its own recorded start). */
+const agedBy = (home, job, ms) =>
+  waitFor(() => Date.now() - checkJson(home, job.jobId).startedAt >= ms, { what: `${job.jobId} to be ${ms} ms old`, timeout: 30_000 })
+
+test('killAll({ olderThanMs }) kills only the jobs started before the cut, of owner when given', async (t) => {
+  const { home } = makeHome(t)
+  process.env.PROC_MANAGER_HOME = home
+  const old = startJob(home, ['sleep', '311'], ['--owner', 'a'])
+  const oldOther = startJob(home, ['sleep', '312'], ['--owner', 'b'])
+  // Ended, but with a process left behind: killAll's targets, old or not.
+  const oldLeaver = startJob(home, ['sh', '-c', 'sleep 313 & exit 0'], ['--owner', 'a'])
+  await agedBy(home, oldLeaver, 2000)
+  const young = startJob(home, ['sleep', '314'], ['--owner', 'a'])
+  await assert.rejects(pm.killAll({ olderThanMs: '1h' }), /bad olderThanMs: "1h"; give a number of milliseconds >= 0/)
+  await assert.rejects(pm.killAll({ olderThanMs: -1 }), /bad olderThanMs: -1/)
+
+  const mine = await pm.killAll({ olderThanMs: 1000, owner: 'a', force: true })
+  assert.deepEqual(mine.map((k) => k.jobId).sort(), [old.jobId, oldLeaver.jobId].sort())
+  assert.ok(mine.every((k) => k.signalled), JSON.stringify(mine))
+  const rest = await pm.killAll({ olderThanMs: 1000, force: true })
+  assert.deepEqual(rest.map((k) => [k.jobId, k.status]), [[oldOther.jobId, 'killed']])
+  assert.equal(checkJson(home, young.jobId).status, 'running')
+  assert.equal(checkJson(home, old.jobId).status, 'killed')
+  assert.deepEqual(checkJson(home, oldLeaver.jobId).lingering, [])
+  assert.deepEqual(await pm.killAll({ olderThanMs: 1000 }), [], 'nothing old is left')
+})
+
+test('MCP kill_job with olderThanMs (and owner) kills only the jobs started before the cut', async (t) => {
+  const { home } = makeHome(t)
+  const old = startJob(home, ['sleep', '315'], ['--owner', 'a'])
+  const oldOther = startJob(home, ['sleep', '316'], ['--owner', 'b'])
+  await agedBy(home, oldOther, 2000)
+  const young = startJob(home, ['sleep', '317'], ['--owner', 'a'])
+  const client = await connectMcp(t, home)
+  await client.listTools()
+  const text = (r) => r.content.map((c) => c.text).join('\n')
+
+  for (const args of [{}, { jobId: old.jobId, olderThanMs: 1000 }, { jobId: old.jobId, owner: 'a' }]) {
+    const refused = await client.callTool({ name: 'kill_job', arguments: args })
+    assert.equal(refused.isError, true, JSON.stringify(args))
+    assert.match(text(refused), /give jobId, or olderThanMs/)
+  }
+  const mine = await client.callTool({ name: 'kill_job', arguments: { olderThanMs: 1000, owner: 'a', force: true } })
+  assert.equal(mine.isError, undefined, text(mine))
+  assert.deepEqual(mine.structuredContent, { killed: [old.jobId] })
+  assert.match(text(mine), new RegExp(`killed ${old.jobId}`))
+  const rest = await client.callTool({ name: 'kill_job', arguments: { olderThanMs: 1000, force: true } })
+  assert.deepEqual(rest.structuredContent, { killed: [oldOther.jobId] })
+  const none = await client.callTool({ name: 'kill_job', arguments: { olderThanMs: 1000 } })
+  assert.deepEqual([text(none), none.structuredContent], ['no running jobs started over 1s ago to kill', { killed: [] }])
+  assert.equal(checkJson(home, young.jobId).status, 'running')
+  assert.equal(checkJson(home, old.jobId).status, 'killed')
+  assert.equal(checkJson(home, oldOther.jobId).status, 'killed')
 })
 
 test('MCP run_background with tie: true: the job ends with the server (the session)', async (t) => {

@@ -363,13 +363,30 @@ server.registerTool('wait_job', {
 server.registerTool('kill_job', {
   description: "Kill a job's whole process tree: SIGTERM, then SIGKILL after graceMs.",
   inputSchema: z.object({
-    jobId,
+    jobId: jobId.optional(),
+    olderThanMs: whole(0).optional().describe('Instead of jobId: every job started longer ago'),
+    owner: z.string().optional().describe('With olderThanMs: only this owner\'s jobs'),
     graceMs: whole(0).optional().describe('SIGTERM to SIGKILL (default 5000)'),
     force: z.boolean().optional().describe('SIGKILL at once'),
   }).strict(),
-  outputSchema: { jobId: z.string(), status: z.string(), signalled: z.boolean() },
+  // One job's outcome, or with olderThanMs the jobs signalled.
+  outputSchema: {
+    jobId: z.string().optional(), status: z.string().optional(), signalled: z.boolean().optional(), killed: z.array(z.string()).optional(),
+  },
   annotations: { destructiveHint: true, idempotentHint: true },
-}, tool(async ({ jobId: id, ...options }) => {
+}, tool(async ({ jobId: id, olderThanMs, owner, ...options }) => {
+  if ((id === undefined) === (olderThanMs === undefined) || (owner !== undefined && olderThanMs === undefined)) {
+    throw new Error('give jobId, or olderThanMs to kill every job started over that long ago (with owner: only its jobs)')
+  }
+  if (olderThanMs !== undefined) {
+    // The core's kill-all, as `run-bg kill --all --older-than`: every grace period at once.
+    const results = await pm.killAll({ olderThanMs, owner, ...options })
+    const lines = results.map((r) => (r.error ? `${r.jobId}: ${visible(r.error)}` : r.message))
+    return {
+      text: capText(lines.length ? lines.join('\n') : `no running jobs started over ${seconds(olderThanMs)} ago to kill`, 'lines'),
+      structured: { killed: results.filter((r) => r.signalled).map((r) => r.jobId) },
+    }
+  }
   const result = await pm.killJob(id, options)
   return { text: result.message, structured: { jobId: result.jobId, status: result.status, signalled: result.signalled } }
 }))

@@ -501,7 +501,8 @@ pub fn kill_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>)
     })
 }
 
-/// Kills every running job (of `owner`, when given), all at once.
+/// Kills every running job (of `owner`, when given; started over
+/// `olderThanMs` ago, when given), all at once.
 #[napi(ts_args_type = "options?: KillAllOptions | undefined | null", ts_return_type = "Promise<KillResult[]>")]
 pub fn kill_all<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
@@ -509,11 +510,12 @@ pub fn kill_all<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object
         let owner = o.string("owner")?;
         let grace = o.millis("graceMs", 0)?.map(Duration::from_millis);
         let force = o.boolean("force")?.unwrap_or(false);
+        let older_than = o.millis("olderThanMs", 0)?.map(Duration::from_millis);
         o.finish()?;
         let context = context_for_kill()?;
         spawn_promise(env, (Cancel::never(), None), move || {
             // One job that cannot be killed does not hide what happened to the others.
-            let results = context.kill_all(owner.as_deref(), grace, force)?;
+            let results = context.kill_all(owner.as_deref(), older_than, grace, force)?;
             let views: Vec<KillView> = results
                 .iter()
                 .map(|r| match r {

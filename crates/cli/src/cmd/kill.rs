@@ -4,7 +4,7 @@
 use crate::{parse_dur, print_json};
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::view::KillView;
-use proc_manager_core::verbs::ops::{Context, ListFilter};
+use proc_manager_core::verbs::ops::Context;
 use proc_manager_core::Result;
 
 // One argument per flag of the subcommand, as clap hands them over.
@@ -27,14 +27,7 @@ pub fn run(
         ));
     }
     let results: Vec<std::result::Result<_, (String, _)>> = if all {
-        match older_than {
-            // Only jobs started before the cut: for cleanup scripts.
-            Some(age) => {
-                let cut = proc_manager_core::now_ms().saturating_sub(age.as_millis() as u64);
-                kill_started_before(context, owner, cut, grace, force)?
-            }
-            None => context.kill_all(owner, grace, force)?,
-        }
+        context.kill_all(owner, older_than, grace, force)?
     } else {
         for id in ids {
             proc_manager_core::model::ids::validate_job_id(id)?;
@@ -65,25 +58,4 @@ pub fn run(
         outln!("no running jobs to kill");
     }
     Ok(if failed { 1 } else { 0 })
-}
-
-type KillResults = Vec<proc_manager_core::verbs::ops::KillResult>;
-
-/// `kill --all --older-than`: what `kill --all` would kill (running jobs,
-/// and ended ones whose processes live on), started before `cut`, all at once.
-fn kill_started_before(
-    context: &Context,
-    owner: Option<&str>,
-    cut: u64,
-    grace: Option<std::time::Duration>,
-    force: bool,
-) -> Result<KillResults> {
-    let filter = ListFilter { all: true, owner: owner.map(str::to_string), status: None };
-    let targets: Vec<_> = context
-        .list(&filter)?
-        .into_iter()
-        .filter(|j| j.started_at <= cut)
-        .filter(|j| !j.status().is_final() || !context.lingering(j).is_empty())
-        .collect();
-    Ok(context.kill_jobs(targets, grace, force))
 }

@@ -672,18 +672,22 @@ impl Context {
     }
 
     /// Kills every running or orphaned job, and every ended job whose
-    /// processes live on (of `owner`, when given), at once, so their grace
-    /// periods overlap instead of adding up.
+    /// processes live on (of `owner`, when given; only those started over
+    /// `older_than` ago, when given: for cleanup scripts), at once, so their
+    /// grace periods overlap instead of adding up.
     pub fn kill_all(
         &self,
         owner: Option<&str>,
+        older_than: Option<Duration>,
         grace: Option<Duration>,
         force: bool,
     ) -> Result<Vec<std::result::Result<KillOutcome, (String, Error)>>> {
         let filter = ListFilter { all: true, owner: owner.map(str::to_string), status: None };
+        let started_by = older_than.map(|age| now_ms().saturating_sub(age.as_millis() as u64));
+        let jobs: Vec<Job> =
+            self.list(&filter)?.into_iter().filter(|j| started_by.is_none_or(|cut| j.started_at <= cut)).collect();
         // Ended jobs whose processes live on are part of "everything I started"
         // (one pass over the process table for all of them).
-        let jobs = self.list(&filter)?;
         let left = self.leftover_counts(&jobs);
         let targets: Vec<Job> = jobs
             .into_iter()
