@@ -1,8 +1,10 @@
 /* eslint-disable */
-// Written by hand (no napi CLI runs in the build): every result type here is
-// the serialization of a shape in crates/core/src/present/view.rs, the same
-// one `run-bg --json` prints. __test__/shapes.test.mjs checks the fields
-// declared here against what the functions return for real jobs.
+// Written by hand (napi's own declarations go to target/napi-generated.d.ts):
+// every result type here is the serialization of a shape in
+// crates/core/src/present/view.rs, the same one `run-bg --json` prints.
+// __test__/surface.test.mjs checks that the names declared here are what the
+// package exports, each result type against what the functions return for
+// real jobs, and each options interface against what the addon accepts.
 import { EventEmitter } from 'node:events'
 
 /**
