@@ -292,7 +292,11 @@ test('a supervisor killed while recording the end keeps the exit status (job.jso
   process.kill(supervisor.pid, 'SIGKILL')
   await waitFor(() => processStart(supervisor.pid) === null, { what: 'the supervisor to die' })
   holder.release()
-  assert.equal(readRegistry(home).find((j) => j.id === jobId).status, 'running', 'the registry lost the end')
+  // jobs.json never got the end (a start writes only job.json, so it may not name the job at all).
+  const registered = fs.existsSync(path.join(home, 'jobs.json'))
+    ? JSON.parse(fs.readFileSync(path.join(home, 'jobs.json'), 'utf8')).jobs.find((j) => j.id === jobId)
+    : undefined
+  assert.ok(registered === undefined || registered.status === 'running', `the registry lost the end: ${registered?.status}`)
 
   const check = checkJson(home, jobId)
   assert.equal(check.status, 'failed')
