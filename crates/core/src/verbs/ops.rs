@@ -1676,6 +1676,35 @@ fn non_blank() -> &'static regex::Regex {
     PATTERN.get_or_init(|| regex::Regex::new(r"\S").expect("valid pattern"))
 }
 
+/// A job looked at without its processes (see `Context::look_at`).
+enum Look {
+    Settled(Job),
+    SupervisorGone(Job),
+}
+
+/// What a look at a job whose supervisor is gone found to record.
+enum Verdict {
+    Unchanged,
+    /// `ask_watcher`: an orphan whose watcher is attached, which records the
+    /// end itself with the log complete if given a moment.
+    Change { verdict: JobStatus, next: JobState, ask_watcher: bool },
+}
+
+/// A job of a batched look, as shown: settled, or to be shown as recorded.
+enum Shown {
+    Done(Job),
+    Changed(Job),
+}
+
+/// Applies a verdict made without the lock, re-checked under it: the
+/// supervisor or another look may have recorded an end meanwhile.
+fn apply_verdict(stored: &mut Job, verdict: JobStatus, next: &JobState) -> bool {
+    if stored.status().is_final() || stored.status() == verdict {
+        return false;
+    }
+    stored.change_state(next.clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1716,33 +1745,4 @@ mod tests {
             assert_eq!(job, before, "{status}");
         }
     }
-}
-
-/// A job looked at without its processes (see `Context::look_at`).
-enum Look {
-    Settled(Job),
-    SupervisorGone(Job),
-}
-
-/// What a look at a job whose supervisor is gone found to record.
-enum Verdict {
-    Unchanged,
-    /// `ask_watcher`: an orphan whose watcher is attached, which records the
-    /// end itself with the log complete if given a moment.
-    Change { verdict: JobStatus, next: JobState, ask_watcher: bool },
-}
-
-/// A job of a batched look, as shown: settled, or to be shown as recorded.
-enum Shown {
-    Done(Job),
-    Changed(Job),
-}
-
-/// Applies a verdict made without the lock, re-checked under it: the
-/// supervisor or another look may have recorded an end meanwhile.
-fn apply_verdict(stored: &mut Job, verdict: JobStatus, next: &JobState) -> bool {
-    if stored.status().is_final() || stored.status() == verdict {
-        return false;
-    }
-    stored.change_state(next.clone())
 }
