@@ -731,13 +731,17 @@ pub struct HookRun {
     pub duration_ms: u64,
 }
 
-/// When a job's main process is started again after it ends (`--restart`).
+/// When a job's main process is started again after it ends (`--restart`):
+/// `on-failure` after an exit other than 0 or a death by signal (an exit 0
+/// ends the job), `always` after any end, an exit 0 too.
+// The variants' docs would be their help in the CLI and in the JSON Schema
+// (changing how both show them): the enum's doc says it instead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum RestartPolicy {
-    /// After an exit other than 0 or a death by signal; an exit 0 ends the job.
     OnFailure,
-    /// After any end, an exit 0 too.
     Always,
 }
 
@@ -762,6 +766,7 @@ impl RestartPolicy {
 /// `message` injects the text into the agent's session, `subagent` hands it
 /// (with the instruction) to a sub-agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum WakeAction {
     #[default]
