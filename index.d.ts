@@ -732,6 +732,15 @@ export declare function runYield(command: string, options: YieldOptions): Promis
 export declare function snapshot(): ProcessSnapshot
 
 /**
+ * The JSON Schema of `runBackground`'s options beyond `args`, from their one
+ * definition in the core: each property with its doc (`description`), its
+ * MCP line (`x-mcp`) or why the MCP tool leaves it out (`x-mcp-omit`);
+ * `x-order` lists them in the order they are read. The MCP server builds
+ * `run_background`'s input from it.
+ */
+export declare function startOptionsSchema(): Record<string, any>
+
+/**
  * The lines an agent harness puts in front of each model call: running jobs
  * (pid, command, runtime, last line) and ended jobs not looked at yet. An
  * empty string when there is nothing to say.

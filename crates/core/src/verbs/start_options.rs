@@ -110,7 +110,8 @@ pub struct StartOptions {
     /// Stop watching for readiness after this many ms; the job runs on, `not ready after …`.
     #[cfg_attr(feature = "cli", arg(long = "ready-timeout", value_name = "DUR", display_order = 18,
         help = "Stop watching for readiness after DUR; the job runs on, `not ready after DUR`"))]
-    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "With ready: stop waiting for it after this (the job runs on)")))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp-omit" =
+        "yieldMs and wait_job's timeout bound how long a model waits for readiness; left out to keep tools/list under 8,000 characters")))]
     #[serde(default)]
     pub ready_timeout_ms: Option<Given<Millis<1>>>,
 
@@ -172,7 +173,7 @@ pub struct StartOptions {
     /// With `after`: start once they have ended, whatever their outcome.
     #[cfg_attr(feature = "cli", arg(long, display_order = 24,
         help = "With --after: start once they have ended, whatever their outcome"))]
-    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "With after: start once they end, whatever the outcome")))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "With after: start once they end, any outcome")))]
     #[serde(default, deserialize_with = "read::flag")]
     pub after_any: bool,
 
@@ -234,8 +235,9 @@ pub struct WakeOptions {
     /// `message` (into the agent's session, the default) or `subagent`.
     #[cfg_attr(feature = "cli", arg(long = "wake-action", value_name = "ACTION", requires = "wake", display_order = 22,
         help = "With --wake: message (into the agent's session, the default) or subagent"))]
+    // Read as text in JSON too: parse_action's refusal is the same for every face.
     #[cfg_attr(feature = "schema", schemars(with = "Option<WakeAction>"))]
-    #[serde(default)]
+    #[serde(default, deserialize_with = "read_text")]
     pub action: Option<Given<WakeAction>>,
 }
 
@@ -259,6 +261,10 @@ pub enum EnvVar {
 
 fn read_env<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<EnvVar>, D::Error> {
     read::text_map(d).map(|pairs| pairs.into_iter().map(|(key, value)| EnvVar::Pair(key, value)).collect())
+}
+
+fn read_text<'de, D: serde::Deserializer<'de>, T>(d: D) -> std::result::Result<Option<Given<T>>, D::Error> {
+    String::deserialize(d).map(|text| Some(Given::Text(text)))
 }
 
 impl FromText for WakeAction {
@@ -297,6 +303,15 @@ impl StartOptions {
         }
         if self.tie && self.tie_pid.is_some() {
             return Err(Error::Usage(format!("give {} or {}, not both", face.name("tie"), face.name("tiePid"))));
+        }
+        if self.ready_timeout_ms.is_some() && self.ready_log.is_none() && self.ready_port.is_none() && self.ready_url.is_none() {
+            return Err(Error::Usage(format!(
+                "{} needs something to wait for: {} <regex>, {} <port> or {} <url>",
+                face.name("readyTimeoutMs"),
+                face.name("readyLog"),
+                face.name("readyPort"),
+                face.name("readyUrl"),
+            )));
         }
         if let Some(pattern) = &self.ready_log {
             check_pattern(&face.name("readyLog"), pattern)?;
