@@ -593,6 +593,7 @@ export interface ReconcileResult {
  */
 export declare function runBackground(command: string, options?: RunOptions | undefined | null): RunResult
 
+// Generated from the core's StartOptions by scripts/options-dts.mjs: edit crates/core/src/verbs/start_options.rs, not this.
 /** Options of `runBackground`; they mirror the CLI's flags. */
 export interface RunOptions {
   /** When given, `command` is a program and `args` its argv (no shell). */
@@ -672,6 +673,7 @@ export interface WakeOptions {
   /** `message` (into the agent's session, the default) or `subagent`. */
   action?: 'message' | 'subagent'
 }
+// End of the generated StartOptions.
 
 /**
  * Writes `text` and a newline (unless `newline: false`) to the stdin of a
