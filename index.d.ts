@@ -663,6 +663,14 @@ export interface RunOptions {
   tie?: boolean
   /** Kill the job's tree when the process with this pid exits. */
   tiePid?: number
+  /**
+   * The niceness the job's processes run at (as `renice` sets it), from
+   * -20 (the most CPU) to 19 (the least); default: the caller's. A value
+   * below the current one (usually 0) needs root, CAP_SYS_NICE or an
+   * RLIMIT_NICE that allows it; without, the start fails (a `failed` job
+   * that says so).
+   */
+  nice?: number
 }
 
 export interface WakeOptions {

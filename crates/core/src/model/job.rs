@@ -364,6 +364,8 @@ pub struct Job {
     pub waits: Option<Waits>,
     /// `--tie`: the process whose end kills the job's tree.
     pub tie: Option<Tie>,
+    /// `--nice`: the niceness its main process starts at, each run.
+    pub nice: Option<i32>,
 }
 
 /// What a job started later waits for: a slot in its queue, the end of
@@ -531,6 +533,8 @@ struct JobRecord {
     waits: Option<Waits>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tie: Option<Tie>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    nice: Option<i32>,
 }
 
 /// The state a format-1 record describes. Every record this program writes
@@ -601,6 +605,7 @@ impl From<JobRecord> for Job {
             wake: r.wake,
             waits: r.waits,
             tie: r.tie,
+            nice: r.nice,
         }
     }
 }
@@ -651,6 +656,7 @@ impl From<Job> for JobRecord {
             wake: job.wake,
             waits: job.waits,
             tie: job.tie,
+            nice: job.nice,
         }
     }
 }
@@ -1072,6 +1078,7 @@ pub(crate) fn sample_in(state: JobState) -> Job {
         wake: None,
         waits: None,
         tie: None,
+        nice: None,
     }
 }
 

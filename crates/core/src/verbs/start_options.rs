@@ -206,7 +206,23 @@ pub struct StartOptions {
         "a model knows no pid of the host's to tie a job to; tie: true ties it to the session")))]
     #[serde(default, deserialize_with = "read::pid")]
     pub tie_pid: Option<u32>,
+
+    /// The niceness the job's processes run at (as `renice` sets it), from
+    /// -20 (the most CPU) to 19 (the least); default: the caller's. A value
+    /// below the current one (usually 0) needs root, CAP_SYS_NICE or an
+    /// RLIMIT_NICE that allows it; without, the start fails (a `failed` job
+    /// that says so).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N", allow_negative_numbers = true, display_order = 29,
+        help = "Run the job's processes at niceness N, -20 (the most CPU) to 19 (the least); below the current one needs root or CAP_SYS_NICE"))]
+    #[cfg_attr(feature = "schema", schemars(range(min = NICEST, max = LEAST_NICE),
+        extend("x-mcp" = "Niceness, -20 (the most CPU) to 19 (the least); default inherited")))]
+    #[serde(default, deserialize_with = "read::int32")]
+    pub nice: Option<i32>,
 }
+
+/// The bounds of a niceness (setpriority(2)).
+pub const NICEST: i32 = -20;
+pub const LEAST_NICE: i32 = 19;
 
 fn yes() -> bool {
     true
@@ -301,6 +317,12 @@ impl StartOptions {
                 face.name("restartDelayMs"),
             )));
         }
+        if let Some(nice) = self.nice.filter(|n| !(NICEST..=LEAST_NICE).contains(n)) {
+            return Err(Error::Usage(format!(
+                "bad {} {nice}: give a niceness from {NICEST} (the most CPU) to {LEAST_NICE} (the least)",
+                face.name("nice")
+            )));
+        }
         if self.tie && self.tie_pid.is_some() {
             return Err(Error::Usage(format!("give {} or {}, not both", face.name("tie"), face.name("tiePid"))));
         }
@@ -372,6 +394,7 @@ impl StartOptions {
         request.priority = self.priority.unwrap_or(0);
         request.tie_to_caller = self.tie;
         request.tie_pid = if self.tie { Some(face.caller_pid()) } else { self.tie_pid };
+        request.nice = self.nice;
         Ok(request)
     }
 }
