@@ -9,7 +9,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { spawn } from 'node:child_process'
-import { makeHome, runBg, startJob, checkJson, readRegistry, waitFor, isAlive, killPid, cookieProcesses, RUN_BG } from './helpers.mjs'
+import { makeHome, runBg, startJob, checkJson, readRegistry, waitFor, isAlive, killPid, cookieProcesses, processStart, RUN_BG } from './helpers.mjs'
 
 function startSleeps(home, n, seconds = 300) {
   const ids = []
@@ -120,4 +120,55 @@ test('what a tree forks after the SIGTERM gets SIGTERM too, long before the grac
   assert.deepEqual(cookieProcesses(jobId), [], 'no survivor')
   assert.ok(took < 8000, `the kill took ${took} ms: a generation waited for the SIGKILL at the end of the grace period`)
   assert.equal(checkJson(home, jobId).status, 'killed')
+})
+
+/** Counts the renames over `home`/jobs.json (each registry write is one) while `action` runs. */
+async function registryWritesDuring(home, action) {
+  let writes = 0
+  const watcher = fs.watch(home, (event, name) => {
+    if (name === 'jobs.json') writes++
+  })
+  try {
+    const result = await action()
+    // Let inotify's last events arrive.
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    return { result, writes }
+  } finally {
+    watcher.close()
+  }
+}
+
+test('a start into a home does not rewrite jobs.json: its cost does not grow with the registry', async (t) => {
+  const { home } = makeHome(t)
+  startSleeps(home, 3)
+  // Something to rewrite: the three are in jobs.json once a full write took them in.
+  runBg(home, ['kill', startSleeps(home, 1)[0]])
+  const { result: id, writes } = await registryWritesDuring(home, () => startJob(home, ['sleep', '300']).jobId)
+  assert.equal(writes, 0, `a start replaced jobs.json ${writes} time(s)`)
+  assert.equal(checkJson(home, id).status, 'running', 'listed from its job.json meanwhile')
+  assert.equal(JSON.parse(runBg(home, ['list', '--json']).stdout).filter((j) => j.status === 'running').length, 4)
+})
+
+test('after every supervisor died, one look records each job lost and prune forgets them, in a fixed number of registry writes', async (t) => {
+  const { home } = makeHome(t)
+  const n = 20
+  const ids = startSleeps(home, n)
+  const jobs = readRegistry(home).filter((j) => ids.includes(j.id))
+  assert.equal(jobs.length, n)
+  // Only what these starts made: each process checked by its start time first.
+  const ours = jobs.flatMap((j) => [j.supervisor, j.main]).filter((who) => who && who.pid > 1)
+  for (const who of ours) {
+    if (Number(processStart(who.pid)) === who.start_ticks) killPid(who.pid)
+  }
+  await waitFor(() => ours.every((who) => Number(processStart(who.pid)) !== who.start_ticks), { what: 'the supervisors and their jobs to be gone' })
+  const looked = await registryWritesDuring(home, () => runBg(home, ['list', '--json']))
+  assert.equal(looked.result.code, 0, looked.result.stderr)
+  const listed = JSON.parse(looked.result.stdout)
+  assert.deepEqual(listed.filter((j) => j.status === 'lost').map((j) => j.jobId).sort(), [...ids].sort(), 'every job lost')
+  // One write per job would be >= n.
+  assert.ok(looked.writes <= 4, `jobs.json was replaced ${looked.writes} times while ${n} jobs were found lost`)
+  const pruned = await registryWritesDuring(home, () => runBg(home, ['prune', '--json']))
+  assert.equal(pruned.result.code, 0, pruned.result.stderr)
+  assert.deepEqual(JSON.parse(pruned.result.stdout).removed.sort(), [...ids].sort(), 'every job pruned')
+  assert.ok(pruned.writes <= 4, `jobs.json was replaced ${pruned.writes} times while ${n} jobs were pruned`)
 })

@@ -1335,12 +1335,50 @@ async function benchScale() {
         reported = JSON.parse(kill.stdout)
       } catch {}
       check(`scale ${n}: kill --all exits 0, each job reported once`, kill.status === 0 && reported.length === n && new Set(reported.map((v) => v.jobId)).size === n, `exit ${kill.status}, ${reported.length} reported; ${kill.stderr.split('\n').slice(0, 3).join(' / ')}`)
-      out[n] = { start, list, pss, anon, killMs, killPerJob: killMs / n }
+      out[n] = { start, list, pss, anon, killMs, killPerJob: killMs / n, ...(await scaleAfterSupervisorsDied(n)) }
     } finally {
       removeDir(home)
     }
   }
   return out
+}
+
+/** Polls `predicate` every 20 ms until it holds; throws after `timeoutMs`. */
+async function waitUntil(predicate, timeoutMs) {
+  const deadline = now() + timeoutMs
+  while (!predicate()) {
+    if (now() > deadline) throw new Error(`timed out after ${timeoutMs} ms`)
+    await sleep(20)
+  }
+}
+
+// N jobs whose supervisors and processes were SIGKILLed (an OOM kill, a
+// crash): the first look (`list`) records every one `lost`, and `prune` then
+// forgets them. Each must cost the same per job at any N (issue 25: a look
+// and a registry rewrite per job made both quadratic).
+async function scaleAfterSupervisorsDied(n) {
+  const home = tempDir(`scale-lost${n}`)
+  writeConfig(home)
+  try {
+    for (let i = 0; i < n; i++) startJson(home, ['sleep', '600'], `l${i}`)
+    const jobs = readJobs(home)
+    // Only processes these starts made, each checked by its start time before the signal.
+    for (const who of jobs.flatMap((j) => [j.supervisor, j.main]).filter(Boolean)) {
+      if (who.pid > 1 && Number(startTicks(who.pid)) === who.start_ticks) process.kill(who.pid, 'SIGKILL')
+    }
+    await waitUntil(() => jobs.every((j) => [j.supervisor, j.main].every((who) => !who || Number(startTicks(who.pid)) !== who.start_ticks)), 30_000)
+    let t = now()
+    const listed = JSON.parse(mustRunBg(home, ['list', '--json'], { maxBuffer: 256 * MiB }).stdout)
+    const lookMs = now() - t
+    check(`scale ${n}: the first look after every supervisor died finds each job lost`, listed.filter((j) => j.status === 'lost').length === n, `${listed.filter((j) => j.status === 'lost').length} of ${n} lost`)
+    t = now()
+    const pruned = runBg(home, ['prune', '--json'], { maxBuffer: 256 * MiB })
+    const pruneMs = now() - t
+    check(`scale ${n}: prune after them exits 0`, pruned.status === 0, pruned.stderr.trim())
+    return { lostLookPerJob: lookMs / n, prunePerJob: pruneMs / n }
+  } finally {
+    removeDir(home)
+  }
 }
 
 // ----------------------------------------------------------------- reporting
@@ -1510,6 +1548,10 @@ function rowsFor({ start, idle, footprint, throughput, tail, kill, notify, snap,
         ...(s.anon ? [row(`scale ${n}: RssAnon per supervisor`, 'MiB', s.anon)] : []),
         row(`scale ${n}: kill --all, per job`, 'ms', [s.killPerJob], null, '≤ 2 ms', (o) => o.median <= 2),
         row(`scale ${n}: kill --all, total`, 'ms', [s.killMs]),
+        ...(s.lostLookPerJob == null ? [] : [
+          row(`scale ${n}: first list after every supervisor died, per job`, 'ms', [s.lostLookPerJob], null, '≤ 2 ms', (o) => o.median <= 2),
+          row(`scale ${n}: prune of them, per job`, 'ms', [s.prunePerJob], null, '≤ 2 ms', (o) => o.median <= 2),
+        ]),
       )
     }
     notes.push('scale = N `sleep 600` jobs in one home (registry.max_jobs 200): wall time of each `run-bg` call; PSS from')

@@ -1,7 +1,7 @@
 //! Every public shape the faces return, defined once: the CLI prints these
 //! with serde_json (`--json`) and the napi addon hands the same serialization
-//! to JS, so the two cannot drift. Field names are camelCase, as SPEC.md and
-//! the JS API name them. A field that has no value is left out (not `null`),
+//! to JS, so the two cannot drift. Field names are camelCase, as the JS API
+//! (index.d.ts) names them. A field that has no value is left out (not `null`),
 //! as the JS API has always done: `undefined` in JS, absent in JSON.
 
 use crate::model::job::{Job, JobStatus};

@@ -263,18 +263,127 @@ impl Context {
     /// that watcher for a moment, so that the log is complete once the end
     /// is recorded; a watcher that does not do it in time is not waited for.
     fn reconcile_job_as(&self, job: Job, by_watcher: bool) -> Result<Job> {
+        match self.look_at(job) {
+            Look::Settled(job) => Ok(job),
+            Look::SupervisorGone(job) => {
+                let has_processes = !self.processes_of(&job).is_empty();
+                self.reconcile_without_supervisor(job, has_processes, by_watcher)
+            }
+        }
+    }
+
+    /// `reconcile_job` for many jobs, in their order: one pass over the
+    /// process table for all whose supervisor is gone, and one registry write
+    /// for all their verdicts. One look per job (a table pass and a registry
+    /// rewrite each) made `list` or `prune` after 1,000 supervisors died
+    /// quadratic in the number of jobs.
+    pub fn reconcile_jobs(&self, jobs: Vec<Job>) -> Result<Vec<Job>> {
+        let looks: Vec<Look> = jobs.into_iter().map(|job| self.look_at(job)).collect();
+        let gone: Vec<&Job> = looks
+            .iter()
+            .filter_map(|look| match look {
+                Look::SupervisorGone(job) => Some(job),
+                Look::Settled(_) => None,
+            })
+            .collect();
+        if gone.len() <= 1 {
+            return looks
+                .into_iter()
+                .map(|look| match look {
+                    Look::Settled(job) => Ok(job),
+                    Look::SupervisorGone(job) => {
+                        let has_processes = !self.processes_of(&job).is_empty();
+                        self.reconcile_without_supervisor(job, has_processes, false)
+                    }
+                })
+                .collect();
+        }
+        let alive = self.processes_of_jobs(gone);
+        let has_processes = |job: &Job| alive.get(&job.id).is_some_and(|processes| !processes.is_empty());
+        // Verdicts to record, by job; an orphan with a watcher (rare) is left
+        // to the one-job path, which gives its watcher a moment.
+        let mut changes: std::collections::HashMap<String, (JobStatus, JobState)> = std::collections::HashMap::new();
+        let mut shown: Vec<Shown> = Vec::with_capacity(looks.len());
+        for look in looks {
+            let job = match look {
+                Look::Settled(job) => {
+                    shown.push(Shown::Done(job));
+                    continue;
+                }
+                Look::SupervisorGone(job) => job,
+            };
+            let has_processes = has_processes(&job);
+            match self.verdict_without_supervisor(&job, has_processes) {
+                Verdict::Unchanged => shown.push(Shown::Done(job)),
+                Verdict::Change { ask_watcher: true, .. } => {
+                    shown.push(Shown::Done(self.reconcile_without_supervisor(job, has_processes, false)?))
+                }
+                Verdict::Change { verdict, next, ask_watcher: false } => {
+                    changes.insert(job.id.clone(), (verdict, next));
+                    shown.push(Shown::Changed(job));
+                }
+            }
+        }
+        let ids: Vec<String> = changes.keys().cloned().collect();
+        let apply = |stored: &mut Job| changes.get(&stored.id).is_some_and(|(verdict, next)| apply_verdict(stored, *verdict, next));
+        let stored: std::collections::HashMap<String, Job> = if ids.is_empty() {
+            std::collections::HashMap::new()
+        } else {
+            match self.change_statuses(&ids, Patience::Brief, apply) {
+                Ok(stored) => stored.into_iter().map(|job| (job.id.clone(), job)).collect(),
+                Err(e) => {
+                    if !matches!(e, Error::Busy(_)) {
+                        tracing::warn!("{} job(s) found ended or orphaned, but that could not be recorded: {e}", ids.len());
+                    }
+                    std::collections::HashMap::new()
+                }
+            }
+        };
+        Ok(shown
+            .into_iter()
+            .map(|shown| match shown {
+                Shown::Done(job) => job,
+                Shown::Changed(mut job) => match stored.get(&job.id) {
+                    Some(stored) => {
+                        if stored.status() == JobStatus::Orphaned {
+                            self.start_watcher(&stored.id);
+                        }
+                        stored.clone()
+                    }
+                    // Not recorded (a full disk, a busy lock): shown, and recorded by a later look.
+                    None => {
+                        apply(&mut job);
+                        job
+                    }
+                },
+            })
+            .collect())
+    }
+
+    /// What can be said of a job without its processes: settled (ended,
+    /// queued, a live supervisor answers for it, a corrupt record dealt
+    /// with), or its supervisor is gone and its processes decide.
+    fn look_at(&self, job: Job) -> Look {
         if let Some(reason) = job.impossible_identity() {
-            return self.mark_corrupt(job, reason);
+            let shown = job.clone();
+            return Look::Settled(self.mark_corrupt(job, reason).unwrap_or(shown));
         }
         // A queued job has no process to verify yet.
         if job.status().is_final() || job.status() == JobStatus::Queued {
-            return Ok(job);
+            return Look::Settled(job);
         }
         if let Some(supervisor) = tree::live_supervisor(&job) {
-            return Ok(self.unrecorded_end(&job, &supervisor).map_or(job, |(end, _)| end));
+            return Look::Settled(self.unrecorded_end(&job, &supervisor).map_or(job, |(end, _)| end));
         }
+        Look::SupervisorGone(job)
+    }
+
+    /// For a job whose supervisor is gone: `orphaned` while any of its
+    /// processes lives (`has_processes`), else `killed` if we were killing
+    /// it, else `lost`.
+    fn verdict_without_supervisor(&self, job: &Job, has_processes: bool) -> Verdict {
         let being_killed = self.home.job_dir(&job.id).join(KILL_REQUEST_FILE).exists();
-        let verdict = if !self.processes_of(&job).is_empty() {
+        let verdict = if has_processes {
             JobStatus::Orphaned
         } else if being_killed {
             JobStatus::Killed // an orphan we were killing: gone because of us
@@ -286,13 +395,7 @@ impl Context {
                 // Its watcher died (or never started): a new one takes up its output.
                 self.start_watcher(&job.id);
             }
-            return Ok(job);
-        }
-        if job.status() == JobStatus::Orphaned && !by_watcher && self.watcher_attached(&job.id) {
-            let recorded = || self.registry().get(&job.id).map_or(true, |j| j.status() != JobStatus::Orphaned);
-            if wait_until(WATCHER_PATIENCE, Duration::from_millis(20), recorded) {
-                return self.registry().get(&job.id);
-            }
+            return Verdict::Unchanged;
         }
         let reason = match job.main {
             // Its watcher (or a look after it) saw the orphan's processes end.
@@ -314,13 +417,24 @@ impl Context {
             JobStatus::Killed => JobState::Killed { exit: None, ended_at },
             _ => JobState::Lost { reason: Some(reason), ended_at },
         };
-        let apply = |stored: &mut Job| {
-            // Re-checked under the lock: the supervisor may have recorded the end meanwhile.
-            if stored.status().is_final() || stored.status() == verdict {
-                return false;
-            }
-            stored.change_state(next.clone())
+        // An orphan's attached watcher records its end with the log complete.
+        let ask_watcher = job.status() == JobStatus::Orphaned && self.watcher_attached(&job.id);
+        Verdict::Change { verdict, next, ask_watcher }
+    }
+
+    /// Decides and records (one registry write) the verdict on one job whose
+    /// supervisor is gone. `by_watcher`: see `reconcile_job_as`.
+    fn reconcile_without_supervisor(&self, job: Job, has_processes: bool, by_watcher: bool) -> Result<Job> {
+        let Verdict::Change { verdict, next, ask_watcher } = self.verdict_without_supervisor(&job, has_processes) else {
+            return Ok(job);
         };
+        if ask_watcher && !by_watcher {
+            let recorded = || self.registry().get(&job.id).map_or(true, |j| j.status() != JobStatus::Orphaned);
+            if wait_until(WATCHER_PATIENCE, Duration::from_millis(20), recorded) {
+                return self.registry().get(&job.id);
+            }
+        }
+        let apply = |stored: &mut Job| apply_verdict(stored, verdict, &next);
         // A look must work where nothing can be recorded (a full disk, a
         // registry held by a stopped process): the verdict is then shown, and
         // recorded (and announced) by a later look.
@@ -469,11 +583,8 @@ impl Context {
     pub fn reconcile(&self) -> Result<(Vec<Job>, Vec<Job>)> {
         let mut orphaned = Vec::new();
         let mut lost = Vec::new();
-        for job in self.registry().load()? {
-            if job.status().is_final() {
-                continue;
-            }
-            let job = self.reconcile_job(job)?;
+        let unended: Vec<Job> = self.registry().load()?.into_iter().filter(|job| !job.status().is_final()).collect();
+        for job in self.reconcile_jobs(unended)? {
             match job.status() {
                 JobStatus::Orphaned => orphaned.push(job),
                 JobStatus::Lost => lost.push(job),
@@ -486,8 +597,7 @@ impl Context {
     pub fn list(&self, filter: &ListFilter) -> Result<Vec<Job>> {
         let recent_since = now_ms().saturating_sub(3_600_000);
         let mut jobs = Vec::new();
-        for job in self.registry().load()? {
-            let job = self.reconcile_job(job)?;
+        for job in self.reconcile_jobs(self.registry().load()?)? {
             if let Some(status) = filter.status {
                 if job.status() != status {
                     continue;
@@ -589,7 +699,7 @@ impl Context {
             // Cheap checks each round; the OS check (is the supervisor still there?) once a second.
             if last_reconcile.elapsed() >= Duration::from_secs(1) {
                 last_reconcile = Instant::now();
-                jobs = jobs.into_iter().map(|j| self.reconcile_job(j)).collect::<Result<_>>()?;
+                jobs = self.reconcile_jobs(jobs)?;
                 if jobs.iter().any(|j| j.status() == JobStatus::Queued) {
                     // A slot whose supervisor died without handing it on.
                     self.fill_queues();
@@ -1602,4 +1712,33 @@ mod tests {
             assert_eq!(job, before, "{status}");
         }
     }
+}
+
+/// A job looked at without its processes (see `Context::look_at`).
+enum Look {
+    Settled(Job),
+    SupervisorGone(Job),
+}
+
+/// What a look at a job whose supervisor is gone found to record.
+enum Verdict {
+    Unchanged,
+    /// `ask_watcher`: an orphan whose watcher is attached, which records the
+    /// end itself with the log complete if given a moment.
+    Change { verdict: JobStatus, next: JobState, ask_watcher: bool },
+}
+
+/// A job of a batched look, as shown: settled, or to be shown as recorded.
+enum Shown {
+    Done(Job),
+    Changed(Job),
+}
+
+/// Applies a verdict made without the lock, re-checked under it: the
+/// supervisor or another look may have recorded an end meanwhile.
+fn apply_verdict(stored: &mut Job, verdict: JobStatus, next: &JobState) -> bool {
+    if stored.status().is_final() || stored.status() == verdict {
+        return false;
+    }
+    stored.change_state(next.clone())
 }
