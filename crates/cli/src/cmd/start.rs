@@ -24,7 +24,9 @@ impl Face for CommandLine {
                 false => vec![c],
             })
             .collect();
-        let command = <StartCli as clap::CommandFactory>::command();
+        // Built once, and only when a message names an option.
+        static COMMAND: std::sync::OnceLock<clap::Command> = std::sync::OnceLock::new();
+        let command = COMMAND.get_or_init(<StartCli as clap::CommandFactory>::command);
         let flag = command.get_arguments().find(|arg| arg.get_id() == field.as_str()).and_then(|arg| arg.get_long());
         format!("--{}", flag.unwrap_or(option))
     }

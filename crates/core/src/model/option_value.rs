@@ -23,12 +23,13 @@ pub enum Given<T> {
 
 /// A value that can be written as command-line text (`90s`, `{"a":1}`).
 pub trait FromText: Sized {
-    /// `name` is the option as the face spells it (`--timeout`).
-    fn from_text(name: &str, text: &str) -> Result<Self>;
+    /// `name` gives the option as the face spells it (`--timeout`), asked
+    /// for only to word a refusal.
+    fn from_text(name: &dyn Fn() -> String, text: &str) -> Result<Self>;
 }
 
 impl<T: FromText> Given<T> {
-    pub fn resolve(self, name: &str) -> Result<T> {
+    pub fn resolve(self, name: &dyn Fn() -> String) -> Result<T> {
         match self {
             Given::Value(value) => Ok(value),
             Given::Text(text) => T::from_text(name, &text),
@@ -70,8 +71,8 @@ pub struct Millis<const MIN: u64>(pub u64);
 impl<const MIN: u64> FromText for Millis<MIN> {
     /// The text's lower bound is the caller's to check: `--timeout 0s` is
     /// refused where the request is checked, with the same words for every face.
-    fn from_text(name: &str, text: &str) -> Result<Self> {
-        parse_duration_ms(text).map(Millis).map_err(|e| Error::Usage(format!("{name}: {e}")))
+    fn from_text(name: &dyn Fn() -> String, text: &str) -> Result<Self> {
+        parse_duration_ms(text).map(Millis).map_err(|e| Error::Usage(format!("{}: {e}", name())))
     }
 }
 
@@ -102,10 +103,10 @@ impl<const MIN: u64> schemars::JsonSchema for Millis<MIN> {
 pub struct JsonData(pub serde_json::Value);
 
 impl FromText for JsonData {
-    fn from_text(name: &str, text: &str) -> Result<Self> {
+    fn from_text(name: &dyn Fn() -> String, text: &str) -> Result<Self> {
         serde_json::from_str(text)
             .map(JsonData)
-            .map_err(|e| Error::Usage(format!("bad {name}: not valid JSON ({e})")))
+            .map_err(|e| Error::Usage(format!("bad {}: not valid JSON ({e})", name())))
     }
 }
 
@@ -359,11 +360,12 @@ mod tests {
     #[test]
     fn command_line_text_is_parsed_naming_the_option_as_the_face_spells_it() {
         let ms: Given<Millis<1>> = Given::Text("1h30m".into());
-        assert_eq!(ms.resolve("--timeout").unwrap(), Millis(5_400_000));
+        let name = |flag: &'static str| move || flag.to_string();
+        assert_eq!(ms.resolve(&name("--timeout")).unwrap(), Millis(5_400_000));
         let bad: Given<Millis<1>> = Given::Text("soon".into());
-        assert!(bad.resolve("--timeout").unwrap_err().to_string().starts_with("--timeout: bad duration `soon`"));
+        assert!(bad.resolve(&name("--timeout")).unwrap_err().to_string().starts_with("--timeout: bad duration `soon`"));
         let json: Given<JsonData> = Given::Text("{bad".into());
-        assert!(json.resolve("--context").unwrap_err().to_string().starts_with("bad --context: not valid JSON"));
+        assert!(json.resolve(&name("--context")).unwrap_err().to_string().starts_with("bad --context: not valid JSON"));
     }
 
     #[test]

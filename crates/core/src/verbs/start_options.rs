@@ -284,7 +284,7 @@ fn read_text<'de, D: serde::Deserializer<'de>, T>(d: D) -> std::result::Result<O
 }
 
 impl FromText for WakeAction {
-    fn from_text(_: &str, text: &str) -> Result<Self> {
+    fn from_text(_: &dyn Fn() -> String, text: &str) -> Result<Self> {
         crate::supervise::wake::parse_action(text)
     }
 }
@@ -335,14 +335,19 @@ impl StartOptions {
                 face.name("readyUrl"),
             )));
         }
+        // Checked again with the option's name only to word a refusal: the
+        // CLI finds a flag's name in clap's whole command.
+        let pattern_named = |pattern: &str, name: &dyn Fn() -> String| {
+            check_pattern("", pattern).or_else(|_| check_pattern(&name(), pattern)).map(drop)
+        };
         if let Some(pattern) = &self.ready_log {
-            check_pattern(&face.name("readyLog"), pattern)?;
+            pattern_named(pattern, &|| face.name("readyLog"))?;
         }
         if let Some(url) = &self.ready_url {
-            check_url(&face.name("readyUrl"), url)?;
+            check_url("", url).or_else(|_| check_url(&face.name("readyUrl"), url))?;
         }
         for (index, pattern) in self.notify_on.iter().enumerate() {
-            check_pattern(&face.item("notifyOn", index), pattern)?;
+            pattern_named(pattern, &|| face.item("notifyOn", index))?;
         }
         Ok(())
     }
@@ -364,18 +369,18 @@ impl StartOptions {
             };
             request.env.insert(key, value);
         }
-        request.timeout_ms = self.timeout_ms.map(|t| t.resolve(&face.name("timeoutMs"))).transpose()?.map(|m| m.0);
+        request.timeout_ms = self.timeout_ms.map(|t| t.resolve(&|| face.name("timeoutMs"))).transpose()?.map(|m| m.0);
         request.owner = self.owner;
-        request.context = self.context.map(|c| c.resolve(&face.name("context"))).transpose()?.map(|c| c.0);
+        request.context = self.context.map(|c| c.resolve(&|| face.name("context"))).transpose()?.map(|c| c.0);
         request.notify = self.notify;
         request.on_exit = self.on_exit;
         if let Some(policy) = self.restart {
-            let delay = self.restart_delay_ms.map(|d| d.resolve(&face.name("restartDelayMs"))).transpose()?;
+            let delay = self.restart_delay_ms.map(|d| d.resolve(&|| face.name("restartDelayMs"))).transpose()?;
             request.restart = Some(RestartRequest { policy, max_restarts: self.max_restarts, delay_ms: delay.map(|d| d.0) });
         }
         request.stdin_pipe = self.stdin == Some(StdinMode::Pipe);
         if let Some(wake) = self.wake {
-            let action = wake.action.map(|a| a.resolve(&face.name("wake"))).transpose()?;
+            let action = wake.action.map(|a| a.resolve(&|| face.name("wake"))).transpose()?;
             request.wake = Some(crate::model::job::Wake {
                 message: wake.message,
                 instruction: wake.instruction,
@@ -383,7 +388,7 @@ impl StartOptions {
                 ..Default::default()
             });
         }
-        let ready_timeout = self.ready_timeout_ms.map(|t| t.resolve(&face.name("readyTimeoutMs"))).transpose()?.map(|m| m.0);
+        let ready_timeout = self.ready_timeout_ms.map(|t| t.resolve(&|| face.name("readyTimeoutMs"))).transpose()?.map(|m| m.0);
         if self.ready_log.is_some() || self.ready_port.is_some() || self.ready_url.is_some() || ready_timeout.is_some() {
             request.ready = Some(Readiness { log: self.ready_log, port: self.ready_port, url: self.ready_url, timeout_ms: ready_timeout });
         }
