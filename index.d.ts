@@ -603,6 +603,7 @@ export interface ReconcileResult {
  */
 export declare function runBackground(command: string, options?: RunOptions | undefined | null): RunResult
 
+// Generated from the core's StartOptions by scripts/options-dts.mjs: edit crates/core/src/verbs/start_options.rs, not this.
 /** Options of `runBackground`; they mirror the CLI's flags. */
 export interface RunOptions {
   /** When given, `command` is a program and `args` its argv (no shell). */
@@ -672,6 +673,14 @@ export interface RunOptions {
   tie?: boolean
   /** Kill the job's tree when the process with this pid exits. */
   tiePid?: number
+  /**
+   * The niceness the job's processes run at (as `renice` sets it), from
+   * -20 (the most CPU) to 19 (the least); default: the caller's. A value
+   * below the current one (usually 0) needs root, CAP_SYS_NICE or an
+   * RLIMIT_NICE that allows it; without, the start fails (a `failed` job
+   * that says so).
+   */
+  nice?: number
 }
 
 export interface WakeOptions {
@@ -682,6 +691,7 @@ export interface WakeOptions {
   /** `message` (into the agent's session, the default) or `subagent`. */
   action?: 'message' | 'subagent'
 }
+// End of the generated StartOptions.
 
 /**
  * Writes `text` and a newline (unless `newline: false`) to the stdin of a
@@ -740,6 +750,15 @@ export declare function runYield(command: string, options: YieldOptions): Promis
  * startTime, isMcp; with the time taken and the total resident memory.
  */
 export declare function snapshot(): ProcessSnapshot
+
+/**
+ * The JSON Schema of `runBackground`'s options beyond `args`, from their one
+ * definition in the core: each property with its doc (`description`), its
+ * MCP line (`x-mcp`) or why the MCP tool leaves it out (`x-mcp-omit`);
+ * `x-order` lists them in the order they are read. The MCP server builds
+ * `run_background`'s input from it.
+ */
+export declare function startOptionsSchema(): Record<string, any>
 
 /**
  * The lines an agent harness puts in front of each model call: running jobs

@@ -846,6 +846,7 @@ module.exports.runBackground = nativeBinding.runBackground
 module.exports.runYield = nativeBinding.runYield
 module.exports.sendInput = nativeBinding.sendInput
 module.exports.snapshot = nativeBinding.snapshot
+module.exports.startOptionsSchema = nativeBinding.startOptionsSchema
 module.exports.summary = nativeBinding.summary
 module.exports.waitJob = nativeBinding.waitJob
 module.exports.watchJobs = nativeBinding.watchJobs

@@ -193,6 +193,63 @@ const jobOut = { jobId: z.string(), status: z.string(), exitCode: z.number().int
 const checkOut = { ...jobOut, cursor: z.number().int() }
 const readOnly = { readOnlyHint: true }
 
+/**
+ * A zod schema for one option of the core's JSON Schema: the types, enums and
+ * bounds the start options use. zod, not the JSON Schema itself, because the
+ * SDK takes zod (it validates each call with it and lists it as JSON Schema).
+ */
+function zodOf(schema) {
+  if (schema.enum) return z.enum(schema.enum)
+  switch (schema.type) {
+    case 'string': return z.string()
+    case 'boolean': return z.boolean()
+    case 'integer': case 'number': {
+      let n = schema.type === 'integer' ? z.number().int() : z.number()
+      if (schema.minimum !== undefined) n = n.min(schema.minimum)
+      if (schema.maximum !== undefined) n = n.max(schema.maximum)
+      return n
+    }
+    case 'array': return z.array(zodOf(schema.items))
+    case 'object':
+      if (schema.additionalProperties && typeof schema.additionalProperties === 'object') return z.record(zodOf(schema.additionalProperties))
+  }
+  throw new Error(`proc-manager-mcp: no zod form for the option schema ${JSON.stringify(schema)}`)
+}
+
+/**
+ * What MCP takes in place of options it leaves out in their JSON form: one
+ * `ready` string for readyLog, readyPort and readyUrl (see readiness()), the
+ * wake message as a string for the wake object. Put where the first of them is.
+ */
+const INSTEAD = {
+  readyLog: ['ready', z.string().describe('Server ready when: port, http:// URL or log regex')],
+  wake: ['wake', z.string().describe('Wake the agent with this when it ends ({{status}} etc. filled)')],
+}
+
+/**
+ * run_background's options, from the core's definition of them
+ * (pm.startOptionsSchema(), crates/core/src/verbs/start_options.rs), in its
+ * order: each with its one-line MCP description (`x-mcp`). The ones MCP
+ * deliberately leaves out say why there (`x-mcp-omit`): context, onExit,
+ * readyLog/readyPort/readyUrl and wake (taken as strings instead, INSTEAD),
+ * tiePid. __test__/options-parity.test.mjs checks that every option is one
+ * or the other.
+ */
+function startShape() {
+  const start = pm.startOptionsSchema()
+  const shape = {}
+  for (const name of start['x-order']) {
+    const option = start.properties[name]
+    if (option['x-mcp-omit'] === undefined) {
+      shape[name] = zodOf(option).optional().describe(option['x-mcp'] ?? option.description)
+    } else if (INSTEAD[name]) {
+      const [said, schema] = INSTEAD[name]
+      shape[said] = schema.optional()
+    }
+  }
+  return shape
+}
+
 const server = new McpServer({ name: 'proc-manager', version: '0.1.0' })
 
 server.registerTool('run_background', {
@@ -201,23 +258,7 @@ server.registerTool('run_background', {
     command: z.string().describe('Shell line (/bin/sh -c); with args, the program'),
     args: z.array(z.string()).optional().describe('Argv, no shell (default none)'),
     yieldMs: whole(1).max(WAIT_MS).optional().describe('Answer as check_job if it ends (or is ready) by then (default 0)'),
-    label: z.string().optional().describe('Name in lists (default: program)'),
-    cwd: z.string().optional().describe('Working directory (default: the server\'s)'),
-    env: z.record(z.string()).optional().describe('Extra env (default none)'),
-    timeoutMs: whole(1).optional().describe('Kill it after this (default never)'),
-    owner: z.string().optional().describe('Owning agent (default none)'),
-    notify: z.boolean().optional().describe('false: no exit notice (default true)'),
-    ready: z.string().optional().describe('Server ready when: port, http:// URL or log regex'),
-    notifyOn: z.array(z.string()).optional().describe('Output line regexes that notify'),
-    restart: z.enum(['on-failure', 'always']).optional().describe('Restart it when it ends (default never)'),
-    maxRestarts: whole(0).optional().describe('Restarts in a row before giving up (default 10)'),
-    restartDelayMs: whole(0).optional().describe('First restart delay, then doubled (default 1000)'),
-    stdin: z.enum(['pipe', 'null']).optional().describe('pipe: send_input can write to it (default null)'),
-    wake: z.string().optional().describe('Wake the agent with this when it ends ({{status}} etc. filled)'),
-    after: z.array(z.string()).optional().describe('Start once these jobIds succeed'),
-    queue: z.string().optional().describe('Wait for a slot in this config.json queue'),
-    priority: z.number().int().optional().describe('Higher starts first in its queue (default 0)'),
-    tie: z.boolean().optional().describe('true: killed when this session ends'),
+    ...startShape(),
   }).strict(),
   outputSchema: { ...jobOut, pid: z.number().int().optional() },
 }, tool(async ({ command, yieldMs, ready, wake, ...rest }, extra) => {

@@ -15,11 +15,11 @@ use proc_manager_core::model::duration::parse_duration_ms;
 use proc_manager_core::model::protocol::HiddenMode;
 use proc_manager_core::model::text::visible;
 use proc_manager_core::verbs::ops::Context;
+use proc_manager_core::verbs::start_options::StartOptions;
 use proc_manager_core::{Error, Result};
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// `println!` for the CLI's results: once nobody reads them any more (a closed
@@ -82,95 +82,17 @@ Exit status: 0 done, 1 failed, 2 bad usage; `wait` exits with the job's own code
 #[derive(Parser, Debug)]
 #[command(name = "run-bg", version, after_help = START_HELP, override_usage = "run-bg [options] -- <program> [args...]\n       run-bg <command> [options]")]
 struct StartCli {
-    /// Human name for the job (default: the program's name)
-    #[arg(long, value_name = "NAME")]
-    label: Option<String>,
-    /// Working directory (default: the current one)
-    #[arg(long, value_name = "DIR")]
-    cwd: Option<PathBuf>,
-    /// Extra environment variable, repeatable
-    #[arg(long = "env", value_name = "KEY=VALUE")]
-    env: Vec<OsString>,
-    /// Kill the job's tree after this long (90s, 10m, 2h)
-    #[arg(long, value_name = "DUR")]
-    timeout: Option<String>,
-    /// The agent or thread that owns the job
-    #[arg(long, value_name = "NAME")]
-    owner: Option<String>,
-    /// Arbitrary JSON kept with the job
-    #[arg(long, value_name = "JSON")]
-    context: Option<String>,
-    /// No exit notification for this job
-    #[arg(long)]
-    no_notify: bool,
-    /// Run this (with /bin/sh -c) when the job ends
-    #[arg(long, value_name = "COMMAND")]
-    on_exit: Option<String>,
+    /// What the job is started with: defined once for every face, in the
+    /// core (verbs/start_options.rs), flags and help lines included.
+    #[command(flatten)]
+    options: StartOptions,
     /// Stay in the foreground up to DUR: if the job ends by then, print what
     /// `check` prints and exit with its code; else print the ack
-    #[arg(long = "yield", value_name = "DUR")]
+    #[arg(long = "yield", value_name = "DUR", display_order = 9)]
     yield_for: Option<String>,
-    /// Start the program again when it ends: on-failure (not after exit 0) or always
-    #[arg(long, value_name = "POLICY", value_parser = ["on-failure", "always"])]
-    restart: Option<String>,
-    /// With --restart: give up after this many restarts in a row (default 10)
-    #[arg(long, value_name = "N", requires = "restart")]
-    max_restarts: Option<u32>,
-    /// With --restart: wait this long before the first restart, doubling up to 30s (default 1s)
-    #[arg(long, value_name = "DUR", requires = "restart")]
-    restart_delay: Option<String>,
-    /// `pipe`: keep the job's stdin open for `run-bg send` (default: null, /dev/null)
-    #[arg(long, value_name = "MODE", value_parser = ["pipe", "null"])]
-    stdin: Option<String>,
     /// Machine-readable output
-    #[arg(long)]
+    #[arg(long, display_order = 14)]
     json: bool,
-    /// Ready once a line of output matches this regex (--yield returns then)
-    #[arg(long, value_name = "REGEX")]
-    ready_log: Option<String>,
-    /// Ready once one of the job's processes listens on PORT (127.0.0.1, ::1 or any address)
-    #[arg(long, value_name = "PORT")]
-    ready_port: Option<u16>,
-    /// Ready once a GET of this http:// URL answers 2xx or 3xx
-    #[arg(long, value_name = "URL")]
-    ready_url: Option<String>,
-    /// Stop watching for readiness after DUR; the job runs on, `not ready after DUR`
-    #[arg(long, value_name = "DUR")]
-    ready_timeout: Option<String>,
-    /// Send a `matched` notification when a line matches REGEX (repeatable;
-    /// at most once per notify.match_window_ms per pattern)
-    #[arg(long = "notify-on", value_name = "REGEX")]
-    notify_on: Vec<String>,
-    /// Register a one-off rule with the interrupt service as the job starts:
-    /// its end wakes the agent with this text ({{jobId}}, {{status}},
-    /// {{exitCode}}, {{outcome}}, ... filled in by the service)
-    #[arg(long, value_name = "TEMPLATE")]
-    wake: Option<String>,
-    /// With --wake: what the sub-agent is to do about it
-    #[arg(long, value_name = "TEXT", requires = "wake")]
-    wake_instruction: Option<String>,
-    /// With --wake: message (into the agent's session, the default) or subagent
-    #[arg(long, value_name = "ACTION", requires = "wake")]
-    wake_action: Option<String>,
-    /// Start only once these jobs have ended successfully (else end as skipped)
-    #[arg(long, value_name = "ID", num_args = 1..)]
-    after: Vec<String>,
-    /// With --after: start once they have ended, whatever their outcome
-    #[arg(long)]
-    after_any: bool,
-    /// Wait for a slot in this queue (config.json `queues`: at most max_parallel at once)
-    #[arg(long, value_name = "NAME")]
-    queue: Option<String>,
-    /// Higher starts first in its queue; first come first served within a priority
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    priority: Option<i64>,
-    /// Kill the job's tree when the process that ran run-bg (its parent,
-    /// usually the agent's shell) exits
-    #[arg(long)]
-    tie: bool,
-    /// Kill the job's tree when this process exits
-    #[arg(long, value_name = "PID", conflicts_with = "tie")]
-    tie_pid: Option<u32>,
     /// The program and its arguments, after `--`
     #[arg(last = true, value_name = "PROGRAM")]
     command: Vec<OsString>,

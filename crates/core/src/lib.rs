@@ -1,6 +1,8 @@
 //! The pure-Rust core shared by the napi addon (crates/node) and the `run-bg`
-//! CLI (crates/cli). Nothing in here names a napi or clap type; the faces
-//! convert.
+//! CLI (crates/cli). Nothing in here names a napi type; the faces convert.
+//! clap and schemars appear only as derives on the start options
+//! (verbs/start_options.rs), behind the features `cli` and `schema`, so that
+//! each face is derived from that one definition.
 //!
 //! Layers, each importing only from those above it in this list (a test,
 //! `__test__/layers.test.mjs`, fails on an upward import):

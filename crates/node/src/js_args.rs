@@ -8,14 +8,13 @@ use proc_manager_core::model::duration::MAX_DURATION_MS;
 use proc_manager_core::model::text::visible;
 use napi::bindgen_prelude::*;
 use napi::ValueType;
-use std::collections::HashMap;
 
 fn bad(message: String) -> napi::Error {
     napi::Error::from_reason(message)
 }
 
 /// A number as JavaScript writes it: `5`, `1.5`, `1e300`, `NaN`.
-fn js_number(v: f64) -> String {
+pub(crate) fn js_number(v: f64) -> String {
     if v.is_nan() {
         "NaN".into()
     } else if v.is_infinite() {
@@ -97,6 +96,8 @@ pub fn millis_arg(name: &str, value: Option<Unknown>) -> Result<Option<u64>> {
 pub struct Options<'env> {
     function: &'static str,
     object: Option<Object<'env>>,
+    /// The object as given, for `serde`.
+    given: Option<Unknown<'env>>,
     /// What was given instead of an object, reported by `finish` with the names.
     not_an_object: Option<String>,
     accepted: Vec<&'static str>,
@@ -105,10 +106,11 @@ pub struct Options<'env> {
 impl<'env> Options<'env> {
     /// `undefined` and `null` stand for no options.
     pub fn new(function: &'static str, value: Option<Unknown<'env>>) -> Result<Options<'env>> {
-        let mut options = Options { function, object: None, not_an_object: None, accepted: Vec::new() };
+        let mut options = Options { function, object: None, given: None, not_an_object: None, accepted: Vec::new() };
         if let Some(value) = value {
             if kind_of(&value)? == ValueType::Object && !value.is_array()? {
                 options.object = Some(Object::from_unknown(value)?);
+                options.given = Some(value);
             } else {
                 options.not_an_object = Some(describe(&value));
             }
@@ -162,18 +164,6 @@ impl<'env> Options<'env> {
         Err(bad(format!("bad {name}: {}; give a whole number of {unit} >= 0", describe(&value))))
     }
 
-    /// A whole number, negative too (`priority`).
-    pub fn integer(&mut self, name: &'static str) -> Result<Option<i64>> {
-        let Some(value) = self.get(name)? else { return Ok(None) };
-        if kind_of(&value)? == ValueType::Number {
-            let n = f64::from_unknown(value)?;
-            if n.is_finite() && n.fract() == 0.0 && n.abs() <= 9_007_199_254_740_991.0 {
-                return Ok(Some(n as i64));
-            }
-        }
-        Err(bad(format!("bad {name}: {}; give a whole number (higher starts first)", describe(&value))))
-    }
-
     /// A finite number >= 0 of `unit` (`memoryThresholdMb`).
     pub fn amount(&mut self, name: &'static str, unit: &str) -> Result<Option<f64>> {
         let Some(value) = self.get(name)? else { return Ok(None) };
@@ -200,26 +190,6 @@ impl<'env> Options<'env> {
         Ok(Some(strings))
     }
 
-    /// An object whose values are all strings (`env`).
-    pub fn string_map(&mut self, name: &'static str) -> Result<Option<HashMap<String, String>>> {
-        let Some(value) = self.get(name)? else { return Ok(None) };
-        if kind_of(&value)? != ValueType::Object || value.is_array()? {
-            return Err(bad(format!(
-                "bad {name}: {}; give an object of strings, e.g. {{ NODE_ENV: 'test' }}",
-                describe(&value)
-            )));
-        }
-        let object = Object::from_unknown(value)?;
-        let mut map = HashMap::new();
-        for key in Object::keys(&object)? {
-            // An undefined value is left out, as JSON.stringify leaves it out.
-            let Some(item) = object.get::<Unknown>(&key)? else { continue };
-            let shown = visible(&key).into_owned();
-            map.insert(key, string_arg(&format!("{name}.{shown}"), item)?);
-        }
-        Ok(Some(map))
-    }
-
     /// An `AbortSignal` (`signal`): an object with a boolean `aborted` and
     /// an `addEventListener` method.
     pub fn signal(&mut self, name: &'static str) -> Result<Option<Object<'env>>> {
@@ -243,41 +213,12 @@ impl<'env> Options<'env> {
         Ok(Some(object))
     }
 
-    /// Any JSON data (`context`).
-    pub fn json(&mut self, name: &'static str) -> Result<Option<serde_json::Value>> {
-        let Some(value) = self.get(name)? else { return Ok(None) };
-        const ACCEPTED: &str = "give JSON data (objects, arrays, strings, finite numbers, booleans, null)";
-        match kind_of(&value)? {
-            ValueType::Object | ValueType::String | ValueType::Number | ValueType::Boolean => {
-                serde_json::Value::from_unknown(value)
-                    .map(Some)
-                    .map_err(|e| bad(format!("bad {name}: not JSON data inside ({}); {ACCEPTED}", e.reason)))
-            }
-            _ => Err(bad(format!("bad {name}: {}; {ACCEPTED}", describe(&value)))),
-        }
-    }
-
-    /// One of `accepted` (`restart: 'on-failure'`, `stdin: 'pipe'`).
-    pub fn choice(&mut self, name: &'static str, accepted: &[&str]) -> Result<Option<String>> {
-        let Some(value) = self.get(name)? else { return Ok(None) };
-        if kind_of(&value)? == ValueType::String {
-            let text = String::from_unknown(value)?;
-            if accepted.contains(&text.as_str()) {
-                return Ok(Some(text));
-            }
-        }
-        let quoted: Vec<String> = accepted.iter().map(|a| format!("'{a}'")).collect();
-        Err(bad(format!("bad {name}: {}; give one of {}", describe(&value), quoted.join(", "))))
-    }
-
-    /// An options object inside the options (`wake`), read with the same
-    /// checks under its own name; `finish` it too.
-    pub fn nested(&mut self, name: &'static str) -> Result<Option<Options<'env>>> {
-        let Some(value) = self.get(name)? else { return Ok(None) };
-        if kind_of(&value)? != ValueType::Object || value.is_array()? {
-            return Err(bad(format!("bad {name}: {}; give an object", describe(&value))));
-        }
-        Options::new(name, Some(value)).map(Some)
+    /// Options a core type defines (`StartOptions`), read by its serde
+    /// reading (js_serde.rs) with the same words as the getters above; its
+    /// field names join the accepted ones, in its order.
+    pub fn serde<T: serde::de::DeserializeOwned>(&mut self) -> Result<T> {
+        self.accepted.extend(proc_manager_core::model::option_value::serde_fields::<T>());
+        T::deserialize(crate::js_serde::JsInput::options(self.given)).map_err(crate::js_serde::Refusal::into_napi)
     }
 
     /// Refuses what was not read: a value that is no options object, or a

@@ -7,6 +7,7 @@
 
 mod in_call_order;
 mod js_args;
+mod js_serde;
 
 pub mod follow;
 mod stream;
@@ -25,6 +26,7 @@ use proc_manager_core::verbs::cancel::Cancel;
 use proc_manager_core::verbs::ops::{Context, ListFilter, LogRange, OrphanOptions, TailQuery};
 use proc_manager_core::verbs::procs;
 use proc_manager_core::verbs::spawn::{start_job, StartRequest};
+use proc_manager_core::verbs::start_options::{Face, StartOptions};
 use proc_manager_core::verbs::yielding::Yielded;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -112,95 +114,31 @@ fn shape<T: Serialize>(view: &T) -> Result<serde_json::Value> {
     serde_json::to_value(view).map_err(|e| napi::Error::from_reason(format!("cannot convert a result to JS: {e}")))
 }
 
-/// Options of `runBackground`, and of `runYield` beside its own.
-#[derive(Default)]
+/// Options of `runBackground`, and of `runYield` beside its own: the
+/// program's `args` (this face's), then the core's `StartOptions`.
 struct RunOptions {
     args: Option<Vec<String>>,
-    label: Option<String>,
-    cwd: Option<String>,
-    env: Option<HashMap<String, String>>,
-    timeout_ms: Option<u64>,
-    owner: Option<String>,
-    context: Option<serde_json::Value>,
-    notify: Option<bool>,
-    on_exit: Option<String>,
-    ready: Option<proc_manager_core::model::job::Readiness>,
-    notify_on: Option<Vec<String>>,
-    /// `restart`, `maxRestarts`, `restartDelayMs`, `stdin` (issue 15).
-    restart: Option<String>,
-    max_restarts: Option<u64>,
-    restart_delay_ms: Option<u64>,
-    stdin: Option<String>,
-    wake: Option<proc_manager_core::model::job::Wake>,
-    after: Option<Vec<String>>,
-    after_any: Option<bool>,
-    queue: Option<String>,
-    priority: Option<i64>,
-    tie: Option<bool>,
-    tie_pid: Option<u64>,
+    start: StartOptions,
 }
 
 impl RunOptions {
     fn read(o: &mut Options) -> Result<RunOptions> {
-        Ok(RunOptions {
-            args: o.strings("args")?,
-            label: o.string("label")?,
-            cwd: o.string("cwd")?,
-            env: o.string_map("env")?,
-            timeout_ms: o.millis("timeoutMs", 1)?,
-            owner: o.string("owner")?,
-            context: o.json("context")?,
-            notify: o.boolean("notify")?,
-            on_exit: o.string("onExit")?,
-            ready: read_readiness(o)?,
-            notify_on: o.strings("notifyOn")?,
-            restart: o.choice("restart", &["on-failure", "always"])?,
-            max_restarts: o.count("maxRestarts", "restarts")?,
-            restart_delay_ms: o.millis("restartDelayMs", 0)?,
-            stdin: o.choice("stdin", &["pipe", "null"])?,
-            wake: read_wake(o)?,
-            after: o.strings("after")?,
-            after_any: o.boolean("afterAny")?,
-            queue: o.string("queue")?,
-            priority: o.integer("priority")?,
-            tie: o.boolean("tie")?,
-            tie_pid: o.count("tiePid", "pid")?,
-        })
+        Ok(RunOptions { args: o.strings("args")?, start: o.serde()? })
     }
 }
 
-/// `readyLog`, `readyPort`, `readyUrl`, `readyTimeoutMs` (issue 15), checked
-/// here so that an error names the option.
-fn read_readiness(o: &mut Options) -> Result<Option<proc_manager_core::model::job::Readiness>> {
-    use proc_manager_core::supervise::ready::{check_pattern, check_url};
-    let log = o.string("readyLog")?;
-    let port = o.count("readyPort", "port (1 to 65535)")?;
-    let url = o.string("readyUrl")?;
-    let timeout_ms = o.millis("readyTimeoutMs", 1)?;
-    if let Some(pattern) = &log {
-        check_pattern("readyLog", pattern).map_err(to_js_error)?;
-    }
-    if let Some(url) = &url {
-        check_url("readyUrl", url).map_err(to_js_error)?;
-    }
-    let port = match port {
-        None => None,
-        Some(p @ 1..=65535) => Some(p as u16),
-        Some(p) => return Err(napi::Error::from_reason(format!("bad readyPort: {p}; give a port from 1 to 65535"))),
-    };
-    if log.is_none() && port.is_none() && url.is_none() && timeout_ms.is_none() {
-        return Ok(None);
-    }
-    Ok(Some(proc_manager_core::model::job::Readiness { log, port, url, timeout_ms }))
-}
+/// The JS API's spelling of the start options: their JSON names.
+struct JsApi;
 
-/// `wake: {message?, instruction?, action?}`: the job's wake rule (see the CLI's `--wake`).
-fn read_wake(o: &mut Options) -> Result<Option<proc_manager_core::model::job::Wake>> {
-    let Some(mut w) = o.nested("wake")? else { return Ok(None) };
-    let (message, instruction, action) = (w.string("message")?, w.string("instruction")?, w.string("action")?);
-    w.finish()?;
-    let action = action.map(|a| proc_manager_core::supervise::wake::parse_action(&a)).transpose().map_err(to_js_error)?;
-    Ok(Some(proc_manager_core::model::job::Wake { message, instruction, action: action.unwrap_or_default(), ..Default::default() }))
+impl Face for JsApi {
+    fn name(&self, option: &str) -> String {
+        option.to_string()
+    }
+
+    /// `tie: true` ties the job to this Node process.
+    fn caller_pid(&self) -> u32 {
+        std::process::id()
+    }
 }
 
 /// Starts `command` in the background under its own supervisor. Returns once
@@ -216,7 +154,7 @@ pub fn run_background(command: Unknown, options: Option<Unknown>) -> Result<serd
 }
 
 fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verbs::spawn::Started> {
-    let mut request = match options.args {
+    let request = match options.args {
         Some(args) => {
             // JS strings are text; the core takes any bytes.
             let argv = std::iter::once(command).chain(args).map(std::ffi::OsString::from).collect();
@@ -229,50 +167,20 @@ fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verb
             StartRequest::shell(&command)
         }
     };
-    request.label = options.label;
-    request.cwd = options.cwd.map(PathBuf::from);
-    request.env = options.env.unwrap_or_default().into_iter().map(|(k, v)| (k, v.into())).collect();
-    request.timeout_ms = options.timeout_ms;
-    request.owner = options.owner;
-    request.context = options.context;
-    request.notify = options.notify.unwrap_or(true);
-    request.on_exit = options.on_exit;
-    request.ready = options.ready;
-    if let Some(patterns) = options.notify_on {
-        for (i, pattern) in patterns.iter().enumerate() {
-            proc_manager_core::supervise::ready::check_pattern(&format!("notifyOn[{i}]"), pattern).map_err(to_js_error)?;
-        }
-        request.notify_on = patterns;
-    }
-    request.restart = match (options.restart, options.max_restarts, options.restart_delay_ms) {
-        (Some(policy), max_restarts, delay_ms) => Some(proc_manager_core::verbs::spawn::RestartRequest {
-            policy: proc_manager_core::model::job::RestartPolicy::parse(&policy).map_err(to_js_error)?,
-            max_restarts: max_restarts
-                .map(|n| u32::try_from(n).map_err(|_| napi::Error::from_reason(format!("bad maxRestarts: {n}; give a whole number of restarts up to {}", u32::MAX))))
-                .transpose()?,
-            delay_ms,
-        }),
-        (None, None, None) => None,
-        (None, _, _) => {
-            return Err(napi::Error::from_reason("maxRestarts and restartDelayMs go with restart: give restart: 'on-failure' or 'always'"))
-        }
-    };
-    request.stdin_pipe = options.stdin.as_deref() == Some("pipe");
-    request.wake = options.wake;
-    request.after = options.after.unwrap_or_default();
-    request.after_any = options.after_any.unwrap_or(false);
-    request.queue = options.queue;
-    request.priority = options.priority.unwrap_or(0);
-    // `tie: true` ties the job to this Node process.
-    request.tie_pid = match (options.tie, options.tie_pid) {
-        (Some(true), Some(_)) => return Err(napi::Error::from_reason("give tie: true or tiePid, not both")),
-        (Some(true), None) => Some(std::process::id()),
-        (_, Some(pid)) => Some(u32::try_from(pid).map_err(|_| napi::Error::from_reason(format!("bad tiePid {pid}: not a pid")))?),
-        _ => None,
-    };
-    request.tie_to_caller = options.tie == Some(true);
+    let request = options.start.into_request(request, &JsApi).map_err(to_js_error)?;
     let context = context()?;
     start_job(&context, request, &supervisor_exe()?).map_err(to_js_error)
+}
+
+/// The JSON Schema of `runBackground`'s options beyond `args` (the core's
+/// `StartOptions`): what the MCP server builds `run_background`'s input
+/// from, and index.d.ts's `RunOptions` is generated from
+/// (scripts/options-dts.mjs). Each property has its doc (`description`),
+/// its MCP line (`x-mcp`) or why MCP leaves it out (`x-mcp-omit`);
+/// `x-order` lists them in the order they are read.
+#[napi(ts_return_type = "Record<string, any>")]
+pub fn start_options_schema() -> serde_json::Value {
+    proc_manager_core::verbs::start_options::schema()
 }
 
 /// Status, exit code, runtime and the last lines of a job's output; with

@@ -5,71 +5,45 @@ use crate::{load_context, parse_dur, print_json, StartCli};
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::format;
 use proc_manager_core::present::view::{shell_exit_code, StartFailedView, StartView};
-use proc_manager_core::model::job::Readiness;
-use proc_manager_core::supervise::ready;
 use proc_manager_core::verbs::cancel::Cancel;
+use proc_manager_core::verbs::start_options::Face;
 use proc_manager_core::verbs::yielding::Yielded;
-use proc_manager_core::model::job::RestartPolicy;
-use proc_manager_core::verbs::spawn::{parse_env_assignment, start_job, RestartRequest, StartRequest};
+use proc_manager_core::verbs::spawn::{start_job, StartRequest};
 use proc_manager_core::{Error, Result};
 
+/// The command line's spelling of the start options: the flag clap has for
+/// the option's field (`timeoutMs` → field `timeout_ms` → `--timeout`).
+struct CommandLine;
+
+impl Face for CommandLine {
+    fn name(&self, option: &str) -> String {
+        let field: String = option
+            .chars()
+            .flat_map(|c| match c.is_ascii_uppercase() {
+                true => vec!['_', c.to_ascii_lowercase()],
+                false => vec![c],
+            })
+            .collect();
+        // Built once, and only when a message names an option.
+        static COMMAND: std::sync::OnceLock<clap::Command> = std::sync::OnceLock::new();
+        let command = COMMAND.get_or_init(<StartCli as clap::CommandFactory>::command);
+        let flag = command.get_arguments().find(|arg| arg.get_id() == field.as_str()).and_then(|arg| arg.get_long());
+        format!("--{}", flag.unwrap_or(option))
+    }
+
+    /// The CLI names the flag, which each pattern was given to.
+    fn item(&self, option: &str, _: usize) -> String {
+        self.name(option)
+    }
+
+    fn caller_pid(&self) -> u32 {
+        proc_manager_core::supervise::tie::caller_pid()
+    }
+}
+
 pub fn run(cli: StartCli) -> Result<i32> {
-    let mut request = StartRequest::program(cli.command);
-    request.label = cli.label;
-    request.cwd = cli.cwd;
-    for assignment in &cli.env {
-        let (key, value) = parse_env_assignment(assignment)?;
-        request.env.insert(key, value);
-    }
-    request.timeout_ms = parse_dur("--timeout", &cli.timeout)?.map(|d| d.as_millis() as u64);
-    request.owner = cli.owner;
-    request.context = cli
-        .context
-        .map(|text| {
-            serde_json::from_str(&text).map_err(|e| Error::Usage(format!("bad --context: not valid JSON ({e})")))
-        })
-        .transpose()?;
-    request.notify = !cli.no_notify;
-    request.on_exit = cli.on_exit;
-    if let Some(policy) = &cli.restart {
-        request.restart = Some(RestartRequest {
-            policy: RestartPolicy::parse(policy)?,
-            max_restarts: cli.max_restarts,
-            delay_ms: parse_dur("--restart-delay", &cli.restart_delay)?.map(|d| d.as_millis() as u64),
-        });
-    }
-    request.stdin_pipe = cli.stdin.as_deref() == Some("pipe");
-    if let Some(message) = cli.wake {
-        let action = cli.wake_action.as_deref().map(proc_manager_core::supervise::wake::parse_action).transpose()?;
-        request.wake = Some(proc_manager_core::model::job::Wake {
-            message: Some(message),
-            instruction: cli.wake_instruction,
-            action: action.unwrap_or_default(),
-            ..Default::default()
-        });
-    }
-    request.after = cli.after;
-    request.after_any = cli.after_any;
-    request.queue = cli.queue;
-    request.priority = cli.priority.unwrap_or(0);
-    request.tie_pid = match (cli.tie, cli.tie_pid) {
-        (true, _) => Some(proc_manager_core::supervise::tie::caller_pid()),
-        (false, pid) => pid,
-    };
-    request.tie_to_caller = cli.tie;
+    let request = cli.options.into_request(StartRequest::program(cli.command), &CommandLine)?;
     let yield_for = parse_dur("--yield", &cli.yield_for)?;
-    // Readiness and wake-ups (issue 15): patterns are checked here to name the flag.
-    if let Some(pattern) = &cli.ready_log {
-        ready::check_pattern("--ready-log", pattern)?;
-    }
-    for pattern in &cli.notify_on {
-        ready::check_pattern("--notify-on", pattern)?;
-    }
-    let ready_timeout = parse_dur("--ready-timeout", &cli.ready_timeout)?.map(|d| d.as_millis() as u64);
-    if cli.ready_log.is_some() || cli.ready_port.is_some() || cli.ready_url.is_some() || ready_timeout.is_some() {
-        request.ready = Some(Readiness { log: cli.ready_log, port: cli.ready_port, url: cli.ready_url, timeout_ms: ready_timeout });
-    }
-    request.notify_on = cli.notify_on;
 
     let context = load_context()?;
     let exe = context.runner.clone().expect("load_context sets the runner");

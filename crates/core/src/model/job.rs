@@ -364,6 +364,8 @@ pub struct Job {
     pub waits: Option<Waits>,
     /// `--tie`: the process whose end kills the job's tree.
     pub tie: Option<Tie>,
+    /// `--nice`: the niceness its main process starts at, each run.
+    pub nice: Option<i32>,
 }
 
 /// What a job started later waits for: a slot in its queue, the end of
@@ -531,6 +533,8 @@ struct JobRecord {
     waits: Option<Waits>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tie: Option<Tie>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    nice: Option<i32>,
 }
 
 /// The state a format-1 record describes. Every record this program writes
@@ -601,6 +605,7 @@ impl From<JobRecord> for Job {
             wake: r.wake,
             waits: r.waits,
             tie: r.tie,
+            nice: r.nice,
         }
     }
 }
@@ -651,6 +656,7 @@ impl From<Job> for JobRecord {
             wake: job.wake,
             waits: job.waits,
             tie: job.tie,
+            nice: job.nice,
         }
     }
 }
@@ -731,13 +737,17 @@ pub struct HookRun {
     pub duration_ms: u64,
 }
 
-/// When a job's main process is started again after it ends (`--restart`).
+/// When a job's main process is started again after it ends (`--restart`):
+/// `on-failure` after an exit other than 0 or a death by signal (an exit 0
+/// ends the job), `always` after any end, an exit 0 too.
+// The variants' docs would be their help in the CLI and in the JSON Schema
+// (changing how both show them): the enum's doc says it instead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum RestartPolicy {
-    /// After an exit other than 0 or a death by signal; an exit 0 ends the job.
     OnFailure,
-    /// After any end, an exit 0 too.
     Always,
 }
 
@@ -762,6 +772,7 @@ impl RestartPolicy {
 /// `message` injects the text into the agent's session, `subagent` hands it
 /// (with the instruction) to a sub-agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum WakeAction {
     #[default]
@@ -1067,6 +1078,7 @@ pub(crate) fn sample_in(state: JobState) -> Job {
         wake: None,
         waits: None,
         tie: None,
+        nice: None,
     }
 }
 

@@ -4,6 +4,7 @@ pub mod duration;
 pub mod error;
 pub mod ids;
 pub mod job;
+pub mod option_value;
 pub mod os_text;
 pub mod protocol;
 pub mod text;

@@ -25,6 +25,8 @@ pub struct LaunchSpec<'a> {
     pub output: RawFd,
     /// Becomes the child's stdin (`--stdin pipe`); /dev/null when `None`.
     pub stdin: Option<RawFd>,
+    /// Set before the exec, so that every process of the job inherits it.
+    pub nice: Option<i32>,
 }
 
 /// A forked child whose exec may still be under way.
@@ -32,6 +34,7 @@ pub struct Launched {
     pub pid: libc::pid_t,
     program: String,
     cwd: PathBuf,
+    nice: Option<i32>,
     /// Closed by the exec (close-on-exec); carries `[step, errno]` if a step failed.
     report: OwnedFd,
 }
@@ -42,6 +45,7 @@ const STEP_CWD: u8 = 2;
 const STEP_EXEC: u8 = 3;
 const STEP_GROUP: u8 = 4;
 const STEP_SIGNALS: u8 = 5;
+const STEP_NICE: u8 = 6;
 const REPORT_LEN: usize = 1 + std::mem::size_of::<libc::c_int>();
 
 /// Everything the child needs, built before the fork. The pointer arrays
@@ -161,7 +165,7 @@ fn errno() -> libc::c_int {
 /// # Safety
 /// Only in the child just forked from a single-threaded process: it calls
 /// only async-signal-safe functions, replaces fds 0-2 and never returns.
-unsafe fn exec_child(p: &mut Prepared, stdin: RawFd, output: RawFd, report: RawFd) -> ! {
+unsafe fn exec_child(p: &mut Prepared, nice: Option<i32>, stdin: RawFd, output: RawFd, report: RawFd) -> ! {
     let fail = |step: u8, errno: libc::c_int| -> ! {
         let mut message = [0u8; REPORT_LEN];
         message[0] = step;
@@ -188,6 +192,13 @@ unsafe fn exec_child(p: &mut Prepared, stdin: RawFd, output: RawFd, report: RawF
     // without it a kill would miss the tree, so the start fails instead.
     if libc::setpgid(0, 0) != 0 {
         fail(STEP_GROUP, errno());
+    }
+    // A job asked to run at a niceness it may not take does not run at
+    // another: its start fails, saying why.
+    if let Some(nice) = nice {
+        if libc::setpriority(libc::PRIO_PROCESS as _, 0, nice) != 0 {
+            fail(STEP_NICE, errno());
+        }
     }
     if !(install_fd(stdin, 0) && install_fd(output, 1) && install_fd(output, 2)) {
         fail(STEP_STDIO, errno());
@@ -247,7 +258,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<Launched, LaunchError> {
         // SAFETY: we are that freshly forked child of a single-threaded
         // process; `prepared` holds every C string and array it needs, built
         // before the fork so the child allocates nothing.
-        unsafe { exec_child(&mut prepared, stdin, spec.output, report_write.as_raw_fd()) }
+        unsafe { exec_child(&mut prepared, spec.nice, stdin, spec.output, report_write.as_raw_fd()) }
     }
     let fork_error = std::io::Error::last_os_error();
     // SAFETY: `previous` is the mask sigprocmask filled in above. Restoring
@@ -263,7 +274,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<Launched, LaunchError> {
     // SAFETY: integer arguments only.
     unsafe { libc::setpgid(pid, pid) };
     let program = crate::model::os_text::escaped(&spec.argv[0]).into_owned();
-    Ok(Launched { pid, program, cwd: spec.cwd.to_path_buf(), report: report_read })
+    Ok(Launched { pid, program, cwd: spec.cwd.to_path_buf(), nice: spec.nice, report: report_read })
 }
 
 impl Launched {
@@ -315,6 +326,11 @@ impl Launched {
             STEP_STDIO => format!("cannot set up the output of `{}`: {error}", self.program),
             STEP_GROUP => format!("cannot give `{}` its own process group: {error}", self.program),
             STEP_SIGNALS => format!("cannot reset the signals of `{}`: {error}", self.program),
+            STEP_NICE => format!(
+                "cannot run `{}` at niceness {}: {error}; a niceness below the current one needs root, CAP_SYS_NICE or an RLIMIT_NICE that allows it",
+                self.program,
+                self.nice.unwrap_or_default()
+            ),
             _ => describe_spawn_error(&self.program, &error),
         }
     }
@@ -397,6 +413,7 @@ mod tests {
             remove,
             output: output.as_raw_fd(),
             stdin: None,
+            nice: None,
         })?;
         let pid = launched.pid;
         launched.exec_outcome()?;

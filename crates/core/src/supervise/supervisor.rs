@@ -528,6 +528,7 @@ fn launch_main(job: &Job, output: std::os::fd::RawFd, stdin: Option<std::os::fd:
         remove: &[SUPERVISOR_MARK],
         output,
         stdin,
+        nice: job.nice,
     })
 }
 

@@ -6,5 +6,6 @@ pub mod ops;
 pub mod procs;
 pub mod queue;
 pub mod spawn;
+pub mod start_options;
 pub mod yielding;
 pub mod send;

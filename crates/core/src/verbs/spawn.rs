@@ -54,6 +54,8 @@ pub struct StartRequest {
     /// `tie_pid` is the caller itself (`--tie`, `tie: true`), not a process
     /// named by pid: what the recorded reason calls it.
     pub tie_to_caller: bool,
+    /// `--nice`: the niceness its main process starts at.
+    pub nice: Option<i32>,
 }
 
 /// `--restart <policy> [--max-restarts N] [--restart-delay <dur>]`.
@@ -294,6 +296,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         wake: request.wake,
         waits: None,
         tie,
+        nice: request.nice,
     };
     if let Some(waits) = waits {
         return crate::verbs::queue::enqueue(context, job, waits, supervisor_exe).map(|started| Started { warnings, ..started });
