@@ -223,7 +223,7 @@ function zodOf(schema) {
  */
 const INSTEAD = {
   readyLog: ['ready', z.string().describe('Server ready when: port, http:// URL or log regex')],
-  wake: ['wake', z.string().describe('Wake the agent with this when it ends ({{status}} etc. filled)')],
+  wake: ['wake', z.string().describe('Wake the agent with this at its end ({{status}} filled)')],
 }
 
 /**
@@ -257,7 +257,7 @@ server.registerTool('run_background', {
   inputSchema: z.object({
     command: z.string().describe('Shell line (/bin/sh -c); with args, the program'),
     args: z.array(z.string()).optional().describe('Argv, no shell (default none)'),
-    yieldMs: whole(1).max(WAIT_MS).optional().describe('Answer as check_job if it ends (or is ready) by then (default 0)'),
+    yieldMs: whole(1).max(WAIT_MS).optional().describe('Answer as check_job if done or ready by then (default 0)'),
     ...startShape(),
   }).strict(),
   outputSchema: { ...jobOut, pid: z.number().int().optional() },
@@ -310,7 +310,7 @@ server.registerTool('read_log', {
   description: 'A job\'s output lines by number or after a cursor, cleaned, not folded.',
   inputSchema: z.object({
     jobId,
-    fromLine: whole(1).optional().describe('First line, 1 = oldest kept (default: the last lines)'),
+    fromLine: whole(1).optional().describe('First line, 1 = oldest kept (default: last lines)'),
     since: whole(0).optional().describe('Cursor from check_job/read_log: only lines after it'),
     lines: whole(1).optional().describe('How many lines (default 100)'),
   }).strict(),
@@ -402,11 +402,11 @@ server.registerTool('wait_job', {
 }))
 
 server.registerTool('kill_job', {
-  description: "Kill a job's whole process tree: SIGTERM, then SIGKILL after graceMs.",
+  description: "Kill a job's whole process tree (SIGTERM, SIGKILL after graceMs).",
   inputSchema: z.object({
     jobId: jobId.optional(),
-    olderThanMs: whole(0).optional().describe('Instead of jobId: every job started longer ago'),
-    owner: z.string().optional().describe('With olderThanMs: only this owner\'s jobs'),
+    olderThanMs: whole(0).optional().describe('Instead of jobId: all started longer ago'),
+    owner: z.string().optional().describe('With olderThanMs: only this owner\'s'),
     graceMs: whole(0).optional().describe('SIGTERM to SIGKILL (default 5000)'),
     force: z.boolean().optional().describe('SIGKILL at once'),
   }).strict(),

@@ -33,7 +33,7 @@ pub struct StartOptions {
     /// Working directory (default: the current one).
     #[cfg_attr(feature = "cli", arg(long, value_name = "DIR", display_order = 2,
         help = "Working directory (default: the current one)"))]
-    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "Working directory (default: the server's)")))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "Working dir (default: the server's)")))]
     #[serde(default, deserialize_with = "read::path")]
     pub cwd: Option<PathBuf>,
 
@@ -49,7 +49,7 @@ pub struct StartOptions {
     /// Kill the job's tree after this many milliseconds.
     #[cfg_attr(feature = "cli", arg(long = "timeout", value_name = "DUR", display_order = 4,
         help = "Kill the job's tree after this long (90s, 10m, 2h)"))]
-    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "Kill it after this (default never)")))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "Kill after this (default never)")))]
     #[serde(default)]
     pub timeout_ms: Option<Given<Millis<1>>>,
 
@@ -127,28 +127,28 @@ pub struct StartOptions {
     /// ended run's tree.
     #[cfg_attr(feature = "cli", arg(long, value_name = "POLICY", display_order = 10,
         help = "Start the program again when it ends: on-failure (not after exit 0) or always"))]
-    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "Restart it when it ends (default never)")))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "Restart when it ends (default never)")))]
     #[serde(default)]
     pub restart: Option<RestartPolicy>,
 
     /// With `restart`: restarts in a row (no 10 s run between) before giving up (default 10).
     #[cfg_attr(feature = "cli", arg(long, value_name = "N", display_order = 11,
         help = "With --restart: give up after this many restarts in a row (default 10)"))]
-    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "Restarts in a row before giving up (default 10)")))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "Max restarts in a row (default 10)")))]
     #[serde(default, deserialize_with = "read::restarts")]
     pub max_restarts: Option<u32>,
 
     /// With `restart`: the first restart's delay, doubled for each one in a row up to 30 s (default 1000).
     #[cfg_attr(feature = "cli", arg(long = "restart-delay", value_name = "DUR", display_order = 12,
         help = "With --restart: wait this long before the first restart, doubling up to 30s (default 1s)"))]
-    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "First restart delay, then doubled (default 1000)")))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "Restart delay, doubling (default 1000)")))]
     #[serde(default)]
     pub restart_delay_ms: Option<Given<Millis<0>>>,
 
     /// `pipe`: the job's stdin stays open for `sendInput` (default `null`: /dev/null).
     #[cfg_attr(feature = "cli", arg(long, value_name = "MODE", display_order = 13,
         help = "`pipe`: keep the job's stdin open for `run-bg send` (default: null, /dev/null)"))]
-    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "pipe: send_input can write to it (default null)")))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "pipe: for send_input (default null)")))]
     #[serde(default)]
     pub stdin: Option<StdinMode>,
 
@@ -173,21 +173,21 @@ pub struct StartOptions {
     /// With `after`: start once they have ended, whatever their outcome.
     #[cfg_attr(feature = "cli", arg(long, display_order = 24,
         help = "With --after: start once they have ended, whatever their outcome"))]
-    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "With after: start once they end, any outcome")))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "With after: once they end, any outcome")))]
     #[serde(default, deserialize_with = "read::flag")]
     pub after_any: bool,
 
     /// Wait for a slot in this queue of config.json's `queues` (default: the `default` queue if configured).
     #[cfg_attr(feature = "cli", arg(long, value_name = "NAME", display_order = 25,
         help = "Wait for a slot in this queue (config.json `queues`: at most max_parallel at once)"))]
-    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "Wait for a slot in this config.json queue")))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "Wait for a slot in this queue")))]
     #[serde(default)]
     pub queue: Option<String>,
 
     /// Higher starts first in its queue; first come first served within a priority (default 0).
     #[cfg_attr(feature = "cli", arg(long, value_name = "N", allow_negative_numbers = true, display_order = 26,
         help = "Higher starts first in its queue; first come first served within a priority"))]
-    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "Higher starts first in its queue (default 0)")))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "Higher first in its queue (default 0)")))]
     #[serde(default, deserialize_with = "read::priority")]
     pub priority: Option<i64>,
 
@@ -215,7 +215,7 @@ pub struct StartOptions {
     #[cfg_attr(feature = "cli", arg(long, value_name = "N", allow_negative_numbers = true, display_order = 29,
         help = "Run the job's processes at niceness N, -20 (the most CPU) to 19 (the least); below the current one needs root or CAP_SYS_NICE"))]
     #[cfg_attr(feature = "schema", schemars(range(min = NICEST, max = LEAST_NICE),
-        extend("x-mcp" = "Niceness, -20 (the most CPU) to 19 (the least); default inherited")))]
+        extend("x-mcp" = "Niceness -20..19 (default inherited)")))]
     #[serde(default, deserialize_with = "read::int32")]
     pub nice: Option<i32>,
 }
