@@ -704,7 +704,7 @@ impl StartRecord {
         let text = std::str::from_utf8(text).ok()?;
         let (line, after) = text.split_once('\n')?;
         let found = Self::parse_line(line)?;
-        let left_behind = after.strip_prefix("mix=").and_then(|sum| sum.strip_suffix('\n')).is_some_and(hex_field);
+        let left_behind = after.strip_prefix("mix=").and_then(|sum| sum.strip_suffix('\n')).is_some_and(|sum| hex_number(sum).is_some());
         let whole = after.is_empty() || (line.len() + 1 == EARLIER_RECORD_LEN && left_behind);
         whole.then_some(found)
     }
@@ -716,7 +716,7 @@ impl StartRecord {
             _ => return None,
         };
         let mut fields = fields.split(' ');
-        let mut number = || fields.next().filter(|f| hex_field(f)).and_then(|f| u64::from_str_radix(f, 16).ok());
+        let mut number = || fields.next().and_then(hex_number);
         let (dev, ino, start, sum) = (number()?, number()?, number()?, number()?);
         if sum_of((dev, ino), start) != sum {
             return None;
@@ -724,11 +724,9 @@ impl StartRecord {
         let strong = match fields.next() {
             None => true,
             // Required when there: the `pm1` sum misses some one-bit changes.
-            Some(mix) if line.starts_with("pm1 ") => mix
-                .strip_prefix("mix=")
-                .filter(|sum| hex_field(sum))
-                .and_then(|sum| u64::from_str_radix(sum, 16).ok())
-                .is_some_and(|sum| sum == Self::sum_v2((dev, ino), start)),
+            Some(mix) if line.starts_with("pm1 ") => {
+                mix.strip_prefix("mix=").and_then(hex_number).is_some_and(|sum| sum == Self::sum_v2((dev, ino), start))
+            }
             Some(_) => false,
         };
         (strong && fields.next().is_none()).then_some(((dev, ino), start))
@@ -737,8 +735,9 @@ impl StartRecord {
 
 /// A number of a start record: 16 hex digits (`from_str_radix` alone
 /// would take a sign or fewer digits).
-fn hex_field(field: &str) -> bool {
-    field.len() == 16 && field.bytes().all(|b| b.is_ascii_hexdigit())
+fn hex_number(field: &str) -> Option<u64> {
+    let digits = field.len() == 16 && field.bytes().all(|b| b.is_ascii_hexdigit());
+    digits.then(|| u64::from_str_radix(field, 16).ok()).flatten()
 }
 
 /// What a log's start record says.

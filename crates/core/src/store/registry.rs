@@ -74,15 +74,6 @@ pub enum Patience {
     Immediate,
 }
 
-/// What a registry write brings up to date besides the change itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Scope {
-    /// Every job: what only its job.json knows is taken in, the cap applied.
-    Everything,
-    /// Only the jobs the change touches.
-    OnlyThis,
-}
-
 /// Held while the registry is read-modified-written; closing the file unlocks it.
 struct LockGuard(#[allow(dead_code)] File);
 
@@ -165,13 +156,6 @@ impl Registry {
         action: &str,
         change: impl FnOnce(&mut Vec<Job>) -> T,
     ) -> Result<T> {
-        self.rewrite(patience, action, Scope::Everything, change)
-    }
-
-    /// `update_with`, either taking in what every job directory knows and
-    /// trimming to the cap (`Scope::Everything`), or changing only what
-    /// `change` touches (`Scope::OnlyThis`).
-    fn rewrite<T>(&self, patience: Patience, action: &str, scope: Scope, change: impl FnOnce(&mut Vec<Job>) -> T) -> Result<T> {
         let guard = self.lock(patience, action)?;
         let path = self.home.registry_path();
         let (jobs, moved_aside) = match read_registry(&path) {
@@ -180,15 +164,7 @@ impl Registry {
             Err(ReadFailure::Corrupt(reason)) => (Vec::new(), Some(self.move_aside(&path, reason)?)),
             Err(ReadFailure::Missing) => (Vec::new(), None),
         };
-        let (mut jobs, merge) = match scope {
-            Scope::Everything => self.merged(jobs, true),
-            // A registry just moved aside is rebuilt from the job directories whatever the scope.
-            Scope::OnlyThis if moved_aside.is_some() => self.merged(jobs, true),
-            Scope::OnlyThis => {
-                let (jobs, duplicates) = dedupe(jobs);
-                (jobs, Merge { duplicates, adopted: 0 })
-            }
-        };
+        let (mut jobs, merge) = self.merged(jobs, true);
         if let Some((aside, reason)) = moved_aside {
             tracing::warn!(
                 "{} could not be read ({reason}); moved it to {} and rebuilt {} job(s) from the job directories",
@@ -207,9 +183,7 @@ impl Registry {
         }
         let before: HashSet<String> = jobs.iter().map(|j| j.id.clone()).collect();
         let result = change(&mut jobs);
-        if scope == Scope::Everything {
-            self.evict_over_cap(&mut jobs);
-        }
+        self.evict_over_cap(&mut jobs);
         let kept: HashSet<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
         let dropped: Vec<&String> = before.iter().filter(|id| !kept.contains(id.as_str())).collect();
         // Out of readers' sight before the registry forgets them, and back if it cannot.
@@ -242,16 +216,11 @@ impl Registry {
 
     /// Adds a job whose job.json its supervisor has just written, if the lock
     /// can be had as `patience` says; until then readers list the job from its
-    /// job.json, and any registry write takes it in.
-    ///
-    /// Only this job's entry is written: reading every other job's job.json
-    /// and trimming to the cap (a pass over /proc) made each start into a
-    /// home of 1,000 running jobs 40–56 ms where it is 10 at 10 jobs, and
-    /// left that read's heap in every supervisor. What the others' job.json
-    /// know, and the cap, the next full write takes in.
+    /// job.json, and any registry write takes it in. Only a start that failed
+    /// registers (a running job's start writes its job.json alone).
     pub fn register(&self, job: &Job, patience: Patience) -> Result<()> {
         let action = format!("register job {}", job.id);
-        self.rewrite(patience, &action, Scope::OnlyThis, |jobs| match jobs.iter_mut().find(|j| j.id == job.id) {
+        self.update_with(patience, &action, |jobs| match jobs.iter_mut().find(|j| j.id == job.id) {
             Some(slot) => *slot = job.clone(),
             None => jobs.push(job.clone()),
         })
@@ -645,9 +614,10 @@ fn corrupt_record(home: &Home, id: &str) -> Option<CorruptRecord> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
         Err(e) => {
             // Another user's file (refused by `open_read`) or a symlink: not ours.
+            let meta = std::fs::symlink_metadata(&file).ok();
             let foreign = e.kind() == std::io::ErrorKind::PermissionDenied
-                && std::fs::symlink_metadata(&file).is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) != paths::euid());
-            let symlink = std::fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_symlink());
+                && meta.as_ref().is_some_and(|m| std::os::unix::fs::MetadataExt::uid(m) != paths::euid());
+            let symlink = meta.is_some_and(|m| m.file_type().is_symlink());
             return Some(corrupt(id, file, e.to_string(), foreign || symlink));
         }
     };

@@ -317,6 +317,7 @@ pub fn confirm_due(home: &Home, registry: &Registry, config: &NotifyConfig) -> O
     let timeout = Duration::from_millis(config.timeout_ms);
     let mut listings: std::collections::HashMap<String, Result<Vec<String>, String>> = Default::default();
     let mut next_due: Option<u64> = None;
+    let mut due_at = |at: u64| next_due = Some(next_due.map_or(at, |due| due.min(at)));
     for mut look in looks(home) {
         let state = registry.get(&look.job_id).ok().and_then(|job| job.wake).map(|w| w.state);
         // Registered: the process that scheduled it died before recording `queued`.
@@ -325,7 +326,7 @@ pub fn confirm_due(home: &Home, registry: &Registry, config: &NotifyConfig) -> O
             continue;
         }
         if look.next_look_at > now_ms() {
-            next_due = Some(next_due.map_or(look.next_look_at, |d| d.min(look.next_look_at)));
+            due_at(look.next_look_at);
             continue;
         }
         let (batch, dispatch) = dispatch_window(config, look.action);
@@ -335,7 +336,7 @@ pub fn confirm_due(home: &Home, registry: &Registry, config: &NotifyConfig) -> O
             // Scheduled without the batch window at hand: nothing to see before it.
             look.next_look_at = first_look;
             let _ = look.save(home);
-            next_due = Some(next_due.map_or(first_look, |d| d.min(first_look)));
+            due_at(first_look);
             continue;
         }
         let listed = listings.entry(look.url.clone()).or_insert_with(|| rule_ids(&look.url, timeout));
@@ -358,7 +359,7 @@ pub fn confirm_due(home: &Home, registry: &Registry, config: &NotifyConfig) -> O
         if let Err(e) = look.save(home) {
             tracing::warn!("run-bg: cannot reschedule the look at {}'s wake rule: {e}", look.job_id);
         }
-        next_due = Some(next_due.map_or(look.next_look_at, |d| d.min(look.next_look_at)));
+        due_at(look.next_look_at);
     }
     next_due
 }

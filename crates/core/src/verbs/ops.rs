@@ -263,13 +263,8 @@ impl Context {
     /// that watcher for a moment, so that the log is complete once the end
     /// is recorded; a watcher that does not do it in time is not waited for.
     fn reconcile_job_as(&self, job: Job, by_watcher: bool) -> Result<Job> {
-        match self.look_at(job) {
-            Look::Settled(job) => Ok(job),
-            Look::SupervisorGone(job) => {
-                let has_processes = !self.processes_of(&job).is_empty();
-                self.reconcile_without_supervisor(job, has_processes, by_watcher)
-            }
-        }
+        let mut looked = self.reconcile_jobs_as(vec![job], by_watcher)?;
+        Ok(looked.pop().expect("one job looked at, one job back"))
     }
 
     /// `reconcile_job` for many jobs, in their order: one pass over the
@@ -278,30 +273,16 @@ impl Context {
     /// rewrite each) made `list` or `prune` after 1,000 supervisors died
     /// quadratic in the number of jobs.
     pub fn reconcile_jobs(&self, jobs: Vec<Job>) -> Result<Vec<Job>> {
+        self.reconcile_jobs_as(jobs, false)
+    }
+
+    fn reconcile_jobs_as(&self, jobs: Vec<Job>, by_watcher: bool) -> Result<Vec<Job>> {
         let looks: Vec<Look> = jobs.into_iter().map(|job| self.look_at(job)).collect();
-        let gone: Vec<&Job> = looks
-            .iter()
-            .filter_map(|look| match look {
-                Look::SupervisorGone(job) => Some(job),
-                Look::Settled(_) => None,
-            })
-            .collect();
-        if gone.len() <= 1 {
-            return looks
-                .into_iter()
-                .map(|look| match look {
-                    Look::Settled(job) => Ok(job),
-                    Look::SupervisorGone(job) => {
-                        let has_processes = !self.processes_of(&job).is_empty();
-                        self.reconcile_without_supervisor(job, has_processes, false)
-                    }
-                })
-                .collect();
-        }
-        let alive = self.processes_of_jobs(gone);
-        let has_processes = |job: &Job| alive.get(&job.id).is_some_and(|processes| !processes.is_empty());
-        // Verdicts to record, by job; an orphan with a watcher (rare) is left
-        // to the one-job path, which gives its watcher a moment.
+        // No pass over the table when every job is settled (`processes_of_jobs` of none).
+        let alive = self.processes_of_jobs(looks.iter().filter_map(|look| match look {
+            Look::SupervisorGone(job) => Some(job),
+            Look::Settled(_) => None,
+        }));
         let mut changes: std::collections::HashMap<String, (JobStatus, JobState)> = std::collections::HashMap::new();
         let mut shown: Vec<Shown> = Vec::with_capacity(looks.len());
         for look in looks {
@@ -312,20 +293,26 @@ impl Context {
                 }
                 Look::SupervisorGone(job) => job,
             };
-            let has_processes = has_processes(&job);
-            match self.verdict_without_supervisor(&job, has_processes) {
-                Verdict::Unchanged => shown.push(Shown::Done(job)),
-                Verdict::Change { ask_watcher: true, .. } => {
-                    shown.push(Shown::Done(self.reconcile_without_supervisor(job, has_processes, false)?))
-                }
-                Verdict::Change { verdict, next, ask_watcher: false } => {
-                    changes.insert(job.id.clone(), (verdict, next));
-                    shown.push(Shown::Changed(job));
+            let has_processes = alive.get(&job.id).is_some_and(|processes| !processes.is_empty());
+            let Verdict::Change { verdict, next, ask_watcher } = self.verdict_without_supervisor(&job, has_processes) else {
+                shown.push(Shown::Done(job));
+                continue;
+            };
+            if ask_watcher && !by_watcher {
+                let recorded = || self.registry().get(&job.id).map_or(true, |j| j.status() != JobStatus::Orphaned);
+                if wait_until(WATCHER_PATIENCE, Duration::from_millis(20), recorded) {
+                    shown.push(Shown::Done(self.registry().get(&job.id)?));
+                    continue;
                 }
             }
+            changes.insert(job.id.clone(), (verdict, next));
+            shown.push(Shown::Changed(job));
         }
-        let ids: Vec<String> = changes.keys().cloned().collect();
         let apply = |stored: &mut Job| changes.get(&stored.id).is_some_and(|(verdict, next)| apply_verdict(stored, *verdict, next));
+        // A look must work where nothing can be recorded (a full disk, a
+        // registry held by a stopped process): the verdicts are then shown,
+        // and recorded (and announced) by a later look.
+        let ids: Vec<String> = changes.keys().cloned().collect();
         let stored: std::collections::HashMap<String, Job> = if ids.is_empty() {
             std::collections::HashMap::new()
         } else {
@@ -333,7 +320,9 @@ impl Context {
                 Ok(stored) => stored.into_iter().map(|job| (job.id.clone(), job)).collect(),
                 Err(e) => {
                     if !matches!(e, Error::Busy(_)) {
-                        tracing::warn!("{} job(s) found ended or orphaned, but that could not be recorded: {e}", ids.len());
+                        for (id, (verdict, _)) in &changes {
+                            tracing::warn!("{id} is {verdict}, but that could not be recorded: {e}");
+                        }
                     }
                     std::collections::HashMap::new()
                 }
@@ -346,11 +335,11 @@ impl Context {
                 Shown::Changed(mut job) => match stored.get(&job.id) {
                     Some(stored) => {
                         if stored.status() == JobStatus::Orphaned {
+                            // So that its end is noticed (and announced) without anyone asking.
                             self.start_watcher(&stored.id);
                         }
                         stored.clone()
                     }
-                    // Not recorded (a full disk, a busy lock): shown, and recorded by a later look.
                     None => {
                         apply(&mut job);
                         job
@@ -420,40 +409,6 @@ impl Context {
         // An orphan's attached watcher records its end with the log complete.
         let ask_watcher = job.status() == JobStatus::Orphaned && self.watcher_attached(&job.id);
         Verdict::Change { verdict, next, ask_watcher }
-    }
-
-    /// Decides and records (one registry write) the verdict on one job whose
-    /// supervisor is gone. `by_watcher`: see `reconcile_job_as`.
-    fn reconcile_without_supervisor(&self, job: Job, has_processes: bool, by_watcher: bool) -> Result<Job> {
-        let Verdict::Change { verdict, next, ask_watcher } = self.verdict_without_supervisor(&job, has_processes) else {
-            return Ok(job);
-        };
-        if ask_watcher && !by_watcher {
-            let recorded = || self.registry().get(&job.id).map_or(true, |j| j.status() != JobStatus::Orphaned);
-            if wait_until(WATCHER_PATIENCE, Duration::from_millis(20), recorded) {
-                return self.registry().get(&job.id);
-            }
-        }
-        let apply = |stored: &mut Job| apply_verdict(stored, verdict, &next);
-        // A look must work where nothing can be recorded (a full disk, a
-        // registry held by a stopped process): the verdict is then shown, and
-        // recorded (and announced) by a later look.
-        let stored = match self.change_status(&job.id, Patience::Brief, apply) {
-            Ok(stored) => stored,
-            Err(e) => {
-                if !matches!(e, Error::Busy(_)) {
-                    tracing::warn!("{} is {verdict}, but that could not be recorded: {e}", job.id);
-                }
-                let mut shown = job;
-                apply(&mut shown);
-                return Ok(shown);
-            }
-        };
-        if stored.status() == JobStatus::Orphaned {
-            // So that its end is noticed (and announced) without anyone asking.
-            self.start_watcher(&stored.id);
-        }
-        Ok(stored)
     }
 
     /// The end a job's live supervisor keeps because it could not write it
