@@ -255,24 +255,35 @@ test('a start record of 100 MB, or with one digit changed: check answers without
   assert.doesNotMatch(mcpCheck.content[0].text, /read_log with since/)
 })
 
+/** The width of each line fastWriter's job writes: its number in 12 digits, a space, x's and the newline. */
+const WIDTH = 100
+
+/**
+ * A job writing 2,000 numbered lines every 10 ms into 64 KiB log files, one
+ * kept, and an MCP client for its home; resolves after several rotations.
+ */
+async function fastWriter(t) {
+  const { home } = makeHome(t, { logs: { max_bytes: 65536, keep: 1 } })
+  process.env.PROC_MANAGER_HOME = home
+  const mcp = await connectMcp(t, home)
+  const writer = `let i = 0; setInterval(() => { let s = ''; for (let k = 0; k < 2000; k++) s += String(i++).padStart(12, '0') + ' ' + 'x'.repeat(${WIDTH - 14}) + '\\n'; process.stdout.write(s) }, 10)`
+  const job = startJob(home, [process.execPath, '-e', writer])
+  t.after(() => killPid(job.pid))
+  await waitFor(() => pm.checkJob(job.jobId).cursor > 4 * 65536, { what: 'several rotations' })
+  return { home, mcp, jobId: job.jobId }
+}
+
 test('read_log since a cursor that fell behind a fast writer (keep 1): every answer starts where its cursor and rotatedAwayBytes say and ends at its cursor', async (t) => {
   // 64 KiB files, two kept: a read of 1000 lines (100 KB) is cut to what fits
   // in an answer, which needs a second read for the cursor; the writer
   // rotates files every few milliseconds, so often between the two.
-  const { home } = makeHome(t, { logs: { max_bytes: 65536, keep: 1 } })
-  process.env.PROC_MANAGER_HOME = home
-  const mcp = await connectMcp(t, home)
-  const WIDTH = 100
-  const writer = `let i = 0; setInterval(() => { let s = ''; for (let k = 0; k < 2000; k++) s += String(i++).padStart(12, '0') + ' ' + 'x'.repeat(${WIDTH - 14}) + '\\n'; process.stdout.write(s) }, 10)`
-  const job = startJob(home, [process.execPath, '-e', writer])
-  t.after(() => runBg(home, ['kill', job.jobId, '--force']))
+  const { home, mcp, jobId } = await fastWriter(t)
   const read = faces(home, mcp)
-  await waitFor(() => pm.checkJob(job.jobId).cursor > 4 * 65536, { what: 'several rotations' })
   let since = 0
   let rotated = 0
   const wrong = []
   for (let call = 0; call < 60; call++) {
-    const page = await read.mcp(job.jobId, since, 1000)
+    const page = await read.mcp(jobId, since, 1000)
     const numbers = page.lines.map((l) => Number(l.slice(0, 12)))
     const start = since + (page.rotatedAwayBytes ?? 0)
     if (numbers.length === 0) {
@@ -293,17 +304,10 @@ test('read_log fromLine 1 on a fast writer (keep 1): a cut answer offers the cur
   // as many lines from the same line number: after a rotation between the
   // two, line 1 was another line, so the cursor offered skipped 1,310-5,240
   // lines never shown (14 of 80 answers).
-  const { home } = makeHome(t, { logs: { max_bytes: 65536, keep: 1 } })
-  process.env.PROC_MANAGER_HOME = home
-  const mcp = await connectMcp(t, home)
-  const WIDTH = 100
-  const writer = `let i = 0; setInterval(() => { let s = ''; for (let k = 0; k < 2000; k++) s += String(i++).padStart(12, '0') + ' ' + 'x'.repeat(${WIDTH - 14}) + '\\n'; process.stdout.write(s) }, 10)`
-  const job = startJob(home, [process.execPath, '-e', writer])
-  t.after(() => runBg(home, ['kill', job.jobId, '--force']))
-  await waitFor(() => pm.checkJob(job.jobId).cursor > 4 * 65536, { what: 'several rotations' })
+  const { mcp, jobId } = await fastWriter(t)
   const wrong = []
   for (let call = 0; call < 80; call++) {
-    const result = await mcp.callTool({ name: 'read_log', arguments: { jobId: job.jobId, fromLine: 1, lines: 1000 } })
+    const result = await mcp.callTool({ name: 'read_log', arguments: { jobId, fromLine: 1, lines: 1000 } })
     assert.equal(result.isError, undefined, result.content[0].text)
     const answer = result.content[0].text
     assert.ok(answer.length <= 16_000, `${answer.length} characters`)

@@ -8,27 +8,25 @@ import fs from 'node:fs'
 import { spawnSync } from 'node:child_process'
 import { makeHome, runBg, startJob, readRegistry, waitFor, killPid, connectMcp, pm, RUN_BG } from './helpers.mjs'
 
-/** The nice field of /proc/<pid>/stat (the 19th field), or null once it is gone. */
-function niceOf(pid) {
+/** The fields of /proc/<pid>/stat after the command name ([0] is the 3rd, the state), or null once it is gone. */
+function statFields(pid) {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16])
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
   } catch {
     return null
   }
 }
 
-/** The pids whose parent is `pid`. */
-function childrenOf(pid) {
-  const found = []
-  for (const entry of fs.readdirSync('/proc').filter((e) => /^\d+$/.test(e))) {
-    try {
-      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8')
-      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) found.push(Number(entry))
-    } catch {}
-  }
-  return found
+/** The nice field of /proc/<pid>/stat (the 19th field), or null once it is gone. */
+function niceOf(pid) {
+  const fields = statFields(pid)
+  return fields && Number(fields[16])
 }
+
+/** The pids whose parent (the 4th field) is `pid`. */
+const childrenOf = (pid) =>
+  fs.readdirSync('/proc').filter((e) => /^\d+$/.test(e)).map(Number).filter((p) => Number(statFields(p)?.[1]) === pid)
 
 const ownNice = niceOf(process.pid)
 

@@ -365,8 +365,8 @@ test('send refuses too much input at once, and says how much went in when the jo
 
 test('sendInput to a job that does not read leaves the event loop running', async (t) => {
   const { home } = makeHome(t)
-  const { jobId } = startJob(home, ['sleep', '60'], ['--stdin', 'pipe'])
-  t.after(() => runBg(home, ['kill', jobId, '--force']))
+  const { jobId, pid } = startJob(home, ['sleep', '60'], ['--stdin', 'pipe'])
+  t.after(() => killPid(pid))
   process.env.PROC_MANAGER_HOME = home
   // More than the pipe holds (64 KiB): the send waits 5 s for a read that never comes.
   let ticks = 0
@@ -383,8 +383,8 @@ test('sendInput to a job that does not read leaves the event loop running', asyn
 test('sendInput calls not awaited are written in call order, one at a time, and an eof send closes stdin after the text before it', async (t) => {
   const { home } = makeHome(t)
   process.env.PROC_MANAGER_HOME = home
-  const { jobId } = pm.runBackground('cat', { stdin: 'pipe' })
-  t.after(() => runBg(home, ['kill', jobId, '--force']))
+  const { jobId, pid } = pm.runBackground('cat', { stdin: 'pipe' })
+  t.after(() => killPid(pid))
   // Every 30th line is longer than PIPE_BUF (4 KiB), which one write(2) no longer keeps whole.
   const expected = Array.from({ length: 300 }, (_, i) => (i % 30 === 29 ? `${i}:${String(i % 10).repeat(20_000)}` : `line ${i}`))
   const sends = expected.map((line) => pm.sendInput(jobId, line))
@@ -405,7 +405,7 @@ test('a sendInput that fails does not hold up the next one to the same job, and 
   process.env.PROC_MANAGER_HOME = home
   const stuck = pm.runBackground('sleep 60', { stdin: 'pipe' })
   const reader = pm.runBackground('read x; echo got:$x', { stdin: 'pipe' })
-  t.after(() => [stuck, reader].forEach((job) => runBg(home, ['kill', job.jobId, '--force'])))
+  t.after(() => [stuck, reader].forEach((job) => killPid(job.pid)))
   const refused = pm.sendInput(reader.jobId, 'x'.repeat(2 * 1024 * 1024)).then((v) => v, (e) => e)
   const after = pm.sendInput(reader.jobId, 'after-refusal')
   assert.match(String((await refused).message), /too much input for one send/)
@@ -416,7 +416,7 @@ test('a sendInput that fails does not hold up the next one to the same job, and 
   let stuckSettled = false
   const waiting = pm.sendInput(stuck.jobId, 'y'.repeat(100_000)).then((v) => v, (e) => e).finally(() => { stuckSettled = true })
   const other = pm.runBackground('read x; echo got:$x', { stdin: 'pipe' })
-  t.after(() => runBg(home, ['kill', other.jobId, '--force']))
+  t.after(() => killPid(other.pid))
   const started = Date.now()
   await pm.sendInput(other.jobId, 'meanwhile')
   const took = Date.now() - started
@@ -427,8 +427,8 @@ test('a sendInput that fails does not hold up the next one to the same job, and 
 
 test('MCP: the server answers another tool call while a send_input to a job that does not read waits', async (t) => {
   const { home } = makeHome(t)
-  const { jobId } = startJob(home, ['sleep', '60'], ['--stdin', 'pipe'])
-  t.after(() => runBg(home, ['kill', jobId, '--force']))
+  const { jobId, pid } = startJob(home, ['sleep', '60'], ['--stdin', 'pipe'])
+  t.after(() => killPid(pid))
   const client = await connectMcp(t, home)
   const call = (name, args) => client.callTool({ name, arguments: args })
   let sendSettled = false
@@ -447,8 +447,8 @@ test('MCP: the server answers another tool call while a send_input to a job that
 
 test('MCP: send_input calls made at once are written in the order they were made', async (t) => {
   const { home } = makeHome(t)
-  const { jobId } = startJob(home, ['cat'], ['--stdin', 'pipe'])
-  t.after(() => runBg(home, ['kill', jobId, '--force']))
+  const { jobId, pid } = startJob(home, ['cat'], ['--stdin', 'pipe'])
+  t.after(() => killPid(pid))
   const client = await connectMcp(t, home)
   const expected = Array.from({ length: 100 }, (_, i) => (i % 20 === 19 ? `${i}:${'m'.repeat(20_000)}` : `line ${i}`))
   const sent = await Promise.all([

@@ -61,9 +61,13 @@ function fieldsOf(name) {
 /** The declared names a JS value is exported under, from the four faces. */
 const declaredExports = () => [...Object.keys(dts.functions), ...Object.keys(dts.classes), ...Object.keys(dts.consts)].sort()
 
-/** Runs `node` with `args` in `cwd`; its stdout parsed as JSON, or the failure's stderr thrown. */
+/**
+ * Runs `node` with `args` in `cwd` (a consumerDir); its stdout parsed as JSON,
+ * or the failure's stderr thrown. Its home, were it ever used, is the test's
+ * own, not the temp dir every test and user shares.
+ */
 function nodeJson(args, cwd) {
-  const r = spawnSync(process.execPath, args, { cwd, encoding: 'utf8', env: { ...process.env, PROC_MANAGER_HOME: os.tmpdir() } })
+  const r = spawnSync(process.execPath, args, { cwd, encoding: 'utf8', env: { ...process.env, PROC_MANAGER_HOME: path.join(cwd, 'home') } })
   if (r.status !== 0) throw new Error(`node ${args.join(' ')} exited ${r.status}:\n${r.stderr}`)
   return JSON.parse(r.stdout)
 }

@@ -1361,12 +1361,12 @@ async function scaleAfterSupervisorsDied(n) {
   writeConfig(home)
   try {
     for (let i = 0; i < n; i++) startJson(home, ['sleep', '600'], `l${i}`)
-    const jobs = readJobs(home)
     // Only processes these starts made, each checked by its start time before the signal.
-    for (const who of jobs.flatMap((j) => [j.supervisor, j.main]).filter(Boolean)) {
-      if (who.pid > 1 && Number(startTicks(who.pid)) === who.start_ticks) process.kill(who.pid, 'SIGKILL')
-    }
-    await waitUntil(() => jobs.every((j) => [j.supervisor, j.main].every((who) => !who || Number(startTicks(who.pid)) !== who.start_ticks)), 30_000)
+    const ours = readJobs(home).flatMap((j) => [j.supervisor, j.main]).filter((who) => who && who.pid > 1)
+    const alive = (who) => isAlive(who.pid, String(who.start_ticks))
+    for (const who of ours) if (alive(who)) process.kill(who.pid, 'SIGKILL')
+    // Dead, or a zombie nobody reaped yet (isAlive tells these from the living).
+    await waitUntil(() => !ours.some(alive), 30_000)
     let t = now()
     const listed = JSON.parse(mustRunBg(home, ['list', '--json'], { maxBuffer: 256 * MiB }).stdout)
     const lookMs = now() - t
