@@ -245,7 +245,7 @@ pub fn serde_fields<T: serde::de::DeserializeOwned>() -> &'static [&'static str]
 }
 
 /// Beyond 2^53 a double (every JS number) no longer holds every whole number.
-const SAFE_WHOLE: f64 = 9_007_199_254_740_991.0;
+pub const SAFE_WHOLE: f64 = 9_007_199_254_740_991.0;
 
 /// serde readers for option fields whose JSON value has more to say when
 /// refused than serde's own ("a whole number of restarts", not "u32").
