@@ -63,6 +63,7 @@ test('JS options of the wrong type are refused, naming the value and what is acc
   throwsWith(() => pm.runBackground('true', { timeoutMs: 1e300 }), /bad timeoutMs: 1e\+?300; give a number of milliseconds >= 1, at most 31536000000 \(365 days\)/)
   throwsWith(() => pm.runBackground('true', { label: 7 }), /bad label: 7; give a string/)
   throwsWith(() => pm.runBackground('true', { context: () => 1 }), /bad context: a function; give JSON data/)
+  throwsWith(() => pm.runBackground('true', { restart: Symbol('x') }), /bad restart: a symbol; give one of 'on-failure', 'always'/)
   throwsWith(() => pm.runBackground('true', 'fast'), /bad options for runBackground: "fast"; give an object with any of: args, label/)
   throwsWith(() => pm.runBackground(5), /bad command: 5; give a string/)
   throwsWith(() => pm.checkJob(id, { lines: 1.5 }), /bad lines: 1\.5; give a whole number of lines >= 0/)

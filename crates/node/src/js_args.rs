@@ -26,20 +26,21 @@ pub(crate) fn js_number(v: f64) -> String {
     }
 }
 
+/// A string as an error shows it: quoted, its first 60 characters, control
+/// characters written out.
+pub(crate) fn shown_text(s: &str) -> String {
+    let shown: String = s.chars().take(60).collect();
+    let more = if s.chars().count() > 60 { "…" } else { "" };
+    format!("\"{}{more}\"", visible(&shown))
+}
+
 /// How a value that was given is shown in an error: numbers, strings,
 /// booleans and null as written; anything else by its kind.
-fn describe(value: &Unknown) -> String {
+pub(crate) fn describe(value: &Unknown) -> String {
     let kind = value.get_type().unwrap_or(ValueType::Unknown);
     match kind {
         ValueType::Number => f64::from_unknown(*value).map(js_number).unwrap_or_else(|_| "a number".into()),
-        ValueType::String => match String::from_unknown(*value) {
-            Ok(s) => {
-                let shown: String = s.chars().take(60).collect();
-                let more = if s.chars().count() > 60 { "…" } else { "" };
-                format!("\"{}{more}\"", visible(&shown))
-            }
-            Err(_) => "a string".into(),
-        },
+        ValueType::String => String::from_unknown(*value).map(|s| shown_text(&s)).unwrap_or_else(|_| "a string".into()),
         ValueType::Boolean => bool::from_unknown(*value).map(|b| b.to_string()).unwrap_or_else(|_| "a boolean".into()),
         ValueType::Null => "null".into(),
         ValueType::Undefined => "undefined".into(),

@@ -5,9 +5,10 @@
 //! (js_args.rs) uses, `bad timeoutMs: "5s"; give a number of milliseconds …`,
 //! naming the option by its path (`env.A`, `notifyOn[1]`).
 
-use crate::js_args::js_number;
+use crate::js_args::{describe, js_number, shown_text};
 use napi::bindgen_prelude::*;
 use napi::ValueType;
+use proc_manager_core::model::option_value::SAFE_WHOLE;
 use proc_manager_core::model::text::visible;
 use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Unexpected, Visitor};
 use std::fmt;
@@ -49,11 +50,7 @@ impl std::error::Error for Refusal {}
 /// and null as written, anything else by its kind.
 fn shown(unexpected: &Unexpected) -> String {
     match unexpected {
-        Unexpected::Str(s) => {
-            let cut: String = s.chars().take(60).collect();
-            let more = if s.chars().count() > 60 { "…" } else { "" };
-            format!("\"{}{more}\"", visible(&cut))
-        }
+        Unexpected::Str(s) => shown_text(s),
         Unexpected::Signed(n) => n.to_string(),
         Unexpected::Unsigned(n) => n.to_string(),
         Unexpected::Float(n) => js_number(*n),
@@ -103,20 +100,13 @@ impl<'env> JsInput<'env> {
         JsInput { value, path: String::new() }
     }
 
-    fn kind(&self) -> Outcome<ValueType> {
-        match &self.value {
-            Some(value) => value.get_type().map_err(napi_failed),
-            None => Ok(ValueType::Object),
-        }
-    }
-
     /// `undefined` and `null` are not given, as everywhere in the JS API.
     fn given(value: &Unknown) -> Outcome<bool> {
         Ok(!matches!(value.get_type().map_err(napi_failed)?, ValueType::Undefined | ValueType::Null))
     }
 
     fn any<'de, V: Visitor<'de>>(self, visitor: V) -> Outcome<V::Value> {
-        let Some(value) = self.value else { return visitor.visit_map(Entries { items: Vec::new(), next: None }) };
+        let Some(value) = self.value else { return visitor.visit_map(Entries::of(Vec::new())) };
         match value.get_type().map_err(napi_failed)? {
             ValueType::Undefined | ValueType::Null => visitor.visit_unit(),
             ValueType::Boolean => visitor.visit_bool(bool::from_unknown(value).map_err(napi_failed)?),
@@ -124,7 +114,7 @@ impl<'env> JsInput<'env> {
                 let n = f64::from_unknown(value).map_err(napi_failed)?;
                 // Whole numbers a double holds exactly read as integers; the
                 // rest (1.5, 1e300, NaN) as they are.
-                if n.fract() == 0.0 && n.abs() <= 9_007_199_254_740_991.0 {
+                if n.fract() == 0.0 && n.abs() <= SAFE_WHOLE {
                     if n < 0.0 { visitor.visit_i64(n as i64) } else { visitor.visit_u64(n as u64) }
                 } else {
                     visitor.visit_f64(n)
@@ -142,7 +132,7 @@ impl<'env> JsInput<'env> {
             }
             ValueType::Object => {
                 let object = Object::from_unknown(value).map_err(napi_failed)?;
-                let mut items = Vec::new();
+                let mut entries = Vec::new();
                 for key in Object::keys(&object).map_err(napi_failed)? {
                     // Left out, as JSON.stringify leaves it out.
                     let Some(item) = object.get::<Unknown>(&key).map_err(napi_failed)? else { continue };
@@ -150,9 +140,9 @@ impl<'env> JsInput<'env> {
                         continue;
                     }
                     let path = format!("{}.{}", self.path, visible(&key));
-                    items.push((key, JsInput { value: Some(item), path }));
+                    entries.push((key, JsInput { value: Some(item), path }));
                 }
-                visitor.visit_map(Entries { items, next: None })
+                visitor.visit_map(Entries::of(entries))
             }
             ValueType::Function => Err(de::Error::invalid_type(Unexpected::Other("a function"), &visitor)),
             ValueType::Symbol => Err(de::Error::invalid_type(Unexpected::Other("a symbol"), &visitor)),
@@ -164,9 +154,9 @@ impl<'env> JsInput<'env> {
     /// struct (`wake`) refuses names it does not know, the options object
     /// leaves that to `Options::finish`, which knows the face's own names too.
     fn fields<'de, V: Visitor<'de>>(self, fields: &'static [&'static str], visitor: V) -> Outcome<V::Value> {
-        let Some(value) = self.value else { return visitor.visit_map(Entries { items: Vec::new(), next: None }) };
-        if self.kind()? != ValueType::Object || value.is_array().map_err(napi_failed)? {
-            return Err(de::Error::custom(format!("{}; give an object", shown_value(value)?)));
+        let Some(value) = self.value else { return visitor.visit_map(Entries::of(Vec::new())) };
+        if value.get_type().map_err(napi_failed)? != ValueType::Object || value.is_array().map_err(napi_failed)? {
+            return Err(de::Error::custom(format!("{}; give an object", describe(&value))));
         }
         let object = Object::from_unknown(value).map_err(napi_failed)?;
         let mut items = Vec::new();
@@ -177,7 +167,7 @@ impl<'env> JsInput<'env> {
                 items.push((field.to_string(), JsInput { value: Some(item), path }));
             }
         }
-        let read = visitor.visit_map(Entries { items, next: None })?;
+        let read = visitor.visit_map(Entries::of(items))?;
         if !self.path.is_empty() {
             for key in Object::keys(&object).map_err(napi_failed)? {
                 if !fields.contains(&key.as_str()) {
@@ -194,21 +184,6 @@ impl<'env> JsInput<'env> {
     }
 }
 
-/// A value as refusals show it, for those that are not a visitor's.
-fn shown_value(value: Unknown) -> Outcome<String> {
-    let unexpected = match value.get_type().map_err(napi_failed)? {
-        ValueType::Undefined | ValueType::Null => Unexpected::Unit,
-        ValueType::Boolean => Unexpected::Bool(bool::from_unknown(value).map_err(napi_failed)?),
-        ValueType::Number => Unexpected::Float(f64::from_unknown(value).map_err(napi_failed)?),
-        ValueType::String => return Ok(shown(&Unexpected::Str(&String::from_unknown(value).map_err(napi_failed)?))),
-        ValueType::Object if value.is_array().map_err(napi_failed)? => Unexpected::Seq,
-        ValueType::Object => Unexpected::Map,
-        ValueType::Function => Unexpected::Other("a function"),
-        _ => Unexpected::Other("a value of another kind"),
-    };
-    Ok(shown(&unexpected))
-}
-
 struct Items<'env>(std::vec::IntoIter<JsInput<'env>>);
 
 impl<'de> SeqAccess<'de> for Items<'_> {
@@ -219,17 +194,20 @@ impl<'de> SeqAccess<'de> for Items<'_> {
 }
 
 struct Entries<'env> {
-    items: Vec<(String, JsInput<'env>)>,
+    items: std::vec::IntoIter<(String, JsInput<'env>)>,
     next: Option<JsInput<'env>>,
+}
+
+impl<'env> Entries<'env> {
+    fn of(items: Vec<(String, JsInput<'env>)>) -> Entries<'env> {
+        Entries { items: items.into_iter(), next: None }
+    }
 }
 
 impl<'de> MapAccess<'de> for Entries<'_> {
     type Error = Refusal;
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Outcome<Option<K::Value>> {
-        if self.items.is_empty() {
-            return Ok(None);
-        }
-        let (key, value) = self.items.remove(0);
+        let Some((key, value)) = self.items.next() else { return Ok(None) };
         self.next = Some(value);
         seed.deserialize(key.into_deserializer()).map(Some)
     }
@@ -260,16 +238,13 @@ impl<'de> Deserializer<'de> for JsInput<'_> {
         visitor: V,
     ) -> Outcome<V::Value> {
         let path = self.path.clone();
-        let read: Outcome<V::Value> = match (self.kind()?, self.value) {
-            (ValueType::String, Some(value)) => {
+        let read: Outcome<V::Value> = match self.value {
+            Some(value) if value.get_type().map_err(napi_failed)? == ValueType::String => {
                 let text = String::from_unknown(value).map_err(napi_failed)?;
                 visitor.visit_enum(text.into_deserializer())
             }
-            (_, value) => {
-                let given = match value {
-                    Some(value) => shown_value(value)?,
-                    None => "nothing".into(),
-                };
+            value => {
+                let given = value.map_or_else(|| "nothing".into(), |value| describe(&value));
                 Err(de::Error::custom(format!("{given}; give one of {}", quoted(variants))))
             }
         };

@@ -17,13 +17,13 @@ struct CommandLine;
 
 impl Face for CommandLine {
     fn name(&self, option: &str) -> String {
-        let field: String = option
-            .chars()
-            .flat_map(|c| match c.is_ascii_uppercase() {
-                true => vec!['_', c.to_ascii_lowercase()],
-                false => vec![c],
-            })
-            .collect();
+        let mut field = String::with_capacity(option.len() + 4);
+        for c in option.chars() {
+            if c.is_ascii_uppercase() {
+                field.push('_');
+            }
+            field.push(c.to_ascii_lowercase());
+        }
         // Built once, and only when a message names an option.
         static COMMAND: std::sync::OnceLock<clap::Command> = std::sync::OnceLock::new();
         let command = COMMAND.get_or_init(<StartCli as clap::CommandFactory>::command);

@@ -245,7 +245,7 @@ pub fn serde_fields<T: serde::de::DeserializeOwned>() -> &'static [&'static str]
 }
 
 /// Beyond 2^53 a double (every JS number) no longer holds every whole number.
-const SAFE_WHOLE: f64 = 9_007_199_254_740_991.0;
+pub const SAFE_WHOLE: f64 = 9_007_199_254_740_991.0;
 
 /// serde readers for option fields whose JSON value has more to say when
 /// refused than serde's own ("a whole number of restarts", not "u32").
@@ -297,20 +297,10 @@ pub mod read {
         d.deserialize_any(Flag)
     }
 
-    struct Text;
-    impl<'de> Visitor<'de> for Text {
-        type Value = String;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a string")
-        }
-        fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<String, E> {
-            Ok(v.to_string())
-        }
-    }
-
-    /// A path given as text (the JS API's strings; the CLI takes any bytes).
+    /// A path given as text (the JS API's strings; the CLI takes any bytes):
+    /// serde's own reading of a `PathBuf` would ask for "a path string".
     pub fn path<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<std::path::PathBuf>, D::Error> {
-        d.deserialize_any(Text).map(|text| Some(text.into()))
+        String::deserialize(d).map(|text| Some(text.into()))
     }
 
     struct Texts;
