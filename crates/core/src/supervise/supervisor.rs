@@ -811,13 +811,13 @@ impl Supervisor {
         if !self.deferred_matches.is_empty() {
             consider(now + Duration::from_millis(50));
         }
-        if let Some(kill) = &self.kill {
+        // A tree found gone needs neither deadline: the SIGKILL deadline, once
+        // past, would wake us every millisecond while our notifier runs.
+        if let Some(kill) = self.kill.as_ref().filter(|k| !k.tree_gone) {
             if !kill.hard_sent {
                 consider(kill.hard_deadline);
             }
-            if !kill.tree_gone {
-                consider(kill.next_look);
-            }
+            consider(kill.next_look);
         }
         consider(self.procset.next_look);
         if let Some(unrecorded) = &self.unrecorded {
