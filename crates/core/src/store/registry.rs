@@ -494,20 +494,21 @@ impl Registry {
         }
         let mut order: Vec<usize> = (0..jobs.len()).collect();
         order.sort_by_key(|&i| jobs[i].started_at);
+        order.retain(|&i| jobs[i].status().is_final());
+        if order.is_empty() {
+            return;
+        }
         let mut evict = vec![false; jobs.len()];
-        // One pass over /proc for all candidates, taken only when needed.
-        let mut live: Option<HashSet<String>> = None;
+        // One pass over /proc for all candidates.
+        let rows = procinfo::table();
+        let live = crate::os::tree::TableIndex::new(&rows);
         for i in order {
             if excess == 0 {
                 break;
             }
             let job = &jobs[i];
-            if !job.status().is_final() {
-                continue;
-            }
-            let live = live.get_or_insert_with(procinfo::jobs_with_live_processes);
             let recorded = crate::store::procset::load(&self.home.job_dir(&job.id));
-            if !crate::os::tree::has_live_processes(job, &recorded, live) {
+            if !crate::os::tree::has_live_processes(job, &recorded, &live) {
                 evict[i] = true;
                 excess -= 1;
             }

@@ -966,7 +966,8 @@ impl Context {
     pub fn prune(&self, older_than: Option<Duration>) -> Result<Vec<String>> {
         let cutoff = now_ms().saturating_sub(older_than.map_or(0, |d| d.as_millis() as u64));
         self.reconcile()?;
-        let live = procinfo::jobs_with_live_processes();
+        let rows = procinfo::table();
+        let live = tree::TableIndex::new(&rows);
         let removed = self.registry().update(|jobs| {
             let mut removed = Vec::new();
             jobs.retain(|job| {
