@@ -735,6 +735,10 @@ pub struct HookRun {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub duration_ms: u64,
+    /// The event it ran for: a record of that event's hooks replaces them
+    /// (see `store::deliveries`), so one folded twice adds nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<String>,
 }
 
 /// When a job's main process is started again after it ends (`--restart`):

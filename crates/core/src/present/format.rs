@@ -516,6 +516,7 @@ mod tests {
             exit_code: Some(1),
             error: Some(format!("exited 1: {PWNED}")),
             duration_ms: 5,
+            event_id: None,
         }];
         j.notification = Some(Notification {
             event_id: "x:failed".into(),

@@ -1,6 +1,7 @@
 //! What is kept on disk: the home, its config, the registry of jobs, and the logs.
 
 pub mod config;
+pub mod deliveries;
 pub mod digest;
 pub mod logs;
 pub mod paths;

@@ -16,6 +16,7 @@
 use crate::store::config::Config;
 use crate::model::ids::validate_job_id;
 use crate::model::job::{Job, JobStatus};
+use crate::store::deliveries;
 use crate::store::paths::{self, Home};
 use crate::os::procinfo;
 use crate::{now_ms, Error, Result};
@@ -74,6 +75,23 @@ pub enum Patience {
     Immediate,
 }
 
+/// The least time between two folds of delivery records (see `fold_deliveries`).
+const FOLD_GAP: Duration = Duration::from_secs(1);
+/// How long a notifier stays for its records to be folded.
+pub const FOLD_PATIENCE: Duration = Duration::from_secs(3);
+
+/// Whether a registry write forgets the oldest ended jobs beyond `max_jobs`.
+#[derive(PartialEq)]
+enum Trim {
+    ToCap,
+    No,
+}
+
+enum Fold {
+    Done,
+    NotYet(Duration),
+}
+
 /// Held while the registry is read-modified-written; closing the file unlocks it.
 struct LockGuard(#[allow(dead_code)] File);
 
@@ -117,7 +135,12 @@ impl Registry {
                 Err(_) => (Vec::new(), true),
             },
         };
-        let (jobs, merge) = self.merged(jobs, false);
+        let (mut jobs, merge) = self.merged(jobs, false);
+        if deliveries::lay_over(&self.home, &mut jobs) {
+            // Left by notifiers that gave up waiting for a fold: the next
+            // reader, not every one, takes them in.
+            let _ = self.fold_if_due();
+        }
         if missing && merge.adopted > 0 {
             // Written back when it can be at once; readers do not need it.
             let _ = self.update_with(Patience::Immediate, "rebuild the registry", |_| ());
@@ -138,6 +161,50 @@ impl Registry {
         self.update_with(patience, action, |_| ())
     }
 
+    /// Folds the delivery records gathered in `deliveries/` into the registry
+    /// once `mine` (a notifier's last record) is the one to wait for, or any
+    /// record with `None`: at most one fold per `FOLD_GAP` (the time since
+    /// jobs.json was last written), so that of 1,000 notifiers ending
+    /// together the first to find the gap over folds for all the others,
+    /// whose records are then gone. Gives up after `patience`: the next
+    /// registry write folds what is left, and readers lay it over meanwhile.
+    pub fn fold_deliveries(&self, mine: Option<&Path>, patience: Duration) {
+        let deadline = Instant::now() + patience;
+        loop {
+            let waiting = match mine {
+                Some(path) => std::fs::symlink_metadata(path).is_ok(),
+                None => deliveries::any(&self.home),
+            };
+            if !waiting || Instant::now() >= deadline {
+                return;
+            }
+            match self.fold_if_due() {
+                Fold::Done => return,
+                Fold::NotYet(wait) => std::thread::sleep(wait.min(deadline.saturating_duration_since(Instant::now()))),
+            }
+        }
+    }
+
+    /// One fold, if the registry was not written in the last `FOLD_GAP` and
+    /// its lock is free now.
+    fn fold_if_due(&self) -> Fold {
+        let since_written = std::fs::symlink_metadata(self.home.registry_path())
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .unwrap_or(FOLD_GAP);
+        if since_written < FOLD_GAP {
+            return Fold::NotYet(FOLD_GAP - since_written);
+        }
+        // Forgets nothing: a `kill --all` still waiting for the ends of the
+        // jobs it killed would lose sight of the ones forgotten.
+        match self.write(Patience::Immediate, "record notifications", Trim::No, |_| ()) {
+            Ok(()) => Fold::Done,
+            // Held, most likely by a fold that takes ours in too.
+            Err(_) => Fold::NotYet(FOLD_GAP / 4),
+        }
+    }
+
     pub fn get(&self, id: &str) -> Result<Job> {
         self.load()?.into_iter().find(|j| j.id == id).ok_or_else(|| Error::UnknownJob(id.to_string()))
     }
@@ -156,6 +223,10 @@ impl Registry {
         action: &str,
         change: impl FnOnce(&mut Vec<Job>) -> T,
     ) -> Result<T> {
+        self.write(patience, action, Trim::ToCap, change)
+    }
+
+    fn write<T>(&self, patience: Patience, action: &str, trim: Trim, change: impl FnOnce(&mut Vec<Job>) -> T) -> Result<T> {
         let guard = self.lock(patience, action)?;
         let path = self.home.registry_path();
         let (jobs, moved_aside) = match read_registry(&path) {
@@ -181,9 +252,12 @@ impl Registry {
                 merge.duplicates
             );
         }
+        let folded = deliveries::fold(&self.home, &mut jobs);
         let before: HashSet<String> = jobs.iter().map(|j| j.id.clone()).collect();
         let result = change(&mut jobs);
-        self.evict_over_cap(&mut jobs);
+        if trim == Trim::ToCap {
+            self.evict_over_cap(&mut jobs);
+        }
         let kept: HashSet<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
         let dropped: Vec<&String> = before.iter().filter(|id| !kept.contains(id.as_str())).collect();
         // Out of readers' sight before the registry forgets them, and back if it cannot.
@@ -194,6 +268,11 @@ impl Registry {
                 let _ = std::fs::rename(to, from);
             }
             return Err(self.home.explain(e));
+        }
+        // Only once the registry holds what they said (a reader that sees
+        // both in between lays a record over itself, which changes nothing).
+        for path in folded {
+            let _ = std::fs::remove_file(path);
         }
         drop(guard);
         for (_, to) in aside {
@@ -345,7 +424,13 @@ impl Registry {
 
     fn busy_message(&self, file: &File, path: &Path, waited: Duration, patience: Patience) -> String {
         let seconds = format!("{:.1} s", waited.as_secs_f64());
-        let holder = Holder::read(file, path);
+        // Only a caller that waited is told who by /proc/locks: reading it
+        // stalls every flock on the machine, and many callers that try once
+        // (1,000 notifiers folding their records) would each read it.
+        let holder = match patience {
+            Patience::Immediate => Holder::record_of(file),
+            Patience::Full | Patience::Brief => Holder::read(file, path),
+        };
         let who = holder.as_ref().map_or_else(|| "another process".to_string(), Holder::describe);
         let pid = holder.and_then(|h| h.pid()).map_or_else(|| "<pid>".to_string(), |p| p.to_string());
         let setting = match patience {

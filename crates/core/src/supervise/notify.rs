@@ -18,8 +18,9 @@ use crate::store::digest;
 use crate::model::duration::format_duration_ms;
 use crate::model::error::PostError;
 use crate::model::job::{DeliveryState, Exit, HookRun, Job, JobState, JobStatus, Notification};
+use crate::store::deliveries::Recorder;
 use crate::store::paths::{create_private_dir_all, Home};
-use crate::store::registry::{write_json_file, Registry};
+use crate::store::registry::{write_json_file, Registry, FOLD_PATIENCE};
 use crate::{store::logs, now_ms, model::text};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -292,6 +293,7 @@ pub fn run_hook(home: &Home, command: &str, event: &[u8], job: &Job, message: &s
         exit_code,
         error,
         duration_ms: started.elapsed().as_millis() as u64,
+        event_id: Some(event_id(job)),
     };
     let log_dir = home.job_dir(&job.id);
     let output = crate::store::paths::options_nofollow()
@@ -371,6 +373,12 @@ pub fn run_hook(home: &Home, command: &str, event: &[u8], job: &Job, message: &s
 /// Blocking; the supervisor runs it in a forked child.
 pub fn announce(home: &Home, config: &Config, job: &Job) {
     let registry = Registry::for_config(home, config);
+    let mut tries = Tries::first(home, &config.notify, job);
+    announce_event(home, config, &registry, job, &mut tries);
+    registry.fold_deliveries(tries.recorder.written(), FOLD_PATIENCE);
+}
+
+fn announce_event(home: &Home, config: &Config, registry: &Registry, job: &Job, tries: &mut Tries) {
     let notify = &config.notify;
     let event = event_body(home, notify, job);
     let body = serde_json::to_vec(&event).unwrap_or_default();
@@ -379,14 +387,13 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
     let timeout = Duration::from_millis(notify.timeout_ms);
     let started = Instant::now();
     let event_id = event_id(job);
-    let mut tries = Tries::default();
 
     let mut retry = None;
     let mut held_until = None;
     if let Some(url) = &url {
         let pace = Pace::for_level(notify, notify.level_for(job.status().as_str()));
         match pace::claim(home, &pace, now_ms()) {
-            Slot::Now => retry = tries.attempt(home, &registry, &job.id, &event_id, post(url, &body, timeout), timeout),
+            Slot::Now => retry = tries.attempt(home, registry, post(url, &body, timeout), timeout),
             Slot::At(at) => held_until = Some(at),
         }
     }
@@ -396,21 +403,17 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
         .map(|command| run_hook(home, command, &body, job, &message, Duration::from_millis(notify.hook_timeout_ms)))
         .collect();
     if !hooks.is_empty() {
-        let _ = registry.modify(&job.id, |stored| stored.hooks.extend(hooks));
+        tries.recorder.add_hooks(hooks);
     }
 
     let Some(url) = url else {
-        wake::settle(home, &registry, timeout, &job.id, &event_id, wake::EventOutcome::NotSent("no interrupt service is configured now"));
+        tries.settle(home, registry, timeout, wake::EventOutcome::NotSent("no interrupt service is configured now"));
         return;
     };
     if let Some(at) = held_until {
         // Over the service's rate limit: the deliverer sends it at `at`,
         // together with whatever else is held by then.
-        let _ = registry.modify(&job.id, |stored| {
-            if let Some(n) = stored.notification.as_mut().filter(|n| n.event_id == event_id) {
-                n.reason = Some(HELD.to_string());
-            }
-        });
+        tries.recorder.change(|n| n.reason = Some(HELD.to_string()));
         let entry = SpoolEntry {
             event_id,
             job_id: job.id.clone(),
@@ -424,6 +427,8 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
             keep_trying: notify.url_explicit,
             spool_tries: 0,
             held: true,
+            notification: tries.notification(),
+            has_wake: tries.has_wake,
         };
         match spool_add(home, &entry) {
             Ok(()) => start_deliverer(home),
@@ -436,7 +441,7 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
     while retry.is_some() && Instant::now() + pause < retry_until {
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_secs(10));
-        retry = tries.attempt(home, &registry, &job.id, &event_id, post(&url, &body, timeout), timeout);
+        retry = tries.attempt(home, registry, post(&url, &body, timeout), timeout);
     }
     let Some(error) = retry else {
         if tries.wake_queued {
@@ -449,7 +454,7 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
         // The built-in address, and nothing listened there for the whole
         // retry period: no interrupt service is installed. Spooling would
         // only grow the spool and keep a process retrying for nobody.
-        record_no_listener(home, &registry, &job.id, &event_id);
+        tries.no_listener(home, registry);
         return;
     }
     let entry = SpoolEntry {
@@ -465,6 +470,8 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
         keep_trying: notify.url_explicit,
         spool_tries: 0,
         held: false,
+        notification: tries.notification(),
+        has_wake: tries.has_wake,
     };
     if let Err(e) = spool_add(home, &entry) {
         tracing::warn!("run-bg: cannot spool notification {}: {e}", entry.event_id);
@@ -473,23 +480,6 @@ pub fn announce(home: &Home, config: &Config, job: &Job) {
     if entry.keep_trying {
         start_deliverer(home);
     }
-}
-
-fn record_no_listener(home: &Home, registry: &Registry, job_id: &str, event_id: &str) {
-    // O_EXCL: of all the announcers of a home, exactly one creates it.
-    let first = crate::store::paths::options_nofollow()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(home.dir().join(NO_LISTENER_SEEN))
-        .is_ok();
-    let _ = registry.modify(job_id, |stored| {
-        if let Some(n) = stored.notification.as_mut().filter(|n| n.event_id == event_id) {
-            n.state = DeliveryState::NoListener;
-            n.hint = first;
-        }
-    });
-    wake::settle(home, registry, WAKE_REMOVE_TIMEOUT, job_id, event_id, wake::EventOutcome::NotSent("nothing listens"));
 }
 
 /// The value of `SUPERVISOR_MARK` in the deliverer a notifier starts: a
@@ -520,7 +510,7 @@ fn start_deliverer(home: &Home) {
 }
 
 /// The attempts made at one event, by whichever process makes them.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 struct Tries {
     attempts: u32,
     server_errors: u32,
@@ -530,26 +520,81 @@ struct Tries {
     merged: bool,
     /// Its answer queued it through the job's wake rule: a look at the rule is scheduled for the deliverer.
     wake_queued: bool,
-}
-
-impl Default for Tries {
-    fn default() -> Self {
-        Tries { attempts: 0, server_errors: 0, all_refused: true, merged: false, wake_queued: false }
-    }
+    /// The job has a wake rule to settle; without one the registry is not read.
+    has_wake: bool,
+    recorder: Recorder,
 }
 
 impl Tries {
+    /// The first attempts, by the job's notifier.
+    fn first(home: &Home, notify: &NotifyConfig, job: &Job) -> Tries {
+        let recorder = Recorder::new(home, &job.id, &event_id(job), claim(notify, job));
+        Tries { attempts: 0, server_errors: 0, all_refused: true, merged: false, wake_queued: false, has_wake: job.wake.is_some(), recorder }
+    }
+
+    /// The deliverer's, going on from where the spooled `entry` left off.
+    fn spooled(home: &Home, entry: &SpoolEntry, merged: bool) -> Tries {
+        let notification = entry.notification.clone().unwrap_or_else(|| Notification {
+            // Spooled by a version that did not keep it: as it would stand.
+            event_id: entry.event_id.clone(),
+            state: DeliveryState::Pending,
+            attempts: entry.attempts,
+            last_error: entry.last_error.clone(),
+            level: entry.body.get("level").and_then(|l| l.as_str()).map(str::to_string),
+            ..Default::default()
+        });
+        let recorder = Recorder::new(home, &entry.job_id, &entry.event_id, Some(notification));
+        Tries {
+            attempts: entry.attempts,
+            server_errors: entry.server_errors,
+            all_refused: false,
+            merged,
+            wake_queued: false,
+            has_wake: entry.has_wake,
+            recorder,
+        }
+    }
+
+    fn job_id(&self) -> &str {
+        &self.recorder.record.job_id
+    }
+
+    fn event_id(&self) -> &str {
+        &self.recorder.record.event_id
+    }
+
+    /// The notification as it stands, for the spool to carry on from.
+    fn notification(&self) -> Option<Notification> {
+        self.recorder.record.notification.clone()
+    }
+
+    /// Settles the job's wake rule (if it has one) now that `outcome` is final.
+    fn settle(&mut self, home: &Home, registry: &Registry, timeout: Duration, outcome: wake::EventOutcome) {
+        if self.has_wake {
+            let (job_id, event_id) = (self.job_id().to_string(), self.event_id().to_string());
+            self.wake_queued = wake::settle(home, registry, timeout, &job_id, &event_id, outcome);
+        }
+    }
+
+    /// Nothing listened at the built-in address for the whole retry period.
+    fn no_listener(&mut self, home: &Home, registry: &Registry) {
+        // O_EXCL: of all the announcers of a home, exactly one creates it.
+        let first = crate::store::paths::options_nofollow()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(home.dir().join(NO_LISTENER_SEEN))
+            .is_ok();
+        self.recorder.change(|n| {
+            n.state = DeliveryState::NoListener;
+            n.hint = first;
+        });
+        self.settle(home, registry, WAKE_REMOVE_TIMEOUT, wake::EventOutcome::NotSent("nothing listens"));
+    }
+
     /// Records what one attempt came to in the job's `notification`;
     /// `Some(error)` when another attempt is worth making.
-    fn attempt(
-        &mut self,
-        home: &Home,
-        registry: &Registry,
-        job_id: &str,
-        event_id: &str,
-        result: Result<Answer, Failure>,
-        timeout: Duration,
-    ) -> Option<String> {
+    fn attempt(&mut self, home: &Home, registry: &Registry, result: Result<Answer, Failure>, timeout: Duration) -> Option<String> {
         self.attempts += 1;
         let attempts = self.attempts;
         self.all_refused &= matches!(&result, Err(Failure::Unanswered(PostError::NothingListens { .. })));
@@ -580,21 +625,19 @@ impl Tries {
             }
             Err(failure @ Failure::Unanswered(_)) => (Some(failure.to_string()), pending(failure.to_string())),
         };
-        let _ = registry.modify(job_id, |stored| {
-            if let Some(n) = stored.notification.as_mut().filter(|n| n.event_id == event_id) {
-                n.attempts = attempts;
-                update(n);
-            }
+        self.recorder.change(|n| {
+            n.attempts = attempts;
+            update(n);
         });
         if retry.is_none() {
             let outcome = if self.merged { wake::EventOutcome::Merged } else { wake::EventOutcome::Answered(&result_seen) };
-            self.wake_queued = wake::settle(home, registry, timeout, job_id, event_id, outcome);
+            self.settle(home, registry, timeout, outcome);
         }
         retry
     }
 }
 
-/// A change to a job's `notification`, made under the registry lock.
+/// A change to a job's `notification`.
 type Update = Box<dyn Fn(&mut Notification)>;
 
 fn failed(failure: &Failure, why: Option<String>) -> Update {
@@ -643,6 +686,17 @@ pub struct SpoolEntry {
     /// together with every other event held for the same pipeline.
     #[serde(default)]
     pub held: bool,
+    /// The notification as its last writer left it, for the next to go on from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notification: Option<Notification>,
+    /// The job has a wake rule to settle once the event is answered for good
+    /// (unknown in entries spooled before this was kept: looked at).
+    #[serde(default = "unknown_is_yes")]
+    pub has_wake: bool,
+}
+
+fn unknown_is_yes() -> bool {
+    true
 }
 
 pub fn spool_dir(home: &Home) -> PathBuf {
@@ -705,8 +759,14 @@ pub fn deliver(home: &Home, config: &Config) {
         {
             let Some(_lock) = spool_lock(home) else { return };
             let mut config = config.clone();
-            while let Some(wait) = deliver_round(home, &config) {
-                std::thread::sleep(wait);
+            loop {
+                let next_round = deliver_round(home, &config);
+                let round_ended = Instant::now();
+                // One registry write for what the round recorded, as soon as
+                // the gap since the last write allows, within the pause.
+                Registry::for_config(home, &config).fold_deliveries(None, next_round.unwrap_or(FOLD_PATIENCE));
+                let Some(wait) = next_round else { break };
+                std::thread::sleep(wait.saturating_sub(round_ended.elapsed()));
                 // Turned off meanwhile (`"url": null`): the rest is not sent.
                 if let Ok(now) = Config::load(&home.config_path()) {
                     config = now;
@@ -739,10 +799,11 @@ fn deliver_round(home: &Home, config: &Config) -> Option<Duration> {
             continue;
         }
         let body = serde_json::to_vec(&entry.body).unwrap_or_default();
-        let mut tries = Tries { attempts: entry.attempts, server_errors: entry.server_errors, all_refused: false, merged: false, wake_queued: false };
-        let retry = tries.attempt(home, &registry, &entry.job_id, &entry.event_id, post(&entry.url, &body, timeout), timeout);
+        let mut tries = Tries::spooled(home, &entry, false);
+        let retry = tries.attempt(home, &registry, post(&entry.url, &body, timeout), timeout);
         entry.attempts = tries.attempts;
         entry.server_errors = tries.server_errors;
+        entry.notification = tries.notification();
         entry.spool_tries += 1;
         match retry {
             None => {
@@ -813,20 +874,21 @@ fn send_held(home: &Home, config: &Config, registry: &Registry, timeout: Duratio
         let result = post(&url, &serde_json::to_vec(&body).unwrap_or_default(), timeout);
         let merged = group.len() > 1;
         for (path, mut entry) in group {
-            let mut tries = Tries { attempts: entry.attempts, server_errors: entry.server_errors, all_refused: false, merged, wake_queued: false };
-            let retry = tries.attempt(home, registry, &entry.job_id, &entry.event_id, result.clone(), timeout);
+            let mut tries = Tries::spooled(home, &entry, merged);
+            let retry = tries.attempt(home, registry, result.clone(), timeout);
             match retry {
                 None => {
                     let _ = std::fs::remove_file(&path);
                 }
                 Some(_) if !entry.keep_trying && matches!(&result, Err(Failure::Unanswered(PostError::NothingListens { .. }))) => {
                     // The built-in address, and nothing there: as in `announce`.
-                    record_no_listener(home, registry, &entry.job_id, &entry.event_id);
+                    tries.no_listener(home, registry);
                     let _ = std::fs::remove_file(&path);
                 }
                 Some(error) => {
                     // Sent once: from now on retried as any spooled event.
                     (entry.held, entry.attempts, entry.server_errors) = (false, tries.attempts, tries.server_errors);
+                    entry.notification = tries.notification();
                     entry.last_error = Some(error);
                     entry.next_attempt_at = now_ms() + SPOOL_RETRY_THROTTLE_MS;
                     let _ = write_json_file(&path, &entry, true);
@@ -884,17 +946,16 @@ pub fn merged_body(bodies: Vec<&serde_json::Value>) -> serde_json::Value {
 
 /// Marks the event failed for good and moves it to `spool/failed/`.
 fn give_up(home: &Home, registry: &Registry, path: &Path, entry: &SpoolEntry, why: &str) {
-    let _ = registry.modify(&entry.job_id, |stored| {
-        if let Some(n) = stored.notification.as_mut().filter(|n| n.event_id == entry.event_id) {
-            n.state = DeliveryState::Failed;
-            n.last_error = entry.last_error.clone();
-            n.reason = Some(why.to_string());
-        }
+    let mut tries = Tries::spooled(home, entry, false);
+    tries.recorder.change(|n| {
+        n.state = DeliveryState::Failed;
+        n.last_error = entry.last_error.clone();
+        n.reason = Some(why.to_string());
     });
     let failed_dir = spool_dir(home).join("failed");
     let _ = create_private_dir_all(&failed_dir);
     let _ = std::fs::rename(path, failed_dir.join(path.file_name().unwrap_or_default()));
-    wake::settle(home, registry, WAKE_REMOVE_TIMEOUT, &entry.job_id, &entry.event_id, wake::EventOutcome::NotSent(why));
+    tries.settle(home, registry, WAKE_REMOVE_TIMEOUT, wake::EventOutcome::NotSent(why));
 }
 
 #[cfg(test)]
