@@ -137,6 +137,9 @@ pub fn keep_large_blocks_mapped() {}
 /// Nothing to give back here: the system allocator returns freed memory itself.
 pub fn release_free_heap() {}
 
+/// The code pages stay resident here (no smaps to tell which are the file's).
+pub fn release_code_pages() {}
+
 /// No pidfds here: the caller checks the identity, then signals.
 pub fn signal_pinned(_who: &ProcessIdentity, _signal: i32) -> Option<SignalOutcome> {
     None

@@ -198,64 +198,6 @@ pub fn detach() -> std::io::Result<()> {
     }
 }
 
-/// Drops the resident pages of our executable code (the binary's and the
-/// shared libraries' `r-xp` mappings): once start-up is over, and again after
-/// looks for new processes (`CODE_RELEASE_GAP` apart at least). Parsing the
-/// spec, spawning and writing the registry touched code the idle loop never
-/// runs again; a look runs code spread over the whole binary (std's files and
-/// formatting, the /proc parser, the record), and the kernel's fault-around
-/// maps 64 KiB around each page touched: a look left 15 such windows
-/// (920 KiB) resident for the 5 s until the next one, which made an idle
-/// supervisor's VmRSS 2.1 MiB (1.4 MiB with this). Between looks only the
-/// poll's few pages come back. The price is about 17 minor faults and
-/// 0.4 ms of CPU per release (perf stat over 20 s of an idle supervisor:
-/// 2.44 ms against 0.81 ms); looks slow to one every 5 s within 7 s of the
-/// start, and the gap caps a job whose children keep ending (each end brings
-/// a look) at 10 releases a second.
-///
-/// Only mappings whose every resident page is still the file's are dropped
-/// (`Anonymous: 0 kB` in smaps): a page of code written in this process (a
-/// breakpoint, a uprobe, a preloaded library's hook, text relocations) is a
-/// private copy that MADV_DONTNEED would throw away.
-fn release_code_pages() {
-    #[cfg(target_os = "linux")]
-    {
-        let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else { return };
-        // The code mapping whose fields are being read: (start, end).
-        let mut candidate: Option<(usize, usize)> = None;
-        // Dropped only once the whole list is read: the parsing would fault
-        // its code back in otherwise.
-        let mut unmodified_code = Vec::with_capacity(8);
-        for line in smaps.lines() {
-            if let Some(kb) = line.strip_prefix("Anonymous:") {
-                if let (Some(range), "0 kB") = (candidate.take(), kb.trim()) {
-                    unmodified_code.push(range);
-                }
-                continue;
-            }
-            // A mapping's first line: `start-end perms offset dev inode path`.
-            let mut fields = line.split_ascii_whitespace();
-            let (Some(range), Some(perms)) = (fields.next(), fields.next()) else { continue };
-            let Some((start, end)) = range.split_once('-') else { continue };
-            let (Ok(start), Ok(end)) = (usize::from_str_radix(start, 16), usize::from_str_radix(end, 16)) else {
-                continue; // a field line (`Rss:   12 kB`), not a mapping's
-            };
-            let path = fields.nth(3).unwrap_or("");
-            // Not file-backed code ([vdso] and anonymous mappings stay).
-            candidate = (perms == "r-xp" && path.starts_with('/')).then_some((start, end));
-        }
-        for (start, end) in unmodified_code {
-            // SAFETY: the range is a whole mapping the kernel listed for this
-            // process, file-backed, mapped private and not writable (r-xp),
-            // with no page of it a private copy (Anonymous: 0 kB): after
-            // MADV_DONTNEED every page reads back the same bytes from the
-            // file, so no code or data anyone relies on changes. A failure
-            // (e.g. the mapping went away) only leaves pages resident; ignored.
-            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
-        }
-    }
-}
-
 /// Releases of code pages after looks are at least this far apart (see
 /// `release_code_pages`).
 const CODE_RELEASE_GAP: Duration = Duration::from_millis(100);
@@ -1053,7 +995,7 @@ impl Supervisor {
 
     /// `release_code_pages`, and when it ran.
     fn release_code_pages(&mut self) {
-        release_code_pages();
+        crate::os::platform::release_code_pages();
         self.code_released = Instant::now();
     }
 
@@ -1905,44 +1847,6 @@ mod phase_tests {
 mod tests {
     use super::*;
     use crate::store::logs::rotated_path;
-
-    /// A code page written in this process (as a debugger's breakpoint, a
-    /// uprobe or a preloaded hook writes one) is a private copy: releasing
-    /// code pages must keep it (its mapping is left as it is).
-    #[test]
-    fn releasing_code_pages_keeps_a_page_this_process_wrote() {
-        const PAGE: usize = 4096;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("code");
-        std::fs::write(&path, vec![b'a'; 2 * PAGE]).unwrap();
-        let file = std::fs::File::open(&path).unwrap();
-        // SAFETY: a new private mapping of a file we own, two pages long; no
-        // other mapping or reference aliases it, and it is unmapped below.
-        let base = unsafe {
-            libc::mmap(std::ptr::null_mut(), 2 * PAGE, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE, std::os::fd::AsRawFd::as_raw_fd(&file), 0)
-        };
-        assert_ne!(base, libc::MAP_FAILED, "{}", std::io::Error::last_os_error());
-        let bytes = base as *mut u8;
-        // SAFETY: both offsets lie inside the two readable, writable pages mapped above.
-        unsafe {
-            *bytes = b'z';
-            let _ = std::ptr::read_volatile(bytes.add(PAGE));
-        }
-        // SAFETY: the range is the mapping made above; it turns it into code
-        // (r-xp), as a loader does with a library's text after relocating it.
-        if unsafe { libc::mprotect(base, 2 * PAGE, libc::PROT_READ | libc::PROT_EXEC) } != 0 {
-            eprintln!("skipped: cannot map {} as code here ({})", path.display(), std::io::Error::last_os_error());
-            // SAFETY: unmaps only the mapping made above.
-            unsafe { libc::munmap(base, 2 * PAGE) };
-            return;
-        }
-        release_code_pages();
-        // SAFETY: inside the mapping made above, still readable.
-        let first = unsafe { std::ptr::read_volatile(bytes) };
-        // SAFETY: unmaps only the mapping made above; nothing refers to it after.
-        unsafe { libc::munmap(base, 2 * PAGE) };
-        assert_eq!(first, b'z', "the written page was thrown away and read back from the file");
-    }
 
     /// What a job writes: numbered lines of varied lengths, with a stretch
     /// of NULs longer than a log file in the middle (a line that must be cut).
