@@ -8,6 +8,7 @@
 mod in_call_order;
 mod js_args;
 mod js_serde;
+mod logging;
 
 pub mod follow;
 mod stream;
@@ -584,7 +585,7 @@ impl ResourceTracker {
             config.mcp_patterns = patterns;
         }
         if config.enabled {
-            procs::init_logging();
+            logging::init();
         }
         Ok(ResourceTracker { inner: procs::ResourceTracker::new(config) })
     }

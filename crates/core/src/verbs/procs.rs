@@ -901,29 +901,6 @@ pub fn short_name(command: &str) -> String {
     first.trim_start_matches('[').trim_end_matches(']').rsplit('/').next().unwrap_or(first).to_string()
 }
 
-/// Sends `tracing` events to stderr as `LEVEL message key=value`, once per
-/// process. `PROC_MANAGER_LOG` sets the level (error, warn, info, debug, off).
-pub fn init_logging() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let level = match std::env::var("PROC_MANAGER_LOG").unwrap_or_default().to_ascii_lowercase().as_str() {
-            "off" => return,
-            "error" => tracing::Level::ERROR,
-            "warn" => tracing::Level::WARN,
-            "debug" => tracing::Level::DEBUG,
-            "trace" => tracing::Level::TRACE,
-            _ => tracing::Level::INFO,
-        };
-        let _ = tracing_subscriber::fmt()
-            .with_writer(std::io::stderr)
-            .with_max_level(level)
-            .without_time()
-            .with_target(false)
-            .with_ansi(false)
-            .try_init();
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
