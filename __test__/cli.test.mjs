@@ -4,7 +4,7 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import {
-  makeHome, runBg, startJob, readRegistry, checkJson, waitFor, isAlive, logBytes, waitForQuiet, RUN_BG,
+  makeHome, runBg, startJob, readRegistry, checkJson, waitFor, isAlive, logBytes, waitForQuiet, processStart, RUN_BG,
 } from './helpers.mjs'
 
 test('a job that succeeds: ack, wait exit 0, check shows status and its lines', (t) => {
@@ -226,11 +226,15 @@ test('the registry keeps at most max_jobs entries, evicting the oldest finished 
   assert.equal(runBg(home, ['check', finished[0].jobId]).code, 1)
 })
 
-test('a corrupt jobs.json is moved aside, never overwritten, and running jobs survive', (t) => {
+test('a corrupt jobs.json is moved aside, never overwritten, and running jobs survive', async (t) => {
   const { home } = makeHome(t)
   const running = startJob(home, ['sh', '-c', 'sleep 1; echo survived; exit 4'], ['--label', 'survivor'])
   const done = startJob(home, ['true'])
   runBg(home, ['wait', done.jobId])
+  // Its supervisor records the end in job.json (what `wait` sees) before the
+  // registry: gone, it cannot be the one that finds the garbage below.
+  const doneSupervisor = readRegistry(home).find((j) => j.id === done.jobId).supervisor
+  await waitFor(() => processStart(doneSupervisor.pid) !== String(doneSupervisor.start_ticks), { what: "the ended job's supervisor to exit" })
   const garbage = '{"version": 1, "jobs": [ {"id": "trunc'
   fs.writeFileSync(path.join(home, 'jobs.json'), garbage)
 
