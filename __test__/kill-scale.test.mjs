@@ -4,7 +4,8 @@
 // records slowly is not taken for a job that had ended, and what a tree
 // forks during the grace period gets SIGTERM too; the notifiers of many
 // killed jobs do not rewrite the registry per attempt, and a supervisor whose
-// notifier outlives the kill sleeps meanwhile.
+// notifier outlives the kill sleeps meanwhile; `orphans --kill` is recorded
+// once, not once more by each orphan's watcher.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
@@ -232,4 +233,30 @@ test('a killed job\'s supervisor sleeps while its notifier retries past the kill
   // Once a millisecond before (about 1,000 a second on an idle core).
   assert.ok(woke < 50, `the supervisor woke ${woke} times in a second with nothing to do`)
   await waitForQuiet(home)
+})
+
+test('orphans --kill of many orphans is recorded once, not once more by each orphan\'s watcher', async (t) => {
+  const { home } = makeHome(t)
+  const n = 20
+  const ids = startSleeps(home, n)
+  const jobs = readRegistry(home).filter((j) => ids.includes(j.id))
+  // Only the supervisors, each checked by its start time first: the jobs live on, orphaned.
+  const supervisors = jobs.map((j) => j.supervisor).filter((who) => who && who.pid > 1)
+  for (const who of supervisors) {
+    if (Number(processStart(who.pid)) === who.start_ticks) killPid(who.pid)
+  }
+  await waitFor(() => supervisors.every((who) => Number(processStart(who.pid)) !== who.start_ticks), { what: 'the supervisors to be gone' })
+  // The first look records them orphaned and gives each a watcher.
+  const listed = JSON.parse(runBg(home, ['list', '--json']).stdout)
+  assert.equal(listed.filter((j) => j.status === 'orphaned').length, n)
+  const { result, writes } = await registryWritesDuring(home, async () => {
+    const r = runBg(home, ['orphans', '--kill'])
+    await waitForQuiet(home)
+    return r
+  })
+  assert.equal(result.code, 0, result.stderr)
+  for (const id of ids) assert.equal(checkJson(home, id).status, 'killed')
+  t.diagnostic(`jobs.json written ${writes} times`)
+  // One write per watcher would be >= n.
+  assert.ok(writes <= 6, `jobs.json was replaced ${writes} times while ${n} orphans were killed`)
 })
