@@ -3,7 +3,8 @@
 // leads to a file and heading that exist, README links every page, and every
 // flag and subcommand of the real run-bg, every export of the real addon and
 // every tool (with its arguments) of the real MCP server is documented on
-// its page, so a new option or verb cannot land undocumented.
+// its page, so a new option or verb cannot land undocumented; and every Rust
+// module opens with a //! line.
 import test from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
@@ -112,4 +113,23 @@ test('every tool of the MCP server, with every argument, is in docs/mcp-and-skil
     }
   }
   assert.deepEqual(missing, [], 'every tool and argument is in the tools table')
+})
+
+test('every Rust module opens with a //! line saying what it holds', () => {
+  const sources = []
+  const walk = (dir) => {
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+      const full = path.join(dir, entry.name)
+      if (entry.isDirectory()) walk(full)
+      else if (entry.name.endsWith('.rs')) sources.push(full)
+    }
+  }
+  for (const crate of fs.readdirSync(path.join(root, 'crates'))) {
+    const dir = path.join(root, 'crates', crate)
+    walk(path.join(dir, 'src'))
+    if (fs.existsSync(path.join(dir, 'build.rs'))) sources.push(path.join(dir, 'build.rs'))
+  }
+  assert.ok(sources.length > 50, `found ${sources.length} Rust files`)
+  const silent = sources.filter((file) => !read(file).trimStart().startsWith('//!')).map((file) => path.relative(root, file))
+  assert.deepEqual(silent, [], 'modules without a //! line')
 })

@@ -1,3 +1,6 @@
+//! Links run-bg as a plain (non-PIE) executable where that is safe: each job
+//! start execs it twice, and an idle supervisor keeps its pages shared.
+
 fn main() {
     // Every job start executes run-bg twice (CLI and supervisor): as a PIE it
     // applies thousands of relocations and faults more pages per exec, and

@@ -1,3 +1,5 @@
+//! Durations as people write them (`500ms`, `30s`, `2h`) and as we show them.
+
 use crate::{Error, Result};
 
 /// The longest duration accepted anywhere (a timeout, a grace period, a wait,

@@ -1,3 +1,5 @@
+//! The errors of every verb, each saying what was wrong and what is accepted.
+
 use std::path::PathBuf;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

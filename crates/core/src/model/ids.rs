@@ -1,3 +1,6 @@
+//! Job ids: how they are checked (file-name safe, at most 64 bytes) and made
+//! (the label's words and a random suffix).
+
 use crate::{Error, Result};
 use std::io::Read;
 

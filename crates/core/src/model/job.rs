@@ -1,3 +1,6 @@
+//! The record of one job as `jobs.json` and its `job.json` keep it: what was
+//! started, its state, its processes, its notification and hooks.
+
 use crate::model::os_text;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -1,3 +1,6 @@
+//! `config.json`: every setting with its default, read strictly (an unknown
+//! key is an error naming it).
+
 use crate::model::error::ConfigError;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};

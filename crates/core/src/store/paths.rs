@@ -1,3 +1,6 @@
+//! The home and every path inside it, the checks that keep it ours (owner,
+//! mode, no symlinks), and the file helpers that never follow one.
+
 use crate::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::io::Read;
