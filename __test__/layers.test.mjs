@@ -1,6 +1,7 @@
 // The core's layers import only downward (crates/core/src/lib.rs says which
 // layer is which): a new upward import fails here, before it can grow into a
-// circle again.
+// circle again. Inside a layer, modules form no circle either, but for the
+// one still listed below.
 import test from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
@@ -57,4 +58,76 @@ test('the layer check sees upward imports in every form they take', () => {
   assert.deepEqual(found('use crate::{model::job, present::format, Error};'), ['model', 'present'])
   assert.deepEqual(found('let x = crate::supervise::notify::claim(c, j);'), ['supervise'])
   assert.deepEqual(found('// crate::present::format is mentioned in a comment\nlet s = "crate::verbs";'), [])
+})
+
+/** The sibling modules (of `modules`, in `layer`) that a module's source names, its unit tests left out. */
+export function siblingsUsed(source, layer, modules) {
+  // A module's unit tests (its `mod tests`, last) may use any sibling.
+  const text = code(source).split(/#\[cfg\((?:all\()?test\b/)[0]
+  const used = new Set()
+  const add = (name) => modules.includes(name) && used.add(name)
+  // `crate::{…, verbs::spawn, …}` and `crate::{…, verbs::{spawn, queue}, …}`.
+  for (const m of text.matchAll(/crate::\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}/g)) {
+    for (const one of m[1].matchAll(new RegExp(`(?:^|[\\s,])${layer}::([a-z_]+)`, 'g'))) add(one[1])
+    for (const group of m[1].matchAll(new RegExp(`(?:^|[\\s,])${layer}::\\{([^{}]*)\\}`, 'g'))) {
+      for (const item of group[1].split(',')) add(item.trim().split('::')[0])
+    }
+  }
+  for (const m of text.matchAll(new RegExp(`crate::${layer}::\\{([^{}]*(?:\\{[^{}]*\\}[^{}]*)*)\\}`, 'g'))) {
+    for (const item of m[1].split(',')) add(item.trim().split('::')[0])
+  }
+  for (const m of text.matchAll(new RegExp(`(?:crate::${layer}|super)::([a-z_]+)`, 'g'))) add(m[1])
+  return used
+}
+
+/** The circles (strongly connected sets of two or more modules) among one layer's modules. */
+function circlesIn(layer) {
+  const dir = path.join(core, layer)
+  const modules = fs.readdirSync(dir).filter((f) => f.endsWith('.rs') && f !== 'mod.rs').map((f) => f.slice(0, -3))
+  const edges = new Map(modules.map((m) => [m, [...siblingsUsed(fs.readFileSync(path.join(dir, `${m}.rs`), 'utf8'), layer, modules)].filter((o) => o !== m)]))
+  let next = 0
+  const order = new Map()
+  const low = new Map()
+  const stack = []
+  const circles = []
+  const visit = (v) => {
+    order.set(v, next)
+    low.set(v, next++)
+    stack.push(v)
+    for (const w of edges.get(v)) {
+      if (!order.has(w)) {
+        visit(w)
+        low.set(v, Math.min(low.get(v), low.get(w)))
+      } else if (stack.includes(w)) {
+        low.set(v, Math.min(low.get(v), order.get(w)))
+      }
+    }
+    if (low.get(v) === order.get(v)) {
+      const circle = stack.splice(stack.indexOf(v))
+      if (circle.length > 1) circles.push(`${layer}: ${circle.sort().join(' <-> ')}`)
+    }
+  }
+  for (const m of modules) if (!order.has(m)) visit(m)
+  return circles
+}
+
+test('no circle between the modules of one layer, but for the one still to be broken', () => {
+  const circles = LAYERS.flatMap(circlesIn).sort()
+  // Context lives in ops, which starts jobs through spawn; spawn hands a job
+  // that must wait to queue, and queue launches it through spawn once its
+  // turn comes (issue 26, item 3: a context.rs of its own breaks it).
+  // notify <-> wake is broken: the HTTP client is supervise/service.rs.
+  // Breaking this one changes this list, as a new circle does.
+  assert.deepEqual(circles, ['verbs: ops <-> queue <-> spawn'])
+})
+
+test('the circle check sees sibling imports in every form they take', () => {
+  const found = (src) => [...siblingsUsed(src, 'verbs', ['ops', 'spawn', 'queue'])].sort()
+  assert.deepEqual(found('use crate::verbs::spawn::{self, Started};'), ['spawn'])
+  assert.deepEqual(found('use crate::verbs::{ops::Context, queue};'), ['ops', 'queue'])
+  assert.deepEqual(found('let q = super::queue::enqueue(c);'), ['queue'])
+  assert.deepEqual(found('use crate::{store::digest, verbs::spawn, Error};'), ['spawn'])
+  assert.deepEqual(found('use crate::{model::job, verbs::{ops::Context, queue}};'), ['ops', 'queue'])
+  assert.deepEqual(found('// crate::verbs::ops\nlet s = "crate::verbs::queue";'), [])
+  assert.deepEqual(found('fn f() {}\n#[cfg(test)]\nmod tests { use crate::verbs::ops::Context; }'), [])
 })

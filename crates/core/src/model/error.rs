@@ -110,7 +110,7 @@ pub enum HandOffError {
     Garbled(String),
 }
 
-/// Why one notification POST failed (`supervise::notify::post`). Its text is
+/// Why one notification POST failed (`supervise::service::post`). Its text is
 /// recorded as the notification's `last_error`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PostError {

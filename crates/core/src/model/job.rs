@@ -414,6 +414,12 @@ pub struct Readiness {
 }
 
 impl Job {
+    /// The id of the event this job's current status is: `<jobId>:<status>`,
+    /// the same across retries and deliverers, so a receiver drops duplicates by it.
+    pub fn event_id(&self) -> String {
+        format!("{}:{}", self.id, self.status())
+    }
+
     /// Whether a wait for readiness is over: the job was seen ready, ended,
     /// or its readiness timeout passed (at `now_ms`), or it has no check.
     pub fn readiness_settled(&self, now_ms: u64) -> bool {

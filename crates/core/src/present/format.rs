@@ -3,7 +3,7 @@
 
 use crate::model::duration::format_duration_ms;
 use crate::model::job::{DeliveryState, Job, JobStatus, Notification};
-use crate::supervise::notify::NOTHING_LISTENS;
+use crate::supervise::service::NOTHING_LISTENS;
 use crate::now_ms;
 use crate::verbs::ops::{CheckResult, Selection};
 use crate::os::procinfo::ProcessEntry;

@@ -179,6 +179,10 @@ impl Home {
     pub fn config_path(&self) -> PathBuf {
         self.base.join("config.json")
     }
+    /// Events not delivered yet, and the wake rules' looks (`spool/wake/`).
+    pub fn spool_dir(&self) -> PathBuf {
+        self.base.join("spool")
+    }
     pub fn jobs_dir(&self) -> PathBuf {
         self.base.join("jobs")
     }

@@ -9,7 +9,8 @@ use crate::model::text;
 use crate::now_ms;
 use crate::store::config::Config;
 use crate::store::paths::Home;
-use crate::supervise::notify::{self, Answer, Failure};
+use crate::supervise::notify;
+use crate::supervise::service::{self, Answer, Failure};
 use crate::supervise::pace::{self, Pace, Slot};
 use regex::Regex;
 use std::collections::VecDeque;
@@ -211,7 +212,7 @@ pub fn announce_match(home: &Home, config: &Config, job: &Job, event: &MatchEven
     }
     let timeout = Duration::from_millis(config.notify.timeout_ms);
     for attempt in 0..notify::MAX_SERVER_ERRORS {
-        match notify::post(&url, &body, timeout) {
+        match service::post(&url, &body, timeout) {
             Ok(Answer::Queued { .. } | Answer::Ignored { .. } | Answer::Accepted) | Err(Failure::Refused { .. }) => return,
             Err(e) => {
                 tracing::warn!("run-bg: matched event of {} not delivered (try {}): {e}", job.id, attempt + 1);

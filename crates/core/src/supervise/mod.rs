@@ -8,6 +8,7 @@ pub mod supervisor;
 pub mod ready;
 pub mod matchers;
 pub mod restart;
+pub mod service;
 pub mod stdin;
 pub mod wake;
 pub mod tie;

@@ -1189,7 +1189,7 @@ impl Supervisor {
         let body = restart::restart_event(&self.home, &self.config.notify, &self.job, number, exit, delay).to_string();
         let timeout = Duration::from_millis(self.config.notify.timeout_ms);
         self.fork_errand("restart announcer", |_| {
-            let _ = notify::post(&url, body.as_bytes(), timeout);
+            let _ = crate::supervise::service::post(&url, body.as_bytes(), timeout);
         });
     }
 

@@ -24,7 +24,7 @@ use crate::now_ms;
 use crate::store::config::NotifyConfig;
 use crate::store::paths::{create_private_dir_all, Home};
 use crate::store::registry::{write_json_file, Patience, Registry};
-use crate::supervise::notify::{post, spool_dir, Answer, Failure};
+use crate::supervise::service::{post, Answer, Failure};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -168,7 +168,7 @@ pub fn settle(home: &Home, registry: &Registry, timeout: Duration, job_id: &str,
     let Ok(job) = registry.get(job_id) else { return false };
     let Some(wake) = job.wake.clone() else { return false };
     let settled = matches!(wake.state, WakeState::Queued | WakeState::Fired | WakeState::NotFired | WakeState::Removed);
-    if settled || crate::supervise::notify::event_id(&job) != event_id {
+    if settled || job.event_id() != event_id {
         return false;
     }
     let matched = wake.state == WakeState::Registered
@@ -270,7 +270,7 @@ struct Look {
 }
 
 fn looks_dir(home: &Home) -> PathBuf {
-    spool_dir(home).join("wake")
+    home.spool_dir().join("wake")
 }
 
 impl Look {
