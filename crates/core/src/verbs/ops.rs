@@ -508,6 +508,7 @@ impl Context {
             &self.home.job_log(id, std::path::Path::new(&job.log_path)),
             &self.config.logs,
         );
+        let mut waited_for_killer = false;
         loop {
             // Its own job.json, which every status change rewrites: reading the
             // whole registry (and each unended job's job.json) on each wake made
@@ -517,6 +518,15 @@ impl Context {
                 None => self.registry().get(id)?,
             };
             let main = job.main.filter(procinfo::is_same_process_alive);
+            // Its main process gone under a kill: the killer's record comes
+            // first, before this watcher's own look over /proc (400 watchers
+            // looking at once held up the kill itself).
+            if main.is_none() && job.status() == JobStatus::Orphaned && !waited_for_killer {
+                waited_for_killer = true;
+                if self.killer_records(id) {
+                    continue;
+                }
+            }
             let ended = job.status() != JobStatus::Orphaned || (main.is_none() && self.processes_of(&job).is_empty());
             if ended {
                 // What they wrote last is in the log before their end is recorded.
@@ -526,7 +536,9 @@ impl Context {
                 if self.processes_of(&job).is_empty() {
                     outpipe::remove(&self.home.job_dir(id));
                 }
-                if job.status() == JobStatus::Orphaned && !self.killer_records(id) {
+                // Still orphaned: a wait above for the killer was in vain, or
+                // one now is.
+                if job.status() == JobStatus::Orphaned && (waited_for_killer || !self.killer_records(id)) {
                     self.reconcile_job_as(job, true)?;
                 }
                 return Ok(());
