@@ -154,13 +154,6 @@ pub fn scan(mut wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<Proce
         .collect()
 }
 
-/// The ids of every job that still has a process carrying its cookie, in one
-/// pass (a job's processes all carry it, unless one cleared its environment).
-/// (The cookie alone is needed: no command line is read.)
-pub fn jobs_with_live_processes() -> std::collections::HashSet<String> {
-    table().into_iter().filter_map(|r| r.cookie).collect()
-}
-
 /// How many live processes carry each job's cookie, in one pass.
 pub fn live_process_counts() -> std::collections::HashMap<String, usize> {
     let mut counts = std::collections::HashMap::new();

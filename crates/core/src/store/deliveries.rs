@@ -118,21 +118,26 @@ fn write_record(dir: &Path, record: &DeliveryRecord) -> crate::Result<PathBuf> {
     Ok(path)
 }
 
-/// Every record now in `<home>/deliveries/`, oldest first. A file that
-/// cannot be read as one is left out (and, if old, removed by `fold`).
-pub fn read_all(home: &Home) -> Vec<(PathBuf, Option<DeliveryRecord>)> {
-    let Ok(entries) = std::fs::read_dir(dir(home)) else { return Vec::new() };
-    let mut found: Vec<(PathBuf, Option<DeliveryRecord>)> = entries
-        .flatten()
-        .filter(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(".json")))
-        .map(|e| {
-            let path = e.path();
+/// Every record now in `<home>/deliveries/`, oldest first (a file that
+/// cannot be read as one comes with `None`), and the temp files of writers
+/// that may have died: one listing of the directory for both.
+fn listing(home: &Home) -> (Vec<(PathBuf, Option<DeliveryRecord>)>, Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir(home)) else { return (Vec::new(), Vec::new()) };
+    let mut records = Vec::new();
+    let mut temps = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with('.') {
+            temps.push(entry.path());
+        } else if name.ends_with(".json") {
+            let path = entry.path();
             let record = paths::read_file(&path).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok());
-            (path, record)
-        })
-        .collect();
-    found.sort_by(|a, b| a.0.file_name().cmp(&b.0.file_name()));
-    found
+            records.push((path, record));
+        }
+    }
+    records.sort_by(|a, b| a.0.file_name().cmp(&b.0.file_name()));
+    (records, temps)
 }
 
 /// Lays `record` over the job it names; true when the record has nothing
@@ -157,7 +162,7 @@ fn apply(jobs: &mut [Job], record: &DeliveryRecord) -> bool {
 
 /// For readers: `jobs` as the records say they stand now; true when there were any.
 pub fn lay_over(home: &Home, jobs: &mut [Job]) -> bool {
-    let records = read_all(home);
+    let (records, _) = listing(home);
     for record in records.iter().filter_map(|(_, r)| r.as_ref()) {
         apply(jobs, record);
     }
@@ -169,8 +174,9 @@ pub fn lay_over(home: &Home, jobs: &mut [Job]) -> bool {
 /// file goes too once it is a minute old (a writer renames a record in whole,
 /// so it is no record); a temp file whose writer died, after a minute.
 pub fn fold(home: &Home, jobs: &mut [Job]) -> Vec<PathBuf> {
+    let (records, temps) = listing(home);
     let mut done = Vec::new();
-    for (path, record) in read_all(home) {
+    for (path, record) in records {
         let finished = match record {
             Some(record) => apply(jobs, &record),
             None => older_than_a_minute(&path),
@@ -179,15 +185,7 @@ pub fn fold(home: &Home, jobs: &mut [Job]) -> Vec<PathBuf> {
             done.push(path);
         }
     }
-    if let Ok(entries) = std::fs::read_dir(dir(home)) {
-        done.extend(
-            entries
-                .flatten()
-                .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with('.')))
-                .map(|e| e.path())
-                .filter(|p| older_than_a_minute(p)),
-        );
-    }
+    done.extend(temps.into_iter().filter(|p| older_than_a_minute(p)));
     done
 }
 
@@ -241,7 +239,7 @@ mod tests {
         a.add_hooks(vec![hook("a:failed", "notify-me")]);
         let mut b = Recorder::new(&home, "b", "b:failed", ended("b").notification);
         b.change(|n| (n.attempts, n.state) = (1, DeliveryState::Queued));
-        assert_eq!(read_all(&home).len(), 2, "each writer keeps one record, its last");
+        assert_eq!(listing(&home).0.len(), 2, "each writer keeps one record, its last");
 
         let seen = registry.load().unwrap();
         let a_seen = seen.iter().find(|j| j.id == "a").unwrap();
@@ -249,7 +247,7 @@ mod tests {
         assert_eq!(a_seen.hooks, vec![hook("a:failed", "notify-me")]);
 
         registry.take_in(Patience::Full, "test").unwrap();
-        assert!(read_all(&home).is_empty(), "folded records are removed");
+        assert!(listing(&home).0.is_empty(), "folded records are removed");
         let file: serde_json::Value = serde_json::from_slice(&std::fs::read(home.registry_path()).unwrap()).unwrap();
         let stored: Vec<Job> = serde_json::from_value(file["jobs"].clone()).unwrap();
         assert_eq!(stored.iter().find(|j| j.id == "b").and_then(|j| j.notification.as_ref()).map(|n| n.state), Some(DeliveryState::Queued));

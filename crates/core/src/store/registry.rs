@@ -1201,7 +1201,7 @@ mod tests {
             .spawn()
             .unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while !procinfo::jobs_with_live_processes().contains("lingering") && std::time::Instant::now() < deadline {
+        while !procinfo::live_process_counts().contains_key("lingering") && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         registry.upsert(&job("lingering", JobStatus::Success, 1)).unwrap();

@@ -40,7 +40,7 @@ pub fn watch(home: &Home, config: &Config, owner: Option<&str>, stop: impl AsFd,
             if !is_end(job.status()) || owner.is_some_and(|o| job.owner.as_deref() != Some(o)) {
                 continue;
             }
-            if told.insert(notify::event_id(&job)) && emit_new && !emit(notify::event_body(home, &config.notify, &job)["data"].take()) {
+            if told.insert(job.event_id()) && emit_new && !emit(notify::event_body(home, &config.notify, &job)["data"].take()) {
                 return false;
             }
         }

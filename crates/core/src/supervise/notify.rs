@@ -52,15 +52,10 @@ const WAKE_REMOVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The first error-looking line of a failed job's log, added to its message, is cut to this.
 const ERROR_LINE_CHARS: usize = 160;
 
-/// Stable across retries and deliverers: a receiver drops duplicates by it.
-pub fn event_id(job: &Job) -> String {
-    job.event_id()
-}
-
 /// The notification to claim when a job reaches `job.status()`, if any is due.
 pub fn claim(config: &NotifyConfig, job: &Job) -> Option<Notification> {
     (job.notify && config.url.is_some()).then(|| Notification {
-        event_id: event_id(job),
+        event_id: job.event_id(),
         level: Some(config.level_for(job.status().as_str()).to_string()),
         ..Default::default()
     })
@@ -177,7 +172,7 @@ pub fn event_body(home: &Home, config: &NotifyConfig, job: &Job) -> serde_json::
         "source": config.source,
         "level": config.level_for(job.status().as_str()),
         "data": {
-            "eventId": event_id(job),
+            "eventId": job.event_id(),
             "jobId": job.id,
             "label": job.label,
             "command": job.command,
@@ -206,7 +201,7 @@ pub fn run_hook(home: &Home, command: &str, event: &[u8], job: &Job, message: &s
         exit_code,
         error,
         duration_ms: started.elapsed().as_millis() as u64,
-        event_id: Some(event_id(job)),
+        event_id: Some(job.event_id()),
     };
     let log_dir = home.job_dir(&job.id);
     let output = crate::store::paths::options_nofollow()
@@ -299,7 +294,7 @@ fn announce_event(home: &Home, config: &Config, registry: &Registry, job: &Job, 
     let url = claim(notify, job).and(notify.url.clone());
     let timeout = Duration::from_millis(notify.timeout_ms);
     let started = Instant::now();
-    let event_id = event_id(job);
+    let event_id = job.event_id();
 
     let mut retry = None;
     let mut held_until = None;
@@ -441,7 +436,7 @@ struct Tries {
 impl Tries {
     /// The first attempts, by the job's notifier.
     fn first(home: &Home, notify: &NotifyConfig, job: &Job) -> Tries {
-        let recorder = Recorder::new(home, &job.id, &event_id(job), claim(notify, job));
+        let recorder = Recorder::new(home, &job.id, &job.event_id(), claim(notify, job));
         Tries { attempts: 0, server_errors: 0, all_refused: true, merged: false, wake_queued: false, has_wake: job.wake.is_some(), recorder }
     }
 
@@ -612,22 +607,18 @@ fn unknown_is_yes() -> bool {
     true
 }
 
-pub fn spool_dir(home: &Home) -> PathBuf {
-    home.spool_dir()
-}
-
 fn spool_file(home: &Home, event_id: &str) -> PathBuf {
     // Job ids are file-name safe; the status after ':' is a plain word.
-    spool_dir(home).join(format!("{}.json", event_id.replace(':', ".")))
+    home.spool_dir().join(format!("{}.json", event_id.replace(':', ".")))
 }
 
 pub fn spool_add(home: &Home, entry: &SpoolEntry) -> crate::Result<()> {
-    create_private_dir_all(&spool_dir(home))?;
+    create_private_dir_all(&home.spool_dir())?;
     write_json_file(&spool_file(home, &entry.event_id), entry, true)
 }
 
 fn spool_entries(home: &Home) -> Vec<(PathBuf, SpoolEntry)> {
-    let Ok(dir) = std::fs::read_dir(spool_dir(home)) else { return Vec::new() };
+    let Ok(dir) = std::fs::read_dir(home.spool_dir()) else { return Vec::new() };
     let mut entries: Vec<(PathBuf, SpoolEntry)> = dir
         .flatten()
         .map(|e| e.path())
@@ -865,7 +856,7 @@ fn give_up(home: &Home, registry: &Registry, path: &Path, entry: &SpoolEntry, wh
         n.last_error = entry.last_error.clone();
         n.reason = Some(why.to_string());
     });
-    let failed_dir = spool_dir(home).join("failed");
+    let failed_dir = home.spool_dir().join("failed");
     let _ = create_private_dir_all(&failed_dir);
     let _ = std::fs::rename(path, failed_dir.join(path.file_name().unwrap_or_default()));
     tries.settle(home, registry, WAKE_REMOVE_TIMEOUT, wake::EventOutcome::NotSent(why));
