@@ -190,11 +190,7 @@ pub fn fold(home: &Home, jobs: &mut [Job]) -> Vec<PathBuf> {
 }
 
 fn older_than_a_minute(path: &Path) -> bool {
-    std::fs::symlink_metadata(path)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.elapsed().ok())
-        .is_some_and(|age| age > std::time::Duration::from_secs(60))
+    paths::age(path).is_some_and(|age| age > std::time::Duration::from_secs(60))
 }
 
 /// True when some record waits to be folded: one failed `readdir` when none ever was.

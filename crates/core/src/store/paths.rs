@@ -504,6 +504,12 @@ pub fn open_write(path: &Path) -> std::io::Result<File> {
     options_nofollow().write(true).open(path).map_err(no_symlinks).and_then(refuse_foreign)
 }
 
+/// How long ago `path` (not what a symlink there names) was last written;
+/// `None` when it cannot be told (gone, a clock set back).
+pub fn age(path: &Path) -> Option<std::time::Duration> {
+    std::fs::symlink_metadata(path).and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok())
+}
+
 /// Reads a whole file inside the home, never through a symlink.
 pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();

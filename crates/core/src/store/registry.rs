@@ -188,11 +188,7 @@ impl Registry {
     /// One fold, if the registry was not written in the last `FOLD_GAP` and
     /// its lock is free now.
     fn fold_if_due(&self) -> Fold {
-        let since_written = std::fs::symlink_metadata(self.home.registry_path())
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .unwrap_or(FOLD_GAP);
+        let since_written = paths::age(&self.home.registry_path()).unwrap_or(FOLD_GAP);
         if since_written < FOLD_GAP {
             return Fold::NotYet(FOLD_GAP - since_written);
         }

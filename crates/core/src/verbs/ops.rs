@@ -561,11 +561,7 @@ impl Context {
     /// the registry (28 ms a job, 15 at 100).
     fn killer_records(&self, id: &str) -> bool {
         let request = self.home.job_dir(id).join(KILL_REQUEST_FILE);
-        let fresh = std::fs::symlink_metadata(&request)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age < Duration::from_secs(60));
+        let fresh = crate::store::paths::age(&request).is_some_and(|age| age < Duration::from_secs(60));
         fresh
             && wait_until(KILLER_RECORDS_PATIENCE, Duration::from_millis(100), || {
                 self.registry().own_record(id).is_some_and(|j| j.status().is_final())
