@@ -501,7 +501,12 @@ impl Context {
         if lock.try_lock().is_err() {
             return Ok(()); // another watcher has it
         }
-        let job = self.registry().get(id)?;
+        // Its own job.json, not the registry: N watchers started by one look
+        // each parsing a registry of N jobs made that look quadratic.
+        let job = match self.registry().own_record(id) {
+            Some(job) => job,
+            None => self.registry().get(id)?,
+        };
         let mut output = outpipe::Reattached::open(
             &self.home.job_dir(id),
             inherited,
@@ -533,7 +538,11 @@ impl Context {
                 if let Some(output) = &mut output {
                     output.drain();
                 }
-                if self.processes_of(&job).is_empty() {
+                // The pipe at its end (no writer left) says so without a
+                // look over /proc; after a kill of N orphans, N watchers
+                // each looking over a table of N made the kill quadratic.
+                let pipe_ended = output.as_ref().is_some_and(|output| !output.is_open());
+                if pipe_ended || self.processes_of(&job).is_empty() {
                     outpipe::remove(&self.home.job_dir(id));
                 }
                 // Still orphaned: a wait above for the killer was in vain, or
