@@ -14,7 +14,7 @@ use clap::{Args, Parser, Subcommand};
 use proc_manager_core::model::duration::parse_duration_ms;
 use proc_manager_core::model::protocol::HiddenMode;
 use proc_manager_core::model::text::visible;
-use proc_manager_core::verbs::ops::Context;
+use proc_manager_core::verbs::context::Context;
 use proc_manager_core::verbs::start_options::StartOptions;
 use proc_manager_core::{Error, Result};
 use std::ffi::{OsStr, OsString};

@@ -24,9 +24,14 @@ use proc_manager_core::present::view::{
     SnapshotView, StartView, WaitView, YieldView,
 };
 use proc_manager_core::verbs::cancel::Cancel;
-use proc_manager_core::verbs::ops::{Context, ListFilter, LogRange, OrphanOptions, TailQuery};
+use proc_manager_core::verbs::check::TailQuery;
+use proc_manager_core::verbs::context::Context;
+use proc_manager_core::verbs::list::ListFilter;
+use proc_manager_core::verbs::logs::LogRange;
+use proc_manager_core::verbs::orphans::OrphanOptions;
 use proc_manager_core::verbs::procs;
-use proc_manager_core::verbs::spawn::{start_job, StartRequest};
+use proc_manager_core::verbs::request::StartRequest;
+use proc_manager_core::verbs::start::start_job;
 use proc_manager_core::verbs::start_options::{Face, StartOptions};
 use proc_manager_core::verbs::yielding::Yielded;
 use serde::Serialize;
@@ -154,7 +159,7 @@ pub fn run_background(command: Unknown, options: Option<Unknown>) -> Result<serd
     shape(&StartView::from(&start(command, options)?))
 }
 
-fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verbs::spawn::Started> {
+fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verbs::request::Started> {
     let request = match options.args {
         Some(args) => {
             // JS strings are text; the core takes any bytes.

@@ -3,7 +3,7 @@
 
 use proc_manager_core::model::job::JobStatus;
 use proc_manager_core::supervise::notify;
-use proc_manager_core::verbs::ops::Context;
+use proc_manager_core::verbs::context::Context;
 
 pub fn run(context: &Context, job_id: &str, claimed: Option<JobStatus>) -> i32 {
     match context.registry().get(job_id) {

@@ -3,7 +3,8 @@
 use crate::print_json;
 use proc_manager_core::present::format;
 use proc_manager_core::present::view::CheckView;
-use proc_manager_core::verbs::ops::{CheckResult, Context, TailQuery};
+use proc_manager_core::verbs::check::{CheckResult, TailQuery};
+use proc_manager_core::verbs::context::Context;
 use proc_manager_core::Result;
 
 pub fn run(context: &Context, id: &str, lines: usize, grep: Option<&str>, errors: bool, json: bool) -> Result<i32> {

@@ -4,7 +4,7 @@
 use crate::{parse_dur, print_json};
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::view::KillView;
-use proc_manager_core::verbs::ops::Context;
+use proc_manager_core::verbs::context::Context;
 use proc_manager_core::Result;
 
 // One argument per flag of the subcommand, as clap hands them over.

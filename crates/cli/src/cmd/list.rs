@@ -4,7 +4,8 @@ use crate::print_json;
 use proc_manager_core::model::job::JobStatus;
 use proc_manager_core::present::format;
 use proc_manager_core::present::view::{CorruptJobView, JobView};
-use proc_manager_core::verbs::ops::{Context, ListFilter};
+use proc_manager_core::verbs::context::Context;
+use proc_manager_core::verbs::list::ListFilter;
 use proc_manager_core::{Error, Result};
 
 pub fn run(context: &Context, all: bool, status: Option<String>, owner: Option<String>, json: bool) -> Result<i32> {

@@ -19,7 +19,7 @@ pub mod wait;
 pub mod watch;
 
 use proc_manager_core::model::protocol::Errand;
-use proc_manager_core::verbs::ops::Context;
+use proc_manager_core::verbs::context::Context;
 
 /// The hidden background modes the core starts (`__announce`, `__deliver`,
 /// `__watch`): detached from whoever started them, in the home's context;

@@ -5,7 +5,8 @@ use crate::{parse_dur, print_json};
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::format::shorten;
 use proc_manager_core::present::view::OrphanReportView;
-use proc_manager_core::verbs::ops::{Context, OrphanOptions};
+use proc_manager_core::verbs::context::Context;
+use proc_manager_core::verbs::orphans::OrphanOptions;
 use proc_manager_core::Result;
 
 pub fn run(

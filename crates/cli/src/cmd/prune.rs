@@ -2,7 +2,7 @@
 
 use crate::{parse_dur, print_json};
 use proc_manager_core::present::view::PruneView;
-use proc_manager_core::verbs::ops::Context;
+use proc_manager_core::verbs::context::Context;
 use proc_manager_core::Result;
 
 pub fn run(context: &Context, older_than: Option<String>, json: bool) -> Result<i32> {

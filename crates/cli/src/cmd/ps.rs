@@ -4,7 +4,8 @@
 use crate::print_json;
 use proc_manager_core::present::format::shorten;
 use proc_manager_core::present::view::SnapshotView;
-use proc_manager_core::verbs::ops::{Context, ListFilter};
+use proc_manager_core::verbs::context::Context;
+use proc_manager_core::verbs::list::ListFilter;
 use proc_manager_core::verbs::procs;
 use proc_manager_core::Result;
 

@@ -3,7 +3,7 @@
 use crate::print_json;
 use proc_manager_core::present::format;
 use proc_manager_core::present::view::ReconcileView;
-use proc_manager_core::verbs::ops::Context;
+use proc_manager_core::verbs::context::Context;
 use proc_manager_core::Result;
 
 pub fn run(context: &Context, json: bool) -> Result<i32> {

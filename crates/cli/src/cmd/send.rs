@@ -4,7 +4,7 @@
 use crate::print_json;
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::view::SendView;
-use proc_manager_core::verbs::ops::Context;
+use proc_manager_core::verbs::context::Context;
 use proc_manager_core::Result;
 
 pub fn run(context: &Context, id: &str, text: Option<std::ffi::OsString>, no_newline: bool, eof: bool, json: bool) -> Result<i32> {

@@ -8,7 +8,8 @@ use proc_manager_core::present::view::{shell_exit_code, StartFailedView, StartVi
 use proc_manager_core::verbs::cancel::Cancel;
 use proc_manager_core::verbs::start_options::Face;
 use proc_manager_core::verbs::yielding::Yielded;
-use proc_manager_core::verbs::spawn::{start_job, StartRequest};
+use proc_manager_core::verbs::request::StartRequest;
+use proc_manager_core::verbs::start::start_job;
 use proc_manager_core::{Error, Result};
 
 /// The command line's spelling of the start options: the flag clap has for

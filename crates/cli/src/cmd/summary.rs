@@ -2,7 +2,7 @@
 
 use crate::print_json;
 use proc_manager_core::present::view::SummaryView;
-use proc_manager_core::verbs::ops::Context;
+use proc_manager_core::verbs::context::Context;
 use proc_manager_core::Result;
 
 pub fn run(context: &Context, owner: Option<&str>, json: bool) -> Result<i32> {

@@ -4,7 +4,7 @@
 use crate::{parse_dur, print_json};
 use proc_manager_core::present::format;
 use proc_manager_core::present::view::WaitView;
-use proc_manager_core::verbs::ops::Context;
+use proc_manager_core::verbs::context::Context;
 use proc_manager_core::Result;
 
 pub fn run(context: &Context, ids: &[String], timeout: Option<String>, json: bool) -> Result<i32> {

@@ -1,7 +1,7 @@
 //! `run-bg __watch <id>`: stays with an orphaned job until its processes end,
 //! logging what they still write (see `Context::watch_orphan`).
 
-use proc_manager_core::verbs::ops::Context;
+use proc_manager_core::verbs::context::Context;
 use std::os::unix::fs::OpenOptionsExt;
 
 /// `id` is a valid job id (`Errand::parse` checks it): it names a directory.

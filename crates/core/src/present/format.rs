@@ -5,7 +5,7 @@ use crate::model::duration::format_duration_ms;
 use crate::model::job::{DeliveryState, Job, JobStatus, Notification};
 use crate::supervise::service::NOTHING_LISTENS;
 use crate::now_ms;
-use crate::verbs::ops::{CheckResult, Selection};
+use crate::verbs::check::{CheckResult, Selection};
 use crate::os::procinfo::ProcessEntry;
 use crate::model::text::visible;
 use crate::present::view::kb_to_mb;
@@ -32,7 +32,7 @@ pub fn ack_line(job_id: &str, pid: u32, command: &str) -> String {
 /// The ack of a start: `ack_line`, or for a job that waits
 /// `queued build-3f2a1c (2nd in queue heavy) — run-bg check build-3f2a1c`,
 /// under 200 characters whatever the ids and queue name.
-pub fn start_ack(started: &crate::verbs::spawn::Started) -> String {
+pub fn start_ack(started: &crate::verbs::request::Started) -> String {
     let job_id = visible(&started.job_id);
     match (&started.queued, started.pid) {
         (Some(place), _) => {
@@ -46,13 +46,13 @@ pub fn start_ack(started: &crate::verbs::spawn::Started) -> String {
 }
 
 /// `2nd in queue heavy, after build-1, test-2`: where a queued job waits.
-pub fn queue_place(place: &crate::verbs::queue::QueuedPlace) -> String {
+pub fn queue_place(place: &crate::verbs::request::QueuedPlace) -> String {
     queue_place_within(place, 160)
 }
 
 /// `queue_place` in at most `room` characters (about: never less than the
 /// queue part and `after N jobs`): the ids it waits for that fit, then `+N more`.
-fn queue_place_within(place: &crate::verbs::queue::QueuedPlace, room: usize) -> String {
+fn queue_place_within(place: &crate::verbs::request::QueuedPlace, room: usize) -> String {
     let mut text = match &place.queue {
         Some(queue) => format!("{} in queue {}", ordinal(place.position), shorten(queue, 24)),
         None if place.after.is_empty() => format!("{} in line", ordinal(place.position)),
@@ -132,7 +132,7 @@ pub fn readiness_note(job: &Job) -> String {
     format!(" (not ready yet: waiting for {})", what.join(" or "))
 }
 
-pub use crate::verbs::ops::processes_still_running;
+pub use crate::verbs::context::processes_still_running;
 
 /// `outcome_text` for an ended job some of whose processes still run, so
 /// that it never reads as plain `success`: `success (exit 0), 1 process
@@ -198,7 +198,7 @@ pub fn list_line(job: &Job, lingering: usize) -> String {
 /// and `orphans` count them).
 pub fn list_text(
     jobs: &[Job],
-    places: &std::collections::HashMap<String, crate::verbs::queue::QueuedPlace>,
+    places: &std::collections::HashMap<String, crate::verbs::request::QueuedPlace>,
     leftovers: &std::collections::HashMap<String, usize>,
 ) -> Vec<String> {
     let line = |j: &Job, lingering: usize| match places.get(&j.id) {
@@ -394,12 +394,12 @@ pub fn check_text(check: &CheckResult) -> String {
 mod tests {
     use super::*;
 
-    fn place(position: usize, queue: Option<&str>, after: &[&str]) -> crate::verbs::queue::QueuedPlace {
-        crate::verbs::queue::QueuedPlace { position, queue: queue.map(str::to_string), after: after.iter().map(|a| a.to_string()).collect() }
+    fn place(position: usize, queue: Option<&str>, after: &[&str]) -> crate::verbs::request::QueuedPlace {
+        crate::verbs::request::QueuedPlace { position, queue: queue.map(str::to_string), after: after.iter().map(|a| a.to_string()).collect() }
     }
 
-    fn queued_ack(id: &str, place: crate::verbs::queue::QueuedPlace) -> String {
-        let started = crate::verbs::spawn::Started {
+    fn queued_ack(id: &str, place: crate::verbs::request::QueuedPlace) -> String {
+        let started = crate::verbs::request::Started {
             job_id: id.into(),
             pid: None,
             log_path: Default::default(),

@@ -6,9 +6,13 @@
 
 use crate::model::job::{Job, JobStatus};
 use crate::os::procinfo::ProcessEntry;
-use crate::verbs::ops::{CheckResult, KillOutcome, LogRead, OrphanProcess, OrphanReport, WaitOutcome};
+use crate::verbs::check::CheckResult;
+use crate::verbs::kill::KillOutcome;
+use crate::verbs::logs::LogRead;
+use crate::verbs::orphans::{OrphanProcess, OrphanReport};
+use crate::verbs::wait::WaitOutcome;
 use crate::verbs::procs;
-use crate::verbs::spawn::Started;
+use crate::verbs::request::Started;
 use crate::now_ms;
 use serde::{Deserialize, Serialize};
 
@@ -95,7 +99,7 @@ pub struct JobView {
 
 impl JobView {
     /// With a queued job's place (`list` knows it, from every job).
-    pub fn placed(mut self, place: Option<&crate::verbs::queue::QueuedPlace>) -> JobView {
+    pub fn placed(mut self, place: Option<&crate::verbs::request::QueuedPlace>) -> JobView {
         if let Some(place) = place {
             self.position = Some(place.position);
             self.waiting_for = Some(place.after.clone());

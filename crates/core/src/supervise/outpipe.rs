@@ -164,7 +164,7 @@ pub fn reopen(job_dir: &Path) -> std::io::Result<Option<OwnedFd>> {
 }
 
 /// Takes the job's pipe from our stdin, where the look that found the job
-/// orphaned put it (see `ops::Context::start_watcher`), leaving /dev/null in
+/// orphaned put it (see `reconcile` (`Context::start_watcher`)), leaving /dev/null in
 /// its place. `None` unless stdin is that very FIFO (same device and inode).
 pub fn take_inherited(job_dir: &Path) -> Option<OwnedFd> {
     let stdin = std::io::stdin();

@@ -5,7 +5,7 @@
 use crate::model::job::Job;
 use crate::store::logs::LogFollower;
 use crate::verbs::cancel::Cancel;
-use crate::verbs::ops::Context;
+use crate::verbs::context::Context;
 use crate::{Error, Result};
 use std::io::Write;
 use std::time::Duration;
@@ -40,7 +40,7 @@ impl Context {
                 continue;
             }
             let current = self.registry().get(&job.id)?;
-            if crate::verbs::ops::log_has_no_writer(&current) {
+            if crate::verbs::check::log_has_no_writer(&current) {
                 // Asked before a read, never after one: what the writer wrote
                 // between that read and the question would be left unread.
                 // The writer is gone now, so this read takes all it wrote.

@@ -2,10 +2,21 @@
 
 pub mod cancel;
 pub mod follow;
-pub mod ops;
+pub mod check;
+pub mod context;
+pub mod kill;
+pub mod list;
+pub mod logs;
+pub mod orphan_watch;
+pub mod orphans;
+pub mod prune;
+pub mod reconcile;
+pub mod wait;
 pub mod procs;
 pub mod queue;
+pub mod request;
 pub mod spawn;
+pub mod start;
 pub mod start_options;
 pub mod yielding;
 pub mod send;

@@ -20,8 +20,9 @@ use crate::store::paths::Home;
 use crate::store::registry::{self, Patience, QueueStep};
 use crate::supervise::notify;
 use crate::supervise::supervisor::SupervisorSpec;
-use crate::verbs::ops::Context;
-use crate::verbs::spawn::{self, StartRequest, Started};
+use crate::verbs::context::Context;
+use crate::verbs::request::{QueuedPlace, StartRequest, Started};
+use crate::verbs::spawn;
 use crate::{now_ms, Error, Result};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
@@ -34,16 +35,6 @@ const SPEC_FILE: &str = "spec.json";
 /// In the home while some job may be queued: the one file an invocation
 /// looks at (a stat) before it reads the registry to fill free slots.
 const PENDING_FILE: &str = "queue.pending";
-
-/// Where a job that did not start at once waits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueuedPlace {
-    /// 1: the next to start in its queue (or among jobs without a queue).
-    pub position: usize,
-    pub queue: Option<String>,
-    /// The jobs it still waits for.
-    pub after: Vec<String>,
-}
 
 /// What a queued job needs to start later that its record does not hold.
 #[derive(Serialize, Deserialize)]
@@ -205,6 +196,18 @@ pub fn places_among(shown: &[Job], all: &[Job]) -> std::collections::HashMap<Str
 }
 
 impl Context {
+    /// With the `run-bg` binary known; also hands any notification that is due
+    /// in the spool to a background deliverer, so every invocation of either
+    /// face delivers what an earlier one could not, without waiting for it.
+    pub fn with_runner(mut self, runner: std::path::PathBuf) -> Context {
+        self.runner = Some(runner);
+        if notify::spool_due(&self.home) {
+            self.run_in_background(Errand::Deliver);
+        }
+        self.fill_queues();
+        self
+    }
+
     /// Where each queued job of `shown` waits, counted among every job in
     /// the registry (a list filtered by owner shows the real place).
     pub fn queue_places(&self, shown: &[Job]) -> Result<std::collections::HashMap<String, QueuedPlace>> {
@@ -388,7 +391,7 @@ fn start_now(context: &Context, runner: &Path, queued: Job) -> Job {
         Err(e) => return failed(job, format!("cannot read its launch spec {}: {e}", context.home.shown(&dir.join(SPEC_FILE)).display())),
     };
     let spec = SupervisorSpec { home: context.home.root.clone(), job: job.clone(), config: context.config.clone() };
-    let launched = spawn::launch_queued(context, &spec, runner, &environ);
+    let launched = spawn::launch_queued(&context.home, &spec, runner, &environ);
     // The supervisor wrote job.json before it answered.
     let own = registry.job_file(&job.id).filter(|own| own.status() != JobStatus::Queued);
     match (launched, own) {

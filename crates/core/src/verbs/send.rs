@@ -4,7 +4,7 @@
 use crate::model::job::JobStatus;
 use crate::os::procinfo::{self, SignalOutcome};
 use crate::supervise::stdin;
-use crate::verbs::ops::Context;
+use crate::verbs::context::Context;
 use crate::{os::tree, Error, Result};
 use rustix::event::{PollFd, PollFlags};
 use rustix::fs::{Mode, OFlags};

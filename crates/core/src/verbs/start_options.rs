@@ -12,7 +12,7 @@
 
 use crate::model::job::{Readiness, RestartPolicy, WakeAction};
 use crate::model::option_value::{read, FromText, Given, JsonData, Millis};
-use crate::verbs::spawn::{parse_env_assignment, validate_env_key, RestartRequest, StartRequest};
+use crate::verbs::request::{parse_env_assignment, validate_env_key, RestartRequest, StartRequest};
 use crate::{Error, Result};
 use serde::Deserialize;
 use std::ffi::OsString;

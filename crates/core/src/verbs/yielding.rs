@@ -6,7 +6,8 @@
 
 use crate::now_ms;
 use crate::verbs::cancel::Cancel;
-use crate::verbs::ops::{CheckResult, Context, TailQuery};
+use crate::verbs::check::{CheckResult, TailQuery};
+use crate::verbs::context::Context;
 use crate::Result;
 use std::time::Duration;
 
