@@ -66,6 +66,8 @@ impl Context {
         }));
         let mut changes: std::collections::HashMap<String, (JobStatus, JobState)> = std::collections::HashMap::new();
         let mut shown: Vec<Shown> = Vec::with_capacity(looks.len());
+        // Watchers started by this look, each waited for once all are started.
+        let mut detaching = spawn::Detaching::default();
         for look in looks {
             let job = match look {
                 Look::Settled(job) => {
@@ -75,7 +77,7 @@ impl Context {
                 Look::SupervisorGone(job) => job,
             };
             let has_processes = alive.get(&job.id).is_some_and(|processes| !processes.is_empty());
-            let Verdict::Change { verdict, next, ask_watcher } = self.verdict_without_supervisor(&job, has_processes) else {
+            let Verdict::Change { verdict, next, ask_watcher } = self.verdict_without_supervisor(&job, has_processes, &mut detaching) else {
                 shown.push(Shown::Done(job));
                 continue;
             };
@@ -109,7 +111,7 @@ impl Context {
                 }
             }
         };
-        Ok(shown
+        let looked = shown
             .into_iter()
             .map(|shown| match shown {
                 Shown::Done(job) => job,
@@ -117,7 +119,7 @@ impl Context {
                     Some(stored) => {
                         if stored.status() == JobStatus::Orphaned {
                             // So that its end is noticed (and announced) without anyone asking.
-                            self.start_watcher(&stored.id);
+                            detaching.add(self.start_watcher(&stored.id));
                         }
                         stored.clone()
                     }
@@ -127,7 +129,9 @@ impl Context {
                     }
                 },
             })
-            .collect())
+            .collect();
+        drop(detaching);
+        Ok(looked)
     }
 
     /// What can be said of a job without its processes: settled (ended,
@@ -151,7 +155,8 @@ impl Context {
     /// For a job whose supervisor is gone: `orphaned` while any of its
     /// processes lives (`has_processes`), else `killed` if we were killing
     /// it, else `lost`.
-    fn verdict_without_supervisor(&self, job: &Job, has_processes: bool) -> Verdict {
+    /// A watcher started for an orphan that lost its own goes to `detaching`.
+    fn verdict_without_supervisor(&self, job: &Job, has_processes: bool, detaching: &mut spawn::Detaching) -> Verdict {
         let being_killed = self.home.job_dir(&job.id).join(KILL_REQUEST_FILE).exists();
         let verdict = if has_processes {
             JobStatus::Orphaned
@@ -163,7 +168,7 @@ impl Context {
         if verdict == job.status() {
             if verdict == JobStatus::Orphaned && !self.watcher_attached(&job.id) {
                 // Its watcher died (or never started): a new one takes up its output.
-                self.start_watcher(&job.id);
+                detaching.add(self.start_watcher(&job.id));
             }
             return Verdict::Unchanged;
         }
@@ -246,16 +251,18 @@ impl Context {
     /// stdin: from this moment what waits in the pipe has a holder, so it
     /// survives even if every process of the job ends before the watcher is
     /// up and has reopened the pipe itself.
-    fn start_watcher(&self, id: &str) {
-        let Some(runner) = &self.runner else { return };
+    /// Returns the child to wait for once it has detached (see
+    /// `spawn::start_detached_with_stdin`).
+    fn start_watcher(&self, id: &str) -> Option<std::process::Child> {
+        let runner = self.runner.as_ref()?;
         let stdin = match outpipe::reopen(&self.home.job_dir(id)) {
             Ok(Some(pipe)) => std::process::Stdio::from(pipe),
             _ => std::process::Stdio::null(),
         };
         let args = Errand::Watch { job_id: id.to_string() }.args();
-        if let Err(e) = spawn::spawn_detached_with_stdin(runner, &self.home, &args, stdin) {
-            tracing::error!("cannot start background `__watch {id}`: {e}");
-        }
+        spawn::start_detached_with_stdin(runner, &self.home, &args, stdin)
+            .map_err(|e| tracing::error!("cannot start background `__watch {id}`: {e}"))
+            .ok()
     }
 
     /// Whether a watcher holds the orphaned job `id` (see `watch_orphan`).

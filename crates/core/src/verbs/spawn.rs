@@ -109,7 +109,20 @@ pub fn spawn_detached_with_stdin(
     args: &[String],
     stdin: Stdio,
 ) -> std::io::Result<()> {
-    let mut child = Command::new(runner)
+    start_detached_with_stdin(runner, home, args, stdin)?.wait().map(|_| ())
+}
+
+/// As `spawn_detached_with_stdin`, leaving the wait for the program to detach
+/// (a `wait` on the child returned) to the caller: a look that starts a
+/// watcher for each of 1,000 orphans waits for them together, so they start
+/// up side by side rather than one after the other.
+pub fn start_detached_with_stdin(
+    runner: &Path,
+    home: &Home,
+    args: &[String],
+    stdin: Stdio,
+) -> std::io::Result<std::process::Child> {
+    Command::new(runner)
         .args(args)
         .env("PROC_MANAGER_HOME", &home.root)
         .env_remove(JOB_COOKIE)
@@ -117,6 +130,25 @@ pub fn spawn_detached_with_stdin(
         .stdin(stdin)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .spawn()?;
-    child.wait().map(|_| ())
+        .spawn()
+}
+
+/// Programs started by `start_detached_with_stdin` and not yet detached:
+/// each is waited for when this goes, on every way out of the caller, so
+/// that none is left a zombie in a long-lived caller (the addon's).
+#[derive(Default)]
+pub struct Detaching(Vec<std::process::Child>);
+
+impl Detaching {
+    pub fn add(&mut self, started: Option<std::process::Child>) {
+        self.0.extend(started);
+    }
+}
+
+impl Drop for Detaching {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.wait();
+        }
+    }
 }
