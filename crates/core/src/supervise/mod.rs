@@ -5,6 +5,7 @@ pub mod outpipe;
 pub mod pace;
 pub mod ends;
 pub mod supervisor;
+pub mod phase;
 pub mod ready;
 pub mod matchers;
 pub mod restart;
