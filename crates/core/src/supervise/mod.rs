@@ -6,6 +6,7 @@ pub mod pace;
 pub mod ends;
 pub mod supervisor;
 pub mod phase;
+pub mod output_copy;
 pub mod ready;
 pub mod matchers;
 pub mod restart;

@@ -19,6 +19,7 @@ use crate::os::launch::{self, LaunchSpec};
 use crate::store::registry::{Patience, Registry};
 use crate::os::tree::{self, Tree};
 use crate::{supervise::notify, now_ms, supervise::outpipe, Error};
+use crate::supervise::output_copy::{copy_once, new_splicer, Copied, Splicer};
 use crate::supervise::phase::{MainExit, Phase};
 use crate::supervise::ready;
 use crate::supervise::restart::{self, Decision, Restarter};
@@ -26,7 +27,7 @@ use crate::supervise::stdin;
 use rustix::event::{PollFd, PollFlags};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, IntoRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -1512,137 +1513,8 @@ impl ProcessRecord {
     }
 }
 
-fn timespec(d: Duration) -> rustix::event::Timespec {
+pub(super) fn timespec(d: Duration) -> rustix::event::Timespec {
     rustix::event::Timespec { tv_sec: d.as_secs().min(i64::MAX as u64) as i64, tv_nsec: d.subsec_nanos() as _ }
-}
-
-/// `None` where the kernel has no `splice(2)`, or no pipe is left for the
-/// stage (the output is then read and written, as it was before splice).
-fn new_splicer() -> Option<Splicer> {
-    #[cfg(target_os = "linux")]
-    return outpipe::Stage::new().ok();
-    #[cfg(not(target_os = "linux"))]
-    None
-}
-
-/// What one step of moving the job's output into its log did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-// Only Linux splices; elsewhere every step reads and writes.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-enum Copied {
-    /// This many bytes went from the pipe into the log inside the kernel.
-    Spliced(usize),
-    /// This many bytes were read into the buffer, then written.
-    Read(usize),
-    /// Nothing to take now; the job still holds the pipe.
-    Empty,
-    /// Every writer has closed the pipe: nothing more will come.
-    Closed,
-}
-
-impl Copied {
-    fn bytes(self) -> usize {
-        match self {
-            Copied::Spliced(n) | Copied::Read(n) => n,
-            Copied::Empty | Copied::Closed => 0,
-        }
-    }
-}
-
-/// How the output is spliced into the log (see `copy_once`).
-#[cfg(target_os = "linux")]
-type Splicer = outpipe::Stage;
-/// No `splice(2)` here: the output is always read and written.
-#[cfg(not(target_os = "linux"))]
-enum Splicer {}
-
-/// One step of moving the job's output into its log: spliced inside the
-/// kernel while `splice` is there (one copy, into the page cache, where read
-/// and write make two), else read into `buffer` and written. The last
-/// `buffer.len()` bytes before each rotation are always read: `write_all`
-/// must see them to cut the file at a line end, as without splice. `splice`
-/// is dropped for good when the kernel refuses to splice into this log (a
-/// filesystem without it, a file opened for appending); any other refusal
-/// (a full disk) sends this one step through read and write, which reports
-/// the error. A failed write is returned with what was taken from the pipe:
-/// those bytes are lost, since the job must never block on its log.
-fn copy_once(output: BorrowedFd<'_>, log: &mut RotatingWriter, buffer: &mut [u8], splice: &mut Option<Splicer>) -> (Copied, Option<Error>) {
-    #[cfg(target_os = "linux")]
-    if let Some(stage) = splice.as_ref() {
-        let (done, refused_for_good) = splice_once(output, stage, log, buffer);
-        if refused_for_good {
-            *splice = None;
-        }
-        if let Some(done) = done {
-            return done;
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = splice;
-    match outpipe::read_once(output, buffer) {
-        outpipe::Read::Data(n) => (Copied::Read(n), log.write_all(&buffer[..n]).err()),
-        outpipe::Read::Empty => (Copied::Empty, None),
-        outpipe::Read::Closed => (Copied::Closed, None),
-    }
-}
-
-/// The splice half of `copy_once`: `None` when it took nothing from the job's
-/// pipe (near a rotation, or refused), then the bytes are to be read; and
-/// whether splicing into this log is refused for good.
-#[cfg(target_os = "linux")]
-fn splice_once(
-    output: BorrowedFd<'_>,
-    stage: &Splicer,
-    log: &mut RotatingWriter,
-    buffer: &mut [u8],
-) -> (Option<(Copied, Option<Error>)>, bool) {
-    let for_good = |e: &std::io::Error| matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP));
-    let cut_window = buffer.len() as u64;
-    let room = log.room();
-    if room <= cut_window {
-        return (None, false);
-    }
-    // Never more than the file takes before its cut window: never past max_bytes.
-    let len = (room - cut_window).min(usize::MAX as u64) as usize;
-    let taken = match stage.take(output, len) {
-        Ok(outpipe::Read::Data(n)) => n,
-        Ok(outpipe::Read::Empty) => return (Some((Copied::Empty, None)), false),
-        Ok(outpipe::Read::Closed) => return (Some((Copied::Closed, None)), false),
-        Err(e) => return (None, for_good(&e)),
-    };
-    let mut left = taken;
-    let mut refused = false;
-    while left > 0 {
-        match log.splice_in(stage.output(), left) {
-            Ok(0) => break,
-            Ok(n) => left -= n,
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-            Err(e) => {
-                refused = for_good(&e);
-                break;
-            }
-        }
-    }
-    if left == 0 {
-        return (Some((Copied::Spliced(taken), None)), false);
-    }
-    // What the log would not take by splice waits in the stage: it is read
-    // and written in order, leaving the stage empty for the next move.
-    let mut error = None;
-    while left > 0 {
-        let chunk = left.min(buffer.len());
-        match outpipe::read_once(stage.output(), &mut buffer[..chunk]) {
-            outpipe::Read::Data(n) => {
-                left -= n;
-                if let Err(e) = log.write_all(&buffer[..n]) {
-                    error.get_or_insert(e);
-                }
-            }
-            // Cannot happen while we hold the stage's write end and it holds `left` bytes.
-            outpipe::Read::Empty | outpipe::Read::Closed => break,
-        }
-    }
-    (Some((Copied::Read(taken), error)), refused)
 }
 
 /// Peak RSS of the largest descendant reaped so far (by us or by its parent),
@@ -1657,136 +1529,4 @@ fn children_peak_rss_kb() -> Option<u64> {
     // Linux reports KiB; macOS reports bytes.
     let max = usage.ru_maxrss as u64;
     Some(if cfg!(target_os = "macos") { max / 1024 } else { max }).filter(|&kb| kb > 0)
-}
-
-// The tests drive splice(2), which only Linux has.
-#[cfg(all(test, target_os = "linux"))]
-mod tests {
-    use super::*;
-    use crate::store::logs::rotated_path;
-
-    /// What a job writes: numbered lines of varied lengths, with a stretch
-    /// of NULs longer than a log file in the middle (a line that must be cut).
-    fn job_output(bytes: usize) -> Vec<u8> {
-        let mut out = Vec::with_capacity(bytes + 4096);
-        let mut i = 0u64;
-        while out.len() < bytes {
-            if i == 20_000 {
-                out.extend(std::iter::repeat_n(0u8, 1_500_000));
-                out.push(b'\n');
-            }
-            out.extend_from_slice(format!("{i:08} {}\n", "x".repeat((i * 7919 % 150) as usize)).as_bytes());
-            i += 1;
-        }
-        out
-    }
-
-    /// Runs the supervisor's copy loop over a real output pipe (the FIFO a
-    /// job gets, 1 MiB) while a thread writes `data` into it in uneven
-    /// pieces, as a job does; returns the bytes spliced and the bytes read.
-    /// After each step the file being written must hold at most `max` bytes.
-    fn copy_through_a_pipe(data: &[u8], log: &mut RotatingWriter, path: &Path, max: u64, splice: &mut Option<Splicer>) -> (usize, usize) {
-        let dir = tempfile::tempdir().unwrap();
-        let output = outpipe::create(dir.path()).unwrap();
-        // Write-only, unlike the job's read-write end: if this test fails
-        // half-way, its writer gets EPIPE instead of waiting for ever.
-        drop(output.child_end);
-        let mut end = std::fs::OpenOptions::new().write(true).open(outpipe::fifo_path(dir.path())).unwrap();
-        let writer = std::thread::spawn({
-            let data = data.to_vec();
-            move || {
-                let mut rng = 0x2545_F491_4F6C_DD1Du64;
-                let mut rest = &data[..];
-                while !rest.is_empty() {
-                    rng ^= rng << 13;
-                    rng ^= rng >> 7;
-                    rng ^= rng << 17;
-                    let n = (1 + rng % (96 * 1024)) as usize;
-                    let (piece, after) = rest.split_at(n.min(rest.len()));
-                    end.write_all(piece).unwrap();
-                    rest = after;
-                }
-                // Dropping the last writer: the copy sees the end of the output.
-            }
-        });
-        let mut buffer = vec![0u8; 256 * 1024];
-        let (mut spliced, mut read) = (0, 0);
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let mut fds = [PollFd::new(&output.reader, PollFlags::IN)];
-            let ten_seconds = timespec(Duration::from_secs(10));
-            assert!(matches!(rustix::event::poll(&mut fds, Some(&ten_seconds)), Ok(_) | Err(rustix::io::Errno::INTR)));
-            let (copied, error) = copy_once(output.reader.as_fd(), log, &mut buffer, splice);
-            assert!(error.is_none(), "{error:?}");
-            let size = std::fs::metadata(path).unwrap().len();
-            assert!(size <= max, "{size} bytes in the current file after {copied:?}: past max_bytes {max}");
-            match copied {
-                Copied::Spliced(n) => spliced += n,
-                Copied::Read(n) => read += n,
-                Copied::Empty => {}
-                Copied::Closed => break,
-            }
-            assert!(Instant::now() < deadline, "the output never ended: {spliced} bytes spliced, {read} read");
-        }
-        // A writer still writing gets EPIPE now rather than wait for ever.
-        drop(output.reader);
-        assert!(writer.join().is_ok(), "the copy saw the output end before the writer was done ({spliced} bytes spliced, {read} read)");
-        (spliced, read)
-    }
-
-    /// The log's files, oldest first.
-    fn log_files(log: &Path) -> Vec<Vec<u8>> {
-        (0..1000).rev().map(|i| rotated_path(log, i)).filter(|p| p.exists()).map(|p| std::fs::read(p).unwrap()).collect()
-    }
-
-    #[test]
-    #[cfg(target_os = "linux")]
-    fn spliced_output_rotates_within_max_bytes_and_keeps_every_byte_in_order() {
-        const MAX: u64 = 1024 * 1024 - 3;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("output.log");
-        let data = job_output(12 * 1024 * 1024);
-        // keep holds every file: what went in must all be there.
-        let mut log = RotatingWriter::create(&path, MAX, 100).unwrap();
-        let mut splice = new_splicer();
-        assert!(splice.is_some(), "no pipe for the splice stage");
-        let (spliced, read) = copy_through_a_pipe(&data, &mut log, &path, MAX, &mut splice);
-        drop(log);
-        assert!(splice.is_some(), "splice was refused on this filesystem");
-        assert!(spliced >= data.len() / 2, "only {spliced} of {} bytes spliced ({read} read)", data.len());
-        assert!(read > 0, "the last bytes before each rotation are read, to cut at a line end");
-        let files = log_files(&path);
-        let sizes: Vec<usize> = files.iter().map(Vec::len).collect();
-        assert!(files.len() as u64 > data.len() as u64 / MAX, "rotated too rarely: {sizes:?}");
-        assert!(sizes.iter().all(|&n| n as u64 <= MAX), "a file past max_bytes {MAX}: {sizes:?}");
-        let logged = files.concat();
-        let first_difference = logged.iter().zip(&data).position(|(a, b)| a != b);
-        assert!(
-            logged.len() == data.len() && first_difference.is_none(),
-            "logged {} of {} bytes; first difference at {first_difference:?}; files {sizes:?}",
-            logged.len(),
-            data.len()
-        );
-    }
-
-    #[test]
-    #[cfg(target_os = "linux")]
-    fn where_the_log_refuses_splice_the_output_is_read_and_written() {
-        const MAX: u64 = 1024 * 1024 - 3;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("output.log");
-        std::fs::write(&path, b"left by a dead supervisor\n").unwrap();
-        let data = job_output(4 * 1024 * 1024);
-        // Opened for appending, as a watcher does: the kernel will not splice into it.
-        let mut log = RotatingWriter::resume(&path, MAX, 100).unwrap();
-        let mut splice = new_splicer();
-        assert!(splice.is_some(), "no pipe for the splice stage");
-        let (spliced, read) = copy_through_a_pipe(&data, &mut log, &path, MAX, &mut splice);
-        drop(log);
-        assert!(splice.is_none(), "splice into an O_APPEND file was accepted: this test needs another refusal");
-        assert_eq!((spliced, read), (0, data.len()));
-        let files = log_files(&path);
-        assert!(files.iter().all(|f| f.len() as u64 <= MAX));
-        assert!(files.concat() == [&b"left by a dead supervisor\n"[..], &data].concat(), "bytes lost or reordered");
-    }
 }
