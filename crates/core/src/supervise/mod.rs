@@ -7,6 +7,7 @@ pub mod ends;
 pub mod supervisor;
 pub mod phase;
 pub mod output_copy;
+pub mod signals;
 pub mod ready;
 pub mod matchers;
 pub mod restart;

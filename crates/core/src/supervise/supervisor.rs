@@ -12,7 +12,6 @@ use crate::model::job::{EndedBy, Exit, Job, JobState, ProcessIdentity};
 use crate::store::logs::RotatingWriter;
 use crate::store::paths::{HeldHome, Home};
 use crate::os::procinfo;
-use crate::os::launch::new_pipe;
 use crate::supervise::tie;
 use crate::model::protocol::{KillRequest, JOB_COOKIE, KILL_REQUEST_FILE, READY_ERR, READY_OK, SUPERVISOR_MARK};
 use crate::os::launch::{self, LaunchSpec};
@@ -22,15 +21,15 @@ use crate::{supervise::notify, now_ms, supervise::outpipe, Error};
 use crate::supervise::output_copy::{copy_once, new_splicer, Copied, Splicer};
 use crate::supervise::phase::{MainExit, Phase};
 use crate::supervise::ready;
+use crate::supervise::signals::{install_signal_handlers, Signals, HANDLED};
 use crate::supervise::restart::{self, Decision, Restarter};
 use crate::supervise::stdin;
 use rustix::event::{PollFd, PollFlags};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd, IntoRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// Run once a job's end is recorded, to hand its queue slot on
@@ -49,49 +48,6 @@ pub struct SupervisorSpec {
     pub home: PathBuf,
     pub job: Job,
     pub config: Config,
-}
-
-/// The signals the loop waits on, as signal-hook's handlers leave them: a
-/// flag per kind, set before the handler writes a byte into `wake`, which is
-/// what `poll` watches. A full pipe drops the byte, which is harmless: one
-/// pending byte is enough to wake the loop, and the flags say what came.
-struct Signals {
-    /// The read end of the self-pipe; its write end is the handlers' for
-    /// the life of the process.
-    wake: OwnedFd,
-    /// SIGCHLD: a child (the main process, an adopted descendant, the notifier) may be reapable.
-    child: Arc<AtomicBool>,
-    /// SIGUSR1: `kill` may have left a request.
-    kill_request: Arc<AtomicBool>,
-    /// SIGTERM, SIGINT or SIGHUP: someone wants the job gone.
-    stop: Arc<AtomicBool>,
-}
-
-/// Every signal the supervisor handles; the notifier puts them back to default.
-const HANDLED: [i32; 5] = [libc::SIGCHLD, libc::SIGUSR1, libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
-
-fn install_signal_handlers() -> std::io::Result<Signals> {
-    let (wake, write) = new_pipe(libc::O_NONBLOCK)?;
-    let signals = Signals {
-        wake,
-        child: Arc::new(AtomicBool::new(false)),
-        kill_request: Arc::new(AtomicBool::new(false)),
-        stop: Arc::new(AtomicBool::new(false)),
-    };
-    // Owned by the handlers from now on, so it stays open while they may run.
-    let write = write.into_raw_fd();
-    for signal in HANDLED {
-        let flag = match signal {
-            libc::SIGCHLD => &signals.child,
-            libc::SIGUSR1 => &signals.kill_request,
-            _ => &signals.stop,
-        };
-        // The flag first: signal-hook runs a signal's actions in the order
-        // they were registered, so the loop never wakes to a flag not yet set.
-        signal_hook::flag::register(signal, Arc::clone(flag))?;
-        signal_hook::low_level::pipe::register_raw(signal, write)?;
-    }
-    Ok(signals)
 }
 
 /// Points our stdin or stdout at /dev/null. A failure leaves it where it was
