@@ -8,6 +8,7 @@ pub mod supervisor;
 pub mod phase;
 pub mod output_copy;
 pub mod signals;
+pub mod memory;
 pub mod ready;
 pub mod matchers;
 pub mod restart;

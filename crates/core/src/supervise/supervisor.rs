@@ -18,6 +18,7 @@ use crate::os::launch::{self, LaunchSpec};
 use crate::store::registry::{Patience, Registry};
 use crate::os::tree::{self, Tree};
 use crate::{supervise::notify, now_ms, supervise::outpipe, Error};
+use crate::supervise::memory::CodePages;
 use crate::supervise::output_copy::{copy_once, new_splicer, Copied, Splicer};
 use crate::supervise::phase::{MainExit, Phase};
 use crate::supervise::ready;
@@ -156,10 +157,6 @@ pub fn detach() -> std::io::Result<()> {
     }
 }
 
-/// Releases of code pages after looks are at least this far apart (see
-/// `release_code_pages`).
-const CODE_RELEASE_GAP: Duration = Duration::from_millis(100);
-
 /// Tells the waiting caller how the start went, then lets go of its pipe.
 fn report_ready(line: &str) {
     let mut out = std::io::stdout().lock();
@@ -272,13 +269,8 @@ struct Supervisor {
     /// Every process seen below us, by identity, kept in the job's directory
     /// (see `record_processes`).
     procset: ProcessRecord,
-    /// When `release_code_pages` last ran.
-    code_released: Instant,
-    /// A look ran since: its code is resident until the next release. A
-    /// look within `CODE_RELEASE_GAP` of a release used to leave it so
-    /// until the look after (up to 5 s): a supervisor's PSS then read
-    /// 0.57 MiB instead of 0.27.
-    code_release_owed: bool,
+    /// Gives back the code pages each look brings in (supervise/memory.rs).
+    code_pages: CodePages,
 }
 
 /// An end that could not be written yet, and when to try again.
@@ -480,14 +472,12 @@ impl Supervisor {
             deferred_matches: Vec::new(),
             tie,
             procset: ProcessRecord::new(&home_for_record),
-            // Stamped by the first release, in `run`.
-            code_released: Instant::now(),
-            code_release_owed: false,
+            code_pages: CodePages::new(),
         })
     }
 
     fn run(&mut self) {
-        self.release_code_pages();
+        self.code_pages.release();
         // A tied process gone before the watch began has no pidfd to wake
         // the poll below: act on it now, or an idle job would outlive it.
         if self.tie.as_ref().is_some_and(|w| w.ended(false)) {
@@ -612,8 +602,8 @@ impl Supervisor {
         if let Some(unrecorded) = &self.unrecorded {
             consider(unrecorded.next_try);
         }
-        if self.code_release_owed {
-            consider(self.code_released + CODE_RELEASE_GAP);
+        if let Some(at) = self.code_pages.due() {
+            consider(at);
         }
         // A millisecond more so we wake after the deadline, not a hair before it.
         wait.map(|d| d + Duration::from_millis(1))
@@ -840,24 +830,15 @@ impl Supervisor {
         tree::tree_alive(Tree::of(&self.job).with_recorded(self.procset.recorder.recorded())) || !self.adopted_children().is_empty()
     }
 
-    /// `release_code_pages`, and when it ran.
-    fn release_code_pages(&mut self) {
-        crate::os::platform::release_code_pages();
-        self.code_released = Instant::now();
-    }
-
     fn advance_timers(&mut self) {
         self.flush_deferred_matches();
         self.retry_unrecorded();
         let now = Instant::now();
         if now >= self.procset.next_look {
             self.record_processes(false);
-            self.code_release_owed = true;
+            self.code_pages.owe();
         }
-        if self.code_release_owed && now.duration_since(self.code_released) >= CODE_RELEASE_GAP {
-            self.code_release_owed = false;
-            self.release_code_pages();
-        }
+        self.code_pages.release_if_due(now);
         if let Some(at) = self.timeout_at {
             if now >= at {
                 self.timeout_at = None;
