@@ -3,5 +3,5 @@
 
 pub fn run() -> i32 {
     proc_manager_core::supervise::supervisor::on_end_recorded(proc_manager_core::verbs::queue::after_end);
-    proc_manager_core::supervise::supervisor::supervise_main()
+    proc_manager_core::supervise::start::supervise_main()
 }

@@ -9,6 +9,7 @@ pub mod phase;
 pub mod output_copy;
 pub mod signals;
 pub mod memory;
+pub mod start;
 pub mod ready;
 pub mod matchers;
 pub mod restart;

@@ -7,14 +7,12 @@
 //! signal handlers), so it costs no CPU while the job runs.
 
 use crate::store::config::Config;
-use crate::model::error::LaunchError;
 use crate::model::job::{EndedBy, Exit, Job, JobState, ProcessIdentity};
 use crate::store::logs::RotatingWriter;
 use crate::store::paths::{HeldHome, Home};
 use crate::os::procinfo;
 use crate::supervise::tie;
-use crate::model::protocol::{KillRequest, JOB_COOKIE, KILL_REQUEST_FILE, READY_ERR, READY_OK, SUPERVISOR_MARK};
-use crate::os::launch::{self, LaunchSpec};
+use crate::model::protocol::{KillRequest, KILL_REQUEST_FILE, SUPERVISOR_MARK};
 use crate::store::registry::{Patience, Registry};
 use crate::os::tree::{self, Tree};
 use crate::{supervise::notify, now_ms, supervise::outpipe, Error};
@@ -22,14 +20,12 @@ use crate::supervise::memory::CodePages;
 use crate::supervise::output_copy::{copy_once, new_splicer, Copied, Splicer};
 use crate::supervise::phase::{MainExit, Phase};
 use crate::supervise::ready;
-use crate::supervise::signals::{install_signal_handlers, Signals, HANDLED};
+use crate::supervise::signals::{Signals, HANDLED};
 use crate::supervise::restart::{self, Decision, Restarter};
 use crate::supervise::stdin;
 use rustix::event::{PollFd, PollFlags};
-use serde::{Deserialize, Serialize};
-use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -40,102 +36,6 @@ static AFTER_END: std::sync::OnceLock<fn(&Home, &Config)> = std::sync::OnceLock:
 
 pub fn on_end_recorded(hook: fn(&Home, &Config)) {
     let _ = AFTER_END.set(hook);
-}
-
-/// What the caller hands the supervisor on its stdin.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct SupervisorSpec {
-    #[serde(with = "crate::model::os_text::path")]
-    pub home: PathBuf,
-    pub job: Job,
-    pub config: Config,
-}
-
-/// Points our stdin or stdout at /dev/null. A failure leaves it where it was
-/// (the caller's pipe), which only matters to a caller still reading it, so
-/// it is reported, not fatal.
-fn redirect_to_dev_null(which: Stdio) {
-    let redirected = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").and_then(|null| {
-        match which {
-            Stdio::In => rustix::stdio::dup2_stdin(&null),
-            Stdio::Out => rustix::stdio::dup2_stdout(&null),
-        }
-        .map_err(std::io::Error::from)
-    });
-    if let Err(e) = redirected {
-        tracing::warn!("run-bg supervisor: cannot point {which:?} at /dev/null: {e}");
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Stdio {
-    In,
-    Out,
-}
-
-/// Orphaned descendants are re-parented to us, so we can reap them and see the
-/// tree end. Without it the job still runs and is killed by its group; the
-/// failure is reported so a lingering tree can be explained.
-fn become_subreaper() {
-    #[cfg(target_os = "linux")]
-    if let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
-        tracing::warn!("run-bg supervisor: cannot become a child subreaper: {e}");
-    }
-}
-
-/// Entry point of `run-bg __supervise`. Never returns to the CLI's parser.
-pub fn supervise_main() -> i32 {
-    // First: what a supervisor holds for its job's life must not depend on
-    // how big a registry it read on the way.
-    procinfo::keep_large_blocks_mapped();
-    let mut input = Vec::new();
-    let spec: SupervisorSpec = match std::io::stdin()
-        .read_to_end(&mut input)
-        .map_err(|e| e.to_string())
-        .and_then(|_| serde_json::from_slice(&input).map_err(|e| e.to_string()))
-    {
-        Ok(spec) => spec,
-        Err(e) => {
-            report_ready(&format!("{READY_ERR}supervisor received a bad start request: {e}"));
-            return 1;
-        }
-    };
-
-    if let Err(e) = detach() {
-        report_ready(&format!("{READY_ERR}cannot detach the supervisor: {e}"));
-        return 1;
-    }
-    redirect_to_dev_null(Stdio::In);
-    become_subreaper();
-    match Supervisor::start(spec) {
-        Ok(mut supervisor) => {
-            supervisor.run();
-            0
-        }
-        Err(failure) => {
-            report_ready(&format!("{READY_ERR}{}", failure.message));
-            // The caller has its answer; the failed job is in its job.json and
-            // joins the registry now if the lock can be had.
-            if let Some((registry, job)) = failure.record.map(|boxed| *boxed) {
-                let _ = registry.register(&job, Patience::Full);
-            }
-            1
-        }
-    }
-}
-
-/// Why a start failed, and the failed job (kept in its job.json) to add to
-/// the registry once the caller has been told.
-struct StartFailure {
-    message: String,
-    /// Boxed: a failed start is rare and the record large.
-    record: Option<Box<(Registry, Job)>>,
-}
-
-impl From<String> for StartFailure {
-    fn from(message: String) -> StartFailure {
-        StartFailure { message, record: None }
-    }
 }
 
 /// Leaves the caller behind: a new session (no terminal's hang-up or Ctrl-C
@@ -157,16 +57,7 @@ pub fn detach() -> std::io::Result<()> {
     }
 }
 
-/// Tells the waiting caller how the start went, then lets go of its pipe.
-fn report_ready(line: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(line.replace('\n', " ").as_bytes());
-    let _ = out.write_all(b"\n");
-    let _ = out.flush();
-    redirect_to_dev_null(Stdio::Out);
-}
-
-enum KillReason {
+pub(super) enum KillReason {
     Requested,
     Timeout,
     /// Asked for after the main process had exited: its exit decides the status.
@@ -177,25 +68,25 @@ enum KillReason {
     Tie,
 }
 
-struct KillInProgress {
-    reason: KillReason,
-    started: Instant,
+pub(super) struct KillInProgress {
+    pub(super) reason: KillReason,
+    pub(super) started: Instant,
     /// When SIGKILL goes to whatever is left.
-    hard_deadline: Instant,
-    hard_sent: bool,
-    tree_gone: bool,
+    pub(super) hard_deadline: Instant,
+    pub(super) hard_sent: bool,
+    pub(super) tree_gone: bool,
     /// When to look at the tree next: each look is a pass over /proc, so it
     /// is paced by time, not by how often output wakes the loop.
-    next_look: Instant,
+    pub(super) next_look: Instant,
     /// See `KillRequest::caller_sweeps`: looks cover our subtree only.
-    caller_sweeps: bool,
+    pub(super) caller_sweeps: bool,
     /// Every process SIGTERM was sent to (pid, start time, command line):
     /// one forked after a look gets it at the next one, and none gets it
     /// twice. The command line counts: a child signalled between its fork
     /// and its exec may take the signal into its parent's handler (a shell's
     /// trap, reset only after the fork) and then run the new program
     /// without it, with the same pid and start time.
-    termed: std::collections::HashSet<(u32, u64, String)>,
+    pub(super) termed: std::collections::HashSet<(u32, u64, String)>,
 }
 
 /// A step that moved less than this left the pipe empty with the job
@@ -208,80 +99,80 @@ const GATHER_PAUSE: Duration = Duration::from_micros(200);
 /// anyway (a process stuck in uninterruptible sleep cannot be hurried).
 const AFTER_SIGKILL_PATIENCE: Duration = Duration::from_secs(2);
 
-struct Supervisor {
-    job: Job,
-    registry: Registry,
+pub(super) struct Supervisor {
+    pub(super) job: Job,
+    pub(super) registry: Registry,
     /// Reached through our working directory: the home opened and checked
     /// at the start (`held`), so a rename of it never redirects a write.
-    home: Home,
-    held: HeldHome,
+    pub(super) home: Home,
+    pub(super) held: HeldHome,
     /// The job's end when it could not be written (a read-only or full
     /// disk): kept here, shown to readers, and written once it can be.
-    unrecorded: Option<Unrecorded>,
-    log: RotatingWriter,
-    output: Option<OwnedFd>,
-    signals: Signals,
-    main_pid: rustix::process::Pid,
-    phase: Phase,
+    pub(super) unrecorded: Option<Unrecorded>,
+    pub(super) log: RotatingWriter,
+    pub(super) output: Option<OwnedFd>,
+    pub(super) signals: Signals,
+    pub(super) main_pid: rustix::process::Pid,
+    pub(super) phase: Phase,
     /// Cleared once the deadline has been acted on.
-    timeout_at: Option<Instant>,
-    log_failed: bool,
-    kill: Option<KillInProgress>,
-    config: Config,
+    pub(super) timeout_at: Option<Instant>,
+    pub(super) log_failed: bool,
+    pub(super) kill: Option<KillInProgress>,
+    pub(super) config: Config,
     /// The forked child that announces the end; not part of the job.
-    notifier: Option<libc::pid_t>,
-    buffer: Vec<u8>,
+    pub(super) notifier: Option<libc::pid_t>,
+    pub(super) buffer: Vec<u8>,
     /// There while the output goes into the log by `splice(2)`, never seen
     /// by us (see `copy_once`); gone once the kernel refused it for this log.
     /// A feature that must see the output's lines (issue 15's `--ready-log`
     /// and `--notify-on`) leaves it out while it scans them: read and write
     /// then hand it every byte.
-    splice: Option<Splicer>,
+    pub(super) splice: Option<Splicer>,
     /// The job's named pipes are gone (see `run`).
-    pipes_removed: bool,
+    pub(super) pipes_removed: bool,
     /// The job's readiness check and `--notify-on` patterns (supervise/ready.rs).
-    watch: Option<ready::Watch>,
+    pub(super) watch: Option<ready::Watch>,
     /// `--restart`: the schedule (supervise/restart.rs), where the job is
     /// between two runs, and when the current run started.
-    restarter: Option<Restarter>,
-    between: Option<Between>,
-    run_started: Instant,
+    pub(super) restarter: Option<Restarter>,
+    pub(super) between: Option<Between>,
+    pub(super) run_started: Instant,
     /// When the main process was reaped (ms since the epoch): the job's
     /// `endedAt`, whatever the recording waits for after it (a wake rule's
     /// registration, a kill of what it left).
-    main_ended_at: Option<u64>,
+    pub(super) main_ended_at: Option<u64>,
     /// Each new run's stdout and stderr: kept only while a restart may come,
     /// so the output pipe then never reads as ended between runs.
-    output_child_end: Option<OwnedFd>,
+    pub(super) output_child_end: Option<OwnedFd>,
     /// `--stdin pipe`: our write end, which keeps the job from reading EOF
     /// until it ends (or `send --eof`), and the read end kept for a restart.
-    stdin_writer: Option<OwnedFd>,
-    stdin_child_end: Option<OwnedFd>,
+    pub(super) stdin_writer: Option<OwnedFd>,
+    pub(super) stdin_child_end: Option<OwnedFd>,
     /// Registers the job's wake rule with the interrupt service (`--wake`)
     /// while the job runs; joined before the end is recorded, so the end
     /// event goes after the rule (and the notifier forks single-threaded).
-    wake_thread: Option<std::thread::JoinHandle<Option<crate::model::job::Wake>>>,
+    pub(super) wake_thread: Option<std::thread::JoinHandle<Option<crate::model::job::Wake>>>,
     /// `--notify-on` matches seen while that registration ran: sent once it
     /// has finished (see `spawn_match_notifier`).
-    deferred_matches: Vec<crate::supervise::matchers::MatchEvent>,
+    pub(super) deferred_matches: Vec<crate::supervise::matchers::MatchEvent>,
     /// `--tie`: the watch of the process whose end kills the job (see `tie`).
-    tie: Option<tie::Watch>,
+    pub(super) tie: Option<tie::Watch>,
     /// Every process seen below us, by identity, kept in the job's directory
     /// (see `record_processes`).
-    procset: ProcessRecord,
+    pub(super) procset: ProcessRecord,
     /// Gives back the code pages each look brings in (supervise/memory.rs).
-    code_pages: CodePages,
+    pub(super) code_pages: CodePages,
 }
 
 /// An end that could not be written yet, and when to try again.
-struct Unrecorded {
-    error: String,
-    since: Instant,
-    next_try: Instant,
-    pause: Duration,
+pub(super) struct Unrecorded {
+    pub(super) error: String,
+    pub(super) since: Instant,
+    pub(super) next_try: Instant,
+    pub(super) pause: Duration,
     /// Where readers find it meanwhile (`os::platform::publish_unrecorded`);
     /// dropping it takes it away.
-    _shown: Option<OwnedFd>,
+    pub(super) _shown: Option<OwnedFd>,
 }
 
 /// The first retry of an unrecorded end comes this soon, then ever less
@@ -292,191 +183,15 @@ const RETRY_LONGEST_PAUSE: Duration = Duration::from_secs(2);
 
 /// Where a job that restarts is between the end of one run and the next.
 #[derive(Debug, Clone)]
-enum Between {
+pub(super) enum Between {
     /// Killing what is left of the ended run's tree; then restart `number`.
     Cleaning { number: u32, delay: Duration, exit: Exit },
     /// The next run starts at `until`.
     Waiting { until: Instant },
 }
 
-/// Starts a run of the job's main process: its argv, cwd and environment
-/// plus the cookie, `output` as its stdout and stderr, `stdin` or /dev/null.
-fn launch_main(job: &Job, output: std::os::fd::RawFd, stdin: Option<std::os::fd::RawFd>) -> std::result::Result<launch::Launched, LaunchError> {
-    launch::launch(&LaunchSpec {
-        argv: &job.argv,
-        cwd: Path::new(&job.cwd),
-        set: job.env.iter().map(|(k, v)| (k.into(), v.into())).chain([(JOB_COOKIE.into(), job.id.clone().into())]).collect(),
-        remove: &[SUPERVISOR_MARK],
-        output,
-        stdin,
-        nice: job.nice,
-    })
-}
-
-fn check_cwd(cwd: &Path) -> std::result::Result<(), LaunchError> {
-    use crate::model::os_text::escaped;
-    let why = match std::fs::metadata(cwd) {
-        Ok(meta) if meta.is_dir() => return Ok(()),
-        Ok(_) => format!("working directory `{}` is not a directory", escaped(cwd.as_os_str())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!("working directory `{}` does not exist", escaped(cwd.as_os_str())),
-        Err(e) => format!("working directory `{}`: {e}", escaped(cwd.as_os_str())),
-    };
-    Err(LaunchError::BadRequest(why))
-}
-
 impl Supervisor {
-    fn start(spec: SupervisorSpec) -> std::result::Result<Supervisor, StartFailure> {
-        // Refused, nothing is recorded: a home we will not use is not written into.
-        let (home, held) = Home::hold(spec.home.clone()).map_err(|e| e.to_string())?;
-        let registry = Registry::for_config(&home, &spec.config);
-        let mut job = spec.job;
-        job.supervisor = procinfo::identify_exactly(std::process::id());
-
-        // The failed job goes to its job.json, and to the registry too if the
-        // lock is free now; else once the caller has its answer.
-        let fail = |mut job: Job, message: String| -> StartFailure {
-            outpipe::remove(&home.job_dir(&job.id));
-            stdin::remove(&home.job_dir(&job.id));
-            job.state = JobState::FailedToStart { error: message.clone(), ended_at: now_ms() };
-            match registry.write_job_file(&job, true) {
-                Ok(()) if registry.register(&job, Patience::Immediate).is_ok() => message.into(),
-                Ok(()) => StartFailure { message, record: Some(Box::new((registry.clone(), job))) },
-                Err(e) => format!("{message} (and could not record the job: {e})").into(),
-            }
-        };
-
-        let log_path = home.job_log(&job.id, Path::new(&job.log_path));
-        let log = match RotatingWriter::create(&log_path, spec.config.logs.max_bytes, spec.config.logs.keep) {
-            Ok(log) => log,
-            Err(e) => return Err(fail(job, home.explain(e).to_string())),
-        };
-        if let Err(e) = check_cwd(Path::new(&job.cwd)) {
-            return Err(fail(job, e.to_string()));
-        }
-        let signals = install_signal_handlers().map_err(|e| format!("cannot set up signal handling: {e}"))?;
-        // A named pipe the job holds read-write: our death never ends the job
-        // (see outpipe); a bigger pipe also means fewer wake-ups for chatty jobs.
-        let output = match outpipe::create(&home.job_dir(&job.id)) {
-            Ok(output) => output,
-            Err(e) => return Err(fail(job, format!("cannot create the output pipe: {e}"))),
-        };
-        let job_stdin = match job.stdin_pipe {
-            true => match stdin::create(&home.job_dir(&job.id)) {
-                Ok(pipe) => Some(pipe),
-                Err(e) => return Err(fail(job, format!("cannot create the stdin pipe: {e}"))),
-            },
-            false => None,
-        };
-        let launched = launch_main(&job, output.child_end.as_raw_fd(), job_stdin.as_ref().map(|s| s.child_end.as_raw_fd()));
-        // Our copy of the job's end: EOF then means "every process of the job
-        // closed it". A job that restarts keeps it for its next run until it
-        // ends for good.
-        let restarts = job.restart.is_some();
-        let output_child_end = restarts.then_some(output.child_end);
-        let (stdin_writer, stdin_child_end) = match job_stdin {
-            Some(pipe) => (Some(pipe.writer), restarts.then_some(pipe.child_end)),
-            None => (None, None),
-        };
-        let output_read = output.reader;
-        let launched = match launched {
-            Ok(launched) => launched,
-            Err(e) => return Err(fail(job, e.to_string())),
-        };
-        let main_pid = launched.pid;
-        let Some(main) = rustix::process::Pid::from_raw(main_pid) else {
-            return Err(fail(job, format!("the launch reported pid {main_pid}")));
-        };
-        job.main = Some(
-            // Our unreaped child: its pid cannot have been reused yet.
-            procinfo::identify_exactly(main_pid as u32).unwrap_or(ProcessIdentity::from_stat(main_pid as u32, 0)),
-        );
-        job.state = JobState::Running;
-        // Recorded while the child execs (the write and the exec overlap), in
-        // the job's own job.json: it needs no lock, so a registry held by
-        // another process delays neither the caller nor the job, and it
-        // reserves the room the outcome needs. A job that cannot be recorded
-        // (a full disk) is not started: its end could not be kept.
-        if let Err(e) = registry.write_job_file(&job, false) {
-            // Our own child, just forked into its own process group (pgid ==
-            // its pid) and not yet reaped, so the pid cannot have been reused.
-            let killed = rustix::process::kill_process_group(main, rustix::process::Signal::KILL)
-                .and_then(|()| rustix::process::waitpid(Some(main), rustix::process::WaitOptions::empty()).map(drop));
-            if let Err(kill) = killed {
-                return Err(format!("cannot record the job: {e} (and its process {main_pid} could not be stopped: {kill})").into());
-            }
-            outpipe::remove(&home.job_dir(&job.id));
-            return Err(format!("cannot record the job: {e}").into());
-        }
-        // Not in jobs.json: readers list the job from its job.json, and the
-        // next full registry write (this job's end at the latest) takes it
-        // in. Registering here read and rewrote the whole registry before the
-        // answer: a start into a home of 1,000 running jobs took 40–56 ms
-        // where it takes 10 at 10 jobs, and each supervisor kept that parse's
-        // heap.
-        if let Err(e) = launched.exec_outcome() {
-            job.main = None;
-            return Err(fail(job, e.to_string()));
-        }
-        report_ready(&format!("{READY_OK}{main_pid}"));
-        if let Some(why) = output.unnamed_because {
-            tracing::warn!("run-bg supervisor {}: {why}; the job's output cannot be taken up if this supervisor dies", job.id);
-        }
-        // What start-up parsed (the spec, the config) is freed: give it back.
-        procinfo::release_free_heap();
-
-        let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
-        let watch = ready::Watch::new(&job, &spec.config);
-        let splice = if watch.as_ref().is_some_and(ready::Watch::needs_lines) { None } else { new_splicer() };
-        let job_restarter = job.restart.as_ref().map(Restarter::new);
-        // After the ready line: the job's start waits for no service.
-        let wake_thread = job.wake.as_ref().and_then(|_| {
-            let (registry, notify, for_thread) = (registry.clone(), spec.config.notify.clone(), job.clone());
-            let spawned = std::thread::Builder::new()
-                .name("wake".into())
-                .spawn(move || crate::supervise::wake::register(&registry, &notify, &for_thread));
-            if let Err(e) = &spawned {
-                tracing::warn!("run-bg supervisor {}: cannot start the wake rule's registration: {e}", job.id);
-            }
-            spawned.ok()
-        });
-        let tie = tie::Watch::open(job.tie.as_ref());
-        let home_for_record = home.job_dir(&job.id);
-        Ok(Supervisor {
-            job,
-            registry,
-            home,
-            held,
-            unrecorded: None,
-            log,
-            output: Some(output_read),
-            signals,
-            main_pid: main,
-            phase: Phase::Running,
-            timeout_at,
-            log_failed: false,
-            kill: None,
-            notifier: None,
-            config: spec.config,
-            buffer: vec![0u8; 256 * 1024],
-            splice,
-            pipes_removed: false,
-            watch,
-            restarter: job_restarter,
-            between: None,
-            run_started: Instant::now(),
-            main_ended_at: None,
-            output_child_end,
-            stdin_writer,
-            stdin_child_end,
-            wake_thread,
-            deferred_matches: Vec::new(),
-            tie,
-            procset: ProcessRecord::new(&home_for_record),
-            code_pages: CodePages::new(),
-        })
-    }
-
-    fn run(&mut self) {
+    pub(super) fn run(&mut self) {
         self.code_pages.release();
         // A tied process gone before the watch began has no pidfd to wake
         // the poll below: act on it now, or an idle job would outlive it.
@@ -949,54 +664,10 @@ impl Supervisor {
         }
     }
 
-    /// Starts the next run; `false` (the job ends) when it cannot start.
-    fn relaunch(&mut self) -> bool {
-        self.between = None;
-        let Some(output) = self.output_child_end.as_ref().map(|fd| fd.as_raw_fd()) else { return false };
-        // launch() forks: no thread of ours may hold a lock then.
-        self.single_threaded();
-        let stdin = self.stdin_child_end.as_ref().map(|fd| fd.as_raw_fd());
-        let started = launch_main(&self.job, output, stdin).and_then(|launched| {
-            let pid = launched.pid;
-            launched.exec_outcome().map(|()| pid)
-        });
-        let pid = match started.map(|pid| (pid, rustix::process::Pid::from_raw(pid))) {
-            Ok((pid, Some(main))) => {
-                self.main_pid = main;
-                pid
-            }
-            Ok((pid, None)) => return self.restart_failed(&format!("the launch reported pid {pid}")),
-            Err(e) => return self.restart_failed(&e.to_string()),
-        };
-        // Our unreaped child: its pid cannot have been reused yet.
-        self.job.main = Some(procinfo::identify_exactly(pid as u32).unwrap_or(ProcessIdentity::from_stat(pid as u32, 0)));
-        self.phase = self.phase.restarted();
-        self.run_started = Instant::now();
-        if self.job.ready.is_some() {
-            // A new run serves only once it says so again: readiness is
-            // watched afresh (and `wait --ready` waits again).
-            self.job.ready_at = None;
-            self.job.ready_blocked = None;
-            self.watch = ready::Watch::new(&self.job, &self.config);
-            if self.watch.as_ref().is_some_and(ready::Watch::needs_lines) {
-                self.splice = None;
-            }
-        }
-        self.save_run();
-        true
-    }
-
-    fn restart_failed(&mut self, why: &str) -> bool {
-        let number = self.job.restart.as_ref().map_or(0, |r| r.count);
-        self.note_error(&format!("restart {number} could not start: {why}"));
-        let _ = self.log.write_separator(&format!("--- run-bg: restart {number} could not start: {why} ---\n"));
-        false
-    }
-
     /// Records a restart (its count, why) or a new run (its main process):
     /// in job.json, and in the registry if its lock comes soon (else the
     /// next write takes job.json's record in).
-    fn save_run(&mut self) {
+    pub(super) fn save_run(&mut self) {
         self.held.refresh();
         if let Err(e) = self.registry.write_job_file(&self.job, false) {
             self.note_error(&format!("cannot record the restart in its job.json: {e}"));
@@ -1046,7 +717,7 @@ impl Supervisor {
     /// log's deleter, the wake rule's registration) are joined, so the child
     /// inherits no lock one of them held. The registration is bounded by
     /// notify.timeout_ms.
-    fn single_threaded(&mut self) {
+    pub(super) fn single_threaded(&mut self) {
         self.log.join_deleter();
         self.join_wake_registration();
     }
@@ -1317,7 +988,7 @@ impl Supervisor {
         }
     }
 
-    fn note_error(&self, message: &str) {
+    pub(super) fn note_error(&self, message: &str) {
         tracing::error!("run-bg supervisor {}: {message}", self.job.id);
     }
 }
@@ -1418,16 +1089,16 @@ const RECORD_FIRST_PAUSE: Duration = Duration::from_millis(50);
 const RECORD_LONGEST_PAUSE: Duration = Duration::from_secs(5);
 
 /// The supervisor's record of the job's processes and when to look next.
-struct ProcessRecord {
-    recorder: crate::store::procset::Recorder,
-    next_look: Instant,
-    pause: Duration,
+pub(super) struct ProcessRecord {
+    pub(super) recorder: crate::store::procset::Recorder,
+    pub(super) next_look: Instant,
+    pub(super) pause: Duration,
     /// A failure to write the record, to report once the end is recorded.
-    unreported: Option<String>,
+    pub(super) unreported: Option<String>,
 }
 
 impl ProcessRecord {
-    fn new(job_dir: &Path) -> ProcessRecord {
+    pub(super) fn new(job_dir: &Path) -> ProcessRecord {
         ProcessRecord {
             recorder: crate::store::procset::Recorder::new(job_dir),
             next_look: Instant::now() + RECORD_FIRST_PAUSE,

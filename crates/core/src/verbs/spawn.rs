@@ -8,7 +8,7 @@ use crate::verbs::ops::Context;
 use crate::store::registry::Patience;
 use crate::os::launch::without_sigpipe;
 use crate::model::protocol::{parse_ready_line, JOB_COOKIE, SUPERVISE, SUPERVISOR_MARK};
-use crate::supervise::supervisor::SupervisorSpec;
+use crate::supervise::start::SupervisorSpec;
 use crate::model::text::visible;
 use crate::{now_ms, Error, Result};
 use std::collections::BTreeMap;
