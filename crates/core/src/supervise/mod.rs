@@ -10,6 +10,7 @@ pub mod output_copy;
 pub mod signals;
 pub mod memory;
 pub mod start;
+pub mod outcome;
 pub mod ready;
 pub mod matchers;
 pub mod restart;
