@@ -465,6 +465,16 @@ pub fn foreign_owner_uid() -> Option<u32> {
     Some(overflow.and_then(|text| text.trim().parse().ok()).unwrap_or(65534))
 }
 
+/// `getrusage`'s `ru_maxrss` in KiB: Linux reports KiB.
+pub fn max_rss_kb(max_rss: u64) -> u64 {
+    max_rss
+}
+
+/// Makes us a child subreaper: orphaned descendants are re-parented to us.
+pub fn become_subreaper() -> rustix::io::Result<()> {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -235,3 +235,14 @@ impl DirWatcher {
 pub fn foreign_owner_uid() -> Option<u32> {
     None
 }
+
+/// `getrusage`'s `ru_maxrss` in KiB: macOS reports bytes.
+pub fn max_rss_kb(max_rss: u64) -> u64 {
+    max_rss / 1024
+}
+
+/// No child subreapers here: orphans go to launchd, and the job is still
+/// killed by its group.
+pub fn become_subreaper() -> rustix::io::Result<()> {
+    Ok(())
+}

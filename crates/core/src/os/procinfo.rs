@@ -154,6 +154,18 @@ pub fn scan(mut wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<Proce
         .collect()
 }
 
+/// Peak RSS of the largest descendant reaped so far (by us or by its parent),
+/// as the kernel keeps it: free to read, no sampling while the job runs.
+pub fn children_peak_rss_kb() -> Option<u64> {
+    // SAFETY: rusage is a plain C struct for which all-zero is valid.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a live, correctly typed out-parameter.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } != 0 {
+        return None;
+    }
+    Some(platform::max_rss_kb(usage.ru_maxrss as u64)).filter(|&kb| kb > 0)
+}
+
 /// How many live processes carry each job's cookie, in one pass.
 pub fn live_process_counts() -> std::collections::HashMap<String, usize> {
     let mut counts = std::collections::HashMap::new();

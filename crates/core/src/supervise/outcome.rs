@@ -66,7 +66,7 @@ impl Supervisor {
         let notify_config = self.config.notify.clone();
         // The announcement is claimed with the status change: whoever records
         // an outcome announces it, so it is announced once.
-        let peak_rss_kb = children_peak_rss_kb();
+        let peak_rss_kb = procinfo::children_peak_rss_kb();
         let wake = self.job.wake.clone();
         let tie = self.job.tie.clone();
         let apply = |job: &mut Job| {
@@ -227,18 +227,4 @@ impl Supervisor {
             self.phase = self.phase.child_started();
         }
     }
-}
-
-/// Peak RSS of the largest descendant reaped so far (by us or by its parent),
-/// as the kernel keeps it: free to read, no sampling while the job runs.
-fn children_peak_rss_kb() -> Option<u64> {
-    // SAFETY: rusage is a plain C struct for which all-zero is valid.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `usage` is a live, correctly typed out-parameter.
-    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } != 0 {
-        return None;
-    }
-    // Linux reports KiB; macOS reports bytes.
-    let max = usage.ru_maxrss as u64;
-    Some(if cfg!(target_os = "macos") { max / 1024 } else { max }).filter(|&kb| kb > 0)
 }

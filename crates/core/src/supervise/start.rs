@@ -17,7 +17,7 @@ use crate::supervise::output_copy::new_splicer;
 use crate::supervise::phase::Phase;
 use crate::supervise::restart::Restarter;
 use crate::supervise::signals::install_signal_handlers;
-use crate::supervise::supervisor::{detach, ProcessRecord, Supervisor};
+use crate::supervise::supervisor::{ProcessRecord, Supervisor};
 use crate::supervise::{outpipe, ready, stdin, tie};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
@@ -60,8 +60,7 @@ enum Stdio {
 /// tree end. Without it the job still runs and is killed by its group; the
 /// failure is reported so a lingering tree can be explained.
 fn become_subreaper() {
-    #[cfg(target_os = "linux")]
-    if let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
+    if let Err(e) = crate::os::platform::become_subreaper() {
         tracing::warn!("run-bg supervisor: cannot become a child subreaper: {e}");
     }
 }
@@ -84,7 +83,7 @@ pub fn supervise_main() -> i32 {
         }
     };
 
-    if let Err(e) = detach() {
+    if let Err(e) = crate::os::fork::detach() {
         report_ready(&format!("{READY_ERR}cannot detach the supervisor: {e}"));
         return 1;
     }

@@ -35,25 +35,6 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// Leaves the caller behind: a new session (no terminal's hang-up or Ctrl-C
-/// reaches us), then one more fork so the caller reaps the intermediate at
-/// once and never holds a zombie; we are then nobody's child. Call only while
-/// single-threaded.
-pub fn detach() -> std::io::Result<()> {
-    // EPERM: we lead a process group, so a terminal's signals could still
-    // reach us; the core never starts us that way.
-    rustix::process::setsid()?;
-    // SAFETY: the caller guarantees we are single-threaded, so the child
-    // inherits no lock held by another thread.
-    match unsafe { libc::fork() } {
-        -1 => Err(std::io::Error::last_os_error()),
-        0 => Ok(()),
-        // SAFETY: _exit runs no destructors or atexit handlers, so nothing
-        // shared with the child (buffers, files) is flushed or removed twice.
-        _ => unsafe { libc::_exit(0) },
-    }
-}
-
 pub(super) enum KillReason {
     Requested,
     Timeout,
@@ -719,31 +700,22 @@ impl Supervisor {
     /// flags, and it holds none of the job's pipes open.
     pub(super) fn fork_errand(&mut self, name: &str, errand: impl FnOnce(&mut Supervisor)) -> Option<libc::pid_t> {
         self.single_threaded();
-        // SAFETY: the supervisor is single-threaded here (its other threads
-        // were joined just above), so the child inherits no lock another
-        // thread holds and may run ordinary Rust code.
-        match unsafe { libc::fork() } {
-            0 => {
-                for signal in HANDLED {
-                    // SAFETY: restoring the default disposition installs no
-                    // code of ours; signal-hook's handler it replaces would
-                    // only set this copy's flags and write to the self-pipe.
-                    if unsafe { libc::signal(signal, libc::SIG_DFL) } == libc::SIG_ERR {
-                        self.note_error(&format!("{name}: cannot restore signal {signal}: {}", std::io::Error::last_os_error()));
-                    }
+        let forked = crate::os::fork::fork_errand(|| {
+            for signal in HANDLED {
+                if let Err(e) = crate::os::fork::restore_default(signal) {
+                    self.note_error(&format!("{name}: cannot restore signal {signal}: {e}"));
                 }
-                self.output = None;
-                self.let_go_of_the_job();
-                errand(self);
-                // SAFETY: _exit skips destructors and atexit handlers, so the
-                // parent's registry lock, temp files and buffers stay its own.
-                unsafe { libc::_exit(0) }
             }
-            -1 => {
-                self.note_error(&format!("cannot fork the {name}: {}", std::io::Error::last_os_error()));
+            self.output = None;
+            self.let_go_of_the_job();
+            errand(self);
+        });
+        match forked {
+            Ok(pid) => Some(pid),
+            Err(e) => {
+                self.note_error(&format!("cannot fork the {name}: {e}"));
                 None
             }
-            pid => Some(pid),
         }
     }
 

@@ -462,7 +462,7 @@ fn exited_unread(error: std::io::Error, status: std::io::Result<std::process::Ex
 }
 
 /// Runs `run-bg <args>` in the background with the given home; the program
-/// detaches itself at once (`supervisor::detach`), so the wait here is short
+/// detaches itself at once (`os::fork::detach`), so the wait here is short
 /// and leaves no zombie behind.
 pub fn spawn_detached(runner: &Path, home: &crate::store::paths::Home, args: &[String]) -> std::io::Result<()> {
     spawn_detached_with_stdin(runner, home, args, Stdio::null())
