@@ -92,7 +92,6 @@ pub fn remove_pipes_dir(job_dir: &Path) {
 /// What the pipe holds while nothing reads it: Linux's default
 /// `/proc/sys/fs/pipe-max-size`. The pages are allocated only as output
 /// waits in them, so an idle job costs no more than with the default 64 KiB.
-#[cfg(target_os = "linux")]
 const PIPE_BYTES: usize = 1 << 20;
 
 /// Both ends of a new job's output pipe.
@@ -222,9 +221,8 @@ pub fn ensure_fifo(fd: &OwnedFd, path: &Path) -> std::io::Result<()> {
 /// Best effort: a user over `/proc/sys/fs/pipe-user-pages-soft` (EPERM) or
 /// a lowered `pipe-max-size` keeps the default size, which only costs
 /// wake-ups; the pipe works the same.
-pub(super) fn enlarge(_fd: &OwnedFd) {
-    #[cfg(target_os = "linux")]
-    if let Err(e) = rustix::pipe::fcntl_setpipe_size(_fd, PIPE_BYTES) {
+pub(super) fn enlarge(fd: &OwnedFd) {
+    if let Err(e) = crate::os::platform::set_pipe_size(fd.as_fd(), PIPE_BYTES) {
         tracing::debug!("the job's output pipe keeps its default size: {e}");
     }
 }
@@ -238,15 +236,8 @@ fn anonymous(why: String) -> std::io::Result<JobOutput> {
     // and stays blocking.
     rustix::fs::fcntl_setfl(&reader, rustix::fs::fcntl_getfl(&reader)? | OFlags::NONBLOCK)?;
     enlarge(&reader);
-    #[cfg(target_os = "linux")]
-    let child_end = {
-        // Not `open`: O_NOFOLLOW refuses /proc's fd links, which must be followed here.
-        let name = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&writer));
-        // Failing that, the job gets the write-only end (and SIGPIPE if we die).
-        rustix::fs::open(name.as_str(), OFlags::RDWR | OFlags::CLOEXEC, Mode::empty()).unwrap_or(writer)
-    };
-    #[cfg(not(target_os = "linux"))]
-    let child_end = writer;
+    // Failing that, the job gets the write-only end (and SIGPIPE if we die).
+    let child_end = crate::os::platform::reopen_read_write(&writer).unwrap_or(writer);
     Ok(JobOutput { reader, child_end, unnamed_because: Some(why) })
 }
 

@@ -5,7 +5,7 @@
 use crate::store::logs::RotatingWriter;
 use crate::supervise::outpipe;
 use crate::Error;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// A pipe of the supervisor's own that the job's output passes through on
 /// its way into the log by `splice(2)`. Splicing the job's pipe straight
@@ -15,7 +15,6 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 /// `/dev/zero` took 1.7× as long as through `cat`). A splice from pipe to
 /// pipe copies nothing (it hands over page references) and holds the job's
 /// pipe only for that; the copy into the log then holds only this one.
-#[cfg(target_os = "linux")]
 pub(super) struct Stage {
     read: OwnedFd,
     write: OwnedFd,
@@ -23,13 +22,12 @@ pub(super) struct Stage {
     capacity: usize,
 }
 
-#[cfg(target_os = "linux")]
 impl Stage {
     /// Empty, as large as a job's pipe (else the default 64 KiB: more moves).
     pub fn new() -> std::io::Result<Stage> {
         let (read, write) = crate::os::launch::new_pipe(libc::O_NONBLOCK)?;
         outpipe::enlarge(&read);
-        let capacity = rustix::pipe::fcntl_getpipe_size(&read)?;
+        let capacity = crate::os::platform::pipe_size(read.as_fd())?;
         Ok(Stage { read, write, capacity })
     }
 
@@ -37,10 +35,8 @@ impl Stage {
     /// `pipe` into the stage, which must be empty, without waiting: `Data(n)`
     /// is what the stage now holds. An error means nothing was moved.
     pub fn take(&self, pipe: std::os::fd::BorrowedFd<'_>, len: usize) -> std::io::Result<outpipe::Read> {
-        use rustix::pipe::SpliceFlags;
         let len = len.min(self.capacity);
-        // Pipes take no offsets, so none is passed.
-        match rustix::pipe::splice(pipe, None, &self.write, None, len, SpliceFlags::MOVE | SpliceFlags::NONBLOCK) {
+        match crate::os::platform::splice_pipes(pipe, self.write.as_fd(), len) {
             Ok(0) => Ok(outpipe::Read::Closed),
             Ok(n) => Ok(outpipe::Read::Data(n)),
             Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => Ok(outpipe::Read::Empty),
@@ -57,16 +53,14 @@ impl Stage {
 /// `None` where the kernel has no `splice(2)`, or no pipe is left for the
 /// stage (the output is then read and written, as it was before splice).
 pub(super) fn new_splicer() -> Option<Splicer> {
-    #[cfg(target_os = "linux")]
-    return Stage::new().ok();
-    #[cfg(not(target_os = "linux"))]
-    None
+    if !crate::os::platform::can_splice() {
+        return None;
+    }
+    Stage::new().ok()
 }
 
 /// What one step of moving the job's output into its log did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-// Only Linux splices; elsewhere every step reads and writes.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(super) enum Copied {
     /// This many bytes went from the pipe into the log inside the kernel.
     Spliced(usize),
@@ -87,12 +81,10 @@ impl Copied {
     }
 }
 
-/// How the output is spliced into the log (see `copy_once`).
-#[cfg(target_os = "linux")]
+/// How the output is spliced into the log (see `copy_once`). Without
+/// `splice(2)` there is none (see `new_splicer`): the output is always read
+/// and written.
 pub(super) type Splicer = Stage;
-/// No `splice(2)` here: the output is always read and written.
-#[cfg(not(target_os = "linux"))]
-pub(super) enum Splicer {}
 
 /// One step of moving the job's output into its log: spliced inside the
 /// kernel while `splice` is there (one copy, into the page cache, where read
@@ -105,7 +97,6 @@ pub(super) enum Splicer {}
 /// the error. A failed write is returned with what was taken from the pipe:
 /// those bytes are lost, since the job must never block on its log.
 pub(super) fn copy_once(output: BorrowedFd<'_>, log: &mut RotatingWriter, buffer: &mut [u8], splice: &mut Option<Splicer>) -> (Copied, Option<Error>) {
-    #[cfg(target_os = "linux")]
     if let Some(stage) = splice.as_ref() {
         let (done, refused_for_good) = splice_once(output, stage, log, buffer);
         if refused_for_good {
@@ -115,8 +106,6 @@ pub(super) fn copy_once(output: BorrowedFd<'_>, log: &mut RotatingWriter, buffer
             return done;
         }
     }
-    #[cfg(not(target_os = "linux"))]
-    let _ = splice;
     match outpipe::read_once(output, buffer) {
         outpipe::Read::Data(n) => (Copied::Read(n), log.write_all(&buffer[..n]).err()),
         outpipe::Read::Empty => (Copied::Empty, None),
@@ -127,7 +116,6 @@ pub(super) fn copy_once(output: BorrowedFd<'_>, log: &mut RotatingWriter, buffer
 /// The splice half of `copy_once`: `None` when it took nothing from the job's
 /// pipe (near a rotation, or refused), then the bytes are to be read; and
 /// whether splicing into this log is refused for good.
-#[cfg(target_os = "linux")]
 fn splice_once(
     output: BorrowedFd<'_>,
     stage: &Splicer,
@@ -192,7 +180,6 @@ mod tests {
     use crate::supervise::supervisor::timespec;
     use rustix::event::{PollFd, PollFlags};
     use std::io::Write;
-    use std::os::fd::AsFd;
     use std::path::Path;
     use std::time::{Duration, Instant};
 
@@ -271,7 +258,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg(target_os = "linux")]
     fn spliced_output_rotates_within_max_bytes_and_keeps_every_byte_in_order() {
         const MAX: u64 = 1024 * 1024 - 3;
         let dir = tempfile::tempdir().unwrap();
@@ -301,7 +287,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg(target_os = "linux")]
     fn where_the_log_refuses_splice_the_output_is_read_and_written() {
         const MAX: u64 = 1024 * 1024 - 3;
         let dir = tempfile::tempdir().unwrap();
