@@ -530,6 +530,47 @@ pub fn reopen_read_write(fd: &OwnedFd) -> Option<OwnedFd> {
     rustix::fs::open(name.as_str(), OFlags::RDWR | OFlags::CLOEXEC, Mode::empty()).ok()
 }
 
+/// Fills `buf` from the kernel's random source (`getrandom(2)`): how many
+/// bytes it filled, fewer than asked (none) only on a kernel without it.
+pub fn fill_random(buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        // The raw syscall, not glibc's wrapper: that one needs glibc 2.25,
+        // and the prebuilt packages promise 2.17.
+        // SAFETY: the pointer and length describe the unfilled tail of `buf`,
+        // which getrandom writes at most that many bytes into.
+        let n = unsafe {
+            libc::syscall(libc::SYS_getrandom, buf[filled..].as_mut_ptr(), buf.len() - filled, 0 as libc::c_uint)
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::ENOSYS) => break, // very old kernel: the caller reads /dev/urandom
+                _ => return Err(e),
+            }
+        }
+        filled += n as usize;
+    }
+    Ok(filled)
+}
+
+/// The pid holding a flock on `path`, from /proc/locks.
+pub fn flock_holder(path: &std::path::Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    let dev = meta.dev();
+    let id = format!("{:02x}:{:02x}:{}", libc::major(dev), libc::minor(dev), meta.ino());
+    let table = std::fs::read_to_string("/proc/locks").ok()?;
+    table.lines().filter(|line| !line.contains("->")).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // "1: FLOCK  ADVISORY  WRITE 4242 00:2d:1234 0 EOF"
+        (fields.get(1) == Some(&"FLOCK") && fields.get(5) == Some(&id.as_str()))
+            .then(|| fields.get(4).and_then(|p| p.parse::<u32>().ok()).filter(|&p| p > 0))
+            .flatten()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -276,3 +276,13 @@ pub fn set_pipe_size(_fd: BorrowedFd<'_>, _bytes: usize) -> rustix::io::Result<(
 pub fn reopen_read_write(_fd: &OwnedFd) -> Option<OwnedFd> {
     None
 }
+
+/// No `getrandom(2)` here: nothing filled, the caller reads /dev/urandom.
+pub fn fill_random(_buf: &mut [u8]) -> std::io::Result<usize> {
+    Ok(0)
+}
+
+/// The pid holding a flock on `path`: unknown here (no /proc/locks).
+pub fn flock_holder(_path: &std::path::Path) -> Option<u32> {
+    None
+}
