@@ -5,7 +5,7 @@
 use crate::model::job::ProcessIdentity;
 use crate::model::protocol::{JOB_COOKIE, SUPERVISOR_MARK};
 use crate::os::procinfo::{errno_outcome, is_dead_state, parse_stat, Row, SignalOutcome, Stat};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
 /// Reads a small /proc file into `buf` with one open and as few reads as it
 /// takes (`std::fs::read` adds a stat and extra reads per file, which shows
@@ -463,6 +463,112 @@ pub fn foreign_owner_uid() -> Option<u32> {
     }
     let overflow = std::fs::read_to_string("/proc/sys/kernel/overflowuid").ok();
     Some(overflow.and_then(|text| text.trim().parse().ok()).unwrap_or(65534))
+}
+
+/// `getrusage`'s `ru_maxrss` in KiB: Linux reports KiB.
+pub fn max_rss_kb(max_rss: u64) -> u64 {
+    max_rss
+}
+
+/// Makes us a child subreaper: orphaned descendants are re-parented to us.
+pub fn become_subreaper() -> rustix::io::Result<()> {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+}
+
+/// Whether the job's output can be spliced into its log (`splice(2)`).
+pub fn can_splice() -> bool {
+    true
+}
+
+/// Moves up to `len` bytes from pipe `from` into pipe `to` without copying
+/// them (`splice(2)` hands over page references), never waiting.
+pub fn splice_pipes(from: BorrowedFd<'_>, to: BorrowedFd<'_>, len: usize) -> rustix::io::Result<usize> {
+    use rustix::pipe::SpliceFlags;
+    // Pipes take no offsets, so none is passed.
+    rustix::pipe::splice(from, None, to, None, len, SpliceFlags::MOVE | SpliceFlags::NONBLOCK)
+}
+
+/// Moves up to `len` bytes from `pipe` into `file` inside the kernel
+/// (`splice(2)`), at the file's own position, which it advances as a write
+/// does; never waits on the pipe.
+pub fn splice_to_file(pipe: BorrowedFd<'_>, file: BorrowedFd<'_>, len: usize) -> std::io::Result<usize> {
+    // SAFETY: `pipe` and `file` are borrowed for the call, both open; the
+    // offsets are null (a pipe has none; the file's own position is used and
+    // advanced, as by write), so no memory of ours is passed.
+    let n = unsafe {
+        libc::splice(
+            pipe.as_raw_fd(),
+            std::ptr::null_mut(),
+            file.as_raw_fd(),
+            std::ptr::null_mut(),
+            len,
+            libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// How many bytes the pipe holds.
+pub fn pipe_size(fd: BorrowedFd<'_>) -> rustix::io::Result<usize> {
+    rustix::pipe::fcntl_getpipe_size(fd)
+}
+
+/// Makes the pipe hold `bytes` (`F_SETPIPE_SZ`).
+pub fn set_pipe_size(fd: BorrowedFd<'_>, bytes: usize) -> rustix::io::Result<()> {
+    rustix::pipe::fcntl_setpipe_size(fd, bytes).map(drop)
+}
+
+/// `fd` opened anew read-write through /proc: a pipe's write end that also
+/// reads it, so its holder never gets SIGPIPE. `None` if it cannot be.
+pub fn reopen_read_write(fd: &OwnedFd) -> Option<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    // Not with O_NOFOLLOW: that refuses /proc's fd links, which must be followed here.
+    let name = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    rustix::fs::open(name.as_str(), OFlags::RDWR | OFlags::CLOEXEC, Mode::empty()).ok()
+}
+
+/// Fills `buf` from the kernel's random source (`getrandom(2)`): how many
+/// bytes it filled, fewer than asked (none) only on a kernel without it.
+pub fn fill_random(buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        // The raw syscall, not glibc's wrapper: that one needs glibc 2.25,
+        // and the prebuilt packages promise 2.17.
+        // SAFETY: the pointer and length describe the unfilled tail of `buf`,
+        // which getrandom writes at most that many bytes into.
+        let n = unsafe {
+            libc::syscall(libc::SYS_getrandom, buf[filled..].as_mut_ptr(), buf.len() - filled, 0 as libc::c_uint)
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::ENOSYS) => break, // very old kernel: the caller reads /dev/urandom
+                _ => return Err(e),
+            }
+        }
+        filled += n as usize;
+    }
+    Ok(filled)
+}
+
+/// The pid holding a flock on `path`, from /proc/locks.
+pub fn flock_holder(path: &std::path::Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    let dev = meta.dev();
+    let id = format!("{:02x}:{:02x}:{}", libc::major(dev), libc::minor(dev), meta.ino());
+    let table = std::fs::read_to_string("/proc/locks").ok()?;
+    table.lines().filter(|line| !line.contains("->")).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // "1: FLOCK  ADVISORY  WRITE 4242 00:2d:1234 0 EOF"
+        (fields.get(1) == Some(&"FLOCK") && fields.get(5) == Some(&id.as_str()))
+            .then(|| fields.get(4).and_then(|p| p.parse::<u32>().ok()).filter(|&p| p > 0))
+            .flatten()
+    })
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 use crate::model::job::ProcessIdentity;
 use crate::model::protocol::{JOB_COOKIE, SUPERVISOR_MARK};
 use crate::os::procinfo::{Row, SignalOutcome};
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use sysinfo::{Process, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
 
 pub enum Reads {
@@ -233,5 +233,56 @@ impl DirWatcher {
 
 /// No user namespaces here: every owner is who it shows as.
 pub fn foreign_owner_uid() -> Option<u32> {
+    None
+}
+
+/// `getrusage`'s `ru_maxrss` in KiB: macOS reports bytes.
+pub fn max_rss_kb(max_rss: u64) -> u64 {
+    max_rss / 1024
+}
+
+/// No child subreapers here: orphans go to launchd, and the job is still
+/// killed by its group.
+pub fn become_subreaper() -> rustix::io::Result<()> {
+    Ok(())
+}
+
+/// No `splice(2)` here: the job's output is read and written.
+pub fn can_splice() -> bool {
+    false
+}
+
+/// No `splice(2)` here (see `can_splice`).
+pub fn splice_pipes(_from: BorrowedFd<'_>, _to: BorrowedFd<'_>, _len: usize) -> rustix::io::Result<usize> {
+    Err(rustix::io::Errno::NOSYS)
+}
+
+/// No `splice(2)` here (see `can_splice`).
+pub fn splice_to_file(_pipe: BorrowedFd<'_>, _file: BorrowedFd<'_>, _len: usize) -> std::io::Result<usize> {
+    Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
+}
+
+/// A pipe's size cannot be read here.
+pub fn pipe_size(_fd: BorrowedFd<'_>) -> rustix::io::Result<usize> {
+    Err(rustix::io::Errno::NOSYS)
+}
+
+/// A pipe keeps its size here; nothing to report.
+pub fn set_pipe_size(_fd: BorrowedFd<'_>, _bytes: usize) -> rustix::io::Result<()> {
+    Ok(())
+}
+
+/// No /proc to reopen a descriptor through.
+pub fn reopen_read_write(_fd: &OwnedFd) -> Option<OwnedFd> {
+    None
+}
+
+/// No `getrandom(2)` here: nothing filled, the caller reads /dev/urandom.
+pub fn fill_random(_buf: &mut [u8]) -> std::io::Result<usize> {
+    Ok(0)
+}
+
+/// The pid holding a flock on `path`: unknown here (no /proc/locks).
+pub fn flock_holder(_path: &std::path::Path) -> Option<u32> {
     None
 }

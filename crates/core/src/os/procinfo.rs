@@ -154,6 +154,34 @@ pub fn scan(mut wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<Proce
         .collect()
 }
 
+/// Peak RSS of the largest descendant reaped so far (by us or by its parent),
+/// as the kernel keeps it: free to read, no sampling while the job runs.
+pub fn children_peak_rss_kb() -> Option<u64> {
+    // SAFETY: rusage is a plain C struct for which all-zero is valid.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a live, correctly typed out-parameter.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } != 0 {
+        return None;
+    }
+    Some(platform::max_rss_kb(usage.ru_maxrss as u64)).filter(|&kb| kb > 0)
+}
+
+/// Whether a process with this pid exists (ours to signal or not).
+pub fn pid_alive(pid: u32) -> bool {
+    if pid == 0 || pid > i32::MAX as u32 {
+        return false;
+    }
+    // SAFETY: signal 0 sends nothing; it only asks whether the pid exists.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Our effective uid.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 /// How many live processes carry each job's cookie, in one pass.
 pub fn live_process_counts() -> std::collections::HashMap<String, usize> {
     let mut counts = std::collections::HashMap::new();

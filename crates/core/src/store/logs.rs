@@ -212,32 +212,16 @@ impl RotatingWriter {
     /// full. Whatever the result, nothing is lost: an error (`EINVAL` for a
     /// file opened for appending or a filesystem that cannot splice, or the
     /// write's own, `ENOSPC`) leaves the bytes in the pipe.
-    #[cfg(target_os = "linux")]
     pub fn splice_in(&mut self, pipe: std::os::fd::BorrowedFd<'_>, len: usize) -> std::io::Result<usize> {
-        use std::os::fd::AsRawFd;
+        use std::os::fd::AsFd;
         let len = (len as u64).min(self.room()) as usize;
         if len == 0 {
             return Ok(0);
         }
         self.seams.at("write");
-        // SAFETY: `pipe` is borrowed for the call and `self.file` is ours, both
-        // open; the offsets are null (a pipe has none; the file's own position
-        // is used and advanced, as by write), so no memory of ours is passed.
-        let n = unsafe {
-            libc::splice(
-                pipe.as_raw_fd(),
-                std::ptr::null_mut(),
-                self.file.as_raw_fd(),
-                std::ptr::null_mut(),
-                len,
-                libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
-            )
-        };
-        if n < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        let n = crate::os::platform::splice_to_file(pipe, self.file.as_fd(), len)?;
         self.written += n as u64;
-        Ok(n as usize)
+        Ok(n)
     }
 
     fn write_raw(&mut self, data: &[u8]) -> Result<()> {

@@ -1,6 +1,7 @@
 //! The home and every path inside it, the checks that keep it ours (owner,
 //! mode, no symlinks), and the file helpers that never follow one.
 
+use crate::os::procinfo::euid;
 use crate::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::io::Read;
@@ -409,11 +410,6 @@ enum Link {
     Refuse,
 }
 
-pub(crate) fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
-
 /// Refuses a directory another user owns or may write into, as ssh refuses
 /// such a `~/.ssh`: whoever can write there can plant a `config.json` whose
 /// `notify.command` runs as us, records whose pids `kill --all` signals, or
@@ -537,30 +533,8 @@ pub fn random_hex(bytes: usize) -> std::io::Result<String> {
 }
 
 fn fill_random(buf: &mut [u8]) -> std::io::Result<()> {
-    #[cfg(target_os = "linux")]
-    {
-        let mut filled = 0;
-        while filled < buf.len() {
-            // The raw syscall, not glibc's wrapper: that one needs glibc 2.25,
-            // and the prebuilt packages promise 2.17.
-            // SAFETY: the pointer and length describe the unfilled tail of `buf`,
-            // which getrandom writes at most that many bytes into.
-            let n = unsafe {
-                libc::syscall(libc::SYS_getrandom, buf[filled..].as_mut_ptr(), buf.len() - filled, 0 as libc::c_uint)
-            };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::EINTR) => continue,
-                    Some(libc::ENOSYS) => break, // very old kernel: /dev/urandom below
-                    _ => return Err(e),
-                }
-            }
-            filled += n as usize;
-        }
-        if filled == buf.len() {
-            return Ok(());
-        }
+    if crate::os::platform::fill_random(buf)? == buf.len() {
+        return Ok(());
     }
     File::open("/dev/urandom")?.read_exact(buf)
 }
@@ -572,8 +546,7 @@ mod tests {
     use std::os::unix::ffi::OsStrExt;
 
     fn is_root() -> bool {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        unsafe { libc::geteuid() == 0 }
+        euid() == 0
     }
 
     fn private_dir(path: &Path) {

@@ -698,7 +698,7 @@ fn corrupt_record(home: &Home, id: &str) -> Option<CorruptRecord> {
             // Another user's file (refused by `open_read`) or a symlink: not ours.
             let meta = std::fs::symlink_metadata(&file).ok();
             let foreign = e.kind() == std::io::ErrorKind::PermissionDenied
-                && meta.as_ref().is_some_and(|m| std::os::unix::fs::MetadataExt::uid(m) != paths::euid());
+                && meta.as_ref().is_some_and(|m| std::os::unix::fs::MetadataExt::uid(m) != procinfo::euid());
             let symlink = meta.is_some_and(|m| m.file_type().is_symlink());
             return Some(corrupt(id, file, e.to_string(), foreign || symlink));
         }
@@ -752,16 +752,7 @@ fn read_job_file(home: &Home, id: &str) -> Option<Job> {
 /// `.gone-<pid>-<random>-<id>`: left by a removal whose process died before it finished.
 fn gone_dir_abandoned(name: &str) -> bool {
     let pid = name.strip_prefix(".gone-").and_then(|rest| rest.split('-').next()).and_then(|p| p.parse::<u32>().ok());
-    pid.is_none_or(|pid| !pid_alive(pid))
-}
-
-fn pid_alive(pid: u32) -> bool {
-    if pid == 0 || pid > i32::MAX as u32 {
-        return false;
-    }
-    // SAFETY: signal 0 sends nothing; it only asks whether the pid exists.
-    let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    pid.is_none_or(|pid| !procinfo::pid_alive(pid))
 }
 
 fn open_lock(path: &Path) -> std::io::Result<File> {
@@ -807,7 +798,7 @@ impl Holder {
     /// given once a wait is over.
     fn read(file: &File, path: &Path) -> Option<Holder> {
         let record = Holder::record_of(file).map(|h| h.record).unwrap_or_default();
-        let pid = flock_holder(path);
+        let pid = crate::os::platform::flock_holder(path);
         (pid.is_some() || !record.is_empty()).then_some(Holder { pid, record })
     }
 
@@ -846,29 +837,6 @@ impl Holder {
         }
         text
     }
-}
-
-/// The pid holding a flock on `path`, from /proc/locks.
-#[cfg(not(target_os = "linux"))]
-fn flock_holder(_path: &Path) -> Option<u32> {
-    None
-}
-
-/// The pid holding a flock on `path`, from /proc/locks.
-#[cfg(target_os = "linux")]
-fn flock_holder(path: &Path) -> Option<u32> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).ok()?;
-    let dev = meta.dev();
-    let id = format!("{:02x}:{:02x}:{}", libc::major(dev), libc::minor(dev), meta.ino());
-    let table = std::fs::read_to_string("/proc/locks").ok()?;
-    table.lines().filter(|line| !line.contains("->")).find_map(|line| {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        // "1: FLOCK  ADVISORY  WRITE 4242 00:2d:1234 0 EOF"
-        (fields.get(1) == Some(&"FLOCK") && fields.get(5) == Some(&id.as_str()))
-            .then(|| fields.get(4).and_then(|p| p.parse::<u32>().ok()).filter(|&p| p > 0))
-            .flatten()
-    })
 }
 
 fn process_command(pid: u32) -> Option<String> {
@@ -987,7 +955,7 @@ fn remove_stale_temps(dir: &Path, prefix: &str) {
             .and_then(|m| m.modified().ok())
             .and_then(|t| now.duration_since(t).ok())
             .unwrap_or_default();
-        let writer_gone = pid.is_none_or(|pid| !pid_alive(pid));
+        let writer_gone = pid.is_none_or(|pid| !procinfo::pid_alive(pid));
         if age >= TEMP_ABANDONED || (age >= TEMP_GRACE && writer_gone) {
             let _ = std::fs::remove_file(entry.path());
         }
@@ -1479,7 +1447,7 @@ mod tests {
         let mut holder = std::process::Command::new("flock").arg("--exclusive").arg(&lock).args(["sleep", "600"]).spawn().unwrap();
         let pid = holder.id();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while flock_holder(&lock) != Some(pid) && Instant::now() < deadline {
+        while crate::os::platform::flock_holder(&lock) != Some(pid) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
         let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();

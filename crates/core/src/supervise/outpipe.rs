@@ -92,7 +92,6 @@ pub fn remove_pipes_dir(job_dir: &Path) {
 /// What the pipe holds while nothing reads it: Linux's default
 /// `/proc/sys/fs/pipe-max-size`. The pages are allocated only as output
 /// waits in them, so an idle job costs no more than with the default 64 KiB.
-#[cfg(target_os = "linux")]
 const PIPE_BYTES: usize = 1 << 20;
 
 /// Both ends of a new job's output pipe.
@@ -205,53 +204,6 @@ pub fn read_once(fd: impl AsFd, buffer: &mut [u8]) -> Read {
     }
 }
 
-/// A pipe of the supervisor's own that the job's output passes through on
-/// its way into the log by `splice(2)`. Splicing the job's pipe straight
-/// into the file would hold that pipe's lock for the whole copy into the
-/// page cache, and the job's writes would wait on it: the job and the
-/// supervisor then take turns instead of running side by side (1 GiB of
-/// `/dev/zero` took 1.7× as long as through `cat`). A splice from pipe to
-/// pipe copies nothing (it hands over page references) and holds the job's
-/// pipe only for that; the copy into the log then holds only this one.
-#[cfg(target_os = "linux")]
-pub struct Stage {
-    read: OwnedFd,
-    write: OwnedFd,
-    /// What one move can take: what the pipe holds.
-    capacity: usize,
-}
-
-#[cfg(target_os = "linux")]
-impl Stage {
-    /// Empty, as large as a job's pipe (else the default 64 KiB: more moves).
-    pub fn new() -> std::io::Result<Stage> {
-        let (read, write) = crate::os::launch::new_pipe(libc::O_NONBLOCK)?;
-        enlarge(&read);
-        let capacity = rustix::pipe::fcntl_getpipe_size(&read)?;
-        Ok(Stage { read, write, capacity })
-    }
-
-    /// Moves up to `len` bytes (at most what the stage holds) from the job's
-    /// `pipe` into the stage, which must be empty, without waiting: `Data(n)`
-    /// is what the stage now holds. An error means nothing was moved.
-    pub fn take(&self, pipe: std::os::fd::BorrowedFd<'_>, len: usize) -> std::io::Result<Read> {
-        use rustix::pipe::SpliceFlags;
-        let len = len.min(self.capacity);
-        // Pipes take no offsets, so none is passed.
-        match rustix::pipe::splice(pipe, None, &self.write, None, len, SpliceFlags::MOVE | SpliceFlags::NONBLOCK) {
-            Ok(0) => Ok(Read::Closed),
-            Ok(n) => Ok(Read::Data(n)),
-            Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => Ok(Read::Empty),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// The end the staged bytes leave by.
-    pub fn output(&self) -> std::os::fd::BorrowedFd<'_> {
-        std::os::fd::AsFd::as_fd(&self.read)
-    }
-}
-
 fn open(path: &Path, flags: OFlags) -> std::io::Result<OwnedFd> {
     // The flags ask for no file creation, so the mode is not read.
     Ok(rustix::fs::open(path, flags | OFlags::CLOEXEC | OFlags::NOFOLLOW, Mode::empty())?)
@@ -269,9 +221,8 @@ pub fn ensure_fifo(fd: &OwnedFd, path: &Path) -> std::io::Result<()> {
 /// Best effort: a user over `/proc/sys/fs/pipe-user-pages-soft` (EPERM) or
 /// a lowered `pipe-max-size` keeps the default size, which only costs
 /// wake-ups; the pipe works the same.
-fn enlarge(_fd: &OwnedFd) {
-    #[cfg(target_os = "linux")]
-    if let Err(e) = rustix::pipe::fcntl_setpipe_size(_fd, PIPE_BYTES) {
+pub(super) fn enlarge(fd: &OwnedFd) {
+    if let Err(e) = crate::os::platform::set_pipe_size(fd.as_fd(), PIPE_BYTES) {
         tracing::debug!("the job's output pipe keeps its default size: {e}");
     }
 }
@@ -285,15 +236,8 @@ fn anonymous(why: String) -> std::io::Result<JobOutput> {
     // and stays blocking.
     rustix::fs::fcntl_setfl(&reader, rustix::fs::fcntl_getfl(&reader)? | OFlags::NONBLOCK)?;
     enlarge(&reader);
-    #[cfg(target_os = "linux")]
-    let child_end = {
-        // Not `open`: O_NOFOLLOW refuses /proc's fd links, which must be followed here.
-        let name = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&writer));
-        // Failing that, the job gets the write-only end (and SIGPIPE if we die).
-        rustix::fs::open(name.as_str(), OFlags::RDWR | OFlags::CLOEXEC, Mode::empty()).unwrap_or(writer)
-    };
-    #[cfg(not(target_os = "linux"))]
-    let child_end = writer;
+    // Failing that, the job gets the write-only end (and SIGPIPE if we die).
+    let child_end = crate::os::platform::reopen_read_write(&writer).unwrap_or(writer);
     Ok(JobOutput { reader, child_end, unnamed_because: Some(why) })
 }
 

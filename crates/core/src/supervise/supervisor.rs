@@ -5,213 +5,37 @@
 //!
 //! It idles in `poll(2)` on two pipes (the job's output and a self-pipe fed by
 //! signal handlers), so it costs no CPU while the job runs.
+//!
+//! This module holds the supervisor and its loop; its start is in
+//! `start.rs`, its end (the outcome recorded) in `outcome.rs`, the copy of
+//! the output into the log in `output_copy.rs`, its phases in `phase.rs`,
+//! its signal handlers in `signals.rs`, and what it gives back of its memory
+//! in `memory.rs`.
 
 use crate::store::config::Config;
-use crate::model::error::LaunchError;
-use crate::model::job::{signal_name, EndedBy, Exit, Job, JobState, ProcessIdentity};
+use crate::model::job::{Exit, Job, JobState, ProcessIdentity};
 use crate::store::logs::RotatingWriter;
 use crate::store::paths::{HeldHome, Home};
 use crate::os::procinfo;
-use crate::os::launch::new_pipe;
 use crate::supervise::tie;
-use crate::model::protocol::{KillRequest, JOB_COOKIE, KILL_REQUEST_FILE, READY_ERR, READY_OK, SUPERVISOR_MARK};
-use crate::os::launch::{self, LaunchSpec};
+use crate::model::protocol::{KillRequest, KILL_REQUEST_FILE, SUPERVISOR_MARK};
 use crate::store::registry::{Patience, Registry};
 use crate::os::tree::{self, Tree};
-use crate::{supervise::notify, now_ms, supervise::outpipe, Error};
+use crate::{supervise::notify, now_ms, supervise::outpipe};
+use crate::supervise::memory::CodePages;
+use crate::supervise::output_copy::{copy_once, new_splicer, Copied, Splicer};
+use crate::supervise::phase::{MainExit, Phase};
 use crate::supervise::ready;
+use crate::supervise::signals::{Signals, HANDLED};
 use crate::supervise::restart::{self, Decision, Restarter};
 use crate::supervise::stdin;
 use rustix::event::{PollFd, PollFlags};
-use serde::{Deserialize, Serialize};
-use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// Run once a job's end is recorded, to hand its queue slot on
-/// (`verbs::queue::after_end`; that layer sits above this one, so the
-/// binary sets it).
-static AFTER_END: std::sync::OnceLock<fn(&Home, &Config)> = std::sync::OnceLock::new();
-
-pub fn on_end_recorded(hook: fn(&Home, &Config)) {
-    let _ = AFTER_END.set(hook);
-}
-
-/// What the caller hands the supervisor on its stdin.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct SupervisorSpec {
-    #[serde(with = "crate::model::os_text::path")]
-    pub home: PathBuf,
-    pub job: Job,
-    pub config: Config,
-}
-
-/// The signals the loop waits on, as signal-hook's handlers leave them: a
-/// flag per kind, set before the handler writes a byte into `wake`, which is
-/// what `poll` watches. A full pipe drops the byte, which is harmless: one
-/// pending byte is enough to wake the loop, and the flags say what came.
-struct Signals {
-    /// The read end of the self-pipe; its write end is the handlers' for
-    /// the life of the process.
-    wake: OwnedFd,
-    /// SIGCHLD: a child (the main process, an adopted descendant, the notifier) may be reapable.
-    child: Arc<AtomicBool>,
-    /// SIGUSR1: `kill` may have left a request.
-    kill_request: Arc<AtomicBool>,
-    /// SIGTERM, SIGINT or SIGHUP: someone wants the job gone.
-    stop: Arc<AtomicBool>,
-}
-
-/// Every signal the supervisor handles; the notifier puts them back to default.
-const HANDLED: [i32; 5] = [libc::SIGCHLD, libc::SIGUSR1, libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
-
-fn install_signal_handlers() -> std::io::Result<Signals> {
-    let (wake, write) = new_pipe(libc::O_NONBLOCK)?;
-    let signals = Signals {
-        wake,
-        child: Arc::new(AtomicBool::new(false)),
-        kill_request: Arc::new(AtomicBool::new(false)),
-        stop: Arc::new(AtomicBool::new(false)),
-    };
-    // Owned by the handlers from now on, so it stays open while they may run.
-    let write = write.into_raw_fd();
-    for signal in HANDLED {
-        let flag = match signal {
-            libc::SIGCHLD => &signals.child,
-            libc::SIGUSR1 => &signals.kill_request,
-            _ => &signals.stop,
-        };
-        // The flag first: signal-hook runs a signal's actions in the order
-        // they were registered, so the loop never wakes to a flag not yet set.
-        signal_hook::flag::register(signal, Arc::clone(flag))?;
-        signal_hook::low_level::pipe::register_raw(signal, write)?;
-    }
-    Ok(signals)
-}
-
-/// Points our stdin or stdout at /dev/null. A failure leaves it where it was
-/// (the caller's pipe), which only matters to a caller still reading it, so
-/// it is reported, not fatal.
-fn redirect_to_dev_null(which: Stdio) {
-    let redirected = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").and_then(|null| {
-        match which {
-            Stdio::In => rustix::stdio::dup2_stdin(&null),
-            Stdio::Out => rustix::stdio::dup2_stdout(&null),
-        }
-        .map_err(std::io::Error::from)
-    });
-    if let Err(e) = redirected {
-        tracing::warn!("run-bg supervisor: cannot point {which:?} at /dev/null: {e}");
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Stdio {
-    In,
-    Out,
-}
-
-/// Orphaned descendants are re-parented to us, so we can reap them and see the
-/// tree end. Without it the job still runs and is killed by its group; the
-/// failure is reported so a lingering tree can be explained.
-fn become_subreaper() {
-    #[cfg(target_os = "linux")]
-    if let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
-        tracing::warn!("run-bg supervisor: cannot become a child subreaper: {e}");
-    }
-}
-
-/// Entry point of `run-bg __supervise`. Never returns to the CLI's parser.
-pub fn supervise_main() -> i32 {
-    // First: what a supervisor holds for its job's life must not depend on
-    // how big a registry it read on the way.
-    procinfo::keep_large_blocks_mapped();
-    let mut input = Vec::new();
-    let spec: SupervisorSpec = match std::io::stdin()
-        .read_to_end(&mut input)
-        .map_err(|e| e.to_string())
-        .and_then(|_| serde_json::from_slice(&input).map_err(|e| e.to_string()))
-    {
-        Ok(spec) => spec,
-        Err(e) => {
-            report_ready(&format!("{READY_ERR}supervisor received a bad start request: {e}"));
-            return 1;
-        }
-    };
-
-    if let Err(e) = detach() {
-        report_ready(&format!("{READY_ERR}cannot detach the supervisor: {e}"));
-        return 1;
-    }
-    redirect_to_dev_null(Stdio::In);
-    become_subreaper();
-    match Supervisor::start(spec) {
-        Ok(mut supervisor) => {
-            supervisor.run();
-            0
-        }
-        Err(failure) => {
-            report_ready(&format!("{READY_ERR}{}", failure.message));
-            // The caller has its answer; the failed job is in its job.json and
-            // joins the registry now if the lock can be had.
-            if let Some((registry, job)) = failure.record.map(|boxed| *boxed) {
-                let _ = registry.register(&job, Patience::Full);
-            }
-            1
-        }
-    }
-}
-
-/// Why a start failed, and the failed job (kept in its job.json) to add to
-/// the registry once the caller has been told.
-struct StartFailure {
-    message: String,
-    /// Boxed: a failed start is rare and the record large.
-    record: Option<Box<(Registry, Job)>>,
-}
-
-impl From<String> for StartFailure {
-    fn from(message: String) -> StartFailure {
-        StartFailure { message, record: None }
-    }
-}
-
-/// Leaves the caller behind: a new session (no terminal's hang-up or Ctrl-C
-/// reaches us), then one more fork so the caller reaps the intermediate at
-/// once and never holds a zombie; we are then nobody's child. Call only while
-/// single-threaded.
-pub fn detach() -> std::io::Result<()> {
-    // EPERM: we lead a process group, so a terminal's signals could still
-    // reach us; the core never starts us that way.
-    rustix::process::setsid()?;
-    // SAFETY: the caller guarantees we are single-threaded, so the child
-    // inherits no lock held by another thread.
-    match unsafe { libc::fork() } {
-        -1 => Err(std::io::Error::last_os_error()),
-        0 => Ok(()),
-        // SAFETY: _exit runs no destructors or atexit handlers, so nothing
-        // shared with the child (buffers, files) is flushed or removed twice.
-        _ => unsafe { libc::_exit(0) },
-    }
-}
-
-/// Releases of code pages after looks are at least this far apart (see
-/// `release_code_pages`).
-const CODE_RELEASE_GAP: Duration = Duration::from_millis(100);
-
-/// Tells the waiting caller how the start went, then lets go of its pipe.
-fn report_ready(line: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(line.replace('\n', " ").as_bytes());
-    let _ = out.write_all(b"\n");
-    let _ = out.flush();
-    redirect_to_dev_null(Stdio::Out);
-}
-
-enum KillReason {
+pub(super) enum KillReason {
     Requested,
     Timeout,
     /// Asked for after the main process had exited: its exit decides the status.
@@ -222,136 +46,25 @@ enum KillReason {
     Tie,
 }
 
-struct KillInProgress {
-    reason: KillReason,
-    started: Instant,
+pub(super) struct KillInProgress {
+    pub(super) reason: KillReason,
+    pub(super) started: Instant,
     /// When SIGKILL goes to whatever is left.
-    hard_deadline: Instant,
-    hard_sent: bool,
-    tree_gone: bool,
+    pub(super) hard_deadline: Instant,
+    pub(super) hard_sent: bool,
+    pub(super) tree_gone: bool,
     /// When to look at the tree next: each look is a pass over /proc, so it
     /// is paced by time, not by how often output wakes the loop.
-    next_look: Instant,
+    pub(super) next_look: Instant,
     /// See `KillRequest::caller_sweeps`: looks cover our subtree only.
-    caller_sweeps: bool,
+    pub(super) caller_sweeps: bool,
     /// Every process SIGTERM was sent to (pid, start time, command line):
     /// one forked after a look gets it at the next one, and none gets it
     /// twice. The command line counts: a child signalled between its fork
     /// and its exec may take the signal into its parent's handler (a shell's
     /// trap, reset only after the fork) and then run the new program
     /// without it, with the same pid and start time.
-    termed: std::collections::HashSet<(u32, u64, String)>,
-}
-
-/// How the main process ended, as `waitpid` reported it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum MainExit {
-    Code(i32),
-    Signal(i32),
-}
-
-impl MainExit {
-    /// From a wait status's exit status and terminating signal; `None` for
-    /// a report that is no end (a stop or a continue, never asked for).
-    fn from_wait(exit_status: Option<i32>, terminating_signal: Option<i32>) -> Option<MainExit> {
-        exit_status.map(MainExit::Code).or(terminating_signal.map(MainExit::Signal))
-    }
-
-}
-
-/// How the job records it: a signal by its name.
-impl From<MainExit> for Exit {
-    fn from(exit: MainExit) -> Exit {
-        match exit {
-            MainExit::Code(code) => Exit::Code(code),
-            MainExit::Signal(signal) => Exit::Signal(signal_name(signal)),
-        }
-    }
-}
-
-/// Where the supervisor is in a job's life. Each step only goes forward
-/// (but for a restart, `--restart`, from an exit not yet recorded back to
-/// a running main process): the end is recorded only once the main process
-/// has exited, and the supervisor is done only once the end is recorded,
-/// the output has ended and no child of ours is left to reap.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// The main process runs (it is our child, so there are children to reap).
-    Running,
-    /// The main process is reaped; its end is recorded once a kill in
-    /// progress has settled. `children`: others of ours may be left to reap.
-    MainExited { exit: MainExit, children: bool },
-    /// The end is recorded; what outlived the main process (its output,
-    /// adopted descendants, the notifier) is drained and reaped.
-    Recorded { children: bool },
-    /// Nothing of the job can write any more and nothing is left to reap.
-    Done,
-}
-
-impl Phase {
-    /// The main process was reaped with `exit`.
-    fn main_reaped(self, exit: MainExit) -> Phase {
-        match self {
-            Phase::Running => Phase::MainExited { exit, children: true },
-            // Reaped once only: a later report cannot be the main process's.
-            other => other,
-        }
-    }
-
-    /// `waitpid` said no child of ours is left.
-    fn no_children(self) -> Phase {
-        match self {
-            Phase::MainExited { exit, .. } => Phase::MainExited { exit, children: false },
-            Phase::Recorded { .. } => Phase::Recorded { children: false },
-            // While Running the main process is a child: ECHILD cannot be.
-            other => other,
-        }
-    }
-
-    /// A child of ours was forked (the notifier).
-    fn child_started(self) -> Phase {
-        match self {
-            Phase::MainExited { exit, .. } => Phase::MainExited { exit, children: true },
-            Phase::Recorded { .. } => Phase::Recorded { children: true },
-            other => other,
-        }
-    }
-
-    /// The end is recorded; only a main process that has exited has one.
-    fn recorded(self) -> Phase {
-        match self {
-            Phase::MainExited { children, .. } => Phase::Recorded { children },
-            other => other,
-        }
-    }
-
-    /// Done once recorded with nothing left to reap and the output ended.
-    fn settle(self, output_open: bool) -> Phase {
-        match self {
-            Phase::Recorded { children: false } if !output_open => Phase::Done,
-            other => other,
-        }
-    }
-
-    fn main_exit(self) -> Option<MainExit> {
-        match self {
-            Phase::MainExited { exit, .. } => Some(exit),
-            _ => None,
-        }
-    }
-
-    fn main_running(self) -> bool {
-        self == Phase::Running
-    }
-
-    /// A restart (`--restart`): a new main process runs. The one step back,
-    /// and only from an exit not yet recorded: a recorded end is final.
-    fn restarted(self) -> Phase {
-        match self {
-            Phase::MainExited { .. } => Phase::Running,
-            other => other,
-        }
-    }
+    pub(super) termed: std::collections::HashSet<(u32, u64, String)>,
 }
 
 /// A step that moved less than this left the pipe empty with the job
@@ -364,283 +77,94 @@ const GATHER_PAUSE: Duration = Duration::from_micros(200);
 /// anyway (a process stuck in uninterruptible sleep cannot be hurried).
 const AFTER_SIGKILL_PATIENCE: Duration = Duration::from_secs(2);
 
-struct Supervisor {
-    job: Job,
-    registry: Registry,
+pub(super) struct Supervisor {
+    pub(super) job: Job,
+    pub(super) registry: Registry,
     /// Reached through our working directory: the home opened and checked
     /// at the start (`held`), so a rename of it never redirects a write.
-    home: Home,
-    held: HeldHome,
+    pub(super) home: Home,
+    pub(super) held: HeldHome,
     /// The job's end when it could not be written (a read-only or full
     /// disk): kept here, shown to readers, and written once it can be.
-    unrecorded: Option<Unrecorded>,
-    log: RotatingWriter,
-    output: Option<OwnedFd>,
-    signals: Signals,
-    main_pid: rustix::process::Pid,
-    phase: Phase,
+    pub(super) unrecorded: Option<Unrecorded>,
+    pub(super) log: RotatingWriter,
+    pub(super) output: Option<OwnedFd>,
+    pub(super) signals: Signals,
+    pub(super) main_pid: rustix::process::Pid,
+    pub(super) phase: Phase,
     /// Cleared once the deadline has been acted on.
-    timeout_at: Option<Instant>,
-    log_failed: bool,
-    kill: Option<KillInProgress>,
-    config: Config,
+    pub(super) timeout_at: Option<Instant>,
+    pub(super) log_failed: bool,
+    pub(super) kill: Option<KillInProgress>,
+    pub(super) config: Config,
     /// The forked child that announces the end; not part of the job.
-    notifier: Option<libc::pid_t>,
-    buffer: Vec<u8>,
+    pub(super) notifier: Option<libc::pid_t>,
+    pub(super) buffer: Vec<u8>,
     /// There while the output goes into the log by `splice(2)`, never seen
     /// by us (see `copy_once`); gone once the kernel refused it for this log.
     /// A feature that must see the output's lines (issue 15's `--ready-log`
     /// and `--notify-on`) leaves it out while it scans them: read and write
     /// then hand it every byte.
-    splice: Option<Splicer>,
+    pub(super) splice: Option<Splicer>,
     /// The job's named pipes are gone (see `run`).
-    pipes_removed: bool,
+    pub(super) pipes_removed: bool,
     /// The job's readiness check and `--notify-on` patterns (supervise/ready.rs).
-    watch: Option<ready::Watch>,
+    pub(super) watch: Option<ready::Watch>,
     /// `--restart`: the schedule (supervise/restart.rs), where the job is
     /// between two runs, and when the current run started.
-    restarter: Option<Restarter>,
-    between: Option<Between>,
-    run_started: Instant,
+    pub(super) restarter: Option<Restarter>,
+    pub(super) between: Option<Between>,
+    pub(super) run_started: Instant,
     /// When the main process was reaped (ms since the epoch): the job's
     /// `endedAt`, whatever the recording waits for after it (a wake rule's
     /// registration, a kill of what it left).
-    main_ended_at: Option<u64>,
+    pub(super) main_ended_at: Option<u64>,
     /// Each new run's stdout and stderr: kept only while a restart may come,
     /// so the output pipe then never reads as ended between runs.
-    output_child_end: Option<OwnedFd>,
+    pub(super) output_child_end: Option<OwnedFd>,
     /// `--stdin pipe`: our write end, which keeps the job from reading EOF
     /// until it ends (or `send --eof`), and the read end kept for a restart.
-    stdin_writer: Option<OwnedFd>,
-    stdin_child_end: Option<OwnedFd>,
+    pub(super) stdin_writer: Option<OwnedFd>,
+    pub(super) stdin_child_end: Option<OwnedFd>,
     /// Registers the job's wake rule with the interrupt service (`--wake`)
     /// while the job runs; joined before the end is recorded, so the end
     /// event goes after the rule (and the notifier forks single-threaded).
-    wake_thread: Option<std::thread::JoinHandle<Option<crate::model::job::Wake>>>,
+    pub(super) wake_thread: Option<std::thread::JoinHandle<Option<crate::model::job::Wake>>>,
     /// `--notify-on` matches seen while that registration ran: sent once it
     /// has finished (see `spawn_match_notifier`).
-    deferred_matches: Vec<crate::supervise::matchers::MatchEvent>,
+    pub(super) deferred_matches: Vec<crate::supervise::matchers::MatchEvent>,
     /// `--tie`: the watch of the process whose end kills the job (see `tie`).
-    tie: Option<tie::Watch>,
+    pub(super) tie: Option<tie::Watch>,
     /// Every process seen below us, by identity, kept in the job's directory
     /// (see `record_processes`).
-    procset: ProcessRecord,
-    /// When `release_code_pages` last ran.
-    code_released: Instant,
-    /// A look ran since: its code is resident until the next release. A
-    /// look within `CODE_RELEASE_GAP` of a release used to leave it so
-    /// until the look after (up to 5 s): a supervisor's PSS then read
-    /// 0.57 MiB instead of 0.27.
-    code_release_owed: bool,
+    pub(super) procset: ProcessRecord,
+    /// Gives back the code pages each look brings in (supervise/memory.rs).
+    pub(super) code_pages: CodePages,
 }
 
 /// An end that could not be written yet, and when to try again.
-struct Unrecorded {
-    error: String,
-    since: Instant,
-    next_try: Instant,
-    pause: Duration,
+pub(super) struct Unrecorded {
+    pub(super) error: String,
+    pub(super) since: Instant,
+    pub(super) next_try: Instant,
+    pub(super) pause: Duration,
     /// Where readers find it meanwhile (`os::platform::publish_unrecorded`);
     /// dropping it takes it away.
-    _shown: Option<OwnedFd>,
+    pub(super) _shown: Option<OwnedFd>,
 }
-
-/// The first retry of an unrecorded end comes this soon, then ever less
-/// often, up to `RETRY_LONGEST_PAUSE`: a disk remounted writable is noticed
-/// within seconds, at the cost of two failed opens per try meanwhile.
-const RETRY_FIRST_PAUSE: Duration = Duration::from_millis(100);
-const RETRY_LONGEST_PAUSE: Duration = Duration::from_secs(2);
 
 /// Where a job that restarts is between the end of one run and the next.
 #[derive(Debug, Clone)]
-enum Between {
+pub(super) enum Between {
     /// Killing what is left of the ended run's tree; then restart `number`.
     Cleaning { number: u32, delay: Duration, exit: Exit },
     /// The next run starts at `until`.
     Waiting { until: Instant },
 }
 
-/// Starts a run of the job's main process: its argv, cwd and environment
-/// plus the cookie, `output` as its stdout and stderr, `stdin` or /dev/null.
-fn launch_main(job: &Job, output: std::os::fd::RawFd, stdin: Option<std::os::fd::RawFd>) -> std::result::Result<launch::Launched, LaunchError> {
-    launch::launch(&LaunchSpec {
-        argv: &job.argv,
-        cwd: Path::new(&job.cwd),
-        set: job.env.iter().map(|(k, v)| (k.into(), v.into())).chain([(JOB_COOKIE.into(), job.id.clone().into())]).collect(),
-        remove: &[SUPERVISOR_MARK],
-        output,
-        stdin,
-        nice: job.nice,
-    })
-}
-
-fn check_cwd(cwd: &Path) -> std::result::Result<(), LaunchError> {
-    use crate::model::os_text::escaped;
-    let why = match std::fs::metadata(cwd) {
-        Ok(meta) if meta.is_dir() => return Ok(()),
-        Ok(_) => format!("working directory `{}` is not a directory", escaped(cwd.as_os_str())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!("working directory `{}` does not exist", escaped(cwd.as_os_str())),
-        Err(e) => format!("working directory `{}`: {e}", escaped(cwd.as_os_str())),
-    };
-    Err(LaunchError::BadRequest(why))
-}
-
 impl Supervisor {
-    fn start(spec: SupervisorSpec) -> std::result::Result<Supervisor, StartFailure> {
-        // Refused, nothing is recorded: a home we will not use is not written into.
-        let (home, held) = Home::hold(spec.home.clone()).map_err(|e| e.to_string())?;
-        let registry = Registry::for_config(&home, &spec.config);
-        let mut job = spec.job;
-        job.supervisor = procinfo::identify_exactly(std::process::id());
-
-        // The failed job goes to its job.json, and to the registry too if the
-        // lock is free now; else once the caller has its answer.
-        let fail = |mut job: Job, message: String| -> StartFailure {
-            outpipe::remove(&home.job_dir(&job.id));
-            stdin::remove(&home.job_dir(&job.id));
-            job.state = JobState::FailedToStart { error: message.clone(), ended_at: now_ms() };
-            match registry.write_job_file(&job, true) {
-                Ok(()) if registry.register(&job, Patience::Immediate).is_ok() => message.into(),
-                Ok(()) => StartFailure { message, record: Some(Box::new((registry.clone(), job))) },
-                Err(e) => format!("{message} (and could not record the job: {e})").into(),
-            }
-        };
-
-        let log_path = home.job_log(&job.id, Path::new(&job.log_path));
-        let log = match RotatingWriter::create(&log_path, spec.config.logs.max_bytes, spec.config.logs.keep) {
-            Ok(log) => log,
-            Err(e) => return Err(fail(job, home.explain(e).to_string())),
-        };
-        if let Err(e) = check_cwd(Path::new(&job.cwd)) {
-            return Err(fail(job, e.to_string()));
-        }
-        let signals = install_signal_handlers().map_err(|e| format!("cannot set up signal handling: {e}"))?;
-        // A named pipe the job holds read-write: our death never ends the job
-        // (see outpipe); a bigger pipe also means fewer wake-ups for chatty jobs.
-        let output = match outpipe::create(&home.job_dir(&job.id)) {
-            Ok(output) => output,
-            Err(e) => return Err(fail(job, format!("cannot create the output pipe: {e}"))),
-        };
-        let job_stdin = match job.stdin_pipe {
-            true => match stdin::create(&home.job_dir(&job.id)) {
-                Ok(pipe) => Some(pipe),
-                Err(e) => return Err(fail(job, format!("cannot create the stdin pipe: {e}"))),
-            },
-            false => None,
-        };
-        let launched = launch_main(&job, output.child_end.as_raw_fd(), job_stdin.as_ref().map(|s| s.child_end.as_raw_fd()));
-        // Our copy of the job's end: EOF then means "every process of the job
-        // closed it". A job that restarts keeps it for its next run until it
-        // ends for good.
-        let restarts = job.restart.is_some();
-        let output_child_end = restarts.then_some(output.child_end);
-        let (stdin_writer, stdin_child_end) = match job_stdin {
-            Some(pipe) => (Some(pipe.writer), restarts.then_some(pipe.child_end)),
-            None => (None, None),
-        };
-        let output_read = output.reader;
-        let launched = match launched {
-            Ok(launched) => launched,
-            Err(e) => return Err(fail(job, e.to_string())),
-        };
-        let main_pid = launched.pid;
-        let Some(main) = rustix::process::Pid::from_raw(main_pid) else {
-            return Err(fail(job, format!("the launch reported pid {main_pid}")));
-        };
-        job.main = Some(
-            // Our unreaped child: its pid cannot have been reused yet.
-            procinfo::identify_exactly(main_pid as u32).unwrap_or(ProcessIdentity::from_stat(main_pid as u32, 0)),
-        );
-        job.state = JobState::Running;
-        // Recorded while the child execs (the write and the exec overlap), in
-        // the job's own job.json: it needs no lock, so a registry held by
-        // another process delays neither the caller nor the job, and it
-        // reserves the room the outcome needs. A job that cannot be recorded
-        // (a full disk) is not started: its end could not be kept.
-        if let Err(e) = registry.write_job_file(&job, false) {
-            // Our own child, just forked into its own process group (pgid ==
-            // its pid) and not yet reaped, so the pid cannot have been reused.
-            let killed = rustix::process::kill_process_group(main, rustix::process::Signal::KILL)
-                .and_then(|()| rustix::process::waitpid(Some(main), rustix::process::WaitOptions::empty()).map(drop));
-            if let Err(kill) = killed {
-                return Err(format!("cannot record the job: {e} (and its process {main_pid} could not be stopped: {kill})").into());
-            }
-            outpipe::remove(&home.job_dir(&job.id));
-            return Err(format!("cannot record the job: {e}").into());
-        }
-        // Not in jobs.json: readers list the job from its job.json, and the
-        // next full registry write (this job's end at the latest) takes it
-        // in. Registering here read and rewrote the whole registry before the
-        // answer: a start into a home of 1,000 running jobs took 40–56 ms
-        // where it takes 10 at 10 jobs, and each supervisor kept that parse's
-        // heap.
-        if let Err(e) = launched.exec_outcome() {
-            job.main = None;
-            return Err(fail(job, e.to_string()));
-        }
-        report_ready(&format!("{READY_OK}{main_pid}"));
-        if let Some(why) = output.unnamed_because {
-            tracing::warn!("run-bg supervisor {}: {why}; the job's output cannot be taken up if this supervisor dies", job.id);
-        }
-        // What start-up parsed (the spec, the config) is freed: give it back.
-        procinfo::release_free_heap();
-
-        let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
-        let watch = ready::Watch::new(&job, &spec.config);
-        let splice = if watch.as_ref().is_some_and(ready::Watch::needs_lines) { None } else { new_splicer() };
-        let job_restarter = job.restart.as_ref().map(Restarter::new);
-        // After the ready line: the job's start waits for no service.
-        let wake_thread = job.wake.as_ref().and_then(|_| {
-            let (registry, notify, for_thread) = (registry.clone(), spec.config.notify.clone(), job.clone());
-            let spawned = std::thread::Builder::new()
-                .name("wake".into())
-                .spawn(move || crate::supervise::wake::register(&registry, &notify, &for_thread));
-            if let Err(e) = &spawned {
-                tracing::warn!("run-bg supervisor {}: cannot start the wake rule's registration: {e}", job.id);
-            }
-            spawned.ok()
-        });
-        let tie = tie::Watch::open(job.tie.as_ref());
-        let home_for_record = home.job_dir(&job.id);
-        Ok(Supervisor {
-            job,
-            registry,
-            home,
-            held,
-            unrecorded: None,
-            log,
-            output: Some(output_read),
-            signals,
-            main_pid: main,
-            phase: Phase::Running,
-            timeout_at,
-            log_failed: false,
-            kill: None,
-            notifier: None,
-            config: spec.config,
-            buffer: vec![0u8; 256 * 1024],
-            splice,
-            pipes_removed: false,
-            watch,
-            restarter: job_restarter,
-            between: None,
-            run_started: Instant::now(),
-            main_ended_at: None,
-            output_child_end,
-            stdin_writer,
-            stdin_child_end,
-            wake_thread,
-            deferred_matches: Vec::new(),
-            tie,
-            procset: ProcessRecord::new(&home_for_record),
-            // Stamped by the first release, in `run`.
-            code_released: Instant::now(),
-            code_release_owed: false,
-        })
-    }
-
-    fn run(&mut self) {
-        self.release_code_pages();
+    pub(super) fn run(&mut self) {
+        self.code_pages.release();
         // A tied process gone before the watch began has no pidfd to wake
         // the poll below: act on it now, or an idle job would outlive it.
         if self.tie.as_ref().is_some_and(|w| w.ended(false)) {
@@ -765,8 +289,8 @@ impl Supervisor {
         if let Some(unrecorded) = &self.unrecorded {
             consider(unrecorded.next_try);
         }
-        if self.code_release_owed {
-            consider(self.code_released + CODE_RELEASE_GAP);
+        if let Some(at) = self.code_pages.due() {
+            consider(at);
         }
         // A millisecond more so we wake after the deadline, not a hair before it.
         wait.map(|d| d + Duration::from_millis(1))
@@ -942,7 +466,7 @@ impl Supervisor {
     }
 
     /// A kill whose caller sweeps the rest of the table (see `KillRequest::caller_sweeps`).
-    fn kill_looks_below_only(&self) -> bool {
+    pub(super) fn kill_looks_below_only(&self) -> bool {
         self.kill.as_ref().is_some_and(|k| k.caller_sweeps)
     }
 
@@ -993,24 +517,15 @@ impl Supervisor {
         tree::tree_alive(Tree::of(&self.job).with_recorded(self.procset.recorder.recorded())) || !self.adopted_children().is_empty()
     }
 
-    /// `release_code_pages`, and when it ran.
-    fn release_code_pages(&mut self) {
-        crate::os::platform::release_code_pages();
-        self.code_released = Instant::now();
-    }
-
     fn advance_timers(&mut self) {
         self.flush_deferred_matches();
         self.retry_unrecorded();
         let now = Instant::now();
         if now >= self.procset.next_look {
             self.record_processes(false);
-            self.code_release_owed = true;
+            self.code_pages.owe();
         }
-        if self.code_release_owed && now.duration_since(self.code_released) >= CODE_RELEASE_GAP {
-            self.code_release_owed = false;
-            self.release_code_pages();
-        }
+        self.code_pages.release_if_due(now);
         if let Some(at) = self.timeout_at {
             if now >= at {
                 self.timeout_at = None;
@@ -1121,54 +636,10 @@ impl Supervisor {
         }
     }
 
-    /// Starts the next run; `false` (the job ends) when it cannot start.
-    fn relaunch(&mut self) -> bool {
-        self.between = None;
-        let Some(output) = self.output_child_end.as_ref().map(|fd| fd.as_raw_fd()) else { return false };
-        // launch() forks: no thread of ours may hold a lock then.
-        self.single_threaded();
-        let stdin = self.stdin_child_end.as_ref().map(|fd| fd.as_raw_fd());
-        let started = launch_main(&self.job, output, stdin).and_then(|launched| {
-            let pid = launched.pid;
-            launched.exec_outcome().map(|()| pid)
-        });
-        let pid = match started.map(|pid| (pid, rustix::process::Pid::from_raw(pid))) {
-            Ok((pid, Some(main))) => {
-                self.main_pid = main;
-                pid
-            }
-            Ok((pid, None)) => return self.restart_failed(&format!("the launch reported pid {pid}")),
-            Err(e) => return self.restart_failed(&e.to_string()),
-        };
-        // Our unreaped child: its pid cannot have been reused yet.
-        self.job.main = Some(procinfo::identify_exactly(pid as u32).unwrap_or(ProcessIdentity::from_stat(pid as u32, 0)));
-        self.phase = self.phase.restarted();
-        self.run_started = Instant::now();
-        if self.job.ready.is_some() {
-            // A new run serves only once it says so again: readiness is
-            // watched afresh (and `wait --ready` waits again).
-            self.job.ready_at = None;
-            self.job.ready_blocked = None;
-            self.watch = ready::Watch::new(&self.job, &self.config);
-            if self.watch.as_ref().is_some_and(ready::Watch::needs_lines) {
-                self.splice = None;
-            }
-        }
-        self.save_run();
-        true
-    }
-
-    fn restart_failed(&mut self, why: &str) -> bool {
-        let number = self.job.restart.as_ref().map_or(0, |r| r.count);
-        self.note_error(&format!("restart {number} could not start: {why}"));
-        let _ = self.log.write_separator(&format!("--- run-bg: restart {number} could not start: {why} ---\n"));
-        false
-    }
-
     /// Records a restart (its count, why) or a new run (its main process):
     /// in job.json, and in the registry if its lock comes soon (else the
     /// next write takes job.json's record in).
-    fn save_run(&mut self) {
+    pub(super) fn save_run(&mut self) {
         self.held.refresh();
         if let Err(e) = self.registry.write_job_file(&self.job, false) {
             self.note_error(&format!("cannot record the restart in its job.json: {e}"));
@@ -1205,7 +676,7 @@ impl Supervisor {
 
     /// Waits for the wake rule's registration, if it still runs: bounded by
     /// notify.timeout_ms (and a brief registry wait).
-    fn join_wake_registration(&mut self) {
+    pub(super) fn join_wake_registration(&mut self) {
         if let Some(registering) = self.wake_thread.take() {
             if let Ok(Some(wake)) = registering.join() {
                 self.job.wake = Some(wake);
@@ -1218,240 +689,33 @@ impl Supervisor {
     /// log's deleter, the wake rule's registration) are joined, so the child
     /// inherits no lock one of them held. The registration is bounded by
     /// notify.timeout_ms.
-    fn single_threaded(&mut self) {
+    pub(super) fn single_threaded(&mut self) {
         self.log.join_deleter();
         self.join_wake_registration();
-    }
-
-    fn record_end(&mut self) {
-        let Some(exit) = self.phase.main_exit() else { return };
-        self.join_wake_registration();
-        // What the job leaves behind is in the record before its end is. A
-        // sweeping caller's kill left nothing (we record once the tree is
-        // gone) and passes over the table itself: a pass here for each of
-        // N jobs killed at once would read N jobs' processes each.
-        self.record_processes(!self.kill_looks_below_only());
-        // Before the end's event, as they came before the end.
-        self.flush_deferred_matches();
-        self.phase = self.phase.recorded();
-        self.held.refresh();
-        // An end recorded by someone else first (`kill` acting without this
-        // supervisor while it was stopped) stands, and was announced by them.
-        // They write it into job.json too; the registry is read (all of it)
-        // only when no sweeping caller records the end for us.
-        let caller_records = self.kill_looks_below_only();
-        let recorded_first = self.registry.own_record(&self.job.id).filter(|j| j.status().is_final()).or_else(|| {
-            (!caller_records).then(|| self.registry.get(&self.job.id).ok()).flatten().filter(|j| j.status().is_final())
-        });
-        if let Some(stored) = recorded_first {
-            self.job = stored;
-            let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
-            self.report_record_failure();
-            return;
-        }
-        let by = match &self.kill {
-            Some(KillInProgress { reason: KillReason::Timeout, .. }) => EndedBy::Timeout,
-            Some(KillInProgress { reason: KillReason::Requested | KillReason::Tie, .. }) => EndedBy::Kill,
-            _ => EndedBy::Itself,
-        };
-        let ended_at = self.main_ended_at.unwrap_or_else(now_ms);
-        let state = ready::judge_end(&self.job, JobState::ended(by, Some(exit.into()), ended_at));
-        let notify_config = self.config.notify.clone();
-        // The announcement is claimed with the status change: whoever records
-        // an outcome announces it, so it is announced once.
-        let peak_rss_kb = children_peak_rss_kb();
-        let wake = self.job.wake.clone();
-        let tie = self.job.tie.clone();
-        let apply = |job: &mut Job| {
-            job.tie = tie.clone();
-            job.state = state.clone();
-            job.peak_rss_kb = peak_rss_kb;
-            job.notification = notify::claim(&notify_config, job);
-            job.wake = wake.clone();
-        };
-        apply(&mut self.job);
-        // The job's own job.json first: it needs no lock, and its room was
-        // reserved at the start, so it is written even on a full disk. Readers
-        // prefer it to a registry that could not be written, or that we are
-        // killed before writing.
-        let kept = self.registry.write_job_file(&self.job, true);
-        if let Err(e) = &kept {
-            self.note_error(&format!("cannot record the job's end in its job.json: {e}"));
-        }
-        let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
-        // Announced before the registry wait: the announcement is claimed in
-        // job.json, which only we write while we live, and goes out even if
-        // the registry is held up or we are killed waiting for it.
-        if notify::has_work(&self.config.notify, &self.job) {
-            self.spawn_notifier();
-        }
-        // The slot is free once the end is in job.json, which the registry's
-        // locked reads take in: the next job need not wait for our registry write.
-        if let Some(hook) = AFTER_END.get() {
-            hook(&self.home, &self.config);
-        }
-        // The notifier may have recorded its delivery (taking our end from
-        // job.json) before we get the lock: an end already there stays as it is.
-        let registry_apply = |job: &mut Job| {
-            if job.state != state {
-                apply(job);
-            }
-        };
-        if caller_records && kept.is_ok() {
-            // The killer takes every end it waited for into the registry at
-            // once; should it die first, any later write does.
-            self.report_record_failure();
-            return;
-        }
-        let result = match self.registry.modify(&self.job.id, registry_apply) {
-            Err(Error::UnknownJob(_)) => self.registry.upsert(&self.job),
-            other => other.map(|_| ()),
-        };
-        match (kept, result) {
-            // The first error says it: the registry's is the same refusal again.
-            (Err(in_job_file), Err(_)) => self.keep_unrecorded(in_job_file.to_string()),
-            (Ok(()), Err(e)) => {
-                self.note_error(&format!("cannot record the job's end in the registry: {e}; it is kept in its job.json, which readers prefer"))
-            }
-            _ => {}
-        }
-        // The registry was read whole: what that took goes back.
-        procinfo::release_free_heap();
-        self.report_record_failure();
-    }
-
-    /// Keeps the end that could be written nowhere (a read-only home, a full
-    /// disk without the room job.json reserved), shows it to readers, and
-    /// tries again now and then (`retry_unrecorded`): the same path as the
-    /// first write, whatever the error was.
-    fn keep_unrecorded(&mut self, error: String) {
-        self.note_error(&format!("cannot record the job's end ({error}); keeping it here and trying again until it can be written"));
-        let shown = crate::model::protocol::UnrecordedEnd { job: self.job.clone(), error: error.clone() };
-        let shown = serde_json::to_vec(&shown).ok().and_then(|bytes| match crate::os::platform::publish_unrecorded(&bytes) {
-            Ok(fd) => fd,
-            Err(e) => {
-                self.note_error(&format!("cannot show the unrecorded end to readers: {e}"));
-                None
-            }
-        });
-        let now = Instant::now();
-        self.unrecorded = Some(Unrecorded { error, since: now, next_try: now + RETRY_FIRST_PAUSE, pause: RETRY_FIRST_PAUSE, _shown: shown });
-    }
-
-    /// Why an end kept unwritten can never be written, if it cannot: the home
-    /// we hold was removed (no name leads to it any more), or the job's
-    /// directory was and the registry no longer knows the job. Retrying for
-    /// ever would keep us alive for nothing.
-    fn end_has_nowhere_to_go(&self) -> Option<String> {
-        if self.held.removed() {
-            return Some(format!("the home {} was removed", self.home.root.display()));
-        }
-        let job_dir = self.home.job_dir(&self.job.id);
-        let dir_gone = std::fs::symlink_metadata(&job_dir).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
-        if dir_gone && matches!(self.registry.get(&self.job.id), Err(crate::Error::UnknownJob(_))) {
-            return Some(format!("its directory {} was removed and the registry no longer knows it", self.home.shown(&job_dir).display()));
-        }
-        None
-    }
-
-    /// Lets go of an end that could not be written, saying what it was: we
-    /// then exit as soon as nothing else of the job keeps us.
-    fn give_up_unrecorded(&mut self, why: &str) {
-        if let Some(unrecorded) = self.unrecorded.take() {
-            self.note_error(&format!(
-                "giving up recording the job's end ({}, {}), unwritten for {:.1} s ({}): {why}",
-                self.job.status(),
-                crate::model::job::how_it_ended(&self.job),
-                unrecorded.since.elapsed().as_secs_f64(),
-                unrecorded.error
-            ));
-        }
-    }
-
-    /// Writes the kept end when its time to try has come: job.json (which
-    /// readers prefer), else the registry. Once written, the queue's slot is
-    /// handed on, as after any end.
-    fn retry_unrecorded(&mut self) {
-        let Some(unrecorded) = &mut self.unrecorded else { return };
-        let now = Instant::now();
-        if now < unrecorded.next_try {
-            return;
-        }
-        unrecorded.pause = (unrecorded.pause * 2).min(RETRY_LONGEST_PAUSE);
-        unrecorded.next_try = now + unrecorded.pause;
-        if let Some(why) = self.end_has_nowhere_to_go() {
-            self.give_up_unrecorded(&why);
-            return;
-        }
-        self.held.refresh();
-        let job = self.job.clone();
-        let in_job_file = self.registry.write_job_file(&job, true);
-        let in_registry = self.registry.modify_with(Patience::Brief, &job.id, |stored| {
-            // An end recorded by someone else meanwhile stands.
-            if !stored.status().is_final() {
-                *stored = Job { seen_at: stored.seen_at, ..job.clone() };
-            }
-        });
-        if in_job_file.is_err() && in_registry.is_err() {
-            return;
-        }
-        if let Some(unrecorded) = self.unrecorded.take() {
-            tracing::info!(
-                "run-bg supervisor {}: recorded the job's end {:.1} s late (it could not be written: {})",
-                self.job.id,
-                unrecorded.since.elapsed().as_secs_f64(),
-                unrecorded.error
-            );
-        }
-        let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
-        if let Some(hook) = AFTER_END.get() {
-            hook(&self.home, &self.config);
-        }
-    }
-
-    /// Announces the end from a forked child, so retries and hooks never hold
-    /// up the loop that drains lingering output. The supervisor stays until it
-    /// is done, as it stays for any child.
-    fn spawn_notifier(&mut self) {
-        if let Some(pid) = self.fork_errand("notifier", |supervisor| {
-            notify::announce(&supervisor.home, &supervisor.config, &supervisor.job);
-        }) {
-            self.notifier = Some(pid);
-            self.phase = self.phase.child_started();
-        }
     }
 
     /// Runs `errand` in a forked child of ours, which then `_exit`s: the
     /// child's pid, or `None` when the fork failed (noted). An errand is an
     /// ordinary process: a signal ends it and never reaches the supervisor's
     /// flags, and it holds none of the job's pipes open.
-    fn fork_errand(&mut self, name: &str, errand: impl FnOnce(&mut Supervisor)) -> Option<libc::pid_t> {
+    pub(super) fn fork_errand(&mut self, name: &str, errand: impl FnOnce(&mut Supervisor)) -> Option<libc::pid_t> {
         self.single_threaded();
-        // SAFETY: the supervisor is single-threaded here (its other threads
-        // were joined just above), so the child inherits no lock another
-        // thread holds and may run ordinary Rust code.
-        match unsafe { libc::fork() } {
-            0 => {
-                for signal in HANDLED {
-                    // SAFETY: restoring the default disposition installs no
-                    // code of ours; signal-hook's handler it replaces would
-                    // only set this copy's flags and write to the self-pipe.
-                    if unsafe { libc::signal(signal, libc::SIG_DFL) } == libc::SIG_ERR {
-                        self.note_error(&format!("{name}: cannot restore signal {signal}: {}", std::io::Error::last_os_error()));
-                    }
+        let forked = crate::os::fork::fork_errand(|| {
+            for signal in HANDLED {
+                if let Err(e) = crate::os::fork::restore_default(signal) {
+                    self.note_error(&format!("{name}: cannot restore signal {signal}: {e}"));
                 }
-                self.output = None;
-                self.let_go_of_the_job();
-                errand(self);
-                // SAFETY: _exit skips destructors and atexit handlers, so the
-                // parent's registry lock, temp files and buffers stay its own.
-                unsafe { libc::_exit(0) }
             }
-            -1 => {
-                self.note_error(&format!("cannot fork the {name}: {}", std::io::Error::last_os_error()));
+            self.output = None;
+            self.let_go_of_the_job();
+            errand(self);
+        });
+        match forked {
+            Ok(pid) => Some(pid),
+            Err(e) => {
+                self.note_error(&format!("cannot fork the {name}: {e}"));
                 None
             }
-            pid => Some(pid),
         }
     }
 
@@ -1461,7 +725,7 @@ impl Supervisor {
     /// environment is seen here before or after it detaches. `full` adds a
     /// pass over the whole table for the job's group and cookie carriers
     /// (at the end of the main process, where a pass is worth its cost).
-    fn record_processes(&mut self, full: bool) {
+    pub(super) fn record_processes(&mut self, full: bool) {
         let mut found = tree::descendants(std::process::id());
         if full {
             let tree = Tree::of(&self.job).with_recorded(self.procset.recorder.recorded());
@@ -1483,13 +747,13 @@ impl Supervisor {
         self.procset.looked();
     }
 
-    fn report_record_failure(&mut self) {
+    pub(super) fn report_record_failure(&mut self) {
         if let Some(message) = self.procset.unreported.take() {
             self.note_error(&message);
         }
     }
 
-    fn note_error(&self, message: &str) {
+    pub(super) fn note_error(&self, message: &str) {
         tracing::error!("run-bg supervisor {}: {message}", self.job.id);
     }
 }
@@ -1549,7 +813,7 @@ impl Supervisor {
 
     /// The matches held back while the wake rule was being registered, once
     /// it is done.
-    fn flush_deferred_matches(&mut self) {
+    pub(super) fn flush_deferred_matches(&mut self) {
         if self.deferred_matches.is_empty() || self.wake_thread.as_ref().is_some_and(|t| !t.is_finished()) {
             return;
         }
@@ -1590,16 +854,16 @@ const RECORD_FIRST_PAUSE: Duration = Duration::from_millis(50);
 const RECORD_LONGEST_PAUSE: Duration = Duration::from_secs(5);
 
 /// The supervisor's record of the job's processes and when to look next.
-struct ProcessRecord {
-    recorder: crate::store::procset::Recorder,
-    next_look: Instant,
-    pause: Duration,
+pub(super) struct ProcessRecord {
+    pub(super) recorder: crate::store::procset::Recorder,
+    pub(super) next_look: Instant,
+    pub(super) pause: Duration,
     /// A failure to write the record, to report once the end is recorded.
-    unreported: Option<String>,
+    pub(super) unreported: Option<String>,
 }
 
 impl ProcessRecord {
-    fn new(job_dir: &Path) -> ProcessRecord {
+    pub(super) fn new(job_dir: &Path) -> ProcessRecord {
         ProcessRecord {
             recorder: crate::store::procset::Recorder::new(job_dir),
             next_look: Instant::now() + RECORD_FIRST_PAUSE,
@@ -1622,354 +886,6 @@ impl ProcessRecord {
     }
 }
 
-fn timespec(d: Duration) -> rustix::event::Timespec {
+pub(super) fn timespec(d: Duration) -> rustix::event::Timespec {
     rustix::event::Timespec { tv_sec: d.as_secs().min(i64::MAX as u64) as i64, tv_nsec: d.subsec_nanos() as _ }
-}
-
-/// `None` where the kernel has no `splice(2)`, or no pipe is left for the
-/// stage (the output is then read and written, as it was before splice).
-fn new_splicer() -> Option<Splicer> {
-    #[cfg(target_os = "linux")]
-    return outpipe::Stage::new().ok();
-    #[cfg(not(target_os = "linux"))]
-    None
-}
-
-/// What one step of moving the job's output into its log did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-// Only Linux splices; elsewhere every step reads and writes.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-enum Copied {
-    /// This many bytes went from the pipe into the log inside the kernel.
-    Spliced(usize),
-    /// This many bytes were read into the buffer, then written.
-    Read(usize),
-    /// Nothing to take now; the job still holds the pipe.
-    Empty,
-    /// Every writer has closed the pipe: nothing more will come.
-    Closed,
-}
-
-impl Copied {
-    fn bytes(self) -> usize {
-        match self {
-            Copied::Spliced(n) | Copied::Read(n) => n,
-            Copied::Empty | Copied::Closed => 0,
-        }
-    }
-}
-
-/// How the output is spliced into the log (see `copy_once`).
-#[cfg(target_os = "linux")]
-type Splicer = outpipe::Stage;
-/// No `splice(2)` here: the output is always read and written.
-#[cfg(not(target_os = "linux"))]
-enum Splicer {}
-
-/// One step of moving the job's output into its log: spliced inside the
-/// kernel while `splice` is there (one copy, into the page cache, where read
-/// and write make two), else read into `buffer` and written. The last
-/// `buffer.len()` bytes before each rotation are always read: `write_all`
-/// must see them to cut the file at a line end, as without splice. `splice`
-/// is dropped for good when the kernel refuses to splice into this log (a
-/// filesystem without it, a file opened for appending); any other refusal
-/// (a full disk) sends this one step through read and write, which reports
-/// the error. A failed write is returned with what was taken from the pipe:
-/// those bytes are lost, since the job must never block on its log.
-fn copy_once(output: BorrowedFd<'_>, log: &mut RotatingWriter, buffer: &mut [u8], splice: &mut Option<Splicer>) -> (Copied, Option<Error>) {
-    #[cfg(target_os = "linux")]
-    if let Some(stage) = splice.as_ref() {
-        let (done, refused_for_good) = splice_once(output, stage, log, buffer);
-        if refused_for_good {
-            *splice = None;
-        }
-        if let Some(done) = done {
-            return done;
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = splice;
-    match outpipe::read_once(output, buffer) {
-        outpipe::Read::Data(n) => (Copied::Read(n), log.write_all(&buffer[..n]).err()),
-        outpipe::Read::Empty => (Copied::Empty, None),
-        outpipe::Read::Closed => (Copied::Closed, None),
-    }
-}
-
-/// The splice half of `copy_once`: `None` when it took nothing from the job's
-/// pipe (near a rotation, or refused), then the bytes are to be read; and
-/// whether splicing into this log is refused for good.
-#[cfg(target_os = "linux")]
-fn splice_once(
-    output: BorrowedFd<'_>,
-    stage: &Splicer,
-    log: &mut RotatingWriter,
-    buffer: &mut [u8],
-) -> (Option<(Copied, Option<Error>)>, bool) {
-    let for_good = |e: &std::io::Error| matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP));
-    let cut_window = buffer.len() as u64;
-    let room = log.room();
-    if room <= cut_window {
-        return (None, false);
-    }
-    // Never more than the file takes before its cut window: never past max_bytes.
-    let len = (room - cut_window).min(usize::MAX as u64) as usize;
-    let taken = match stage.take(output, len) {
-        Ok(outpipe::Read::Data(n)) => n,
-        Ok(outpipe::Read::Empty) => return (Some((Copied::Empty, None)), false),
-        Ok(outpipe::Read::Closed) => return (Some((Copied::Closed, None)), false),
-        Err(e) => return (None, for_good(&e)),
-    };
-    let mut left = taken;
-    let mut refused = false;
-    while left > 0 {
-        match log.splice_in(stage.output(), left) {
-            Ok(0) => break,
-            Ok(n) => left -= n,
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-            Err(e) => {
-                refused = for_good(&e);
-                break;
-            }
-        }
-    }
-    if left == 0 {
-        return (Some((Copied::Spliced(taken), None)), false);
-    }
-    // What the log would not take by splice waits in the stage: it is read
-    // and written in order, leaving the stage empty for the next move.
-    let mut error = None;
-    while left > 0 {
-        let chunk = left.min(buffer.len());
-        match outpipe::read_once(stage.output(), &mut buffer[..chunk]) {
-            outpipe::Read::Data(n) => {
-                left -= n;
-                if let Err(e) = log.write_all(&buffer[..n]) {
-                    error.get_or_insert(e);
-                }
-            }
-            // Cannot happen while we hold the stage's write end and it holds `left` bytes.
-            outpipe::Read::Empty | outpipe::Read::Closed => break,
-        }
-    }
-    (Some((Copied::Read(taken), error)), refused)
-}
-
-/// Peak RSS of the largest descendant reaped so far (by us or by its parent),
-/// as the kernel keeps it: free to read, no sampling while the job runs.
-fn children_peak_rss_kb() -> Option<u64> {
-    // SAFETY: rusage is a plain C struct for which all-zero is valid.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `usage` is a live, correctly typed out-parameter.
-    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } != 0 {
-        return None;
-    }
-    // Linux reports KiB; macOS reports bytes.
-    let max = usage.ru_maxrss as u64;
-    Some(if cfg!(target_os = "macos") { max / 1024 } else { max }).filter(|&kb| kb > 0)
-}
-
-#[cfg(test)]
-mod phase_tests {
-    use super::*;
-
-    const EXIT: MainExit = MainExit::Code(3);
-
-    #[test]
-    fn a_job_whose_main_process_leaves_nothing_behind_goes_through_every_phase() {
-        let phase = Phase::Running.main_reaped(EXIT);
-        assert_eq!(phase, Phase::MainExited { exit: EXIT, children: true });
-        assert_eq!(phase.main_exit(), Some(EXIT));
-        let phase = phase.no_children().recorded();
-        assert_eq!(phase, Phase::Recorded { children: false });
-        assert_eq!(phase.settle(true), phase, "done only once the output has ended");
-        assert_eq!(phase.settle(false), Phase::Done);
-    }
-
-    #[test]
-    fn the_notifier_and_adopted_descendants_keep_the_supervisor_until_reaped() {
-        let phase = Phase::Running.main_reaped(EXIT).recorded();
-        assert_eq!(phase, Phase::Recorded { children: true });
-        assert_eq!(phase.settle(false), phase, "a child is left to reap");
-        let phase = phase.no_children().child_started();
-        assert_eq!(phase, Phase::Recorded { children: true }, "the notifier forked after the last reap");
-        assert_eq!(phase.no_children().settle(false), Phase::Done);
-    }
-
-    #[test]
-    fn nothing_is_recorded_or_finished_while_the_main_process_runs() {
-        let running = Phase::Running;
-        assert!(running.main_running());
-        assert_eq!(running.main_exit(), None);
-        assert_eq!(running.recorded(), Phase::Running, "no end to record");
-        assert_eq!(running.no_children(), Phase::Running, "the main process is a child");
-        assert_eq!(running.settle(false), Phase::Running);
-        assert_eq!(running.child_started(), Phase::Running);
-    }
-
-    #[test]
-    fn every_step_only_goes_forward() {
-        let recorded = Phase::Running.main_reaped(EXIT).recorded();
-        assert_eq!(recorded.main_reaped(MainExit::Signal(9)), recorded, "the main process is reaped once");
-        assert_eq!(recorded.recorded(), recorded);
-        assert_eq!(recorded.main_exit(), None, "a recorded end is not recorded again");
-        assert!(!recorded.main_running());
-        assert_eq!(Phase::Done.main_reaped(EXIT), Phase::Done);
-        for step in [Phase::no_children, Phase::child_started, Phase::recorded] {
-            assert_eq!(step(Phase::Done), Phase::Done);
-        }
-        assert_eq!(Phase::Done.settle(true), Phase::Done);
-    }
-
-    #[test]
-    fn a_restart_runs_a_new_main_process_only_after_an_exit_not_yet_recorded() {
-        let exited = Phase::Running.main_reaped(EXIT).no_children();
-        assert_eq!(exited.restarted(), Phase::Running);
-        assert_eq!(Phase::Running.main_reaped(EXIT).restarted().main_reaped(MainExit::Code(4)).main_exit(), Some(MainExit::Code(4)));
-        let recorded = exited.recorded();
-        assert_eq!(recorded.restarted(), recorded, "a recorded end is final");
-        assert_eq!(Phase::Done.restarted(), Phase::Done);
-    }
-
-    #[test]
-    fn the_main_process_end_is_read_from_its_wait_status() {
-        assert_eq!(MainExit::from_wait(Some(3), None), Some(MainExit::Code(3)));
-        assert_eq!(MainExit::from_wait(Some(0), None), Some(MainExit::Code(0)));
-        assert_eq!(MainExit::from_wait(None, Some(libc::SIGKILL)), Some(MainExit::Signal(libc::SIGKILL)));
-        assert_eq!(MainExit::from_wait(None, None), None, "a stop is no end");
-        assert_eq!(Exit::from(MainExit::Code(3)), Exit::Code(3));
-        assert_eq!(Exit::from(MainExit::Signal(15)), Exit::Signal("SIGTERM".into()));
-    }
-}
-
-// The tests drive splice(2), which only Linux has.
-#[cfg(all(test, target_os = "linux"))]
-mod tests {
-    use super::*;
-    use crate::store::logs::rotated_path;
-
-    /// What a job writes: numbered lines of varied lengths, with a stretch
-    /// of NULs longer than a log file in the middle (a line that must be cut).
-    fn job_output(bytes: usize) -> Vec<u8> {
-        let mut out = Vec::with_capacity(bytes + 4096);
-        let mut i = 0u64;
-        while out.len() < bytes {
-            if i == 20_000 {
-                out.extend(std::iter::repeat_n(0u8, 1_500_000));
-                out.push(b'\n');
-            }
-            out.extend_from_slice(format!("{i:08} {}\n", "x".repeat((i * 7919 % 150) as usize)).as_bytes());
-            i += 1;
-        }
-        out
-    }
-
-    /// Runs the supervisor's copy loop over a real output pipe (the FIFO a
-    /// job gets, 1 MiB) while a thread writes `data` into it in uneven
-    /// pieces, as a job does; returns the bytes spliced and the bytes read.
-    /// After each step the file being written must hold at most `max` bytes.
-    fn copy_through_a_pipe(data: &[u8], log: &mut RotatingWriter, path: &Path, max: u64, splice: &mut Option<Splicer>) -> (usize, usize) {
-        let dir = tempfile::tempdir().unwrap();
-        let output = outpipe::create(dir.path()).unwrap();
-        // Write-only, unlike the job's read-write end: if this test fails
-        // half-way, its writer gets EPIPE instead of waiting for ever.
-        drop(output.child_end);
-        let mut end = std::fs::OpenOptions::new().write(true).open(outpipe::fifo_path(dir.path())).unwrap();
-        let writer = std::thread::spawn({
-            let data = data.to_vec();
-            move || {
-                let mut rng = 0x2545_F491_4F6C_DD1Du64;
-                let mut rest = &data[..];
-                while !rest.is_empty() {
-                    rng ^= rng << 13;
-                    rng ^= rng >> 7;
-                    rng ^= rng << 17;
-                    let n = (1 + rng % (96 * 1024)) as usize;
-                    let (piece, after) = rest.split_at(n.min(rest.len()));
-                    end.write_all(piece).unwrap();
-                    rest = after;
-                }
-                // Dropping the last writer: the copy sees the end of the output.
-            }
-        });
-        let mut buffer = vec![0u8; 256 * 1024];
-        let (mut spliced, mut read) = (0, 0);
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let mut fds = [PollFd::new(&output.reader, PollFlags::IN)];
-            let ten_seconds = timespec(Duration::from_secs(10));
-            assert!(matches!(rustix::event::poll(&mut fds, Some(&ten_seconds)), Ok(_) | Err(rustix::io::Errno::INTR)));
-            let (copied, error) = copy_once(output.reader.as_fd(), log, &mut buffer, splice);
-            assert!(error.is_none(), "{error:?}");
-            let size = std::fs::metadata(path).unwrap().len();
-            assert!(size <= max, "{size} bytes in the current file after {copied:?}: past max_bytes {max}");
-            match copied {
-                Copied::Spliced(n) => spliced += n,
-                Copied::Read(n) => read += n,
-                Copied::Empty => {}
-                Copied::Closed => break,
-            }
-            assert!(Instant::now() < deadline, "the output never ended: {spliced} bytes spliced, {read} read");
-        }
-        // A writer still writing gets EPIPE now rather than wait for ever.
-        drop(output.reader);
-        assert!(writer.join().is_ok(), "the copy saw the output end before the writer was done ({spliced} bytes spliced, {read} read)");
-        (spliced, read)
-    }
-
-    /// The log's files, oldest first.
-    fn log_files(log: &Path) -> Vec<Vec<u8>> {
-        (0..1000).rev().map(|i| rotated_path(log, i)).filter(|p| p.exists()).map(|p| std::fs::read(p).unwrap()).collect()
-    }
-
-    #[test]
-    #[cfg(target_os = "linux")]
-    fn spliced_output_rotates_within_max_bytes_and_keeps_every_byte_in_order() {
-        const MAX: u64 = 1024 * 1024 - 3;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("output.log");
-        let data = job_output(12 * 1024 * 1024);
-        // keep holds every file: what went in must all be there.
-        let mut log = RotatingWriter::create(&path, MAX, 100).unwrap();
-        let mut splice = new_splicer();
-        assert!(splice.is_some(), "no pipe for the splice stage");
-        let (spliced, read) = copy_through_a_pipe(&data, &mut log, &path, MAX, &mut splice);
-        drop(log);
-        assert!(splice.is_some(), "splice was refused on this filesystem");
-        assert!(spliced >= data.len() / 2, "only {spliced} of {} bytes spliced ({read} read)", data.len());
-        assert!(read > 0, "the last bytes before each rotation are read, to cut at a line end");
-        let files = log_files(&path);
-        let sizes: Vec<usize> = files.iter().map(Vec::len).collect();
-        assert!(files.len() as u64 > data.len() as u64 / MAX, "rotated too rarely: {sizes:?}");
-        assert!(sizes.iter().all(|&n| n as u64 <= MAX), "a file past max_bytes {MAX}: {sizes:?}");
-        let logged = files.concat();
-        let first_difference = logged.iter().zip(&data).position(|(a, b)| a != b);
-        assert!(
-            logged.len() == data.len() && first_difference.is_none(),
-            "logged {} of {} bytes; first difference at {first_difference:?}; files {sizes:?}",
-            logged.len(),
-            data.len()
-        );
-    }
-
-    #[test]
-    #[cfg(target_os = "linux")]
-    fn where_the_log_refuses_splice_the_output_is_read_and_written() {
-        const MAX: u64 = 1024 * 1024 - 3;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("output.log");
-        std::fs::write(&path, b"left by a dead supervisor\n").unwrap();
-        let data = job_output(4 * 1024 * 1024);
-        // Opened for appending, as a watcher does: the kernel will not splice into it.
-        let mut log = RotatingWriter::resume(&path, MAX, 100).unwrap();
-        let mut splice = new_splicer();
-        assert!(splice.is_some(), "no pipe for the splice stage");
-        let (spliced, read) = copy_through_a_pipe(&data, &mut log, &path, MAX, &mut splice);
-        drop(log);
-        assert!(splice.is_none(), "splice into an O_APPEND file was accepted: this test needs another refusal");
-        assert_eq!((spliced, read), (0, data.len()));
-        let files = log_files(&path);
-        assert!(files.iter().all(|f| f.len() as u64 <= MAX));
-        assert!(files.concat() == [&b"left by a dead supervisor\n"[..], &data].concat(), "bytes lost or reordered");
-    }
 }

@@ -19,7 +19,7 @@ use crate::store::config::{validate_queue_name, Config, DEFAULT_QUEUE};
 use crate::store::paths::Home;
 use crate::store::registry::{self, Patience, QueueStep};
 use crate::supervise::notify;
-use crate::supervise::supervisor::SupervisorSpec;
+use crate::supervise::start::SupervisorSpec;
 use crate::verbs::context::Context;
 use crate::verbs::request::{QueuedPlace, StartRequest, Started};
 use crate::verbs::spawn;

@@ -5,7 +5,7 @@ use crate::model::error::HandOffError;
 use crate::store::paths::Home;
 use crate::os::launch::without_sigpipe;
 use crate::model::protocol::{parse_ready_line, JOB_COOKIE, SUPERVISE, SUPERVISOR_MARK};
-use crate::supervise::supervisor::SupervisorSpec;
+use crate::supervise::start::SupervisorSpec;
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -95,7 +95,7 @@ fn exited_unread(error: std::io::Error, status: std::io::Result<std::process::Ex
 }
 
 /// Runs `run-bg <args>` in the background with the given home; the program
-/// detaches itself at once (`supervisor::detach`), so the wait here is short
+/// detaches itself at once (`os::fork::detach`), so the wait here is short
 /// and leaves no zombie behind.
 pub fn spawn_detached(runner: &Path, home: &Home, args: &[String]) -> std::io::Result<()> {
     spawn_detached_with_stdin(runner, home, args, Stdio::null())

@@ -5,7 +5,7 @@ use crate::model::ids::{id_prefix_from_label, random_suffix};
 use crate::model::job::{Job, JobState};
 use crate::verbs::context::Context;
 use crate::store::registry::Patience;
-use crate::supervise::supervisor::SupervisorSpec;
+use crate::supervise::start::SupervisorSpec;
 use crate::{now_ms, Error, Result};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
