@@ -25,7 +25,7 @@ use proc_manager_core::present::view::{
 };
 use proc_manager_core::verbs::cancel::Cancel;
 use proc_manager_core::verbs::ops::{Context, ListFilter, LogRange, OrphanOptions, TailQuery};
-use proc_manager_core::verbs::procs;
+use proc_manager_core::verbs::{left_behind, resource_tracker};
 use proc_manager_core::verbs::spawn::{start_job, StartRequest};
 use proc_manager_core::verbs::start_options::{Face, StartOptions};
 use proc_manager_core::verbs::yielding::Yielded;
@@ -520,7 +520,7 @@ pub fn cleanup_orphans<'env>(env: &'env Env, options: Option<Unknown>) -> Result
 #[napi(ts_return_type = "ProcessSnapshot")]
 pub fn snapshot() -> Result<serde_json::Value> {
     let patterns = Context::load().map_err(to_js_error)?.config.diagnostics.resource_tracking.mcp_patterns;
-    shape(&SnapshotView::new(&procs::snapshot(&patterns), |_| true))
+    shape(&SnapshotView::new(&left_behind::snapshot(&patterns), |_| true))
 }
 
 /// A snapshot or a process list as `snapshot()` gives them.
@@ -531,7 +531,7 @@ enum Processes {
     List(Vec<ProcessInfoView>),
 }
 
-fn processes_arg(name: &str, value: serde_json::Value) -> Result<Vec<procs::ProcessInfo>> {
+fn processes_arg(name: &str, value: serde_json::Value) -> Result<Vec<left_behind::ProcessInfo>> {
     let processes = match serde_json::from_value::<Processes>(value) {
         Ok(Processes::Snapshot(s)) => s.processes,
         Ok(Processes::List(list)) => list,
@@ -542,7 +542,7 @@ fn processes_arg(name: &str, value: serde_json::Value) -> Result<Vec<procs::Proc
             )))
         }
     };
-    Ok(processes.iter().map(procs::ProcessInfo::from).collect())
+    Ok(processes.iter().map(left_behind::ProcessInfo::from).collect())
 }
 
 /// Processes in `after` that were not in `before` (by pid and start time) and
@@ -554,7 +554,7 @@ fn processes_arg(name: &str, value: serde_json::Value) -> Result<Vec<procs::Proc
 )]
 pub fn detect_orphans(before: serde_json::Value, after: serde_json::Value) -> Result<serde_json::Value> {
     let (before, after) = (processes_arg("before", before)?, processes_arg("after", after)?);
-    let orphans = procs::detect_orphans(&before, &after, std::process::id());
+    let orphans = left_behind::detect_orphans(&before, &after, std::process::id());
     shape(&orphans.iter().map(ProcessInfoView::from).collect::<Vec<_>>())
 }
 
@@ -562,7 +562,7 @@ pub fn detect_orphans(before: serde_json::Value, after: serde_json::Value) -> Re
 /// its memory growth, as data and as `tracing` log lines on stderr.
 #[napi]
 pub struct ResourceTracker {
-    inner: procs::ResourceTracker,
+    inner: resource_tracker::ResourceTracker,
 }
 
 #[napi]
@@ -587,7 +587,7 @@ impl ResourceTracker {
         if config.enabled {
             logging::init();
         }
-        Ok(ResourceTracker { inner: procs::ResourceTracker::new(config) })
+        Ok(ResourceTracker { inner: resource_tracker::ResourceTracker::new(config) })
     }
 
     #[napi(getter)]

@@ -2,9 +2,10 @@
 
 pub mod cancel;
 pub mod follow;
+pub mod left_behind;
 pub mod ops;
-pub mod procs;
 pub mod queue;
+pub mod resource_tracker;
 pub mod spawn;
 pub mod start_options;
 pub mod yielding;
