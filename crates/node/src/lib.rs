@@ -8,6 +8,7 @@
 mod in_call_order;
 mod js_args;
 mod js_serde;
+mod js_shown;
 mod logging;
 
 pub mod follow;
