@@ -1,7 +1,7 @@
 // The core's layers import only downward (crates/core/src/lib.rs says which
 // layer is which): a new upward import fails here, before it can grow into a
-// circle again. Inside a layer, modules form no circle either, but for the
-// one still listed below.
+// circle again. Inside a layer, modules form no circle either; nor do the
+// napi face's (crates/node/src).
 import test from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
@@ -80,11 +80,8 @@ export function siblingsUsed(source, layer, modules) {
   return used
 }
 
-/** The circles (strongly connected sets of two or more modules) among one layer's modules. */
-function circlesIn(layer) {
-  const dir = path.join(core, layer)
-  const modules = fs.readdirSync(dir).filter((f) => f.endsWith('.rs') && f !== 'mod.rs').map((f) => f.slice(0, -3))
-  const edges = new Map(modules.map((m) => [m, [...siblingsUsed(fs.readFileSync(path.join(dir, `${m}.rs`), 'utf8'), layer, modules)].filter((o) => o !== m)]))
+/** The circles (strongly connected sets of two or more modules) in `edges` (module -> modules it uses), named with `label`. */
+function circlesAmong(label, edges) {
   let next = 0
   const order = new Map()
   const low = new Map()
@@ -104,11 +101,19 @@ function circlesIn(layer) {
     }
     if (low.get(v) === order.get(v)) {
       const circle = stack.splice(stack.indexOf(v))
-      if (circle.length > 1) circles.push(`${layer}: ${circle.sort().join(' <-> ')}`)
+      if (circle.length > 1) circles.push(`${label}: ${circle.sort().join(' <-> ')}`)
     }
   }
-  for (const m of modules) if (!order.has(m)) visit(m)
+  for (const m of edges.keys()) if (!order.has(m)) visit(m)
   return circles
+}
+
+/** The circles among one layer's modules. */
+function circlesIn(layer) {
+  const dir = path.join(core, layer)
+  const modules = fs.readdirSync(dir).filter((f) => f.endsWith('.rs') && f !== 'mod.rs').map((f) => f.slice(0, -3))
+  const edges = new Map(modules.map((m) => [m, [...siblingsUsed(fs.readFileSync(path.join(dir, `${m}.rs`), 'utf8'), layer, modules)].filter((o) => o !== m)]))
+  return circlesAmong(layer, edges)
 }
 
 test('no circle between the modules of one layer', () => {
@@ -130,4 +135,40 @@ test('the circle check sees sibling imports in every form they take', () => {
   assert.deepEqual(found('use crate::{model::job, verbs::{ops::Context, queue}};'), ['ops', 'queue'])
   assert.deepEqual(found('// crate::verbs::ops\nlet s = "crate::verbs::queue";'), [])
   assert.deepEqual(found('fn f() {}\n#[cfg(test)]\nmod tests { use crate::verbs::ops::Context; }'), [])
+})
+
+/** What a module of a crate root (crates/node/src) takes through `crate::`: the first name of each path, its unit tests left out. */
+export function rootNamesUsed(source) {
+  const text = code(source).split(/#\[cfg\((?:all\()?test\b/)[0]
+  const used = new Set()
+  for (const m of text.matchAll(/crate::\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}/g)) {
+    for (const item of m[1].split(',')) used.add(item.trim().split('::')[0])
+  }
+  for (const m of text.matchAll(/crate::([A-Za-z_][A-Za-z0-9_]*)/g)) used.add(m[1])
+  used.delete('')
+  return used
+}
+
+test('the napi face\'s modules form no circle and take nothing from lib.rs', () => {
+  const dir = path.join(root, 'crates', 'node', 'src')
+  const modules = fs.readdirSync(dir).filter((f) => f.endsWith('.rs') && f !== 'lib.rs').map((f) => f.slice(0, -3))
+  const fromRoot = []
+  const edges = new Map()
+  for (const m of modules) {
+    const used = rootNamesUsed(fs.readFileSync(path.join(dir, `${m}.rs`), 'utf8'))
+    // An item of lib.rs itself would put lib.rs, which declares every
+    // module, in a circle with the module.
+    for (const name of used) if (!modules.includes(name)) fromRoot.push(`${m}.rs uses crate::${name}`)
+    edges.set(m, [...used].filter((o) => o !== m && modules.includes(o)))
+  }
+  assert.deepEqual(fromRoot, [], 'modules take what they need from modules, not from lib.rs')
+  assert.deepEqual(circlesAmong('node', edges), [], 'no circle')
+})
+
+test('the root check sees crate:: paths in every form they take', () => {
+  const found = (src) => [...rootNamesUsed(src)].sort()
+  assert.deepEqual(found('use crate::js_args::{string_arg, Options};'), ['js_args'])
+  assert.deepEqual(found('use crate::{context, to_js_error};'), ['context', 'to_js_error'])
+  assert.deepEqual(found('T::deserialize(crate::js_serde::JsInput::options(x))'), ['js_serde'])
+  assert.deepEqual(found('// crate::lib_item\nlet s = "crate::other";'), [])
 })

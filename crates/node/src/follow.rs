@@ -7,7 +7,7 @@
 
 use crate::js_args::{string_arg, Options};
 use crate::stream::{make_iterable, End, Stream};
-use crate::{context, to_js_error};
+use crate::core_calls::{context, to_js_error};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use proc_manager_core::store::logs::{self, LogFollower};

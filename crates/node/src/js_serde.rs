@@ -5,7 +5,7 @@
 //! (js_args.rs) uses, `bad timeoutMs: "5s"; give a number of milliseconds …`,
 //! naming the option by its path (`env.A`, `notifyOn[1]`).
 
-use crate::js_args::{describe, js_number, shown_text};
+use crate::js_shown::{describe, js_number, shown_text};
 use napi::bindgen_prelude::*;
 use napi::ValueType;
 use proc_manager_core::model::option_value::SAFE_WHOLE;

@@ -4,148 +4,41 @@
 // Every unsafe block says why it is sound; clippy keeps it so.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-
+mod abort;
+mod binary;
+mod call_options;
+mod core_calls;
 mod in_call_order;
 mod js_args;
 mod js_serde;
+mod js_shown;
 mod logging;
+mod promise;
 
 pub mod follow;
 mod stream;
+pub mod tracking;
 pub mod watch;
 
+use abort::{cancel_for, refuse_aborted};
+use binary::supervisor_exe;
+use call_options::{list_filter, read_tail_query, tail_query, JsApi, RunOptions};
+use core_calls::{context, context_for_kill, napi_to_core, shape, to_js_error};
 use js_args::{millis_arg, string_arg, Options};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use proc_manager_core::model::job::JobStatus;
+use promise::{rejecting, spawn_promise, Settle, Settled};
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::view::{
-    CheckView, JobResultView, JobView, KillView, LogReadView, OrphanReportView, PhaseView, ProcessInfoView, ReconcileView,
-    SnapshotView, StartView, WaitView, YieldView,
+    CheckView, JobResultView, JobView, KillView, LogReadView, OrphanReportView, ReconcileView, StartView, WaitView, YieldView,
 };
 use proc_manager_core::verbs::cancel::Cancel;
-use proc_manager_core::verbs::check::TailQuery;
-use proc_manager_core::verbs::context::Context;
-use proc_manager_core::verbs::list::ListFilter;
 use proc_manager_core::verbs::logs::LogRange;
 use proc_manager_core::verbs::orphans::OrphanOptions;
-use proc_manager_core::verbs::procs;
 use proc_manager_core::verbs::request::StartRequest;
 use proc_manager_core::verbs::start::start_job;
-use proc_manager_core::verbs::start_options::{Face, StartOptions};
 use proc_manager_core::verbs::yielding::Yielded;
-use serde::Serialize;
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// Error messages quote user input (a path, an id, a label): written out so
-/// that whoever prints them prints no control characters.
-fn to_js_error(error: proc_manager_core::Error) -> napi::Error {
-    let message = match error {
-        proc_manager_core::Error::StartFailed { job_id, message } => format!("{message} (recorded as failed job {job_id})"),
-        other => other.to_string(),
-    };
-    napi::Error::from_reason(visible(&message).into_owned())
-}
-
-fn context() -> Result<Context> {
-    with_runner(Context::load().map_err(to_js_error)?)
-}
-
-/// See `Context::load_for_kill`: a broken config.json never blocks a kill.
-fn context_for_kill() -> Result<Context> {
-    with_runner(Context::load_for_kill().map_err(to_js_error)?)
-}
-
-fn with_runner(context: Context) -> Result<Context> {
-    // Without the binary the API still reads jobs; starting one reports the problem.
-    Ok(match supervisor_exe() {
-        Ok(exe) => context.with_runner(exe),
-        Err(_) => context,
-    })
-}
-
-/// The supervisor is the `run-bg` binary: `$PROC_MANAGER_BINARY_PATH`, else
-/// next to this addon (native/run-bg in a checkout and in a platform package).
-fn supervisor_exe() -> Result<PathBuf> {
-    if let Some(explicit) = std::env::var_os("PROC_MANAGER_BINARY_PATH").filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(explicit));
-    }
-    // The older override. Every supervisor and helper carries this name as its
-    // mark (a job id or "helper"), which on-exit hooks inherit: only an
-    // absolute path names a binary.
-    if let Some(explicit) = std::env::var_os("PROC_MANAGER_SUPERVISOR").filter(|v| Path::new(v).is_absolute()) {
-        return Ok(PathBuf::from(explicit));
-    }
-    let addon = addon_path().ok_or_else(|| napi::Error::from_reason("cannot locate the proc-manager addon file"))?;
-    let dir = addon.parent().map(PathBuf::from).unwrap_or_default();
-    let candidates = [
-        dir.join("native/run-bg"),
-        dir.join("target/release/run-bg"),
-        dir.join(format!("target/{}/release/run-bg", env!("PROC_MANAGER_TARGET"))),
-    ];
-    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
-        napi::Error::from_reason(format!(
-            "cannot find the run-bg executable (looked for {}); in a checkout run `npm run build`, else reinstall this platform's package (`npm install proc-manager-<platform>`), or set PROC_MANAGER_BINARY_PATH",
-            candidates[0].display()
-        ))
-    })
-}
-
-fn addon_path() -> Option<PathBuf> {
-    use std::os::unix::ffi::OsStrExt;
-    // SAFETY: Dl_info is a plain C struct (pointers and ints) for which
-    // all-zero is valid.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: the address is a function of this library, mapped for as long
-    // as the addon is loaded; `info` is a live out-parameter.
-    let found = unsafe { libc::dladdr(addon_path as *const () as *const libc::c_void, &mut info) };
-    if found == 0 || info.dli_fname.is_null() {
-        return None;
-    }
-    // SAFETY: dladdr succeeded and dli_fname is non-null: a NUL-terminated
-    // path owned by the loader, valid while the library stays loaded, and
-    // copied out below before we return.
-    let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
-    Some(PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes())))
-}
-
-/// Every result reaches JS as the core's `present` shape, serialized once
-/// (napi's serde-json support turns the value into JS objects): the same
-/// fields, names and values `run-bg --json` prints. A field without a value
-/// is left out, so it reads `undefined`.
-fn shape<T: Serialize>(view: &T) -> Result<serde_json::Value> {
-    serde_json::to_value(view).map_err(|e| napi::Error::from_reason(format!("cannot convert a result to JS: {e}")))
-}
-
-/// Options of `runBackground`, and of `runYield` beside its own: the
-/// program's `args` (this face's), then the core's `StartOptions`.
-struct RunOptions {
-    args: Option<Vec<String>>,
-    start: StartOptions,
-}
-
-impl RunOptions {
-    fn read(o: &mut Options) -> Result<RunOptions> {
-        Ok(RunOptions { args: o.strings("args")?, start: o.serde()? })
-    }
-}
-
-/// The JS API's spelling of the start options: their JSON names.
-struct JsApi;
-
-impl Face for JsApi {
-    fn name(&self, option: &str) -> String {
-        option.to_string()
-    }
-
-    /// `tie: true` ties the job to this Node process.
-    fn caller_pid(&self) -> u32 {
-        std::process::id()
-    }
-}
 
 /// Starts `command` in the background under its own supervisor. Returns once
 /// the main process has started; throws if it cannot (then recorded as a
@@ -207,22 +100,6 @@ pub fn check_job(job_id: Unknown, options: Option<Unknown>) -> Result<serde_json
     Ok(value)
 }
 
-fn tail_query(function: &'static str, options: Option<Unknown>) -> Result<TailQuery> {
-    let mut o = Options::new(function, options)?;
-    let query = read_tail_query(&mut o)?;
-    o.finish()?;
-    Ok(query)
-}
-
-fn read_tail_query(o: &mut Options) -> Result<TailQuery> {
-    let lines = o.count("lines", "lines")?;
-    let grep = o.string("grep")?;
-    let errors = o.boolean("errors")?;
-    TailQuery::new(lines.map(|n| n as usize), grep.as_deref())
-        .and_then(|q| q.errors(errors.unwrap_or(false)))
-        .map_err(to_js_error)
-}
-
 /// Jobs in the registry: running ones and those that ended within the hour,
 /// or every job with `all: true`.
 #[napi(ts_args_type = "options?: ListOptions | undefined | null", ts_return_type = "Array<JobSummary | CorruptJob>")]
@@ -242,159 +119,6 @@ pub fn list_jobs(options: Option<Unknown>) -> Result<serde_json::Value> {
         }
     }
     Ok(serde_json::Value::Array(shown))
-}
-
-fn list_filter(function: &'static str, options: Option<Unknown>) -> Result<ListFilter> {
-    let mut o = Options::new(function, options)?;
-    let (status, owner, all) = (o.string("status")?, o.string("owner")?, o.boolean("all")?);
-    o.finish()?;
-    let status = status.map(|s| JobStatus::parse_or_explain(&s).map_err(|e| napi::Error::from_reason(e.to_string()))).transpose()?;
-    Ok(ListFilter { status, owner, all: all.unwrap_or(false) || status.is_some() })
-}
-
-/// How a promise's work ended: with its value, or stopped by its `AbortSignal`.
-enum Settled<T> {
-    Done(T),
-    /// With the id of the job the call started, if it started one.
-    Aborted(Option<String>),
-}
-
-type Settle = Box<dyn FnOnce(Env) -> Result<serde_json::Value> + Send>;
-
-/// Runs blocking `work` on its own thread and settles a promise with it, so
-/// a long wait never occupies one of libuv's few pool threads. `cancel` is
-/// released once the work is done (its pipe closed), and the signal's
-/// listener removed as the promise settles (on the JS thread).
-fn spawn_promise<'env, F>(env: &'env Env, (cancel, listening): (Cancel, Option<Listening>), work: F) -> Result<Object<'env>>
-where
-    F: FnOnce() -> std::result::Result<Settled<serde_json::Value>, proc_manager_core::Error> + Send + 'static,
-{
-    let (deferred, promise) = env.create_deferred::<serde_json::Value, Settle>()?;
-    // Shared with the thread so that, if it cannot start, both are undone here.
-    let (undo_cancel, slot) = (cancel.clone(), Arc::new(Mutex::new(listening)));
-    let listening = slot.clone();
-    let spawned = std::thread::Builder::new().name("proc-manager-wait".into()).spawn(move || {
-        let settled = work();
-        cancel.release();
-        let listening = lock(&listening).take();
-        deferred.resolve(Box::new(move |env| {
-            let removed = listening.map_or(Ok(()), |listening| listening.remove(&env));
-            let value = match settled {
-                Ok(Settled::Done(value)) => value,
-                Ok(Settled::Aborted(job_id)) => return Err(abort_error(&env, job_id.as_deref())),
-                Err(e) => return Err(to_js_error(e)),
-            };
-            removed.map(|()| value)
-        }))
-    });
-    spawned.map_err(|e| {
-        undo_cancel.release();
-        if let Some(listening) = lock(&slot).take() {
-            let _ = listening.remove(env);
-        }
-        napi::Error::from_reason(format!("cannot start a thread: {e}"))
-    })?;
-    Ok(promise)
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// The error an aborted call rejects with, as Node's own APIs do
-/// (`name: 'AbortError'`, `code: 'ABORT_ERR'`), with the `jobId` of the job
-/// the call started, if it started one: it runs on.
-pub(crate) fn abort_error(env: &Env, job_id: Option<&str>) -> napi::Error {
-    let made = env.create_error(napi::Error::from_reason("The operation was aborted")).and_then(|mut error| {
-        error.set_named_property("name", "AbortError")?;
-        error.set_named_property("code", "ABORT_ERR")?;
-        if let Some(job_id) = job_id {
-            error.set_named_property("jobId", job_id)?;
-        }
-        Ok(napi::Error::from(error.to_unknown()))
-    });
-    made.unwrap_or_else(|e| e)
-}
-
-/// A promise-returning function rejects, never throws, on bad input, as an
-/// async function would: `body` checks its arguments before any work starts.
-fn rejecting<'env>(env: &'env Env, body: impl FnOnce() -> Result<Object<'env>>) -> Result<Object<'env>> {
-    body().or_else(|e| {
-        let (deferred, promise) = env.create_deferred::<(), fn(Env) -> Result<()>>()?;
-        deferred.reject(e);
-        Ok(promise)
-    })
-}
-
-/// An already aborted signal is an error (`AbortError`) before any work starts.
-pub(crate) fn refuse_aborted(env: &Env, signal: Option<&Object>) -> Result<()> {
-    match signal {
-        Some(signal) if signal.get_named_property::<bool>("aborted")? => Err(abort_error(env, None)),
-        _ => Ok(()),
-    }
-}
-
-/// The `signal` option wired to a `Cancel`: its abort throws the switch from
-/// the JS thread, and the waiting native thread wakes at once. An already
-/// aborted signal is an error (`AbortError`) before any work starts. The
-/// listener stays until the returned `Listening` is removed: the caller
-/// removes it once its call has settled, so that a signal shared by many
-/// calls does not gather their listeners.
-pub(crate) fn cancel_on(env: &Env, signal: Option<Object>, on_abort: impl Fn() + 'static) -> Result<Option<Listening>> {
-    let Some(signal) = signal else { return Ok(None) };
-    refuse_aborted(env, Some(&signal))?;
-    let listener = env.create_function_from_closure("onAbort", move |_| {
-        on_abort();
-        Ok(())
-    })?;
-    let listening = Listening { signal: signal.create_ref()?, listener: listener.create_ref()? };
-    let add: AddEventListener = signal.get_named_property("addEventListener")?;
-    let mut once = Object::new(env)?;
-    once.set("once", true)?;
-    add.apply(signal, ("abort", listener, once).into())?;
-    Ok(Some(listening))
-}
-
-/// `signal.addEventListener(type, listener, options)`.
-type AddEventListener<'env> = Function<'env, FnArgs<(&'env str, Function<'env, (), ()>, Object<'env>)>, ()>;
-/// `signal.removeEventListener(type, listener)`.
-type RemoveEventListener<'env> = Function<'env, FnArgs<(&'env str, Function<'env, (), ()>)>, ()>;
-
-/// A listener `cancel_on` added to a signal. Removed (and the signal let go)
-/// by `remove`, on the JS thread; the references are sendable so that a
-/// worker thread can carry them to the promise's settling.
-pub(crate) struct Listening {
-    // No leak check: a reference dropped unremoved (a teardown) only keeps
-    // the signal alive, which is all `remove` would have ended.
-    signal: ObjectRef<false>,
-    listener: FunctionRef<(), ()>,
-}
-
-impl Listening {
-    pub(crate) fn remove(self, env: &Env) -> Result<()> {
-        let signal = self.signal.get_value(env)?;
-        let listener = self.listener.borrow_back(env)?;
-        let remove: RemoveEventListener = signal.get_named_property("removeEventListener")?;
-        let removed = remove.apply(signal, ("abort", listener).into());
-        self.signal.unref(env)?;
-        removed
-    }
-}
-
-/// A `Cancel` for `signal` (none needed without one), and its listener.
-fn cancel_for(env: &Env, signal: Option<Object>) -> Result<(Cancel, Option<Listening>)> {
-    if signal.is_none() {
-        return Ok((Cancel::never(), None));
-    }
-    let cancel = Cancel::new().map_err(to_js_error)?;
-    let thrower = cancel.clone();
-    match cancel_on(env, signal, move || thrower.cancel()) {
-        Ok(listening) => Ok((cancel, listening)),
-        Err(e) => {
-            cancel.release();
-            Err(e)
-        }
-    }
 }
 
 /// SIGTERM to the job's whole tree, SIGKILL after the grace period (at once
@@ -440,11 +164,6 @@ pub fn kill_all<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object
             Ok(Settled::Done(shape(&views).map_err(napi_to_core)?))
         })
     })
-}
-
-/// A conversion that failed on the worker thread, said as the core's errors are.
-fn napi_to_core(e: napi::Error) -> proc_manager_core::Error {
-    proc_manager_core::Error::Usage(e.reason.clone())
 }
 
 /// Resolves when the job ends (with `ready: true`, once it is ready), or
@@ -518,180 +237,6 @@ pub fn cleanup_orphans<'env>(env: &'env Env, options: Option<Unknown>) -> Result
             Ok(Settled::Done(shape(&OrphanReportView::from(&report)).map_err(napi_to_core)?))
         })
     })
-}
-
-/// Every process visible to this user: pid, ppid, command, memoryMb,
-/// startTime, isMcp; with the time taken and the total resident memory.
-#[napi(ts_return_type = "ProcessSnapshot")]
-pub fn snapshot() -> Result<serde_json::Value> {
-    let patterns = Context::load().map_err(to_js_error)?.config.diagnostics.resource_tracking.mcp_patterns;
-    shape(&SnapshotView::new(&procs::snapshot(&patterns), |_| true))
-}
-
-/// A snapshot or a process list as `snapshot()` gives them.
-#[derive(serde::Deserialize)]
-#[serde(untagged)]
-enum Processes {
-    Snapshot(SnapshotView),
-    List(Vec<ProcessInfoView>),
-}
-
-fn processes_arg(name: &str, value: serde_json::Value) -> Result<Vec<procs::ProcessInfo>> {
-    let processes = match serde_json::from_value::<Processes>(value) {
-        Ok(Processes::Snapshot(s)) => s.processes,
-        Ok(Processes::List(list)) => list,
-        Err(_) => {
-            return Err(napi::Error::from_reason(format!(
-                "bad {name}: give a snapshot() result or an array of its processes \
-                 ({{ pid, ppid, command, memoryMb, startTime, isMcp }})"
-            )))
-        }
-    };
-    Ok(processes.iter().map(procs::ProcessInfo::from).collect())
-}
-
-/// Processes in `after` that were not in `before` (by pid and start time) and
-/// lost their parent: it is gone, is init, or is a subreaper above this
-/// process that adopted them. MCP processes first.
-#[napi(
-    ts_args_type = "before: ProcessSnapshot | Array<ProcessInfo>, after: ProcessSnapshot | Array<ProcessInfo>",
-    ts_return_type = "Array<ProcessInfo>"
-)]
-pub fn detect_orphans(before: serde_json::Value, after: serde_json::Value) -> Result<serde_json::Value> {
-    let (before, after) = (processes_arg("before", before)?, processes_arg("after", after)?);
-    let orphans = procs::detect_orphans(&before, &after, std::process::id());
-    shape(&orphans.iter().map(ProcessInfoView::from).collect::<Vec<_>>())
-}
-
-/// Snapshots around each phase of a task; reports what it left behind and
-/// its memory growth, as data and as `tracing` log lines on stderr.
-#[napi]
-pub struct ResourceTracker {
-    inner: procs::ResourceTracker,
-}
-
-#[napi]
-impl ResourceTracker {
-    #[napi(constructor, ts_args_type = "options?: TrackerOptions | undefined | null")]
-    pub fn new(options: Option<Unknown>) -> Result<ResourceTracker> {
-        let mut o = Options::new("ResourceTracker", options)?;
-        let enabled = o.boolean("enabled")?;
-        let threshold = o.amount("memoryThresholdMb", "MiB")?;
-        let patterns = o.strings("mcpPatterns")?;
-        o.finish()?;
-        let mut config = Context::load().map_err(to_js_error)?.config.diagnostics.resource_tracking;
-        if let Some(enabled) = enabled {
-            config.enabled = enabled;
-        }
-        if let Some(threshold) = threshold {
-            config.memory_threshold_mb = threshold;
-        }
-        if let Some(patterns) = patterns {
-            config.mcp_patterns = patterns;
-        }
-        if config.enabled {
-            logging::init();
-        }
-        Ok(ResourceTracker { inner: procs::ResourceTracker::new(config) })
-    }
-
-    #[napi(getter)]
-    pub fn enabled(&self) -> bool {
-        self.inner.enabled()
-    }
-
-    /// The environment to start tracked work with (`{ PROC_MANAGER_TRACKER: token }`);
-    /// once handed out, processes carrying it count as left behind too.
-    #[napi]
-    pub fn env(&mut self) -> HashMap<String, String> {
-        let (key, value) = self.inner.env();
-        HashMap::from([(key, value)])
-    }
-
-    /// Takes the snapshot a phase starts from. `null` when disabled.
-    #[napi(ts_return_type = "ProcessSnapshot | null")]
-    pub fn snapshot_before(&mut self, label: String) -> Result<serde_json::Value> {
-        match self.inner.snapshot_before(&label) {
-            Some(snapshot) => shape(&SnapshotView::new(&snapshot, |_| true)),
-            None => Ok(serde_json::Value::Null),
-        }
-    }
-
-    /// Compares with the snapshot taken before `label`: orphans, memory delta, warnings.
-    #[napi(ts_return_type = "PhaseResult")]
-    pub fn snapshot_after(&mut self, env: Env, label: String) -> Result<serde_json::Value> {
-        // A live child this thread's loop still tracks was started here
-        // (child_process), not adopted: it is not a leftover.
-        let own = loop_children(&env);
-        let owns = |pid: u32| own.as_ref().is_some_and(|own| own.contains(&pid));
-        let owns: Option<&dyn Fn(u32) -> bool> = if own.is_some() { Some(&owns) } else { None };
-        shape(&PhaseView::new(&label, self.inner.snapshot_after_with(&label, owns).as_ref()))
-    }
-}
-
-/// The pids of the child processes this thread's event loop tracks (each
-/// `child_process.spawn` is a libuv process handle until its exit is seen).
-/// libuv's functions are looked up at run time, not linked: `None` in a
-/// runtime that has no libuv (the tracker then counts every new child).
-fn loop_children(env: &Env) -> Option<std::collections::HashSet<u32>> {
-    use std::ffi::{c_char, c_int, c_void, CStr};
-    type WalkCb = unsafe extern "C" fn(*mut c_void, *mut c_void);
-    type Walk = unsafe extern "C" fn(*mut c_void, WalkCb, *mut c_void);
-    type GetType = unsafe extern "C" fn(*const c_void) -> c_int;
-    type TypeName = unsafe extern "C" fn(c_int) -> *const c_char;
-    type GetPid = unsafe extern "C" fn(*const c_void) -> c_int;
-    struct Walker {
-        get_type: GetType,
-        type_name: TypeName,
-        get_pid: GetPid,
-        pids: std::collections::HashSet<u32>,
-    }
-    fn symbol(name: &CStr) -> Option<*mut c_void> {
-        // SAFETY: `name` is NUL-terminated; RTLD_DEFAULT searches the
-        // symbols already loaded (node's own libuv), nothing is loaded.
-        let found = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
-        (!found.is_null()).then_some(found)
-    }
-    unsafe extern "C" fn visit(handle: *mut c_void, arg: *mut c_void) {
-        // SAFETY: `arg` is the Walker below, alive and not otherwise borrowed
-        // during uv_walk; `handle` is a live handle of the loop, which the
-        // libuv accessors only read.
-        unsafe {
-            let walker = &mut *(arg as *mut Walker);
-            let name = (walker.type_name)((walker.get_type)(handle));
-            if !name.is_null() && CStr::from_ptr(name).to_bytes() == b"process" {
-                let pid = (walker.get_pid)(handle);
-                if pid > 0 {
-                    walker.pids.insert(pid as u32);
-                }
-            }
-        }
-    }
-    let walk = symbol(c"uv_walk")?;
-    let get_type = symbol(c"uv_handle_get_type")?;
-    let type_name = symbol(c"uv_handle_type_name")?;
-    let get_pid = symbol(c"uv_process_get_pid")?;
-    let mut uv_loop: *mut napi::sys::uv_loop_s = std::ptr::null_mut();
-    // SAFETY: a valid env of the calling thread and an out pointer to a local.
-    let status = unsafe { napi::sys::napi_get_uv_event_loop(env.raw(), &mut uv_loop) };
-    if status != napi::sys::Status::napi_ok || uv_loop.is_null() {
-        return None;
-    }
-    // SAFETY: the symbols are libuv's functions with these signatures
-    // (uv.h, libuv >= 1.19, Node >= 10).
-    let (walk, get_type, type_name, get_pid) = unsafe {
-        (
-            std::mem::transmute::<*mut c_void, Walk>(walk),
-            std::mem::transmute::<*mut c_void, GetType>(get_type),
-            std::mem::transmute::<*mut c_void, TypeName>(type_name),
-            std::mem::transmute::<*mut c_void, GetPid>(get_pid),
-        )
-    };
-    let mut walker = Walker { get_type, type_name, get_pid, pids: std::collections::HashSet::new() };
-    // SAFETY: we run on the loop's own thread (a napi call), so the loop
-    // is not walked or changed concurrently; `visit` only reads handles.
-    unsafe { walk(uv_loop as *mut c_void, visit, &mut walker as *mut Walker as *mut c_void) };
-    Some(walker.pids)
 }
 
 /// The lines an agent harness puts in front of each model call: running jobs

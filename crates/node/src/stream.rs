@@ -4,7 +4,7 @@
 //! it), when the `signal` aborts, or when the iterator is collected; the
 //! producing thread is told through `on_stop`.
 
-use crate::{abort_error, cancel_on};
+use crate::abort::{abort_error, cancel_on};
 use napi::bindgen_prelude::*;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -29,7 +29,7 @@ struct State<T> {
     end: Option<End>,
 }
 
-type Unlisten = Arc<Mutex<Option<crate::Listening>>>;
+type Unlisten = Arc<Mutex<Option<crate::abort::Listening>>>;
 
 pub struct Stream<T> {
     state: Mutex<State<T>>,

@@ -4,7 +4,7 @@
 //! when the consumer stops (`return()`, as `break` calls it), when the
 //! `signal` aborts, or when the iterator is collected.
 
-use crate::context;
+use crate::core_calls::context;
 use crate::js_args::Options;
 use crate::stream::{make_iterable, End, Stream};
 use napi::bindgen_prelude::*;

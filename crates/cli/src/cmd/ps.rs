@@ -6,14 +6,14 @@ use proc_manager_core::present::format::shorten;
 use proc_manager_core::present::view::SnapshotView;
 use proc_manager_core::verbs::context::Context;
 use proc_manager_core::verbs::list::ListFilter;
-use proc_manager_core::verbs::procs;
+use proc_manager_core::verbs::left_behind;
 use proc_manager_core::Result;
 
 pub fn run(context: &Context, mcp: bool, json: bool) -> Result<i32> {
-    let mut snap = procs::snapshot(&context.config.diagnostics.resource_tracking.mcp_patterns);
+    let mut snap = left_behind::snapshot(&context.config.diagnostics.resource_tracking.mcp_patterns);
     let jobs = context.list(&ListFilter { all: true, owner: None, status: None })?;
-    procs::assign_jobs(&mut snap, &jobs, &context.processes_of_jobs(&jobs));
-    let shown: Vec<&procs::ProcessInfo> = snap.processes.iter().filter(|p| !mcp || p.is_mcp).collect();
+    left_behind::assign_jobs(&mut snap, &jobs, &context.processes_of_jobs(&jobs));
+    let shown: Vec<&left_behind::ProcessInfo> = snap.processes.iter().filter(|p| !mcp || p.is_mcp).collect();
     if json {
         print_json(&SnapshotView::new(&snap, |p| !mcp || p.is_mcp));
         return Ok(0);
@@ -33,7 +33,7 @@ pub fn run(context: &Context, mcp: bool, json: bool) -> Result<i32> {
     );
     // Per job, in the order the jobs were started.
     for job in &jobs {
-        let mine: Vec<&&procs::ProcessInfo> = shown.iter().filter(|p| p.job_id.as_deref() == Some(job.id.as_str())).collect();
+        let mine: Vec<&&left_behind::ProcessInfo> = shown.iter().filter(|p| p.job_id.as_deref() == Some(job.id.as_str())).collect();
         if !mine.is_empty() {
             let total = mine.iter().fold(0.0, |sum, p| sum + p.memory_mb);
             outln!("job {}: {} process(es), {total:.1} MiB resident", job.id, mine.len());

@@ -1,9 +1,10 @@
-//! The operating system: the process table, process identities and signals (pidfd), fork/exec, and a job's tree of processes.
+//! The operating system: the process table (and snapshots of it), process identities and signals (pidfd), fork/exec, and a job's tree of processes.
 
 pub mod fork;
 pub mod launch;
 pub mod pidfd;
 pub mod procinfo;
+pub mod snapshot;
 pub mod tree;
 
 // The platform's own ways to the same facts: one file per platform, each
@@ -21,3 +22,11 @@ pub mod ports;
 #[cfg(not(target_os = "linux"))]
 #[path = "ports_macos.rs"]
 pub mod ports;
+/// The whole process table as a snapshot reads it, and this process's own
+/// children (`snapshot.rs` is the way in).
+#[cfg(target_os = "linux")]
+#[path = "snapshot_linux.rs"]
+mod snapshot_platform;
+#[cfg(not(target_os = "linux"))]
+#[path = "snapshot_macos.rs"]
+mod snapshot_platform;

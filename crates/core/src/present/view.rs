@@ -11,7 +11,8 @@ use crate::verbs::kill::KillOutcome;
 use crate::verbs::logs::LogRead;
 use crate::verbs::orphans::{OrphanProcess, OrphanReport};
 use crate::verbs::wait::WaitOutcome;
-use crate::verbs::procs;
+use crate::verbs::left_behind;
+use crate::verbs::resource_tracker::PhaseReport;
 use crate::verbs::request::Started;
 use crate::now_ms;
 use serde::{Deserialize, Serialize};
@@ -575,8 +576,8 @@ pub struct ProcessInfoView {
     pub job_id: Option<String>,
 }
 
-impl From<&procs::ProcessInfo> for ProcessInfoView {
-    fn from(p: &procs::ProcessInfo) -> ProcessInfoView {
+impl From<&left_behind::ProcessInfo> for ProcessInfoView {
+    fn from(p: &left_behind::ProcessInfo) -> ProcessInfoView {
         ProcessInfoView {
             pid: p.pid,
             ppid: p.ppid,
@@ -589,9 +590,9 @@ impl From<&procs::ProcessInfo> for ProcessInfoView {
     }
 }
 
-impl From<&ProcessInfoView> for procs::ProcessInfo {
-    fn from(p: &ProcessInfoView) -> procs::ProcessInfo {
-        procs::ProcessInfo {
+impl From<&ProcessInfoView> for left_behind::ProcessInfo {
+    fn from(p: &ProcessInfoView) -> left_behind::ProcessInfo {
+        left_behind::ProcessInfo {
             pid: p.pid,
             ppid: p.ppid,
             command: p.command.clone(),
@@ -630,7 +631,7 @@ pub struct SnapshotView {
 impl SnapshotView {
     /// The snapshot with only the processes `shown` lets through (`ps --mcp`);
     /// the total stays that of every process.
-    pub fn new(snapshot: &procs::Snapshot, shown: impl Fn(&procs::ProcessInfo) -> bool) -> SnapshotView {
+    pub fn new(snapshot: &left_behind::Snapshot, shown: impl Fn(&left_behind::ProcessInfo) -> bool) -> SnapshotView {
         SnapshotView {
             timestamp: snapshot.timestamp,
             processes: snapshot.processes.iter().filter(|p| shown(p)).map(ProcessInfoView::from).collect(),
@@ -663,7 +664,7 @@ pub struct PhaseView {
 
 impl PhaseView {
     /// `report` of the phase `label`; `None`: the tracker is disabled.
-    pub fn new(label: &str, report: Option<&procs::PhaseReport>) -> PhaseView {
+    pub fn new(label: &str, report: Option<&PhaseReport>) -> PhaseView {
         match report {
             Some(r) => PhaseView {
                 label: r.label.clone(),

@@ -1,0 +1,62 @@
+//! The JS options of the calls, mapped onto the core's types: the start
+//! options (`RunOptions`, and the JS API as a `Face`), a tail query, a list
+//! filter.
+
+use crate::core_calls::to_js_error;
+use crate::js_args::Options;
+use napi::bindgen_prelude::*;
+use proc_manager_core::model::job::JobStatus;
+use proc_manager_core::verbs::check::TailQuery;
+use proc_manager_core::verbs::list::ListFilter;
+use proc_manager_core::verbs::start_options::{Face, StartOptions};
+
+/// Options of `runBackground`, and of `runYield` beside its own: the
+/// program's `args` (this face's), then the core's `StartOptions`.
+pub(crate) struct RunOptions {
+    pub(crate) args: Option<Vec<String>>,
+    pub(crate) start: StartOptions,
+}
+
+impl RunOptions {
+    pub(crate) fn read(o: &mut Options) -> Result<RunOptions> {
+        Ok(RunOptions { args: o.strings("args")?, start: o.serde()? })
+    }
+}
+
+/// The JS API's spelling of the start options: their JSON names.
+pub(crate) struct JsApi;
+
+impl Face for JsApi {
+    fn name(&self, option: &str) -> String {
+        option.to_string()
+    }
+
+    /// `tie: true` ties the job to this Node process.
+    fn caller_pid(&self) -> u32 {
+        std::process::id()
+    }
+}
+
+pub(crate) fn tail_query(function: &'static str, options: Option<Unknown>) -> Result<TailQuery> {
+    let mut o = Options::new(function, options)?;
+    let query = read_tail_query(&mut o)?;
+    o.finish()?;
+    Ok(query)
+}
+
+pub(crate) fn read_tail_query(o: &mut Options) -> Result<TailQuery> {
+    let lines = o.count("lines", "lines")?;
+    let grep = o.string("grep")?;
+    let errors = o.boolean("errors")?;
+    TailQuery::new(lines.map(|n| n as usize), grep.as_deref())
+        .and_then(|q| q.errors(errors.unwrap_or(false)))
+        .map_err(to_js_error)
+}
+
+pub(crate) fn list_filter(function: &'static str, options: Option<Unknown>) -> Result<ListFilter> {
+    let mut o = Options::new(function, options)?;
+    let (status, owner, all) = (o.string("status")?, o.string("owner")?, o.boolean("all")?);
+    o.finish()?;
+    let status = status.map(|s| JobStatus::parse_or_explain(&s).map_err(|e| napi::Error::from_reason(e.to_string()))).transpose()?;
+    Ok(ListFilter { status, owner, all: all.unwrap_or(false) || status.is_some() })
+}

@@ -1,0 +1,187 @@
+//! Process snapshots, the orphan diff and the `ResourceTracker` for JS (the
+//! core's verbs/left_behind.rs and verbs/resource_tracker.rs), with the
+//! libuv walk that tells the tracker which children Node started itself.
+
+use crate::core_calls::{shape, to_js_error};
+use crate::js_args::Options;
+use crate::logging;
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use proc_manager_core::present::view::{PhaseView, ProcessInfoView, SnapshotView};
+use proc_manager_core::verbs::context::Context;
+use proc_manager_core::verbs::{left_behind, resource_tracker};
+use std::collections::HashMap;
+
+/// Every process visible to this user: pid, ppid, command, memoryMb,
+/// startTime, isMcp; with the time taken and the total resident memory.
+#[napi(ts_return_type = "ProcessSnapshot")]
+pub fn snapshot() -> Result<serde_json::Value> {
+    let patterns = Context::load().map_err(to_js_error)?.config.diagnostics.resource_tracking.mcp_patterns;
+    shape(&SnapshotView::new(&left_behind::snapshot(&patterns), |_| true))
+}
+
+/// A snapshot or a process list as `snapshot()` gives them.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Processes {
+    Snapshot(SnapshotView),
+    List(Vec<ProcessInfoView>),
+}
+
+fn processes_arg(name: &str, value: serde_json::Value) -> Result<Vec<left_behind::ProcessInfo>> {
+    let processes = match serde_json::from_value::<Processes>(value) {
+        Ok(Processes::Snapshot(s)) => s.processes,
+        Ok(Processes::List(list)) => list,
+        Err(_) => {
+            return Err(napi::Error::from_reason(format!(
+                "bad {name}: give a snapshot() result or an array of its processes \
+                 ({{ pid, ppid, command, memoryMb, startTime, isMcp }})"
+            )))
+        }
+    };
+    Ok(processes.iter().map(left_behind::ProcessInfo::from).collect())
+}
+
+/// Processes in `after` that were not in `before` (by pid and start time) and
+/// lost their parent: it is gone, is init, or is a subreaper above this
+/// process that adopted them. MCP processes first.
+#[napi(
+    ts_args_type = "before: ProcessSnapshot | Array<ProcessInfo>, after: ProcessSnapshot | Array<ProcessInfo>",
+    ts_return_type = "Array<ProcessInfo>"
+)]
+pub fn detect_orphans(before: serde_json::Value, after: serde_json::Value) -> Result<serde_json::Value> {
+    let (before, after) = (processes_arg("before", before)?, processes_arg("after", after)?);
+    let orphans = left_behind::detect_orphans(&before, &after, std::process::id());
+    shape(&orphans.iter().map(ProcessInfoView::from).collect::<Vec<_>>())
+}
+
+/// Snapshots around each phase of a task; reports what it left behind and
+/// its memory growth, as data and as `tracing` log lines on stderr.
+#[napi]
+pub struct ResourceTracker {
+    inner: resource_tracker::ResourceTracker,
+}
+
+#[napi]
+impl ResourceTracker {
+    #[napi(constructor, ts_args_type = "options?: TrackerOptions | undefined | null")]
+    pub fn new(options: Option<Unknown>) -> Result<ResourceTracker> {
+        let mut o = Options::new("ResourceTracker", options)?;
+        let enabled = o.boolean("enabled")?;
+        let threshold = o.amount("memoryThresholdMb", "MiB")?;
+        let patterns = o.strings("mcpPatterns")?;
+        o.finish()?;
+        let mut config = Context::load().map_err(to_js_error)?.config.diagnostics.resource_tracking;
+        if let Some(enabled) = enabled {
+            config.enabled = enabled;
+        }
+        if let Some(threshold) = threshold {
+            config.memory_threshold_mb = threshold;
+        }
+        if let Some(patterns) = patterns {
+            config.mcp_patterns = patterns;
+        }
+        if config.enabled {
+            logging::init();
+        }
+        Ok(ResourceTracker { inner: resource_tracker::ResourceTracker::new(config) })
+    }
+
+    #[napi(getter)]
+    pub fn enabled(&self) -> bool {
+        self.inner.enabled()
+    }
+
+    /// The environment to start tracked work with (`{ PROC_MANAGER_TRACKER: token }`);
+    /// once handed out, processes carrying it count as left behind too.
+    #[napi]
+    pub fn env(&mut self) -> HashMap<String, String> {
+        let (key, value) = self.inner.env();
+        HashMap::from([(key, value)])
+    }
+
+    /// Takes the snapshot a phase starts from. `null` when disabled.
+    #[napi(ts_return_type = "ProcessSnapshot | null")]
+    pub fn snapshot_before(&mut self, label: String) -> Result<serde_json::Value> {
+        match self.inner.snapshot_before(&label) {
+            Some(snapshot) => shape(&SnapshotView::new(&snapshot, |_| true)),
+            None => Ok(serde_json::Value::Null),
+        }
+    }
+
+    /// Compares with the snapshot taken before `label`: orphans, memory delta, warnings.
+    #[napi(ts_return_type = "PhaseResult")]
+    pub fn snapshot_after(&mut self, env: Env, label: String) -> Result<serde_json::Value> {
+        // A live child this thread's loop still tracks was started here
+        // (child_process), not adopted: it is not a leftover.
+        let own = loop_children(&env);
+        let owns = |pid: u32| own.as_ref().is_some_and(|own| own.contains(&pid));
+        let owns: Option<&dyn Fn(u32) -> bool> = if own.is_some() { Some(&owns) } else { None };
+        shape(&PhaseView::new(&label, self.inner.snapshot_after_with(&label, owns).as_ref()))
+    }
+}
+
+/// The pids of the child processes this thread's event loop tracks (each
+/// `child_process.spawn` is a libuv process handle until its exit is seen).
+/// libuv's functions are looked up at run time, not linked: `None` in a
+/// runtime that has no libuv (the tracker then counts every new child).
+fn loop_children(env: &Env) -> Option<std::collections::HashSet<u32>> {
+    use std::ffi::{c_char, c_int, c_void, CStr};
+    type WalkCb = unsafe extern "C" fn(*mut c_void, *mut c_void);
+    type Walk = unsafe extern "C" fn(*mut c_void, WalkCb, *mut c_void);
+    type GetType = unsafe extern "C" fn(*const c_void) -> c_int;
+    type TypeName = unsafe extern "C" fn(c_int) -> *const c_char;
+    type GetPid = unsafe extern "C" fn(*const c_void) -> c_int;
+    struct Walker {
+        get_type: GetType,
+        type_name: TypeName,
+        get_pid: GetPid,
+        pids: std::collections::HashSet<u32>,
+    }
+    fn symbol(name: &CStr) -> Option<*mut c_void> {
+        // SAFETY: `name` is NUL-terminated; RTLD_DEFAULT searches the
+        // symbols already loaded (node's own libuv), nothing is loaded.
+        let found = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+        (!found.is_null()).then_some(found)
+    }
+    unsafe extern "C" fn visit(handle: *mut c_void, arg: *mut c_void) {
+        // SAFETY: `arg` is the Walker below, alive and not otherwise borrowed
+        // during uv_walk; `handle` is a live handle of the loop, which the
+        // libuv accessors only read.
+        unsafe {
+            let walker = &mut *(arg as *mut Walker);
+            let name = (walker.type_name)((walker.get_type)(handle));
+            if !name.is_null() && CStr::from_ptr(name).to_bytes() == b"process" {
+                let pid = (walker.get_pid)(handle);
+                if pid > 0 {
+                    walker.pids.insert(pid as u32);
+                }
+            }
+        }
+    }
+    let walk = symbol(c"uv_walk")?;
+    let get_type = symbol(c"uv_handle_get_type")?;
+    let type_name = symbol(c"uv_handle_type_name")?;
+    let get_pid = symbol(c"uv_process_get_pid")?;
+    let mut uv_loop: *mut napi::sys::uv_loop_s = std::ptr::null_mut();
+    // SAFETY: a valid env of the calling thread and an out pointer to a local.
+    let status = unsafe { napi::sys::napi_get_uv_event_loop(env.raw(), &mut uv_loop) };
+    if status != napi::sys::Status::napi_ok || uv_loop.is_null() {
+        return None;
+    }
+    // SAFETY: the symbols are libuv's functions with these signatures
+    // (uv.h, libuv >= 1.19, Node >= 10).
+    let (walk, get_type, type_name, get_pid) = unsafe {
+        (
+            std::mem::transmute::<*mut c_void, Walk>(walk),
+            std::mem::transmute::<*mut c_void, GetType>(get_type),
+            std::mem::transmute::<*mut c_void, TypeName>(type_name),
+            std::mem::transmute::<*mut c_void, GetPid>(get_pid),
+        )
+    };
+    let mut walker = Walker { get_type, type_name, get_pid, pids: std::collections::HashSet::new() };
+    // SAFETY: we run on the loop's own thread (a napi call), so the loop
+    // is not walked or changed concurrently; `visit` only reads handles.
+    unsafe { walk(uv_loop as *mut c_void, visit, &mut walker as *mut Walker as *mut c_void) };
+    Some(walker.pids)
+}
