@@ -270,8 +270,7 @@ pub fn after_end(home: &Home, config: &Config) {
     }
     let Ok(runner) = std::env::current_exe() else { return };
     let context = Context { home: home.clone(), config: config.clone(), runner: Some(runner) };
-    #[cfg(target_os = "linux")]
-    let _ = rustix::process::set_child_subreaper(None);
+    let _ = crate::os::snapshot::set_child_subreaper(false);
     // Straight to the lock: a slot was just freed, and the look without the
     // lock would only delay the next start.
     let mut announce = Vec::new();
@@ -283,8 +282,7 @@ pub fn after_end(home: &Home, config: &Config) {
         Ok(_) => send_announcements(&context, announce),
         Err(e) => tracing::warn!("cannot start queued jobs: {e}"),
     }
-    #[cfg(target_os = "linux")]
-    if let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
+    if let Err(e) = crate::os::snapshot::set_child_subreaper(true) {
         tracing::warn!("run-bg supervisor: cannot become a child subreaper again: {e}");
     }
 }
