@@ -1353,6 +1353,29 @@ async function waitUntil(predicate, timeoutMs) {
   }
 }
 
+/**
+ * SIGKILLs each recorded process that still lives (only what this bench's
+ * starts made, each checked by its start time before the signal) and waits
+ * until none does: dead, or a zombie nobody reaped yet (isAlive tells these
+ * from the living).
+ */
+async function killAll(recorded) {
+  const ours = recorded.filter((who) => who && who.pid > 1)
+  const alive = (who) => isAlive(who.pid, String(who.start_ticks))
+  for (const who of ours) if (alive(who)) process.kill(who.pid, 'SIGKILL')
+  await waitUntil(() => !ours.some(alive), 30_000)
+}
+
+/** How long the first `list` takes once supervisors died; it must find all `n` jobs `status`. */
+function timedFirstLook(home, n, status) {
+  const t = now()
+  const listed = JSON.parse(mustRunBg(home, ['list', '--json'], { maxBuffer: 256 * MiB }).stdout)
+  const ms = now() - t
+  const found = listed.filter((j) => j.status === status).length
+  check(`scale ${n}: the first look after the supervisors died finds each job ${status}`, found === n, `${found} of ${n} ${status}`)
+  return ms
+}
+
 // N jobs whose supervisors and processes were SIGKILLed (an OOM kill, a
 // crash): the first look (`list`) records every one `lost`, and `prune` then
 // forgets them. Each must cost the same per job at any N (issue 25: a look
@@ -1362,17 +1385,9 @@ async function scaleAfterSupervisorsDied(n) {
   writeConfig(home)
   try {
     for (let i = 0; i < n; i++) startJson(home, ['sleep', '600'], `l${i}`)
-    // Only processes these starts made, each checked by its start time before the signal.
-    const ours = readJobs(home).flatMap((j) => [j.supervisor, j.main]).filter((who) => who && who.pid > 1)
-    const alive = (who) => isAlive(who.pid, String(who.start_ticks))
-    for (const who of ours) if (alive(who)) process.kill(who.pid, 'SIGKILL')
-    // Dead, or a zombie nobody reaped yet (isAlive tells these from the living).
-    await waitUntil(() => !ours.some(alive), 30_000)
-    let t = now()
-    const listed = JSON.parse(mustRunBg(home, ['list', '--json'], { maxBuffer: 256 * MiB }).stdout)
-    const lookMs = now() - t
-    check(`scale ${n}: the first look after every supervisor died finds each job lost`, listed.filter((j) => j.status === 'lost').length === n, `${listed.filter((j) => j.status === 'lost').length} of ${n} lost`)
-    t = now()
+    await killAll(readJobs(home).flatMap((j) => [j.supervisor, j.main]))
+    const lookMs = timedFirstLook(home, n, 'lost')
+    const t = now()
     const pruned = runBg(home, ['prune', '--json'], { maxBuffer: 256 * MiB })
     const pruneMs = now() - t
     check(`scale ${n}: prune after them exits 0`, pruned.status === 0, pruned.stderr.trim())
@@ -1395,16 +1410,11 @@ async function scaleOrphansKill(n) {
   try {
     for (let i = 0; i < n; i++) startJson(home, ['sleep', '600'], `o${i}`)
     const jobs = readJobs(home)
-    const supervisors = jobs.map((j) => j.supervisor).filter((who) => who && who.pid > 1)
     const mains = jobs.map((j) => j.main).filter((who) => who && who.pid > 1)
     const alive = (who) => isAlive(who.pid, String(who.start_ticks))
-    for (const who of supervisors) if (alive(who)) process.kill(who.pid, 'SIGKILL')
-    await waitUntil(() => !supervisors.some(alive), 30_000)
+    await killAll(jobs.map((j) => j.supervisor))
+    const lookMs = timedFirstLook(home, n, 'orphaned')
     let t = now()
-    const listed = JSON.parse(mustRunBg(home, ['list', '--json'], { maxBuffer: 256 * MiB }).stdout)
-    const lookMs = now() - t
-    check(`scale ${n}: the first look after the supervisors died finds each job orphaned`, listed.filter((j) => j.status === 'orphaned').length === n, `${listed.filter((j) => j.status === 'orphaned').length} of ${n} orphaned`)
-    t = now()
     const killed = runBg(home, ['orphans', '--kill', '--json'], { maxBuffer: 256 * MiB, timeout: 600_000 })
     const killMs = now() - t
     let report = {}
