@@ -175,6 +175,7 @@ export declare function checkJob(jobId: string, options?: CheckJobOptions | unde
  */
 export declare function checkJobText(jobId: string, options?: CheckOptions | undefined | null): string
 
+// Generated from the core's check options by scripts/options-dts.mjs: edit crates/core/src/verbs/verb_options.rs, not this.
 export interface CheckOptions {
   /** How many lines (default 20). */
   lines?: number
@@ -366,6 +367,7 @@ export interface TieInfo {
  */
 export declare function killAll(options?: KillAllOptions | undefined | null): Promise<KillResult[]>
 
+// Generated from the core's kill options by scripts/options-dts.mjs: edit crates/core/src/verbs/verb_options.rs, not this.
 export interface KillAllOptions {
   /** Only this owner's jobs. */
   owner?: string
@@ -383,6 +385,7 @@ export interface KillAllOptions {
  */
 export declare function killJob(jobId: string, options?: KillOptions | undefined | null): Promise<KillResult>
 
+// Generated from the core's kill options by scripts/options-dts.mjs: edit crates/core/src/verbs/verb_options.rs, not this.
 export interface KillOptions {
   /** Milliseconds between SIGTERM and SIGKILL (default: kill.grace_ms). */
   graceMs?: number
@@ -426,8 +429,11 @@ export declare function listJobs(options?: ListOptions | undefined | null): Arra
 /** `listJobs` as the CLI prints it, one line per job. */
 export declare function listJobsText(options?: ListOptions | undefined | null): string
 
+// Generated from the core's list options by scripts/options-dts.mjs: edit crates/core/src/verbs/verb_options.rs, not this.
 export interface ListOptions {
+  /** Only jobs with this status (of any age). */
   status?: JobStatus
+  /** Only jobs of this owner. */
   owner?: string
   /** Include jobs that ended over an hour ago. */
   all?: boolean
@@ -782,11 +788,21 @@ export interface TrackerOptions {
 }
 
 /**
+ * The JSON Schemas of the options of `checkJob`, `listJobs`, `waitJob` and
+ * `killJob`/`killAll`, by verb (`check`, `list`, `wait`, `kill`), from their
+ * one definition in the core, as `startOptionsSchema` gives the start's;
+ * `x-all` marks the kill options only `killAll` takes. The MCP server builds
+ * its tools' inputs from them.
+ */
+export declare function verbOptionsSchema(): Record<string, any>
+
+/**
  * Resolves when the job ends (or `timeoutMs` passes: `timedOut: true`);
  * rejects with an `AbortError` at once when `signal` aborts (the job runs on).
  */
 export declare function waitJob(jobId: string, options?: WaitOptions | undefined | null): Promise<JobResult>
 
+// Generated from the core's wait options by scripts/options-dts.mjs: edit crates/core/src/verbs/verb_options.rs, not this.
 export interface WaitOptions {
   /** Give up after this many milliseconds; the result then has `timedOut: true`. */
   timeoutMs?: number

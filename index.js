@@ -848,6 +848,7 @@ module.exports.sendInput = nativeBinding.sendInput
 module.exports.snapshot = nativeBinding.snapshot
 module.exports.startOptionsSchema = nativeBinding.startOptionsSchema
 module.exports.summary = nativeBinding.summary
+module.exports.verbOptionsSchema = nativeBinding.verbOptionsSchema
 module.exports.waitJob = nativeBinding.waitJob
 module.exports.watchJobs = nativeBinding.watchJobs
 module.exports.jobEvents = require('./job-events.js').jobEventsOf(nativeBinding)

@@ -1,8 +1,10 @@
 // The start options are defined once, in the core (StartOptions,
-// crates/core/src/verbs/start_options.rs); every face must carry each of
-// them: the CLI a flag, the JS API the key (read and checked, not ignored),
-// the MCP tool a property or a stated reason to leave it out, index.d.ts the
-// member with the core's doc. A face that lacks one fails here by name.
+// crates/core/src/verbs/start_options.rs), and so are the options of check,
+// list, wait and kill (crates/core/src/verbs/verb_options.rs); every face
+// must carry each of them: the CLI a flag, the JS API the key (read and
+// checked, not ignored), the MCP tool a property or a stated reason to leave
+// it out, index.d.ts the member with the core's doc. A face that lacks one
+// fails here by name.
 import test from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
@@ -11,6 +13,7 @@ import { makeHome, connectMcp, runBg, readRegistry, root, pm } from './helpers.m
 import { rewritten } from '../scripts/options-dts.mjs'
 
 const schema = pm.startOptionsSchema()
+const verbs = pm.verbOptionsSchema()
 const options = schema['x-order']
 /** Each option and its schema, nested ones (`wake.action`) by their path. */
 const leaves = options.flatMap((name) => {
@@ -104,5 +107,112 @@ test('index.d.ts declares every start option with the core\'s doc, as scripts/op
     return inner === undefined ? !run.has(outer) : !members(`${outer[0].toUpperCase()}${outer.slice(1)}Options`).has(inner)
   }).map(([name]) => name)
   assert.deepEqual(missing, [], 'options index.d.ts does not declare')
-  assert.ok(dts === rewritten(dts, schema), 'index.d.ts is what `node scripts/options-dts.mjs` writes from the core (run it)')
+  assert.ok(dts === rewritten(dts, schema, verbs), 'index.d.ts is what `node scripts/options-dts.mjs` writes from the core (run it)')
+})
+
+/**
+ * Each verb's faces: the run-bg subcommand, the JS functions (with the
+ * options each takes: killJob none that choose among all jobs, `x-all`), the
+ * MCP tool, and the index.d.ts interfaces.
+ */
+const notAll = (option) => !option['x-all']
+const VERBS = {
+  check: { cli: 'check', js: [['checkJob', () => true], ['checkJobText', () => true]], mcp: 'check_job', dts: [['CheckOptions', () => true]] },
+  list: { cli: 'list', js: [['listJobs', () => true], ['listJobsText', () => true]], mcp: 'list_jobs', dts: [['ListOptions', () => true]] },
+  wait: { cli: 'wait', js: [['waitJob', () => true]], mcp: 'wait_job', dts: [['WaitOptions', () => true]] },
+  kill: { cli: 'kill', js: [['killJob', notAll], ['killAll', () => true]], mcp: 'kill_job', dts: [['KillOptions', notAll], ['KillAllOptions', () => true]] },
+}
+/** What an MCP tool says otherwise than the core's MCP line (verbShape's `narrowed`). */
+const MCP_OWN_LINE = new Set(['wait_job.timeoutMs'])
+const verbOptions = (verb, keep = () => true) => verbs[verb]['x-order'].filter((name) => keep(verbs[verb].properties[name]))
+
+/** Calls `fn` with `options`; its refusal's message, thrown or as a rejection. */
+async function refusal(fn, options) {
+  const args = fn === 'killAll' || fn.startsWith('list') ? [options] : ['no-such-job-1', options]
+  try {
+    await pm[fn](...args)
+  } catch (e) {
+    return e.message
+  }
+  return undefined
+}
+
+test('the core exports every verb option with a doc, and a one-line MCP description or a reason MCP leaves it out', () => {
+  assert.deepEqual(Object.keys(verbs).sort(), Object.keys(VERBS).sort())
+  for (const [verb, options] of Object.entries(verbs)) {
+    assert.deepEqual([...options['x-order']].sort(), Object.keys(options.properties).sort(), `${verb}: x-order lists every property once`)
+    for (const name of options['x-order']) {
+      const option = options.properties[name]
+      assert.ok(option.description?.trim(), `${verb}.${name} has a doc`)
+      const [mcp, omitted] = [option['x-mcp'], option['x-mcp-omit']]
+      assert.ok((mcp === undefined) !== (omitted === undefined), `${verb}.${name}: x-mcp or x-mcp-omit, one of them`)
+      if (mcp !== undefined) assert.ok(mcp.length <= 80, `${verb}.${name}: the MCP line is one short line`)
+      if (omitted !== undefined) assert.ok(omitted.length > 20, `${verb}.${name}: says why MCP leaves it out`)
+    }
+  }
+})
+
+test('each run-bg subcommand has a flag for every option of its verb', (t) => {
+  const { home } = makeHome(t)
+  const missing = []
+  for (const [verb, { cli }] of Object.entries(VERBS)) {
+    const help = runBg(home, [cli, '--help']).stdout
+    const flags = new Set([...help.matchAll(/^\s+(?:-\w, )?(--[a-z-]+)/gm)].map((m) => m[1]))
+    for (const name of verbOptions(verb)) {
+      const flag = flagOf(name, verbs[verb].properties[name])
+      if (!flags.has(flag)) missing.push([`${verb}.${name}`, flag])
+    }
+  }
+  assert.deepEqual(missing, [], 'options without their flag in run-bg <verb> --help ([option, flag])')
+})
+
+test('the JS API reads every verb option: each is accepted by name where it belongs, and checked', async (t) => {
+  const { home } = makeHome(t)
+  process.env.PROC_MANAGER_HOME = home
+  for (const [verb, { js }] of Object.entries(VERBS)) {
+    for (const [fn, keep] of js) {
+      const message = await refusal(fn, { noSuchOption: 1 })
+      const accepted = message?.match(/; accepted: (.*)$/)?.[1]?.split(', ') ?? []
+      const taken = verbOptions(verb, keep)
+      assert.deepEqual(taken.filter((name) => !accepted.includes(name)), [], `options ${fn} does not accept`)
+      assert.deepEqual(verbOptions(verb).filter((name) => !taken.includes(name) && accepted.includes(name)), [], `options ${fn} should not take`)
+      for (const name of taken) {
+        const refused = await refusal(fn, { [name]: wrongValue(verbs[verb].properties[name]) })
+        assert.match(refused ?? '', new RegExp(`bad ${name}[: ]`), `${fn}: ${name} of the wrong type is refused naming it`)
+      }
+    }
+  }
+})
+
+test('the MCP tools of the verbs have every option the core does not say MCP leaves out', async (t) => {
+  const { home } = makeHome(t)
+  const client = await connectMcp(t, home)
+  const { tools } = await client.listTools()
+  const missing = []
+  for (const [verb, { mcp }] of Object.entries(VERBS)) {
+    const input = tools.find((x) => x.name === mcp).inputSchema.properties
+    for (const name of verbOptions(verb, (option) => option['x-mcp-omit'] === undefined)) {
+      const option = verbs[verb].properties[name]
+      if (!input[name]) { missing.push(`${mcp}.${name}`); continue }
+      assert.equal(input[name].type, option.type, `${mcp}.${name}: the same type`)
+      assert.deepEqual(input[name].enum, option.enum, `${mcp}.${name}: the same values`)
+      if (!MCP_OWN_LINE.has(`${mcp}.${name}`)) assert.equal(input[name].description, option['x-mcp'], `${mcp}.${name}: the core's MCP line`)
+    }
+  }
+  assert.deepEqual(missing, [], 'options missing from the MCP tools (give them x-mcp-omit with the reason if meant)')
+})
+
+test('index.d.ts declares every verb option in its interfaces with the core\'s doc', () => {
+  const dts = fs.readFileSync(path.join(root, 'index.d.ts'), 'utf8')
+  const body = (name) => dts.match(new RegExp(`export interface ${name} \\{\\n([\\s\\S]*?)\\n\\}`))?.[1] ?? ''
+  const members = (name) => new Set([...body(name).matchAll(/^ {2}(\w+)\?:/gm)].map((m) => m[1]))
+  const missing = []
+  for (const [verb, { dts: interfaces }] of Object.entries(VERBS)) {
+    for (const [name, keep] of interfaces) {
+      const declared = members(name)
+      for (const option of verbOptions(verb, keep)) if (!declared.has(option)) missing.push(`${name}.${option}`)
+      for (const option of verbOptions(verb)) if (!keep(verbs[verb].properties[option]) && declared.has(option)) missing.push(`${name} without ${option}`)
+    }
+  }
+  assert.deepEqual(missing, [], 'options index.d.ts does not declare (or declares where the call does not take them)')
 })

@@ -2,7 +2,10 @@
 // Writes index.d.ts's `RunOptions` and `WakeOptions` from the start options'
 // one definition (crates/core/src/verbs/start_options.rs), through the JSON
 // Schema the addon exports (startOptionsSchema): each option's doc, type,
-// enum and order. Run after changing an option and building the addon:
+// enum and order. Likewise `CheckOptions`, `ListOptions`, `WaitOptions`,
+// `KillOptions` and `KillAllOptions` from the verbs' options
+// (crates/core/src/verbs/verb_options.rs, verbOptionsSchema), each in its
+// place. Run after changing an option and building the addon:
 //   npm run build && node scripts/options-dts.mjs
 // `--check` writes nothing and exits 1 when index.d.ts is not what it would
 // write (__test__/options-parity.test.mjs runs that check).
@@ -23,6 +26,7 @@ const ARGS = '  /** When given, `command` is a program and `args` its argv (no s
 const interfaceOf = (name) => `${name[0].toUpperCase()}${name.slice(1)}Options`
 
 function typeOf(name, schema) {
+  if (schema['x-ts']) return schema['x-ts']
   if (schema.enum) return schema.enum.map((v) => `'${v}'`).join(' | ')
   switch (schema.type) {
     case 'string': return 'string'
@@ -42,8 +46,54 @@ function doc(text) {
   return `  /**\n${lines.map((l) => `   * ${l}`.trimEnd()).join('\n')}\n   */\n`
 }
 
-function members(schema) {
-  return schema['x-order'].map((name) => `${doc(schema.properties[name].description)}  ${name}?: ${typeOf(name, schema.properties[name])}\n`).join('')
+function members(schema, keep = () => true) {
+  return schema['x-order'].filter((name) => keep(schema.properties[name]))
+    .map((name) => `${doc(schema.properties[name].description)}  ${name}?: ${typeOf(name, schema.properties[name])}\n`).join('')
+}
+
+/**
+ * The verbs' option interfaces: the verb whose options each declares, which
+ * of them (`killJob` takes no `x-all` option), and the JS face's own members
+ * with the option they follow (`signal`, an AbortSignal, is no option of the core's).
+ */
+export const VERB_INTERFACES = {
+  CheckOptions: { verb: 'check' },
+  ListOptions: { verb: 'list' },
+  WaitOptions: {
+    verb: 'wait',
+    own: { after: 'timeoutMs', members: '  /** Stops the wait at once when aborted: the promise rejects with an `AbortError`. */\n  signal?: AbortSignal\n' },
+  },
+  KillOptions: { verb: 'kill', keep: (option) => !option['x-all'] },
+  KillAllOptions: { verb: 'kill' },
+}
+
+const verbMarker = (verb) => `// Generated from the core's ${verb} options by scripts/options-dts.mjs: edit crates/core/src/verbs/verb_options.rs, not this.`
+
+/** One verb interface, its marker line first. */
+export function verbInterface(name, verbs) {
+  const { verb, keep, own } = VERB_INTERFACES[name]
+  const schema = verbs[verb]
+  let body = members(schema, keep)
+  if (own) {
+    const at = schema['x-order'].indexOf(own.after)
+    const before = { ...schema, 'x-order': schema['x-order'].slice(0, at + 1) }
+    const after = { ...schema, 'x-order': schema['x-order'].slice(at + 1) }
+    body = members(before, keep) + own.members + members(after, keep)
+  }
+  return `${verbMarker(verb)}\nexport interface ${name} {\n${body}}\n`
+}
+
+/** index.d.ts with each verb interface (and the marker above it) replaced in its place. */
+function withVerbs(dts, verbs) {
+  for (const name of Object.keys(VERB_INTERFACES)) {
+    const start = dts.indexOf(`export interface ${name} {\n`)
+    if (start < 0) throw new Error(`index.d.ts: no interface ${name}`)
+    const end = dts.indexOf('\n}\n', start) + 3
+    const marker = verbMarker(VERB_INTERFACES[name].verb)
+    const from = dts.lastIndexOf(`${marker}\n`, start) === start - marker.length - 1 ? start - marker.length - 1 : start
+    dts = dts.slice(0, from) + verbInterface(name, verbs) + dts.slice(end)
+  }
+  return dts
 }
 
 /** The generated block, from the schema the addon exports. */
@@ -54,25 +104,26 @@ export function generated(schema) {
   return `${out}${END}\n`
 }
 
-/** index.d.ts with its generated block replaced. */
-export function rewritten(dts, schema) {
+/** index.d.ts with its generated block replaced, and the verbs' interfaces when `verbs` is given. */
+export function rewritten(dts, schema, verbs) {
   const begin = dts.indexOf(BEGIN)
   const end = dts.indexOf(END)
   if (begin < 0 || end < begin) throw new Error(`index.d.ts: the generated block's markers are missing (${BEGIN} … ${END})`)
-  return dts.slice(0, begin) + generated(schema) + dts.slice(end + END.length + 1)
+  const next = dts.slice(0, begin) + generated(schema) + dts.slice(end + END.length + 1)
+  return verbs ? withVerbs(next, verbs) : next
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
-  const schema = createRequire(import.meta.url)(root).startOptionsSchema()
+  const pm = createRequire(import.meta.url)(root)
   const dts = fs.readFileSync(dtsPath, 'utf8')
-  const next = rewritten(dts, schema)
+  const next = rewritten(dts, pm.startOptionsSchema(), pm.verbOptionsSchema())
   if (process.argv.includes('--check')) {
     if (next !== dts) {
-      console.error('index.d.ts is not what scripts/options-dts.mjs writes from the core\'s StartOptions: run it')
+      console.error('index.d.ts is not what scripts/options-dts.mjs writes from the core\'s options: run it')
       process.exit(1)
     }
   } else if (next !== dts) {
     fs.writeFileSync(dtsPath, next)
-    console.log('index.d.ts: RunOptions rewritten from the core\'s StartOptions')
+    console.log('index.d.ts: the option interfaces rewritten from the core\'s options')
   }
 }

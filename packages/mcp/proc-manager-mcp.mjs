@@ -188,7 +188,6 @@ function readiness(ready) {
 
 const jobId = z.string().describe('e.g. npm-test-3f2a1c')
 const whole = (min) => z.number().int().min(min)
-const status = z.enum(['running', 'success', 'failed', 'killed', 'timeout', 'orphaned', 'lost', 'queued', 'skipped'])
 const jobOut = { jobId: z.string(), status: z.string(), exitCode: z.number().int().optional() }
 const checkOut = { ...jobOut, cursor: z.number().int() }
 const readOnly = { readOnlyHint: true }
@@ -250,6 +249,25 @@ function startShape() {
   return shape
 }
 
+/**
+ * A verb's options as an MCP tool takes them, from the core's definition
+ * (pm.verbOptionsSchema(), crates/core/src/verbs/verb_options.rs), in its
+ * order, each with its MCP line; those the core says MCP leaves out
+ * (`x-mcp-omit`) left out. `narrowed` holds what the tool says otherwise of
+ * an option, merged over the core's schema: a tool call may block for less
+ * than a program may, and the bounds cost room in tools/list.
+ * __test__/options-parity.test.mjs checks each tool against the core.
+ */
+function verbShape(verb, narrowed = {}) {
+  const options = pm.verbOptionsSchema()[verb]
+  const shape = {}
+  for (const name of options['x-order']) {
+    const option = { ...options.properties[name], ...narrowed[name] }
+    if (option['x-mcp-omit'] === undefined) shape[name] = zodOf(option).optional().describe(option['x-mcp'])
+  }
+  return shape
+}
+
 const server = new McpServer({ name: 'proc-manager', version: '0.1.0' })
 
 server.registerTool('run_background', {
@@ -298,9 +316,8 @@ server.registerTool('check_job', {
   description: 'Status, exit code, runtime and last lines of a job (cleaned, repeats folded).',
   inputSchema: z.object({
     jobId,
-    lines: whole(1).optional().describe('How many last lines (default 20)'),
-    grep: z.string().optional().describe('Only lines matching this regex'),
-    errors: z.boolean().optional().describe('Only error-like lines, with context'),
+    // lines: 0 would answer with the header alone, which says nothing of the output.
+    ...verbShape('check', { lines: { minimum: 1 } }),
   }).strict(),
   outputSchema: checkOut,
   annotations: readOnly,
@@ -363,9 +380,7 @@ server.registerTool('read_log', {
 server.registerTool('list_jobs', {
   description: 'Jobs: running ones and those ended within the hour.',
   inputSchema: z.object({
-    status: status.optional().describe('Only jobs in this state'),
-    owner: z.string().optional().describe('Only this owner\'s jobs'),
-    all: z.boolean().optional().describe('Also jobs ended over an hour ago'),
+    ...verbShape('list'),
   }).strict(),
   outputSchema: { jobs: z.array(z.object(jobOut)) },
   annotations: { ...readOnly, idempotentHint: true },
@@ -378,8 +393,9 @@ server.registerTool('wait_job', {
   description: `Wait for a job to end (at most ${WAIT_MS / 1000} s unless a progressToken is given), then check it.`,
   inputSchema: z.object({
     jobId,
-    timeoutMs: whole(1).max(WAIT_WITH_PROGRESS_MS).optional()
-      .describe(`Default and max ${WAIT_MS}; max ${WAIT_WITH_PROGRESS_MS} with a progressToken`),
+    ...verbShape('wait', {
+      timeoutMs: { minimum: 1, maximum: WAIT_WITH_PROGRESS_MS, 'x-mcp': `Default and max ${WAIT_MS}; max ${WAIT_WITH_PROGRESS_MS} with a progressToken` },
+    }),
   }).strict(),
   outputSchema: { ...jobOut, timedOut: z.boolean() },
   annotations: readOnly,
@@ -405,10 +421,8 @@ server.registerTool('kill_job', {
   description: "Kill a job's whole process tree (SIGTERM, SIGKILL after graceMs).",
   inputSchema: z.object({
     jobId: jobId.optional(),
-    olderThanMs: whole(0).optional().describe('Instead of jobId: all started longer ago'),
-    owner: z.string().optional().describe('With olderThanMs: only this owner\'s'),
-    graceMs: whole(0).optional().describe('SIGTERM to SIGKILL (default 5000)'),
-    force: z.boolean().optional().describe('SIGKILL at once'),
+    // No year-long maximum: a longer grace or age is refused by the core, in its words.
+    ...verbShape('kill', { graceMs: { maximum: undefined }, olderThanMs: { maximum: undefined } }),
   }).strict(),
   // One job's outcome, or with olderThanMs the jobs signalled.
   outputSchema: {

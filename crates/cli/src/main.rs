@@ -16,6 +16,7 @@ use proc_manager_core::model::protocol::HiddenMode;
 use proc_manager_core::model::text::visible;
 use proc_manager_core::verbs::context::Context;
 use proc_manager_core::verbs::start_options::StartOptions;
+use proc_manager_core::verbs::verb_options::{CheckOptions, KillOptions, ListOptions, WaitOptions};
 use proc_manager_core::{Error, Result};
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
@@ -117,15 +118,9 @@ enum Sub {
     /// Status, exit code, runtime and the last lines of a job's output
     Check {
         id: String,
-        /// How many lines to show
-        #[arg(short = 'n', long = "lines", default_value_t = 20)]
-        lines: usize,
-        /// Only lines matching this regular expression
-        #[arg(long, value_name = "REGEX", conflicts_with = "errors")]
-        grep: Option<String>,
-        /// Only lines that look like errors, each with a line of context
-        #[arg(long)]
-        errors: bool,
+        /// Defined once for every face in the core (verbs/verb_options.rs).
+        #[command(flatten)]
+        options: CheckOptions,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -151,15 +146,8 @@ enum Sub {
     },
     /// Jobs in the registry (running ones and those ended within the hour)
     List {
-        /// Every job in the registry
-        #[arg(long)]
-        all: bool,
-        /// Only jobs with this status
-        #[arg(long, value_name = "STATUS")]
-        status: Option<String>,
-        /// Only jobs of this owner
-        #[arg(long, value_name = "NAME")]
-        owner: Option<String>,
+        #[command(flatten)]
+        options: ListOptions,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -167,14 +155,8 @@ enum Sub {
     Wait {
         #[arg(required = true, value_name = "ID")]
         ids: Vec<String>,
-        /// Give up after this long (exit status 124)
-        #[arg(long, value_name = "DUR")]
-        timeout: Option<String>,
-        /// Until the job is ready (--ready-*): exit 0 once ready, the job's
-        /// status (1 for exit 0) if it ended first, 124 if the wait or its
-        /// readiness timeout passed first
-        #[arg(long)]
-        ready: bool,
+        #[command(flatten)]
+        options: WaitOptions,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -185,18 +167,9 @@ enum Sub {
         /// Every running job (of --owner, when given)
         #[arg(long)]
         all: bool,
-        /// With --all: only this owner's jobs
-        #[arg(long, value_name = "NAME", requires = "all")]
-        owner: Option<String>,
-        /// With --all: only jobs started longer ago than this (90s, 10m, 2h)
-        #[arg(long, value_name = "DUR", requires = "all")]
-        older_than: Option<String>,
-        /// Time between SIGTERM and SIGKILL (default: kill.grace_ms, 5s)
-        #[arg(long, value_name = "DUR")]
-        grace: Option<String>,
-        /// SIGKILL at once
-        #[arg(long)]
-        force: bool,
+        /// `--owner` and `--older-than` require `--all`.
+        #[command(flatten)]
+        options: KillOptions,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -429,19 +402,20 @@ fn run_sub(command: Sub) -> Result<i32> {
         _ => load_context()?,
     };
     match command {
-        Sub::Check { id, lines, grep, errors, json } => cmd::check::run(&context, &id, lines, grep.as_deref(), errors, json.json),
+        Sub::Check { id, options, json } => cmd::check::run(&context, &id, &options, json.json),
         Sub::Logs { id, lines, all, follow, since, json } => match since {
             Some(since) => cmd::logs::since(&context, &id, since, lines, json),
             None => cmd::logs::run(&context, &id, lines, all, follow, json),
         },
-        Sub::List { all, status, owner, json } => cmd::list::run(&context, all, status, owner, json.json),
-        Sub::Wait { ids, timeout, ready, json } => match ready {
-            true => cmd::wait::until_ready(&context, &ids, timeout, json.json),
-            false => cmd::wait::run(&context, &ids, timeout, json.json),
-        },
-        Sub::Kill { ids, all, owner, older_than, grace, force, json } => {
-            cmd::kill::run(&context, &ids, all, owner.as_deref(), older_than, grace, force, json.json)
+        Sub::List { options, json } => cmd::list::run(&context, options, json.json),
+        Sub::Wait { ids, options, json } => {
+            let timeout = options.timeout(&cmd::start::CommandLine)?;
+            match options.ready {
+                true => cmd::wait::until_ready(&context, &ids, timeout, json.json),
+                false => cmd::wait::run(&context, &ids, timeout, json.json),
+            }
         }
+        Sub::Kill { ids, all, options, json } => cmd::kill::run(&context, &ids, all, &options, json.json),
         Sub::Orphans { kill, force, owner, grace, json } => cmd::orphans::run(&context, kill, force, owner, grace, json.json),
         Sub::Summary { owner, json } => cmd::summary::run(&context, owner.as_deref(), json.json),
         Sub::Ps { mcp, json } => cmd::ps::run(&context, mcp, json.json),

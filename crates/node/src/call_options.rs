@@ -1,14 +1,15 @@
 //! The JS options of the calls, mapped onto the core's types: the start
 //! options (`RunOptions`, and the JS API as a `Face`), a tail query, a list
-//! filter.
+//! filter. The core defines each (start_options.rs, verb_options.rs); serde
+//! reads them here.
 
 use crate::core_calls::to_js_error;
 use crate::js_args::Options;
 use napi::bindgen_prelude::*;
-use proc_manager_core::model::job::JobStatus;
 use proc_manager_core::verbs::check::TailQuery;
 use proc_manager_core::verbs::list::ListFilter;
 use proc_manager_core::verbs::start_options::{Face, StartOptions};
+use proc_manager_core::verbs::verb_options::{CheckOptions, ListOptions};
 
 /// Options of `runBackground`, and of `runYield` beside its own: the
 /// program's `args` (this face's), then the core's `StartOptions`.
@@ -45,18 +46,12 @@ pub(crate) fn tail_query(function: &'static str, options: Option<Unknown>) -> Re
 }
 
 pub(crate) fn read_tail_query(o: &mut Options) -> Result<TailQuery> {
-    let lines = o.count("lines", "lines")?;
-    let grep = o.string("grep")?;
-    let errors = o.boolean("errors")?;
-    TailQuery::new(lines.map(|n| n as usize), grep.as_deref())
-        .and_then(|q| q.errors(errors.unwrap_or(false)))
-        .map_err(to_js_error)
+    o.serde::<CheckOptions>()?.query().map_err(to_js_error)
 }
 
 pub(crate) fn list_filter(function: &'static str, options: Option<Unknown>) -> Result<ListFilter> {
     let mut o = Options::new(function, options)?;
-    let (status, owner, all) = (o.string("status")?, o.string("owner")?, o.boolean("all")?);
+    let list: ListOptions = o.serde()?;
     o.finish()?;
-    let status = status.map(|s| JobStatus::parse_or_explain(&s).map_err(|e| napi::Error::from_reason(e.to_string()))).transpose()?;
-    Ok(ListFilter { status, owner, all: all.unwrap_or(false) || status.is_some() })
+    list.filter(&JsApi).map_err(to_js_error)
 }

@@ -184,6 +184,40 @@ impl<'env> Options<'env> {
         T::deserialize(crate::js_serde::JsInput::options(self.given)).map_err(crate::js_serde::Refusal::into_napi)
     }
 
+    /// `serde`, without the fields named in `left_out`, which this call
+    /// does not take (`killJob` takes no `owner`): they are refused as any
+    /// unknown name is, before their values are looked at.
+    pub fn serde_without<T: serde::de::DeserializeOwned>(&mut self, left_out: &[&str]) -> Result<T> {
+        let fields = proc_manager_core::model::option_value::serde_fields::<T>();
+        self.accepted.extend(fields.iter().filter(|f| !left_out.contains(f)));
+        if let Some(object) = &self.object {
+            if let Some(key) = Object::keys(object)?.into_iter().find(|k| left_out.contains(&k.as_str())) {
+                return Err(self.unknown(&key));
+            }
+        }
+        T::deserialize(crate::js_serde::JsInput::options(self.given)).map_err(crate::js_serde::Refusal::into_napi)
+    }
+
+    /// `serde`, with this face's own options (read by `own`) listed among
+    /// the accepted names right after `after` (`waitJob`: timeoutMs, signal, ready).
+    pub fn serde_with<T: serde::de::DeserializeOwned, R>(
+        &mut self,
+        after: &str,
+        own: impl FnOnce(&mut Self) -> Result<R>,
+    ) -> Result<(T, R)> {
+        let start = self.accepted.len();
+        let read = self.serde::<T>()?;
+        let split = self.accepted[start..].iter().position(|n| *n == after).map_or(self.accepted.len(), |at| start + at + 1);
+        let rest: Vec<&'static str> = self.accepted.drain(split..).collect();
+        let own = own(self)?;
+        self.accepted.extend(rest);
+        Ok((read, own))
+    }
+
+    fn unknown(&self, key: &str) -> napi::Error {
+        bad(format!("unknown option `{}` for {}; accepted: {}", visible(key), self.function, self.accepted.join(", ")))
+    }
+
     /// Refuses what was not read: a value that is no options object, or a
     /// name that is not one of the options.
     pub fn finish(self) -> Result<()> {
@@ -197,11 +231,7 @@ impl<'env> Options<'env> {
         if let Some(object) = &self.object {
             for key in Object::keys(object)? {
                 if !self.accepted.contains(&key.as_str()) {
-                    return Err(bad(format!(
-                        "unknown option `{}` for {}; accepted: {accepted}",
-                        visible(&key),
-                        self.function
-                    )));
+                    return Err(self.unknown(&key));
                 }
             }
         }

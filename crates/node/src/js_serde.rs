@@ -1,5 +1,5 @@
 //! serde reading of JS values, for option types defined in the core
-//! (`StartOptions`). napi's own serde reader (`napi::de`) turns 1e300 into
+//! (`StartOptions`, the verbs' options). napi's own serde reader (`napi::de`) turns 1e300 into
 //! i64::MAX, refuses a function without naming the option, and says
 //! "invalid type: …, expected …": this one keeps the words the hand reader
 //! (js_args.rs) uses, `bad timeoutMs: "5s"; give a number of milliseconds …`,
@@ -22,7 +22,9 @@ pub struct Refusal {
 
 impl Refusal {
     fn at(mut self, path: &str) -> Refusal {
-        if !self.located && !path.is_empty() {
+        // A core reader's refusal may name its option already (`bad status `x`: …`).
+        let named = self.message.starts_with(&format!("bad {path} "));
+        if !self.located && !path.is_empty() && !named {
             self.message = format!("bad {path}: {}", self.message);
             self.located = true;
         }

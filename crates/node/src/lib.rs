@@ -37,6 +37,7 @@ use proc_manager_core::verbs::logs::LogRange;
 use proc_manager_core::verbs::orphans::OrphanOptions;
 use proc_manager_core::verbs::request::StartRequest;
 use proc_manager_core::verbs::start::start_job;
+use proc_manager_core::verbs::verb_options::{KillOptions, WaitOptions};
 use proc_manager_core::verbs::yielding::Yielded;
 use std::time::Duration;
 
@@ -80,6 +81,16 @@ fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verb
 #[napi(ts_return_type = "Record<string, any>")]
 pub fn start_options_schema() -> serde_json::Value {
     proc_manager_core::verbs::start_options::schema()
+}
+
+/// The JSON Schema of the verbs' options by verb (`check`, `list`, `wait`,
+/// `kill`; the core's verb_options.rs), as `startOptionsSchema` gives the
+/// start's: what the MCP tools' inputs and index.d.ts's `CheckOptions`,
+/// `ListOptions`, `WaitOptions`, `KillOptions` and `KillAllOptions` are built
+/// from. `x-all` marks the kill options only `killAll` takes.
+#[napi(ts_return_type = "Record<string, any>")]
+pub fn verb_options_schema() -> serde_json::Value {
+    proc_manager_core::verbs::verb_options::schema()
 }
 
 /// Status, exit code, runtime and the last lines of a job's output; with
@@ -128,8 +139,10 @@ pub fn kill_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>)
     rejecting(env, || {
         let job_id = string_arg("jobId", job_id)?;
         let mut o = Options::new("killJob", options)?;
-        let (grace, force) = (o.millis("graceMs", 0)?.map(Duration::from_millis), o.boolean("force")?.unwrap_or(false));
+        // A kill of one job chooses among none: no owner, no olderThanMs.
+        let kill: KillOptions = o.serde_without(&KillOptions::ALL_ONLY)?;
         o.finish()?;
+        let (grace, force) = (kill.grace(&JsApi).map_err(to_js_error)?, kill.force);
         let context = context_for_kill()?;
         proc_manager_core::model::ids::validate_job_id(&job_id).map_err(to_js_error)?;
         spawn_promise(env, (Cancel::never(), None), move || {
@@ -145,11 +158,11 @@ pub fn kill_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>)
 pub fn kill_all<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
         let mut o = Options::new("killAll", options)?;
-        let owner = o.string("owner")?;
-        let grace = o.millis("graceMs", 0)?.map(Duration::from_millis);
-        let force = o.boolean("force")?.unwrap_or(false);
-        let older_than = o.millis("olderThanMs", 0)?.map(Duration::from_millis);
+        let kill: KillOptions = o.serde()?;
         o.finish()?;
+        let grace = kill.grace(&JsApi).map_err(to_js_error)?;
+        let older_than = kill.older_than(&JsApi).map_err(to_js_error)?;
+        let (owner, force) = (kill.owner, kill.force);
         let context = context_for_kill()?;
         spawn_promise(env, (Cancel::never(), None), move || {
             // One job that cannot be killed does not hide what happened to the others.
@@ -174,10 +187,10 @@ pub fn wait_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>)
     rejecting(env, || {
         let job_id = string_arg("jobId", job_id)?;
         let mut o = Options::new("waitJob", options)?;
-        let timeout = o.millis("timeoutMs", 0)?.map(Duration::from_millis);
-        let signal = o.signal("signal")?;
-        let ready = o.boolean("ready")?.unwrap_or(false);
+        // `signal` is this face's own, listed after timeoutMs as index.d.ts has it.
+        let (wait, signal) = o.serde_with::<WaitOptions, _>("timeoutMs", |o| o.signal("signal"))?;
         o.finish()?;
+        let (timeout, ready) = (wait.timeout(&JsApi).map_err(to_js_error)?, wait.ready);
         let context = context()?;
         proc_manager_core::model::ids::validate_job_id(&job_id).map_err(to_js_error)?;
         let cancel = cancel_for(env, signal)?;

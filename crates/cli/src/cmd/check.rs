@@ -3,12 +3,13 @@
 use crate::print_json;
 use proc_manager_core::present::format;
 use proc_manager_core::present::view::CheckView;
-use proc_manager_core::verbs::check::{CheckResult, TailQuery};
+use proc_manager_core::verbs::check::CheckResult;
 use proc_manager_core::verbs::context::Context;
+use proc_manager_core::verbs::verb_options::CheckOptions;
 use proc_manager_core::Result;
 
-pub fn run(context: &Context, id: &str, lines: usize, grep: Option<&str>, errors: bool, json: bool) -> Result<i32> {
-    let query = TailQuery::new(Some(lines), grep)?.errors(errors)?;
+pub fn run(context: &Context, id: &str, options: &CheckOptions, json: bool) -> Result<i32> {
+    let query = options.query()?;
     let check = context.check(id, &query)?;
     print(&check, json);
     Ok(0)

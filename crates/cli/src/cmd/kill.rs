@@ -1,26 +1,18 @@
 //! `run-bg kill <id>... | --all [--owner <name>] [--older-than <dur>]`:
 //! SIGTERM each job's process tree, SIGKILL what is left after the grace period.
 
-use crate::{parse_dur, print_json};
+use crate::cmd::start::CommandLine;
+use crate::print_json;
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::view::KillView;
 use proc_manager_core::verbs::context::Context;
+use proc_manager_core::verbs::verb_options::KillOptions;
 use proc_manager_core::Result;
 
-// One argument per flag of the subcommand, as clap hands them over.
-#[allow(clippy::too_many_arguments)]
-pub fn run(
-    context: &Context,
-    ids: &[String],
-    all: bool,
-    owner: Option<&str>,
-    older_than: Option<String>,
-    grace: Option<String>,
-    force: bool,
-    json: bool,
-) -> Result<i32> {
-    let grace = parse_dur("--grace", &grace)?;
-    let older_than = parse_dur("--older-than", &older_than)?;
+pub fn run(context: &Context, ids: &[String], all: bool, options: &KillOptions, json: bool) -> Result<i32> {
+    let grace = options.grace(&CommandLine)?;
+    let older_than = options.older_than(&CommandLine)?;
+    let (owner, force) = (options.owner.as_deref(), options.force);
     if older_than.is_some() && !all {
         return Err(proc_manager_core::Error::Usage(
             "--older-than selects among all jobs: give it with --all (run-bg kill --all --older-than 2h)".into(),

@@ -1,20 +1,18 @@
 //! `run-bg list`: jobs in the registry, running ones and those ended within the hour.
 
 use crate::print_json;
-use proc_manager_core::model::job::JobStatus;
 use proc_manager_core::present::format;
 use proc_manager_core::present::view::{CorruptJobView, JobView};
 use proc_manager_core::verbs::context::Context;
-use proc_manager_core::verbs::list::ListFilter;
+use proc_manager_core::verbs::verb_options::ListOptions;
 use proc_manager_core::{Error, Result};
 
-pub fn run(context: &Context, all: bool, status: Option<String>, owner: Option<String>, json: bool) -> Result<i32> {
-    let status = status
-        .map(|s| JobStatus::parse_or_explain(&s).map_err(|e| Error::Usage(format!("--status: {e}"))))
-        .transpose()?;
+pub fn run(context: &Context, options: ListOptions, json: bool) -> Result<i32> {
+    let all = options.all;
+    let filter = options.filter(&crate::cmd::start::CommandLine)?;
     // Unreadable records belong to no status and no owner that can be told.
-    let unfiltered = status.is_none() && owner.is_none();
-    let jobs = context.list(&ListFilter { status, owner, all: all || status.is_some() })?;
+    let unfiltered = filter.status.is_none() && filter.owner.is_none();
+    let jobs = context.list(&filter)?;
     let places = context.queue_places(&jobs)?;
     let corrupt = if unfiltered { context.corrupt_records()? } else { Vec::new() };
     if json {

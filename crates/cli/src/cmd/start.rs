@@ -12,9 +12,9 @@ use proc_manager_core::verbs::request::StartRequest;
 use proc_manager_core::verbs::start::start_job;
 use proc_manager_core::{Error, Result};
 
-/// The command line's spelling of the start options: the flag clap has for
-/// the option's field (`timeoutMs` → field `timeout_ms` → `--timeout`).
-struct CommandLine;
+/// The command line's spelling of the start options and the verbs': the flag
+/// clap has for the option's field (`timeoutMs` → field `timeout_ms` → `--timeout`).
+pub(crate) struct CommandLine;
 
 impl Face for CommandLine {
     fn name(&self, option: &str) -> String {
@@ -26,9 +26,16 @@ impl Face for CommandLine {
             field.push(c.to_ascii_lowercase());
         }
         // Built once, and only when a message names an option.
-        static COMMAND: std::sync::OnceLock<clap::Command> = std::sync::OnceLock::new();
-        let command = COMMAND.get_or_init(<StartCli as clap::CommandFactory>::command);
-        let flag = command.get_arguments().find(|arg| arg.get_id() == field.as_str()).and_then(|arg| arg.get_long());
+        // The start's flags first, then the subcommands' (`--grace`, `--older-than`).
+        static COMMANDS: std::sync::OnceLock<[clap::Command; 2]> = std::sync::OnceLock::new();
+        let [start, sub] = COMMANDS.get_or_init(|| {
+            [<StartCli as clap::CommandFactory>::command(), <crate::SubCli as clap::CommandFactory>::command()]
+        });
+        let flag = std::iter::once(start)
+            .chain(sub.get_subcommands())
+            .flat_map(|c| c.get_arguments())
+            .find(|arg| arg.get_id() == field.as_str())
+            .and_then(|arg| arg.get_long());
         format!("--{}", flag.unwrap_or(option))
     }
 

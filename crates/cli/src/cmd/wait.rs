@@ -1,14 +1,14 @@
 //! `run-bg wait <id>...`: blocks until the jobs end; exits with the job's own
 //! exit code, 124 when `--timeout` passes first.
 
-use crate::{parse_dur, print_json};
+use crate::print_json;
 use proc_manager_core::present::format;
 use proc_manager_core::present::view::WaitView;
 use proc_manager_core::verbs::context::Context;
 use proc_manager_core::Result;
+use std::time::Duration;
 
-pub fn run(context: &Context, ids: &[String], timeout: Option<String>, json: bool) -> Result<i32> {
-    let timeout = parse_dur("--timeout", &timeout)?;
+pub fn run(context: &Context, ids: &[String], timeout: Option<Duration>, json: bool) -> Result<i32> {
     let outcome = context.wait(ids, timeout)?;
     let view = WaitView::from(&outcome);
     if json {
@@ -32,8 +32,7 @@ pub fn run(context: &Context, ids: &[String], timeout: Option<String>, json: boo
 /// was ready (1 where that was exit 0); 124 when `--timeout` or a job's
 /// readiness timeout passed first. A job without a readiness check is
 /// refused: it would never be ready.
-pub fn until_ready(context: &Context, ids: &[String], timeout: Option<String>, json: bool) -> Result<i32> {
-    let timeout = parse_dur("--timeout", &timeout)?;
+pub fn until_ready(context: &Context, ids: &[String], timeout: Option<Duration>, json: bool) -> Result<i32> {
     let cancel = proc_manager_core::verbs::cancel::Cancel::never();
     let outcome = context.wait_ready_or_cancel(ids, timeout, &cancel)?.expect("never cancelled");
     let code = ready_exit_code(&outcome.jobs, outcome.timed_out);

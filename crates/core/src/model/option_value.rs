@@ -258,6 +258,11 @@ pub mod read {
         d.deserialize_any(NumberIn { what, min, max, whole: true })
     }
 
+    /// A whole number >= 0 a double holds exactly (`lines`), refused in `what`'s words.
+    pub fn whole_number<'de, D: Deserializer<'de>>(d: D, what: &str) -> std::result::Result<f64, D::Error> {
+        whole(d, what.into(), 0.0, SAFE_WHOLE)
+    }
+
     pub fn restarts<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<u32>, D::Error> {
         let what = format!("a whole number of restarts from 0 to {}", u32::MAX);
         whole(d, what, 0.0, u32::MAX as f64).map(|n| Some(n as u32))

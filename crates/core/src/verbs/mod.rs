@@ -19,5 +19,6 @@ pub mod resource_tracker;
 pub mod spawn;
 pub mod start;
 pub mod start_options;
+pub mod verb_options;
 pub mod yielding;
 pub mod send;

@@ -412,13 +412,23 @@ impl StartOptions {
 #[cfg(feature = "schema")]
 pub fn schema() -> serde_json::Value {
     use crate::model::option_value::serde_fields;
+    let mut schema = schema_of::<StartOptions>();
+    schema["properties"]["wake"]["x-order"] = serde_fields::<WakeOptions>().into();
+    schema
+}
+
+/// The schema of one options type, as `schema` describes it: inlined, no
+/// `null`, its properties' order in `x-order`. The verbs' options
+/// (verb_options.rs) are exported the same way.
+#[cfg(feature = "schema")]
+pub(crate) fn schema_of<T: schemars::JsonSchema + serde::de::DeserializeOwned>() -> serde_json::Value {
+    use crate::model::option_value::serde_fields;
     let generator = schemars::generate::SchemaSettings::draft2020_12()
         .with(|s| s.inline_subschemas = true)
         .into_generator();
-    let mut schema = generator.into_root_schema_for::<StartOptions>().to_value();
+    let mut schema = generator.into_root_schema_for::<T>().to_value();
     without_null(&mut schema);
-    schema["x-order"] = serde_fields::<StartOptions>().into();
-    schema["properties"]["wake"]["x-order"] = serde_fields::<WakeOptions>().into();
+    schema["x-order"] = serde_fields::<T>().into();
     schema
 }
 
