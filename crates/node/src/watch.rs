@@ -1,6 +1,6 @@
 //! `watchJobs`: each job end, as it happens, from any process of the user, as
 //! a JS async iterator. A native thread waits in the core's inotify watch
-//! (`supervise::ends`), so nothing polls on the JS thread; it ends at once
+//! (`supervise::end_watch`), so nothing polls on the JS thread; it ends at once
 //! when the consumer stops (`return()`, as `break` calls it), when the
 //! `signal` aborts, or when the iterator is collected.
 
@@ -68,7 +68,7 @@ pub fn watch_jobs<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Obje
     std::thread::Builder::new()
         .name("proc-manager-watch-jobs".into())
         .spawn(move || {
-            let result = proc_manager_core::supervise::ends::watch(
+            let result = proc_manager_core::supervise::end_watch::watch(
                 &context.home,
                 &context.config,
                 owner.as_deref(),

@@ -5,7 +5,7 @@ use crate::{print_json, reader_gone, stdout_failed};
 use proc_manager_core::present::view::{LogReadView, LogsView};
 use proc_manager_core::store::logs;
 use proc_manager_core::verbs::cancel::Cancel;
-use proc_manager_core::store::digest::LinesSince;
+use proc_manager_core::store::log_read::LinesSince;
 use proc_manager_core::verbs::context::Context;
 use proc_manager_core::verbs::logs::{LogRange, LogRead};
 use proc_manager_core::{Error, Result};

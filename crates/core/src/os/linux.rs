@@ -385,7 +385,7 @@ pub struct Drained {
 }
 
 /// Tells when files are written or renamed into watched directories, or
-/// directories made in them (inotify), for `supervise::ends`.
+/// directories made in them (inotify), for `supervise::end_watch`.
 pub struct DirWatcher(OwnedFd);
 
 impl DirWatcher {

@@ -209,7 +209,7 @@ pub struct Drained {
     pub records_changed: bool,
 }
 
-/// No inotify here: `supervise::ends` looks again on a timer instead.
+/// No inotify here: `supervise::end_watch` looks again on a timer instead.
 pub struct DirWatcher;
 
 impl DirWatcher {

@@ -2,7 +2,7 @@
 
 pub mod config;
 pub mod deliveries;
-pub mod digest;
+pub mod log_read;
 pub mod logs;
 pub mod paths;
 pub mod procset;

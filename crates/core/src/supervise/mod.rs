@@ -3,7 +3,7 @@
 pub mod notify;
 pub mod outpipe;
 pub mod pace;
-pub mod ends;
+pub mod end_watch;
 pub mod supervisor;
 pub mod phase;
 pub mod output_copy;

@@ -15,7 +15,7 @@ use crate::store::config::{Config, NotifyConfig};
 use crate::supervise::pace::{self, Pace, Slot};
 use crate::supervise::service::{post, Answer, Failure};
 use crate::supervise::wake;
-use crate::store::digest;
+use crate::store::log_read;
 use crate::model::duration::format_duration_ms;
 use crate::model::error::PostError;
 use crate::model::job::{DeliveryState, Exit, HookRun, Job, JobState, JobStatus, Notification};
@@ -118,7 +118,7 @@ pub fn event_message(home: &Home, job: &Job) -> String {
 
 /// The log is read through the home this process holds (`Home::job_log`).
 fn first_error_line(home: &Home, job: &Job) -> Option<String> {
-    digest::error_lines(&home.job_log(&job.id, Path::new(&job.log_path)), 20).into_iter().find(|line| digest::looks_like_error(line))
+    log_read::error_lines(&home.job_log(&job.id, Path::new(&job.log_path)), 20).into_iter().find(|line| log_read::looks_like_error(line))
 }
 
 /// `{{` and `}}` become `{ {` and `} }`, until none is left (`{{{` too).

@@ -2,7 +2,7 @@
 
 use crate::model::job::{Job, JobStatus};
 use crate::os::procinfo::ProcessEntry;
-use crate::{store::digest, os::tree, Error, Result};
+use crate::{store::log_read, os::tree, Error, Result};
 use crate::verbs::context::Context;
 
 #[derive(Debug, Clone, Default)]
@@ -110,9 +110,9 @@ pub fn tail_job_log(job: &Job, query: &TailQuery) -> (Vec<String>, u64, Option<S
     let cursor = reader.cursor(log_has_no_writer(job));
     let problem = reader.record_problem().map(str::to_string);
     let tail = if query.errors {
-        digest::error_lines_of(reader, query.lines)
+        log_read::error_lines_of(reader, query.lines)
     } else {
-        digest::last_lines_of(reader, query.lines, query.grep.as_ref())
+        log_read::last_lines_of(reader, query.lines, query.grep.as_ref())
     };
     (tail, cursor, problem)
 }

@@ -3,7 +3,7 @@
 
 use crate::model::job::{Job, JobStatus};
 use crate::model::duration::format_duration_ms;
-use crate::{store::digest, now_ms, model::text, Result};
+use crate::{store::log_read, now_ms, model::text, Result};
 use crate::verbs::context::{processes_still_running, Context};
 
 #[derive(Debug, Clone, Default)]
@@ -51,7 +51,7 @@ impl Context {
                 JobStatus::Queued => format!("queued for {runtime}"),
                 _ => format!("running {runtime}"),
             };
-            let last = digest::last_lines(std::path::Path::new(&job.log_path), 1, Some(non_blank()))
+            let last = log_read::last_lines(std::path::Path::new(&job.log_path), 1, Some(non_blank()))
                 .pop()
                 .map(|l| format!(", last line: \"{}\"", text::cut(&l, 80)))
                 .unwrap_or_default();

@@ -1,7 +1,7 @@
 //! `logs`: a job's log lines by number or after a cursor, across rotations.
 
 use crate::model::job::Job;
-use crate::{store::digest, Error, Result};
+use crate::{store::log_read, Error, Result};
 use crate::verbs::context::Context;
 use crate::verbs::check::log_has_no_writer;
 
@@ -17,8 +17,8 @@ pub enum LogRange {
 /// What `read_log` read: lines by number, or the lines after a cursor.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LogRead {
-    Lines(digest::LineWindow),
-    Since(digest::LinesSince),
+    Lines(log_read::LineWindow),
+    Since(log_read::LinesSince),
 }
 
 impl Context {
@@ -29,7 +29,7 @@ impl Context {
 
     /// `read_log` keeping only the first lines that fit in `budget`
     /// characters, the cursor right after them and the rest counted (see
-    /// `digest::line_window_within`): one read, so an answer cut to size
+    /// `log_read::line_window_within`): one read, so an answer cut to size
     /// still gets the cursor of what it shows.
     pub fn read_log_within(&self, id: &str, range: LogRange, budget: Option<usize>) -> Result<(Job, LogRead)> {
         let job = self.job(id)?;
@@ -39,18 +39,18 @@ impl Context {
             LogRange::Lines { from: Some(0), .. } => {
                 return Err(Error::Usage("bad fromLine: 0; lines are numbered from 1".into()))
             }
-            LogRange::Lines { from, count } => LogRead::Lines(digest::line_window_within(log, from, count, ended, budget)),
+            LogRange::Lines { from, count } => LogRead::Lines(log_read::line_window_within(log, from, count, ended, budget)),
             LogRange::Since { since, count } => {
-                LogRead::Since(digest::lines_since_within(log, since, count, ended, budget)?)
+                LogRead::Since(log_read::lines_since_within(log, since, count, ended, budget)?)
             }
         };
         Ok((job, read))
     }
 
     /// `read_log` after a cursor, one line at a time (see `SinceRead`).
-    pub fn read_log_since(&self, id: &str, since: u64, count: usize) -> Result<(Job, digest::SinceRead)> {
+    pub fn read_log_since(&self, id: &str, since: u64, count: usize) -> Result<(Job, log_read::SinceRead)> {
         let job = self.job(id)?;
-        let read = digest::SinceRead::open(std::path::Path::new(&job.log_path), since, count, log_has_no_writer(&job))?;
+        let read = log_read::SinceRead::open(std::path::Path::new(&job.log_path), since, count, log_has_no_writer(&job))?;
         Ok((job, read))
     }
 }
