@@ -542,8 +542,6 @@ fn fill_random(buf: &mut [u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
 
     fn is_root() -> bool {
         euid() == 0
@@ -563,9 +561,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");
         private_dir(&home);
-        let c_path = CString::new(home.as_os_str().as_bytes()).unwrap();
-        // SAFETY: c_path is a valid NUL-terminated path that outlives the call.
-        assert_eq!(unsafe { libc::chown(c_path.as_ptr(), 65534, 65534) }, 0);
+        std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();
         let err = Home::at(home.clone()).expect_err("a home owned by uid 65534 must be refused").to_string();
         assert!(err.contains("owned by uid 65534"), "{err}");
         assert!(err.contains("chown"), "says how to fix it: {err}");
@@ -591,9 +587,7 @@ mod tests {
     }
 
     fn chown_to_nobody(path: &Path) {
-        let c_path = CString::new(path.as_os_str().as_bytes()).unwrap();
-        // SAFETY: c_path is a valid NUL-terminated path that outlives the call.
-        assert_eq!(unsafe { libc::chown(c_path.as_ptr(), 65534, 65534) }, 0);
+        std::os::unix::fs::chown(path, Some(65534), Some(65534)).unwrap();
     }
 
     /// As OpenSSH's StrictModes: whoever owns a parent can rename the home
@@ -622,9 +616,7 @@ mod tests {
         // test below): as root the group is made one that is not.
         let modes: &[u32] = if is_root() { &[0o777, 0o775, 0o757] } else { &[0o777, 0o757] };
         if is_root() {
-            let c_path = CString::new(open.as_os_str().as_bytes()).unwrap();
-            // SAFETY: c_path is a valid NUL-terminated path that outlives the call; -1 keeps the owner.
-            assert_eq!(unsafe { libc::chown(c_path.as_ptr(), u32::MAX, 65534) }, 0);
+            std::os::unix::fs::chown(&open, None, Some(65534)).unwrap();
         }
         for &mode in modes {
             std::fs::set_permissions(&open, std::fs::Permissions::from_mode(mode)).unwrap();

@@ -1451,13 +1451,15 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-        let signal_all = |signal: i32| {
+        // Our child flock(1) and its child, both alive until we reap them below.
+        let signal_all = |signal: rustix::process::Signal| {
             for p in std::iter::once(pid).chain(children.split_whitespace().filter_map(|c| c.parse().ok())) {
-                // SAFETY: p is our child flock(1) or its child, both alive until we reap them below.
-                unsafe { libc::kill(p as libc::pid_t, signal) };
+                if let Some(p) = rustix::process::Pid::from_raw(p as i32) {
+                    let _ = rustix::process::kill_process(p, signal);
+                }
             }
         };
-        signal_all(libc::SIGSTOP);
+        signal_all(rustix::process::Signal::STOP);
 
         let mut registry = Registry::new(&home, 10);
         registry.lock_timeout = Duration::from_millis(300);
@@ -1468,13 +1470,13 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(10));
             }
             if !waiter.is_finished() {
-                signal_all(libc::SIGCONT);
-                signal_all(libc::SIGKILL);
+                signal_all(rustix::process::Signal::CONT);
+                signal_all(rustix::process::Signal::KILL);
             }
             waiter.join().unwrap()
         });
-        signal_all(libc::SIGCONT);
-        signal_all(libc::SIGKILL);
+        signal_all(rustix::process::Signal::CONT);
+        signal_all(rustix::process::Signal::KILL);
         let _ = holder.wait();
 
         let (full, brief) = outcome;
