@@ -454,19 +454,24 @@ fn without_null(schema: &mut serde_json::Value) {
     }
 }
 
+/// The JS face as unit tests of the option types see it: options named as
+/// given, called from pid 4242.
+#[cfg(test)]
+pub(crate) struct Js;
+
+#[cfg(test)]
+impl Face for Js {
+    fn name(&self, option: &str) -> String {
+        option.to_string()
+    }
+    fn caller_pid(&self) -> u32 {
+        4242
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    struct Js;
-    impl Face for Js {
-        fn name(&self, option: &str) -> String {
-            option.to_string()
-        }
-        fn caller_pid(&self) -> u32 {
-            4242
-        }
-    }
 
     fn options(json: serde_json::Value) -> Result<StartRequest> {
         let options: StartOptions = serde_json::from_value(json).map_err(|e| Error::Usage(e.to_string()))?;

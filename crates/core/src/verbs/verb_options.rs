@@ -207,16 +207,7 @@ pub fn schema() -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    struct Js;
-    impl Face for Js {
-        fn name(&self, option: &str) -> String {
-            option.to_string()
-        }
-        fn caller_pid(&self) -> u32 {
-            0
-        }
-    }
+    use crate::verbs::start_options::Js;
 
     #[test]
     fn json_options_are_read_and_checked() {
