@@ -109,7 +109,8 @@ pub fn command_line(pid: u32) -> String {
     String::new()
 }
 
-fn page_kb() -> u64 {
+/// The memory page in KiB, at least 1 (a failed sysconf counts as 1 KiB pages).
+pub(crate) fn page_kb() -> u64 {
     // SAFETY: sysconf takes an integer name and touches no memory of ours.
     (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1024) as u64) / 1024
 }

@@ -23,10 +23,7 @@ fn clock() -> &'static Clock {
         // SAFETY: sysconf takes an integer name and touches no memory of
         // ours; an error (-1) is clamped to 1 below.
         let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-        // SAFETY: as for _SC_CLK_TCK: an integer name, no memory of ours;
-        // an error (-1) is clamped to 1.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
-        Clock { boot_ms: boot_secs * 1000, ms_per_tick: 1000 / ticks, page_kb: page / 1024 }
+        Clock { boot_ms: boot_secs * 1000, ms_per_tick: 1000 / ticks, page_kb: crate::os::platform::page_kb() }
     })
 }
 
