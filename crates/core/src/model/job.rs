@@ -1059,7 +1059,11 @@ pub(crate) fn sample_job(status: JobStatus) -> Job {
 /// The sample job in this state (for tests).
 #[cfg(test)]
 pub(crate) fn sample_in(state: JobState) -> Job {
-    let now = crate::now_ms();
+    // The state's own end where it has a real one (`sample_job`'s): a second
+    // clock read could fall a millisecond later and make the run 2h13m plus
+    // a tick. A made-up end (7) is no time to count back from.
+    let run_ms = 2 * 3_600_000 + 13 * 60_000;
+    let now = state.ended_at().filter(|&end| end > run_ms).unwrap_or_else(crate::now_ms);
     Job {
         id: "build-3f2a1c".into(),
         label: "build".into(),
@@ -1073,7 +1077,7 @@ pub(crate) fn sample_in(state: JobState) -> Job {
         note: None,
         main: Some(ProcessIdentity::from_stat(4242, 100)),
         supervisor: Some(ProcessIdentity::from_stat(4241, 99)),
-        started_at: now - (2 * 3_600_000 + 13 * 60_000),
+        started_at: now - run_ms,
         timeout_ms: None,
         notify: true,
         on_exit: None,
