@@ -1359,7 +1359,7 @@ async function waitUntil(predicate, timeoutMs) {
  * until none does: dead, or a zombie nobody reaped yet (isAlive tells these
  * from the living).
  */
-async function killAll(recorded) {
+async function sigkillRecorded(recorded) {
   const ours = recorded.filter((who) => who && who.pid > 1)
   const alive = (who) => isAlive(who.pid, String(who.start_ticks))
   for (const who of ours) if (alive(who)) process.kill(who.pid, 'SIGKILL')
@@ -1385,7 +1385,7 @@ async function scaleAfterSupervisorsDied(n) {
   writeConfig(home)
   try {
     for (let i = 0; i < n; i++) startJson(home, ['sleep', '600'], `l${i}`)
-    await killAll(readJobs(home).flatMap((j) => [j.supervisor, j.main]))
+    await sigkillRecorded(readJobs(home).flatMap((j) => [j.supervisor, j.main]))
     const lookMs = timedFirstLook(home, n, 'lost')
     const t = now()
     const pruned = runBg(home, ['prune', '--json'], { maxBuffer: 256 * MiB })
@@ -1412,7 +1412,7 @@ async function scaleOrphansKill(n) {
     const jobs = readJobs(home)
     const mains = jobs.map((j) => j.main).filter((who) => who && who.pid > 1)
     const alive = (who) => isAlive(who.pid, String(who.start_ticks))
-    await killAll(jobs.map((j) => j.supervisor))
+    await sigkillRecorded(jobs.map((j) => j.supervisor))
     const lookMs = timedFirstLook(home, n, 'orphaned')
     let t = now()
     const killed = runBg(home, ['orphans', '--kill', '--json'], { maxBuffer: 256 * MiB, timeout: 600_000 })

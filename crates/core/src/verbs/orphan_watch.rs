@@ -1,8 +1,8 @@
 //! `run-bg __watch <id>`: the watcher that stays with an orphaned job, logs
 //! what it still writes and records its end.
 
-use crate::model::job::JobStatus;
-use crate::os::procinfo::{self};
+use crate::model::job::{Job, JobStatus};
+use crate::os::procinfo;
 use crate::model::protocol::KILL_REQUEST_FILE;
 use crate::{supervise::outpipe, Result};
 use std::os::unix::fs::OpenOptionsExt;
@@ -33,12 +33,7 @@ impl Context {
         if lock.try_lock().is_err() {
             return Ok(()); // another watcher has it
         }
-        // Its own job.json, not the registry: N watchers started by one look
-        // each parsing a registry of N jobs made that look quadratic.
-        let job = match self.registry().own_record(id) {
-            Some(job) => job,
-            None => self.registry().get(id)?,
-        };
+        let job = self.watched_record(id)?;
         let mut output = outpipe::Reattached::open(
             &self.home.job_dir(id),
             inherited,
@@ -47,13 +42,7 @@ impl Context {
         );
         let mut waited_for_killer = false;
         loop {
-            // Its own job.json, which every status change rewrites: reading the
-            // whole registry (and each unended job's job.json) on each wake made
-            // N watchers cost N squared when their orphans were killed together.
-            let job = match self.registry().own_record(id) {
-                Some(job) => job,
-                None => self.registry().get(id)?,
-            };
+            let job = self.watched_record(id)?;
             let main = job.main.filter(procinfo::is_same_process_alive);
             // Its main process gone under a kill: the killer's record comes
             // first, before this watcher's own look over /proc (400 watchers
@@ -64,8 +53,10 @@ impl Context {
                     continue;
                 }
             }
-            let ended = job.status() != JobStatus::Orphaned || (main.is_none() && self.processes_of(&job).is_empty());
-            if ended {
+            // Looked for only once the main process is gone; found empty, it
+            // also settles the pipe below without a second look.
+            let none_left = job.status() == JobStatus::Orphaned && main.is_none() && self.processes_of(&job).is_empty();
+            if job.status() != JobStatus::Orphaned || none_left {
                 // What they wrote last is in the log before their end is recorded.
                 if let Some(output) = &mut output {
                     output.drain();
@@ -74,7 +65,7 @@ impl Context {
                 // look over /proc; after a kill of N orphans, N watchers
                 // each looking over a table of N made the kill quadratic.
                 let pipe_ended = output.as_ref().is_some_and(|output| !output.is_open());
-                if pipe_ended || self.processes_of(&job).is_empty() {
+                if pipe_ended || none_left || self.processes_of(&job).is_empty() {
                     outpipe::remove(&self.home.job_dir(id));
                 }
                 // Still orphaned: a wait above for the killer was in vain, or
@@ -90,6 +81,17 @@ impl Context {
                 (_, Some(main)) => procinfo::wait_for_exit(&main, pace),
                 (_, None) => std::thread::sleep(pace),
             }
+        }
+    }
+
+    /// The job as its own job.json says, which every status change
+    /// rewrites (the registry only when that is missing): N watchers each
+    /// parsing a registry of N jobs, at their start and on every wake, made
+    /// a look at N orphans and their kill quadratic.
+    fn watched_record(&self, id: &str) -> Result<Job> {
+        match self.registry().own_record(id) {
+            Some(job) => Ok(job),
+            None => self.registry().get(id),
         }
     }
 

@@ -98,24 +98,14 @@ fn exited_unread(error: std::io::Error, status: std::io::Result<std::process::Ex
 /// detaches itself at once (`os::fork::detach`), so the wait here is short
 /// and leaves no zombie behind.
 pub fn spawn_detached(runner: &Path, home: &Home, args: &[String]) -> std::io::Result<()> {
-    spawn_detached_with_stdin(runner, home, args, Stdio::null())
+    start_detached_with_stdin(runner, home, args, Stdio::null())?.wait().map(|_| ())
 }
 
 /// As `spawn_detached`, handing the program `stdin` (an orphan's watcher gets
-/// the job's output pipe, so what waits in it outlives the job's processes).
-pub fn spawn_detached_with_stdin(
-    runner: &Path,
-    home: &Home,
-    args: &[String],
-    stdin: Stdio,
-) -> std::io::Result<()> {
-    start_detached_with_stdin(runner, home, args, stdin)?.wait().map(|_| ())
-}
-
-/// As `spawn_detached_with_stdin`, leaving the wait for the program to detach
-/// (a `wait` on the child returned) to the caller: a look that starts a
-/// watcher for each of 1,000 orphans waits for them together, so they start
-/// up side by side rather than one after the other.
+/// the job's output pipe, so what waits in it outlives the job's processes)
+/// and leaving the wait for it to detach (a `wait` on the child returned) to
+/// the caller: a look that starts a watcher for each of 1,000 orphans waits
+/// for them together, so they start up side by side.
 pub fn start_detached_with_stdin(
     runner: &Path,
     home: &Home,
