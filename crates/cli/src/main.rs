@@ -20,7 +20,7 @@ use proc_manager_core::verbs::verb_options::{CheckOptions, KillOptions, ListOpti
 use proc_manager_core::{Error, Result};
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
-use std::os::unix::ffi::OsStrExt;
+use proc_manager_core::model::os_text::bytes_of;
 use std::time::Duration;
 
 /// `println!` for the CLI's results: once nobody reads them any more (a closed
@@ -45,11 +45,9 @@ fn reader_gone(error: &std::io::Error) -> bool {
 /// A failed write to stdout: the reader is gone, or stdout itself is broken.
 fn stdout_failed(error: std::io::Error) -> ! {
     if reader_gone(&error) {
-        // Die of SIGPIPE (default disposition in the CLI), as on a closed pipe.
-        // SAFETY: raise(3) only sends a signal to this thread and touches no
-        // memory of ours. Should it return (the disposition changed), the
-        // exit below ends the process instead.
-        unsafe { libc::raise(libc::SIGPIPE) };
+        // Die of SIGPIPE (default disposition in the CLI), as on a closed
+        // pipe; should that return, the exit below ends the process instead.
+        proc_manager_core::os::sys::die_of_sigpipe();
     }
     eprintln!("run-bg: cannot write to stdout: {error}");
     std::process::exit(1)
@@ -256,10 +254,7 @@ fn main() {
     // As a command-line tool, end quietly when the reader goes away
     // (`run-bg list | head`), as Unix tools do, instead of panicking on EPIPE.
     // Every subcommand has done its work before it prints.
-    // SAFETY: the default disposition installs no handler, so no code of ours
-    // can run at an async-signal-unsafe point; this runs before any thread is
-    // started. It fails only for an invalid signal, and SIGPIPE is valid.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    proc_manager_core::os::sys::default_sigpipe();
     let code = match run(&args) {
         Ok(code) => code,
         Err(e) => {
@@ -285,7 +280,7 @@ fn with_own_runner(context: Context) -> Result<Context> {
 fn run(args: &[OsString]) -> Result<i32> {
     let first = args.get(1).map(|word| word.as_os_str());
     match first {
-        Some(word) if !word.as_bytes().starts_with(b"-") => {
+        Some(word) if !bytes_of(word).starts_with(b"-") => {
             let known = word.to_str().is_some_and(|word| {
                 <SubCli as clap::CommandFactory>::command().get_subcommands().any(|c| c.get_name() == word || word == "help")
             });
@@ -347,7 +342,7 @@ fn not_text(args: &[OsString]) -> String {
     // The values that may be bytes are not what clap refused: skip them.
     const BYTES: [&str; 2] = ["--cwd", "--env"];
     let after_bytes_option = |at: usize| at > 0 && BYTES.iter().any(|o| args[at - 1] == *o);
-    let bytes_given_inline = |arg: &OsStr| BYTES.iter().any(|o| arg.as_bytes().starts_with(format!("{o}=").as_bytes()));
+    let bytes_given_inline = |arg: &OsStr| BYTES.iter().any(|o| bytes_of(arg).starts_with(format!("{o}=").as_bytes()));
     let before_program = args.iter().position(|a| a == "--").unwrap_or(args.len());
     let refused = (0..before_program)
         .find(|&at| args[at].to_str().is_none() && !after_bytes_option(at) && !bytes_given_inline(&args[at]));

@@ -25,7 +25,7 @@ use proc_manager_core::verbs::context::Context;
 /// `__watch`): detached from whoever started them, in the home's context;
 /// exit 1 when either fails, 2 when the core asked badly.
 pub fn run_errand(errand: proc_manager_core::Result<Errand>) -> i32 {
-    if proc_manager_core::os::fork::detach().is_err() {
+    if proc_manager_core::os::sys::detach_self().is_err() {
         return 1;
     }
     // Held as a supervisor holds it: they write logs and run hooks there.

@@ -11,7 +11,7 @@ pub fn run(context: &Context, id: &str, text: Option<std::ffi::OsString>, no_new
     // An empty text with its newline is an Enter; only --eof alone sends nothing.
     let newline = text.is_some() && !no_newline;
     // The text goes to the job as the bytes it was given.
-    let mut data = text.map(std::os::unix::ffi::OsStringExt::into_vec).unwrap_or_default();
+    let mut data = text.map(|text| proc_manager_core::model::os_text::bytes_of(&text).to_vec()).unwrap_or_default();
     if newline {
         data.push(b'\n');
     }

@@ -2,6 +2,6 @@
 //! job, never by users.
 
 pub fn run() -> i32 {
-    proc_manager_core::supervise::outcome::on_end_recorded(proc_manager_core::verbs::queue::after_end);
+    proc_manager_core::supervise::spec::on_end_recorded(proc_manager_core::verbs::queue::after_end);
     proc_manager_core::supervise::start::supervise_main()
 }

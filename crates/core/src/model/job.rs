@@ -294,11 +294,11 @@ impl JobState {
             return 1;
         }
         match self.exit() {
-            Some(Exit::Code(0)) | None if ended_by_us => 128 + libc::SIGTERM,
+            Some(Exit::Code(0)) | None if ended_by_us => 128 + crate::model::signals::SIGTERM,
             Some(Exit::Code(code)) => code,
             Some(Exit::Signal(signal)) => match signal_number(&signal) {
                 Some(number) => 128 + number,
-                None if ended_by_us => 128 + libc::SIGTERM,
+                None if ended_by_us => 128 + crate::model::signals::SIGTERM,
                 None => 1,
             },
             None => 1,
@@ -987,23 +987,23 @@ pub const CORRUPT_RECORD: &str = "the record is corrupt";
 
 pub fn signal_name(sig: i32) -> String {
     let name = match sig {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGTRAP => "SIGTRAP",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGUSR2 => "SIGUSR2",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGXCPU => "SIGXCPU",
-        libc::SIGXFSZ => "SIGXFSZ",
+        crate::model::signals::SIGHUP => "SIGHUP",
+        crate::model::signals::SIGINT => "SIGINT",
+        crate::model::signals::SIGQUIT => "SIGQUIT",
+        crate::model::signals::SIGILL => "SIGILL",
+        crate::model::signals::SIGTRAP => "SIGTRAP",
+        crate::model::signals::SIGABRT => "SIGABRT",
+        crate::model::signals::SIGBUS => "SIGBUS",
+        crate::model::signals::SIGFPE => "SIGFPE",
+        crate::model::signals::SIGKILL => "SIGKILL",
+        crate::model::signals::SIGUSR1 => "SIGUSR1",
+        crate::model::signals::SIGSEGV => "SIGSEGV",
+        crate::model::signals::SIGUSR2 => "SIGUSR2",
+        crate::model::signals::SIGPIPE => "SIGPIPE",
+        crate::model::signals::SIGALRM => "SIGALRM",
+        crate::model::signals::SIGTERM => "SIGTERM",
+        crate::model::signals::SIGXCPU => "SIGXCPU",
+        crate::model::signals::SIGXFSZ => "SIGXFSZ",
         _ => return format!("SIG{sig}"),
     };
     name.to_string()
@@ -1156,8 +1156,8 @@ mod tests {
 
     #[test]
     fn signal_names_and_numbers_map_both_ways() {
-        assert_eq!(signal_name(libc::SIGTERM), "SIGTERM");
-        assert_eq!(signal_name(libc::SIGKILL), "SIGKILL");
+        assert_eq!(signal_name(crate::model::signals::SIGTERM), "SIGTERM");
+        assert_eq!(signal_name(crate::model::signals::SIGKILL), "SIGKILL");
         assert_eq!(signal_number("SIGKILL"), Some(9));
         assert_eq!(signal_number("SIGTERM"), Some(15));
         for n in 1..32 {

@@ -8,3 +8,4 @@ pub mod option_value;
 pub mod os_text;
 pub mod protocol;
 pub mod text;
+pub mod signals;

@@ -17,8 +17,29 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
+
+/// The bytes of an OS string: Unix's own bytes; on Windows its WTF-8, which
+/// is UTF-8 for any text that is valid Unicode.
+pub fn bytes_of(value: &OsStr) -> &[u8] {
+    value.as_encoded_bytes()
+}
+
+/// An OS string from bytes `bytes_of` gave: any bytes on Unix.
+#[cfg(unix)]
+pub fn from_bytes(bytes: Vec<u8>) -> OsString {
+    std::os::unix::ffi::OsStringExt::from_vec(bytes)
+}
+
+/// An OS string from bytes: on Windows only text (WTF-8 from another
+/// Windows process is not trusted), anything else with replacement.
+#[cfg(windows)]
+pub fn from_bytes(bytes: Vec<u8>) -> OsString {
+    match String::from_utf8(bytes) {
+        Ok(text) => OsString::from(text),
+        Err(e) => OsString::from(String::from_utf8_lossy(e.as_bytes()).into_owned()),
+    }
+}
 
 /// One value as written: text, or its bytes when they are not UTF-8.
 #[derive(Serialize, Deserialize)]
@@ -32,14 +53,14 @@ impl<'a> Stored<'a> {
     fn of(value: &'a OsStr) -> Stored<'a> {
         match value.to_str() {
             Some(text) => Stored::Text(Cow::Borrowed(text)),
-            None => Stored::Bytes(Cow::Borrowed(value.as_bytes())),
+            None => Stored::Bytes(Cow::Borrowed(bytes_of(value))),
         }
     }
 
     fn into_os(self) -> OsString {
         match self {
             Stored::Text(text) => OsString::from(text.into_owned()),
-            Stored::Bytes(bytes) => OsString::from_vec(bytes.into_owned()),
+            Stored::Bytes(bytes) => from_bytes(bytes.into_owned()),
         }
     }
 }
@@ -52,7 +73,7 @@ pub fn escaped(value: &OsStr) -> Cow<'_, str> {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(value.len() + 8);
-    for chunk in value.as_bytes().utf8_chunks() {
+    for chunk in bytes_of(value).utf8_chunks() {
         out.push_str(chunk.valid());
         for byte in chunk.invalid() {
             out.push_str(&format!("\\x{byte:02x}"));
@@ -94,7 +115,7 @@ pub mod path {
 pub fn to_record(value: &OsStr) -> (String, Option<Vec<u8>>) {
     match value.to_str() {
         Some(text) => (text.to_string(), None),
-        None => (escaped(value).into_owned(), Some(value.as_bytes().to_vec())),
+        None => (escaped(value).into_owned(), Some(bytes_of(value).to_vec())),
     }
 }
 
@@ -104,7 +125,7 @@ pub fn to_record(value: &OsStr) -> (String, Option<Vec<u8>>) {
 /// know).
 pub fn from_record(text: String, bytes: Option<Vec<u8>>) -> OsString {
     match bytes {
-        Some(bytes) if escaped(OsStr::from_bytes(&bytes)) == text => OsString::from_vec(bytes),
+        Some(bytes) if escaped(from_bytes(bytes.clone()).as_os_str()) == text => from_bytes(bytes),
         _ => OsString::from(text),
     }
 }
@@ -190,7 +211,7 @@ mod tests {
     }
 
     fn latin1(text: &[u8]) -> OsString {
-        OsString::from_vec(text.to_vec())
+        from_bytes(text.to_vec())
     }
 
     #[test]

@@ -4,7 +4,8 @@
 
 use crate::model::job::ProcessIdentity;
 use crate::model::protocol::{JOB_COOKIE, SUPERVISOR_MARK};
-use crate::os::procinfo::{errno_outcome, is_dead_state, parse_stat, Row, SignalOutcome, Stat};
+use crate::os::sys::errno_outcome;
+use crate::os::procinfo::{is_dead_state, parse_stat, Row, SignalOutcome, Stat};
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
 /// Reads a small /proc file into `buf` with one open and as few reads as it

@@ -1,19 +1,37 @@
 //! The operating system: the process table (and snapshots of it), process identities and signals (pidfd), fork/exec, and a job's tree of processes.
 
+#[cfg(unix)]
 pub mod fork;
+#[cfg(unix)]
 pub mod launch;
 pub mod pidfd;
 pub mod procinfo;
 pub mod snapshot;
 pub mod tree;
 
+/// What Unix systems share, or Windows's answer to the same: signal and
+/// errno numbers, file modes, positioned file access, OS strings as bytes.
+#[cfg(unix)]
+#[path = "sys_unix.rs"]
+pub mod sys;
+#[cfg(windows)]
+#[path = "sys_windows.rs"]
+pub mod sys;
+/// Windows's Job Objects, console control events and process handles: the
+/// job's tree and its kill there.
+#[cfg(windows)]
+pub mod windows_job;
+
 // The platform's own ways to the same facts: one file per platform, each
 // with the same functions, and no `cfg` anywhere else in `os`.
 #[cfg(target_os = "linux")]
 #[path = "linux.rs"]
 pub(crate) mod platform;
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(unix, not(target_os = "linux")))]
 #[path = "macos.rs"]
+pub(crate) mod platform;
+#[cfg(windows)]
+#[path = "windows.rs"]
 pub(crate) mod platform;
 /// Who holds a TCP port (`--ready-port`): the same API on each platform.
 #[cfg(target_os = "linux")]
@@ -27,6 +45,9 @@ pub mod ports;
 #[cfg(target_os = "linux")]
 #[path = "snapshot_linux.rs"]
 mod snapshot_platform;
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(unix, not(target_os = "linux")))]
 #[path = "snapshot_macos.rs"]
+mod snapshot_platform;
+#[cfg(windows)]
+#[path = "snapshot_windows.rs"]
 mod snapshot_platform;

@@ -154,33 +154,7 @@ pub fn scan(mut wanted: impl FnMut(u32, u32, Option<&str>) -> bool) -> Vec<Proce
         .collect()
 }
 
-/// Peak RSS of the largest descendant reaped so far (by us or by its parent),
-/// as the kernel keeps it: free to read, no sampling while the job runs.
-pub fn children_peak_rss_kb() -> Option<u64> {
-    // SAFETY: rusage is a plain C struct for which all-zero is valid.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `usage` is a live, correctly typed out-parameter.
-    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } != 0 {
-        return None;
-    }
-    Some(platform::max_rss_kb(usage.ru_maxrss as u64)).filter(|&kb| kb > 0)
-}
-
-/// Whether a process with this pid exists (ours to signal or not).
-pub fn pid_alive(pid: u32) -> bool {
-    if pid == 0 || pid > i32::MAX as u32 {
-        return false;
-    }
-    // SAFETY: signal 0 sends nothing; it only asks whether the pid exists.
-    let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-/// Our effective uid.
-pub fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
+pub use crate::os::sys::{children_peak_rss_kb, euid, pid_alive};
 
 /// How many live processes carry each job's cookie, in one pass.
 pub fn live_process_counts() -> std::collections::HashMap<String, usize> {
@@ -228,8 +202,7 @@ pub fn forbidden_target(pid: u32) -> Option<String> {
     if pid == me {
         return Some(format!("pid {pid} is this process itself"));
     }
-    // SAFETY: getpgrp and getsid(0) only read the caller's own ids; they cannot fail.
-    let (own_group, own_session) = unsafe { (libc::getpgrp() as u32, libc::getsid(0) as u32) };
+    let (own_group, own_session) = crate::os::sys::own_group_and_session();
     if pid == own_group || pid == own_session {
         return Some(format!("pid {pid} leads this process's own process group or session"));
     }
@@ -243,8 +216,7 @@ pub fn signal_group(pgid: u32, signal: i32) -> SignalOutcome {
     if let Some(why) = forbidden_target(pgid) {
         return SignalOutcome::Failed(format!("refused to signal process group {pgid}: {why}"));
     }
-    // SAFETY: killpg has no memory effects; pgid was checked to be > 1 and not ours.
-    errno_outcome(unsafe { libc::killpg(pgid as libc::pid_t, signal) } as libc::c_long)
+    crate::os::sys::signal_group_unchecked(pgid, signal)
 }
 
 /// Signals the recorded process and nothing else. On Linux a pidfd is opened
@@ -264,23 +236,7 @@ pub fn signal_process(who: &ProcessIdentity, signal: i32) -> SignalOutcome {
     match identify(who.pid) {
         None => SignalOutcome::Gone,
         Some(now) if now.start_ticks != who.start_ticks => SignalOutcome::Replaced,
-        // SAFETY: integer arguments only; errno_outcome reads ESRCH as gone.
-        Some(_) => errno_outcome(unsafe { libc::kill(who.pid as libc::pid_t, signal) } as libc::c_long),
-    }
-}
-
-pub(crate) fn errno_outcome(rc: libc::c_long) -> SignalOutcome {
-    if rc == 0 {
-        return SignalOutcome::Sent;
-    }
-    io_outcome(std::io::Error::last_os_error())
-}
-
-fn io_outcome(error: std::io::Error) -> SignalOutcome {
-    match error.raw_os_error() {
-        Some(libc::ESRCH) => SignalOutcome::Gone,
-        Some(libc::EPERM) => SignalOutcome::Failed("permission denied".into()),
-        _ => SignalOutcome::Failed(error.to_string()),
+        Some(_) => crate::os::sys::signal_unchecked(who.pid, signal),
     }
 }
 

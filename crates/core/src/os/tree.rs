@@ -60,9 +60,7 @@ impl<'a> Tree<'a> {
         if self.supervisor.is_some_and(|s| s.pid == std::process::id()) {
             return false;
         }
-        // A process that is gone has no session (ESRCH), never equal to ours.
-        let theirs = rustix::process::Pid::from_raw(pid as i32).and_then(|p| rustix::process::getsid(Some(p)).ok());
-        theirs.is_some() && theirs == rustix::process::getsid(None).ok()
+        crate::os::sys::in_own_session(pid)
     }
 }
 

@@ -22,7 +22,7 @@ use crate::model::job::{HookRun, Job, Notification};
 use crate::store::paths::{self, create_private_dir_all, Home};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use crate::os::sys::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// What one writer knows of one event's delivery.

@@ -4,7 +4,7 @@
 use crate::{Error, Result};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use crate::os::sys::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// Lines longer than this are returned in pieces by the tail reader, so that
@@ -189,7 +189,7 @@ impl RotatingWriter {
     /// bytes never pass through us, so the file itself is read; a file that
     /// cannot be read counts as ending a line (at worst one line is joined).
     fn ends_a_line(&self) -> bool {
-        use std::os::unix::fs::FileExt;
+        use crate::os::sys::FileExt;
         if self.written == 0 {
             return true;
         }
@@ -212,6 +212,7 @@ impl RotatingWriter {
     /// full. Whatever the result, nothing is lost: an error (`EINVAL` for a
     /// file opened for appending or a filesystem that cannot splice, or the
     /// write's own, `ENOSPC`) leaves the bytes in the pipe.
+    #[cfg(unix)]
     pub fn splice_in(&mut self, pipe: std::os::fd::BorrowedFd<'_>, len: usize) -> std::io::Result<usize> {
         use std::os::fd::AsFd;
         let len = (len as u64).min(self.room()) as usize;
@@ -500,7 +501,7 @@ pub fn tail_lines(log: &Path, n: usize, keep: impl Fn(&[u8]) -> bool) -> Vec<Vec
 /// A last line still being written (no newline yet) is left to the follower,
 /// which prints it whole, rather than cut in two.
 pub fn tail_then_follow(log: &Path, n: usize) -> (Vec<Vec<u8>>, LogFollower) {
-    use std::os::unix::fs::FileExt;
+    use crate::os::sys::FileExt;
     let mut reader = ReverseLines::open(log);
     // One line at least, to know where the last one starts.
     let mut lines: Vec<Vec<u8>> = reader.by_ref().take(n.max(1)).collect();
@@ -615,7 +616,7 @@ impl StartRecord {
     }
 
     fn write(record: &File, id: FileId, start: u64) {
-        use std::os::unix::fs::FileExt;
+        use crate::os::sys::FileExt;
         let text = format!(
             "pm1 {:016x} {:016x} {:016x} {:016x} mix={:016x}\n",
             id.0,
@@ -744,7 +745,7 @@ impl Record {
 
 /// Reads up to `buf.len()` bytes from the start of `file`; how many it got.
 fn read_prefix(file: &File, buf: &mut [u8]) -> usize {
-    use std::os::unix::fs::FileExt;
+    use crate::os::sys::FileExt;
     let mut read = 0;
     while read < buf.len() {
         match file.read_at(&mut buf[read..], read as u64) {
@@ -856,7 +857,7 @@ impl LogFiles {
     /// line still being written (looked for in the newest file only; a file
     /// starts on a line unless a line is longer than a file).
     pub fn end_of_lines(&self) -> u64 {
-        use std::os::unix::fs::FileExt;
+        use crate::os::sys::FileExt;
         let Some(newest) = self.files.last() else { return 0 };
         let mut pos = newest.len;
         let mut block = vec![0u8; TAIL_BLOCK];
@@ -915,7 +916,7 @@ impl StreamReader {
 
 impl Read for StreamReader {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        use std::os::unix::fs::FileExt;
+        use crate::os::sys::FileExt;
         loop {
             let Some(file) = self.files.iter().find(|f| self.pos < f.start + f.len && self.pos >= f.start) else {
                 // Between files (a file that shrank) or at the end.
@@ -949,7 +950,7 @@ pub const MAX_KEEP: u32 = 100;
 type FileId = (u64, u64);
 
 fn file_id(meta: &std::fs::Metadata) -> FileId {
-    use std::os::unix::fs::MetadataExt;
+    use crate::os::sys::MetadataExt;
     (meta.dev(), meta.ino())
 }
 

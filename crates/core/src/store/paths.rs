@@ -5,7 +5,7 @@ use crate::os::procinfo::euid;
 use crate::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use crate::os::sys::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 /// The state directory: `$PROC_MANAGER_HOME`, else `$XDG_STATE_HOME/proc-manager`,
@@ -215,11 +215,11 @@ impl Home {
     pub fn explain(&self, error: Error) -> Error {
         match error {
             Error::Io { action, path, source }
-                if matches!(source.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)) =>
+                if matches!(source.raw_os_error(), Some(crate::os::sys::errno::ENOSPC) | Some(crate::os::sys::errno::EDQUOT)) =>
             {
                 Error::DiskFull { home: self.root.clone(), action, path: self.shown(&path), source }
             }
-            Error::Io { action, path, source } if source.raw_os_error() == Some(libc::EROFS) => Error::Io {
+            Error::Io { action, path, source } if source.raw_os_error() == Some(crate::os::sys::errno::EROFS) => Error::Io {
                 action,
                 path: self.shown(&path),
                 source: std::io::Error::new(
@@ -264,7 +264,7 @@ impl HeldHome {
         if opened.uid() != euid() || opened.mode() & 0o022 != 0 {
             return refuse(format!("{} changed owner or mode while it was being checked", path.display()));
         }
-        rustix::process::fchdir(&dir).map_err(|e| Error::io("enter", &path, e.into()))?;
+        crate::os::sys::enter_directory(&dir, &path).map_err(|e| Error::io("enter", &path, e))?;
         Ok(HeldHome { path, dir, dev: opened.dev(), ino: opened.ino() })
     }
 
@@ -282,14 +282,14 @@ impl HeldHome {
     pub fn refresh(&self) -> bool {
         let Ok(dir) = open_dir_nofollow(&self.path) else { return false };
         match dir.metadata() {
-            Ok(meta) if (meta.dev(), meta.ino()) == (self.dev, self.ino) => rustix::process::fchdir(&dir).is_ok(),
+            Ok(meta) if (meta.dev(), meta.ino()) == (self.dev, self.ino) => crate::os::sys::enter_directory(&dir, &self.path).is_ok(),
             _ => false,
         }
     }
 }
 
 fn open_dir_nofollow(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new().read(true).custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW).open(path)
+    crate::os::sys::open_directory_no_follow(path)
 }
 
 /// Judges a home's parent directories as OpenSSH's StrictModes judges those
@@ -348,7 +348,7 @@ fn check_parents(home: &Path) -> Result<Option<String>> {
         }
         let sticky = meta.mode() & 0o1000 != 0;
         let others_write = meta.mode() & 0o002 != 0;
-        let stranger_group_writes = meta.mode() & 0o020 != 0 && !group_is_ours_alone(meta.gid());
+        let stranger_group_writes = meta.mode() & 0o020 != 0 && !group_is_ours_alone(crate::os::sys::group_of(&meta));
         if (others_write || stranger_group_writes) && !sticky {
             return problem(
                 dir,
@@ -477,7 +477,7 @@ pub fn create_private_dir_all(path: &Path) -> Result<()> {
         .create(path)
         .map_err(|e| Error::io("create directory", path, e))?;
     // The umask may have widened the mode; the home holds logs that can carry secrets.
-    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700));
+    let _ = crate::os::sys::set_mode(path, 0o700);
     Ok(())
 }
 
@@ -485,7 +485,7 @@ pub fn create_private_dir_all(path: &Path) -> Result<()> {
 /// followed (the open fails with a clear error instead; see `no_symlinks`).
 pub fn options_nofollow() -> OpenOptions {
     let mut options = OpenOptions::new();
-    options.custom_flags(libc::O_NOFOLLOW);
+    crate::os::sys::no_follow(&mut options);
     options
 }
 
@@ -516,7 +516,7 @@ pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
 /// `O_NOFOLLOW` reports a symlink as ELOOP ("too many levels of symbolic
 /// links"); say what it means here.
 pub fn no_symlinks(error: std::io::Error) -> std::io::Error {
-    if error.raw_os_error() == Some(libc::ELOOP) {
+    if error.raw_os_error() == Some(crate::os::sys::errno::ELOOP) {
         std::io::Error::other(
             "it is a symbolic link, and proc-manager never follows symbolic links inside its home: remove it",
         )
@@ -539,9 +539,11 @@ fn fill_random(buf: &mut [u8]) -> std::io::Result<()> {
     File::open("/dev/urandom")?.read_exact(buf)
 }
 
-#[cfg(test)]
+// Owners, modes and symlinks: Unix's home checks.
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn is_root() -> bool {
         euid() == 0

@@ -17,7 +17,7 @@ use crate::os::procinfo;
 use crate::store::paths;
 use std::collections::HashSet;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use crate::os::sys::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// The file in the job's directory.

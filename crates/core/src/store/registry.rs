@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use crate::os::sys::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -698,7 +698,7 @@ fn corrupt_record(home: &Home, id: &str) -> Option<CorruptRecord> {
             // Another user's file (refused by `open_read`) or a symlink: not ours.
             let meta = std::fs::symlink_metadata(&file).ok();
             let foreign = e.kind() == std::io::ErrorKind::PermissionDenied
-                && meta.as_ref().is_some_and(|m| std::os::unix::fs::MetadataExt::uid(m) != procinfo::euid());
+                && meta.as_ref().is_some_and(|m| crate::os::sys::MetadataExt::uid(m) != procinfo::euid());
             let symlink = meta.is_some_and(|m| m.file_type().is_symlink());
             return Some(corrupt(id, file, e.to_string(), foreign || symlink));
         }
@@ -766,7 +766,7 @@ fn open_lock(path: &Path) -> std::io::Result<File> {
     };
     match open(true) {
         // A read-only home: the lock still orders readers that recover; writes fail later, each with its own error.
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EROFS) | Some(libc::EACCES)) => open(false).map_err(|_| e),
+        Err(e) if matches!(e.raw_os_error(), Some(crate::os::sys::errno::EROFS) | Some(crate::os::sys::errno::EACCES)) => open(false).map_err(|_| e),
         other => other,
     }
 }

@@ -11,7 +11,6 @@ use crate::store::registry::Registry;
 use crate::supervise::notify;
 use crate::os::platform::DirWatcher;
 use std::collections::HashSet;
-use std::os::fd::AsFd;
 use std::time::Duration;
 
 /// A status worth telling: the job ended, or its supervisor is gone.
@@ -22,7 +21,7 @@ fn is_end(status: JobStatus) -> bool {
 /// Hands each job end from now on (of `owner`'s jobs, when given) to `emit`
 /// until `emit` returns false or `stop` becomes readable; ends recorded
 /// before the call are not handed over.
-pub fn watch(home: &Home, config: &Config, owner: Option<&str>, stop: impl AsFd, mut emit: impl FnMut(serde_json::Value) -> bool) -> crate::Result<()> {
+pub fn watch(home: &Home, config: &Config, owner: Option<&str>, stop: &std::io::PipeReader, mut emit: impl FnMut(serde_json::Value) -> bool) -> crate::Result<()> {
     let inotify = DirWatcher::new().map_err(|e| crate::Error::io("watch", home.root.clone(), e))?;
     let jobs_dir = home.jobs_dir();
     let _ = std::fs::create_dir_all(&jobs_dir);
@@ -51,17 +50,9 @@ pub fn watch(home: &Home, config: &Config, owner: Option<&str>, stop: impl AsFd,
         // Where the platform cannot tell when a directory changes, look
         // again every 250 ms (in this thread, not the consumer's).
         let watched = inotify.fd();
-        let mut fds = vec![rustix::event::PollFd::new(&stop, rustix::event::PollFlags::IN)];
-        if let Some(fd) = &watched {
-            fds.push(rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN));
-        }
-        let timeout = watched.is_none().then(|| {
-            let every = Duration::from_millis(250);
-            rustix::event::Timespec { tv_sec: every.as_secs() as _, tv_nsec: every.subsec_nanos() as _ }
-        });
-        // EINTR: look again.
-        let _ = rustix::event::poll(&mut fds, timeout.as_ref());
-        if !fds[0].revents().is_empty() {
+        let pause = if watched.is_some() { Duration::MAX } else { Duration::from_millis(250) };
+        crate::os::sys::pause_until_readable(pause, watched, Some(stop), &|| false);
+        if crate::os::sys::has_input(stop) {
             return Ok(());
         }
         let drained = inotify.drain();

@@ -25,8 +25,7 @@ use crate::store::registry::{write_json_file, Registry, FOLD_PATIENCE};
 use crate::{store::logs, now_ms, model::text};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
+use crate::os::sys::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -214,10 +213,8 @@ pub fn run_hook(home: &Home, command: &str, event: &[u8], job: &Job, message: &s
         Some((a, b)) => (Stdio::from(a), Stdio::from(b)),
         None => (Stdio::null(), Stdio::null()),
     };
-    let cwd = if Path::new(&job.cwd).is_dir() { PathBuf::from(&job.cwd) } else { PathBuf::from("/") };
-    let spawned = Command::new("/bin/sh")
-        .arg("-c")
-        .arg(command)
+    let cwd = if Path::new(&job.cwd).is_dir() { PathBuf::from(&job.cwd) } else { std::env::temp_dir() };
+    let spawned = crate::os::sys::hook_command(command)
         .current_dir(cwd)
         .env("RUN_BG_JOB_ID", &job.id)
         .env("RUN_BG_LABEL", &job.label)
@@ -228,11 +225,10 @@ pub fn run_hook(home: &Home, command: &str, event: &[u8], job: &Job, message: &s
         .stdin(Stdio::piped())
         .stdout(stdout)
         .stderr(stderr)
-        .process_group(0)
         .spawn();
     let mut child = match spawned {
         Ok(child) => child,
-        Err(e) => return finish(None, Some(format!("could not start /bin/sh: {e}"))),
+        Err(e) => return finish(None, Some(format!("could not start {}: {e}", crate::os::sys::HOOK_SHELL))),
     };
     if let Some(mut stdin) = child.stdin.take() {
         let event = event.to_vec();
@@ -245,8 +241,7 @@ pub fn run_hook(home: &Home, command: &str, event: &[u8], job: &Job, message: &s
     loop {
         match child.try_wait() {
             Ok(Some(status)) => {
-                use std::os::unix::process::ExitStatusExt;
-                return match (status.code(), status.signal()) {
+                return match (status.code(), crate::os::sys::exit_signal(&status)) {
                     (Some(0), _) => finish(Some(0), None),
                     (Some(code), _) => finish(Some(code), Some(format!("exited {code}"))),
                     (None, Some(signal)) => {
@@ -256,16 +251,7 @@ pub fn run_hook(home: &Home, command: &str, event: &[u8], job: &Job, message: &s
                 };
             }
             Ok(None) if Instant::now() >= deadline => {
-                // The hook is our unreaped child leading its own group, so the
-                // group id cannot have been reused; ESRCH (the group is gone
-                // already) needs nothing, anything else leaves its group running.
-                let group = rustix::process::Pid::from_raw(child.id() as i32);
-                let killed = group.map_or(Ok(()), |group| rustix::process::kill_process_group(group, rustix::process::Signal::KILL));
-                if let Err(e) = killed.or_else(|e| if e == rustix::io::Errno::SRCH { Ok(()) } else { Err(e) }) {
-                    tracing::warn!("cannot kill the timed-out hook's process group {}: {e}", child.id());
-                    // At least the hook itself, so the wait below returns.
-                    let _ = child.kill();
-                }
+                crate::os::sys::kill_hook(&mut child);
                 let _ = child.wait();
                 return finish(None, Some(format!("timed out after {}", format_duration_ms(timeout.as_millis() as u64))));
             }

@@ -6,22 +6,13 @@ use crate::model::job::{EndedBy, Job, JobState};
 use crate::model::protocol::KILL_REQUEST_FILE;
 use crate::now_ms;
 use crate::os::procinfo;
-use crate::store::config::Config;
-use crate::store::paths::Home;
 use crate::store::registry::Patience;
 use crate::supervise::supervisor::{KillInProgress, KillReason, Supervisor, Unrecorded};
 use crate::supervise::{notify, ready};
 use crate::Error;
 use std::time::{Duration, Instant};
 
-/// Run once a job's end is recorded, to hand its queue slot on
-/// (`verbs::queue::after_end`; that layer sits above this one, so the
-/// binary sets it).
-static AFTER_END: std::sync::OnceLock<fn(&Home, &Config)> = std::sync::OnceLock::new();
-
-pub fn on_end_recorded(hook: fn(&Home, &Config)) {
-    let _ = AFTER_END.set(hook);
-}
+use crate::supervise::spec::AFTER_END;
 
 /// The first retry of an unrecorded end comes this soon, then ever less
 /// often, up to `RETRY_LONGEST_PAUSE`: a disk remounted writable is noticed

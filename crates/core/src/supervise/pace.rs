@@ -13,7 +13,7 @@ use crate::store::paths::Home;
 use crate::store::registry::write_json_file;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::os::unix::fs::OpenOptionsExt;
+use crate::os::sys::OpenOptionsExt;
 
 /// The service's limits for one pipeline, as we keep to them.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -8,7 +8,6 @@ use crate::model::protocol::{JOB_COOKIE, READY_ERR, READY_OK, SUPERVISOR_MARK};
 use crate::now_ms;
 use crate::os::launch::{self, LaunchSpec};
 use crate::os::procinfo;
-use crate::store::config::Config;
 use crate::store::logs::RotatingWriter;
 use crate::store::paths::Home;
 use crate::store::registry::{Patience, Registry};
@@ -19,20 +18,13 @@ use crate::supervise::restart::Restarter;
 use crate::supervise::signals::install_signal_handlers;
 use crate::supervise::supervisor::{ProcessRecord, Supervisor};
 use crate::supervise::{outpipe, ready, stdin, tie};
-use serde::{Deserialize, Serialize};
+
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// What the caller hands the supervisor on its stdin.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct SupervisorSpec {
-    #[serde(with = "crate::model::os_text::path")]
-    pub home: PathBuf,
-    pub job: Job,
-    pub config: Config,
-}
+pub use crate::supervise::spec::SupervisorSpec;
 
 /// Points our stdin or stdout at /dev/null. A failure leaves it where it was
 /// (the caller's pipe), which only matters to a caller still reading it, so

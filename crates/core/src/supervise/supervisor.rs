@@ -216,7 +216,7 @@ impl Supervisor {
                 // The tied process's pidfd, after the others (issue 14).
                 let tie_fd = self.tie.as_ref().and_then(tie::Watch::fd);
                 let tie_slot = tie_fd.as_ref().map(|fd| {
-                    fds[watched] = PollFd::from_borrowed_fd(*fd, PollFlags::IN);
+                    fds[watched] = PollFd::new(*fd, PollFlags::IN);
                     watched
                 });
                 let watched = watched + usize::from(tie_slot.is_some());

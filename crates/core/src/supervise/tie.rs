@@ -7,7 +7,7 @@
 use crate::model::job::Tie;
 use crate::os::{pidfd, procinfo};
 use crate::{Error, Result};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use crate::os::sys::PinnedProcess;
 
 /// The tie for a job started now, to `pid`; refused with the reason when
 /// that process cannot be watched.
@@ -19,7 +19,7 @@ pub fn tie_to(pid: u32, caller: bool) -> Result<Tie> {
     }
     match pidfd::open_checked(pid) {
         Ok(_) => {}
-        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+        Err(e) if e.raw_os_error() == Some(crate::os::sys::errno::ESRCH) => {
             return Err(Error::Usage(format!("cannot tie the job to pid {pid}: no such process")))
         }
         Err(e) => {
@@ -37,7 +37,7 @@ pub fn tie_to(pid: u32, caller: bool) -> Result<Tie> {
 /// The supervisor's watch of the tied process.
 pub struct Watch {
     /// None: the process was gone before the watch began.
-    fd: Option<OwnedFd>,
+    fd: Option<PinnedProcess>,
 }
 
 impl Watch {
@@ -52,8 +52,8 @@ impl Watch {
     }
 
     /// What the supervisor's poll watches; None: fire at once.
-    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
-        self.fd.as_ref().map(|fd| fd.as_fd())
+    pub fn fd(&self) -> Option<&PinnedProcess> {
+        self.fd.as_ref()
     }
 
     /// Whether the tied process has ended, given the poll's answer for `fd()`.
@@ -75,7 +75,7 @@ pub fn fire(tie: &mut Option<Tie>) -> Option<String> {
 /// names its own parent in `PROC_MANAGER_TIE_PARENT` as `<shim pid>:<pid>`;
 /// that is used only when the shim is indeed our parent.
 pub fn caller_pid() -> u32 {
-    let parent = std::os::unix::process::parent_id();
+    let parent = crate::os::sys::parent_pid();
     let via_shim = std::env::var("PROC_MANAGER_TIE_PARENT").ok().and_then(|v| {
         let (shim, caller) = v.split_once(':')?;
         (shim.parse::<u32>().ok()? == parent).then(|| caller.parse::<u32>().ok()).flatten()
@@ -108,7 +108,7 @@ mod tests {
         let tie = tie_to(child.id(), true).unwrap();
         let watch = Watch::open(Some(&tie)).unwrap();
         let readable = |w: &Watch| {
-            let mut fds = [rustix::event::PollFd::from_borrowed_fd(w.fd().unwrap(), rustix::event::PollFlags::IN)];
+            let mut fds = [rustix::event::PollFd::new(w.fd().unwrap(), rustix::event::PollFlags::IN)];
             let limit = rustix::event::Timespec { tv_sec: 5, tv_nsec: 0 };
             rustix::event::poll(&mut fds, Some(&limit)).unwrap() > 0
         };

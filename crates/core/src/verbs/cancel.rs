@@ -66,32 +66,19 @@ impl Cancel {
             std::thread::sleep(pause);
             return self.is_cancelled();
         };
-        let mut fds = [rustix::event::PollFd::new(&pipe.0, rustix::event::PollFlags::IN)];
-        let timeout = rustix::event::Timespec::try_from(pause).unwrap_or(rustix::event::Timespec { tv_sec: i64::MAX, tv_nsec: 0 });
-        // EINTR counts as a pause that ended early; the caller looks again.
-        let _ = rustix::event::poll(&mut fds, Some(&timeout));
+        crate::os::sys::pause_until_readable(pause, None, Some(&pipe.0), &|| self.is_cancelled());
         self.is_cancelled()
     }
 
     /// `pause`, ended early also when `wake` becomes readable (an inotify
     /// watch on the records a wait looks at); true when cancelled.
-    pub fn pause_or_wake(&self, pause: Duration, wake: Option<std::os::fd::BorrowedFd<'_>>) -> bool {
+    pub fn pause_or_wake(&self, pause: Duration, wake: Option<crate::os::sys::WakeFd<'_>>) -> bool {
         let Some(wake) = wake else { return self.pause(pause) };
         if self.is_cancelled() {
             return true;
         }
         let pipe = self.0.as_ref().and_then(|switch| lock(&switch.pipe).clone());
-        let mut fds = [rustix::event::PollFd::new(&wake, rustix::event::PollFlags::IN), rustix::event::PollFd::new(&wake, rustix::event::PollFlags::IN)];
-        let watched = match &pipe {
-            Some(pipe) => {
-                fds[1] = rustix::event::PollFd::new(&pipe.0, rustix::event::PollFlags::IN);
-                2
-            }
-            None => 1,
-        };
-        let timeout = rustix::event::Timespec::try_from(pause).unwrap_or(rustix::event::Timespec { tv_sec: i64::MAX, tv_nsec: 0 });
-        // EINTR counts as a pause that ended early; the caller looks again.
-        let _ = rustix::event::poll(&mut fds[..watched], Some(&timeout));
+        crate::os::sys::pause_until_readable(pause, Some(wake), pipe.as_ref().map(|p| &p.0), &|| self.is_cancelled());
         self.is_cancelled()
     }
 

@@ -157,8 +157,8 @@ impl Context {
             let ended_before = job.status().is_final();
             let request = KillRequest { grace_ms: grace.as_millis() as u64, force, caller_sweeps: true };
             let doorbell = match self.write_kill_request(&job.id, request) {
-                Ok(()) => libc::SIGUSR1,
-                Err(_) => libc::SIGTERM,
+                Ok(()) => crate::model::signals::SIGUSR1,
+                Err(_) => crate::model::signals::SIGTERM,
             };
             match procinfo::signal_process(&supervisor, doorbell) {
                 SignalOutcome::Sent => {}
@@ -173,7 +173,7 @@ impl Context {
                     continue;
                 }
             }
-            strays.signal(&members, if force { libc::SIGKILL } else { libc::SIGTERM });
+            strays.signal(&members, if force { crate::model::signals::SIGKILL } else { crate::model::signals::SIGTERM });
             let stopped = procinfo::is_stopped(supervisor.pid);
             let answer_by = if stopped { Instant::now() } else { started + grace + SUPERVISOR_ANSWER };
             let record = RecordStamp::default();
@@ -196,7 +196,7 @@ impl Context {
                 for (target, recorded) in targets.iter_mut().zip(&recorded).filter(|(t, _)| t.pending()) {
                     let members = index.members(Tree::of(&target.job).with_recorded(recorded));
                     target.seen.add_identities(members.rows.iter().map(|r| r.identity));
-                    strays.signal(&members, if hard { libc::SIGKILL } else { libc::SIGTERM });
+                    strays.signal(&members, if hard { crate::model::signals::SIGKILL } else { crate::model::signals::SIGTERM });
                     target.main_gone |= target.job.main.is_none_or(|m| !index.is_alive(&m));
                     if target.ended_before && members.rows.is_empty() {
                         target.ended = Some(target.job.clone());
@@ -418,12 +418,12 @@ fn terminate_tree(tree: Tree, grace: Duration, force: bool) -> (usize, usize) {
     let mut signalled = Seen::default();
     let mut send = |signal| signalled.add(&tree::signal_tree(tree, signal).sent);
     if !force {
-        send(libc::SIGTERM);
+        send(crate::model::signals::SIGTERM);
         wait_until(grace, Duration::from_millis(20), || !tree::tree_alive(tree));
     }
     let stubborn_deadline = Instant::now() + Duration::from_secs(2);
     while tree::tree_alive(tree) && Instant::now() < stubborn_deadline {
-        send(libc::SIGKILL);
+        send(crate::model::signals::SIGKILL);
         std::thread::sleep(Duration::from_millis(10));
     }
     let exiting = signalled.wait_gone(tree, STILL_EXITING_PATIENCE);
@@ -543,7 +543,7 @@ struct RecordStamp(Option<(u64, std::time::SystemTime)>);
 
 impl RecordStamp {
     fn changed(&mut self, path: &std::path::Path) -> bool {
-        use std::os::unix::fs::MetadataExt;
+        use crate::os::sys::MetadataExt;
         let now = std::fs::symlink_metadata(path).ok().and_then(|m| Some((m.ino(), m.modified().ok()?)));
         now.is_some() && std::mem::replace(&mut self.0, now) != now
     }
@@ -575,7 +575,7 @@ impl Strays {
             if !self.termed.contains(&key) && !self.killed.contains(&key) {
                 self.all.push(who);
             }
-            let first = if signal == libc::SIGKILL { self.killed.insert(key) } else { self.termed.insert(key) };
+            let first = if signal == crate::model::signals::SIGKILL { self.killed.insert(key) } else { self.termed.insert(key) };
             if first {
                 procinfo::signal_process(&who, signal);
             }
@@ -590,7 +590,7 @@ impl Strays {
         }
         wait_until(grace_ends.saturating_duration_since(Instant::now()), Duration::from_millis(20), || alive(&self.all).is_empty());
         for who in alive(&self.all) {
-            procinfo::signal_process(&who, libc::SIGKILL);
+            procinfo::signal_process(&who, crate::model::signals::SIGKILL);
         }
         wait_until(STILL_EXITING_PATIENCE, Duration::from_millis(20), || alive(&self.all).is_empty());
     }
@@ -617,11 +617,11 @@ pub(crate) fn terminate_processes(targets: &[&ProcessEntry], grace: Duration, fo
     };
     let all_gone = || targets.iter().all(|e| !procinfo::is_same_process_alive(&e.identity));
     if !force {
-        send(libc::SIGTERM, &mut failures);
+        send(crate::model::signals::SIGTERM, &mut failures);
         wait_until(grace, Duration::from_millis(20), all_gone);
     }
     if !all_gone() {
-        send(libc::SIGKILL, &mut failures);
+        send(crate::model::signals::SIGKILL, &mut failures);
         wait_until(Duration::from_secs(2), Duration::from_millis(20), all_gone);
     }
     for entry in targets {

@@ -21,4 +21,9 @@ pub mod start;
 pub mod start_options;
 pub mod verb_options;
 pub mod yielding;
+/// `run-bg send`: writes to a job's stdin FIFO (Unix); Windows says why not.
+#[cfg(unix)]
+pub mod send;
+#[cfg(windows)]
+#[path = "send_windows.rs"]
 pub mod send;

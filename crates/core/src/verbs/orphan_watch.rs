@@ -5,7 +5,7 @@ use crate::model::job::{Job, JobStatus};
 use crate::os::procinfo;
 use crate::model::protocol::KILL_REQUEST_FILE;
 use crate::{supervise::outpipe, Result};
-use std::os::unix::fs::OpenOptionsExt;
+use crate::os::sys::OpenOptionsExt;
 use std::time::Duration;
 use crate::verbs::context::{wait_until, Context};
 use crate::verbs::reconcile::WATCH_LOCK;
@@ -23,7 +23,7 @@ impl Context {
     /// supervisor would have. Its exit status cannot be had: the main process
     /// is not our child. One watcher per job.
     /// `inherited`: the pipe as `start_watcher` handed it over, if it did.
-    pub fn watch_orphan(&self, id: &str, inherited: Option<std::os::fd::OwnedFd>) -> Result<()> {
+    pub fn watch_orphan(&self, id: &str, inherited: Option<crate::os::sys::OwnedPipe>) -> Result<()> {
         let lock_path = self.home.job_dir(id).join(WATCH_LOCK);
         let Ok(lock) =
             crate::store::paths::options_nofollow().create(true).truncate(false).write(true).mode(0o600).open(&lock_path)

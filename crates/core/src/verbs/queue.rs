@@ -26,7 +26,7 @@ use crate::verbs::spawn;
 use crate::{now_ms, Error, Result};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use crate::model::os_text::{bytes_of, from_bytes};
 use std::path::Path;
 
 /// A queued job's launch spec, beside its job.json.
@@ -55,14 +55,14 @@ impl EnvWord {
     fn from_os(word: OsString) -> EnvWord {
         match word.into_string() {
             Ok(text) => EnvWord::Text(text),
-            Err(raw) => EnvWord::Bytes(raw.as_bytes().to_vec()),
+            Err(raw) => EnvWord::Bytes(bytes_of(&raw).to_vec()),
         }
     }
 
     fn into_os(self) -> OsString {
         match self {
             EnvWord::Text(text) => text.into(),
-            EnvWord::Bytes(bytes) => OsString::from_vec(bytes),
+            EnvWord::Bytes(bytes) => from_bytes(bytes),
         }
     }
 }

@@ -5,7 +5,7 @@ use crate::model::text::visible;
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use crate::model::os_text::{bytes_of, from_bytes};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Default)]
@@ -108,7 +108,7 @@ pub struct QueuedPlace {
 pub fn display_argv(argv: &[OsString]) -> String {
     argv.iter()
         .map(|arg| {
-            let Some(arg) = arg.to_str() else { return ansi_c_quoted(arg.as_bytes()) };
+            let Some(arg) = arg.to_str() else { return ansi_c_quoted(bytes_of(arg)) };
             let plain = !arg.is_empty()
                 && arg.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:@%+,".contains(&b));
             if plain { arg.to_string() } else { format!("'{}'", arg.replace('\'', "'\\''")) }
@@ -157,7 +157,7 @@ pub fn validate_env_key(key: &str) -> Result<()> {
 
 /// Parses one `--env KEY=VALUE`: the name is text, the value any bytes.
 pub fn parse_env_assignment(assignment: &OsStr) -> Result<(String, OsString)> {
-    let bytes = assignment.as_bytes();
+    let bytes = bytes_of(assignment);
     let shown = || crate::model::os_text::escaped(assignment);
     match bytes.iter().position(|&b| b == b'=') {
         Some(at) if at > 0 => {
@@ -172,7 +172,7 @@ pub fn parse_env_assignment(assignment: &OsStr) -> Result<(String, OsString)> {
             if value.contains(&0) {
                 return Err(Error::Usage(format!("bad --env `{key}`: the value contains a NUL byte")));
             }
-            Ok((key.to_string(), OsString::from_vec(value.to_vec())))
+            Ok((key.to_string(), from_bytes(value.to_vec())))
         }
         _ => Err(Error::Usage(format!("bad --env `{}`: expected KEY=VALUE, e.g. --env NODE_ENV=test", shown()))),
     }
@@ -208,12 +208,12 @@ pub(crate) fn validate(request: &StartRequest) -> Result<()> {
         }
         _ => {}
     }
-    if request.argv.iter().any(|a| a.as_bytes().contains(&0)) {
+    if request.argv.iter().any(|a| bytes_of(a).contains(&0)) {
         return Err(Error::Usage("the command contains a NUL byte".into()));
     }
     for (key, value) in &request.env {
         validate_env_key(key)?;
-        if value.as_bytes().contains(&0) {
+        if bytes_of(value).contains(&0) {
             return Err(Error::Usage(format!("bad env `{key}`: the value contains a NUL byte")));
         }
     }
@@ -274,9 +274,9 @@ mod tests {
 
     #[test]
     fn an_argument_that_is_no_utf8_is_shown_as_bash_would_type_its_bytes() {
-        let latin1 = OsString::from_vec(b"caf\xe9 d'it\\".to_vec());
+        let latin1 = from_bytes(b"caf\xe9 d'it\\".to_vec());
         assert_eq!(display_argv(&[OsString::from("ls"), latin1]), r"ls $'caf\xe9 d\'it\\'");
-        let label = default_label(&StartRequest::program(vec![OsString::from_vec(b"/bin/caf\xe9".to_vec())]));
+        let label = default_label(&StartRequest::program(vec![from_bytes(b"/bin/caf\xe9".to_vec())]));
         assert_eq!(label, r"caf\xe9");
     }
 
@@ -296,7 +296,7 @@ mod tests {
             assert!(error.contains("expected KEY=VALUE"), "{bad:?}: {error}");
         }
         assert!(parse("K=a\0b").unwrap_err().to_string().contains("NUL"));
-        let bytes = |b: &[u8]| OsString::from_vec(b.to_vec());
+        let bytes = |b: &[u8]| from_bytes(b.to_vec());
         assert_eq!(parse_env_assignment(&bytes(b"K=caf\xe9")).unwrap(), ("K".into(), bytes(b"caf\xe9")));
         let error = parse_env_assignment(&bytes(b"K\xe9=v")).unwrap_err().to_string();
         assert!(error.contains(r"`K\xe9=v`") && error.contains("name is not UTF-8"), "{error}");

@@ -268,7 +268,7 @@ impl ResourceTracker {
     /// proof (a setsid'd grandchild that died) is left: a zombie costs a pid
     /// slot until this process exits, a stolen exit status breaks a caller.
     fn reap_adopted(&mut self) {
-        let own_session = rustix::process::getsid(None).map_or(-1, |p| p.as_raw_nonzero().get());
+        let own_session = crate::os::sys::own_group_and_session().1 as i32;
         for child in table::own_children() {
             if !child.zombie {
                 continue;

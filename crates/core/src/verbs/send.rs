@@ -83,7 +83,7 @@ impl Context {
         };
         let request = self.home.job_dir(&job.id).join(stdin::CLOSE_REQUEST);
         crate::store::registry::write_json_file(&request, &true, false)?;
-        match procinfo::signal_process(&supervisor, libc::SIGUSR1) {
+        match procinfo::signal_process(&supervisor, crate::model::signals::SIGUSR1) {
             SignalOutcome::Sent => Ok(()),
             SignalOutcome::Gone | SignalOutcome::Replaced => {
                 let _ = std::fs::remove_file(&request);

@@ -3,11 +3,10 @@
 
 use crate::model::error::HandOffError;
 use crate::store::paths::Home;
-use crate::os::launch::without_sigpipe;
+use crate::os::sys::{without_sigpipe, OpenOptionsExt};
 use crate::model::protocol::{parse_ready_line, JOB_COOKIE, SUPERVISE, SUPERVISOR_MARK};
 use crate::supervise::start::SupervisorSpec;
-use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -42,7 +41,7 @@ pub(crate) fn run_supervisor(
     if let Some(environ) = environ {
         command.env_clear().envs(environ.iter().map(|(k, v)| (k, v)));
     }
-    let mut child = command
+    command
         .arg(SUPERVISE)
         .arg(&spec.job.id)
         // Started from inside another job, the supervisor is not part of it.
@@ -50,8 +49,8 @@ pub(crate) fn run_supervisor(
         .env(SUPERVISOR_MARK, &spec.job.id)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
+        .stderr(stderr);
+    let mut child = crate::os::sys::spawn_detached(&mut command)
         .map_err(|source| HandOffError::CannotStart { exe: exe.to_path_buf(), source })?;
     // While the supervisor starts up; it makes the pipe itself if this fails.
     let _ = crate::supervise::outpipe::make(&job_dir);
@@ -59,12 +58,13 @@ pub(crate) fn run_supervisor(
     // A supervisor that died before reading (a binary that cannot run here)
     // must not take the caller down with SIGPIPE: the write fails instead.
     let write_result = child.stdin.take().map(|mut stdin| without_sigpipe(|| stdin.write_all(&payload)));
+    // One line: the supervisor's answer. On Unix the pipe ends with it (the
+    // supervisor lets go of it); on Windows the supervisor keeps its stdout.
     let mut ready = String::new();
-    if let Some(mut stdout) = child.stdout.take() {
-        let _ = stdout.read_to_string(&mut ready);
+    if let Some(stdout) = child.stdout.take() {
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut ready);
     }
-    // The intermediate process exits right after forking the real supervisor.
-    let status = child.wait();
+    let status = if ready.is_empty() { child.wait() } else { crate::os::sys::after_hand_off(child).map(|()| std::process::ExitStatus::default()) };
     if let Some(Err(e)) = write_result {
         if ready.is_empty() {
             let log = job_dir.join("supervisor.log");
@@ -112,15 +112,16 @@ pub fn start_detached_with_stdin(
     args: &[String],
     stdin: Stdio,
 ) -> std::io::Result<std::process::Child> {
-    Command::new(runner)
-        .args(args)
-        .env("PROC_MANAGER_HOME", &home.root)
-        .env_remove(JOB_COOKIE)
-        .env(SUPERVISOR_MARK, "helper")
-        .stdin(stdin)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
+    crate::os::sys::spawn_detached(
+        Command::new(runner)
+            .args(args)
+            .env("PROC_MANAGER_HOME", &home.root)
+            .env_remove(JOB_COOKIE)
+            .env(SUPERVISOR_MARK, "helper")
+            .stdin(stdin)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
 }
 
 /// Programs started by `start_detached_with_stdin` and not yet detached:

@@ -7,7 +7,7 @@ use crate::verbs::context::Context;
 use crate::store::registry::Patience;
 use crate::supervise::start::SupervisorSpec;
 use crate::{now_ms, Error, Result};
-use std::os::unix::fs::DirBuilderExt;
+use crate::os::sys::DirBuilderExt;
 use std::path::Path;
 
 use crate::verbs::request::{default_label, display_argv, validate, StartRequest, Started, DEFAULT_MAX_RESTARTS, DEFAULT_RESTART_DELAY_MS};

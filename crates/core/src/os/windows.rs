@@ -1,0 +1,314 @@
+//! Windows's ways to what `os` needs: the process table from sysinfo (which
+//! reads each process's command line and environment from its PEB), process
+//! handles for identity, waits and termination. `linux.rs` and `macos.rs`
+//! have the same functions; what has no meaning here (pipes' sizes, splice,
+//! subreapers, FIFOs) is not asked for: the Windows supervisor does not use it.
+//!
+//! A process's start time from sysinfo has a resolution of one second, so the
+//! identity check tells apart any pid reuse but one within that second; an
+//! open process handle (`pidfd_open`) pins the process exactly.
+
+use crate::model::job::ProcessIdentity;
+use crate::model::protocol::{JOB_COOKIE, SUPERVISOR_MARK};
+use crate::os::procinfo::{Row, SignalOutcome};
+use crate::os::sys::sig;
+use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
+use sysinfo::{Process, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
+use windows_sys::Win32::Foundation::{HANDLE, WAIT_OBJECT_0};
+use windows_sys::Win32::System::Threading::{
+    GetExitCodeProcess, OpenProcess, TerminateProcess, WaitForSingleObject, PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_SYNCHRONIZE,
+    PROCESS_TERMINATE,
+};
+
+pub enum Reads {
+    Basic,
+    Command,
+    Environment,
+}
+
+fn refresh_kind(reads: Reads) -> ProcessRefreshKind {
+    match reads {
+        Reads::Basic => ProcessRefreshKind::nothing(),
+        Reads::Command => ProcessRefreshKind::nothing().with_cmd(UpdateKind::Always),
+        Reads::Environment => ProcessRefreshKind::nothing().with_environ(UpdateKind::Always),
+    }
+}
+
+fn with_process<T>(pid: u32, reads: Reads, f: impl FnOnce(&Process) -> T) -> Option<T> {
+    let mut system = System::new().ok()?;
+    let target = sysinfo::Pid::from_u32(pid);
+    system.refresh_processes_specifics(ProcessesToUpdate::Some(&[target]), true, refresh_kind(reads));
+    system.process(target).map(f)
+}
+
+fn identity_of(pid: u32, p: &Process) -> Option<ProcessIdentity> {
+    (p.status() != ProcessStatus::Zombie && pid != 0).then_some(ProcessIdentity::from_stat(pid, p.start_time()))
+}
+
+fn env_value(p: &Process, key: &str) -> Option<String> {
+    p.environ().iter().find_map(|entry| {
+        let entry = entry.to_string_lossy();
+        // Windows keeps the case it was given; names compare without it.
+        let (name, value) = entry.split_once('=')?;
+        name.eq_ignore_ascii_case(key).then(|| value.to_string())
+    })
+}
+
+/// argv joined with spaces, or the name in brackets when there is none.
+pub fn command(p: &Process) -> String {
+    if p.cmd().is_empty() {
+        format!("[{}]", p.name().to_string_lossy())
+    } else {
+        p.cmd().iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
+    }
+}
+
+fn all_processes(environ: bool) -> Option<System> {
+    let mut system = System::new().ok()?;
+    let mut kind = ProcessRefreshKind::nothing().with_memory().with_cmd(UpdateKind::Always);
+    if environ {
+        kind = kind.with_environ(UpdateKind::Always);
+    }
+    system.refresh_processes_specifics(ProcessesToUpdate::All, true, kind);
+    Some(system)
+}
+
+pub fn identify(pid: u32) -> Option<ProcessIdentity> {
+    with_process(pid, Reads::Basic, |p| identity_of(pid, p)).flatten()
+}
+
+/// Windows has no stopped state a job's process can be in.
+pub fn is_stopped(_pid: u32) -> bool {
+    false
+}
+
+pub fn live_children(pid: u32) -> Vec<u32> {
+    let Some(system) = all_processes(false) else { return Vec::new() };
+    let parent = system.process(sysinfo::Pid::from_u32(pid)).map(|p| p.start_time());
+    system
+        .processes()
+        .values()
+        // A parent pid outlives its process here and is reused: a child is
+        // one only if it started after the parent did.
+        .filter(|p| p.parent().map(|pp| pp.as_u32()) == Some(pid) && parent.is_some_and(|started| p.start_time() >= started))
+        .map(|p| p.pid().as_u32())
+        .collect()
+}
+
+/// The parent pid Windows recorded for `pid` (0 when gone).
+pub fn parent_of(pid: u32) -> u32 {
+    with_process(pid, Reads::Basic, |p| p.parent().map_or(0, |pp| pp.as_u32())).unwrap_or(0)
+}
+
+pub fn environ_value(pid: u32, key: &str) -> Option<String> {
+    with_process(pid, Reads::Environment, |p| env_value(p, key)).flatten()
+}
+
+pub fn command_line(pid: u32) -> String {
+    with_process(pid, Reads::Command, command).unwrap_or_default()
+}
+
+/// Every process but this one. There are no process groups here: `pgid` is
+/// 0, which no job's group is, and a job's members are told by its cookie,
+/// its Job Object and their parents.
+pub fn table() -> Vec<Row> {
+    let me = std::process::id();
+    let Some(system) = all_processes(true) else { return Vec::new() };
+    system
+        .processes()
+        .values()
+        .filter_map(|p| {
+            let pid = p.pid().as_u32();
+            let identity = identity_of(pid, p).filter(|_| pid != me)?;
+            Some(Row {
+                identity,
+                ppid: p.parent().map_or(0, |pp| pp.as_u32()),
+                pgid: 0,
+                cookie: env_value(p, JOB_COOKIE),
+                helper: env_value(p, SUPERVISOR_MARK).is_some(),
+                rss_kb: p.memory() / 1024,
+            })
+        })
+        .collect()
+}
+
+/// `table`'s rows for these pids only: here from the whole table.
+pub fn rows(pids: &[u32]) -> Vec<Row> {
+    let wanted: std::collections::HashSet<u32> = pids.iter().copied().collect();
+    let me = std::process::id();
+    let mut found: Vec<Row> = table().into_iter().filter(|r| wanted.contains(&r.identity.pid)).collect();
+    if wanted.contains(&me) {
+        if let Some(identity) = identify(me) {
+            let helper = std::env::var_os(SUPERVISOR_MARK).is_some();
+            let cookie = std::env::var(JOB_COOKIE).ok();
+            let ppid = with_process(me, Reads::Basic, |p| p.parent().map_or(0, |pp| pp.as_u32())).unwrap_or(0);
+            found.push(Row { identity, ppid, pgid: 0, cookie, helper, rss_kb: 0 });
+        }
+    }
+    found
+}
+
+/// Nothing to set here: the system heap maps large blocks on its own.
+pub fn keep_large_blocks_mapped() {}
+
+/// Nothing to give back here.
+pub fn release_free_heap() {}
+
+/// Opens `pid` with the rights a wait, a look and a termination need. The
+/// handle pins the process: its pid is not reused while the handle is open.
+pub fn open_process(pid: u32) -> std::io::Result<OwnedHandle> {
+    // SAFETY: OpenProcess takes plain values; a null result is an error.
+    let handle = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION | PROCESS_SYNCHRONIZE | PROCESS_TERMINATE, 0, pid) };
+    if handle.is_null() {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh handle that nothing else owns or closes.
+    Ok(unsafe { OwnedHandle::from_raw_handle(handle) })
+}
+
+/// STILL_ACTIVE: what GetExitCodeProcess says of a process that runs.
+const STILL_ACTIVE: u32 = 259;
+
+/// Whether the process behind `handle` still runs.
+pub fn handle_running(handle: &OwnedHandle) -> bool {
+    let mut code = 0u32;
+    // SAFETY: a live handle and a correctly typed out-parameter.
+    let ok = unsafe { GetExitCodeProcess(handle.as_raw_handle() as HANDLE, &mut code) } != 0;
+    // A process that returned 259 itself reads as running; the wait below
+    // tells them apart.
+    ok && code == STILL_ACTIVE && !wait_handle(handle, std::time::Duration::ZERO)
+}
+
+/// Waits until the process behind `handle` ends or `limit` passes: whether it ended.
+pub fn wait_handle(handle: &OwnedHandle, limit: std::time::Duration) -> bool {
+    let ms = limit.as_millis().min(u32::MAX as u128 - 1) as u32;
+    // SAFETY: a live handle; the wait touches no memory of ours.
+    unsafe { WaitForSingleObject(handle.as_raw_handle() as HANDLE, ms) == WAIT_OBJECT_0 }
+}
+
+/// Signals the recorded process through a handle opened first and an
+/// identity checked after, so a reused pid is never hit. Windows has no
+/// signals: a check (0) is a check; everything else ends the process, as
+/// only a console's control events (sent to a job's group by its
+/// supervisor) let a process end itself.
+pub fn signal_pinned(who: &ProcessIdentity, signal: i32) -> Option<SignalOutcome> {
+    let handle = match open_process(who.pid) {
+        Ok(handle) => handle,
+        Err(e) if e.raw_os_error() == Some(87) => return Some(SignalOutcome::Gone), // ERROR_INVALID_PARAMETER: no such pid
+        Err(e) => return Some(SignalOutcome::Failed(e.to_string())),
+    };
+    if !handle_running(&handle) {
+        return Some(SignalOutcome::Gone);
+    }
+    match identify(who.pid) {
+        None => return Some(SignalOutcome::Gone),
+        Some(now) if now.start_ticks != who.start_ticks => return Some(SignalOutcome::Replaced),
+        Some(_) => {}
+    }
+    if signal == 0 {
+        return Some(SignalOutcome::Sent);
+    }
+    // The kill doorbell: a supervisor's named event (it reads its kill
+    // request then); a process that has none is not a supervisor.
+    if signal == sig::SIGUSR1 {
+        return Some(match crate::os::windows_job::set_event(&crate::os::windows_job::doorbell_name(who)) {
+            true => SignalOutcome::Sent,
+            false => SignalOutcome::Failed("it has no kill doorbell (not a run-bg supervisor)".into()),
+        });
+    }
+    Some(terminate(&handle, exit_code_for(signal)))
+}
+
+/// The exit code a process ended by `signal` gets: 128 + the number, as a
+/// shell reports a signalled process, so `check` shows which it was.
+pub fn exit_code_for(signal: i32) -> u32 {
+    128 + signal.clamp(0, 127) as u32
+}
+
+pub fn terminate(handle: &OwnedHandle, code: u32) -> SignalOutcome {
+    // SAFETY: a live handle opened with PROCESS_TERMINATE.
+    if unsafe { TerminateProcess(handle.as_raw_handle() as HANDLE, code) } != 0 {
+        return SignalOutcome::Sent;
+    }
+    let error = std::io::Error::last_os_error();
+    if !handle_running(handle) {
+        return SignalOutcome::Gone;
+    }
+    SignalOutcome::Failed(error.to_string())
+}
+
+/// Sends `signal` to `pid` without an identity to check (a process group's
+/// leader on Unix): refused here, there are no groups to address.
+pub fn signal_unchecked(_pid: u32, _signal: i32) -> SignalOutcome {
+    SignalOutcome::Failed("Windows has no process groups to signal".into())
+}
+
+pub fn pid_alive(pid: u32) -> bool {
+    open_process(pid).is_ok_and(|h| handle_running(&h))
+}
+
+/// A process handle is Windows's pidfd: it pins the process.
+pub fn pidfd_open(pid: u32) -> std::io::Result<OwnedHandle> {
+    open_process(pid)
+}
+
+pub fn pidfd_inode(_handle: &OwnedHandle) -> Option<u64> {
+    None
+}
+
+pub fn read_unrecorded(_pid: u32) -> Option<Vec<u8>> {
+    None
+}
+
+/// What `DirWatcher::drain` read.
+pub struct Drained {
+    pub new_dirs: Vec<std::ffi::OsString>,
+    pub records_changed: bool,
+}
+
+/// No inotify here: callers look again on a timer instead.
+pub struct DirWatcher;
+
+impl DirWatcher {
+    pub fn new() -> std::io::Result<DirWatcher> {
+        Ok(DirWatcher)
+    }
+
+    /// None: nothing to poll; the caller looks again on a timer.
+    pub fn fd(&self) -> Option<crate::os::sys::WakeFd<'_>> {
+        None
+    }
+
+    pub fn watch(&self, _dir: &std::path::Path) {}
+
+    pub fn drain(&self) -> Drained {
+        Drained { new_dirs: Vec::new(), records_changed: true }
+    }
+}
+
+/// No user namespaces here: every owner is who it shows as.
+pub fn foreign_owner_uid() -> Option<u32> {
+    None
+}
+
+/// No uid here; files under the user's profile are the user's.
+pub fn euid() -> u32 {
+    0
+}
+
+/// The peak memory of reaped children is not kept by Windows.
+pub fn children_peak_rss_kb() -> Option<u64> {
+    None
+}
+
+/// No getrandom here: nothing filled, the caller uses its fallback.
+pub fn fill_random(_buf: &mut [u8]) -> std::io::Result<usize> {
+    Ok(0)
+}
+
+/// The holder of a lock on `path`: unknown here.
+pub fn flock_holder(_path: &std::path::Path) -> Option<u32> {
+    None
+}
+
+

@@ -1,0 +1,194 @@
+//! A job's tree on Windows: a Job Object holds the main process and every
+//! process it starts (a child cannot leave it: breakaway is not allowed), so
+//! `TerminateJobObject` ends the whole tree at once, as a kill of the
+//! process group and the pass over its strays does on Unix. A console
+//! control event (`CTRL_BREAK_EVENT`) to the job's process group is the
+//! grace period's polite request, as SIGTERM is there.
+//!
+//! The Job Object is named after the home and the job, so `kill` and
+//! `check` reach it by name while its supervisor lives. A named object's
+//! name goes with its last handle: after the supervisor dies the tree is
+//! found by its recorded processes and their descendants instead (see
+//! `verbs::kill`), which is what a dead supervisor leaves on Unix too.
+
+use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
+use windows_sys::Win32::Foundation::{GetLastError, HANDLE, WAIT_OBJECT_0};
+use windows_sys::Win32::System::Console::{GenerateConsoleCtrlEvent, CTRL_BREAK_EVENT};
+use windows_sys::Win32::System::JobObjects::{
+    AssignProcessToJobObject, CreateJobObjectW, OpenJobObjectW, QueryInformationJobObject, TerminateJobObject,
+    JobObjectBasicAccountingInformation, JOBOBJECT_BASIC_ACCOUNTING_INFORMATION,
+};
+use windows_sys::Win32::System::SystemServices::{JOB_OBJECT_QUERY, JOB_OBJECT_TERMINATE};
+use windows_sys::Win32::System::Threading::{CreateEventW, OpenEventW, SetEvent, WaitForMultipleObjects, EVENT_MODIFY_STATE};
+
+fn wide(text: &str) -> Vec<u16> {
+    text.encode_utf16().chain(std::iter::once(0)).collect()
+}
+
+/// A name for `what` of job `job_id` under the home at `home`, unique per
+/// home (two homes may hold the same job id) and valid as an object name
+/// (no backslash but the namespace's).
+pub fn object_name(home: &std::path::Path, job_id: &str, what: &str) -> String {
+    // FNV-1a: stable across runs and builds, unlike std's hasher.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in home.as_os_str().as_encoded_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    let job: String = job_id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+    format!("Local\\proc-manager-{hash:016x}-{job}-{what}")
+}
+
+fn owned(handle: HANDLE) -> std::io::Result<OwnedHandle> {
+    if handle.is_null() {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh handle from a create/open call, owned by nothing else.
+    Ok(unsafe { OwnedHandle::from_raw_handle(handle) })
+}
+
+/// A new Job Object named `name`. An object of that name already there (a
+/// forged or stale one) is refused rather than joined.
+pub fn create_job(name: &str) -> std::io::Result<OwnedHandle> {
+    let name = wide(name);
+    // SAFETY: a NUL-terminated name that lives across the call; default security.
+    let handle = owned(unsafe { CreateJobObjectW(std::ptr::null(), name.as_ptr()) })?;
+    // SAFETY: reads this thread's last error, set by the call above.
+    if unsafe { GetLastError() } == 183 {
+        // ERROR_ALREADY_EXISTS
+        return Err(std::io::Error::new(std::io::ErrorKind::AlreadyExists, "a Job Object of this job's name already exists"));
+    }
+    Ok(handle)
+}
+
+/// The job's Job Object, if its supervisor still holds it.
+pub fn open_job(name: &str) -> Option<OwnedHandle> {
+    let name = wide(name);
+    // SAFETY: a NUL-terminated name that lives across the call.
+    owned(unsafe { OpenJobObjectW(JOB_OBJECT_TERMINATE | JOB_OBJECT_QUERY, 0, name.as_ptr()) }).ok()
+}
+
+pub fn assign(job: &OwnedHandle, process: &impl AsRawHandle) -> std::io::Result<()> {
+    // SAFETY: two live handles; the call touches no memory of ours.
+    if unsafe { AssignProcessToJobObject(job.as_raw_handle() as HANDLE, process.as_raw_handle() as HANDLE) } == 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Ends every process in the job, each with `exit_code`.
+pub fn terminate_job(job: &OwnedHandle, exit_code: u32) -> std::io::Result<()> {
+    // SAFETY: a live handle with JOB_OBJECT_TERMINATE.
+    if unsafe { TerminateJobObject(job.as_raw_handle() as HANDLE, exit_code) } == 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// How many processes run in the job now.
+pub fn active_processes(job: &OwnedHandle) -> Option<u32> {
+    // SAFETY: all-zero is a valid value of this plain C struct.
+    let mut info: JOBOBJECT_BASIC_ACCOUNTING_INFORMATION = unsafe { std::mem::zeroed() };
+    // SAFETY: a live handle with JOB_OBJECT_QUERY, and an out-parameter of the
+    // size passed.
+    let ok = unsafe {
+        QueryInformationJobObject(
+            job.as_raw_handle() as HANDLE,
+            JobObjectBasicAccountingInformation,
+            (&mut info as *mut JOBOBJECT_BASIC_ACCOUNTING_INFORMATION).cast(),
+            std::mem::size_of::<JOBOBJECT_BASIC_ACCOUNTING_INFORMATION>() as u32,
+            std::ptr::null_mut(),
+        )
+    } != 0;
+    ok.then_some(info.ActiveProcesses)
+}
+
+/// Asks the console process group led by `group` to stop (CTRL_BREAK_EVENT,
+/// which console programs, Node and cmd take as Ctrl+Break). Only a process
+/// on the same console can send it: the job's supervisor.
+pub fn break_group(group: u32) -> std::io::Result<()> {
+    // SAFETY: integer arguments only.
+    if unsafe { GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, group) } == 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// An auto-reset event named `name`, made by the supervisor: `kill` sets it
+/// to ask for the kill it wrote down in the job's kill request.
+pub fn create_event(name: &str) -> std::io::Result<OwnedHandle> {
+    let name = wide(name);
+    // SAFETY: a NUL-terminated name that lives across the call; default security.
+    owned(unsafe { CreateEventW(std::ptr::null(), 0, 0, name.as_ptr()) })
+}
+
+/// Sets the event named `name`: whether someone (the supervisor) holds it.
+pub fn set_event(name: &str) -> bool {
+    let name = wide(name);
+    // SAFETY: a NUL-terminated name that lives across the call.
+    let Ok(event) = owned(unsafe { OpenEventW(EVENT_MODIFY_STATE, 0, name.as_ptr()) }) else { return false };
+    // SAFETY: a live event handle with EVENT_MODIFY_STATE.
+    unsafe { SetEvent(event.as_raw_handle() as HANDLE) != 0 }
+}
+
+/// What ended a wait on several handles.
+pub enum Woken {
+    /// The handle at this index was signalled.
+    Handle(usize),
+    TimedOut,
+}
+
+pub fn wait_any(handles: &[&OwnedHandle], limit: std::time::Duration) -> Woken {
+    let raw: Vec<HANDLE> = handles.iter().map(|h| h.as_raw_handle() as HANDLE).collect();
+    let ms = limit.as_millis().min(u32::MAX as u128 - 1) as u32;
+    // SAFETY: `raw` holds live handles and outlives the call.
+    let rc = unsafe { WaitForMultipleObjects(raw.len() as u32, raw.as_ptr(), 0, ms) };
+    let index = rc.wrapping_sub(WAIT_OBJECT_0) as usize;
+    if index < raw.len() {
+        Woken::Handle(index)
+    } else {
+        Woken::TimedOut
+    }
+}
+
+/// Resumes every thread of `pid`, started suspended (one thread: its main).
+pub fn resume(pid: u32) -> std::io::Result<()> {
+    use windows_sys::Win32::System::Diagnostics::ToolHelp::{CreateToolhelp32Snapshot, Thread32First, Thread32Next, TH32CS_SNAPTHREAD, THREADENTRY32};
+    use windows_sys::Win32::System::Threading::{OpenThread, ResumeThread, THREAD_SUSPEND_RESUME};
+    // SAFETY: plain arguments; the result is checked below.
+    let snapshot = unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPTHREAD, 0) };
+    if snapshot == windows_sys::Win32::Foundation::INVALID_HANDLE_VALUE {
+        return Err(std::io::Error::last_os_error());
+    }
+    let snapshot = owned(snapshot)?;
+    // SAFETY: all-zero is a valid value of this plain C struct; dwSize is set next.
+    let mut entry: THREADENTRY32 = unsafe { std::mem::zeroed() };
+    entry.dwSize = std::mem::size_of::<THREADENTRY32>() as u32;
+    let mut resumed = 0;
+    // SAFETY: a live snapshot handle and an entry with its size set.
+    let mut more = unsafe { Thread32First(snapshot.as_raw_handle() as HANDLE, &mut entry) } != 0;
+    while more {
+        if entry.th32OwnerProcessID == pid {
+            // SAFETY: plain arguments; a null result is skipped.
+            let thread = unsafe { OpenThread(THREAD_SUSPEND_RESUME, 0, entry.th32ThreadID) };
+            if let Ok(thread) = owned(thread) {
+                // SAFETY: a live thread handle with THREAD_SUSPEND_RESUME.
+                if unsafe { ResumeThread(thread.as_raw_handle() as HANDLE) } != u32::MAX {
+                    resumed += 1;
+                }
+            }
+        }
+        // SAFETY: as for Thread32First.
+        more = unsafe { Thread32Next(snapshot.as_raw_handle() as HANDLE, &mut entry) } != 0;
+    }
+    if resumed == 0 {
+        return Err(std::io::Error::other(format!("no thread of process {pid} could be resumed")));
+    }
+    Ok(())
+}
+
+/// The name of the doorbell a supervisor rings for its kill request: keyed
+/// by the supervisor's identity, which `kill` knows from the record.
+pub fn doorbell_name(supervisor: &crate::model::job::ProcessIdentity) -> String {
+    format!("Local\\proc-manager-supervisor-{}-{}-kill", supervisor.pid, supervisor.start_ticks)
+}

@@ -1,0 +1,28 @@
+//! What a caller hands a new supervisor (the job, its home, the config), on
+//! every platform.
+
+use crate::model::job::Job;
+use crate::store::config::Config;
+use crate::store::paths::Home;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// What the caller hands the supervisor on its stdin.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SupervisorSpec {
+    #[serde(with = "crate::model::os_text::path")]
+    pub home: PathBuf,
+    pub job: Job,
+    pub config: Config,
+}
+
+
+/// Run once a job's end is recorded, to hand its queue slot on
+/// (`verbs::queue::after_end`; that layer sits above this one, so the
+/// binary sets it).
+pub(crate) static AFTER_END: std::sync::OnceLock<fn(&Home, &Config)> = std::sync::OnceLock::new();
+
+pub fn on_end_recorded(hook: fn(&Home, &Config)) {
+    let _ = AFTER_END.set(hook);
+}
+

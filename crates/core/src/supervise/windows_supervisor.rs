@@ -1,0 +1,339 @@
+//! The supervisor on Windows: `run-bg __supervise` reads its start request,
+//! starts the job's main process suspended, puts it in the job's Job Object
+//! (so every process it starts is held there too), lets it run, copies its
+//! output (stdout and stderr, one pipe) into the rotating log, and waits on
+//! handles: the main process, the kill doorbell (a named event `kill` sets
+//! after writing its request), a tied process. A kill or a timeout asks the
+//! job's console process group to stop (CTRL_BREAK_EVENT), waits the grace
+//! period, then ends the whole Job Object. The end is recorded as on Unix:
+//! job.json first, then the registry, then the notification.
+//!
+//! What Unix's supervisor does that has no counterpart here is refused when
+//! the job starts, with the reason (`unsupported`): nothing silently does less.
+
+use crate::model::job::{EndedBy, Exit, Job, JobState, ProcessIdentity};
+use crate::model::protocol::{KillRequest, JOB_COOKIE, KILL_REQUEST_FILE, READY_ERR, READY_OK, SUPERVISOR_MARK};
+use crate::now_ms;
+use crate::os::windows_job::{self, Woken};
+use crate::os::{platform, procinfo};
+use crate::store::logs::RotatingWriter;
+use crate::store::paths::Home;
+use crate::store::registry::{Patience, Registry};
+use crate::supervise::spec::AFTER_END;
+use crate::supervise::{notify, ready};
+use std::io::{Read, Write};
+use std::os::windows::io::{AsRawHandle, OwnedHandle};
+use std::os::windows::process::CommandExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+pub use crate::supervise::spec::SupervisorSpec;
+
+/// CREATE_SUSPENDED: the main process runs only once it is in the Job Object.
+const CREATE_SUSPENDED: u32 = 0x0000_0004;
+/// CREATE_NEW_PROCESS_GROUP: the main process leads a console process group,
+/// the target of the kill's CTRL_BREAK_EVENT.
+const CREATE_NEW_PROCESS_GROUP: u32 = 0x0000_0200;
+
+/// How long the main process has to end after the Job Object was ended
+/// before the supervisor stops waiting for it.
+const TERMINATE_WAIT: Duration = Duration::from_secs(5);
+
+/// What this supervisor does not do on Windows, if the job asks for it.
+fn unsupported(job: &Job) -> Option<&'static str> {
+    if job.stdin_pipe {
+        return Some("--stdin pipe is Unix-only (the job's stdin is a named FIFO there); on Windows a job's stdin is empty");
+    }
+    if job.restart.is_some() {
+        return Some("--restart is not available on Windows yet");
+    }
+    if job.ready.is_some() {
+        return Some("--ready-log/--ready-port/--ready-url are not available on Windows yet");
+    }
+    if job.nice.is_some() {
+        return Some("--nice is Unix-only");
+    }
+    None
+}
+
+/// Tells the waiting caller how the start went, on the one line it reads.
+fn report_ready(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(line.replace('\n', " ").as_bytes());
+    let _ = out.write_all(b"\n");
+    let _ = out.flush();
+}
+
+/// Entry point of `run-bg __supervise`.
+pub fn supervise_main() -> i32 {
+    let mut input = Vec::new();
+    let spec: SupervisorSpec = match std::io::stdin()
+        .read_to_end(&mut input)
+        .map_err(|e| e.to_string())
+        .and_then(|_| serde_json::from_slice(&input).map_err(|e| e.to_string()))
+    {
+        Ok(spec) => spec,
+        Err(e) => {
+            report_ready(&format!("{READY_ERR}supervisor received a bad start request: {e}"));
+            return 1;
+        }
+    };
+    match Supervisor::start(spec) {
+        Ok(mut supervisor) => {
+            supervisor.run();
+            0
+        }
+        Err(message) => {
+            report_ready(&format!("{READY_ERR}{message}"));
+            1
+        }
+    }
+}
+
+struct Supervisor {
+    home: Home,
+    registry: Registry,
+    config: crate::store::config::Config,
+    job: Job,
+    main: std::process::Child,
+    job_object: OwnedHandle,
+    doorbell: OwnedHandle,
+    tie: Option<OwnedHandle>,
+    output: Option<std::thread::JoinHandle<()>>,
+    timeout_at: Option<Instant>,
+    /// Who is ending the job, and when the grace period ends (None once
+    /// the Job Object was ended).
+    kill: Option<(EndedBy, Option<Instant>)>,
+}
+
+impl Supervisor {
+    fn start(spec: SupervisorSpec) -> Result<Supervisor, String> {
+        let (home, _held) = Home::hold(spec.home.clone()).map_err(|e| e.to_string())?;
+        let registry = Registry::for_config(&home, &spec.config);
+        let mut job = spec.job;
+        job.supervisor = procinfo::identify_exactly(std::process::id());
+        let fail = |mut job: Job, message: String| -> String {
+            job.state = JobState::FailedToStart { error: message.clone(), ended_at: now_ms() };
+            if let Err(e) = registry.write_job_file(&job, true).and_then(|()| registry.register(&job, Patience::Full)) {
+                return format!("{message} (and could not record the job: {e})");
+            }
+            message
+        };
+        if let Some(why) = unsupported(&job) {
+            return Err(fail(job, why.to_string()));
+        }
+        let log_path = home.job_log(&job.id, Path::new(&job.log_path));
+        let mut log = match RotatingWriter::create(&log_path, spec.config.logs.max_bytes, spec.config.logs.keep) {
+            Ok(log) => log,
+            Err(e) => return Err(fail(job, home.explain(e).to_string())),
+        };
+        match std::fs::metadata(&job.cwd) {
+            Ok(meta) if meta.is_dir() => {}
+            _ => {
+                let why = format!("working directory `{}` does not exist or is not a directory", job.cwd.display());
+                return Err(fail(job, why));
+            }
+        }
+        let Some(supervisor) = job.supervisor else { return Err(fail(job, "cannot read this supervisor's own identity".into())) };
+        let job_object = match windows_job::create_job(&windows_job::object_name(&home.root, &job.id, "tree")) {
+            Ok(handle) => handle,
+            Err(e) => return Err(fail(job, format!("cannot create the job's Job Object: {e}"))),
+        };
+        let doorbell = match windows_job::create_event(&windows_job::doorbell_name(&supervisor)) {
+            Ok(handle) => handle,
+            Err(e) => return Err(fail(job, format!("cannot create the kill doorbell: {e}"))),
+        };
+        let (reader, writer) = match std::io::pipe() {
+            Ok(pair) => pair,
+            Err(e) => return Err(fail(job, format!("cannot create the output pipe: {e}"))),
+        };
+        let Some((program, args)) = job.argv.split_first().map(|(p, a)| (p.clone(), a.to_vec())) else {
+            return Err(fail(job, "no command to run".into()));
+        };
+        let mut command = std::process::Command::new(&program);
+        command
+            .args(args)
+            .current_dir(&job.cwd)
+            .envs(job.env.iter())
+            .env(JOB_COOKIE, &job.id)
+            .env_remove(SUPERVISOR_MARK)
+            .stdin(std::process::Stdio::null())
+            .creation_flags(CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP);
+        match writer.try_clone() {
+            Ok(second) => command.stdout(writer).stderr(second),
+            Err(e) => return Err(fail(job, format!("cannot share the output pipe: {e}"))),
+        };
+        let main = command.spawn();
+        // Our copies of the pipe's write end go with the command: the pipe
+        // ends when the job's last process closes it.
+        drop(command);
+        let main = match main {
+            Ok(main) => main,
+            Err(e) => return Err(fail(job, crate::model::text::visible(&format!("cannot start {}: {e}", program.to_string_lossy())).into_owned())),
+        };
+        let main_handle = main.as_raw_handle();
+        if let Err(e) = windows_job::assign(&job_object, &main).and_then(|()| windows_job::resume(main.id())) {
+            let _ = windows_job::terminate_job(&job_object, 1);
+            // SAFETY: our child's handle, which `main` owns and keeps open.
+            let _ = unsafe { windows_sys::Win32::System::Threading::TerminateProcess(main_handle as _, 1) };
+            return Err(fail(job, format!("cannot put the job's process in its Job Object: {e}")));
+        }
+        job.main = procinfo::identify_exactly(main.id()).or(Some(ProcessIdentity::from_stat(main.id(), 0)));
+        job.state = JobState::Running;
+        if let Err(e) = registry.write_job_file(&job, false) {
+            let _ = windows_job::terminate_job(&job_object, 1);
+            return Err(format!("cannot record the job: {e}"));
+        }
+        report_ready(&format!("{READY_OK}{}", main.id()));
+        let output = std::thread::Builder::new()
+            .name("output".into())
+            .spawn(move || copy_output(reader, &mut log))
+            .map_err(|e| tracing::warn!("run-bg supervisor: cannot start copying the job's output: {e}"))
+            .ok();
+        let tie = job.tie.as_ref().filter(|t| t.fired_at.is_none()).and_then(|t| {
+            let handle = platform::open_process(t.to.pid).ok()?;
+            procinfo::is_same_process_alive(&t.to).then_some(handle)
+        });
+        let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
+        Ok(Supervisor { home, registry, config: spec.config, job, main, job_object, doorbell, tie, output, timeout_at, kill: None })
+    }
+
+    fn run(&mut self) {
+        let main_handle: OwnedHandle = match self.main_handle() {
+            Some(handle) => handle,
+            None => return,
+        };
+        let exit = loop {
+            let now = Instant::now();
+            if let Some((by, Some(hard_at))) = self.kill {
+                if now >= hard_at {
+                    let _ = windows_job::terminate_job(&self.job_object, platform::exit_code_for(crate::model::signals::SIGKILL));
+                    self.kill = Some((by, None));
+                }
+            } else if self.timeout_at.is_some_and(|at| now >= at) {
+                self.begin_kill(EndedBy::Timeout, Duration::from_millis(self.config.kill.grace_ms), false);
+                continue;
+            }
+            let next = match self.kill {
+                Some((_, Some(hard_at))) => Some(hard_at),
+                // Ended: the main process goes within moments.
+                Some((_, None)) => Some(now + TERMINATE_WAIT),
+                None => self.timeout_at,
+            }
+            .map_or(Duration::from_secs(3600), |at| at.saturating_duration_since(now));
+            let mut handles = vec![&main_handle, &self.doorbell];
+            if let Some(tie) = &self.tie {
+                handles.push(tie);
+            }
+            match windows_job::wait_any(&handles, next) {
+                Woken::Handle(0) => break self.main.wait().ok().and_then(|s| s.code()),
+                Woken::Handle(1) => self.on_doorbell(),
+                Woken::Handle(_) => {
+                    self.tie = None;
+                    if let Some(tie) = &mut self.job.tie {
+                        tie.fired_at.get_or_insert_with(now_ms);
+                    }
+                    self.begin_kill(EndedBy::Kill, Duration::from_millis(self.config.kill.grace_ms), false);
+                }
+                Woken::TimedOut => {}
+            }
+        };
+        let ended_at = now_ms();
+        // What the main process left in the Job Object goes when a kill or
+        // a timeout ended the job; a job that ended itself may leave a
+        // daemon running, as on Unix, still in the Job Object for a kill.
+        if self.kill.is_some() {
+            let _ = windows_job::terminate_job(&self.job_object, 1);
+        }
+        self.record_end(exit, ended_at);
+        // The output ends when the last process holding the pipe does.
+        if let Some(output) = self.output.take() {
+            let _ = output.join();
+        }
+    }
+
+    fn main_handle(&self) -> Option<OwnedHandle> {
+        platform::open_process(self.main.id()).ok()
+    }
+
+    fn on_doorbell(&mut self) {
+        let path = self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE);
+        let request: Option<KillRequest> = std::fs::read(&path).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok());
+        let grace = request.as_ref().map_or(Duration::from_millis(self.config.kill.grace_ms), |r| Duration::from_millis(r.grace_ms));
+        let force = request.as_ref().is_some_and(|r| r.force);
+        self.begin_kill(EndedBy::Kill, grace, force);
+    }
+
+    fn begin_kill(&mut self, by: EndedBy, grace: Duration, force: bool) {
+        if self.kill.is_some() {
+            return;
+        }
+        let now = Instant::now();
+        if force || grace.is_zero() {
+            let _ = windows_job::terminate_job(&self.job_object, platform::exit_code_for(crate::model::signals::SIGKILL));
+            self.kill = Some((by, None));
+            return;
+        }
+        if let Err(e) = windows_job::break_group(self.main.id()) {
+            tracing::info!("run-bg supervisor {}: cannot send CTRL_BREAK to the job ({e}); ending it now", self.job.id);
+            let _ = windows_job::terminate_job(&self.job_object, platform::exit_code_for(crate::model::signals::SIGTERM));
+            self.kill = Some((by, None));
+            return;
+        }
+        self.kill = Some((by, Some(now + grace)));
+    }
+
+    fn record_end(&mut self, code: Option<i32>, ended_at: u64) {
+        let by = self.kill.map_or(EndedBy::Itself, |(by, _)| by);
+        let exit = code.map(Exit::Code);
+        let state = ready::judge_end(&self.job, JobState::ended(by, exit, ended_at));
+        // An end recorded by someone else first (a kill that acted without us) stands.
+        if let Some(stored) = self.registry.own_record(&self.job.id).filter(|j| j.status().is_final()) {
+            self.job = stored;
+            let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
+            return;
+        }
+        self.job.state = state.clone();
+        self.job.notification = notify::claim(&self.config.notify, &self.job);
+        let kept = self.registry.write_job_file(&self.job, true);
+        if let Err(e) = &kept {
+            tracing::error!("run-bg supervisor {}: cannot record the job's end in its job.json: {e}", self.job.id);
+        }
+        let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
+        if let Some(hook) = AFTER_END.get() {
+            hook(&self.home, &self.config);
+        }
+        let job = self.job.clone();
+        let result = match self.registry.modify(&job.id, |stored| {
+            if stored.state != state {
+                *stored = Job { seen_at: stored.seen_at, ..job.clone() };
+            }
+        }) {
+            Err(crate::Error::UnknownJob(_)) => self.registry.upsert(&job),
+            other => other.map(|_| ()),
+        };
+        if let Err(e) = result {
+            tracing::error!("run-bg supervisor {}: cannot record the job's end in the registry: {e}; it is kept in its job.json", job.id);
+        }
+        if notify::has_work(&self.config.notify, &self.job) {
+            notify::announce(&self.home, &self.config, &self.job);
+        }
+    }
+}
+
+/// Copies the job's output into its log until every process holding the
+/// pipe has closed it.
+fn copy_output(mut reader: std::io::PipeReader, log: &mut RotatingWriter) {
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        match reader.read(&mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if let Err(e) = log.write_all(&buffer[..n]) {
+                    tracing::warn!("run-bg supervisor: cannot write the job's log: {e}");
+                }
+            }
+        }
+    }
+    log.join_deleter();
+}
