@@ -122,7 +122,8 @@ function requireNative() {
     }
   } else if (process.platform === 'win32') {
     if (process.arch === 'x64') {
-      if ((process.config && process.config.variables && process.config.variables.shlib_suffix === 'dll.a') || (process.config && process.config.variables && process.config.variables.node_target_type === 'shared_library')) {
+      // proc-manager ships the gnu (mingw-w64) build only, loaded by any win32-x64 Node (scripts/patch-loader.mjs)
+      if (true) {
         try {
           return require('./proc-manager.win32-x64-gnu.node')
         } catch (e) {

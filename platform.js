@@ -2,7 +2,8 @@
 // run-bg executable is, and what to do when neither is there. Used by the
 // run-bg bin shim (bin/run-bg.js) and by index.js when the addon cannot load;
 // the addon itself looks for run-bg next to its own .node file, which is the
-// same place (native/run-bg in a checkout and in each platform package).
+// same place (native/run-bg in a checkout and in each platform package;
+// native/run-bg.exe on Windows).
 'use strict'
 const fs = require('node:fs')
 const path = require('node:path')
@@ -10,7 +11,7 @@ const path = require('node:path')
 const { name: NAME, version: VERSION, repository } = require('./package.json')
 const root = __dirname
 // Platforms with a prebuilt package; anything else builds from source.
-const PREBUILT = ['linux-x64-gnu', 'linux-arm64-gnu', 'linux-x64-musl', 'linux-arm64-musl', 'darwin-x64', 'darwin-arm64']
+const PREBUILT = ['linux-x64-gnu', 'linux-arm64-gnu', 'linux-x64-musl', 'linux-arm64-musl', 'darwin-x64', 'darwin-arm64', 'win32-x64-gnu']
 const SOURCE = String((repository && (repository.url || repository)) || 'the proc-manager repository').replace(/^git\+/, '')
 
 // As napi-rs's generated loader decides it: /usr/bin/ldd names musl, else
@@ -25,10 +26,18 @@ function isMusl() {
   return Array.isArray(report.sharedObjects) && report.sharedObjects.some((f) => f.includes('libc.musl-') || f.includes('ld-musl-'))
 }
 
+// napi-rs's names: linux-<arch>-gnu|musl, darwin-<arch>, and on Windows
+// win32-<arch>-gnu, the mingw-w64 build (x86_64-pc-windows-gnu), the only
+// Windows build there is (index.js loads it under any win32-x64 Node).
 function abi() {
   const { platform, arch } = process
-  return platform === 'linux' ? `linux-${arch}-${isMusl() ? 'musl' : 'gnu'}` : `${platform}-${arch}`
+  if (platform === 'linux') return `linux-${arch}-${isMusl() ? 'musl' : 'gnu'}`
+  if (platform === 'win32') return `win32-${arch}-gnu`
+  return `${platform}-${arch}`
 }
+
+// The executable's file name: run-bg, run-bg.exe on Windows.
+const RUN_BG = process.platform === 'win32' ? 'run-bg.exe' : 'run-bg'
 
 const platformPackage = () => `${NAME}-${abi()}`
 
@@ -70,7 +79,8 @@ function fix(what, lookedFor, reason) {
 
 /**
  * The native run-bg: $PROC_MANAGER_BINARY_PATH, else a local build (a
- * checkout's native/run-bg), else the platform package's native/run-bg.
+ * checkout's native/run-bg), else the platform package's native/run-bg
+ * (run-bg.exe on Windows).
  * Throws with `fix()`'s message when there is none.
  */
 function findRunBg(env = process.env) {
@@ -80,9 +90,9 @@ function findRunBg(env = process.env) {
   // an absolute path is meant as a binary.
   const legacy = env.PROC_MANAGER_SUPERVISOR
   if (legacy && path.isAbsolute(legacy)) return legacy
-  const candidates = [path.join(root, 'native', 'run-bg')]
+  const candidates = [path.join(root, 'native', RUN_BG)]
   const dir = platformPackageDir()
-  if (dir) candidates.push(path.join(dir, 'native', 'run-bg'))
+  if (dir) candidates.push(path.join(dir, 'native', RUN_BG))
   const found = candidates.find((p) => fs.existsSync(p))
   if (found) return found
   if (!dir) candidates.push(`the package ${platformPackage()}`)

@@ -6,12 +6,17 @@
 //   npm/<abi>/proc-manager.<abi>.node    the addon (`main`)
 //   npm/<abi>/native/run-bg              the CLI and supervisor; the addon looks
 //                                        for it under native/ next to itself
+//                                        (native/run-bg.exe for win32)
 //
-// usage: node scripts/build-target.mjs <rust-target> [--manifest-only]
+// usage: node scripts/build-target.mjs <rust-target> [--manifest-only] [--from <dir>] [--pack <dest>]
 //        node scripts/build-target.mjs --list
 //
 // --manifest-only writes npm/<abi>/package.json and builds nothing (for the
 // targets a machine cannot build, such as macOS ones on Linux).
+// --from <dir> builds nothing either: it lays out the package from the addon
+// and run-bg cargo already built into <dir> (cargo's names: libproc_manager.so
+// or .dylib, proc_manager.dll; run-bg, run-bg.exe), e.g. scripts/test-windows.sh's.
+// --pack <dest> then `npm pack`s npm/<abi>/ into <dest> and prints the tarball.
 //
 // Linux targets cross-compile with cargo-zigbuild, which links with zig:
 //   glibc: against the symbol versions of glibc GLIBC_FLOOR (2.17), whatever
@@ -21,6 +26,9 @@
 //          statically (no loader, no libc needed at run time).
 // Needs: rustup target add <target>; cargo install cargo-zigbuild; zig
 // (pip install ziglang). macOS targets build natively with plain cargo.
+// x86_64-pc-windows-gnu builds with plain cargo and mingw-w64, in the
+// environment of scripts/windows-env.sh (source it first: LIBNODE_PATH, the
+// import library for node.exe's napi_* that napi-build links against).
 // The result is checked with check-artifacts.mjs (architecture, glibc
 // floor, static run-bg for musl).
 import { spawnSync } from 'node:child_process'
@@ -36,6 +44,7 @@ const TARGETS = {
   'aarch64-unknown-linux-musl': { abi: 'linux-arm64-musl', os: 'linux', cpu: 'arm64', libc: 'musl' },
   'x86_64-apple-darwin': { abi: 'darwin-x64', os: 'darwin', cpu: 'x64' },
   'aarch64-apple-darwin': { abi: 'darwin-arm64', os: 'darwin', cpu: 'arm64' },
+  'x86_64-pc-windows-gnu': { abi: 'win32-x64-gnu', os: 'win32', cpu: 'x64' },
 }
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
@@ -53,12 +62,21 @@ if (args.includes('--list')) {
   process.exit(0)
 }
 const manifestOnly = args.includes('--manifest-only')
-const positional = args.filter((a) => !a.startsWith('--'))
-const unknown = args.filter((a) => a.startsWith('--') && a !== '--manifest-only')
+// Options with a value: --from <dir>, --pack <dest>.
+const valued = {}
+const rest = []
+for (let i = 0; i < args.length; i++) {
+  if (args[i] === '--from' || args[i] === '--pack') {
+    if (!args[i + 1] || args[i + 1].startsWith('--')) die(`${args[i]} needs a directory`)
+    valued[args[i].slice(2)] = path.resolve(args[++i])
+  } else rest.push(args[i])
+}
+const positional = rest.filter((a) => !a.startsWith('--'))
+const unknown = rest.filter((a) => a.startsWith('--') && a !== '--manifest-only')
 if (unknown.length || positional.length !== 1) {
   die(
     `${unknown.length ? `unknown option ${unknown[0]}` : 'expected exactly one Rust target'}; ` +
-      `usage: build-target.mjs <target> [--manifest-only]; targets: ${Object.keys(TARGETS).join(', ')}`,
+      `usage: build-target.mjs <target> [--manifest-only] [--from <dir>] [--pack <dest>]; targets: ${Object.keys(TARGETS).join(', ')}`,
   )
 }
 const triple = positional[0]
@@ -68,6 +86,11 @@ if (!target) die(`unknown target '${triple}'; accepted: ${Object.keys(TARGETS).j
 const outDir = path.join(root, 'npm', target.abi)
 const targetDir = process.env.CARGO_TARGET_DIR ? path.resolve(root, process.env.CARGO_TARGET_DIR) : path.join(root, 'target')
 const addonName = `${binaryName}.${target.abi}.node`
+const exe = target.os === 'win32' ? '.exe' : ''
+const runBgName = `native/run-bg${exe}`
+// cargo's names for the two artifacts of this target.
+const cargoAddon = { darwin: 'libproc_manager.dylib', win32: 'proc_manager.dll' }[target.os] ?? 'libproc_manager.so'
+const cargoRunBg = `run-bg${exe}`
 
 function writeManifest() {
   const manifest = {
@@ -80,7 +103,7 @@ function writeManifest() {
     cpu: [target.cpu],
     ...(target.libc ? { libc: [target.libc] } : {}),
     main: addonName,
-    files: [addonName, 'native/run-bg'],
+    files: [addonName, runBgName],
     ...(pkg.engines ? { engines: pkg.engines } : {}),
   }
   fs.mkdirSync(outDir, { recursive: true })
@@ -111,7 +134,16 @@ function cargo(argv, rustflags, label) {
 const builds = []
 let addonFrom
 let runBgFrom
-if (target.os === 'darwin') {
+if (valued.from) {
+  addonFrom = path.join(valued.from, cargoAddon)
+  runBgFrom = path.join(valued.from, cargoRunBg)
+} else if (target.os === 'win32') {
+  if (!process.env.LIBNODE_PATH) die(`${triple} needs the Windows environment: source scripts/windows-env.sh first (no LIBNODE_PATH)`)
+  builds.push(cargo(['build', '--release', '--target', triple, '-p', 'proc-manager-node', '-p', 'proc-manager-cli'], null, 'addon + run-bg'))
+  const dir = path.join(targetDir, triple, 'release')
+  addonFrom = path.join(dir, cargoAddon)
+  runBgFrom = path.join(dir, cargoRunBg)
+} else if (target.os === 'darwin') {
   builds.push(cargo(['build', '--release', '--target', triple, '-p', 'proc-manager-node', '-p', 'proc-manager-cli'], null, 'addon + run-bg'))
   const dir = path.join(targetDir, triple, 'release')
   addonFrom = path.join(dir, 'libproc_manager.dylib')
@@ -157,7 +189,7 @@ function install(from, to) {
   fs.renameSync(tmp, to)
 }
 const addonTo = path.join(outDir, addonName)
-const runBgTo = path.join(outDir, 'native', 'run-bg')
+const runBgTo = path.join(outDir, runBgName)
 install(addonFrom, addonTo)
 install(runBgFrom, runBgTo)
 
@@ -167,3 +199,11 @@ for (const f of files) {
 }
 for (const b of builds) console.log(`build-target: ${b.label}: ${b.seconds.toFixed(1)} s`)
 if (problems.length) die(problems.join('; '))
+
+if (valued.pack) {
+  fs.mkdirSync(valued.pack, { recursive: true })
+  const packed = spawnSync('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', valued.pack], { cwd: outDir, encoding: 'utf8' })
+  if (packed.error || packed.status !== 0) die(`npm pack in ${path.relative(root, outDir)} failed: ${packed.error?.message ?? packed.stderr.trim()}`)
+  const [info] = JSON.parse(packed.stdout)
+  console.log(`build-target: packed ${path.join(valued.pack, info.filename)}: ${info.files.map((f) => f.path).sort().join(', ')} (${info.size} bytes)`)
+}

@@ -4,6 +4,8 @@
 // shim and the addon look first, ahead of any installed platform package:
 //   proc-manager.<platform>.node   the Node addon (loaded by index.js)
 //   native/run-bg                  the CLI, which is also each job's supervisor
+//                                  (run-bg.exe on Windows)
+// Windows from Linux (x86_64-pc-windows-gnu under wine): scripts/test-windows.sh.
 'use strict'
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
@@ -17,6 +19,8 @@ function platformSuffix() {
     const glibc = process.report?.getReport?.().header?.glibcVersionRuntime
     return `linux-${arch}-${glibc ? 'gnu' : 'musl'}`
   }
+  // The name index.js loads on win32-x64 (platform.js's abi()).
+  if (platform === 'win32') return `win32-${arch}-gnu`
   return `${platform}-${arch}`
 }
 
@@ -32,7 +36,8 @@ if (cargo.error) {
 if (cargo.status !== 0) process.exit(cargo.status ?? 1)
 
 const release = path.join(root, 'target', 'release')
-const library = process.platform === 'darwin' ? 'libproc_manager.dylib' : 'libproc_manager.so'
+const library = { darwin: 'libproc_manager.dylib', win32: 'proc_manager.dll' }[process.platform] ?? 'libproc_manager.so'
+const exe = process.platform === 'win32' ? '.exe' : ''
 const addon = path.join(root, `proc-manager.${platformSuffix()}.node`)
 const native = path.join(root, 'native')
 
@@ -46,7 +51,7 @@ function install(from, to, mode) {
 }
 fs.mkdirSync(native, { recursive: true })
 install(path.join(release, library), addon, 0o755)
-install(path.join(release, 'run-bg'), path.join(native, 'run-bg'), 0o755)
+install(path.join(release, `run-bg${exe}`), path.join(native, `run-bg${exe}`), 0o755)
 
 // packages/mcp requires `proc-manager` by name, as it will when installed
 // from the registry. In a checkout that name is this directory: npm cannot

@@ -1,8 +1,11 @@
 #!/usr/bin/env node
 // Checks a platform package directory (npm/<abi>/) against what its
 // package.json promises, without running anything from it:
-//   - the addon (`main`) and native/run-bg exist; run-bg is executable;
-//   - both are ELF files for the package's `cpu`;
+//   - the addon (`main`) and native/run-bg (native/run-bg.exe for win32)
+//     exist; run-bg is executable;
+//   - both are ELF files (PE files for win32) for the package's `cpu`;
+//   - win32: the addon takes napi_* from node.exe, the process that loads it
+//     (not from a libnode.dll, which no Node ships);
 //   - glibc packages need no symbol version above GLIBC_FLOOR;
 //   - musl packages: run-bg is static (no loader, no shared library), and
 //     the addon needs no glibc library.
@@ -20,6 +23,28 @@ import { fileURLToPath } from 'node:url'
 export const GLIBC_FLOOR = '2.17'
 
 const ELF_MACHINE = { x64: 62, arm64: 183 }
+const PE_MACHINE = { x64: 0x8664, arm64: 0xaa64 }
+
+/** A PE file's COFF machine, or null if `file` is no PE file. */
+function peMachine(file) {
+  const fd = fs.openSync(file, 'r')
+  try {
+    const dos = Buffer.alloc(64)
+    if (fs.readSync(fd, dos, 0, 64, 0) < 64 || dos.toString('latin1', 0, 2) !== 'MZ') return null
+    const pe = Buffer.alloc(6)
+    fs.readSync(fd, pe, 0, 6, dos.readUInt32LE(0x3c))
+    return pe.toString('latin1', 0, 4) === 'PE\0\0' ? pe.readUInt16LE(4) : null
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+/** The DLLs a PE file imports (mingw's objdump), or null without that objdump. */
+function peImports(file) {
+  const out = spawnSync('x86_64-w64-mingw32-objdump', ['-p', file], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 })
+  if (out.error || out.status !== 0) return null
+  return [...out.stdout.matchAll(/DLL Name: (\S+)/g)].map((m) => m[1])
+}
 
 function compareVersions(a, b) {
   const [x, y] = [a, b].map((v) => v.split('.').map(Number))
@@ -64,7 +89,7 @@ export function checkPackage(dir) {
   const [cpu] = manifest.cpu ?? []
   const [libc] = manifest.libc ?? []
   const addon = path.join(dir, manifest.main)
-  const runBg = path.join(dir, 'native', 'run-bg')
+  const runBg = path.join(dir, (manifest.files ?? []).find((f) => f.startsWith('native/')) ?? 'native/run-bg')
   for (const file of [addon, runBg]) {
     const name = path.relative(process.cwd(), file)
     if (!fs.existsSync(file)) {
@@ -74,6 +99,17 @@ export function checkPackage(dir) {
     const entry = { file: name, size: fs.statSync(file).size, notes: [] }
     files.push(entry)
     if (file === runBg && !(fs.statSync(file).mode & 0o111)) problems.push(`${name} is not executable`)
+    if (os === 'win32') {
+      const machine = peMachine(file)
+      if (machine === null) problems.push(`${name} is not a PE file`)
+      else if (machine !== PE_MACHINE[cpu]) problems.push(`${name} is built for PE machine 0x${machine.toString(16)}, not ${cpu}`)
+      const imports = machine === null ? null : peImports(file)
+      if (imports) {
+        entry.notes.push(`imports ${imports.join(', ')}`)
+        if (file === addon && !imports.some((d) => d.toLowerCase() === 'node.exe')) problems.push(`${name} does not import napi_* from node.exe`)
+      }
+      continue
+    }
     if (os !== 'linux') continue
     const machine = elfMachine(file)
     if (machine === null) problems.push(`${name} is not an ELF file`)

