@@ -139,10 +139,7 @@ fn loop_children(env: &Env) -> Option<std::collections::HashSet<u32>> {
         pids: std::collections::HashSet<u32>,
     }
     fn symbol(name: &CStr) -> Option<*mut c_void> {
-        // SAFETY: `name` is NUL-terminated; RTLD_DEFAULT searches the
-        // symbols already loaded (node's own libuv), nothing is loaded.
-        let found = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
-        (!found.is_null()).then_some(found)
+        proc_manager_core::os::sys::loaded_symbol(name)
     }
     unsafe extern "C" fn visit(handle: *mut c_void, arg: *mut c_void) {
         // SAFETY: `arg` is the Walker below, alive and not otherwise borrowed

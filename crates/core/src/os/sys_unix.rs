@@ -238,3 +238,36 @@ pub fn die_of_sigpipe() {
     // memory of ours. Should it return, the caller exits instead.
     unsafe { libc::raise(libc::SIGPIPE) };
 }
+
+/// The file of the loaded library that holds `address` (the addon's own).
+pub fn library_path_of(address: usize) -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: Dl_info is a plain C struct (pointers and ints) for which
+    // all-zero is valid.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: the caller passes an address inside a loaded library, mapped
+    // for as long as it stays loaded; `info` is a live out-parameter.
+    let found = unsafe { libc::dladdr(address as *const libc::c_void, &mut info) };
+    if found == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dladdr succeeded and dli_fname is non-null: a NUL-terminated
+    // path owned by the loader, valid while the library stays loaded, and
+    // copied out below before we return.
+    let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+    Some(std::path::PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes())))
+}
+
+/// A symbol already loaded into this process (node's own libuv), or None;
+/// nothing is loaded.
+pub fn loaded_symbol(name: &std::ffi::CStr) -> Option<*mut std::ffi::c_void> {
+    // SAFETY: `name` is NUL-terminated; RTLD_DEFAULT searches the symbols
+    // already loaded.
+    let found = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    (!found.is_null()).then_some(found)
+}
+
+/// No platform default on Unix: XDG_STATE_HOME or HOME decide (`Home::resolve_root`).
+pub fn platform_state_dir() -> Option<std::path::PathBuf> {
+    None
+}

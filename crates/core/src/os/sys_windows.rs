@@ -334,3 +334,42 @@ pub fn redirect_stderr(file: &File) {
 pub fn default_sigpipe() {}
 
 pub fn die_of_sigpipe() {}
+
+/// The file of the loaded module that holds `address` (the addon's own).
+pub fn library_path_of(address: usize) -> Option<std::path::PathBuf> {
+    use std::os::windows::ffi::OsStringExt;
+    use windows_sys::Win32::System::LibraryLoader::{
+        GetModuleFileNameW, GetModuleHandleExW, GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS, GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
+    };
+    let mut module = std::ptr::null_mut();
+    // SAFETY: the address lies in a loaded module (the caller's own code);
+    // UNCHANGED_REFCOUNT takes no reference to release; `module` is a live
+    // out-parameter.
+    let found = unsafe {
+        GetModuleHandleExW(GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT, address as *const u16, &mut module)
+    };
+    if found == 0 {
+        return None;
+    }
+    let mut name = vec![0u16; 32 * 1024];
+    // SAFETY: a module handle from above and a buffer of the length passed.
+    let len = unsafe { GetModuleFileNameW(module, name.as_mut_ptr(), name.len() as u32) } as usize;
+    (len > 0 && len < name.len()).then(|| std::path::PathBuf::from(std::ffi::OsString::from_wide(&name[..len])))
+}
+
+/// A function node.exe exports (its libuv), or None.
+pub fn loaded_symbol(name: &std::ffi::CStr) -> Option<*mut std::ffi::c_void> {
+    use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleW, GetProcAddress};
+    // SAFETY: a null name asks for the process's own executable's handle.
+    let exe = unsafe { GetModuleHandleW(std::ptr::null()) };
+    if exe.is_null() {
+        return None;
+    }
+    // SAFETY: a live module handle and a NUL-terminated name.
+    unsafe { GetProcAddress(exe, name.as_ptr().cast()) }.map(|f| f as *mut std::ffi::c_void)
+}
+
+/// Where state lives by default here: `%LOCALAPPDATA%\proc-manager`.
+pub fn platform_state_dir() -> Option<std::path::PathBuf> {
+    std::env::var_os("LOCALAPPDATA").filter(|v| !v.is_empty()).map(|dir| std::path::PathBuf::from(dir).join("proc-manager"))
+}

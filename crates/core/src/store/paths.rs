@@ -8,8 +8,9 @@ use std::io::Read;
 use crate::os::sys::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-/// The state directory: `$PROC_MANAGER_HOME`, else `$XDG_STATE_HOME/proc-manager`,
-/// else `~/.local/state/proc-manager`.
+/// The state directory: `$PROC_MANAGER_HOME`, else (Windows)
+/// `%LOCALAPPDATA%\proc-manager`, else `$XDG_STATE_HOME/proc-manager`, else
+/// `~/.local/state/proc-manager`.
 #[derive(Debug, Clone)]
 pub struct Home {
     /// The home as it was named: what records, messages and other processes
@@ -43,13 +44,15 @@ impl Home {
         let from_env = |key: &str| std::env::var_os(key).filter(|v| !v.is_empty()).map(PathBuf::from);
         let root = if let Some(home) = from_env("PROC_MANAGER_HOME") {
             home
+        } else if let Some(dir) = crate::os::sys::platform_state_dir() {
+            dir
         } else if let Some(state) = from_env("XDG_STATE_HOME") {
             state.join("proc-manager")
         } else if let Some(user_home) = from_env("HOME") {
             user_home.join(".local/state/proc-manager")
         } else {
             return Err(Error::Usage(
-                "cannot find a state directory: set PROC_MANAGER_HOME (or XDG_STATE_HOME or HOME)".into(),
+                "cannot find a state directory: set PROC_MANAGER_HOME (or XDG_STATE_HOME or HOME; LOCALAPPDATA on Windows)".into(),
             ));
         };
         Ok(root)
