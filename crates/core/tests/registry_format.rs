@@ -203,6 +203,7 @@ fn a_format_1_registry_survives_a_registry_write() {
 /// What the interrupt service answered is kept beside format 1's notification
 /// fields, each optional: an old record (`delivered`, no answer) loads with
 /// none of them, and a new one keeps them through a write and a read.
+#[cfg(unix)]
 #[test]
 fn a_notification_keeps_the_services_answer_and_old_ones_load_without_it() {
     let (_dir, registry) = registry_from_fixture();
@@ -228,6 +229,7 @@ fn a_notification_keeps_the_services_answer_and_old_ones_load_without_it() {
 
 /// A job whose arguments, working directory, environment values and log
 /// path are no UTF-8 (Unix's are bytes), as the registry has it.
+#[cfg(unix)]
 fn job_with_bytes(registry: &Registry) -> Job {
     use std::ffi::OsString;
     use std::os::unix::ffi::OsStringExt;
@@ -240,6 +242,7 @@ fn job_with_bytes(registry: &Registry) -> Job {
     job
 }
 
+#[cfg(unix)]
 fn record_in_file(dir: &tempfile::TempDir, id: &str) -> serde_json::Value {
     let file: serde_json::Value =
         serde_json::from_slice(&std::fs::read(Path::new(dir.path()).join("home/jobs.json")).unwrap()).unwrap();
@@ -249,6 +252,7 @@ fn record_in_file(dir: &tempfile::TempDir, id: &str) -> serde_json::Value {
 /// Such values are kept exactly, and every field format 1 has stays a
 /// string: a value that is no UTF-8 is written out there (`caf\xe9`), its
 /// bytes in a side field beside it, which only this build reads.
+#[cfg(unix)]
 #[test]
 fn bytes_that_are_no_utf8_survive_a_registry_write_and_read() {
     let (dir, registry) = registry_from_fixture();
@@ -291,11 +295,13 @@ struct EarlierRecord {
 }
 
 #[derive(serde::Deserialize)]
+#[cfg(unix)]
 struct EarlierRegistry {
     version: u32,
     jobs: Vec<EarlierRecord>,
 }
 
+#[cfg(unix)]
 #[test]
 fn a_record_with_bytes_that_are_no_utf8_is_read_by_the_earlier_builds_record_shape() {
     let (dir, registry) = registry_from_fixture();

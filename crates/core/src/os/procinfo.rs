@@ -253,6 +253,7 @@ mod tests {
         assert!(!is_same_process_alive(&impostor));
     }
 
+    #[cfg(unix)]
     #[test]
     fn signal_refuses_a_reused_pid_and_reaches_the_right_one() {
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
@@ -265,6 +266,7 @@ mod tests {
         assert_eq!(signal_process(&real, libc::SIGKILL), SignalOutcome::Gone);
     }
 
+    #[cfg(unix)]
     #[test]
     fn never_signals_init_the_caller_or_its_group_and_session() {
         // Signal 0 sends nothing even where it would be allowed: this checks

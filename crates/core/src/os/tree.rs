@@ -340,6 +340,7 @@ mod tests {
         job
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_live_process_without_the_supervisor_mark_is_not_taken_for_the_supervisor() {
         let mut stranger = std::process::Command::new("sleep").arg("30").spawn().unwrap();
@@ -353,6 +354,7 @@ mod tests {
 
     /// A sleep in a session of its own, as a job's processes are (a record
     /// never claims a process in the caller's session).
+    #[cfg(unix)]
     fn detached_sleep() -> std::process::Child {
         let child = std::process::Command::new("setsid").args(["sleep", "30"]).spawn().unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -365,6 +367,7 @@ mod tests {
     }
 
     /// Two such sleeps started at least a clock tick apart: (older, newer).
+    #[cfg(unix)]
     fn two_strangers() -> (std::process::Child, std::process::Child) {
         let older = detached_sleep();
         let first = procinfo::identify(older.id()).unwrap().start_ticks;
@@ -386,6 +389,7 @@ mod tests {
     /// non-member: the group (claimed by a cookie carrier in it), cookie
     /// carriers outside it, what lies below the supervisor (a helper's
     /// subtree left out), another job's processes and strangers.
+    #[cfg(unix)]
     #[test]
     fn the_table_index_finds_what_members_in_finds() {
         let row = |pid: u32, ppid: u32, pgid: u32, cookie: Option<&str>, helper: bool| Row {
@@ -424,11 +428,13 @@ mod tests {
         assert_eq!(below, [4_000_002, 4_000_003, 4_000_004, 4_000_005]);
     }
 
+    #[cfg(unix)]
     fn members(job: &Job, recorded: &[ProcessIdentity]) -> Vec<u32> {
         let rows = procinfo::table();
         members_in(&rows, Tree::of(job).with_recorded(recorded)).0.iter().map(|r| r.identity.pid).collect()
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_recorded_process_counts_only_while_its_pid_and_start_time_agree() {
         let (mut supervisor, mut daemon) = two_strangers();
@@ -458,6 +464,7 @@ mod tests {
         assert!(!has_live_processes(&job, &[real], &TableIndex::new(&rows)), "gone: no longer the job's");
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_record_never_claims_a_process_older_than_the_supervisor_or_pid_1() {
         let (mut older, mut supervisor) = two_strangers();

@@ -417,6 +417,7 @@ mod tests {
         assert!(said(r#"{"queues": []}"#).contains("key `queues`: expected an object"));
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_config_json_that_is_a_symlink_is_refused() {
         let dir = tempfile::tempdir().unwrap();

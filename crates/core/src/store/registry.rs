@@ -1285,6 +1285,7 @@ mod tests {
     /// What another user could plant before: symlinks at the predictable temp
     /// names `.jobs.json.tmp-<pid>-<n>` made every registry write go through
     /// them into a file of their choosing.
+    #[cfg(unix)]
     #[test]
     fn symlinks_planted_at_temp_names_are_never_written_through() {
         let (dir, home) = home();
@@ -1302,6 +1303,7 @@ mod tests {
         assert_eq!(registry.load().unwrap().len(), 1);
     }
 
+    #[cfg(unix)]
     #[test]
     fn symlinks_planted_in_the_home_are_refused_not_followed() {
         let (dir, home) = home();
@@ -1435,6 +1437,7 @@ mod tests {
     /// A process holding the lock the way we take it (flock(2)), stopped as a
     /// debugger or a frozen container leaves it: the wait ends after the
     /// timeout, naming the holder and its state; a brief wait ends sooner.
+    #[cfg(unix)]
     #[test]
     fn a_stopped_lock_holder_is_named_when_the_wait_gives_up() {
         if std::process::Command::new("flock").arg("--version").output().is_err() {

@@ -349,8 +349,8 @@ mod tests {
 
     /// SIGKILL to a process a test started (its pid just read).
     fn kill(pid: u32) {
-        if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        if let Some(who) = crate::os::procinfo::identify(pid) {
+            let _ = crate::os::procinfo::signal_process(&who, crate::model::signals::SIGKILL);
         }
     }
 
