@@ -3,6 +3,7 @@
 pub mod fork;
 pub mod launch;
 pub mod pidfd;
+pub mod procargs;
 pub mod procinfo;
 pub mod snapshot;
 pub mod tree;
@@ -12,14 +13,14 @@ pub mod tree;
 #[cfg(target_os = "linux")]
 #[path = "linux.rs"]
 pub(crate) mod platform;
-#[cfg(not(target_os = "linux"))]
+#[cfg(target_os = "macos")]
 #[path = "macos.rs"]
 pub(crate) mod platform;
 /// Who holds a TCP port (`--ready-port`): the same API on each platform.
 #[cfg(target_os = "linux")]
 #[path = "ports_linux.rs"]
 pub mod ports;
-#[cfg(not(target_os = "linux"))]
+#[cfg(target_os = "macos")]
 #[path = "ports_macos.rs"]
 pub mod ports;
 /// The whole process table as a snapshot reads it, and this process's own
@@ -27,6 +28,6 @@ pub mod ports;
 #[cfg(target_os = "linux")]
 #[path = "snapshot_linux.rs"]
 mod snapshot_platform;
-#[cfg(not(target_os = "linux"))]
+#[cfg(target_os = "macos")]
 #[path = "snapshot_macos.rs"]
 mod snapshot_platform;
