@@ -10,8 +10,8 @@
 // usage: node scripts/build-target.mjs <rust-target> [--manifest-only]
 //        node scripts/build-target.mjs --list
 //
-// --manifest-only writes npm/<abi>/package.json and builds nothing (for the
-// targets a machine cannot build, such as macOS ones on Linux).
+// --manifest-only writes npm/<abi>/package.json and builds nothing (for a
+// target whose tools a machine lacks).
 //
 // Linux targets cross-compile with cargo-zigbuild, which links with zig:
 //   glibc: against the symbol versions of glibc GLIBC_FLOOR (2.17), whatever
@@ -19,15 +19,20 @@
 //   musl:  the addon dynamically against musl (Node on Alpine loads it with
 //          musl's loader; a static addon would carry a second libc), run-bg
 //          statically (no loader, no libc needed at run time).
+//   macOS: also with zig, without Apple's SDK (zig carries libSystem's
+//          stubs), for MACOSX_DEPLOYMENT_TARGET MACOS_FLOOR (11.0); the
+//          core links nothing but libSystem (os/macos.rs reads the process
+//          table through libproc), and the addon leaves its napi_* functions
+//          to dynamic lookup (Node has them). Ad-hoc signed by the linker.
 // Needs: rustup target add <target>; cargo install cargo-zigbuild; zig
-// (pip install ziglang). macOS targets build natively with plain cargo.
-// The result is checked with check-artifacts.mjs (architecture, glibc
-// floor, static run-bg for musl).
+// (pip install ziglang). The result is checked with check-artifacts.mjs
+// (architecture, glibc floor, static run-bg for musl; for macOS the
+// Mach-O's libraries, minimum OS, signature and exports).
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { GLIBC_FLOOR, checkPackage } from './check-artifacts.mjs'
+import { GLIBC_FLOOR, MACOS_FLOOR, checkPackage } from './check-artifacts.mjs'
 
 const TARGETS = {
   'x86_64-unknown-linux-gnu': { abi: 'linux-x64-gnu', os: 'linux', cpu: 'x64', libc: 'glibc' },
@@ -96,10 +101,11 @@ if (manifestOnly) {
 }
 
 // One cargo invocation; returns its wall time in seconds.
-function cargo(argv, rustflags, label) {
-  const env = { ...process.env }
+function cargo(argv, rustflags, label, extraEnv = {}) {
+  const env = { ...process.env, ...extraEnv }
   if (rustflags) env.RUSTFLAGS = [process.env.RUSTFLAGS, rustflags].filter(Boolean).join(' ')
-  console.log(`build-target: ${rustflags ? `RUSTFLAGS='${env.RUSTFLAGS}' ` : ''}cargo ${argv.join(' ')}`)
+  const shown = Object.entries(extraEnv).map(([k, v]) => `${k}=${v} `).join('')
+  console.log(`build-target: ${shown}${rustflags ? `RUSTFLAGS='${env.RUSTFLAGS}' ` : ''}cargo ${argv.join(' ')}`)
   const started = process.hrtime.bigint()
   const result = spawnSync('cargo', argv, { cwd: root, env, stdio: 'inherit' })
   const seconds = Number(process.hrtime.bigint() - started) / 1e9
@@ -112,7 +118,11 @@ const builds = []
 let addonFrom
 let runBgFrom
 if (target.os === 'darwin') {
-  builds.push(cargo(['build', '--release', '--target', triple, '-p', 'proc-manager-node', '-p', 'proc-manager-cli'], null, 'addon + run-bg'))
+  builds.push(
+    cargo(['zigbuild', '--release', '--target', triple, '-p', 'proc-manager-node', '-p', 'proc-manager-cli'], null, 'addon + run-bg', {
+      MACOSX_DEPLOYMENT_TARGET: MACOS_FLOOR,
+    }),
+  )
   const dir = path.join(targetDir, triple, 'release')
   addonFrom = path.join(dir, 'libproc_manager.dylib')
   runBgFrom = path.join(dir, 'run-bg')
