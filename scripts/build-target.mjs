@@ -24,18 +24,24 @@
 //   musl:  the addon dynamically against musl (Node on Alpine loads it with
 //          musl's loader; a static addon would carry a second libc), run-bg
 //          statically (no loader, no libc needed at run time).
+//   macOS: also with zig, without Apple's SDK (zig carries libSystem's
+//          stubs), for MACOSX_DEPLOYMENT_TARGET MACOS_FLOOR (11.0); the
+//          core links nothing but libSystem (os/macos.rs reads the process
+//          table through libproc), and the addon leaves its napi_* functions
+//          to dynamic lookup (Node has them). Ad-hoc signed by the linker.
 // Needs: rustup target add <target>; cargo install cargo-zigbuild; zig
-// (pip install ziglang). macOS targets build natively with plain cargo.
+// (pip install ziglang).
 // x86_64-pc-windows-gnu builds with plain cargo and mingw-w64, in the
 // environment of scripts/windows-env.sh (source it first: LIBNODE_PATH, the
 // import library for node.exe's napi_* that napi-build links against).
 // The result is checked with check-artifacts.mjs (architecture, glibc
-// floor, static run-bg for musl).
+// floor, static run-bg for musl; for macOS the Mach-O's libraries, minimum
+// OS, signature and exports; for Windows the PE machine and imports).
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { GLIBC_FLOOR, checkPackage } from './check-artifacts.mjs'
+import { GLIBC_FLOOR, MACOS_FLOOR, checkPackage } from './check-artifacts.mjs'
 
 const TARGETS = {
   'x86_64-unknown-linux-gnu': { abi: 'linux-x64-gnu', os: 'linux', cpu: 'x64', libc: 'glibc' },
@@ -119,10 +125,11 @@ if (manifestOnly) {
 }
 
 // One cargo invocation; returns its wall time in seconds.
-function cargo(argv, rustflags, label) {
-  const env = { ...process.env }
+function cargo(argv, rustflags, label, extraEnv = {}) {
+  const env = { ...process.env, ...extraEnv }
   if (rustflags) env.RUSTFLAGS = [process.env.RUSTFLAGS, rustflags].filter(Boolean).join(' ')
-  console.log(`build-target: ${rustflags ? `RUSTFLAGS='${env.RUSTFLAGS}' ` : ''}cargo ${argv.join(' ')}`)
+  const shown = Object.entries(extraEnv).map(([k, v]) => `${k}=${v} `).join('')
+  console.log(`build-target: ${shown}${rustflags ? `RUSTFLAGS='${env.RUSTFLAGS}' ` : ''}cargo ${argv.join(' ')}`)
   const started = process.hrtime.bigint()
   const result = spawnSync('cargo', argv, { cwd: root, env, stdio: 'inherit' })
   const seconds = Number(process.hrtime.bigint() - started) / 1e9
@@ -144,7 +151,11 @@ if (valued.from) {
   addonFrom = path.join(dir, cargoAddon)
   runBgFrom = path.join(dir, cargoRunBg)
 } else if (target.os === 'darwin') {
-  builds.push(cargo(['build', '--release', '--target', triple, '-p', 'proc-manager-node', '-p', 'proc-manager-cli'], null, 'addon + run-bg'))
+  builds.push(
+    cargo(['zigbuild', '--release', '--target', triple, '-p', 'proc-manager-node', '-p', 'proc-manager-cli'], null, 'addon + run-bg', {
+      MACOSX_DEPLOYMENT_TARGET: MACOS_FLOOR,
+    }),
+  )
   const dir = path.join(targetDir, triple, 'release')
   addonFrom = path.join(dir, 'libproc_manager.dylib')
   runBgFrom = path.join(dir, 'run-bg')

@@ -8,7 +8,14 @@
 //     (not from a libnode.dll, which no Node ships);
 //   - glibc packages need no symbol version above GLIBC_FLOOR;
 //   - musl packages: run-bg is static (no loader, no shared library), and
-//     the addon needs no glibc library.
+//     the addon needs no glibc library;
+//   - darwin packages (read by machO() below, no tool needed): thin 64-bit
+//     Mach-O files for the package's `cpu`, run-bg an executable and the
+//     addon a dylib, linked against /usr/lib/libSystem.B.dylib and nothing
+//     else, for macOS MACOS_FLOOR (LC_BUILD_VERSION's minos), code-signed
+//     for arm64 (which runs nothing unsigned); the addon exports
+//     napi_register_module_v1 and leaves to dynamic lookup nothing but the
+//     napi_* functions Node gives it, and run-bg nothing at all.
 // Prints each file's size. Exits 1 naming every failed check.
 //
 // usage: node scripts/check-artifacts.mjs npm/<abi> [...]
@@ -44,6 +51,177 @@ function peImports(file) {
   const out = spawnSync('x86_64-w64-mingw32-objdump', ['-p', file], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 })
   if (out.error || out.status !== 0) return null
   return [...out.stdout.matchAll(/DLL Name: (\S+)/g)].map((m) => m[1])
+}
+
+// The oldest macOS the darwin packages are built for (MACOSX_DEPLOYMENT_TARGET
+// in build-target.mjs): Big Sur, the first with Apple silicon.
+export const MACOS_FLOOR = '11.0'
+const MACHO_CPU = { x64: 0x01000007, arm64: 0x0100000c }
+const MACHO_FILETYPE = { 2: 'executable', 6: 'dylib', 8: 'bundle' }
+const LIBSYSTEM = '/usr/lib/libSystem.B.dylib'
+
+function uleb128(buf, at) {
+  let value = 0
+  let shift = 0
+  for (;;) {
+    if (at >= buf.length) throw new Error('truncated ULEB128')
+    const byte = buf[at++]
+    value += (byte & 0x7f) * 2 ** shift
+    shift += 7
+    if (!(byte & 0x80)) return [value, at]
+  }
+}
+
+function cString(buf, at, end = buf.length) {
+  const stop = buf.indexOf(0, at)
+  return buf.toString('latin1', at, stop < 0 || stop > end ? end : stop)
+}
+
+/** The names in a Mach-O export trie (the symbols dyld lets others bind to). */
+function trieNames(buf, start, size) {
+  const names = []
+  const seen = new Set()
+  const stack = [[0, '']]
+  while (stack.length) {
+    const [offset, prefix] = stack.pop()
+    if (offset >= size || seen.has(offset)) continue
+    seen.add(offset)
+    let [terminal, at] = uleb128(buf, start + offset)
+    if (terminal > 0) names.push(prefix)
+    at += terminal
+    const children = buf[at++]
+    for (let i = 0; i < children; i++) {
+      const edge = cString(buf, at, start + size)
+      at += edge.length + 1
+      let child
+      ;[child, at] = uleb128(buf, at)
+      stack.push([child, prefix + edge])
+    }
+  }
+  return names
+}
+
+/**
+ * What a Mach-O file says of itself, from its header and load commands:
+ * { cpu, type, twoLevel, dylibs, dylinker, platform, minos, sdk, signed,
+ *   exports, dynamicLookup }; null when the file is not a thin 64-bit
+ * little-endian Mach-O (a universal one gives { universal: true }).
+ */
+export function machO(file) {
+  const buf = fs.readFileSync(file)
+  if (buf.length < 32) return null
+  if (buf.readUInt32BE(0) === 0xcafebabe) return { universal: true }
+  if (buf.readUInt32LE(0) !== 0xfeedfacf) return null
+  const info = {
+    cpu: buf.readUInt32LE(4),
+    type: MACHO_FILETYPE[buf.readUInt32LE(12)] ?? `filetype ${buf.readUInt32LE(12)}`,
+    twoLevel: (buf.readUInt32LE(24) & 0x80) !== 0,
+    dylibs: [],
+    dylinker: null,
+    platform: null,
+    minos: null,
+    sdk: null,
+    signed: false,
+    exports: [],
+    dynamicLookup: [],
+  }
+  const version = (v) => `${v >>> 16}.${(v >> 8) & 0xff}.${v & 0xff}`
+  let symtab = null
+  const ncmds = buf.readUInt32LE(16)
+  let at = 32
+  for (let i = 0; i < ncmds; i++) {
+    const cmd = buf.readUInt32LE(at)
+    const size = buf.readUInt32LE(at + 4)
+    switch (cmd) {
+      case 0xc: // LC_LOAD_DYLIB
+      case 0x20: // LC_LAZY_LOAD_DYLIB
+      case 0x80000018: // LC_LOAD_WEAK_DYLIB
+      case 0x8000001f: // LC_REEXPORT_DYLIB
+      case 0x80000023: // LC_LOAD_UPWARD_DYLIB
+        info.dylibs.push(cString(buf, at + buf.readUInt32LE(at + 8), at + size))
+        break
+      case 0xe: // LC_LOAD_DYLINKER
+        info.dylinker = cString(buf, at + buf.readUInt32LE(at + 8), at + size)
+        break
+      case 0x32: // LC_BUILD_VERSION
+        info.platform = buf.readUInt32LE(at + 8) === 1 ? 'macos' : `platform ${buf.readUInt32LE(at + 8)}`
+        info.minos = version(buf.readUInt32LE(at + 12))
+        info.sdk = version(buf.readUInt32LE(at + 16))
+        break
+      case 0x24: // LC_VERSION_MIN_MACOSX
+        info.platform = 'macos'
+        info.minos = version(buf.readUInt32LE(at + 8))
+        info.sdk = version(buf.readUInt32LE(at + 12))
+        break
+      case 0x1d: // LC_CODE_SIGNATURE
+        info.signed = buf.readUInt32LE(at + 12) > 0
+        break
+      case 0x22: // LC_DYLD_INFO
+      case 0x80000022: // LC_DYLD_INFO_ONLY
+        info.exports.push(...trieNames(buf, buf.readUInt32LE(at + 40), buf.readUInt32LE(at + 44)))
+        break
+      case 0x80000033: // LC_DYLD_EXPORTS_TRIE
+        info.exports.push(...trieNames(buf, buf.readUInt32LE(at + 8), buf.readUInt32LE(at + 12)))
+        break
+      case 0x2: // LC_SYMTAB
+        symtab = { symoff: buf.readUInt32LE(at + 8), nsyms: buf.readUInt32LE(at + 12), stroff: buf.readUInt32LE(at + 16) }
+        break
+    }
+    at += size
+  }
+  // Undefined external symbols (nlist_64: strx, type, sect, desc, value)
+  // bound to none of the libraries above (library ordinal 0, or 0xfe,
+  // DYNAMIC_LOOKUP; zig binds them flat): looked up at load time in
+  // whatever is loaded already (for an addon, the node binary).
+  if (symtab) {
+    for (let i = 0; i < symtab.nsyms; i++) {
+      const entry = symtab.symoff + i * 16
+      const type = buf[entry + 4]
+      const undefinedExternal = (type & 0xe0) === 0 && (type & 0x0e) === 0 && (type & 0x01) === 1
+      const ordinal = buf.readUInt16LE(entry + 6) >> 8
+      if (undefinedExternal && (!info.twoLevel || ordinal === 0 || ordinal > info.dylibs.length)) {
+        info.dynamicLookup.push(cString(buf, symtab.stroff + buf.readUInt32LE(entry)))
+      }
+    }
+  }
+  return info
+}
+
+/** The problems of one file of a darwin package (`role`: 'addon' or 'run-bg'), and notes for the listing. */
+function checkMachO(file, name, cpu, role, entry, problems) {
+  const m = machO(file)
+  if (!m) return problems.push(`${name} is not a 64-bit Mach-O file`)
+  if (m.universal) return problems.push(`${name} is a universal binary; expected one architecture`)
+  if (m.cpu !== MACHO_CPU[cpu]) problems.push(`${name} is built for Mach-O CPU 0x${m.cpu.toString(16)}, not ${cpu} (0x${MACHO_CPU[cpu].toString(16)})`)
+  const type = role === 'run-bg' ? 'executable' : 'dylib'
+  if (m.type !== type) problems.push(`${name} is a Mach-O ${m.type}, not a ${type}`)
+  const others = m.dylibs.filter((lib) => lib !== LIBSYSTEM)
+  if (others.length || !m.dylibs.includes(LIBSYSTEM)) {
+    problems.push(`${name} links ${m.dylibs.join(', ') || 'no library'}; expected ${LIBSYSTEM} alone`)
+  }
+  if (m.platform !== 'macos' || m.minos !== `${MACOS_FLOOR}.0`) {
+    problems.push(`${name} is for ${m.platform ?? 'no platform'} ${m.minos ?? '(no minimum)'}, not macOS ${MACOS_FLOOR}`)
+  }
+  // arm64 macOS runs nothing unsigned (zig signs ad hoc); x86_64 needs none.
+  if (!m.signed && cpu === 'arm64') problems.push(`${name} has no code signature (arm64 macOS runs nothing unsigned)`)
+  const lookups = m.dynamicLookup
+  if (role === 'addon') {
+    if (!m.exports.includes('_napi_register_module_v1')) problems.push(`${name} does not export napi_register_module_v1`)
+    const strangers = lookups.filter((s) => !s.startsWith('_napi_'))
+    if (strangers.length) problems.push(`${name} leaves to dynamic lookup what Node does not give: ${strangers.join(', ')}`)
+  } else if (lookups.length) {
+    problems.push(`${name} leaves symbols to dynamic lookup: ${lookups.join(', ')}`)
+  }
+  entry.notes.push(
+    `Mach-O ${m.type} ${Object.keys(MACHO_CPU).find((k) => MACHO_CPU[k] === m.cpu) ?? `CPU 0x${m.cpu.toString(16)}`}`,
+    `links ${m.dylibs.join(', ') || 'nothing'}`,
+    `macOS ${m.minos ?? '?'} (sdk ${m.sdk ?? '?'})`,
+    m.signed ? 'signed' : 'unsigned',
+  )
+  if (role === 'addon') {
+    entry.notes.push(`exports ${m.exports.filter((s) => s.startsWith('_napi_')).map((s) => s.slice(1)).join(', ') || 'no napi_*'}`)
+    entry.notes.push(`${lookups.length} napi_* left to dynamic lookup`)
+  }
 }
 
 function compareVersions(a, b) {
@@ -110,6 +288,7 @@ export function checkPackage(dir) {
       }
       continue
     }
+    if (os === 'darwin') checkMachO(file, name, cpu, file === runBg ? 'run-bg' : 'addon', entry, problems)
     if (os !== 'linux') continue
     const machine = elfMachine(file)
     if (machine === null) problems.push(`${name} is not an ELF file`)

@@ -3,7 +3,8 @@
 # on a Debian/Ubuntu machine, from the distribution, crates.io and PyPI only
 # (no toolchain is downloaded from elsewhere). Run as root; idempotent.
 #   zig (PyPI: ziglang) + cargo-zigbuild: cross-links every Linux target, the
-#     glibc ones against glibc 2.17's symbol versions;
+#     glibc ones against glibc 2.17's symbol versions, and both macOS ones
+#     (zig has libSystem's stubs: no Apple SDK);
 #   qemu-user: runs the aarch64 builds' run-bg (the smoke test);
 #   libc6-arm64-cross: the aarch64 glibc the emulated gnu build loads;
 #   musl-tools: musl's loader and musl-gcc, to load the x64 musl addon.
@@ -21,7 +22,8 @@ apt-get update -q
 apt-get install -y -q qemu-user libc6-arm64-cross musl-tools binutils
 
 rustup target add x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu \
-  x86_64-unknown-linux-musl aarch64-unknown-linux-musl
+  x86_64-unknown-linux-musl aarch64-unknown-linux-musl \
+  x86_64-apple-darwin aarch64-apple-darwin
 
 python3 -m pip install "ziglang==${ZIGLANG_VERSION}"
 if [ "$(cargo-zigbuild -V 2>/dev/null)" != "cargo-zigbuild ${CARGO_ZIGBUILD_VERSION}" ]; then

@@ -1,5 +1,6 @@
 //! Links run-bg as a plain (non-PIE) executable where that is safe: each job
-//! start execs it twice, and an idle supervisor keeps its pages shared.
+//! start execs it twice, and an idle supervisor keeps its pages shared. On
+//! macOS, against no library it does not use.
 
 fn main() {
     // Every job start executes run-bg twice (CLI and supervisor): as a PIE it
@@ -19,5 +20,11 @@ fn main() {
         .unwrap_or(false);
     if linux && !crt_static {
         println!("cargo:rustc-link-arg-bins=-no-pie");
+    }
+    // macOS: std asks for libiconv (and zig's libiconv for libcharset), of
+    // which run-bg uses nothing; drop what is unused, so that it loads
+    // libSystem alone (scripts/check-artifacts.mjs checks that).
+    if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("macos") {
+        println!("cargo:rustc-link-arg-bins=-Wl,-dead_strip_dylibs");
     }
 }

@@ -86,7 +86,8 @@ impl std::fmt::Display for JobStatus {
 pub struct ProcessIdentity {
     pub pid: u32,
     /// Clock ticks since boot (field 22 of /proc/<pid>/stat). Two processes
-    /// that get the same pid within one tick (10 ms) share it.
+    /// that get the same pid within one tick (10 ms) share it. On macOS:
+    /// microseconds since the epoch (the kernel's start time, `p_start`).
     pub start_ticks: u64,
     /// The inode number of the process's pidfd on pidfs (Linux 6.9+): unique
     /// to one process for the whole boot, so it tells apart even a pid reused

@@ -1,134 +1,228 @@
-//! macOS's ways (and any Unix without `/proc`) to what `os` needs: the
-//! process table from sysinfo, the process group from getpgid; no pidfds,
+//! macOS's ways to what `os` needs: the process table from libproc
+//! (`proc_listallpids`, `proc_pidinfo`) and `sysctl(KERN_PROCARGS2)` for
+//! argv and the environment, all in libSystem (no framework); no pidfds,
 //! `pipe` plus `fcntl`, `sigwait`. `linux.rs` has the same functions.
 //!
-//! A process's start time here has a resolution of one second, so the
-//! identity check tells apart any pid reuse but one within that second.
+//! A process's start time is the kernel's `p_start` (`pbi_start_tvsec` and
+//! `pbi_start_tvusec`), set once at fork: as microseconds since the epoch
+//! it is the identity's `start_ticks`, so the identity check tells apart
+//! any pid reuse but one within the same microsecond.
+//!
+//! The BSD and task facts of a process whose effective user is another
+//! (a setuid program's included) are the kernel's to refuse, root
+//! excepted: such a process is not in `table` and `identify` finds none
+//! (signalling it would fail anyway, and a job's group kill still reaches
+//! it); a snapshot lists it by name (`PROC_PIDT_SHORTBSDINFO`, open to all).
 
 use crate::model::job::ProcessIdentity;
 use crate::model::protocol::{JOB_COOKIE, SUPERVISOR_MARK};
+use crate::os::procargs::ProcArgs;
 use crate::os::procinfo::{Row, SignalOutcome};
+use std::ffi::{c_int, c_void};
+use std::mem::{size_of, MaybeUninit};
 use std::os::fd::{BorrowedFd, OwnedFd};
-use sysinfo::{Process, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
+use std::sync::OnceLock;
 
-pub enum Reads {
-    Basic,
-    Command,
-    Environment,
+/// One `proc_pidinfo` flavour read into a `T`, or the errno it failed
+/// with (ESRCH: gone; EPERM: another user's).
+fn pid_info<T: Copy>(pid: u32, flavor: c_int) -> Result<T, i32> {
+    let pid = c_int::try_from(pid).map_err(|_| libc::ESRCH)?;
+    let size = size_of::<T>() as c_int;
+    let mut info = MaybeUninit::<T>::zeroed();
+    // SAFETY: the buffer is a `T`, `size` bytes, writable and alive across
+    // the call; the kernel writes at most `buffersize` bytes into it.
+    let n = unsafe { libc::proc_pidinfo(pid, flavor, 0, info.as_mut_ptr().cast::<c_void>(), size) };
+    if n != size {
+        return Err(std::io::Error::last_os_error().raw_os_error().filter(|&e| e != 0).unwrap_or(libc::ESRCH));
+    }
+    // SAFETY: T is one of libproc's info structs, plain integers and
+    // arrays of them, for which every bit pattern (zeroes first, then
+    // what the kernel wrote) is a value.
+    Ok(unsafe { info.assume_init() })
 }
 
-fn refresh_kind(reads: Reads) -> ProcessRefreshKind {
-    match reads {
-        Reads::Basic => ProcessRefreshKind::nothing(),
-        Reads::Command => ProcessRefreshKind::nothing().with_cmd(UpdateKind::Always),
-        Reads::Environment => ProcessRefreshKind::nothing().with_environ(UpdateKind::Always),
+/// `PROC_PIDTBSDINFO`, for a live process (a zombie counts as gone).
+pub(crate) fn bsd_info(pid: u32) -> Result<libc::proc_bsdinfo, i32> {
+    match pid_info::<libc::proc_bsdinfo>(pid, libc::PROC_PIDTBSDINFO)? {
+        info if info.pbi_status == libc::SZOMB => Err(libc::ESRCH),
+        info => Ok(info),
     }
 }
 
-fn with_process<T>(pid: u32, reads: Reads, f: impl FnOnce(&Process) -> T) -> Option<T> {
-    let mut system = System::new().ok()?;
-    let target = sysinfo::Pid::from_u32(pid);
-    system.refresh_processes_specifics(ProcessesToUpdate::Some(&[target]), true, refresh_kind(reads));
-    system.process(target).map(f)
+/// `PROC_PIDT_SHORTBSDINFO`: parent, group, state and name; any user's.
+pub(crate) fn short_info(pid: u32) -> Option<libc::proc_bsdshortinfo> {
+    pid_info::<libc::proc_bsdshortinfo>(pid, libc::PROC_PIDT_SHORTBSDINFO).ok().filter(|info| info.pbsi_status != libc::SZOMB)
 }
 
-fn identity_of(pid: u32, p: &Process) -> Option<ProcessIdentity> {
-    (p.status() != ProcessStatus::Zombie).then_some(ProcessIdentity::from_stat(pid, p.start_time()))
+/// Resident memory in bytes (`PROC_PIDTASKINFO`).
+pub(crate) fn resident_bytes(pid: u32) -> Option<u64> {
+    pid_info::<libc::proc_taskinfo>(pid, libc::PROC_PIDTASKINFO).ok().map(|task| task.pti_resident_size)
 }
 
-fn env_value(p: &Process, key: &str) -> Option<String> {
-    p.environ().iter().find_map(|entry| {
-        let entry = entry.to_string_lossy();
-        entry.strip_prefix(key)?.strip_prefix('=').map(str::to_string)
+/// Microseconds since the epoch: the identity's `start_ticks` here.
+pub(crate) fn start_micros(info: &libc::proc_bsdinfo) -> u64 {
+    info.pbi_start_tvsec.saturating_mul(1_000_000).saturating_add(info.pbi_start_tvusec)
+}
+
+/// A NUL-padded `char` array (pbi_comm, pbi_name) as text.
+pub(crate) fn c_name(name: &[libc::c_char]) -> String {
+    let bytes: Vec<u8> = name.iter().map(|&c| c as u8).take_while(|&b| b != 0).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The process's name: the long one where it has one, else `comm`.
+pub(crate) fn name_of(info: &libc::proc_bsdinfo) -> String {
+    let name = c_name(&info.pbi_name);
+    if name.is_empty() {
+        c_name(&info.pbi_comm)
+    } else {
+        name
+    }
+}
+
+fn identity_of(pid: u32, info: &libc::proc_bsdinfo) -> ProcessIdentity {
+    ProcessIdentity::from_stat(pid, start_micros(info))
+}
+
+/// The pids a `proc_list*pids` call fills in (`list(buffer, bytes)`
+/// returns how many it wrote, or -1), the buffer grown while it comes back
+/// full. pid 0 (the kernel) is left out, as /proc has none.
+fn list_pids(list: impl Fn(*mut c_void, c_int) -> c_int) -> Vec<u32> {
+    // A null buffer asks for the count (the kernel adds 20 for slack).
+    let mut capacity = usize::try_from(list(std::ptr::null_mut(), 0)).unwrap_or(0).max(64);
+    for _ in 0..4 {
+        let mut pids = vec![0 as c_int; capacity];
+        let Ok(bytes) = c_int::try_from(capacity * size_of::<c_int>()) else { break };
+        let Ok(n) = usize::try_from(list(pids.as_mut_ptr().cast::<c_void>(), bytes)) else { break };
+        if n < capacity {
+            pids.truncate(n);
+            return pids.into_iter().filter_map(|pid| u32::try_from(pid).ok()).filter(|&pid| pid != 0).collect();
+        }
+        capacity *= 2;
+    }
+    Vec::new()
+}
+
+/// Every pid in the system.
+pub(crate) fn all_pids() -> Vec<u32> {
+    list_pids(|buffer, bytes| {
+        // SAFETY: `buffer` is null with `bytes` 0 (a count only), or
+        // `list_pids`'s vector of `bytes` bytes, writable across the call.
+        unsafe { libc::proc_listallpids(buffer, bytes) }
     })
 }
 
-/// argv joined with spaces, or the name in brackets when there is none.
-pub fn command(p: &Process) -> String {
-    if p.cmd().is_empty() {
-        format!("[{}]", p.name().to_string_lossy())
-    } else {
-        p.cmd().iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
-    }
+/// The file name of the executable (`proc_pidpath`, any user's process).
+pub(crate) fn executable_name(pid: u32) -> Option<String> {
+    let pid = c_int::try_from(pid).ok()?;
+    let mut path = vec![0u8; libc::PROC_PIDPATHINFO_MAXSIZE as usize];
+    // SAFETY: `path` is a buffer of the size passed, writable across the
+    // call; proc_pidpath writes at most that many bytes.
+    let n = unsafe { libc::proc_pidpath(pid, path.as_mut_ptr().cast::<c_void>(), path.len() as u32) };
+    path.truncate(usize::try_from(n).ok()?);
+    let name = path.rsplit(|&b| b == b'/').next().filter(|n| !n.is_empty())?;
+    Some(String::from_utf8_lossy(name).into_owned())
 }
 
-fn all_processes() -> Option<System> {
-    let mut system = System::new().ok()?;
-    system.refresh_processes_specifics(
-        ProcessesToUpdate::All,
-        true,
-        ProcessRefreshKind::nothing().with_memory().with_cmd(UpdateKind::Always).with_environ(UpdateKind::Always),
-    );
-    Some(system)
+/// The longest `KERN_PROCARGS2` block (`kern.argmax`), read once.
+fn arg_max() -> usize {
+    static ARG_MAX: OnceLock<usize> = OnceLock::new();
+    *ARG_MAX.get_or_init(|| {
+        let mut mib = [libc::CTL_KERN, libc::KERN_ARGMAX];
+        let mut value: c_int = 0;
+        let mut size = size_of::<c_int>();
+        // SAFETY: `mib` names two levels and lives across the call; the
+        // result goes into `value`, whose size `size` gives; nothing is set.
+        let ok = unsafe { libc::sysctl(mib.as_mut_ptr(), 2, (&raw mut value).cast::<c_void>(), &mut size, std::ptr::null_mut(), 0) } == 0;
+        // 1 MiB is macOS's own value; a larger one is bounded.
+        if ok && value > 0 { (value as usize).min(16 << 20) } else { 1 << 20 }
+    })
+}
+
+/// Reads `pid`'s `KERN_PROCARGS2` block into `buf` (another user's, or a
+/// zombie's, cannot be read: false).
+pub(crate) fn read_procargs(pid: u32, buf: &mut Vec<u8>) -> bool {
+    let Ok(pid) = c_int::try_from(pid) else { return false };
+    let mut mib = [libc::CTL_KERN, libc::KERN_PROCARGS2, pid];
+    buf.clear();
+    buf.reserve(arg_max());
+    let mut size = buf.capacity();
+    // SAFETY: `mib` names three levels and lives across the call; the
+    // destination is the vector's capacity, `size` bytes, and sysctl sets
+    // `size` to what it wrote, never more than it was given.
+    let ok = unsafe { libc::sysctl(mib.as_mut_ptr(), 3, buf.as_mut_ptr().cast::<c_void>(), &mut size, std::ptr::null_mut(), 0) } == 0;
+    if !ok {
+        return false;
+    }
+    // SAFETY: sysctl initialised the first `size` (<= capacity) bytes.
+    unsafe { buf.set_len(size.min(buf.capacity())) };
+    true
+}
+
+/// argv joined with spaces, else `[name]` (a process whose arguments
+/// cannot be read: another user's), else "" (gone).
+fn command_from(pid: u32, buf: &mut Vec<u8>) -> String {
+    if read_procargs(pid, buf) {
+        if let Some(command) = ProcArgs::parse(buf).and_then(|args| args.command()) {
+            return command;
+        }
+    }
+    short_info(pid).map_or_else(String::new, |info| format!("[{}]", c_name(&info.pbsi_comm)))
 }
 
 pub fn identify(pid: u32) -> Option<ProcessIdentity> {
-    with_process(pid, Reads::Basic, |p| identity_of(pid, p)).flatten()
+    bsd_info(pid).ok().map(|info| identity_of(pid, &info))
 }
 
-/// No cheap way to ask: a stopped process is treated as running.
-pub fn is_stopped(_pid: u32) -> bool {
-    false
+pub fn is_stopped(pid: u32) -> bool {
+    bsd_info(pid).is_ok_and(|info| info.pbi_status == libc::SSTOP)
 }
 
 pub fn live_children(pid: u32) -> Vec<u32> {
-    let Some(system) = all_processes() else { return Vec::new() };
-    system
-        .processes()
-        .values()
-        .filter(|p| p.parent().map(|pp| pp.as_u32()) == Some(pid) && p.status() != ProcessStatus::Zombie)
-        .map(|p| p.pid().as_u32())
-        .collect()
+    let Ok(parent) = c_int::try_from(pid) else { return Vec::new() };
+    list_pids(|buffer, bytes| {
+        // SAFETY: `buffer` is null with `bytes` 0 (a count only), or
+        // `list_pids`'s vector of `bytes` bytes, writable across the call.
+        unsafe { libc::proc_listchildpids(parent, buffer, bytes) }
+    })
+    .into_iter()
+    .filter(|&child| bsd_info(child).is_ok_and(|info| info.pbi_ppid == pid))
+    .collect()
 }
 
 pub fn environ_value(pid: u32, key: &str) -> Option<String> {
-    with_process(pid, Reads::Environment, |p| env_value(p, key)).flatten()
+    let mut buf = Vec::new();
+    read_procargs(pid, &mut buf).then(|| ProcArgs::parse(&buf)?.env_value(key))?
 }
 
 pub fn command_line(pid: u32) -> String {
-    with_process(pid, Reads::Command, command).unwrap_or_default()
+    command_from(pid, &mut Vec::new())
 }
 
 pub fn table() -> Vec<Row> {
     let me = std::process::id();
-    let Some(system) = all_processes() else { return Vec::new() };
-    let mut rows = Vec::new();
-    for p in system.processes().values() {
-        let pid = p.pid().as_u32();
-        let Some(identity) = identity_of(pid, p).filter(|_| pid != me) else { continue };
-        // SAFETY: getpgid takes an integer and touches no memory of ours.
-        let pgid = unsafe { libc::getpgid(pid as libc::pid_t) };
-        if pgid < 0 {
-            continue; // gone meanwhile
-        }
-        rows.push(Row {
-            identity,
-            ppid: p.parent().map_or(0, |pp| pp.as_u32()),
-            pgid: pgid as u32,
-            cookie: env_value(p, JOB_COOKIE),
-            helper: env_value(p, SUPERVISOR_MARK).is_some(),
-            rss_kb: p.memory() / 1024,
-        });
-    }
-    rows
+    let mut buf = Vec::new();
+    all_pids().into_iter().filter(|&pid| pid != me).filter_map(|pid| row(pid, &mut buf)).collect()
 }
 
-/// `table`'s rows for these pids only: here from the whole table.
+/// `table`'s rows for these pids only (those alive; the caller's own too).
 pub fn rows(pids: &[u32]) -> Vec<Row> {
-    let wanted: std::collections::HashSet<u32> = pids.iter().copied().collect();
-    let me = std::process::id();
-    let mut found: Vec<Row> = table().into_iter().filter(|r| wanted.contains(&r.identity.pid)).collect();
-    // The table leaves the caller out; `rows` does not.
-    if wanted.contains(&me) {
-        if let Some(identity) = identify(me) {
-            // SAFETY: getpgrp reads the caller's own id and cannot fail.
-            let pgid = unsafe { libc::getpgrp() } as u32;
-            let helper = std::env::var_os(SUPERVISOR_MARK).is_some();
-            let cookie = std::env::var(JOB_COOKIE).ok();
-            found.push(Row { identity, ppid: std::os::unix::process::parent_id(), pgid, cookie, helper, rss_kb: 0 });
-        }
-    }
-    found
+    let mut buf = Vec::new();
+    pids.iter().filter_map(|&pid| row(pid, &mut buf)).collect()
+}
+
+fn row(pid: u32, buf: &mut Vec<u8>) -> Option<Row> {
+    let info = bsd_info(pid).ok()?;
+    // Only this user's processes have a readable environment.
+    let args = if read_procargs(pid, buf) { ProcArgs::parse(buf) } else { None };
+    Some(Row {
+        identity: identity_of(pid, &info),
+        ppid: info.pbi_ppid,
+        pgid: info.pbi_pgid,
+        cookie: args.as_ref().and_then(|a| a.env_value(JOB_COOKIE)),
+        helper: args.as_ref().is_some_and(|a| a.env_value(SUPERVISOR_MARK).is_some()),
+        rss_kb: resident_bytes(pid).unwrap_or(0) / 1024,
+    })
 }
 
 /// Nothing to set here: the system allocator maps large blocks on its own.

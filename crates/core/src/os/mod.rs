@@ -5,6 +5,7 @@ pub mod fork;
 #[cfg(unix)]
 pub mod launch;
 pub mod pidfd;
+pub mod procargs;
 pub mod procinfo;
 pub mod snapshot;
 pub mod tree;
@@ -27,7 +28,7 @@ pub mod windows_job;
 #[cfg(target_os = "linux")]
 #[path = "linux.rs"]
 pub(crate) mod platform;
-#[cfg(all(unix, not(target_os = "linux")))]
+#[cfg(target_os = "macos")]
 #[path = "macos.rs"]
 pub(crate) mod platform;
 #[cfg(windows)]
@@ -37,7 +38,7 @@ pub(crate) mod platform;
 #[cfg(target_os = "linux")]
 #[path = "ports_linux.rs"]
 pub mod ports;
-#[cfg(not(target_os = "linux"))]
+#[cfg(target_os = "macos")]
 #[path = "ports_macos.rs"]
 pub mod ports;
 /// The whole process table as a snapshot reads it, and this process's own
@@ -45,7 +46,7 @@ pub mod ports;
 #[cfg(target_os = "linux")]
 #[path = "snapshot_linux.rs"]
 mod snapshot_platform;
-#[cfg(all(unix, not(target_os = "linux")))]
+#[cfg(target_os = "macos")]
 #[path = "snapshot_macos.rs"]
 mod snapshot_platform;
 #[cfg(windows)]

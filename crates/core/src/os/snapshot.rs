@@ -1,9 +1,9 @@
 //! The whole process table as a snapshot reads it (each process's command,
 //! memory and start), and this process's own children as a child subreaper
 //! sees them (which are ending, reaping one it adopted). Linux reads /proc
-//! directly (one `stat` and one `cmdline` read per process); other systems
-//! use sysinfo. The platform's reading is in snapshot_linux.rs and
-//! snapshot_macos.rs, chosen in os/mod.rs.
+//! directly (one `stat` and one `cmdline` read per process); macOS uses
+//! libproc and `KERN_PROCARGS2`. The platform's reading is in
+//! snapshot_linux.rs and snapshot_macos.rs, chosen in os/mod.rs.
 
 pub use crate::os::snapshot_platform::{
     is_child_subreaper, is_ending, own_children, processes, pss_kb, reap_exactly, set_child_subreaper, CHILD_SUBREAPERS, READS_PSS,
