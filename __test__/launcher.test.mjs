@@ -17,8 +17,9 @@ const NAME = platformPackage()
 const LAUNCHER = path.join(root, 'bin', 'run-bg')
 const bash = spawnSync('bash', ['--version']).status === 0
 
+// A space in every path: the launcher quotes what it expands.
 let work
-before(() => { work = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'pm-launcher-'))) })
+before(() => { work = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'pm launcher-'))) })
 after(() => fs.rmSync(work, { recursive: true, force: true }))
 
 // The environment of a user with no overrides set.
