@@ -6,13 +6,14 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
-import { makeHome, runBg, startJob, waitFor, root } from './helpers.mjs'
+import { makeHome, runBg, startJob, checkJson, waitFor, killPid, root } from './helpers.mjs'
 
 const SHIM = path.join(root, 'bin', 'run-bg.js')
+const LAUNCHER = path.join(root, 'bin', 'run-bg')
 const shellQuote = (s) => `'${String(s).replace(/'/g, `'\\''`)}'`
 
 // An on-exit hook runs in its supervisor's environment, which carries the
@@ -46,13 +47,15 @@ test('PROC_MANAGER_BINARY_PATH names the run-bg that the shim runs and the addon
   const cli = spawnSync(process.execPath, [SHIM, '--version'], { env, encoding: 'utf8' })
   assert.equal(cli.status, 0, cli.stderr)
   assert.match(cli.stdout, /^run-bg /)
+  const launched = spawnSync(LAUNCHER, ['--help'], { env, encoding: 'utf8' })
+  assert.equal(launched.status, 0, launched.stderr)
   const api = spawnSync(process.execPath, ['-e', `console.log(require(${JSON.stringify(root)}).runBackground('true').jobId)`], { env, encoding: 'utf8' })
   assert.equal(api.status, 0, api.stderr)
   const id = api.stdout.trim()
   assert.equal(runBg(home, ['wait', id, '--timeout', '30s']).code, 0)
   const seen = fs.readFileSync(calls, 'utf8').split('\n').filter(Boolean)
-  assert.equal(seen[0], '--version', 'the shim ran the wrapper')
-  assert.ok(seen.length >= 2, `the addon started its supervisor through the wrapper: ${seen}`)
+  assert.deepEqual(seen.slice(0, 2), ['--version', '--help'], 'the shim and the launcher ran the wrapper')
+  assert.ok(seen.length >= 3, `the addon started its supervisor through the wrapper: ${seen}`)
 })
 
 // ---------------------------------------------------------------------------
@@ -215,6 +218,53 @@ function apiJob(project, inProject) {
   assert.match(check, /api-ok/)
 }
 
+/**
+ * The linked command, node_modules/.bin/run-bg (the sh launcher), runs the
+ * platform package's run-bg itself: no Node in between, the job's exit
+ * status through `wait`, and `--tie` tied to the shell that ran it.
+ */
+async function linkedCommand(t, project, inProject) {
+  const linked = path.join(project, 'node_modules', '.bin', 'run-bg')
+  assert.equal(fs.readlinkSync(linked), '../proc-manager/bin/run-bg')
+  const native = fs.realpathSync(path.join(project, 'node_modules', platformPackage(), 'native', 'run-bg'))
+  const { env } = inProject
+  const { home } = makeHome(t)
+  const inHome = { ...inProject, env: { ...env, PROC_MANAGER_HOME: home } }
+
+  // A `wait` under way: /proc names what its process runs (the launcher's pid, exec'd).
+  const { jobId } = JSON.parse(must(run(linked, ['--json', '--', 'sleep', '300'], inHome), 'linked run-bg').stdout)
+  const waiting = spawn(linked, ['wait', jobId, '--timeout', '60s'], { ...inHome, stdio: 'ignore' })
+  const exited = new Promise((resolve) => waiting.once('exit', (code, signal) => resolve({ code, signal })))
+  let exe = null
+  try {
+    await waitFor(() => {
+      try { exe = fs.readlinkSync(`/proc/${waiting.pid}/exe`) } catch {}
+      return exe === native
+    }, { timeout: 5_000, what: 'the linked run-bg to exec the native one' })
+  } catch {}
+  assert.equal(exe, native, `the linked command's process runs ${exe}`)
+  must(run(linked, ['kill', jobId], inHome), 'linked run-bg kill')
+  assert.deepEqual(await exited, { code: 143, signal: null }, "wait exits with the killed job's status")
+  const failed = JSON.parse(must(run(linked, ['--json', '--', 'sh', '-c', 'exit 7'], inHome), 'run-bg').stdout)
+  assert.equal(run(linked, ['wait', failed.jobId, '--timeout', '30s'], inHome).status, 7)
+  assert.equal(run(linked, ['--no-such-flag'], inHome).status, 2)
+
+  // --tie: the job ends with the shell that ran the linked run-bg.
+  const ack = path.join(home, 'ack.json')
+  const starter = spawn('sh', ['-c', `"$0" --tie --json -- sleep 301 > ${JSON.stringify(ack)} && exec sleep 300`, linked], { ...inHome, stdio: 'ignore' })
+  t.after(() => killPid(starter.pid))
+  const tied = await waitFor(() => {
+    try { return JSON.parse(fs.readFileSync(ack, 'utf8')) } catch { return null }
+  }, { what: 'the --tie ack' })
+  assert.deepEqual(checkJson(home, tied.jobId).tie, { pid: starter.pid }, 'tied to the shell that ran run-bg')
+  killPid(starter.pid)
+  const ended = await waitFor(() => {
+    const c = checkJson(home, tied.jobId)
+    return c.status !== 'running' ? c : null
+  }, { what: 'the tied job to end' })
+  assert.equal(ended.tie.reason, `its caller (pid ${starter.pid}) exited`)
+}
+
 test('the packed packages install offline, without cargo, and run the README job, the API, check and the MCP server', { skip: skipReason }, async (t) => {
   const env = userEnv()
   const { work, platform, main, mcp } = packAll(env)
@@ -222,7 +272,7 @@ test('the packed packages install offline, without cargo, and run the README job
   for (const p of [platform, main, mcp]) t.diagnostic(`${path.basename(p.tarball)}: ${p.size} B packed, ${p.unpackedSize} B unpacked, ${p.files.length} files`)
 
   // The root package: JS, types and the skill; nothing to build, no install script.
-  const allowed = /^(index\.js|index\.d\.ts|platform\.js|job-events\.js|package\.json|README\.md|LICENSE|bin\/[^/]+\.js|skills\/run-bg\/[^/]+\.md)$/
+  const allowed = /^(index\.js|index\.d\.ts|platform\.js|job-events\.js|package\.json|README\.md|LICENSE|bin\/run-bg|bin\/[^/]+\.js|skills\/run-bg\/[^/]+\.md)$/
   assert.deepEqual(main.files.filter((f) => !allowed.test(f)), [], 'files beyond JS, types and the skill')
   const rootManifest = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'))
   for (const script of ['preinstall', 'install', 'postinstall', 'prepare']) assert.equal(rootManifest.scripts?.[script], undefined, `${script} script`)
@@ -238,6 +288,7 @@ test('the packed packages install offline, without cargo, and run the README job
   const inProject = { cwd: project, env: { ...env, PROC_MANAGER_HOME: home, npm_config_offline: 'true' } }
   const id = readmeJob(inProject)
   apiJob(project, inProject)
+  await linkedCommand(t, project, inProject)
 
   // The MCP server, its own package. Its dependencies (SDK, zod and theirs)
   // come from the npm cache the dev install filled, through a lockfile with
@@ -283,10 +334,12 @@ test('without its platform package (npm install --omit=optional) the API and run
   assert.match(api.stderr, new RegExp(`the platform package ${platformPackage()} is not installed`))
   assert.ok(api.stderr.includes(fix), api.stderr)
   assert.doesNotMatch(api.stderr, /npm has a bug/)
-  const cli = run('npx', ['--offline', 'run-bg', '--version'], { cwd: project, env })
-  assert.equal(cli.status, 1)
-  assert.match(cli.stderr, new RegExp(`the platform package ${platformPackage()} is not installed`))
-  assert.ok(cli.stderr.includes(fix), cli.stderr)
+  // The launcher finds nothing to exec and hands over to the Node shim, which says what to install.
+  for (const cli of [run('npx', ['--offline', 'run-bg', '--version'], { cwd: project, env }), run(path.join(project, 'node_modules', '.bin', 'run-bg'), ['--version'], { env })]) {
+    assert.equal(cli.status, 1)
+    assert.match(cli.stderr, new RegExp(`the platform package ${platformPackage()} is not installed`))
+    assert.ok(cli.stderr.includes(fix), cli.stderr)
+  }
 })
 
 // npm 12 runs no dependency's install script unless allowed; nothing here

@@ -5,7 +5,7 @@
 // every variant alike. Reports median, p90 and the range, prints a table with
 // targets, writes bench/out/results.json.
 //
-//   node bench/run.mjs [--quick] [--only=start,idle,footprint,log,tail,kill,notify,snapshot,ready,queue,scale]
+//   node bench/run.mjs [--quick] [--only=start,idle,footprint,bin,log,tail,kill,notify,snapshot,ready,queue,scale]
 //                      [--baseline=<checkout>] [--log-reps=N] [--seed=N] [--scale=10,100,1000]
 //
 // --baseline runs the same rows with another checkout's build (its
@@ -28,7 +28,7 @@ import os from 'node:os'
 import path from 'node:path'
 
 const USAGE = `usage: node bench/run.mjs [--quick] [--only=GROUP,...] [--baseline=<checkout>] [--log-reps=N] [--seed=N] [--scale=N,...]
-groups: start, idle, footprint, log, tail, kill, notify, snapshot, ready, queue, scale`
+groups: start, idle, footprint, bin, log, tail, kill, notify, snapshot, ready, queue, scale`
 {
   // An option misspelt must not start a 10-minute run of everything.
   const known = /^--(quick|help|(only|baseline|log-reps|seed|scale)=.+)$/
@@ -43,7 +43,7 @@ groups: start, idle, footprint, log, tail, kill, notify, snapshot, ready, queue,
   }
 }
 const QUICK = process.argv.includes('--quick')
-const GROUPS = ['start', 'idle', 'footprint', 'log', 'tail', 'kill', 'notify', 'snapshot', 'ready', 'queue', 'scale']
+const GROUPS = ['start', 'idle', 'footprint', 'bin', 'log', 'tail', 'kill', 'notify', 'snapshot', 'ready', 'queue', 'scale']
 const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',') ?? null
 const runs = (group) => !ONLY || ONLY.includes(group)
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
@@ -685,6 +685,93 @@ async function benchFootprint() {
     floor.push(now() - t0)
   }
   return { latency, floor, bytes: Object.fromEntries(BUILDS.map((b) => [b.name, fs.statSync(b.runBg).size])) }
+}
+
+// ------------------------------------------------ 3c. the installed command
+
+/** `npm pack` of `dir` into `dest`: the tarball's path. */
+function npmPack(dir, dest) {
+  const r = spawnSync('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', dest], { cwd: dir, encoding: 'utf8', timeout: 180_000 })
+  if (r.status !== 0) throw new Error(`npm pack in ${dir} exited ${r.status}: ${r.stderr}`)
+  return path.join(dest, JSON.parse(r.stdout)[0].filename)
+}
+
+/**
+ * What a user's `run-bg` costs: this checkout's root package and its platform
+ * package (from the local build) packed and installed offline into an empty
+ * project, as __test__/package.test.mjs does. Timed, interleaved: the linked
+ * node_modules/.bin/run-bg (the sh launcher), the Node shim it replaced as
+ * the linked command (node bin/run-bg.js), and the platform package's
+ * run-bg itself, for `--version` and `check <id>` of an ended job; and
+ * `npx run-bg --version`, fewer times.
+ */
+async function benchBin() {
+  const platform = createRequire(path.join(ROOT, 'package.json'))('./platform.js')
+  const abi = platform.abi()
+  const name = platform.platformPackage()
+  const manifest = path.join(ROOT, 'npm', abi, 'package.json')
+  const addon = path.join(ROOT, `proc-manager.${abi}.node`)
+  if (!fs.existsSync(manifest) || !fs.existsSync(addon)) throw new Error(`bin: no platform package to pack for ${abi} (${manifest}, ${addon})`)
+  const work = tempDir('bin')
+  const stage = path.join(work, 'stage')
+  fs.mkdirSync(path.join(stage, 'native'), { recursive: true })
+  fs.copyFileSync(manifest, path.join(stage, 'package.json'))
+  fs.copyFileSync(path.join(ROOT, 'LICENSE'), path.join(stage, 'LICENSE'))
+  fs.copyFileSync(addon, path.join(stage, path.basename(addon)))
+  fs.copyFileSync(path.join(ROOT, 'native', 'run-bg'), path.join(stage, 'native', 'run-bg'))
+  const tarballs = path.join(work, 'tarballs')
+  fs.mkdirSync(tarballs)
+  const packs = [npmPack(stage, tarballs), npmPack(ROOT, tarballs)]
+  const project = path.join(work, 'project')
+  fs.mkdirSync(project)
+  fs.writeFileSync(path.join(project, 'package.json'), '{"name":"consumer","version":"1.0.0","private":true}\n')
+  const npmEnv = { ...process.env, npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false' }
+  delete npmEnv.PROC_MANAGER_BINARY_PATH
+  delete npmEnv.PROC_MANAGER_SUPERVISOR
+  const install = spawnSync('npm', ['install', '--offline', ...packs], { cwd: project, env: npmEnv, encoding: 'utf8', timeout: 300_000 })
+  if (install.status !== 0) throw new Error(`npm install --offline of the packed packages exited ${install.status}: ${install.stderr}`)
+
+  const home = tempDir('bin-home')
+  writeConfig(home)
+  const env = { ...envFor(home), PATH: process.env.PATH }
+  delete env.PROC_MANAGER_BINARY_PATH
+  delete env.PROC_MANAGER_SUPERVISOR
+  const native = path.join(project, 'node_modules', name, 'native', 'run-bg')
+  const linked = path.join(project, 'node_modules', '.bin', 'run-bg')
+  const shim = path.join(project, 'node_modules', 'proc-manager', 'bin', 'run-bg.js')
+  const { jobId } = JSON.parse(spawnSync(native, ['--json', '--label', 'bin', '--', 'echo', 'hi'], { env, encoding: 'utf8' }).stdout)
+  spawnSync(native, ['wait', jobId, '--timeout', '30s'], { env, stdio: 'ignore' })
+  const variants = {
+    native: [native, []],
+    linked: [linked, []],
+    shim: [process.execPath, [shim]],
+  }
+  const calls = { version: ['--version'], check: ['check', jobId] }
+  const reps = QUICK ? 30 : 100
+  log(`bin: packed install in ${project}; --version and check × ${reps} (+${PLAN.warmup} warm-up) per command, interleaved`)
+  const out = {}
+  for (const call of Object.keys(calls)) for (const v of Object.keys(variants)) out[`${call}.${v}`] = []
+  const said = (cmd, pre) => spawnSync(cmd, [...pre, 'check', jobId], { env, encoding: 'utf8' }).stdout
+  check('bin: the linked command and the Node shim print what run-bg prints', said(linked, []) === said(native, []) && said(process.execPath, [shim]) === said(native, []))
+  for (let rep = -PLAN.warmup; rep < reps; rep++) {
+    for (const [call, args] of rotate(Object.entries(calls), rep)) {
+      for (const [v, [cmd, pre]] of rotate(Object.entries(variants), rep)) {
+        const t0 = now()
+        const r = spawnSync(cmd, [...pre, ...args], { env, cwd: project, stdio: 'ignore' })
+        const ms = now() - t0
+        if (r.status !== 0) throw new Error(`bin: ${v} ${args.join(' ')} exited ${r.status ?? r.signal}`)
+        if (rep >= 0) out[`${call}.${v}`].push(ms)
+      }
+    }
+  }
+  out.npx = []
+  for (let rep = 0; rep < (QUICK ? 5 : 15); rep++) {
+    const t0 = now()
+    const r = spawnSync('npx', ['--offline', 'run-bg', '--version'], { env: { ...npmEnv, ...env }, cwd: project, stdio: 'ignore' })
+    if (r.status !== 0) throw new Error(`bin: npx run-bg --version exited ${r.status ?? r.signal}`)
+    out.npx.push(now() - t0)
+  }
+  return out
 }
 
 // ----------------------------------------------------------------------- 4. tail
@@ -1533,7 +1620,7 @@ function printComparison(before, after) {
 
 
 /** The table's rows for one build's results; `notes` gets the baselines' descriptions. */
-function rowsFor({ start, idle, footprint, throughput, tail, kill, notify, snap, ready, queue, scale, build }, notes) {
+function rowsFor({ start, idle, footprint, bin, throughput, tail, kill, notify, snap, ready, queue, scale, build }, notes) {
   const size = `${PLAN.logBytes >= GiB ? `${PLAN.logBytes / GiB} GiB` : `${PLAN.logBytes / MiB} MiB`}`
   const secs = (key, field = 'seconds') => throughput[key].map((r) => r[field])
   const bound = ROTATING.max_bytes * (ROTATING.keep + 1)
@@ -1565,6 +1652,18 @@ function rowsFor({ start, idle, footprint, throughput, tail, kill, notify, snap,
       row('footprint: run-bg --version vs /bin/true', 'ms', footprint.latency[build.name], footprint.floor),
     )
     notes.push('footprint = wall time of spawnSync (its own cost included on both sides)')
+  }
+  if (bin) {
+    rows.push(
+      row('bin: linked run-bg --version vs native', 'ms', bin['version.linked'], bin['version.native'], '≤ 1.5x base', (o, r) => r <= 1.5),
+      row('bin: linked run-bg check vs native', 'ms', bin['check.linked'], bin['check.native'], '≤ 1.5x base', (o, r) => r <= 1.5),
+      row('bin: Node shim --version vs native', 'ms', bin['version.shim'], bin['version.native']),
+      row('bin: Node shim check vs native', 'ms', bin['check.shim'], bin['check.native']),
+      row('bin: npx run-bg --version vs native', 'ms', bin.npx, bin['version.native']),
+    )
+    notes.push('bin = the packed packages installed offline into an empty project: node_modules/.bin/run-bg (the sh')
+    notes.push('      launcher) and node bin/run-bg.js (the Node shim, the linked command before) vs the platform')
+    notes.push("      package's native/run-bg, interleaved; wall time of spawnSync; check = of an ended job")
   }
   if (throughput) {
     rows.push(
@@ -1728,6 +1827,7 @@ async function main() {
   const start = await timed('start', () => perBuild('start', benchStart))
   const idle = await timed('idle', () => perBuild('idle', benchIdle))
   const footprint = runs('footprint') ? await timed('footprint', benchFootprint) : null
+  const bin = runs('bin') ? await timed('bin', benchBin) : null
   const throughputAll = runs('log') ? await timed('log', () => benchThroughput(PLAN.logBytes)) : null
   const tail = await timed('tail', () => perBuild('tail', () => benchTail(PLAN.tailBytes)))
   const kill = await timed('kill', () => perBuild('kill', benchKill))
@@ -1744,7 +1844,7 @@ async function main() {
   const tables = {}
   for (const build of BUILDS) {
     const b = build.name
-    const r = rowsFor({ start: start[b], idle: idle[b], footprint, throughput: throughputOf(throughputAll, build), tail: tail[b], kill: kill[b], notify: notify[b], snap: snap[b], ready: ready[b], queue: queue[b], scale: scale[b], build }, build === BUILDS[0] ? notes : [])
+    const r = rowsFor({ start: start[b], idle: idle[b], footprint, bin, throughput: throughputOf(throughputAll, build), tail: tail[b], kill: kill[b], notify: notify[b], snap: snap[b], ready: ready[b], queue: queue[b], scale: scale[b], build }, build === BUILDS[0] ? notes : [])
     tables[b] = r
   }
   const rows = tables.after
@@ -1761,7 +1861,7 @@ async function main() {
   console.log(`\nsanity checks: ${checks.length - failedChecks.length}/${checks.length} ok${failedChecks.map((c) => `\n  FAILED ${c.name}: ${c.detail}`).join('')}`)
   for (const w of meta.warnings) console.log(`warning: ${w}`)
 
-  const raw = { start, idle, footprint, throughput: throughputAll, tail, kill, notify, snapshot: snap, ready, queue, scale }
+  const raw = { start, idle, footprint, bin, throughput: throughputAll, tail, kill, notify, snapshot: snap, ready, queue, scale }
   fs.writeFileSync(OUT_FILE, `${JSON.stringify({ meta, rows, tables, checks, raw }, null, 2)}\n`)
   console.log(`results: ${path.relative(process.cwd(), OUT_FILE) || OUT_FILE}`)
 }

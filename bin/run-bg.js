@@ -1,7 +1,10 @@
 #!/usr/bin/env node
-// npm links `bin` entries to scripts, so the bin is this shim: it runs the
-// native run-bg (see platform.js for where it is looked for) with inherited
-// stdio and passes its exit status on.
+// The Node shim: it runs the native run-bg (see platform.js for where it is
+// looked for) with inherited stdio and passes its exit status on. The linked
+// command is bin/run-bg, a sh launcher that execs run-bg itself; it hands
+// this shim what it cannot decide, such as a missing platform package (the
+// message here then says what to install). Run with node, bin/run-bg is this
+// shim too.
 'use strict'
 const { spawnSync } = require('node:child_process')
 const { findRunBg } = require('../platform.js')
