@@ -38,7 +38,7 @@ pub(crate) mod platform;
 #[cfg(target_os = "linux")]
 #[path = "ports_linux.rs"]
 pub mod ports;
-#[cfg(target_os = "macos")]
+#[cfg(not(target_os = "linux"))]
 #[path = "ports_macos.rs"]
 pub mod ports;
 /// The whole process table as a snapshot reads it, and this process's own
