@@ -287,8 +287,10 @@ mod tests {
     #[test]
     fn finds_a_child_by_cookie_with_its_command() {
         let cookie = format!("test-{}", std::process::id());
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
+        // A program that waits, on each system.
+        let (program, args): (&str, &[&str]) = if cfg!(windows) { ("ping", &["-n", "30", "127.0.0.1"]) } else { ("sleep", &["30"]) };
+        let mut child = std::process::Command::new(program)
+            .args(args)
             .env(JOB_COOKIE, &cookie)
             .spawn()
             .unwrap();
@@ -305,7 +307,7 @@ mod tests {
         let _ = child.wait();
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].identity.pid, child.id());
-        assert_eq!(found[0].command, "sleep 30");
+        assert!(found[0].command.contains(program) && found[0].command.ends_with(&args.join(" ")), "{}", found[0].command);
         assert_eq!(found[0].cookie.as_deref(), Some(cookie.as_str()));
     }
 

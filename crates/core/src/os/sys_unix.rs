@@ -271,3 +271,17 @@ pub fn loaded_symbol(name: &std::ffi::CStr) -> Option<*mut std::ffi::c_void> {
 pub fn platform_state_dir() -> Option<std::path::PathBuf> {
     None
 }
+
+/// What a file is, whatever its name is now: (device, inode).
+pub fn file_identity(file: &File) -> Option<(u64, u64)> {
+    file.metadata().ok().map(|meta| (meta.dev(), meta.ino()))
+}
+
+pub fn path_identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    std::fs::metadata(path).ok().map(|meta| (meta.dev(), meta.ino()))
+}
+
+/// The identity a metadata read (`symlink_metadata`) gave.
+pub fn metadata_identity(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+    Some((meta.dev(), meta.ino()))
+}

@@ -373,3 +373,30 @@ pub fn loaded_symbol(name: &std::ffi::CStr) -> Option<*mut std::ffi::c_void> {
 pub fn platform_state_dir() -> Option<std::path::PathBuf> {
     std::env::var_os("LOCALAPPDATA").filter(|v| !v.is_empty()).map(|dir| std::path::PathBuf::from(dir).join("proc-manager"))
 }
+
+/// What a file is, whatever its name is now: (volume serial number, file
+/// index), as GetFileInformationByHandle gives them for an open file.
+pub fn file_identity(file: &File) -> Option<(u64, u64)> {
+    use std::os::windows::io::AsRawHandle;
+    use windows_sys::Win32::Storage::FileSystem::{GetFileInformationByHandle, BY_HANDLE_FILE_INFORMATION};
+    // SAFETY: all-zero is a valid value of this plain C struct.
+    let mut info: BY_HANDLE_FILE_INFORMATION = unsafe { std::mem::zeroed() };
+    // SAFETY: a live file handle and a correctly typed out-parameter.
+    let ok = unsafe { GetFileInformationByHandle(file.as_raw_handle() as _, &mut info) } != 0;
+    ok.then(|| (u64::from(info.dwVolumeSerialNumber), (u64::from(info.nFileIndexHigh) << 32) | u64::from(info.nFileIndexLow)))
+}
+
+pub fn path_identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    // FILE_FLAG_BACKUP_SEMANTICS: a directory opens too; no access is
+    // needed to read the identity.
+    let mut options = OpenOptions::new();
+    std::os::windows::fs::OpenOptionsExt::access_mode(&mut options, 0);
+    std::os::windows::fs::OpenOptionsExt::custom_flags(&mut options, 0x0200_0000);
+    file_identity(&options.open(path).ok()?)
+}
+
+/// Metadata carries no file identity here (on stable Rust): the caller
+/// opens the path instead (`path_identity`).
+pub fn metadata_identity(_meta: &Metadata) -> Option<(u64, u64)> {
+    None
+}

@@ -102,7 +102,7 @@ impl RotatingWriter {
         let (base, record) = if truncate {
             (0, StartRecord::open(path, true))
         } else {
-            let id = file.metadata().ok().map(|m| file_id(&m));
+            let id = file_id(&file);
             let files = LogFiles::open(path);
             let base = files.files.iter().find(|f| Some(f.id) == id).map_or(0, |f| f.start);
             // Where the log stands is unknown: a record written now would
@@ -131,8 +131,8 @@ impl RotatingWriter {
     /// nothing is lost or repeated within one read.
     fn record_start(&mut self) {
         let Some(record) = &self.record else { return };
-        if let Ok(meta) = self.file.metadata() {
-            StartRecord::write(record, file_id(&meta), self.base);
+        if let Some(id) = file_id(&self.file) {
+            StartRecord::write(record, id, self.base);
         }
     }
 
@@ -802,7 +802,7 @@ impl LogFiles {
                 seams.at("open");
                 let Ok(file) = crate::store::paths::open_read(path) else { continue };
                 let Ok(meta) = file.metadata() else { continue };
-                let id = file_id(&meta);
+                let Some(id) = file_id(&file) else { continue };
                 // A rotation during the opening shows one file under two names.
                 if seen.insert(id) {
                     opened.push((index, LogFile { file, id, start: 0, len: meta.len() }));
@@ -949,13 +949,12 @@ pub const MAX_KEEP: u32 = 100;
 /// (device, inode): what a file is, whatever its name is now.
 type FileId = (u64, u64);
 
-fn file_id(meta: &std::fs::Metadata) -> FileId {
-    use crate::os::sys::MetadataExt;
-    (meta.dev(), meta.ino())
+fn file_id(file: &File) -> Option<FileId> {
+    crate::os::sys::file_identity(file)
 }
 
 fn id_at(path: &Path) -> Option<FileId> {
-    std::fs::metadata(path).ok().map(|m| file_id(&m))
+    crate::os::sys::path_identity(path)
 }
 
 /// The file a follower reads and how far.
@@ -967,7 +966,7 @@ struct Held {
 
 impl Held {
     fn new(mut file: File, pos: u64) -> Option<Held> {
-        let id = file_id(&file.metadata().ok()?);
+        let id = file_id(&file)?;
         file.seek(SeekFrom::Start(pos)).ok()?;
         Some(Held { file, id, pos })
     }

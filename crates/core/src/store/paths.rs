@@ -261,14 +261,17 @@ impl HeldHome {
         let dir = open_dir_nofollow(&path).map_err(|e| Error::io("open", &path, e))?;
         let opened = dir.metadata().map_err(|e| Error::io("inspect", &path, e))?;
         let refuse = |why: String| Err(Error::Usage(format!("refusing to use {} as the proc-manager home: {why}", home.root.display())));
-        if (opened.dev(), opened.ino()) != (checked.dev(), checked.ino()) {
+        let identity = crate::os::sys::file_identity(&dir);
+        let named = crate::os::sys::metadata_identity(&checked).or_else(|| crate::os::sys::path_identity(&path));
+        if identity.is_none() || identity != named {
             return refuse(format!("{} was replaced while it was being checked", path.display()));
         }
         if opened.uid() != euid() || opened.mode() & 0o022 != 0 {
             return refuse(format!("{} changed owner or mode while it was being checked", path.display()));
         }
         crate::os::sys::enter_directory(&dir, &path).map_err(|e| Error::io("enter", &path, e))?;
-        Ok(HeldHome { path, dir, dev: opened.dev(), ino: opened.ino() })
+        let (dev, ino) = identity.unwrap_or_default();
+        Ok(HeldHome { path, dir, dev, ino })
     }
 
     /// Whether the home was removed (`rm -rf`): a removed directory has no
@@ -285,7 +288,7 @@ impl HeldHome {
     pub fn refresh(&self) -> bool {
         let Ok(dir) = open_dir_nofollow(&self.path) else { return false };
         match dir.metadata() {
-            Ok(meta) if (meta.dev(), meta.ino()) == (self.dev, self.ino) => crate::os::sys::enter_directory(&dir, &self.path).is_ok(),
+            Ok(_) if crate::os::sys::file_identity(&dir) == Some((self.dev, self.ino)) => crate::os::sys::enter_directory(&dir, &self.path).is_ok(),
             _ => false,
         }
     }
