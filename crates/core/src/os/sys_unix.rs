@@ -285,3 +285,8 @@ pub fn path_identity(path: &std::path::Path) -> Option<(u64, u64)> {
 pub fn metadata_identity(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
     Some((meta.dev(), meta.ino()))
 }
+
+/// A command line run by the shell: `/bin/sh -c <command>`.
+pub fn shell_argv(command: &str) -> Vec<std::ffi::OsString> {
+    vec!["/bin/sh".into(), "-c".into(), command.into()]
+}

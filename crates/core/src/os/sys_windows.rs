@@ -303,6 +303,7 @@ pub fn detached(command: &mut std::process::Command) {
 pub fn spawn_detached(command: &mut std::process::Command) -> std::io::Result<std::process::Child> {
     use std::os::windows::process::CommandExt;
     detached(command);
+    keep_own_stdio_private();
     match command.spawn() {
         Err(e) if e.raw_os_error() == Some(5) => command.creation_flags(DETACHED_FLAGS).spawn(),
         other => other,
@@ -399,4 +400,62 @@ pub fn path_identity(path: &std::path::Path) -> Option<(u64, u64)> {
 /// opens the path instead (`path_identity`).
 pub fn metadata_identity(_meta: &Metadata) -> Option<(u64, u64)> {
     None
+}
+
+/// The words before the command in `shell_argv`.
+pub const SHELL_PREFIX: [&str; 4] = ["cmd.exe", "/d", "/s", "/c"];
+
+/// A command line run by the shell: `cmd.exe /d /s /c <command>`, as Node's
+/// `shell: true` runs it (no AutoRun, the command taken verbatim).
+pub fn shell_argv(command: &str) -> Vec<std::ffi::OsString> {
+    SHELL_PREFIX.iter().map(|w| (*w).into()).chain(std::iter::once(command.into())).collect()
+}
+
+/// `cmd.exe`'s own arguments for `argv` when it is a `shell_argv`: cmd reads
+/// its command line itself (`/s`: strip the outer quotes, keep the rest as
+/// written), so the command goes in verbatim, not quoted as argv is.
+pub fn shell_command_line(argv: &[std::ffi::OsString]) -> Option<std::ffi::OsString> {
+    let (prefix, rest) = argv.split_at_checked(SHELL_PREFIX.len())?;
+    let command = match rest {
+        [command] => command,
+        _ => return None,
+    };
+    let is_shell = prefix.iter().zip(SHELL_PREFIX).all(|(word, expected)| word.to_str().is_some_and(|w| w.eq_ignore_ascii_case(expected)));
+    is_shell.then(|| {
+        let mut line = std::ffi::OsString::from("/d /s /c \"");
+        line.push(command);
+        line.push("\"");
+        line
+    })
+}
+
+/// Whether a process created from now on inherits `handle`.
+pub fn set_inheritable(handle: &impl std::os::windows::io::AsRawHandle, inherit: bool) -> std::io::Result<()> {
+    use windows_sys::Win32::Foundation::{SetHandleInformation, HANDLE_FLAG_INHERIT};
+    // SAFETY: a live handle; only its inherit flag changes.
+    let ok = unsafe { SetHandleInformation(handle.as_raw_handle() as _, HANDLE_FLAG_INHERIT, if inherit { HANDLE_FLAG_INHERIT } else { 0 }) };
+    if ok == 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Makes this process's own stdin, stdout and stderr handles not inheritable.
+/// Windows hands every inheritable handle to a new process, and a supervisor
+/// that held its caller's stdout pipe would keep the caller's reader (a
+/// `spawnSync`, a `$(run-bg …)`) waiting until the job ended. A child that
+/// is to have them gets its own inheritable copies from std (`Stdio::inherit`
+/// duplicates the handle), so nothing else changes.
+fn keep_own_stdio_private() {
+    use windows_sys::Win32::System::Console::{GetStdHandle, STD_ERROR_HANDLE, STD_INPUT_HANDLE, STD_OUTPUT_HANDLE};
+    for which in [STD_INPUT_HANDLE, STD_OUTPUT_HANDLE, STD_ERROR_HANDLE] {
+        // SAFETY: reads this process's own standard handle; no memory of ours.
+        let handle = unsafe { GetStdHandle(which) };
+        if !handle.is_null() && handle != windows_sys::Win32::Foundation::INVALID_HANDLE_VALUE {
+            // SAFETY: a handle of this process (possibly a pseudo-handle for
+            // a console, which the call refuses harmlessly); only its inherit
+            // flag changes.
+            unsafe { windows_sys::Win32::Foundation::SetHandleInformation(handle, windows_sys::Win32::Foundation::HANDLE_FLAG_INHERIT, 0) };
+        }
+    }
 }

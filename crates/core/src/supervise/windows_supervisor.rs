@@ -151,8 +151,11 @@ impl Supervisor {
             return Err(fail(job, "no command to run".into()));
         };
         let mut command = std::process::Command::new(&program);
+        match crate::os::sys::shell_command_line(&job.argv) {
+            Some(line) => command.raw_arg(line),
+            None => command.args(args),
+        };
         command
-            .args(args)
             .current_dir(&job.cwd)
             .envs(job.env.iter())
             .env(JOB_COOKIE, &job.id)
@@ -163,7 +166,15 @@ impl Supervisor {
             Ok(second) => command.stdout(writer).stderr(second),
             Err(e) => return Err(fail(job, format!("cannot share the output pipe: {e}"))),
         };
+        // The job holds the pipe's read end too (inherited, then ours made
+        // private again): should this supervisor die, the job's writes go on
+        // into the pipe instead of failing, as Unix's named pipe the job
+        // holds keeps them (a job that fills it then waits, still killable).
+        let shared = crate::os::sys::set_inheritable(&reader, true);
         let main = command.spawn();
+        if shared.is_ok() {
+            let _ = crate::os::sys::set_inheritable(&reader, false);
+        }
         // Our copies of the pipe's write end go with the command: the pipe
         // ends when the job's last process closes it.
         drop(command);
@@ -210,7 +221,7 @@ impl Supervisor {
                     let _ = windows_job::terminate_job(&self.job_object, platform::exit_code_for(crate::model::signals::SIGKILL));
                     self.kill = Some((by, None));
                 }
-            } else if self.timeout_at.is_some_and(|at| now >= at) {
+            } else if self.kill.is_none() && self.timeout_at.is_some_and(|at| now >= at) {
                 self.begin_kill(EndedBy::Timeout, Duration::from_millis(self.config.kill.grace_ms), false);
                 continue;
             }
@@ -275,7 +286,7 @@ impl Supervisor {
             return;
         }
         if let Err(e) = windows_job::break_group(self.main.id()) {
-            tracing::info!("run-bg supervisor {}: cannot send CTRL_BREAK to the job ({e}); ending it now", self.job.id);
+            tracing::warn!("run-bg supervisor {}: cannot send CTRL_BREAK to the job ({e}); ending it now", self.job.id);
             let _ = windows_job::terminate_job(&self.job_object, platform::exit_code_for(crate::model::signals::SIGTERM));
             self.kill = Some((by, None));
             return;

@@ -64,10 +64,11 @@ pub const DEFAULT_MAX_RESTARTS: u32 = 10;
 pub const DEFAULT_RESTART_DELAY_MS: u64 = 1000;
 
 impl StartRequest {
-    /// `command` run by `/bin/sh -c`, as the JS API does without `args`.
+    /// `command` run by the system's shell (`/bin/sh -c`; `cmd.exe /d /s /c`
+    /// on Windows), as the JS API does without `args`.
     pub fn shell(command: &str) -> StartRequest {
         StartRequest {
-            argv: vec!["/bin/sh".into(), "-c".into(), command.into()],
+            argv: crate::os::sys::shell_argv(command),
             display: Some(command.to_string()),
             notify: true,
             ..Default::default()

@@ -98,7 +98,7 @@ fn exited_unread(error: std::io::Error, status: std::io::Result<std::process::Ex
 /// detaches itself at once (`os::fork::detach`), so the wait here is short
 /// and leaves no zombie behind.
 pub fn spawn_detached(runner: &Path, home: &Home, args: &[String]) -> std::io::Result<()> {
-    start_detached_with_stdin(runner, home, args, Stdio::null())?.wait().map(|_| ())
+    crate::os::sys::after_hand_off(start_detached_with_stdin(runner, home, args, Stdio::null())?)
 }
 
 /// As `spawn_detached`, handing the program `stdin` (an orphan's watcher gets
@@ -138,8 +138,8 @@ impl Detaching {
 
 impl Drop for Detaching {
     fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.wait();
+        for child in self.0.drain(..) {
+            let _ = crate::os::sys::after_hand_off(child);
         }
     }
 }

@@ -1,0 +1,240 @@
+// The Windows suite: jobs, trees, kills, logs, the registry, snapshots and
+// the tracker on x86_64-pc-windows-gnu, run by scripts/test-windows.sh with
+// the official node.exe under wine. Every test polls with a deadline, uses
+// its own PROC_MANAGER_HOME and ends what it started, by pid. Skipped
+// elsewhere (`npm test` on Linux walks this directory too).
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawn, spawnSync } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { createRequire } from 'node:module'
+import { fileURLToPath } from 'node:url'
+
+const skip = process.platform !== 'win32' && 'Windows only (scripts/test-windows.sh runs it under wine)'
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
+const require = createRequire(import.meta.url)
+const pm = skip ? null : require(root)
+const runBg = path.join(root, 'native', 'run-bg.exe')
+
+/** A fresh home for one test, set for the addon and for run-bg.exe. */
+function freshHome(config) {
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-win-'))
+  if (config) fs.writeFileSync(path.join(home, 'config.json'), JSON.stringify(config))
+  process.env.PROC_MANAGER_HOME = home
+  return home
+}
+
+async function until(what, check, ms = 20000) {
+  const deadline = Date.now() + ms
+  for (;;) {
+    const value = await check()
+    if (value) return value
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
+/** Every live process below `pid` (not `pid` itself), from a snapshot. */
+function descendants(pid) {
+  const procs = pm.snapshot().processes
+  const below = new Set([pid])
+  let grew = true
+  while (grew) {
+    grew = false
+    for (const p of procs) {
+      if (!below.has(p.pid) && below.has(p.ppid) && p.startTime >= 0) {
+        below.add(p.pid)
+        grew = true
+      }
+    }
+  }
+  below.delete(pid)
+  return procs.filter((p) => below.has(p.pid))
+}
+
+function alive(pids) {
+  const live = new Set(pm.snapshot().processes.map((p) => p.pid))
+  return pids.filter((pid) => live.has(pid))
+}
+
+/** Ends what a failed test left, by pid. */
+function endAll(pids) {
+  for (const pid of pids) {
+    try {
+      process.kill(pid)
+    } catch {}
+  }
+}
+
+function jobRecord(home, id) {
+  return JSON.parse(fs.readFileSync(path.join(home, 'jobs', id, 'job.json'), 'utf8'))
+}
+
+function cli(args, home) {
+  return spawnSync(runBg, args, { encoding: 'utf8', env: { ...process.env, PROC_MANAGER_HOME: home } })
+}
+
+test('a job runs detached, its output is logged and its exit code kept (JS API)', { skip }, async () => {
+  freshHome()
+  const job = pm.runBackground('echo hello from windows & exit /b 3', { label: 'exit3' })
+  assert.equal(job.status, 'running')
+  assert.ok(job.pid > 0)
+  const done = await pm.waitJob(job.jobId, { timeoutMs: 30000 })
+  assert.equal(done.status, 'failed')
+  assert.equal(done.exitCode, 3)
+  assert.equal(done.shellExitCode, 3)
+  assert.match(pm.readLog(job.jobId).lines.join('\n'), /hello from windows/)
+  const checked = pm.checkJob(job.jobId)
+  assert.equal(checked.status, 'failed')
+  assert.match(pm.checkJobText(job.jobId), /exit 3/)
+})
+
+test('run-bg.exe starts, lists, waits for and reports a job (CLI)', { skip }, () => {
+  const home = freshHome()
+  const started = cli(['--label', 'demo', '--', 'cmd', '/c', 'echo hi'], home)
+  assert.equal(started.status, 0, started.stderr)
+  const id = /started (\S+)/.exec(started.stdout)?.[1]
+  assert.ok(id, started.stdout)
+  const waited = cli(['wait', id], home)
+  assert.equal(waited.status, 0, waited.stdout + waited.stderr)
+  assert.match(cli(['check', id], home).stdout, /success \(exit 0\)/)
+  assert.match(cli(['logs', id], home).stdout, /^hi/m)
+  assert.match(cli(['list'], home).stdout, new RegExp(id))
+  // The registry: jobs.json holds the job once its end is recorded.
+  const registry = JSON.parse(fs.readFileSync(path.join(home, 'jobs.json'), 'utf8'))
+  assert.ok(JSON.stringify(registry).includes(id))
+  // A caller reading run-bg's output gets its answer while the job runs: the
+  // supervisor does not hold the caller's stdout pipe (Windows hands every
+  // inheritable handle to a new process).
+  const long = cli(['--label', 'long', '--', 'ping', '-n', '60', '127.0.0.1'], home)
+  const longId = /started (\S+)/.exec(long.stdout)?.[1]
+  assert.ok(longId, long.stdout + long.stderr)
+  try {
+    assert.match(cli(['check', longId], home).stdout, /running/, 'the start returned before the job ended')
+  } finally {
+    assert.equal(cli(['kill', longId], home).status, 0)
+  }
+})
+
+test('a kill ends a three-level tree (cmd, cmd, ping) with no survivor', { skip }, async () => {
+  freshHome()
+  const job = pm.runBackground('cmd /c ping -n 120 127.0.0.1', { label: 'tree' })
+  let tree = []
+  try {
+    tree = await until('cmd -> cmd -> ping', () => {
+      const below = descendants(job.pid)
+      return below.some((p) => /ping/i.test(p.command)) && below.length >= 2 ? below : null
+    })
+    const pids = [job.pid, ...tree.map((p) => p.pid)]
+    const killed = await pm.killJob(job.jobId, { graceMs: 1000 })
+    assert.equal(killed.jobId, job.jobId)
+    await until('every process of the tree gone', () => alive(pids).length === 0)
+    assert.equal(pm.checkJob(job.jobId).status, 'killed')
+  } finally {
+    endAll([job.pid, ...tree.map((p) => p.pid)])
+  }
+})
+
+test('a job past its timeout is ended with its tree and says so', { skip }, async () => {
+  freshHome()
+  const job = pm.runBackground('ping -n 120 127.0.0.1', { label: 'slow', timeoutMs: 1500 })
+  try {
+    const done = await pm.waitJob(job.jobId, { timeoutMs: 30000 })
+    assert.equal(done.status, 'timeout')
+    assert.equal(done.shellExitCode, 143, 'ended by a termination, as SIGTERM ends it on Unix')
+    await until('the ping gone', () => alive([job.pid]).length === 0)
+  } finally {
+    endAll([job.pid])
+  }
+})
+
+test('the log rotates and stays within max_bytes × (keep + 1)', { skip }, async () => {
+  const maxBytes = 4096
+  const keep = 2
+  const home = freshHome({ logs: { max_bytes: maxBytes, keep } })
+  const job = pm.runBackground('for /L %i in (1,1,2000) do @echo line %i of the rotation test', { label: 'chatty' })
+  const done = await pm.waitJob(job.jobId, { timeoutMs: 60000 })
+  assert.equal(done.status, 'success')
+  const dir = path.dirname(done.logPath)
+  const files = fs.readdirSync(dir).filter((f) => /^output\.log(\.\d+)?$/.test(f))
+  const total = files.reduce((sum, f) => sum + fs.statSync(path.join(dir, f)).size, 0)
+  assert.ok(files.length > 1, `rotated: ${files}`)
+  assert.ok(total <= maxBytes * (keep + 1), `${total} bytes in ${files}`)
+  const last = pm.readLog(job.jobId).lines.filter(Boolean).at(-1)
+  assert.equal(last.trim(), 'line 2000 of the rotation test')
+  assert.ok(fs.existsSync(path.join(home, 'jobs.json')))
+})
+
+test('a job whose supervisor died is orphaned and still killable', { skip }, async () => {
+  const home = freshHome()
+  const job = pm.runBackground('cmd /c ping -n 120 127.0.0.1', { label: 'orphan' })
+  let tree = []
+  try {
+    tree = await until('the ping', () => {
+      const below = descendants(job.pid)
+      return below.some((p) => /ping/i.test(p.command)) ? below : null
+    })
+    const supervisor = jobRecord(home, job.jobId).supervisor.pid
+    assert.ok(supervisor > 0 && supervisor !== process.pid)
+    process.kill(supervisor)
+    await until('the supervisor gone', () => alive([supervisor]).length === 0)
+    assert.equal(pm.checkJob(job.jobId).status, 'orphaned')
+    const pids = [job.pid, ...tree.map((p) => p.pid)]
+    assert.ok(alive(pids).length > 0, 'the job runs on without its supervisor')
+    await pm.killJob(job.jobId, { graceMs: 500 })
+    await until('every process of the orphaned tree gone', () => alive(pids).length === 0)
+    assert.equal(pm.checkJob(job.jobId).status, 'killed')
+  } finally {
+    endAll([job.pid, ...tree.map((p) => p.pid)])
+  }
+})
+
+test('snapshot lists this process with its command and memory', { skip }, () => {
+  const snap = pm.snapshot()
+  const me = snap.processes.find((p) => p.pid === process.pid)
+  assert.ok(me, 'this node.exe is in the snapshot')
+  assert.match(me.command, /node/i)
+  assert.ok(me.memoryMb > 0)
+  assert.ok(snap.processes.length > 3)
+})
+
+test('the tracker finds a process a task left behind, by its cookie', { skip }, async () => {
+  freshHome()
+  const tracker = new pm.ResourceTracker({ mcpPatterns: ['ping'] })
+  tracker.snapshotBefore('task')
+  // The task (cmd) starts a ping it does not wait for, and exits.
+  const task = spawn('cmd', ['/c', 'start', '/b', 'ping', '-n', '60', '127.0.0.1'], { env: { ...process.env, ...tracker.env() }, stdio: 'ignore' })
+  await new Promise((r) => task.on('exit', r))
+  let orphans = []
+  try {
+    const result = await until('the left-behind ping', () => {
+      const phase = tracker.snapshotAfter('task')
+      if (phase.orphans.some((p) => /ping/i.test(p.command))) return phase
+      tracker.snapshotBefore('task')
+      return null
+    })
+    orphans = result.orphans
+    assert.equal(result.rule, 'cookie')
+    assert.ok(result.orphans.find((p) => /ping/i.test(p.command)).isMcp, 'marked by the pattern')
+  } finally {
+    endAll(orphans.map((p) => p.pid))
+  }
+})
+
+test('bad input is refused with what was wrong and what is accepted', { skip }, () => {
+  const home = freshHome()
+  assert.throws(() => pm.checkJob('no-such-job-000000'), /no-such-job-000000/)
+  const badTimeout = cli(['--timeout', 'soon', '--', 'cmd', '/c', 'echo x'], home)
+  assert.equal(badTimeout.status, 2)
+  assert.match(badTimeout.stderr, /timeout/)
+  const pipe = cli(['--stdin', 'pipe', '--', 'cmd', '/c', 'echo x'], home)
+  assert.notEqual(pipe.status, 0)
+  assert.match(pipe.stderr + pipe.stdout, /Unix-only/)
+  const missing = cli(['--', 'no-such-program-xyz'], home)
+  assert.notEqual(missing.status, 0)
+  assert.match(missing.stderr + missing.stdout, /no-such-program-xyz/)
+  // Nothing of these corrupted the registry: it still lists.
+  assert.equal(cli(['list'], home).status, 0)
+})
