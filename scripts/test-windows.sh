@@ -75,6 +75,15 @@ else
 fi
 
 # --- 3. The core's Rust tests, under wine.
+step "cargo clippy --release --target $TRIPLE --workspace --all-targets -- -D warnings"
+t=$(now)
+if cargo clippy --release --target "$TRIPLE" --manifest-path "$manifest" --workspace --all-targets -- -D warnings; then
+  results+=("clippy (Windows code): ok ($(took "$t"))")
+else
+  results+=("clippy (Windows code): FAILED")
+  failed=1
+fi
+
 step "cargo test --release --target $TRIPLE -p proc-manager-core (runner: $CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER)"
 t=$(now)
 if cargo test --release --target "$TRIPLE" --manifest-path "$manifest" -p proc-manager-core; then
@@ -85,6 +94,22 @@ else
 fi
 
 # --- 4. The Windows Node suite, node.exe under wine.
+step "packed install: proc-manager and proc-manager-win32-x64-gnu into an empty project (npm --offline --os=win32 --cpu=x64)"
+t=$(now)
+project=$(mktemp -d "${TMPDIR:-/tmp}/pm-win-project-XXXXXX")
+win_tgz=$(ls -t "$PM_WINDOWS_ENV_DIR"/pkg/proc-manager-win32-x64-gnu-*.tgz 2>/dev/null | head -1)
+root_tgz=$(npm pack --silent --ignore-scripts --pack-destination "$PM_WINDOWS_ENV_DIR/pkg" 2>/dev/null | tail -1)
+if [ -n "$win_tgz" ] && [ -n "$root_tgz" ] \
+  && (cd "$project" && npm init -y >/dev/null \
+    && npm install --offline --no-audit --no-fund --ignore-scripts --os=win32 --cpu=x64 "$win_tgz" "$PM_WINDOWS_ENV_DIR/pkg/$root_tgz" >/dev/null) \
+  && [ -f "$project/node_modules/proc-manager-win32-x64-gnu/native/run-bg.exe" ]; then
+  export PM_PACKED_PROJECT=$project
+  results+=("packed install: ok ($(took "$t")); __test__/windows/packed.test.mjs runs the README's job from it")
+else
+  results+=("packed install: FAILED (no Windows package installed into $project)")
+  failed=1
+fi
+
 shopt -s nullglob
 tests=(__test__/windows/*.test.mjs)
 shopt -u nullglob

@@ -210,6 +210,7 @@ mod tests {
         Values { argv: words_from_record(r.argv, r.argv_bytes), cwd: from_record(r.cwd, r.cwd_bytes), env: env_from_record(r.env, r.env_bytes) }
     }
 
+    #[cfg(unix)]
     fn latin1(text: &[u8]) -> OsString {
         from_bytes(text.to_vec())
     }

@@ -290,3 +290,18 @@ pub fn metadata_identity(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
 pub fn shell_argv(command: &str) -> Vec<std::ffi::OsString> {
     vec!["/bin/sh".into(), "-c".into(), command.into()]
 }
+
+/// For tests: a command that exits at once, and one that waits about 30 s.
+#[cfg(test)]
+pub fn quick_command() -> std::process::Command {
+    let mut command = std::process::Command::new("true");
+    command.args([] as [&str; 0]);
+    command
+}
+
+#[cfg(test)]
+pub fn waiting_command() -> std::process::Command {
+    let mut command = std::process::Command::new("sleep");
+    command.args(["30"]);
+    command
+}

@@ -459,3 +459,18 @@ fn keep_own_stdio_private() {
         }
     }
 }
+
+/// For tests: a command that exits at once, and one that waits about 30 s.
+#[cfg(test)]
+pub fn quick_command() -> std::process::Command {
+    let mut command = std::process::Command::new("cmd");
+    command.args(["/c", "exit"] as [&str; 2]);
+    command
+}
+
+#[cfg(test)]
+pub fn waiting_command() -> std::process::Command {
+    let mut command = std::process::Command::new("ping");
+    command.args(["-n", "30", "127.0.0.1"]);
+    command
+}

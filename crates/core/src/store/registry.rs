@@ -1159,8 +1159,7 @@ mod tests {
     fn finished_job_whose_processes_live_on_is_kept() {
         let (_dir, home) = home();
         let registry = Registry::new(&home, 1);
-        let mut daemon = std::process::Command::new("sleep")
-            .arg("30")
+        let mut daemon = crate::os::sys::waiting_command()
             .env(crate::model::protocol::JOB_COOKIE, "lingering")
             .spawn()
             .unwrap();
@@ -1393,7 +1392,7 @@ mod tests {
             *file.jobs.iter_mut().find(|j| j.id == id).unwrap() = stale;
             std::fs::write(home.registry_path(), serde_json::to_vec(&file).unwrap()).unwrap();
         }
-        let mut dead = std::process::Command::new("true").spawn().unwrap();
+        let mut dead = crate::os::sys::quick_command().spawn().unwrap();
         let dead_pid = dead.id();
         dead.wait().unwrap();
         let stale_temp = home.root.join(format!(".jobs.json.tmp-{dead_pid}-0"));

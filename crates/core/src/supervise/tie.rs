@@ -92,7 +92,7 @@ mod tests {
     fn a_tie_to_no_process_or_to_init_is_refused_with_the_reason() {
         assert!(tie_to(1, false).unwrap_err().to_string().contains("other than init"));
         assert!(tie_to(0, false).is_err());
-        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let mut child = crate::os::sys::quick_command().spawn().unwrap();
         let pid = child.id();
         child.wait().unwrap();
         // Reaped: nothing lives at that pid (barring a reuse within this instant).

@@ -273,6 +273,8 @@ mod tests {
         assert_eq!(display_argv(&argv(&["'"])), r"''\'''");
     }
 
+    // Unix arguments and values are bytes; Windows's are UTF-16 text.
+    #[cfg(unix)]
     #[test]
     fn an_argument_that_is_no_utf8_is_shown_as_bash_would_type_its_bytes() {
         let latin1 = from_bytes(b"caf\xe9 d'it\\".to_vec());
@@ -286,6 +288,8 @@ mod tests {
         assert_eq!(display_argv(&[]), "");
     }
 
+    // Unix arguments and values are bytes; Windows's are UTF-16 text.
+    #[cfg(unix)]
     #[test]
     fn env_assignments_split_at_the_first_equals_sign() {
         let parse = |text: &str| parse_env_assignment(OsStr::new(text));
