@@ -94,14 +94,16 @@ else
 fi
 
 # --- 4. The Windows Node suite, node.exe under wine.
-step "packed install: proc-manager and proc-manager-win32-x64-gnu into an empty project (npm --offline --os=win32 --cpu=x64)"
+# --os/--cpu choose the optional dependency as on Windows; --force lets npm
+# on Linux install a package whose `os` is win32 when named explicitly.
+step "packed install: proc-manager and proc-manager-win32-x64-gnu into an empty project (npm --offline --force --os=win32 --cpu=x64)"
 t=$(now)
 project=$(mktemp -d "${TMPDIR:-/tmp}/pm-win-project-XXXXXX")
 win_tgz=$(ls -t "$PM_WINDOWS_ENV_DIR"/pkg/proc-manager-win32-x64-gnu-*.tgz 2>/dev/null | head -1)
 root_tgz=$(npm pack --silent --ignore-scripts --pack-destination "$PM_WINDOWS_ENV_DIR/pkg" 2>/dev/null | tail -1)
 if [ -n "$win_tgz" ] && [ -n "$root_tgz" ] \
   && (cd "$project" && npm init -y >/dev/null \
-    && npm install --offline --no-audit --no-fund --ignore-scripts --os=win32 --cpu=x64 "$win_tgz" "$PM_WINDOWS_ENV_DIR/pkg/$root_tgz" >/dev/null) \
+    && npm install --offline --force --no-audit --no-fund --ignore-scripts --os=win32 --cpu=x64 "$win_tgz" "$PM_WINDOWS_ENV_DIR/pkg/$root_tgz" >/dev/null) \
   && [ -f "$project/node_modules/proc-manager-win32-x64-gnu/native/run-bg.exe" ]; then
   export PM_PACKED_PROJECT=$project
   results+=("packed install: ok ($(took "$t")); __test__/windows/packed.test.mjs runs the README's job from it")
