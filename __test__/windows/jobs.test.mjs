@@ -238,3 +238,36 @@ test('bad input is refused with what was wrong and what is accepted', { skip }, 
   // Nothing of these corrupted the registry: it still lists.
   assert.equal(cli(['list'], home).status, 0)
 })
+
+test('a job\'s end is announced to the interrupt service on 127.0.0.1', { skip }, async (t) => {
+  const http = await import('node:http')
+  const bodies = []
+  const server = http.createServer((req, res) => {
+    let body = ''
+    req.on('data', (d) => (body += d))
+    req.on('end', () => {
+      bodies.push({ url: req.url, body })
+      res.end('ok')
+    })
+  })
+  await new Promise((r) => server.listen(0, '127.0.0.1', r))
+  t.after(() => server.close())
+  freshHome({ notify: { url: `http://127.0.0.1:${server.address().port}/trigger` } })
+  const job = pm.runBackground('echo announced & exit /b 5', { label: 'announce' })
+  await pm.waitJob(job.jobId, { timeoutMs: 30000 })
+  const got = await until('the POST', () => bodies.find((b) => b.body.includes(job.jobId)))
+  assert.equal(got.url, '/trigger')
+  assert.match(got.body, /failed/)
+  await until('the delivery recorded', () => pm.checkJob(job.jobId).notification?.state === 'delivered')
+})
+
+test('without PROC_MANAGER_HOME the home is %LOCALAPPDATA%\\proc-manager', { skip }, () => {
+  const local = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-localappdata-'))
+  const env = { ...process.env, LOCALAPPDATA: local }
+  delete env.PROC_MANAGER_HOME
+  const started = spawnSync(runBg, ['--label', 'homed', '--', 'cmd', '/c', 'echo hi'], { encoding: 'utf8', env })
+  assert.equal(started.status, 0, started.stderr)
+  const id = /started (\S+)/.exec(started.stdout)?.[1]
+  assert.ok(fs.existsSync(path.join(local, 'proc-manager', 'jobs', id, 'job.json')), `no job under ${local}`)
+  assert.equal(spawnSync(runBg, ['wait', id], { encoding: 'utf8', env }).status, 0)
+})

@@ -305,3 +305,17 @@ pub fn waiting_command() -> std::process::Command {
     command.args(["30"]);
     command
 }
+
+/// The signal for a job's process outside its supervisor's subtree during a
+/// kill's grace period: SIGTERM, as the supervisor sends its own tree.
+pub fn polite_stray_signal() -> Option<i32> {
+    Some(crate::model::signals::SIGTERM)
+}
+
+/// How `kill` rings a supervisor whose kill request could not be written:
+/// SIGTERM, which it takes as a kill with the configured grace.
+pub const DOORBELL_FALLBACK: i32 = crate::model::signals::SIGTERM;
+
+/// Whether a process's parent pid can name a dead parent (whose pid may be
+/// reused): not here, orphans are re-parented.
+pub const PARENT_PIDS_GO_STALE: bool = false;

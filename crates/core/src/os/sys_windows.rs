@@ -446,7 +446,7 @@ pub fn set_inheritable(handle: &impl std::os::windows::io::AsRawHandle, inherit:
 /// `spawnSync`, a `$(run-bg …)`) waiting until the job ended. A child that
 /// is to have them gets its own inheritable copies from std (`Stdio::inherit`
 /// duplicates the handle), so nothing else changes.
-fn keep_own_stdio_private() {
+pub fn keep_own_stdio_private() {
     use windows_sys::Win32::System::Console::{GetStdHandle, STD_ERROR_HANDLE, STD_INPUT_HANDLE, STD_OUTPUT_HANDLE};
     for which in [STD_INPUT_HANDLE, STD_OUTPUT_HANDLE, STD_ERROR_HANDLE] {
         // SAFETY: reads this process's own standard handle; no memory of ours.
@@ -474,3 +474,21 @@ pub fn waiting_command() -> std::process::Command {
     command.args(["-n", "30", "127.0.0.1"]);
     command
 }
+
+/// The signal for a job's process outside its supervisor's reach during a
+/// kill's grace period: none here. Windows has no polite request to one
+/// process (only the console group's CTRL_BREAK, which the supervisor
+/// sends); a termination now would skip the grace, so strays are ended at
+/// the hard step.
+pub fn polite_stray_signal() -> Option<i32> {
+    None
+}
+
+/// How `kill` rings a supervisor whose kill request could not be written:
+/// the doorbell still (the supervisor then uses its configured grace); any
+/// other "signal" here would terminate the supervisor and leave its job.
+pub const DOORBELL_FALLBACK: i32 = crate::model::signals::SIGUSR1;
+
+/// Whether a process's parent pid can name a dead parent (whose pid may be
+/// reused): yes, Windows keeps the creator's pid.
+pub const PARENT_PIDS_GO_STALE: bool = true;

@@ -176,12 +176,12 @@ impl<'r> TableIndex<'r> {
         if let Some(supervisor) = tree.supervisor {
             let alive = supervisor.pid == std::process::id()
                 || self.by_pid.get(&supervisor.pid).is_some_and(|&i| rows[i].identity.matches(&supervisor) && rows[i].helper);
-            let mut queue = if alive { vec![supervisor.pid] } else { Vec::new() };
-            while let Some(parent) = queue.pop() {
+            let mut queue = if alive { vec![(supervisor.pid, supervisor.start_ticks)] } else { Vec::new() };
+            while let Some((parent, parent_start)) = queue.pop() {
                 for &child in self.children.get(&parent).into_iter().flatten().filter(|&&c| !rows[c].helper) {
-                    if below_supervisor.insert(rows[child].identity.pid) {
+                    if is_child_of(&rows[child], parent_start) && below_supervisor.insert(rows[child].identity.pid) {
                         found.insert(child);
-                        queue.push(rows[child].identity.pid);
+                        queue.push((rows[child].identity.pid, rows[child].identity.start_ticks));
                     }
                 }
             }
@@ -211,14 +211,23 @@ fn supervised(rows: &[Row], supervisor: Option<ProcessIdentity>) -> Vec<u32> {
         children.entry(row.ppid).or_default().push(row);
     }
     let mut found = Vec::new();
-    let mut queue = vec![supervisor.pid];
-    while let Some(parent) = queue.pop() {
-        for child in children.get(&parent).into_iter().flatten().filter(|c| !c.helper) {
+    let mut queue = vec![(supervisor.pid, supervisor.start_ticks)];
+    while let Some((parent, parent_start)) = queue.pop() {
+        for child in children.get(&parent).into_iter().flatten().filter(|c| !c.helper && is_child_of(c, parent_start)) {
             found.push(child.identity.pid);
-            queue.push(child.identity.pid);
+            queue.push((child.identity.pid, child.identity.start_ticks));
         }
     }
     found
+}
+
+/// Whether `row`, whose parent pid names the process that started at
+/// `parent_start`, is that process's child. On Unix an orphan is given a new
+/// parent, so its parent pid is always a live parent's; on Windows the pid
+/// of a dead parent stays in its children's records and is reused, and only
+/// a start after the parent's tells a real child.
+fn is_child_of(row: &Row, parent_start: u64) -> bool {
+    !crate::os::sys::PARENT_PIDS_GO_STALE || row.identity.start_ticks >= parent_start
 }
 
 #[derive(Debug, Default, Clone)]

@@ -136,6 +136,8 @@ pub enum Woken {
     /// The handle at this index was signalled.
     Handle(usize),
     TimedOut,
+    /// The wait itself failed (a handle no longer valid).
+    Failed,
 }
 
 pub fn wait_any(handles: &[&OwnedHandle], limit: std::time::Duration) -> Woken {
@@ -146,8 +148,10 @@ pub fn wait_any(handles: &[&OwnedHandle], limit: std::time::Duration) -> Woken {
     let index = rc.wrapping_sub(WAIT_OBJECT_0) as usize;
     if index < raw.len() {
         Woken::Handle(index)
-    } else {
+    } else if rc == windows_sys::Win32::Foundation::WAIT_TIMEOUT {
         Woken::TimedOut
+    } else {
+        Woken::Failed
     }
 }
 
@@ -191,4 +195,17 @@ pub fn resume(pid: u32) -> std::io::Result<()> {
 /// by the supervisor's identity, which `kill` knows from the record.
 pub fn doorbell_name(supervisor: &crate::model::job::ProcessIdentity) -> String {
     format!("Local\\proc-manager-supervisor-{}-{}-kill", supervisor.pid, supervisor.start_ticks)
+}
+
+/// Keeps console control events (Ctrl+C, Ctrl+Break, a console's close)
+/// from ending this process: the supervisor sends CTRL_BREAK_EVENT to its
+/// job's group on the console they share, and must outlive it. Handlers are
+/// not inherited: the job's processes keep the default.
+pub fn ignore_console_events() {
+    unsafe extern "system" fn ignore(_event: u32) -> i32 {
+        1
+    }
+    // SAFETY: `ignore` is a valid handler for the life of the process (a
+    // plain function that touches nothing).
+    unsafe { windows_sys::Win32::System::Console::SetConsoleCtrlHandler(Some(ignore), 1) };
 }

@@ -11,7 +11,7 @@
 //! What Unix's supervisor does that has no counterpart here is refused when
 //! the job starts, with the reason (`unsupported`): nothing silently does less.
 
-use crate::model::job::{EndedBy, Exit, Job, JobState, ProcessIdentity};
+use crate::model::job::{EndedBy, Exit, Job, JobState};
 use crate::model::protocol::{KillRequest, JOB_COOKIE, KILL_REQUEST_FILE, READY_ERR, READY_OK, SUPERVISOR_MARK};
 use crate::now_ms;
 use crate::os::windows_job::{self, Woken};
@@ -53,6 +53,12 @@ fn unsupported(job: &Job) -> Option<&'static str> {
     if job.nice.is_some() {
         return Some("--nice is Unix-only");
     }
+    if job.wake.is_some() {
+        return Some("--wake is not available on Windows yet");
+    }
+    if !job.notify_on.is_empty() {
+        return Some("--notify-on is not available on Windows yet");
+    }
     None
 }
 
@@ -66,6 +72,11 @@ fn report_ready(line: &str) {
 
 /// Entry point of `run-bg __supervise`.
 pub fn supervise_main() -> i32 {
+    // The job is started with std's own copies of what it is given; our
+    // stdin, stdout (the caller's answer pipe) and stderr must not reach it,
+    // or a caller reading our answer would wait for the job's whole tree.
+    crate::os::sys::keep_own_stdio_private();
+    windows_job::ignore_console_events();
     let mut input = Vec::new();
     let spec: SupervisorSpec = match std::io::stdin()
         .read_to_end(&mut input)
@@ -98,17 +109,30 @@ struct Supervisor {
     main: std::process::Child,
     job_object: OwnedHandle,
     doorbell: OwnedHandle,
-    tie: Option<OwnedHandle>,
+    tie: Tied,
     output: Option<std::thread::JoinHandle<()>>,
     timeout_at: Option<Instant>,
     /// Who is ending the job, and when the grace period ends (None once
     /// the Job Object was ended).
     kill: Option<(EndedBy, Option<Instant>)>,
+    /// When the Job Object was last ended: past TERMINATE_WAIT with the main
+    /// process still there, it is ended again, itself too.
+    terminated_at: Option<Instant>,
+    /// Held for the job's life: the home this supervisor checked.
+    _held: crate::store::paths::HeldHome,
+}
+
+/// The process the job is tied to (`--tie`).
+enum Tied {
+    No,
+    Watching(OwnedHandle),
+    /// Gone before the watch began: the tie fires at once.
+    Gone,
 }
 
 impl Supervisor {
     fn start(spec: SupervisorSpec) -> Result<Supervisor, String> {
-        let (home, _held) = Home::hold(spec.home.clone()).map_err(|e| e.to_string())?;
+        let (home, held) = Home::hold(spec.home.clone()).map_err(|e| e.to_string())?;
         let registry = Registry::for_config(&home, &spec.config);
         let mut job = spec.job;
         job.supervisor = procinfo::identify_exactly(std::process::id());
@@ -189,7 +213,14 @@ impl Supervisor {
             let _ = unsafe { windows_sys::Win32::System::Threading::TerminateProcess(main_handle as _, 1) };
             return Err(fail(job, format!("cannot put the job's process in its Job Object: {e}")));
         }
-        job.main = procinfo::identify_exactly(main.id()).or(Some(ProcessIdentity::from_stat(main.id(), 0)));
+        // Our suspended child: its pid cannot have been reused yet, so its
+        // identity is read now or the start fails (a made-up one would
+        // never match, and the job would look ended while it runs).
+        job.main = procinfo::identify_exactly(main.id());
+        if job.main.is_none() {
+            let _ = windows_job::terminate_job(&job_object, 1);
+            return Err(fail(job, format!("cannot read the identity of the job's process {}", main.id())));
+        }
         job.state = JobState::Running;
         if let Err(e) = registry.write_job_file(&job, false) {
             let _ = windows_job::terminate_job(&job_object, 1);
@@ -201,25 +232,63 @@ impl Supervisor {
             .spawn(move || copy_output(reader, &mut log))
             .map_err(|e| tracing::warn!("run-bg supervisor: cannot start copying the job's output: {e}"))
             .ok();
-        let tie = job.tie.as_ref().filter(|t| t.fired_at.is_none()).and_then(|t| {
-            let handle = platform::open_process(t.to.pid).ok()?;
-            procinfo::is_same_process_alive(&t.to).then_some(handle)
-        });
+        // The handle first, then the identity check: the handle then pins
+        // the very process recorded, or that process is already gone.
+        let tie = match job.tie.as_ref().filter(|t| t.fired_at.is_none()) {
+            None => Tied::No,
+            Some(t) => match platform::open_process(t.to.pid) {
+                Ok(handle) if procinfo::is_same_process_alive(&t.to) => Tied::Watching(handle),
+                _ => Tied::Gone,
+            },
+        };
         let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
-        Ok(Supervisor { home, registry, config: spec.config, job, main, job_object, doorbell, tie, output, timeout_at, kill: None })
+        Ok(Supervisor {
+            home,
+            registry,
+            config: spec.config,
+            job,
+            main,
+            job_object,
+            doorbell,
+            tie,
+            output,
+            timeout_at,
+            kill: None,
+            terminated_at: None,
+            _held: held,
+        })
     }
 
     fn run(&mut self) {
-        let main_handle: OwnedHandle = match self.main_handle() {
-            Some(handle) => handle,
-            None => return,
+        // The child's own handle (a copy): no pid to open again.
+        let main_handle: OwnedHandle = match std::os::windows::io::AsHandle::as_handle(&self.main).try_clone_to_owned() {
+            Ok(handle) => handle,
+            Err(e) => {
+                tracing::error!("run-bg supervisor {}: cannot wait for the job's process ({e}); ending it", self.job.id);
+                let _ = windows_job::terminate_job(&self.job_object, 1);
+                let _ = self.main.kill();
+                let code = self.main.wait().ok().and_then(|s| s.code());
+                self.kill = Some((EndedBy::Kill, None));
+                self.record_end(code, now_ms());
+                return;
+            }
         };
+        if matches!(self.tie, Tied::Gone) {
+            self.fire_tie();
+        }
         let exit = loop {
             let now = Instant::now();
+            if let (Some((_, None)), Some(at)) = (self.kill, self.terminated_at) {
+                if now >= at + TERMINATE_WAIT {
+                    // Still there after the Job Object was ended: again, and the main process itself.
+                    let _ = windows_job::terminate_job(&self.job_object, platform::exit_code_for(crate::model::signals::SIGKILL));
+                    let _ = self.main.kill();
+                    self.terminated_at = Some(now);
+                }
+            }
             if let Some((by, Some(hard_at))) = self.kill {
                 if now >= hard_at {
-                    let _ = windows_job::terminate_job(&self.job_object, platform::exit_code_for(crate::model::signals::SIGKILL));
-                    self.kill = Some((by, None));
+                    self.terminate(by, crate::model::signals::SIGKILL);
                 }
             } else if self.kill.is_none() && self.timeout_at.is_some_and(|at| now >= at) {
                 self.begin_kill(EndedBy::Timeout, Duration::from_millis(self.config.kill.grace_ms), false);
@@ -228,25 +297,26 @@ impl Supervisor {
             let next = match self.kill {
                 Some((_, Some(hard_at))) => Some(hard_at),
                 // Ended: the main process goes within moments.
-                Some((_, None)) => Some(now + TERMINATE_WAIT),
+                Some((_, None)) => self.terminated_at.map(|at| at + TERMINATE_WAIT),
                 None => self.timeout_at,
             }
             .map_or(Duration::from_secs(3600), |at| at.saturating_duration_since(now));
             let mut handles = vec![&main_handle, &self.doorbell];
-            if let Some(tie) = &self.tie {
+            if let Tied::Watching(tie) = &self.tie {
                 handles.push(tie);
             }
             match windows_job::wait_any(&handles, next) {
                 Woken::Handle(0) => break self.main.wait().ok().and_then(|s| s.code()),
                 Woken::Handle(1) => self.on_doorbell(),
-                Woken::Handle(_) => {
-                    self.tie = None;
-                    if let Some(tie) = &mut self.job.tie {
-                        tie.fired_at.get_or_insert_with(now_ms);
-                    }
-                    self.begin_kill(EndedBy::Kill, Duration::from_millis(self.config.kill.grace_ms), false);
-                }
+                Woken::Handle(_) => self.fire_tie(),
                 Woken::TimedOut => {}
+                Woken::Failed => {
+                    // A handle went bad (the tie's, most likely): stop
+                    // watching it, and never spin on a failing wait.
+                    tracing::warn!("run-bg supervisor {}: a wait failed: {}", self.job.id, std::io::Error::last_os_error());
+                    self.tie = Tied::No;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
             }
         };
         let ended_at = now_ms();
@@ -263,8 +333,22 @@ impl Supervisor {
         }
     }
 
-    fn main_handle(&self) -> Option<OwnedHandle> {
-        platform::open_process(self.main.id()).ok()
+    fn fire_tie(&mut self) {
+        self.tie = Tied::No;
+        if let Some(tie) = &mut self.job.tie {
+            tie.fired_at.get_or_insert_with(now_ms);
+        }
+        self.begin_kill(EndedBy::Kill, Duration::from_millis(self.config.kill.grace_ms), false);
+    }
+
+    /// Ends the whole Job Object now.
+    fn terminate(&mut self, by: EndedBy, signal: i32) {
+        if let Err(e) = windows_job::terminate_job(&self.job_object, platform::exit_code_for(signal)) {
+            tracing::warn!("run-bg supervisor {}: cannot end the job's Job Object ({e}); ending its process", self.job.id);
+            let _ = self.main.kill();
+        }
+        self.kill = Some((by, None));
+        self.terminated_at = Some(Instant::now());
     }
 
     fn on_doorbell(&mut self) {
@@ -275,20 +359,29 @@ impl Supervisor {
         self.begin_kill(EndedBy::Kill, grace, force);
     }
 
+    /// A kill's start; a later request can only bring the end forward (a
+    /// `kill --force` during the grace period ends the job now).
     fn begin_kill(&mut self, by: EndedBy, grace: Duration, force: bool) {
-        if self.kill.is_some() {
-            return;
-        }
         let now = Instant::now();
+        match self.kill {
+            Some((_, None)) => return,
+            Some((first, Some(hard_at))) => {
+                if force || grace.is_zero() {
+                    self.terminate(first, crate::model::signals::SIGKILL);
+                } else {
+                    self.kill = Some((first, Some(hard_at.min(now + grace))));
+                }
+                return;
+            }
+            None => {}
+        }
         if force || grace.is_zero() {
-            let _ = windows_job::terminate_job(&self.job_object, platform::exit_code_for(crate::model::signals::SIGKILL));
-            self.kill = Some((by, None));
+            self.terminate(by, crate::model::signals::SIGKILL);
             return;
         }
         if let Err(e) = windows_job::break_group(self.main.id()) {
             tracing::warn!("run-bg supervisor {}: cannot send CTRL_BREAK to the job ({e}); ending it now", self.job.id);
-            let _ = windows_job::terminate_job(&self.job_object, platform::exit_code_for(crate::model::signals::SIGTERM));
-            self.kill = Some((by, None));
+            self.terminate(by, crate::model::signals::SIGTERM);
             return;
         }
         self.kill = Some((by, Some(now + grace)));

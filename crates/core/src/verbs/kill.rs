@@ -158,7 +158,7 @@ impl Context {
             let request = KillRequest { grace_ms: grace.as_millis() as u64, force, caller_sweeps: true };
             let doorbell = match self.write_kill_request(&job.id, request) {
                 Ok(()) => crate::model::signals::SIGUSR1,
-                Err(_) => crate::model::signals::SIGTERM,
+                Err(_) => crate::os::sys::DOORBELL_FALLBACK,
             };
             match procinfo::signal_process(&supervisor, doorbell) {
                 SignalOutcome::Sent => {}
@@ -173,7 +173,9 @@ impl Context {
                     continue;
                 }
             }
-            strays.signal(&members, if force { crate::model::signals::SIGKILL } else { crate::model::signals::SIGTERM });
+            if let Some(signal) = if force { Some(crate::model::signals::SIGKILL) } else { crate::os::sys::polite_stray_signal() } {
+                strays.signal(&members, signal);
+            }
             let stopped = procinfo::is_stopped(supervisor.pid);
             let answer_by = if stopped { Instant::now() } else { started + grace + SUPERVISOR_ANSWER };
             let record = RecordStamp::default();
@@ -196,7 +198,9 @@ impl Context {
                 for (target, recorded) in targets.iter_mut().zip(&recorded).filter(|(t, _)| t.pending()) {
                     let members = index.members(Tree::of(&target.job).with_recorded(recorded));
                     target.seen.add_identities(members.rows.iter().map(|r| r.identity));
-                    strays.signal(&members, if hard { crate::model::signals::SIGKILL } else { crate::model::signals::SIGTERM });
+                    if let Some(signal) = if hard { Some(crate::model::signals::SIGKILL) } else { crate::os::sys::polite_stray_signal() } {
+                        strays.signal(&members, signal);
+                    }
                     target.main_gone |= target.job.main.is_none_or(|m| !index.is_alive(&m));
                     if target.ended_before && members.rows.is_empty() {
                         target.ended = Some(target.job.clone());
