@@ -605,7 +605,7 @@ export interface ReconcileResult {
 /**
  * Starts `command` in the background under its own supervisor. Returns once
  * the main process has started; throws if it cannot (then recorded as a
- * `failed` job). Without `options.args`, `command` runs with `/bin/sh -c`.
+ * `failed` job). Without `options.args`, `command` runs with `/bin/sh -c` (on Windows `cmd.exe /d /s /c`).
  */
 export declare function runBackground(command: string, options?: RunOptions | undefined | null): RunResult
 

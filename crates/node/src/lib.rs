@@ -43,7 +43,7 @@ use std::time::Duration;
 
 /// Starts `command` in the background under its own supervisor. Returns once
 /// the main process has started; throws if it cannot (then recorded as a
-/// `failed` job). Without `options.args`, `command` runs with `/bin/sh -c`.
+/// `failed` job). Without `options.args`, `command` runs with `/bin/sh -c` (on Windows `cmd.exe /d /s /c`).
 #[napi(ts_args_type = "command: string, options?: RunOptions | undefined | null", ts_return_type = "RunResult")]
 pub fn run_background(command: Unknown, options: Option<Unknown>) -> Result<serde_json::Value> {
     let command = string_arg("command", command)?;
