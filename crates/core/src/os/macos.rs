@@ -297,33 +297,7 @@ pub fn make_fifo(path: &std::path::Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// What `DirWatcher::drain` read.
-pub struct Drained {
-    pub new_dirs: Vec<std::ffi::OsString>,
-    pub records_changed: bool,
-}
-
-/// No inotify here: `supervise::end_watch` looks again on a timer instead.
-pub struct DirWatcher;
-
-impl DirWatcher {
-    pub fn new() -> std::io::Result<DirWatcher> {
-        Ok(DirWatcher)
-    }
-
-    /// None: nothing to poll; the caller looks again on a timer.
-    pub fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        None
-    }
-
-    pub fn watch(&self, _dir: &std::path::Path) {}
-
-    /// Nothing is known, so the records may have changed; new job
-    /// directories are found by the caller's scan of the registry.
-    pub fn drain(&self) -> Drained {
-        Drained { new_dirs: Vec::new(), records_changed: true }
-    }
-}
+pub use crate::os::timed_dir_watch::DirWatcher;
 
 /// No user namespaces here: every owner is who it shows as.
 pub fn foreign_owner_uid() -> Option<u32> {

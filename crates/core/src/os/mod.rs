@@ -18,6 +18,9 @@ pub mod sys;
 #[cfg(windows)]
 #[path = "sys_windows.rs"]
 pub mod sys;
+/// A directory watcher that knows nothing, where there is no inotify.
+#[cfg(not(target_os = "linux"))]
+mod timed_dir_watch;
 /// Windows's Job Objects, console control events and process handles: the
 /// job's tree and its kill there.
 #[cfg(windows)]

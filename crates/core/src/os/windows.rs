@@ -260,31 +260,7 @@ pub fn read_unrecorded(_pid: u32) -> Option<Vec<u8>> {
     None
 }
 
-/// What `DirWatcher::drain` read.
-pub struct Drained {
-    pub new_dirs: Vec<std::ffi::OsString>,
-    pub records_changed: bool,
-}
-
-/// No inotify here: callers look again on a timer instead.
-pub struct DirWatcher;
-
-impl DirWatcher {
-    pub fn new() -> std::io::Result<DirWatcher> {
-        Ok(DirWatcher)
-    }
-
-    /// None: nothing to poll; the caller looks again on a timer.
-    pub fn fd(&self) -> Option<crate::os::sys::WakeFd<'_>> {
-        None
-    }
-
-    pub fn watch(&self, _dir: &std::path::Path) {}
-
-    pub fn drain(&self) -> Drained {
-        Drained { new_dirs: Vec::new(), records_changed: true }
-    }
-}
+pub use crate::os::timed_dir_watch::DirWatcher;
 
 /// No user namespaces here: every owner is who it shows as.
 pub fn foreign_owner_uid() -> Option<u32> {

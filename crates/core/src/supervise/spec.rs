@@ -16,6 +16,16 @@ pub struct SupervisorSpec {
     pub config: Config,
 }
 
+impl SupervisorSpec {
+    /// The start request, as the caller writes it on our stdin (then closes it).
+    pub fn read_from_stdin() -> Result<SupervisorSpec, String> {
+        use std::io::Read;
+        let mut input = Vec::new();
+        std::io::stdin().read_to_end(&mut input).map_err(|e| e.to_string())?;
+        serde_json::from_slice(&input).map_err(|e| e.to_string())
+    }
+}
+
 
 /// Run once a job's end is recorded, to hand its queue slot on
 /// (`verbs::queue::after_end`; that layer sits above this one, so the

@@ -19,7 +19,7 @@ use crate::supervise::signals::install_signal_handlers;
 use crate::supervise::supervisor::{ProcessRecord, Supervisor};
 use crate::supervise::{outpipe, ready, stdin, tie};
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -62,12 +62,7 @@ pub fn supervise_main() -> i32 {
     // First: what a supervisor holds for its job's life must not depend on
     // how big a registry it read on the way.
     procinfo::keep_large_blocks_mapped();
-    let mut input = Vec::new();
-    let spec: SupervisorSpec = match std::io::stdin()
-        .read_to_end(&mut input)
-        .map_err(|e| e.to_string())
-        .and_then(|_| serde_json::from_slice(&input).map_err(|e| e.to_string()))
-    {
+    let spec = match SupervisorSpec::read_from_stdin() {
         Ok(spec) => spec,
         Err(e) => {
             report_ready(&format!("{READY_ERR}supervisor received a bad start request: {e}"));

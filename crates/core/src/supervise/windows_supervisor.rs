@@ -77,12 +77,7 @@ pub fn supervise_main() -> i32 {
     // or a caller reading our answer would wait for the job's whole tree.
     crate::os::sys::keep_own_stdio_private();
     windows_job::ignore_console_events();
-    let mut input = Vec::new();
-    let spec: SupervisorSpec = match std::io::stdin()
-        .read_to_end(&mut input)
-        .map_err(|e| e.to_string())
-        .and_then(|_| serde_json::from_slice(&input).map_err(|e| e.to_string()))
-    {
+    let spec = match SupervisorSpec::read_from_stdin() {
         Ok(spec) => spec,
         Err(e) => {
             report_ready(&format!("{READY_ERR}supervisor received a bad start request: {e}"));
