@@ -271,3 +271,28 @@ test('without PROC_MANAGER_HOME the home is %LOCALAPPDATA%\\proc-manager', { ski
   assert.ok(fs.existsSync(path.join(local, 'proc-manager', 'jobs', id, 'job.json')), `no job under ${local}`)
   assert.equal(spawnSync(runBg, ['wait', id], { encoding: 'utf8', env }).status, 0)
 })
+
+test('a kill asks the job first: CTRL_BREAK, then the grace period', { skip }, async (t) => {
+  const home = freshHome()
+  // A Node job that ends itself, with its own exit code, on Ctrl+Break.
+  const script = path.join(home, 'on-break.js')
+  fs.writeFileSync(script, "process.on('SIGBREAK', () => { console.log('got break'); process.exit(7) }); console.log('waiting'); setInterval(() => {}, 1000)\n")
+  const job = pm.runBackground(process.execPath, { args: [script], label: 'on-break' })
+  try {
+    await until('the job running', () => pm.readLog(job.jobId).lines.some((l) => l.includes('waiting')))
+    await pm.killJob(job.jobId, { graceMs: 10000 })
+    const said = fs.readFileSync(path.join(home, 'jobs', job.jobId, 'supervisor.log'), 'utf8')
+    if (/cannot send CTRL_BREAK/.test(said)) {
+      // wine 8 refuses GenerateConsoleCtrlEvent ("invalid handle") for any
+      // process it starts, so the kill went straight to TerminateJobObject.
+      t.skip(`the console refused CTRL_BREAK here (wine): ${said.trim()}`)
+      return
+    }
+    const done = pm.checkJob(job.jobId)
+    assert.equal(done.status, 'killed')
+    assert.equal(done.exitCode, 7, 'it ended itself on the break, within the grace')
+    assert.match(pm.readLog(job.jobId).lines.join('\n'), /got break/)
+  } finally {
+    endAll([job.pid])
+  }
+})
