@@ -72,8 +72,10 @@ pm_winenv_setup() {
     pkgs=$(printf '%s\n' "${missing[@]}" | awk '!seen[$0]++' | tr '\n' ' ')
     if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
       pm_winenv_log "installing $pkgs(apt-get)"
+      # With the packages wine recommends: the set the Windows suite was
+      # proven with (a trimmed wine was never run here).
       # shellcheck disable=SC2086
-      if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $pkgs; } \
+      if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $pkgs; } \
         >"$cache/apt.log" 2>&1; then
         tail -20 "$cache/apt.log" >&2
         pm_winenv_fail "apt-get install $pkgs failed (log: $cache/apt.log)"
