@@ -296,3 +296,31 @@ test('a kill asks the job first: CTRL_BREAK, then the grace period', { skip }, a
     endAll([job.pid])
   }
 })
+
+test('a job tied to its caller (--tie) is killed when the caller ends', { skip }, async () => {
+  const home = freshHome()
+  // The caller: a node process that starts the tied job, prints its id and
+  // waits to be ended.
+  const caller = spawn(process.execPath, ['-e', `
+    const r = require('node:child_process').spawnSync(${JSON.stringify(runBg)}, ['--tie', '--label', 'tied', '--', 'ping', '-n', '120', '127.0.0.1'], { encoding: 'utf8' })
+    console.log(r.stdout.trim() || r.stderr.trim())
+    setInterval(() => {}, 1000)
+  `], { env: { ...process.env, PROC_MANAGER_HOME: home }, stdio: ['ignore', 'pipe', 'inherit'] })
+  let said = ''
+  caller.stdout.on('data', (d) => (said += d))
+  const id = await until('the tied job started', () => /started (\S+)/.exec(said)?.[1])
+  const job = pm.checkJob(id)
+  try {
+    assert.equal(job.status, 'running')
+    caller.kill()
+    const ended = await until('the job killed with its caller', () => {
+      const now = pm.checkJob(id)
+      return now.status !== 'running' ? now : null
+    })
+    assert.equal(ended.status, 'killed')
+    await until('the ping gone', () => alive([job.pid]).length === 0)
+  } finally {
+    caller.kill()
+    endAll([job.pid])
+  }
+})
