@@ -43,8 +43,7 @@ row('snapshot() of the process table', Array.from({ length: runs }, () => ms(() 
 row(`\`${lister[0]}${lister[1].length ? ' ' + lister[1].join(' ') : ''}\` (the system's lister, spawned)`, Array.from({ length: runs }, () => ms(() => spawnSync(lister[0], lister[1]))), `${(listed.stdout || '').split('\n').filter(Boolean).length} lines out`)
 
 const quick = windows ? 'exit /b 0' : 'true'
-const started = []
-row('runBackground() until it answers', Array.from({ length: runs }, () => ms(() => started.push(pm.runBackground(quick, { label: 'quick' }).jobId))))
+row('runBackground() until it answers', Array.from({ length: runs }, () => ms(() => pm.runBackground(quick, { label: 'quick' }))))
 row('`run-bg -- <quick command>` (the CLI, spawned)', Array.from({ length: runs }, () => ms(() => spawnSync(runBg, ['--label', 'cli', '--', ...(windows ? ['cmd', '/c', 'exit 0'] : ['true'])]))))
 
 const kills = []
@@ -79,8 +78,3 @@ console.log(`platform bench: ${process.platform} ${os.release()} (node ${process
 console.log('| measure | median (ms) | note |')
 console.log('|---|---|---|')
 for (const r of rows) console.log(`| ${r.name} | ${r.median.toFixed(1)} | ${r.note} |`)
-for (const id of started) {
-  try {
-    pm.checkJob(id)
-  } catch {}
-}

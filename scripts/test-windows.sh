@@ -74,26 +74,29 @@ else
   failed=1
 fi
 
-# --- 3. The core's Rust tests, under wine.
+# --- 3. Lints of the Windows code, and the core's Rust tests under wine.
+# Runs a command, recording how it went and how long it took under `label`.
+checked() {
+  local label=$1 t rc
+  shift
+  t=$(now)
+  if "$@"; then
+    results+=("$label: ok ($(took "$t"))")
+  else
+    rc=$?
+    results+=("$label: FAILED, exit $rc ($(took "$t"))")
+    failed=1
+  fi
+}
+
 step "cargo clippy --release --target $TRIPLE --workspace --all-targets -- -D warnings"
-t=$(now)
-if cargo clippy --release --target "$TRIPLE" --manifest-path "$manifest" --workspace --all-targets -- -D warnings; then
-  results+=("clippy (Windows code): ok ($(took "$t"))")
-else
-  results+=("clippy (Windows code): FAILED")
-  failed=1
-fi
+checked "clippy (Windows code)" cargo clippy --release --target "$TRIPLE" --manifest-path "$manifest" --workspace --all-targets -- -D warnings
 
 step "cargo test --release --target $TRIPLE -p proc-manager-core (runner: $CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER)"
-t=$(now)
-if cargo test --release --target "$TRIPLE" --manifest-path "$manifest" -p proc-manager-core; then
-  results+=("cargo test -p proc-manager-core: ok ($(took "$t"))")
-else
-  results+=("cargo test -p proc-manager-core: FAILED, exit $? ($(took "$t"))")
-  failed=1
-fi
+checked "cargo test -p proc-manager-core" cargo test --release --target "$TRIPLE" --manifest-path "$manifest" -p proc-manager-core
 
-# --- 4. The Windows Node suite, node.exe under wine.
+# --- 4. The packed packages in an empty project, and the Windows Node
+# suite, node.exe under wine.
 # --os/--cpu choose the optional dependency as on Windows; --force lets npm
 # on Linux install a package whose `os` is win32 when named explicitly.
 step "packed install: proc-manager and proc-manager-win32-x64-gnu into an empty project (npm --offline --force --os=win32 --cpu=x64)"

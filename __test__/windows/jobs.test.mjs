@@ -36,22 +36,26 @@ async function until(what, check, ms = 20000) {
   }
 }
 
-/** Every live process below `pid` (not `pid` itself), from a snapshot. */
+/**
+ * Every live process below `pid` (not `pid` itself), from a snapshot. A
+ * child starts no earlier than its parent: Windows keeps a dead parent's pid
+ * in its children's records and reuses it.
+ */
 function descendants(pid) {
   const procs = pm.snapshot().processes
-  const below = new Set([pid])
+  const started = new Map(procs.filter((p) => p.pid === pid).map((p) => [p.pid, p.startTime]))
   let grew = true
   while (grew) {
     grew = false
     for (const p of procs) {
-      if (!below.has(p.pid) && below.has(p.ppid) && p.startTime >= 0) {
-        below.add(p.pid)
+      if (!started.has(p.pid) && started.has(p.ppid) && p.startTime >= started.get(p.ppid)) {
+        started.set(p.pid, p.startTime)
         grew = true
       }
     }
   }
-  below.delete(pid)
-  return procs.filter((p) => below.has(p.pid))
+  started.delete(pid)
+  return procs.filter((p) => started.has(p.pid))
 }
 
 function alive(pids) {

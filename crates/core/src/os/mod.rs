@@ -21,6 +21,9 @@ pub mod sys;
 /// A directory watcher that knows nothing, where there is no inotify.
 #[cfg(not(target_os = "linux"))]
 mod timed_dir_watch;
+/// The snapshot's answers where there is no child subreaper.
+#[cfg(not(target_os = "linux"))]
+mod no_subreaper;
 /// Windows's Job Objects, console control events and process handles: the
 /// job's tree and its kill there.
 #[cfg(windows)]

@@ -3,24 +3,24 @@
 //! and the boot. Elsewhere every function answers "not available", and
 //! callers fall back to pid + start time.
 
-use crate::os::sys::PinnedProcess as OwnedFd;
+use crate::os::sys::PinnedProcess;
 
 /// A pidfd for `pid`, or why not (ESRCH: no such process; ENOSYS: old
 /// kernel; Unsupported: no pidfds on this system).
 pub use crate::os::platform::{pidfd_inode as inode, pidfd_open as open_checked};
 
-pub fn open(pid: u32) -> Option<OwnedFd> {
+pub fn open(pid: u32) -> Option<PinnedProcess> {
     open_checked(pid).ok()
 }
 
 /// Blocks until the pinned process ends or `limit` passes.
-pub fn wait_readable(fd: &OwnedFd, limit: std::time::Duration) {
+pub fn wait_readable(fd: &PinnedProcess, limit: std::time::Duration) {
     wait_readable_until(fd, std::time::Instant::now() + limit);
 }
 
 /// `wait_readable` until `deadline`, through interruptions: whether the
 /// process ended in time.
-pub fn wait_readable_until(fd: &OwnedFd, deadline: std::time::Instant) -> bool {
+pub fn wait_readable_until(fd: &PinnedProcess, deadline: std::time::Instant) -> bool {
     crate::os::sys::wait_pinned_until(fd, deadline)
 }
 

@@ -4,7 +4,7 @@
 
 use crate::os::platform as mac;
 use crate::os::procargs::ProcArgs;
-use crate::os::snapshot::{Child, Marker, ProcessInfo};
+use crate::os::snapshot::{Marker, ProcessInfo};
 
 /// Every live process, marked `is_mcp` by `mark` on its command line and
 /// the name of the file it executed. Another user's process (whose
@@ -34,36 +34,6 @@ fn process(pid: u32, mark: Option<Marker>, buf: &mut Vec<u8>) -> Option<ProcessI
     Some(ProcessInfo { pid, ppid, command, memory_mb: memory_bytes as f64 / (1024.0 * 1024.0), start_time, is_mcp, job_id: None })
 }
 
-/// No smaps_rollup: resident memory is all there is.
-pub fn pss_kb(_pid: u32) -> Option<u64> {
-    None
-}
-
-/// Never asked: `own_children` lists nothing here.
-pub fn is_ending(_pid: u32) -> bool {
-    false
-}
-
-/// No child subreapers on this system, so nothing is ever adopted and
-/// there is nothing of anyone else's to reap.
-pub fn own_children() -> Vec<Child> {
-    Vec::new()
-}
-
-/// No child subreapers on this system.
-pub const CHILD_SUBREAPERS: bool = false;
-
-/// No smaps_rollup (`pss_kb`).
-pub const READS_PSS: bool = false;
-
-pub fn is_child_subreaper() -> bool {
-    false
-}
-
-/// Nothing to set: nothing is ever adopted here.
-pub fn set_child_subreaper(_on: bool) -> rustix::io::Result<()> {
-    Ok(())
-}
-
-/// Never asked: `own_children` lists nothing here.
-pub fn reap_exactly(_child: Child) {}
+pub use crate::os::no_subreaper::{
+    is_child_subreaper, is_ending, own_children, pss_kb, reap_exactly, set_child_subreaper, CHILD_SUBREAPERS, READS_PSS,
+};

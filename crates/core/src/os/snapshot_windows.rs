@@ -2,7 +2,7 @@
 //! functions as `snapshot_linux.rs`.
 
 use crate::os::platform as portable;
-use crate::os::snapshot::{Child, Marker, ProcessInfo};
+use crate::os::snapshot::{Marker, ProcessInfo};
 use sysinfo::{ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind};
 
 /// Every process, marked `is_mcp` by `mark` on its command line and its
@@ -35,33 +35,6 @@ pub fn processes(mark: Option<Marker>) -> Vec<ProcessInfo> {
         .collect()
 }
 
-/// No proportional set size here: resident memory is all there is.
-pub fn pss_kb(_pid: u32) -> Option<u64> {
-    None
-}
-
-/// Never asked: `own_children` lists nothing here.
-pub fn is_ending(_pid: u32) -> bool {
-    false
-}
-
-/// Nothing is ever adopted on Windows (no subreapers).
-pub fn own_children() -> Vec<Child> {
-    Vec::new()
-}
-
-pub const CHILD_SUBREAPERS: bool = false;
-
-pub const READS_PSS: bool = false;
-
-pub fn is_child_subreaper() -> bool {
-    false
-}
-
-/// Never asked: nothing is adopted here.
-pub fn reap_exactly(_child: Child) {}
-
-/// Nothing to set: nothing is adopted here.
-pub fn set_child_subreaper(_on: bool) -> std::io::Result<()> {
-    Ok(())
-}
+pub use crate::os::no_subreaper::{
+    is_child_subreaper, is_ending, own_children, pss_kb, reap_exactly, set_child_subreaper, CHILD_SUBREAPERS, READS_PSS,
+};

@@ -3,11 +3,9 @@
 
 use std::fs::{File, OpenOptions};
 
-pub use crate::model::signals as sig;
-
 /// The `raw_os_error` numbers the store and the verbs tell apart.
 pub mod errno {
-    pub use libc::{EACCES, EDQUOT, EINTR, EINVAL, ELOOP, ENOSPC, ENOSYS, EOPNOTSUPP, EPERM, EROFS, ESRCH};
+    pub use libc::{EACCES, EDQUOT, ELOOP, ENOSPC, EROFS, ESRCH};
 }
 
 /// Owner-only modes, positioned reads and writes, owners and inodes: std's
@@ -195,16 +193,14 @@ pub type OwnedPipe = std::os::fd::OwnedFd;
 
 pub use crate::os::launch::without_sigpipe;
 
-/// How a supervisor or helper is started: `run-bg` detaches itself (it
-/// forks, `os::fork::detach`), so nothing to set here.
-pub fn detached(_command: &mut std::process::Command) {}
-
 /// The started supervisor's first process exits once it has forked the
 /// real one: waited for, so that no zombie is left.
 pub fn after_hand_off(mut child: std::process::Child) -> std::io::Result<()> {
     child.wait().map(drop)
 }
 
+/// Starts a supervisor or helper: `run-bg` detaches itself (it forks,
+/// `os::fork::detach`), so a plain spawn.
 pub fn spawn_detached(command: &mut std::process::Command) -> std::io::Result<std::process::Child> {
     command.spawn()
 }

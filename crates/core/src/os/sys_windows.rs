@@ -7,22 +7,15 @@
 
 use std::fs::{DirBuilder, File, Metadata, OpenOptions};
 
-pub use crate::model::signals as sig;
-
 /// Windows error codes with the same meaning; the others are numbers no
 /// Windows error has, so a comparison with them is never true.
 pub mod errno {
-    pub const EPERM: i32 = 5; // ERROR_ACCESS_DENIED
     pub const EACCES: i32 = 5; // ERROR_ACCESS_DENIED
     pub const ENOSPC: i32 = 112; // ERROR_DISK_FULL
     pub const EDQUOT: i32 = 39; // ERROR_HANDLE_DISK_FULL
     pub const EROFS: i32 = 19; // ERROR_WRITE_PROTECT
-    pub const EINVAL: i32 = 87; // ERROR_INVALID_PARAMETER
     pub const ESRCH: i32 = -1_000_003;
-    pub const EINTR: i32 = -1_000_004;
     pub const ELOOP: i32 = -1_000_040;
-    pub const ENOSYS: i32 = -1_000_038;
-    pub const EOPNOTSUPP: i32 = -1_000_095;
 }
 
 /// `mode` on a new file or directory: files are the user's by the home's
@@ -292,17 +285,12 @@ const DETACHED_FLAGS: u32 = 0x0000_0200 | 0x0800_0000;
 /// terminal's, a CI's), where that job allows it.
 const BREAKAWAY: u32 = 0x0100_0000;
 
-pub fn detached(command: &mut std::process::Command) {
-    use std::os::windows::process::CommandExt;
-    command.creation_flags(DETACHED_FLAGS | BREAKAWAY);
-}
-
 /// Starts `command` detached, out of the caller's Job Object when it may
 /// leave it, else inside it (a job that forbids breakaway: then the
 /// supervisor ends with that job).
 pub fn spawn_detached(command: &mut std::process::Command) -> std::io::Result<std::process::Child> {
     use std::os::windows::process::CommandExt;
-    detached(command);
+    command.creation_flags(DETACHED_FLAGS | BREAKAWAY);
     keep_own_stdio_private();
     match command.spawn() {
         Err(e) if e.raw_os_error() == Some(5) => command.creation_flags(DETACHED_FLAGS).spawn(),

@@ -11,7 +11,7 @@
 use crate::model::job::ProcessIdentity;
 use crate::model::protocol::{JOB_COOKIE, SUPERVISOR_MARK};
 use crate::os::procinfo::{Row, SignalOutcome};
-use crate::os::sys::sig;
+use crate::model::signals as sig;
 use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
 use sysinfo::{Process, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
 use windows_sys::Win32::Foundation::{HANDLE, WAIT_OBJECT_0};
@@ -20,24 +20,12 @@ use windows_sys::Win32::System::Threading::{
     PROCESS_TERMINATE,
 };
 
-pub enum Reads {
-    Basic,
-    Command,
-    Environment,
-}
-
-fn refresh_kind(reads: Reads) -> ProcessRefreshKind {
-    match reads {
-        Reads::Basic => ProcessRefreshKind::nothing(),
-        Reads::Command => ProcessRefreshKind::nothing().with_cmd(UpdateKind::Always),
-        Reads::Environment => ProcessRefreshKind::nothing().with_environ(UpdateKind::Always),
-    }
-}
-
-fn with_process<T>(pid: u32, reads: Reads, f: impl FnOnce(&Process) -> T) -> Option<T> {
+/// One process, read with what `reads` asks beyond its pid, parent and
+/// start time (each extra is a read of the process's memory).
+fn with_process<T>(pid: u32, reads: ProcessRefreshKind, f: impl FnOnce(&Process) -> T) -> Option<T> {
     let mut system = System::new().ok()?;
     let target = sysinfo::Pid::from_u32(pid);
-    system.refresh_processes_specifics(ProcessesToUpdate::Some(&[target]), true, refresh_kind(reads));
+    system.refresh_processes_specifics(ProcessesToUpdate::Some(&[target]), true, reads);
     system.process(target).map(f)
 }
 
@@ -63,18 +51,17 @@ pub fn command(p: &Process) -> String {
     }
 }
 
-fn all_processes(environ: bool) -> Option<System> {
+/// Every process, read with what `reads` asks (as `with_process`): the
+/// table of jobs' processes needs environments (the cookie) and memory, a
+/// look for children nothing but parents.
+fn all_processes(reads: ProcessRefreshKind) -> Option<System> {
     let mut system = System::new().ok()?;
-    let mut kind = ProcessRefreshKind::nothing().with_memory().with_cmd(UpdateKind::Always);
-    if environ {
-        kind = kind.with_environ(UpdateKind::Always);
-    }
-    system.refresh_processes_specifics(ProcessesToUpdate::All, true, kind);
+    system.refresh_processes_specifics(ProcessesToUpdate::All, true, reads);
     Some(system)
 }
 
 pub fn identify(pid: u32) -> Option<ProcessIdentity> {
-    with_process(pid, Reads::Basic, |p| identity_of(pid, p)).flatten()
+    with_process(pid, ProcessRefreshKind::nothing(), |p| identity_of(pid, p)).flatten()
 }
 
 /// Windows has no stopped state a job's process can be in.
@@ -83,7 +70,7 @@ pub fn is_stopped(_pid: u32) -> bool {
 }
 
 pub fn live_children(pid: u32) -> Vec<u32> {
-    let Some(system) = all_processes(false) else { return Vec::new() };
+    let Some(system) = all_processes(ProcessRefreshKind::nothing()) else { return Vec::new() };
     let parent = system.process(sysinfo::Pid::from_u32(pid)).map(|p| p.start_time());
     system
         .processes()
@@ -97,15 +84,15 @@ pub fn live_children(pid: u32) -> Vec<u32> {
 
 /// The parent pid Windows recorded for `pid` (0 when gone).
 pub fn parent_of(pid: u32) -> u32 {
-    with_process(pid, Reads::Basic, |p| p.parent().map_or(0, |pp| pp.as_u32())).unwrap_or(0)
+    with_process(pid, ProcessRefreshKind::nothing(), |p| p.parent().map_or(0, |pp| pp.as_u32())).unwrap_or(0)
 }
 
 pub fn environ_value(pid: u32, key: &str) -> Option<String> {
-    with_process(pid, Reads::Environment, |p| env_value(p, key)).flatten()
+    with_process(pid, ProcessRefreshKind::nothing().with_environ(UpdateKind::Always), |p| env_value(p, key)).flatten()
 }
 
 pub fn command_line(pid: u32) -> String {
-    with_process(pid, Reads::Command, command).unwrap_or_default()
+    with_process(pid, ProcessRefreshKind::nothing().with_cmd(UpdateKind::Always), command).unwrap_or_default()
 }
 
 /// Every process but this one. There are no process groups here: `pgid` is
@@ -113,7 +100,7 @@ pub fn command_line(pid: u32) -> String {
 /// its Job Object and their parents.
 pub fn table() -> Vec<Row> {
     let me = std::process::id();
-    let Some(system) = all_processes(true) else { return Vec::new() };
+    let Some(system) = all_processes(ProcessRefreshKind::nothing().with_memory().with_environ(UpdateKind::Always)) else { return Vec::new() };
     system
         .processes()
         .values()
@@ -141,7 +128,7 @@ pub fn rows(pids: &[u32]) -> Vec<Row> {
         if let Some(identity) = identify(me) {
             let helper = std::env::var_os(SUPERVISOR_MARK).is_some();
             let cookie = std::env::var(JOB_COOKIE).ok();
-            let ppid = with_process(me, Reads::Basic, |p| p.parent().map_or(0, |pp| pp.as_u32())).unwrap_or(0);
+            let ppid = parent_of(me);
             found.push(Row { identity, ppid, pgid: 0, cookie, helper, rss_kb: 0 });
         }
     }
@@ -188,9 +175,10 @@ pub fn wait_handle(handle: &OwnedHandle, limit: std::time::Duration) -> bool {
 
 /// Signals the recorded process through a handle opened first and an
 /// identity checked after, so a reused pid is never hit. Windows has no
-/// signals: a check (0) is a check; everything else ends the process, as
-/// only a console's control events (sent to a job's group by its
-/// supervisor) let a process end itself.
+/// signals: a check (0) is a check, SIGUSR1 rings a supervisor's kill
+/// doorbell, and everything else ends the process, as only a console's
+/// control events (sent to a job's group by its supervisor) let a process
+/// end itself.
 pub fn signal_pinned(who: &ProcessIdentity, signal: i32) -> Option<SignalOutcome> {
     let handle = match open_process(who.pid) {
         Ok(handle) => handle,

@@ -36,3 +36,25 @@ pub fn on_end_recorded(hook: fn(&Home, &Config)) {
     let _ = AFTER_END.set(hook);
 }
 
+
+/// The supervisor's answer to its caller: one line on stdout, which the
+/// caller reads (`verbs::spawn`).
+pub fn write_ready_line(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(line.replace('\n', " ").as_bytes());
+    let _ = out.write_all(b"\n");
+    let _ = out.flush();
+}
+
+/// The job's working directory is one, or the start is refused saying what it is.
+pub fn check_cwd(cwd: &std::path::Path) -> std::result::Result<(), crate::model::error::LaunchError> {
+    use crate::model::os_text::escaped;
+    let why = match std::fs::metadata(cwd) {
+        Ok(meta) if meta.is_dir() => return Ok(()),
+        Ok(_) => format!("working directory `{}` is not a directory", escaped(cwd.as_os_str())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!("working directory `{}` does not exist", escaped(cwd.as_os_str())),
+        Err(e) => format!("working directory `{}`: {e}", escaped(cwd.as_os_str())),
+    };
+    Err(crate::model::error::LaunchError::BadRequest(why))
+}

@@ -19,7 +19,6 @@ use crate::supervise::signals::install_signal_handlers;
 use crate::supervise::supervisor::{ProcessRecord, Supervisor};
 use crate::supervise::{outpipe, ready, stdin, tie};
 
-use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -109,10 +108,7 @@ impl From<String> for StartFailure {
 
 /// Tells the waiting caller how the start went, then lets go of its pipe.
 fn report_ready(line: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(line.replace('\n', " ").as_bytes());
-    let _ = out.write_all(b"\n");
-    let _ = out.flush();
+    crate::supervise::spec::write_ready_line(line);
     redirect_to_dev_null(Stdio::Out);
 }
 
@@ -128,17 +124,6 @@ fn launch_main(job: &Job, output: std::os::fd::RawFd, stdin: Option<std::os::fd:
         stdin,
         nice: job.nice,
     })
-}
-
-fn check_cwd(cwd: &Path) -> std::result::Result<(), LaunchError> {
-    use crate::model::os_text::escaped;
-    let why = match std::fs::metadata(cwd) {
-        Ok(meta) if meta.is_dir() => return Ok(()),
-        Ok(_) => format!("working directory `{}` is not a directory", escaped(cwd.as_os_str())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!("working directory `{}` does not exist", escaped(cwd.as_os_str())),
-        Err(e) => format!("working directory `{}`: {e}", escaped(cwd.as_os_str())),
-    };
-    Err(LaunchError::BadRequest(why))
 }
 
 impl Supervisor {
@@ -167,7 +152,7 @@ impl Supervisor {
             Ok(log) => log,
             Err(e) => return Err(fail(job, home.explain(e).to_string())),
         };
-        if let Err(e) = check_cwd(Path::new(&job.cwd)) {
+        if let Err(e) = crate::supervise::spec::check_cwd(Path::new(&job.cwd)) {
             return Err(fail(job, e.to_string()));
         }
         let signals = install_signal_handlers().map_err(|e| format!("cannot set up signal handling: {e}"))?;

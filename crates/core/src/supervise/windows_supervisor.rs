@@ -21,8 +21,8 @@ use crate::store::paths::Home;
 use crate::store::registry::{Patience, Registry};
 use crate::supervise::spec::AFTER_END;
 use crate::supervise::{notify, ready};
-use std::io::{Read, Write};
-use std::os::windows::io::{AsRawHandle, OwnedHandle};
+use std::io::Read;
+use std::os::windows::io::OwnedHandle;
 use std::os::windows::process::CommandExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -62,13 +62,8 @@ fn unsupported(job: &Job) -> Option<&'static str> {
     None
 }
 
-/// Tells the waiting caller how the start went, on the one line it reads.
-fn report_ready(line: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(line.replace('\n', " ").as_bytes());
-    let _ = out.write_all(b"\n");
-    let _ = out.flush();
-}
+// Tells the waiting caller how the start went, on the one line it reads.
+use crate::supervise::spec::write_ready_line as report_ready;
 
 /// Entry point of `run-bg __supervise`.
 pub fn supervise_main() -> i32 {
@@ -107,14 +102,27 @@ struct Supervisor {
     tie: Tied,
     output: Option<std::thread::JoinHandle<()>>,
     timeout_at: Option<Instant>,
-    /// Who is ending the job, and when the grace period ends (None once
-    /// the Job Object was ended).
-    kill: Option<(EndedBy, Option<Instant>)>,
-    /// When the Job Object was last ended: past TERMINATE_WAIT with the main
-    /// process still there, it is ended again, itself too.
-    terminated_at: Option<Instant>,
+    kill: Option<Kill>,
     /// Held for the job's life: the home this supervisor checked.
     _held: crate::store::paths::HeldHome,
+}
+
+/// A kill (or a timeout, or a fired tie) under way.
+#[derive(Clone, Copy)]
+enum Kill {
+    /// The job was asked (CTRL_BREAK) and has until then to end.
+    Grace { by: EndedBy, until: Instant },
+    /// The Job Object was ended then: past TERMINATE_WAIT with the main
+    /// process still there, it is ended again, itself too.
+    Ended { by: EndedBy, at: Instant },
+}
+
+impl Kill {
+    fn by(self) -> EndedBy {
+        match self {
+            Kill::Grace { by, .. } | Kill::Ended { by, .. } => by,
+        }
+    }
 }
 
 /// The process the job is tied to (`--tie`).
@@ -146,12 +154,8 @@ impl Supervisor {
             Ok(log) => log,
             Err(e) => return Err(fail(job, home.explain(e).to_string())),
         };
-        match std::fs::metadata(&job.cwd) {
-            Ok(meta) if meta.is_dir() => {}
-            _ => {
-                let why = format!("working directory `{}` does not exist or is not a directory", job.cwd.display());
-                return Err(fail(job, why));
-            }
+        if let Err(e) = crate::supervise::spec::check_cwd(&job.cwd) {
+            return Err(fail(job, e.to_string()));
         }
         let Some(supervisor) = job.supervisor else { return Err(fail(job, "cannot read this supervisor's own identity".into())) };
         let job_object = match windows_job::create_job(&windows_job::object_name(&home.root, &job.id, "tree")) {
@@ -197,15 +201,13 @@ impl Supervisor {
         // Our copies of the pipe's write end go with the command: the pipe
         // ends when the job's last process closes it.
         drop(command);
-        let main = match main {
+        let mut main = match main {
             Ok(main) => main,
             Err(e) => return Err(fail(job, crate::model::text::visible(&format!("cannot start {}: {e}", program.to_string_lossy())).into_owned())),
         };
-        let main_handle = main.as_raw_handle();
         if let Err(e) = windows_job::assign(&job_object, &main).and_then(|()| windows_job::resume(main.id())) {
             let _ = windows_job::terminate_job(&job_object, 1);
-            // SAFETY: our child's handle, which `main` owns and keeps open.
-            let _ = unsafe { windows_sys::Win32::System::Threading::TerminateProcess(main_handle as _, 1) };
+            let _ = main.kill();
             return Err(fail(job, format!("cannot put the job's process in its Job Object: {e}")));
         }
         // Our suspended child: its pid cannot have been reused yet, so its
@@ -249,7 +251,6 @@ impl Supervisor {
             output,
             timeout_at,
             kill: None,
-            terminated_at: None,
             _held: held,
         })
     }
@@ -263,7 +264,7 @@ impl Supervisor {
                 let _ = windows_job::terminate_job(&self.job_object, 1);
                 let _ = self.main.kill();
                 let code = self.main.wait().ok().and_then(|s| s.code());
-                self.kill = Some((EndedBy::Kill, None));
+                self.kill = Some(Kill::Ended { by: EndedBy::Kill, at: Instant::now() });
                 self.record_end(code, now_ms());
                 return;
             }
@@ -273,26 +274,23 @@ impl Supervisor {
         }
         let exit = loop {
             let now = Instant::now();
-            if let (Some((_, None)), Some(at)) = (self.kill, self.terminated_at) {
-                if now >= at + TERMINATE_WAIT {
-                    // Still there after the Job Object was ended: again, and the main process itself.
-                    let _ = windows_job::terminate_job(&self.job_object, platform::exit_code_for(crate::model::signals::SIGKILL));
-                    let _ = self.main.kill();
-                    self.terminated_at = Some(now);
+            match self.kill {
+                None if self.timeout_at.is_some_and(|at| now >= at) => {
+                    self.begin_kill(EndedBy::Timeout, Duration::from_millis(self.config.kill.grace_ms), false);
+                    continue;
                 }
-            }
-            if let Some((by, Some(hard_at))) = self.kill {
-                if now >= hard_at {
+                Some(Kill::Grace { by, until }) if now >= until => self.terminate(by, crate::model::signals::SIGKILL),
+                Some(Kill::Ended { by, at }) if now >= at + TERMINATE_WAIT => {
+                    // Still there after the Job Object was ended: again, and the main process itself.
+                    let _ = self.main.kill();
                     self.terminate(by, crate::model::signals::SIGKILL);
                 }
-            } else if self.kill.is_none() && self.timeout_at.is_some_and(|at| now >= at) {
-                self.begin_kill(EndedBy::Timeout, Duration::from_millis(self.config.kill.grace_ms), false);
-                continue;
+                _ => {}
             }
             let next = match self.kill {
-                Some((_, Some(hard_at))) => Some(hard_at),
+                Some(Kill::Grace { until, .. }) => Some(until),
                 // Ended: the main process goes within moments.
-                Some((_, None)) => self.terminated_at.map(|at| at + TERMINATE_WAIT),
+                Some(Kill::Ended { at, .. }) => Some(at + TERMINATE_WAIT),
                 None => self.timeout_at,
             }
             .map_or(Duration::from_secs(3600), |at| at.saturating_duration_since(now));
@@ -342,8 +340,7 @@ impl Supervisor {
             tracing::warn!("run-bg supervisor {}: cannot end the job's Job Object ({e}); ending its process", self.job.id);
             let _ = self.main.kill();
         }
-        self.kill = Some((by, None));
-        self.terminated_at = Some(Instant::now());
+        self.kill = Some(Kill::Ended { by, at: Instant::now() });
     }
 
     fn on_doorbell(&mut self) {
@@ -359,12 +356,12 @@ impl Supervisor {
     fn begin_kill(&mut self, by: EndedBy, grace: Duration, force: bool) {
         let now = Instant::now();
         match self.kill {
-            Some((_, None)) => return,
-            Some((first, Some(hard_at))) => {
+            Some(Kill::Ended { .. }) => return,
+            Some(Kill::Grace { by: first, until }) => {
                 if force || grace.is_zero() {
                     self.terminate(first, crate::model::signals::SIGKILL);
                 } else {
-                    self.kill = Some((first, Some(hard_at.min(now + grace))));
+                    self.kill = Some(Kill::Grace { by: first, until: until.min(now + grace) });
                 }
                 return;
             }
@@ -379,11 +376,11 @@ impl Supervisor {
             self.terminate(by, crate::model::signals::SIGTERM);
             return;
         }
-        self.kill = Some((by, Some(now + grace)));
+        self.kill = Some(Kill::Grace { by, until: now + grace });
     }
 
     fn record_end(&mut self, code: Option<i32>, ended_at: u64) {
-        let by = self.kill.map_or(EndedBy::Itself, |(by, _)| by);
+        let by = self.kill.map_or(EndedBy::Itself, Kill::by);
         let exit = code.map(Exit::Code);
         let state = ready::judge_end(&self.job, JobState::ended(by, exit, ended_at));
         // An end recorded by someone else first (a kill that acted without us) stands.

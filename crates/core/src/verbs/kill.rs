@@ -173,7 +173,7 @@ impl Context {
                     continue;
                 }
             }
-            if let Some(signal) = if force { Some(crate::model::signals::SIGKILL) } else { crate::os::sys::polite_stray_signal() } {
+            if let Some(signal) = stray_signal(force) {
                 strays.signal(&members, signal);
             }
             let stopped = procinfo::is_stopped(supervisor.pid);
@@ -198,7 +198,7 @@ impl Context {
                 for (target, recorded) in targets.iter_mut().zip(&recorded).filter(|(t, _)| t.pending()) {
                     let members = index.members(Tree::of(&target.job).with_recorded(recorded));
                     target.seen.add_identities(members.rows.iter().map(|r| r.identity));
-                    if let Some(signal) = if hard { Some(crate::model::signals::SIGKILL) } else { crate::os::sys::polite_stray_signal() } {
+                    if let Some(signal) = stray_signal(hard) {
                         strays.signal(&members, signal);
                     }
                     target.main_gone |= target.job.main.is_none_or(|m| !index.is_alive(&m));
@@ -635,6 +635,13 @@ pub(crate) fn terminate_processes(targets: &[&ProcessEntry], grace: Duration, fo
         }
     }
     failures
+}
+
+/// The signal for a job's process outside its supervisor's subtree: SIGKILL
+/// once the kill is hard, else the system's polite one, if it has one
+/// (`os::sys::polite_stray_signal`).
+fn stray_signal(hard: bool) -> Option<i32> {
+    if hard { Some(crate::model::signals::SIGKILL) } else { crate::os::sys::polite_stray_signal() }
 }
 
 #[cfg(test)]

@@ -3,13 +3,8 @@
 
 use crate::verbs::context::Context;
 use crate::{Error, Result};
-use std::time::Duration;
 
-pub const SEND_PATIENCE: Duration = Duration::from_secs(5);
-
-pub const MAX_SEND_BYTES: usize = 1024 * 1024;
-
-/// What a send did (never, here).
+/// What a send did (never, here): the type the faces show, as on Unix.
 #[derive(Debug, Clone)]
 pub struct Sent {
     pub job_id: String,

@@ -64,12 +64,15 @@ pub(crate) fn run_supervisor(
     if let Some(stdout) = child.stdout.take() {
         let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut ready);
     }
-    let status = if ready.is_empty() { child.wait() } else { crate::os::sys::after_hand_off(child).map(|()| std::process::ExitStatus::default()) };
-    if let Some(Err(e)) = write_result {
-        if ready.is_empty() {
+    if ready.is_empty() {
+        // No answer: the supervisor ended; how, if the hand-off failed too.
+        let status = child.wait();
+        if let Some(Err(e)) = write_result {
             let log = job_dir.join("supervisor.log");
             return Err(HandOffError::CannotHandOver(exited_unread(e, status, &log, &home.shown(&log))));
         }
+    } else {
+        let _ = crate::os::sys::after_hand_off(child);
     }
     parse_ready_line(ready.lines().next().unwrap_or(""))
 }
