@@ -27,5 +27,18 @@ rustup target add x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu \
 
 python3 -m pip install "ziglang==${ZIGLANG_VERSION}"
 if [ "$(cargo-zigbuild -V 2>/dev/null)" != "cargo-zigbuild ${CARGO_ZIGBUILD_VERSION}" ]; then
-  cargo install cargo-zigbuild --locked --version "${CARGO_ZIGBUILD_VERSION}"
+  # PyPI's wheel carries the prebuilt binary: seconds, where `cargo install`
+  # compiles it for minutes on two cores (CI's time). Copied next to cargo so
+  # `cargo zigbuild` finds it whatever PATH pip's scripts folder is on.
+  cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
+  mkdir -p "$cargo_bin"
+  scripts_dir=$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')
+  if python3 -m pip install "cargo-zigbuild==${CARGO_ZIGBUILD_VERSION}" \
+    && "$scripts_dir/cargo-zigbuild" -V >/dev/null; then
+    install -m 755 "$scripts_dir/cargo-zigbuild" "$cargo_bin/cargo-zigbuild"
+  else
+    echo "install-cross-tools: no cargo-zigbuild wheel; building it with cargo install" >&2
+    cargo install cargo-zigbuild --locked --version "${CARGO_ZIGBUILD_VERSION}"
+  fi
 fi
+cargo-zigbuild -V
