@@ -82,6 +82,49 @@ export declare class LogLines implements AsyncIterableIterator<string> {
 }
 
 /**
+ * Every job's output lines (of `owner`), one stream, as `run-bg logs --all
+ * --follow` gives them: the last `lines` lines of each job `listJobs` shows,
+ * then each new line as it is written, jobs started meanwhile joining from
+ * their first line. Each job's lines come once and in order, across log
+ * rotations; lines of different jobs in the order the follower reads them.
+ * It never ends by itself: `break` or an aborted `signal` stops the one
+ * native thread that follows every log; with the signal, the pending
+ * `next()` rejects with an `AbortError`.
+ *
+ * ```js
+ * for await (const { label, line } of pm.followLogs({ owner: 'stack', signal })) console.log(`${label} | ${line}`)
+ * ```
+ */
+export declare function followLogs(options?: FollowLogsOptions | undefined | null): JobLogLines
+
+export interface FollowLogsOptions {
+  /** Only the jobs started with this `owner`. */
+  owner?: string
+  /** Start with the last `lines` lines of each job (default 10; 0: only what is written from now on). */
+  lines?: number
+  /** Stops following at once when aborted; the pending `next()` rejects with an `AbortError`. */
+  signal?: AbortSignal
+}
+
+/** One line of `followLogs` (lossy UTF-8, without its newline). */
+export interface JobLogLine {
+  /** The job's id. */
+  id: string
+  label: string
+  line: string
+}
+
+/** What `followLogs` returns: an async iterator (and iterable) of every job's lines. */
+export declare class JobLogLines implements AsyncIterableIterator<JobLogLine> {
+  private constructor()
+  /** The next line of any job. */
+  next(): Promise<IteratorResult<JobLogLine, undefined>>
+  /** Stops following (what `break` calls); the native thread ends at once. */
+  return(): Promise<IteratorResult<JobLogLine, undefined>>
+  [Symbol.asyncIterator](): JobLogLines
+}
+
+/**
  * Each job end from now on, from any process of the user (a job started by
  * the CLI, another Node process or this one), as it happens: an async
  * iterator of the same `data` the exit notification POSTs. A native thread

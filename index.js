@@ -829,6 +829,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.JobEnds = nativeBinding.JobEnds
+module.exports.JobLogLines = nativeBinding.JobLogLines
 module.exports.LogLines = nativeBinding.LogLines
 module.exports.ResourceTracker = nativeBinding.ResourceTracker
 module.exports.checkJob = nativeBinding.checkJob
@@ -836,6 +837,7 @@ module.exports.checkJobText = nativeBinding.checkJobText
 module.exports.cleanupOrphans = nativeBinding.cleanupOrphans
 module.exports.detectOrphans = nativeBinding.detectOrphans
 module.exports.followLog = nativeBinding.followLog
+module.exports.followLogs = nativeBinding.followLogs
 module.exports.killAll = nativeBinding.killAll
 module.exports.killJob = nativeBinding.killJob
 module.exports.listJobs = nativeBinding.listJobs

@@ -362,6 +362,11 @@ async function realResults(t, signal, started) {
     lines.push(line)
   }
   assert.deepEqual(lines, ['hooked'])
+  const stream = await call('followLogs', { owner: 'surface', lines: 1, signal })
+  const streamed = await stream.next()
+  assertType(streamed.value, 'JobLogLine', 'followLogs line')
+  assert.deepEqual(streamed.value, { id: hooked.jobId, label: 'echo', line: 'hooked' })
+  await stream.return()
 
   const tracker = new pm.ResourceTracker({ enabled: true })
   callMethod('ResourceTracker', tracker, 'enabled')

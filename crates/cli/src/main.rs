@@ -60,6 +60,7 @@ const START_HELP: &str = "\
 Commands:
   run-bg check <id> [-n 20] [--grep <regex> | --errors]   status, exit code, runtime, last lines
   run-bg logs <id> [-n <lines> | --all] [--follow | --json] [--since <cursor>]
+  run-bg logs --all [-n 10] [--follow] [--owner <name>]  every job's output, each line after its name
   run-bg list [--all] [--status <s>] [--owner <name>]
   run-bg wait <id>... [--timeout <dur>] [--ready]
   run-bg kill <id>... | --all [--owner <name>] [--older-than <dur>]  [--grace <dur>] [--force]
@@ -122,15 +123,19 @@ enum Sub {
         #[command(flatten)]
         json: JsonFlag,
     },
-    /// A job's output
+    /// A job's output, or every job's (--all without an id)
     Logs {
-        id: String,
-        /// How many lines from the end (default 100)
-        #[arg(short = 'n', long = "lines", conflicts_with = "all")]
+        id: Option<String>,
+        /// How many lines from the end (default 100; without an id, 10 a job)
+        #[arg(short = 'n', long = "lines")]
         lines: Option<usize>,
-        /// The whole log, rotated files included
+        /// With an id: the whole log, rotated files included. Without: every
+        /// job's output, each line after its job's name
         #[arg(long)]
         all: bool,
+        /// Without an id: only jobs of this owner
+        #[arg(long, value_name = "NAME")]
+        owner: Option<String>,
         /// Keep printing new output until the job ends
         #[arg(long, short = 'f', conflicts_with = "json")]
         follow: bool,
@@ -398,7 +403,14 @@ fn run_sub(command: Sub) -> Result<i32> {
     };
     match command {
         Sub::Check { id, options, json } => cmd::check::run(&context, &id, &options, json.json),
-        Sub::Logs { id, lines, all, follow, since, json } => match since {
+        Sub::Logs { id: None, all: false, .. } => {
+            Err(Error::Usage("give a job id (run-bg logs <id>), or --all for every job's output".into()))
+        }
+        Sub::Logs { id: None, lines, owner, follow, since, json, .. } => cmd::logs::all_jobs(&context, owner, lines, follow, since, json),
+        Sub::Logs { id: Some(_), owner: Some(_), .. } => Err(Error::Usage(
+            "--owner picks jobs for `logs --all` without an id; give a job id or --owner, not both".into(),
+        )),
+        Sub::Logs { id: Some(id), lines, all, follow, since, json, .. } => match since {
             Some(since) => cmd::logs::since(&context, &id, since, lines, json),
             None => cmd::logs::run(&context, &id, lines, all, follow, json),
         },

@@ -1,4 +1,5 @@
-//! `followLog`: a job's output lines as a JS async iterator. A native thread
+//! `followLog`: a job's output lines as a JS async iterator; `followLogs`:
+//! every job's, each line with its job. A native thread
 //! runs the core's follow (`Context::follow_log`, rotation-aware) and hands
 //! complete lines over; it blocks while nothing comes (polling its cancel
 //! pipe beside the log), while the consumer is behind, and ends at once when
@@ -13,6 +14,9 @@ use napi_derive::napi;
 use proc_manager_core::store::logs::{self, LogFollower};
 use proc_manager_core::verbs::cancel::Cancel;
 use proc_manager_core::verbs::follow::Followed;
+use proc_manager_core::model::job::Job;
+use proc_manager_core::present::view::StreamLineView;
+use proc_manager_core::verbs::logs_all::{StreamJob, StreamQuery, StreamSink};
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
@@ -149,6 +153,106 @@ pub fn follow_log<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown
         .map_err(|e| stream.not_started(env, e))?;
 
     let iterator = LogLines { stream }.into_instance(env)?;
+    make_iterable(env, iterator.as_object(env))?;
+    Ok(iterator.as_object(env))
+}
+
+/// Hands each line of the stream over as `{ id, label, line }`.
+struct StreamLines {
+    stream: Arc<Stream<StreamLineView>>,
+}
+
+impl StreamSink for StreamLines {
+    fn joined(&mut self, _: &StreamJob) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn line(&mut self, job: &StreamJob, line: &[u8]) -> std::io::Result<()> {
+        let line = String::from_utf8_lossy(line).into_owned();
+        if self.stream.push(StreamLineView { id: job.id.clone(), label: job.label.clone(), line }) {
+            Ok(())
+        } else {
+            Err(std::io::Error::other("the consumer stopped following"))
+        }
+    }
+
+    fn ended(&mut self, _: &StreamJob, _: &Job) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The iterator `followLogs` returns. `[Symbol.asyncIterator]` returns itself.
+#[napi(custom_finalize)]
+pub struct JobLogLines {
+    stream: Arc<Stream<StreamLineView>>,
+}
+
+impl ObjectFinalize for JobLogLines {
+    fn finalize(self, env: Env) -> Result<()> {
+        self.stream.collected(&env)
+    }
+}
+
+impl Drop for JobLogLines {
+    /// Collected without `return()` (the consumer dropped it): the thread ends.
+    fn drop(&mut self) {
+        self.stream.close();
+    }
+}
+
+#[napi]
+impl JobLogLines {
+    /// The next line of any job; rejects with an `AbortError` once the signal aborted.
+    #[napi(ts_return_type = "Promise<IteratorResult<JobLogLine, undefined>>")]
+    pub fn next<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
+        self.stream.next(env)
+    }
+
+    /// Stops following (what `break` in `for await` calls): the native thread
+    /// ends at once; later `next()` calls give `{ done: true }`.
+    #[napi(js_name = "return", ts_return_type = "Promise<IteratorResult<JobLogLine, undefined>>")]
+    pub fn finish<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
+        self.stream.finish(env)
+    }
+}
+
+/// Every job's output lines (of `owner`), as `run-bg logs --all --follow`
+/// gives them: the last `lines` lines of each job `listJobs` shows (10 by
+/// default), then each new line as it is written, jobs started meanwhile
+/// joining from their first line. It never ends by itself: `break`, or an
+/// aborted `signal`, stops the one native thread that follows every log.
+#[napi(ts_args_type = "options?: FollowLogsOptions | undefined | null", ts_return_type = "JobLogLines")]
+pub fn follow_logs<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object<'env>> {
+    let mut o = Options::new("followLogs", options)?;
+    let owner = o.string("owner")?;
+    let lines = o.count("lines", "lines")?.map(|n| n as usize);
+    let signal = o.signal("signal")?;
+    o.finish()?;
+    let context = context()?;
+    let cancel = Cancel::new().map_err(to_js_error)?;
+    let stopper = cancel.clone();
+    let stream = Stream::new(env, signal, Some(READ_AHEAD), move || stopper.cancel()).inspect_err(|_| cancel.release())?;
+    let follower_stream = stream.clone();
+    std::thread::Builder::new()
+        .name("proc-manager-follow-all".into())
+        .spawn(move || {
+            let stream = follower_stream;
+            let mut sink = StreamLines { stream: stream.clone() };
+            let end = match context.follow_all_logs(&StreamQuery { owner, lines }, &mut sink, &cancel) {
+                Ok(()) => End::Done,
+                // The stream was stopped while the thread handed a line over.
+                Err(_) if cancel.is_cancelled() => End::Done,
+                Err(e) => End::Failed(proc_manager_core::model::text::visible(&e.to_string()).into_owned()),
+            };
+            stream.stop(end);
+            cancel.release();
+        })
+        .map_err(|e| stream.not_started(env, e))?;
+    let iterator = JobLogLines { stream }.into_instance(env)?;
     make_iterable(env, iterator.as_object(env))?;
     Ok(iterator.as_object(env))
 }

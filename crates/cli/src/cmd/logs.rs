@@ -2,17 +2,23 @@
 //! ends; `--since <cursor>` gives only what came after a cursor.
 
 use crate::{print_json, reader_gone, stdout_failed};
-use proc_manager_core::present::view::{LogReadView, LogsView};
+use proc_manager_core::model::job::Job;
+use proc_manager_core::present::prefixed::{self, Prefixer};
+use proc_manager_core::present::view::{LogReadView, LogsView, StreamLineView, StreamLinesView};
+use proc_manager_core::verbs::logs_all::{StreamJob, StreamQuery, StreamSink};
 use proc_manager_core::store::logs;
 use proc_manager_core::verbs::cancel::Cancel;
 use proc_manager_core::store::log_read::LinesSince;
 use proc_manager_core::verbs::context::Context;
 use proc_manager_core::verbs::logs::{LogRange, LogRead};
 use proc_manager_core::{Error, Result};
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 pub fn run(context: &Context, id: &str, lines: Option<usize>, all: bool, follow: bool, json: bool) -> Result<i32> {
+    if all && lines.is_some() {
+        return Err(Error::Usage("-n and --all of one job's log: give one, not both (--all is the whole log)".into()));
+    }
     let job = context.mark_seen(context.job(id)?)?;
     let log = PathBuf::from(&job.log_path);
     if json {
@@ -114,4 +120,87 @@ fn fail_unless_interrupted(error: std::io::Error) -> std::io::Error {
         return error;
     }
     stdout_failed(error)
+}
+
+/// `logs --all` without an id: every job's output, each line after its
+/// job's name (padded to a common width, coloured per job on a terminal).
+/// Without --follow, the last lines of each job (10 unless -n), job after
+/// job; with it, those and then every line as written, jobs joining as they
+/// start, until interrupted.
+pub fn all_jobs(context: &Context, owner: Option<String>, lines: Option<usize>, follow: bool, since: Option<u64>, json: bool) -> Result<i32> {
+    if since.is_some() {
+        return Err(Error::Usage("--since reads one job's log: give its id (run-bg logs <id> --since <cursor>)".into()));
+    }
+    let query = StreamQuery { owner, lines };
+    if json {
+        let mut collected = Collected(Vec::new());
+        context.tail_all_logs(&query, &mut collected)?;
+        print_json(&StreamLinesView { lines: collected.0 });
+        return Ok(0);
+    }
+    let terminal = std::io::stdout().is_terminal();
+    let colour = prefixed::colour_wanted(terminal, std::env::var_os("NO_COLOR").as_deref());
+    let mut out = Prefixed { out: std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock()), prefixer: Prefixer::new(colour) };
+    if follow {
+        context.follow_all_logs(&query, &mut out, &Cancel::never())?;
+    } else {
+        context.tail_all_logs(&query, &mut out)?;
+    }
+    Ok(0)
+}
+
+/// The stream as people read it: `name | line`.
+struct Prefixed<W: Write> {
+    out: W,
+    prefixer: Prefixer,
+}
+
+impl<W: Write> Prefixed<W> {
+    fn write_line(&mut self, job: &StreamJob, line: &[u8]) -> std::io::Result<()> {
+        let prefix = self.prefixer.prefix(&job.id, &job.name);
+        let written = self.out.write_all(prefix.as_bytes()).and_then(|_| self.out.write_all(line)).and_then(|_| self.out.write_all(b"\n"));
+        written.map_err(fail_unless_interrupted)
+    }
+}
+
+impl<W: Write> StreamSink for Prefixed<W> {
+    fn joined(&mut self, job: &StreamJob) -> std::io::Result<()> {
+        self.prefixer.joined(&job.id, &job.name);
+        Ok(())
+    }
+
+    fn line(&mut self, job: &StreamJob, line: &[u8]) -> std::io::Result<()> {
+        self.write_line(job, line)
+    }
+
+    fn ended(&mut self, job: &StreamJob, record: &Job) -> std::io::Result<()> {
+        self.write_line(job, prefixed::ended_line(record).as_bytes())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush().map_err(fail_unless_interrupted)
+    }
+}
+
+/// `logs --all --json`: the lines as data.
+struct Collected(Vec<StreamLineView>);
+
+impl StreamSink for Collected {
+    fn joined(&mut self, _: &StreamJob) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn line(&mut self, job: &StreamJob, line: &[u8]) -> std::io::Result<()> {
+        let line = String::from_utf8_lossy(line).into_owned();
+        self.0.push(StreamLineView { id: job.id.clone(), label: job.label.clone(), line });
+        Ok(())
+    }
+
+    fn ended(&mut self, _: &StreamJob, _: &Job) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

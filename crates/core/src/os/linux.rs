@@ -408,8 +408,18 @@ impl DirWatcher {
 
     /// Watches `dir` for files written or renamed into it, and directories made in it.
     pub fn watch(&self, dir: &std::path::Path) {
+        self.add_watch(dir, 0);
+    }
+
+    /// `watch`, woken also by every write to a file in `dir` (a job's log
+    /// as its supervisor appends to it), while the file is still open.
+    pub fn watch_writes(&self, dir: &std::path::Path) {
+        self.add_watch(dir, libc::IN_MODIFY);
+    }
+
+    fn add_watch(&self, dir: &std::path::Path, extra: u32) {
         let Ok(path) = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str())) else { return };
-        let mask = libc::IN_CLOSE_WRITE | libc::IN_MOVED_TO | libc::IN_CREATE | libc::IN_ONLYDIR | libc::IN_DONT_FOLLOW;
+        let mask = libc::IN_CLOSE_WRITE | libc::IN_MOVED_TO | libc::IN_CREATE | libc::IN_ONLYDIR | libc::IN_DONT_FOLLOW | extra;
         // SAFETY: `path` is a NUL-terminated string that outlives the call.
         // A failure (the directory went away) leaves it unwatched; the next
         // scan of the registry still sees what it held.

@@ -22,6 +22,8 @@ impl DirWatcher {
 
     pub fn watch(&self, _dir: &std::path::Path) {}
 
+    pub fn watch_writes(&self, _dir: &std::path::Path) {}
+
     /// Nothing is known, so the records may have changed; new job
     /// directories are found by the caller's scan of the registry.
     pub fn drain(&self) -> Drained {

@@ -714,6 +714,22 @@ pub struct LogsView {
     pub lines: Vec<String>,
 }
 
+/// One line of `run-bg logs --all --json` and of `followLogs` (lossy UTF-8).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamLineView {
+    pub id: String,
+    pub label: String,
+    pub line: String,
+}
+
+/// `run-bg logs --all --json`: the last lines of each job, job after job.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamLinesView {
+    pub lines: Vec<StreamLineView>,
+}
+
 /// `readLog`, `run-bg logs --since … --json` and MCP `read_log`: lines by
 /// number (`fromLine`, `totalLines`) or the lines after a cursor
 /// (`rotatedAwayBytes`, `more`), cleaned as `check` shows them, never folded.

@@ -8,6 +8,7 @@ pub mod kill;
 pub mod left_behind;
 pub mod list;
 pub mod logs;
+pub mod logs_all;
 pub mod orphan_watch;
 pub mod orphans;
 pub mod prune;
