@@ -1,7 +1,8 @@
 // The platform bench: what issue 27 asks to compare on each system, run by
 // the same script on Linux (node) and on Windows (node.exe under wine, by
-// scripts/bench-windows.sh): a snapshot of the process table against the
-// system's own lister (`ps -e` / `tasklist`), the start latency of a job
+// scripts/bench-windows.sh): a snapshot of the process table (on Windows
+// with each of its readers, Toolhelp32 and sysinfo) against the system's own
+// lister (`ps -e` / `tasklist`), the start latency of a job
 // (runBackground until it answers) and of run-bg's CLI start, and a kill of
 // a job's tree (cmd -> ping / sh -> sleep) until every process is gone.
 // Medians of N runs, side by side in one run; each with its own home.
@@ -39,7 +40,24 @@ function row(name, samples, note = '') {
 
 const lister = windows ? ['tasklist', []] : ['ps', ['-e']]
 const listed = spawnSync(lister[0], lister[1], { encoding: 'utf8' })
-row('snapshot() of the process table', Array.from({ length: runs }, () => ms(() => pm.snapshot())), `${pm.snapshot().processes.length} processes`)
+// On Windows each reader of the process table (PROC_MANAGER_WINDOWS_PROCESS_TABLE,
+// read by the addon on each snapshot), their samples interleaved, first one
+// then the other going first, so that neither gets the quieter moments.
+const sources = windows ? ['toolhelp', 'sysinfo'] : [null]
+const samples = new Map(sources.map((s) => [s, []]))
+const tables = new Map()
+for (let i = 0; i < runs; i++) {
+  for (const source of i % 2 ? [...sources].reverse() : sources) {
+    if (source) process.env.PROC_MANAGER_WINDOWS_PROCESS_TABLE = source
+    samples.get(source).push(ms(() => tables.set(source, pm.snapshot().processes)))
+  }
+}
+delete process.env.PROC_MANAGER_WINDOWS_PROCESS_TABLE
+for (const source of sources) {
+  const table = tables.get(source)
+  const withArgv = table.filter((p) => !p.command.startsWith('[')).length
+  row(`snapshot() of the process table${source ? ` via ${source}` : ''}`, samples.get(source), `${table.length} processes, ${withArgv} with a command line`)
+}
 row(`\`${lister[0]}${lister[1].length ? ' ' + lister[1].join(' ') : ''}\` (the system's lister, spawned)`, Array.from({ length: runs }, () => ms(() => spawnSync(lister[0], lister[1]))), `${(listed.stdout || '').split('\n').filter(Boolean).length} lines out`)
 
 const quick = windows ? 'exit /b 0' : 'true'

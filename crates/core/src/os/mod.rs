@@ -28,6 +28,10 @@ mod no_subreaper;
 /// job's tree and its kill there.
 #[cfg(windows)]
 pub mod windows_job;
+/// Windows's process table read with Toolhelp32 and a least-rights handle
+/// per process.
+#[cfg(windows)]
+pub mod toolhelp;
 
 // The platform's own ways to the same facts: one file per platform, each
 // with the same functions, and no `cfg` anywhere else in `os`.
