@@ -11,7 +11,7 @@
 //! found by its recorded processes and their descendants instead (see
 //! `verbs::kill`), which is what a dead supervisor leaves on Unix too.
 
-use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
+use std::os::windows::io::{AsRawHandle, BorrowedHandle, FromRawHandle, OwnedHandle};
 use windows_sys::Win32::Foundation::{GetLastError, HANDLE, WAIT_OBJECT_0};
 use windows_sys::Win32::System::Console::{GenerateConsoleCtrlEvent, CTRL_BREAK_EVENT};
 use windows_sys::Win32::System::JobObjects::{
@@ -180,7 +180,7 @@ pub enum Woken {
     Failed,
 }
 
-pub fn wait_any(handles: &[&OwnedHandle], limit: std::time::Duration) -> Woken {
+pub fn wait_any(handles: &[BorrowedHandle<'_>], limit: std::time::Duration) -> Woken {
     let raw: Vec<HANDLE> = handles.iter().map(|h| h.as_raw_handle() as HANDLE).collect();
     let ms = limit.as_millis().min(u32::MAX as u128 - 1) as u32;
     // SAFETY: `raw` holds live handles and outlives the call.
