@@ -48,8 +48,11 @@ pub(crate) mod platform;
 #[cfg(target_os = "linux")]
 #[path = "ports_linux.rs"]
 pub mod ports;
-#[cfg(not(target_os = "linux"))]
+#[cfg(target_os = "macos")]
 #[path = "ports_macos.rs"]
+pub mod ports;
+#[cfg(windows)]
+#[path = "ports_windows.rs"]
 pub mod ports;
 /// The whole process table as a snapshot reads it, and this process's own
 /// children (`snapshot.rs` is the way in).

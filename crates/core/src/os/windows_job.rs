@@ -11,12 +11,12 @@
 //! found by its recorded processes and their descendants instead (see
 //! `verbs::kill`), which is what a dead supervisor leaves on Unix too.
 
-use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
+use std::os::windows::io::{AsRawHandle, BorrowedHandle, FromRawHandle, OwnedHandle};
 use windows_sys::Win32::Foundation::{GetLastError, HANDLE, WAIT_OBJECT_0};
 use windows_sys::Win32::System::Console::{GenerateConsoleCtrlEvent, CTRL_BREAK_EVENT};
 use windows_sys::Win32::System::JobObjects::{
     AssignProcessToJobObject, CreateJobObjectW, OpenJobObjectW, QueryInformationJobObject, TerminateJobObject,
-    JobObjectBasicAccountingInformation, JOBOBJECT_BASIC_ACCOUNTING_INFORMATION,
+    JobObjectBasicAccountingInformation, JobObjectBasicProcessIdList, JOBOBJECT_BASIC_ACCOUNTING_INFORMATION,
 };
 use windows_sys::Win32::System::SystemServices::{JOB_OBJECT_QUERY, JOB_OBJECT_TERMINATE};
 use windows_sys::Win32::System::Threading::{CreateEventW, OpenEventW, SetEvent, WaitForMultipleObjects, EVENT_MODIFY_STATE};
@@ -103,6 +103,33 @@ pub fn active_processes(job: &OwnedHandle) -> Option<u32> {
     ok.then_some(info.ActiveProcesses)
 }
 
+/// The pids of the processes in the job now (a port probe's "is it the
+/// job's?"): the Job Object knows its members, wherever they came from.
+pub fn process_ids(job: &OwnedHandle) -> Vec<u32> {
+    // The list's header (two u32s), then one usize per process; room for
+    // 1,024 processes, asked again with more when there are more.
+    let mut room = 1024usize;
+    loop {
+        let mut buffer = vec![0usize; 1 + room];
+        let bytes = (buffer.len() * std::mem::size_of::<usize>()) as u32;
+        // SAFETY: a live handle with JOB_OBJECT_QUERY, and a buffer of
+        // `bytes` bytes, aligned for JOBOBJECT_BASIC_PROCESS_ID_LIST (whose
+        // header is two u32s, the size of the one usize before the list).
+        let ok = unsafe {
+            QueryInformationJobObject(job.as_raw_handle() as HANDLE, JobObjectBasicProcessIdList, buffer.as_mut_ptr().cast(), bytes, std::ptr::null_mut())
+        } != 0;
+        // SAFETY: the header's two u32s, written by the call (or zeroes).
+        let (assigned, listed) = unsafe {
+            let header = buffer.as_ptr().cast::<u32>();
+            (*header as usize, *header.add(1) as usize)
+        };
+        if ok || assigned <= room || room >= 1 << 20 {
+            return buffer[1..1 + listed.min(room)].iter().map(|&pid| pid as u32).collect();
+        }
+        room = assigned + 64;
+    }
+}
+
 /// Asks the console process group led by `group` to stop (CTRL_BREAK_EVENT,
 /// which console programs, Node and cmd take as Ctrl+Break). Only a process
 /// on the same console can send it: the job's supervisor.
@@ -120,6 +147,19 @@ pub fn create_event(name: &str) -> std::io::Result<OwnedHandle> {
     let name = wide(name);
     // SAFETY: a NUL-terminated name that lives across the call; default security.
     owned(unsafe { CreateEventW(std::ptr::null(), 0, 0, name.as_ptr()) })
+}
+
+/// An auto-reset event of this process's own, unnamed: a thread of ours
+/// sets it (`set`) to wake a wait on it.
+pub fn create_private_event() -> std::io::Result<OwnedHandle> {
+    // SAFETY: default security, no name.
+    owned(unsafe { CreateEventW(std::ptr::null(), 0, 0, std::ptr::null()) })
+}
+
+/// Sets an event this process holds.
+pub fn set(event: &OwnedHandle) {
+    // SAFETY: a live event handle of ours (created with every access).
+    unsafe { SetEvent(event.as_raw_handle() as HANDLE) };
 }
 
 /// Sets the event named `name`: whether someone (the supervisor) holds it.
@@ -140,7 +180,7 @@ pub enum Woken {
     Failed,
 }
 
-pub fn wait_any(handles: &[&OwnedHandle], limit: std::time::Duration) -> Woken {
+pub fn wait_any(handles: &[BorrowedHandle<'_>], limit: std::time::Duration) -> Woken {
     let raw: Vec<HANDLE> = handles.iter().map(|h| h.as_raw_handle() as HANDLE).collect();
     let ms = limit.as_millis().min(u32::MAX as u128 - 1) as u32;
     // SAFETY: `raw` holds live handles and outlives the call.
@@ -208,4 +248,28 @@ pub fn ignore_console_events() {
     // SAFETY: `ignore` is a valid handler for the life of the process (a
     // plain function that touches nothing).
     unsafe { windows_sys::Win32::System::Console::SetConsoleCtrlHandler(Some(ignore), 1) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_object_lists_the_processes_put_in_it_and_ends_them() {
+        let name = object_name(&std::env::temp_dir(), &format!("list-{}", std::process::id()), "tree");
+        let job = create_job(&name).unwrap();
+        assert_eq!(process_ids(&job), Vec::<u32>::new());
+        let mut child = std::process::Command::new("ping").args(["-n", "30", "127.0.0.1"]).stdout(std::process::Stdio::null()).spawn().unwrap();
+        assign(&job, &child).unwrap();
+        assert_eq!(process_ids(&job), vec![child.id()]);
+        assert_eq!(active_processes(&job), Some(1));
+        terminate_job(&job, 1).unwrap();
+        assert_eq!(child.wait().unwrap().code(), Some(1));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while active_processes(&job) != Some(0) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(active_processes(&job), Some(0));
+        assert_eq!(process_ids(&job), Vec::<u32>::new());
+    }
 }

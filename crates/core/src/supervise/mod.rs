@@ -11,6 +11,7 @@ pub mod end_watch;
 pub mod spec;
 pub mod ready;
 pub mod matchers;
+pub mod restart;
 pub mod service;
 pub mod wake;
 pub mod tie;
@@ -31,8 +32,6 @@ pub mod memory;
 pub mod start;
 #[cfg(unix)]
 pub mod outcome;
-#[cfg(unix)]
-pub mod restart;
 #[cfg(unix)]
 pub mod stdin;
 

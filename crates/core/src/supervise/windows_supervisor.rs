@@ -3,15 +3,24 @@
 //! (so every process it starts is held there too), lets it run, copies its
 //! output (stdout and stderr, one pipe) into the rotating log, and waits on
 //! handles: the main process, the kill doorbell (a named event `kill` sets
-//! after writing its request), a tied process. A kill or a timeout asks the
-//! job's console process group to stop (CTRL_BREAK_EVENT), waits the grace
-//! period, then ends the whole Job Object. The end is recorded as on Unix:
-//! job.json first, then the registry, then the notification.
+//! after writing its request), the output's news (an event its copying
+//! thread sets), a tied process. A kill or a timeout asks the job's console
+//! process group to stop (CTRL_BREAK_EVENT), waits the grace period, then
+//! ends the whole Job Object. The end is recorded as on Unix: job.json
+//! first, then the registry, then the notification.
+//!
+//! Readiness (`--ready-*`) and `--notify-on` run the shared `ready::Watch`:
+//! the copying thread hands it what it wrote into the log while it needs
+//! lines, and the wait's timeout is its next probe. `--restart` runs each
+//! run as a fresh process in the same Job Object, with a pipe of its own;
+//! between two runs the Job Object is emptied (what the ended run left) and
+//! that run's output copied to its end before the separator line goes into
+//! the log, so the log reads in order.
 //!
 //! What Unix's supervisor does that has no counterpart here is refused when
 //! the job starts, with the reason (`unsupported`): nothing silently does less.
 
-use crate::model::job::{EndedBy, Exit, Job, JobState};
+use crate::model::job::{EndedBy, Exit, Job, JobState, ProcessIdentity};
 use crate::model::protocol::{KillRequest, JOB_COOKIE, KILL_REQUEST_FILE, READY_ERR, READY_OK, SUPERVISOR_MARK};
 use crate::now_ms;
 use crate::os::windows_job::{self, Woken};
@@ -19,12 +28,17 @@ use crate::os::{platform, procinfo};
 use crate::store::logs::RotatingWriter;
 use crate::store::paths::Home;
 use crate::store::registry::{Patience, Registry};
+use crate::supervise::matchers::{self, MatchEvent};
+use crate::supervise::restart::{self, Decision, Restarter};
 use crate::supervise::spec::AFTER_END;
 use crate::supervise::{notify, ready};
 use std::io::Read;
-use std::os::windows::io::OwnedHandle;
+use std::os::windows::io::{AsHandle, OwnedHandle};
 use std::os::windows::process::CommandExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use crate::supervise::spec::SupervisorSpec;
@@ -38,26 +52,25 @@ const CREATE_NEW_PROCESS_GROUP: u32 = 0x0000_0200;
 /// How long the main process has to end after the Job Object was ended
 /// before the supervisor stops waiting for it.
 const TERMINATE_WAIT: Duration = Duration::from_secs(5);
+/// Between two looks at the Job Object while what an ended run left is
+/// being ended before a restart: the Job Object says how many processes it
+/// holds, but signals nothing when that reaches 0.
+const CLEANING_LOOK: Duration = Duration::from_millis(20);
+/// How long an ended run's output may take to end once its processes are
+/// gone (its pipe's writers all were in the Job Object): past it, the
+/// separator goes into the log anyway.
+const OUTPUT_END_WAIT: Duration = Duration::from_secs(2);
 
 /// What this supervisor does not do on Windows, if the job asks for it.
 fn unsupported(job: &Job) -> Option<&'static str> {
     if job.stdin_pipe {
         return Some("--stdin pipe is Unix-only (the job's stdin is a named FIFO there); on Windows a job's stdin is empty");
     }
-    if job.restart.is_some() {
-        return Some("--restart is not available on Windows yet");
-    }
-    if job.ready.is_some() {
-        return Some("--ready-log/--ready-port/--ready-url are not available on Windows yet");
-    }
     if job.nice.is_some() {
         return Some("--nice is Unix-only");
     }
     if job.wake.is_some() {
         return Some("--wake is not available on Windows yet");
-    }
-    if !job.notify_on.is_empty() {
-        return Some("--notify-on is not available on Windows yet");
     }
     None
 }
@@ -96,13 +109,32 @@ struct Supervisor {
     registry: Registry,
     config: crate::store::config::Config,
     job: Job,
-    main: std::process::Child,
+    /// The current run's main process; none between two runs (`--restart`).
+    main: Option<std::process::Child>,
+    /// The console process group of the current (or the last) run: its main
+    /// process's pid, which what that run left still belongs to.
+    group: u32,
     job_object: OwnedHandle,
     doorbell: OwnedHandle,
     tie: Tied,
-    output: Option<std::thread::JoinHandle<()>>,
+    output: Output,
     timeout_at: Option<Instant>,
     kill: Option<Kill>,
+    /// The job's readiness check and `--notify-on` patterns (supervise/ready.rs).
+    watch: Option<ready::Watch>,
+    /// `--restart`: the schedule (supervise/restart.rs), where the job is
+    /// between two runs, and when the current run started.
+    restarter: Option<Restarter>,
+    between: Option<Between>,
+    run_started: Instant,
+    /// The last run's exit code, once it has ended.
+    last_exit: Option<i32>,
+    /// When the main process ended (ms since the epoch): the job's `endedAt`;
+    /// cleared when a restart follows (an end between runs is when it happens).
+    main_ended_at: Option<u64>,
+    /// Threads that send a notification the job's end need not wait for (a
+    /// match, a restart): joined before we exit, so each is sent.
+    errands: Vec<JoinHandle<()>>,
     /// Held for the job's life: the home this supervisor checked.
     _held: crate::store::paths::HeldHome,
 }
@@ -133,6 +165,139 @@ enum Tied {
     Gone,
 }
 
+/// Where a job that restarts is between the end of one run and the next.
+#[derive(Debug, Clone)]
+enum Between {
+    /// What the ended run left in the Job Object is being ended (asked by
+    /// CTRL_BREAK, the Job Object ended at `terminate_at`), then its output
+    /// copied to its end; then restart `number` is recorded.
+    Cleaning { number: u32, delay: Duration, exit: Exit, terminate_at: Instant, gone_at: Option<Instant> },
+    /// The next run starts at `until`.
+    Waiting { until: Instant },
+}
+
+/// The job's output: each run's stdout and stderr (one pipe per run) copied
+/// into the log by a thread of its own, which hands what it wrote to the
+/// supervisor's loop while a watch needs the lines.
+struct Output {
+    log: Arc<Mutex<RotatingWriter>>,
+    sender: mpsc::Sender<Vec<u8>>,
+    news: mpsc::Receiver<Vec<u8>>,
+    /// Set by a copying thread when it sent bytes or ended: wakes the loop.
+    wake: Arc<OwnedHandle>,
+    /// Whether the loop wants the bytes (a watch looks at the lines).
+    lines_wanted: Arc<AtomicBool>,
+    /// The copying threads of every run, the current one's last.
+    copiers: Vec<JoinHandle<()>>,
+}
+
+impl Output {
+    fn new(log: RotatingWriter) -> std::io::Result<Output> {
+        let (sender, news) = mpsc::channel();
+        Ok(Output {
+            log: Arc::new(Mutex::new(log)),
+            sender,
+            news,
+            wake: Arc::new(windows_job::create_private_event()?),
+            lines_wanted: Arc::new(AtomicBool::new(false)),
+            copiers: Vec::new(),
+        })
+    }
+
+    fn want_lines(&self, wanted: bool) {
+        self.lines_wanted.store(wanted, Ordering::Relaxed);
+    }
+
+    /// Copies what `reader` gives into the log, on a thread of its own, until
+    /// every process holding the pipe has closed it.
+    fn copy(&mut self, reader: std::io::PipeReader) {
+        let (log, sender, wake, wanted) = (self.log.clone(), self.sender.clone(), self.wake.clone(), self.lines_wanted.clone());
+        match std::thread::Builder::new().name("output".into()).spawn(move || copy_output(reader, &log, &sender, &wake, &wanted)) {
+            Ok(copier) => self.copiers.push(copier),
+            Err(e) => tracing::warn!("run-bg supervisor: cannot start copying the job's output: {e}"),
+        }
+    }
+
+    /// Every run's output has ended.
+    fn all_copied(&self) -> bool {
+        self.copiers.iter().all(JoinHandle::is_finished)
+    }
+
+    fn write_separator(&self, line: &str) -> crate::Result<()> {
+        self.log.lock().unwrap_or_else(PoisonError::into_inner).write_separator(line)
+    }
+}
+
+/// Copies the job's output into its log until every process holding the
+/// pipe has closed it, handing each piece to the loop too while it wants them.
+fn copy_output(mut reader: std::io::PipeReader, log: &Mutex<RotatingWriter>, news: &mpsc::Sender<Vec<u8>>, wake: &OwnedHandle, wanted: &AtomicBool) {
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        match reader.read(&mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if let Err(e) = log.lock().unwrap_or_else(PoisonError::into_inner).write_all(&buffer[..n]) {
+                    tracing::warn!("run-bg supervisor: cannot write the job's log: {e}");
+                }
+                // After the log: what the watch sees (a ready line) is in the log already.
+                if wanted.load(Ordering::Relaxed) && news.send(buffer[..n].to_vec()).is_ok() {
+                    windows_job::set(wake);
+                }
+            }
+        }
+    }
+    windows_job::set(wake);
+}
+
+/// Starts one run of the job's main process: suspended, put in the Job
+/// Object, resumed, its stdout and stderr a pipe of its own copied into the
+/// log. Gives the process and its identity; on a failure, why.
+fn launch_run(job: &Job, job_object: &OwnedHandle, output: &mut Output) -> Result<(std::process::Child, ProcessIdentity), String> {
+    let (reader, writer) = std::io::pipe().map_err(|e| format!("cannot create the output pipe: {e}"))?;
+    let Some((program, args)) = job.argv.split_first() else { return Err("no command to run".into()) };
+    let mut command = std::process::Command::new(program);
+    match crate::os::sys::shell_command_line(&job.argv) {
+        Some(line) => command.raw_arg(line),
+        None => command.args(args),
+    };
+    command
+        .current_dir(&job.cwd)
+        .envs(job.env.iter())
+        .env(JOB_COOKIE, &job.id)
+        .env_remove(SUPERVISOR_MARK)
+        .stdin(std::process::Stdio::null())
+        .creation_flags(CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP);
+    let second = writer.try_clone().map_err(|e| format!("cannot share the output pipe: {e}"))?;
+    command.stdout(writer).stderr(second);
+    // The job holds the pipe's read end too (inherited, then ours made
+    // private again): should this supervisor die, the job's writes go on
+    // into the pipe instead of failing, as Unix's named pipe the job
+    // holds keeps them (a job that fills it then waits, still killable).
+    let shared = crate::os::sys::set_inheritable(&reader, true);
+    let main = command.spawn();
+    if shared.is_ok() {
+        let _ = crate::os::sys::set_inheritable(&reader, false);
+    }
+    // Our copies of the pipe's write end go with the command: the pipe
+    // ends when the run's last process closes it.
+    drop(command);
+    let mut main = main.map_err(|e| crate::model::text::visible(&format!("cannot start {}: {e}", program.to_string_lossy())).into_owned())?;
+    if let Err(e) = windows_job::assign(job_object, &main).and_then(|()| windows_job::resume(main.id())) {
+        let _ = windows_job::terminate_job(job_object, 1);
+        let _ = main.kill();
+        return Err(format!("cannot put the job's process in its Job Object: {e}"));
+    }
+    // Our suspended child: its pid cannot have been reused yet, so its
+    // identity is read now or the start fails (a made-up one would
+    // never match, and the job would look ended while it runs).
+    let Some(identity) = procinfo::identify_exactly(main.id()) else {
+        let _ = windows_job::terminate_job(job_object, 1);
+        return Err(format!("cannot read the identity of the job's process {}", main.id()));
+    };
+    output.copy(reader);
+    Ok((main, identity))
+}
+
 impl Supervisor {
     fn start(spec: SupervisorSpec) -> Result<Supervisor, String> {
         let (home, held) = Home::hold(spec.home.clone()).map_err(|e| e.to_string())?;
@@ -150,7 +315,7 @@ impl Supervisor {
             return Err(fail(job, why.to_string()));
         }
         let log_path = home.job_log(&job.id, Path::new(&job.log_path));
-        let mut log = match RotatingWriter::create(&log_path, spec.config.logs.max_bytes, spec.config.logs.keep) {
+        let log = match RotatingWriter::create(&log_path, spec.config.logs.max_bytes, spec.config.logs.keep) {
             Ok(log) => log,
             Err(e) => return Err(fail(job, home.explain(e).to_string())),
         };
@@ -166,69 +331,24 @@ impl Supervisor {
             Ok(handle) => handle,
             Err(e) => return Err(fail(job, format!("cannot create the kill doorbell: {e}"))),
         };
-        let (reader, writer) = match std::io::pipe() {
-            Ok(pair) => pair,
-            Err(e) => return Err(fail(job, format!("cannot create the output pipe: {e}"))),
+        let mut output = match Output::new(log) {
+            Ok(output) => output,
+            Err(e) => return Err(fail(job, format!("cannot create the output's wake-up event: {e}"))),
         };
-        let Some((program, args)) = job.argv.split_first().map(|(p, a)| (p.clone(), a.to_vec())) else {
-            return Err(fail(job, "no command to run".into()));
+        // Before the run starts: a ready line it prints at once is seen.
+        let watch = ready::Watch::new(&job, &spec.config);
+        output.want_lines(watch.as_ref().is_some_and(ready::Watch::needs_lines));
+        let (main, identity) = match launch_run(&job, &job_object, &mut output) {
+            Ok(started) => started,
+            Err(message) => return Err(fail(job, message)),
         };
-        let mut command = std::process::Command::new(&program);
-        match crate::os::sys::shell_command_line(&job.argv) {
-            Some(line) => command.raw_arg(line),
-            None => command.args(args),
-        };
-        command
-            .current_dir(&job.cwd)
-            .envs(job.env.iter())
-            .env(JOB_COOKIE, &job.id)
-            .env_remove(SUPERVISOR_MARK)
-            .stdin(std::process::Stdio::null())
-            .creation_flags(CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP);
-        match writer.try_clone() {
-            Ok(second) => command.stdout(writer).stderr(second),
-            Err(e) => return Err(fail(job, format!("cannot share the output pipe: {e}"))),
-        };
-        // The job holds the pipe's read end too (inherited, then ours made
-        // private again): should this supervisor die, the job's writes go on
-        // into the pipe instead of failing, as Unix's named pipe the job
-        // holds keeps them (a job that fills it then waits, still killable).
-        let shared = crate::os::sys::set_inheritable(&reader, true);
-        let main = command.spawn();
-        if shared.is_ok() {
-            let _ = crate::os::sys::set_inheritable(&reader, false);
-        }
-        // Our copies of the pipe's write end go with the command: the pipe
-        // ends when the job's last process closes it.
-        drop(command);
-        let mut main = match main {
-            Ok(main) => main,
-            Err(e) => return Err(fail(job, crate::model::text::visible(&format!("cannot start {}: {e}", program.to_string_lossy())).into_owned())),
-        };
-        if let Err(e) = windows_job::assign(&job_object, &main).and_then(|()| windows_job::resume(main.id())) {
-            let _ = windows_job::terminate_job(&job_object, 1);
-            let _ = main.kill();
-            return Err(fail(job, format!("cannot put the job's process in its Job Object: {e}")));
-        }
-        // Our suspended child: its pid cannot have been reused yet, so its
-        // identity is read now or the start fails (a made-up one would
-        // never match, and the job would look ended while it runs).
-        job.main = procinfo::identify_exactly(main.id());
-        if job.main.is_none() {
-            let _ = windows_job::terminate_job(&job_object, 1);
-            return Err(fail(job, format!("cannot read the identity of the job's process {}", main.id())));
-        }
+        job.main = Some(identity);
         job.state = JobState::Running;
         if let Err(e) = registry.write_job_file(&job, false) {
             let _ = windows_job::terminate_job(&job_object, 1);
             return Err(format!("cannot record the job: {e}"));
         }
         report_ready(&format!("{READY_OK}{}", main.id()));
-        let output = std::thread::Builder::new()
-            .name("output".into())
-            .spawn(move || copy_output(reader, &mut log))
-            .map_err(|e| tracing::warn!("run-bg supervisor: cannot start copying the job's output: {e}"))
-            .ok();
         // The handle first, then the identity check: the handle then pins
         // the very process recorded, or that process is already gone.
         let tie = match job.tie.as_ref().filter(|t| t.fired_at.is_none()) {
@@ -239,40 +359,41 @@ impl Supervisor {
             },
         };
         let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
+        let restarter = job.restart.as_ref().map(Restarter::new);
         Ok(Supervisor {
             home,
             registry,
             config: spec.config,
             job,
-            main,
+            group: main.id(),
+            main: Some(main),
             job_object,
             doorbell,
             tie,
             output,
             timeout_at,
             kill: None,
+            watch,
+            restarter,
+            between: None,
+            run_started: Instant::now(),
+            last_exit: None,
+            main_ended_at: None,
+            errands: Vec::new(),
             _held: held,
         })
     }
 
     fn run(&mut self) {
-        // The child's own handle (a copy): no pid to open again.
-        let main_handle: OwnedHandle = match std::os::windows::io::AsHandle::as_handle(&self.main).try_clone_to_owned() {
-            Ok(handle) => handle,
-            Err(e) => {
-                tracing::error!("run-bg supervisor {}: cannot wait for the job's process ({e}); ending it", self.job.id);
-                let _ = windows_job::terminate_job(&self.job_object, 1);
-                let _ = self.main.kill();
-                let code = self.main.wait().ok().and_then(|s| s.code());
-                self.kill = Some(Kill::Ended { by: EndedBy::Kill, at: Instant::now() });
-                self.record_end(code, now_ms());
-                return;
-            }
-        };
         if matches!(self.tie, Tied::Gone) {
             self.fire_tie();
         }
-        let exit = loop {
+        loop {
+            self.take_output_news();
+            // A run has ended: the job ends with it, or runs again (`--restart`).
+            if self.main.is_none() && (self.kill.is_some() || !self.restart_step()) {
+                break;
+            }
             let now = Instant::now();
             match self.kill {
                 None if self.timeout_at.is_some_and(|at| now >= at) => {
@@ -282,28 +403,52 @@ impl Supervisor {
                 Some(Kill::Grace { by, until }) if now >= until => self.terminate(by, crate::model::signals::SIGKILL),
                 Some(Kill::Ended { by, at }) if now >= at + TERMINATE_WAIT => {
                     // Still there after the Job Object was ended: again, and the main process itself.
-                    let _ = self.main.kill();
+                    if let Some(main) = &mut self.main {
+                        let _ = main.kill();
+                    }
                     self.terminate(by, crate::model::signals::SIGKILL);
                 }
                 _ => {}
             }
-            let next = match self.kill {
+            let deadline = match self.kill {
                 Some(Kill::Grace { until, .. }) => Some(until),
                 // Ended: the main process goes within moments.
                 Some(Kill::Ended { at, .. }) => Some(at + TERMINATE_WAIT),
                 None => self.timeout_at,
-            }
-            .map_or(Duration::from_secs(3600), |at| at.saturating_duration_since(now));
-            let mut handles = vec![&main_handle, &self.doorbell];
-            if let Tied::Watching(tie) = &self.tie {
-                handles.push(tie);
-            }
-            match windows_job::wait_any(&handles, next) {
-                Woken::Handle(0) => break self.main.wait().ok().and_then(|s| s.code()),
-                Woken::Handle(1) => self.on_doorbell(),
-                Woken::Handle(_) => self.fire_tie(),
-                Woken::TimedOut => {}
-                Woken::Failed => {
+            };
+            let between = match &self.between {
+                Some(Between::Cleaning { .. }) => Some(now + CLEANING_LOOK),
+                Some(Between::Waiting { until }) => Some(*until),
+                None => None,
+            };
+            let watch = self.watch.as_ref().and_then(ready::Watch::next_wake);
+            let next = [deadline, between, watch].into_iter().flatten().min();
+            // A millisecond more so we wake after a deadline, not a hair before it.
+            let limit = next.map_or(Duration::from_secs(3600), |at| at.saturating_duration_since(now) + Duration::from_millis(1));
+            let woke = {
+                let mut handles = vec![self.doorbell.as_handle(), self.output.wake.as_handle()];
+                if let Some(main) = &self.main {
+                    handles.push(main.as_handle());
+                }
+                if let Tied::Watching(tie) = &self.tie {
+                    handles.push(tie.as_handle());
+                }
+                match windows_job::wait_any(&handles, limit) {
+                    Woken::Handle(0) => Woke::Doorbell,
+                    Woken::Handle(1) => Woke::Output,
+                    Woken::Handle(2) if self.main.is_some() => Woke::MainEnded,
+                    Woken::Handle(_) => Woke::Tie,
+                    Woken::TimedOut => Woke::Timer,
+                    Woken::Failed => Woke::Failed,
+                }
+            };
+            match woke {
+                Woke::Doorbell => self.on_doorbell(),
+                Woke::MainEnded => self.main_ended(),
+                Woke::Tie => self.fire_tie(),
+                // Output's news are taken at the top of the loop.
+                Woke::Output | Woke::Timer => {}
+                Woke::Failed => {
                     // A handle went bad (the tie's, most likely): stop
                     // watching it, and never spin on a failing wait.
                     tracing::warn!("run-bg supervisor {}: a wait failed: {}", self.job.id, std::io::Error::last_os_error());
@@ -311,19 +456,37 @@ impl Supervisor {
                     std::thread::sleep(Duration::from_millis(100));
                 }
             }
-        };
-        let ended_at = now_ms();
+            self.tick_watch();
+        }
+        let ended_at = self.main_ended_at.unwrap_or_else(now_ms);
         // What the main process left in the Job Object goes when a kill or
         // a timeout ended the job; a job that ended itself may leave a
         // daemon running, as on Unix, still in the Job Object for a kill.
         if self.kill.is_some() {
             let _ = windows_job::terminate_job(&self.job_object, 1);
         }
-        self.record_end(exit, ended_at);
+        self.take_output_news();
+        self.record_end(self.last_exit, ended_at);
         // The output ends when the last process holding the pipe does.
-        if let Some(output) = self.output.take() {
-            let _ = output.join();
+        for copier in std::mem::take(&mut self.output.copiers) {
+            let _ = copier.join();
         }
+        self.take_output_news();
+        if let Some(watch) = &mut self.watch {
+            let mut events = Vec::new();
+            watch.output_ended(&mut events);
+            self.on_watch_events(events);
+        }
+        self.output.log.lock().unwrap_or_else(PoisonError::into_inner).join_deleter();
+        for errand in std::mem::take(&mut self.errands) {
+            let _ = errand.join();
+        }
+    }
+
+    fn main_ended(&mut self) {
+        let Some(mut main) = self.main.take() else { return };
+        self.last_exit = main.wait().ok().and_then(|s| s.code());
+        self.main_ended_at = Some(now_ms());
     }
 
     fn fire_tie(&mut self) {
@@ -338,7 +501,9 @@ impl Supervisor {
     fn terminate(&mut self, by: EndedBy, signal: i32) {
         if let Err(e) = windows_job::terminate_job(&self.job_object, platform::exit_code_for(signal)) {
             tracing::warn!("run-bg supervisor {}: cannot end the job's Job Object ({e}); ending its process", self.job.id);
-            let _ = self.main.kill();
+            if let Some(main) = &mut self.main {
+                let _ = main.kill();
+            }
         }
         self.kill = Some(Kill::Ended { by, at: Instant::now() });
     }
@@ -367,11 +532,13 @@ impl Supervisor {
             }
             None => {}
         }
-        if force || grace.is_zero() {
+        // Between two runs no run is left to ask: the job ends now, and
+        // what the ended run left (being ended before a restart) with it.
+        if force || grace.is_zero() || self.main.is_none() {
             self.terminate(by, crate::model::signals::SIGKILL);
             return;
         }
-        if let Err(e) = windows_job::break_group(self.main.id()) {
+        if let Err(e) = windows_job::break_group(self.group) {
             tracing::warn!("run-bg supervisor {}: cannot send CTRL_BREAK to the job ({e}); ending it now", self.job.id);
             self.terminate(by, crate::model::signals::SIGTERM);
             return;
@@ -415,21 +582,245 @@ impl Supervisor {
             notify::announce(&self.home, &self.config, &self.job);
         }
     }
-}
 
-/// Copies the job's output into its log until every process holding the
-/// pipe has closed it.
-fn copy_output(mut reader: std::io::PipeReader, log: &mut RotatingWriter) {
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        match reader.read(&mut buffer) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if let Err(e) = log.write_all(&buffer[..n]) {
-                    tracing::warn!("run-bg supervisor: cannot write the job's log: {e}");
-                }
-            }
+    /// Runs `errand` on a thread of its own (a notification the loop must
+    /// not wait for), joined before we exit.
+    fn errand(&mut self, name: &str, errand: impl FnOnce() + Send + 'static) {
+        self.errands.retain(|running| !running.is_finished());
+        match std::thread::Builder::new().name(name.into()).spawn(errand) {
+            Ok(running) => self.errands.push(running),
+            Err(e) => tracing::warn!("run-bg supervisor {}: cannot start the {name}: {e}", self.job.id),
         }
     }
-    log.join_deleter();
+}
+
+/// What woke the loop's wait.
+enum Woke {
+    Doorbell,
+    Output,
+    MainEnded,
+    Tie,
+    Timer,
+    Failed,
+}
+
+/// Readiness and `--notify-on` (the checks are in supervise/ready.rs), as
+/// Unix's supervisor records them.
+impl Supervisor {
+    /// Hands the watch what the copying threads wrote into the log.
+    fn take_output_news(&mut self) {
+        let mut events = Vec::new();
+        while let Ok(bytes) = self.output.news.try_recv() {
+            if let Some(watch) = &mut self.watch {
+                watch.feed(&bytes, &mut events);
+            }
+        }
+        self.on_watch_events(events);
+    }
+
+    /// Runs the watch's probes and timers that are due.
+    fn tick_watch(&mut self) {
+        let Some(mut watch) = self.watch.take() else { return };
+        let mut events = Vec::new();
+        let job_object = &self.job_object;
+        watch.tick(self.main.is_some(), &|| windows_job::process_ids(job_object), &mut events);
+        self.watch = Some(watch);
+        self.on_watch_events(events);
+    }
+
+    fn on_watch_events(&mut self, events: Vec<ready::Event>) {
+        for event in events {
+            match event {
+                // Not once the end is recorded: it was judged not ready then.
+                ready::Event::Ready if self.job.state == JobState::Running => self.record_ready(),
+                ready::Event::Ready => {}
+                ready::Event::Matched(matched) => self.announce_match(matched),
+                ready::Event::Blocked(why) if self.job.state == JobState::Running => self.record_ready_blocked(why),
+                ready::Event::Blocked(_) => {}
+            }
+        }
+        // Once nothing needs the lines any more, the copying threads keep them.
+        if self.watch.as_mut().is_some_and(ready::Watch::release_lines) {
+            self.output.want_lines(false);
+        }
+    }
+
+    /// In job.json at once (no lock), which every reader merges in; in the
+    /// registry too if its lock is free now.
+    fn record_ready(&mut self) {
+        let at = now_ms();
+        self.job.ready_at = Some(at);
+        self.job.ready_blocked = None;
+        if let Err(e) = self.registry.write_job_file(&self.job, false) {
+            tracing::error!("run-bg supervisor {}: cannot record that the job is ready: {e}", self.job.id);
+        }
+        let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| {
+            job.ready_at = Some(at);
+            job.ready_blocked = None;
+        });
+    }
+
+    /// What keeps the job from being ready (a stranger holding its port), or
+    /// that it no longer does: recorded as `record_ready` records readiness.
+    fn record_ready_blocked(&mut self, why: Option<String>) {
+        self.job.ready_blocked = why.clone();
+        if let Err(e) = self.registry.write_job_file(&self.job, false) {
+            tracing::error!("run-bg supervisor {}: cannot record what keeps the job from being ready: {e}", self.job.id);
+        }
+        let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| job.ready_blocked = why);
+    }
+
+    /// Sends a `matched` event from a thread, so a slow service never holds
+    /// up the loop.
+    fn announce_match(&mut self, matched: MatchEvent) {
+        if self.config.notify.url.is_none() {
+            return;
+        }
+        let (home, config, job) = (self.home.clone(), self.config.clone(), self.job.clone());
+        self.errand("match notifier", move || matchers::announce_match(&home, &config, &job, &matched));
+    }
+}
+
+/// Restart on failure (`--restart`; the schedule is in supervise/restart.rs).
+/// Each run is a fresh process in the same Job Object: `kill` and `check`
+/// find it by the one name the job has, and the Job Object says when what
+/// an ended run left is gone (its count of processes is 0). A Job Object per
+/// run would need a name per run, which `kill` would have to learn.
+impl Supervisor {
+    /// After a run of a job started with `--restart` has ended (and no kill
+    /// is under way): whether the job goes on, between runs or in a new run.
+    /// `false`: the job ends now and its end is to be recorded (no policy, an
+    /// exit the policy does not restart after, too many restarts in a row, a
+    /// run that could not start).
+    fn restart_step(&mut self) -> bool {
+        let Some(restarter) = self.restarter.as_mut() else { return false };
+        let now = Instant::now();
+        match self.between.take() {
+            None => {
+                let Some(code) = self.last_exit else { return false };
+                let exit = Exit::Code(code);
+                let count = self.job.restart.as_ref().map_or(0, |r| r.count);
+                match restarter.after_run(&exit, self.run_started.elapsed(), count) {
+                    Decision::Restart { number, delay } => {
+                        // The job goes on: an end between runs (a kill, the
+                        // timeout) is when it happens, not this run's end.
+                        self.main_ended_at = None;
+                        let terminate_at = self.ask_leftovers_to_stop(now);
+                        self.between = Some(Between::Cleaning { number, delay, exit, terminate_at, gone_at: None });
+                        self.restart_step()
+                    }
+                    Decision::Done | Decision::GiveUp => false,
+                }
+            }
+            Some(Between::Cleaning { number, delay, exit, mut terminate_at, mut gone_at }) => {
+                if windows_job::active_processes(&self.job_object).unwrap_or(0) > 0 {
+                    if now >= terminate_at {
+                        let _ = windows_job::terminate_job(&self.job_object, platform::exit_code_for(crate::model::signals::SIGKILL));
+                        terminate_at = now + TERMINATE_WAIT;
+                    }
+                    self.between = Some(Between::Cleaning { number, delay, exit, terminate_at, gone_at });
+                    return true;
+                }
+                // The run's processes held its pipe's only writers: its copy
+                // ends now, and the separator goes after all of it.
+                let gone_at = *gone_at.get_or_insert(now);
+                if !self.output.all_copied() && now < gone_at + OUTPUT_END_WAIT {
+                    self.between = Some(Between::Cleaning { number, delay, exit, terminate_at, gone_at: Some(gone_at) });
+                    return true;
+                }
+                self.take_output_news();
+                let reason = restart::reason(&exit);
+                if let Err(e) = self.output.write_separator(&restart::separator(number, &reason, delay)) {
+                    tracing::error!("run-bg supervisor {}: cannot mark restart {number} in the log: {e}", self.job.id);
+                }
+                if let Some(record) = &mut self.job.restart {
+                    record.count = number;
+                    record.last_reason = Some(reason);
+                    record.last_at = Some(now_ms());
+                }
+                self.save_run();
+                if self.config.notify.on_restart {
+                    self.announce_restart(number, &exit, delay);
+                }
+                self.between = Some(Between::Waiting { until: now + delay });
+                self.restart_step()
+            }
+            Some(Between::Waiting { until }) if now < until => {
+                self.between = Some(Between::Waiting { until });
+                true
+            }
+            Some(Between::Waiting { .. }) => self.relaunch(),
+        }
+    }
+
+    /// Asks what the ended run left in the Job Object to stop (CTRL_BREAK to
+    /// its console group, as a kill does): when to end it if it has not.
+    fn ask_leftovers_to_stop(&self, now: Instant) -> Instant {
+        if windows_job::active_processes(&self.job_object).unwrap_or(0) == 0 {
+            return now;
+        }
+        match windows_job::break_group(self.group) {
+            Ok(()) => now + Duration::from_millis(self.config.kill.grace_ms),
+            Err(_) => now,
+        }
+    }
+
+    /// Starts the next run; `false` (the job ends) when it cannot start.
+    fn relaunch(&mut self) -> bool {
+        // Wanted from its first byte: a ready line it prints at once is seen.
+        if self.job.ready.is_some() {
+            self.output.want_lines(true);
+        }
+        let (main, identity) = match launch_run(&self.job, &self.job_object, &mut self.output) {
+            Ok(started) => started,
+            Err(why) => return self.restart_failed(&why),
+        };
+        self.group = main.id();
+        self.main = Some(main);
+        self.job.main = Some(identity);
+        self.run_started = Instant::now();
+        if self.job.ready.is_some() {
+            // A new run serves only once it says so again: readiness is
+            // watched afresh (and `wait --ready` waits again).
+            self.job.ready_at = None;
+            self.job.ready_blocked = None;
+            self.watch = ready::Watch::new(&self.job, &self.config);
+            self.output.want_lines(self.watch.as_ref().is_some_and(ready::Watch::needs_lines));
+        }
+        self.save_run();
+        true
+    }
+
+    fn restart_failed(&mut self, why: &str) -> bool {
+        let number = self.job.restart.as_ref().map_or(0, |r| r.count);
+        tracing::error!("run-bg supervisor {}: restart {number} could not start: {why}", self.job.id);
+        let _ = self.output.write_separator(&format!("--- run-bg: restart {number} could not start: {why} ---\n"));
+        false
+    }
+
+    /// Records a restart (its count, why) or a new run (its main process):
+    /// in job.json, and in the registry if its lock comes soon (else the
+    /// next write takes job.json's record in).
+    fn save_run(&mut self) {
+        if let Err(e) = self.registry.write_job_file(&self.job, false) {
+            tracing::error!("run-bg supervisor {}: cannot record the restart in its job.json: {e}", self.job.id);
+        }
+        let (restart, main, ready_at) = (self.job.restart.clone(), self.job.main, self.job.ready_at);
+        let _ = self.registry.modify_with(Patience::Brief, &self.job.id, |job| {
+            job.restart = restart;
+            job.main = main;
+            job.ready_at = ready_at;
+        });
+    }
+
+    /// `notify.on_restart`: one POST of the restart's event, never retried
+    /// nor spooled: the final end is the announcement that must arrive.
+    fn announce_restart(&mut self, number: u32, exit: &Exit, delay: Duration) {
+        let Some(url) = self.config.notify.url.clone().filter(|_| self.job.notify) else { return };
+        let body = restart::restart_event(&self.home, &self.config.notify, &self.job, number, exit, delay).to_string();
+        let timeout = Duration::from_millis(self.config.notify.timeout_ms);
+        self.errand("restart announcer", move || {
+            let _ = crate::supervise::service::post(&url, body.as_bytes(), timeout);
+        });
+    }
 }
