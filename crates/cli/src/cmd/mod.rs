@@ -8,6 +8,7 @@ pub mod kill;
 pub mod list;
 pub mod logs;
 pub mod orphans;
+pub mod pause;
 pub mod prune;
 pub mod ps;
 pub mod reconcile;

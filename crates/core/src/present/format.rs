@@ -95,6 +95,10 @@ pub fn ordinal(n: usize) -> String {
 pub fn outcome_text(job: &Job) -> String {
     let runtime = format_duration_ms(job.duration_ms(now_ms()));
     match job.status() {
+        JobStatus::Running if job.paused_at.is_some() => {
+            let since = format_duration_ms(now_ms().saturating_sub(job.paused_at.unwrap_or_default()));
+            format!("paused for {since} (started {runtime} ago){}", readiness_note(job))
+        }
         JobStatus::Running => format!("running for {runtime}{}", readiness_note(job)),
         JobStatus::Orphaned => format!("orphaned (supervisor gone, processes still running) after {runtime}"),
         JobStatus::Lost => format!("lost: {}, after {runtime}", why_lost(job)),

@@ -35,6 +35,8 @@ pub mod outcome;
 pub mod restart;
 #[cfg(unix)]
 pub mod stdin;
+#[cfg(unix)]
+pub mod pause;
 
 /// The supervisor on Windows: `supervise_main`, as `start` has it on Unix.
 #[cfg(windows)]

@@ -10,6 +10,7 @@ pub mod list;
 pub mod logs;
 pub mod orphan_watch;
 pub mod orphans;
+pub mod pause;
 pub mod prune;
 pub mod reconcile;
 pub mod wait;
