@@ -547,6 +547,14 @@ export declare function pauseJob(jobId: string): Promise<PauseResult>
  */
 export declare function resumeJob(jobId: string): Promise<PauseResult>
 
+/**
+ * Starts an ended job again as a new job: the command, cwd, `env` additions
+ * and options it was started with; the new job's `rerunOf` names the old one.
+ * Throws for a job still running (kill it first), an unknown one, and a
+ * record that keeps no command. `overrides`: only an empty object for now.
+ */
+export declare function rerunJob(jobId: string, overrides?: Record<string, never> | undefined | null): RunResult
+
 export interface PauseResult {
   jobId: string
   /** `paused`, or `running` after a resume (`orphaned` for an orphan resumed). */

@@ -54,12 +54,12 @@ function started(t, result) {
   return idOf(result)
 }
 
-test('tools/list: 11 tools, every argument described, integer minimums, annotations, output schemas, under 9,500 characters', async (t) => {
+test('tools/list: 12 tools, every argument described, integer minimums, annotations, output schemas, under 9,500 characters', async (t) => {
   const { home } = makeHome(t)
   const { client, tools, call } = await connect(t, home)
   assert.deepEqual(tools.map((x) => x.name).sort(), [
-    'check_job', 'cleanup_orphans', 'job_summary', 'kill_job', 'list_jobs', 'pause_job', 'read_log', 'resume_job', 'run_background',
-    'send_input', 'wait_job',
+    'check_job', 'cleanup_orphans', 'job_summary', 'kill_job', 'list_jobs', 'pause_job', 'read_log', 'rerun_job', 'resume_job',
+    'run_background', 'send_input', 'wait_job',
   ])
   const size = JSON.stringify({ tools }).length
   console.log(`tools/list: ${size} characters`)
@@ -68,7 +68,7 @@ test('tools/list: 11 tools, every argument described, integer minimums, annotati
   // tokens, paid once per session); 8,005 with nice (over the 8,000 this
   // allowed). Issue 28 asked for three tools more: pause_job and resume_job
   // (9,000: one line of description, jobId, {jobId, status, changed}), and
-  // rerun_job. A new argument has to fit under this.
+  // rerun_job (9,468). A new argument has to fit under this.
   assert.ok(size < 9500, `tools/list is ${size} characters`)
   assert.notEqual(client.getServerCapabilities().tools?.listChanged, true, 'the list never changes')
 

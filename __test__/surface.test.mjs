@@ -367,6 +367,8 @@ async function realResults(t, signal, started) {
     lines.push(line)
   }
   assert.deepEqual(lines, ['hooked'])
+  const rerun = await call('rerunJob', hooked.jobId)
+  await call('waitJob', rerun.jobId, {})
 
   const tracker = new pm.ResourceTracker({ enabled: true })
   callMethod('ResourceTracker', tracker, 'enabled')

@@ -463,6 +463,21 @@ for (const [name, description, call] of [
   }))
 }
 
+server.registerTool('rerun_job', {
+  description: 'Start an ended job again as a new job: same command, cwd, env and options.',
+  inputSchema: z.object({ jobId }).strict(),
+  outputSchema: { jobId: z.string(), status: z.string(), pid: z.number().int().optional() },
+  annotations: { destructiveHint: false },
+}, tool(({ jobId: id }) => {
+  const started = pm.rerunJob(id)
+  const how = started.status === 'queued' ? 'queued' : `started`
+  const pid = started.pid === undefined ? '' : ` (pid ${started.pid})`
+  return {
+    text: `${how} jobId: ${started.jobId}${pid}, a rerun of ${id}`,
+    structured: { jobId: started.jobId, status: started.status, pid: started.pid },
+  }
+}))
+
 server.registerTool('cleanup_orphans', {
   description: 'Processes left behind by ended jobs, and orphaned jobs; mode kill removes them.',
   inputSchema: z.object({

@@ -53,6 +53,24 @@ pub fn run_background(command: Unknown, options: Option<Unknown>) -> Result<serd
     shape(&StartView::from(&start(command, options)?))
 }
 
+/// Starts an ended job again as a new job: the command, cwd, `env`
+/// additions and options it was started with (`rerunOf` names it in the new
+/// job). Throws for a job still running (kill it first), an unknown one, and
+/// a record that keeps no command. `overrides` is for later: only an empty
+/// object is taken now.
+#[napi(ts_args_type = "jobId: string, overrides?: Record<string, never> | undefined | null", ts_return_type = "RunResult")]
+pub fn rerun_job(job_id: Unknown, overrides: Option<Unknown>) -> Result<serde_json::Value> {
+    let job_id = string_arg("jobId", job_id)?;
+    Options::new("rerunJob", overrides)?.finish().map_err(|_| {
+        napi::Error::from_reason(
+            "rerunJob takes no overrides yet: it starts the job as it was started; to change its options, start it anew with runBackground",
+        )
+    })?;
+    proc_manager_core::model::ids::validate_job_id(&job_id).map_err(to_js_error)?;
+    let started = context()?.rerun(&job_id, &JsApi, &supervisor_exe()?).map_err(to_js_error)?;
+    shape(&StartView::from(&started))
+}
+
 fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verbs::request::Started> {
     let request = match options.args {
         Some(args) => {

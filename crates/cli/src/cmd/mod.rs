@@ -12,6 +12,7 @@ pub mod pause;
 pub mod prune;
 pub mod ps;
 pub mod reconcile;
+pub mod rerun;
 pub mod send;
 pub mod start;
 pub mod summary;

@@ -378,6 +378,7 @@ pub fn check_text(check: &CheckResult) -> String {
     lines.extend(restart_line(job));
     lines.extend(ready_blocked_line(job));
     lines.extend(tie_line(job));
+    lines.extend(job.rerun_of.as_ref().map(|of| format!("  rerun of {}", visible(of))));
     lines.extend(lingering_line(job, &check.lingering));
     lines.extend(delivery_lines(job));
     lines.extend(check.log_problem.as_ref().map(|problem| format!("  [no cursor: {problem}]")));

@@ -13,6 +13,7 @@ pub mod orphans;
 pub mod pause;
 pub mod prune;
 pub mod reconcile;
+pub mod rerun;
 pub mod wait;
 pub mod queue;
 pub mod request;
