@@ -48,7 +48,7 @@ export declare class ResourceTracker {
 /** JSON data, as kept in a job's `context`. */
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue }
 
-export type JobStatus = 'running' | 'success' | 'failed' | 'killed' | 'timeout' | 'orphaned' | 'lost' | 'queued' | 'skipped'
+export type JobStatus = 'running' | 'paused' | 'success' | 'failed' | 'killed' | 'timeout' | 'orphaned' | 'lost' | 'queued' | 'skipped'
 
 /**
  * A job's output lines as they are written, across log rotations, as an
@@ -376,6 +376,10 @@ export interface JobSummary {
   waitingFor?: Array<string>
   /** `tie`/`tiePid`: the process whose exit kills the job's tree. */
   tie?: TieInfo
+  /** While `pauseJob` holds it (status `paused`): since when, ms since the epoch. */
+  pausedAt?: number
+  /** `rerunJob`: the job this one starts again. */
+  rerunOf?: string
 }
 
 /**
@@ -570,6 +574,40 @@ export interface ProcessSnapshot {
   processes: Array<ProcessInfo>
   /** Sum of the resident memory of the processes, in MiB. */
   totalMemoryMb: number
+}
+
+/**
+ * Stops a running job's whole process tree (SIGSTOP) and its `timeoutMs`
+ * clock until `resumeJob`. Resolves once its supervisor has stopped the tree
+ * and recorded `paused`; `changed` is false for a job already paused.
+ * Rejects for a job that does not run (queued, ended, orphaned), and on Windows.
+ */
+export declare function pauseJob(jobId: string): Promise<PauseResult>
+
+/**
+ * Continues a paused job's tree (SIGCONT) and its `timeoutMs` clock from
+ * where the pause stopped it; `changed` is false for a job not paused.
+ */
+export declare function resumeJob(jobId: string): Promise<PauseResult>
+
+/**
+ * Starts an ended job again as a new job: the command, cwd, `env` additions
+ * and options it was started with; the new job's `rerunOf` names the old one.
+ * Throws for a job still running (kill it first), an unknown one, and a
+ * record that keeps no command. `overrides`: only an empty object for now.
+ */
+export declare function rerunJob(jobId: string, overrides?: Record<string, never> | undefined | null): RunResult
+
+export interface PauseResult {
+  jobId: string
+  /** `paused`, or `running` after a resume (`orphaned` for an orphan resumed). */
+  status: JobStatus
+  /** While paused: since when (ms since the epoch). */
+  pausedAt?: number
+  /** False when there was nothing to do (already paused; not paused). */
+  changed: boolean
+  /** What happened, to show. */
+  message: string
 }
 
 /**

@@ -54,18 +54,22 @@ function started(t, result) {
   return idOf(result)
 }
 
-test('tools/list: 9 tools, every argument described, integer minimums, annotations, output schemas, under 8,000 characters', async (t) => {
+test('tools/list: 12 tools, every argument described, integer minimums, annotations, output schemas, under 9,500 characters', async (t) => {
   const { home } = makeHome(t)
   const { client, tools, call } = await connect(t, home)
   assert.deepEqual(tools.map((x) => x.name).sort(), [
-    'check_job', 'cleanup_orphans', 'job_summary', 'kill_job', 'list_jobs', 'read_log', 'run_background', 'send_input', 'wait_job',
+    'check_job', 'cleanup_orphans', 'job_summary', 'kill_job', 'list_jobs', 'pause_job', 'read_log', 'rerun_job', 'resume_job',
+    'run_background', 'send_input', 'wait_job',
   ])
   const size = JSON.stringify({ tools }).length
   console.log(`tools/list: ${size} characters`)
   // 5,971 before issues 14-16; 7,681 with readiness, notifyOn, restart,
   // stdin and send_input, wake, after/queue/priority and tie (about 1,900
-  // tokens, paid once per session). A new argument has to fit under this.
-  assert.ok(size < 8000, `tools/list is ${size} characters`)
+  // tokens, paid once per session); 8,005 with nice (over the 8,000 this
+  // allowed). Issue 28 asked for three tools more: pause_job and resume_job
+  // (9,000: one line of description, jobId, {jobId, status, changed}), and
+  // rerun_job (9,468). A new argument has to fit under this.
+  assert.ok(size < 9500, `tools/list is ${size} characters`)
   assert.notEqual(client.getServerCapabilities().tools?.listChanged, true, 'the list never changes')
 
   for (const tool of tools) {

@@ -319,6 +319,11 @@ async function realResults(t, signal, started) {
   const queued = await call('runBackground', 'true', { queue: 'q', after: [hooked.jobId] })
   assert.equal(queued.status, 'queued')
   const leaver = await call('runBackground', 'sleep 303 & echo left', {})
+  // Paused while everything below is listed and checked; killAll ends it.
+  const paused = await call('runBackground', 'sleep 305', {})
+  await call('pauseJob', paused.jobId)
+  await call('resumeJob', paused.jobId)
+  await call('pauseJob', paused.jobId)
 
   await call('sendInput', piped.jobId, 'hello', {})
   await call('sendInput', piped.jobId, '', { eof: true })
@@ -367,6 +372,8 @@ async function realResults(t, signal, started) {
   assertType(streamed.value, 'JobLogLine', 'followLogs line')
   assert.deepEqual(streamed.value, { id: hooked.jobId, label: 'echo', line: 'hooked' })
   await stream.return()
+  const rerun = await call('rerunJob', hooked.jobId)
+  await call('waitJob', rerun.jobId, {})
 
   const tracker = new pm.ResourceTracker({ enabled: true })
   callMethod('ResourceTracker', tracker, 'enabled')

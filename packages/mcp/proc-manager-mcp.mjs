@@ -446,6 +446,38 @@ server.registerTool('kill_job', {
   return { text: result.message, structured: { jobId: result.jobId, status: result.status, signalled: result.signalled } }
 }))
 
+// Pause and resume: SIGSTOP / SIGCONT to the job's tree; its timeoutMs clock stops while paused.
+for (const [name, description, call] of [
+  ['pause_job', "Stop a job's whole tree (SIGSTOP) and its timeout clock until resume_job.", pm.pauseJob],
+  ['resume_job', "Continue a paused job's tree (SIGCONT) and its timeout clock.", pm.resumeJob],
+]) {
+  server.registerTool(name, {
+    description,
+    inputSchema: z.object({ jobId }).strict(),
+    outputSchema: { jobId: z.string(), status: z.string(), changed: z.boolean() },
+    // Not read-only (the default); not destructive either: resume_job undoes it.
+    annotations: { destructiveHint: false, idempotentHint: true },
+  }, tool(async ({ jobId: id }) => {
+    const result = await call(id)
+    return { text: result.message, structured: { jobId: result.jobId, status: result.status, changed: result.changed } }
+  }))
+}
+
+server.registerTool('rerun_job', {
+  description: 'Start an ended job again as a new job: same command, cwd, env and options.',
+  inputSchema: z.object({ jobId }).strict(),
+  outputSchema: { jobId: z.string(), status: z.string(), pid: z.number().int().optional() },
+  annotations: { destructiveHint: false },
+}, tool(({ jobId: id }) => {
+  const started = pm.rerunJob(id)
+  const how = started.status === 'queued' ? 'queued' : `started`
+  const pid = started.pid === undefined ? '' : ` (pid ${started.pid})`
+  return {
+    text: `${how} jobId: ${started.jobId}${pid}, a rerun of ${id}`,
+    structured: { jobId: started.jobId, status: started.status, pid: started.pid },
+  }
+}))
+
 server.registerTool('cleanup_orphans', {
   description: 'Processes left behind by ended jobs, and orphaned jobs; mode kill removes them.',
   inputSchema: z.object({

@@ -64,6 +64,8 @@ Commands:
   run-bg list [--all] [--status <s>] [--owner <name>]
   run-bg wait <id>... [--timeout <dur>] [--ready]
   run-bg kill <id>... | --all [--owner <name>] [--older-than <dur>]  [--grace <dur>] [--force]
+  run-bg pause <id>... / run-bg resume <id>...  stop a job's tree (and its --timeout clock) / continue it
+  run-bg rerun <id>                            start an ended job again as a new job, same command and options
   run-bg orphans [--kill] [--force] [--owner <name>] [--grace <dur>]
                                                processes left behind; --kill removes them
   run-bg summary [--owner <name>]              a few lines for an agent's context preamble
@@ -173,6 +175,26 @@ enum Sub {
         /// `--owner` and `--older-than` require `--all`.
         #[command(flatten)]
         options: KillOptions,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Stop a job's whole process tree (SIGSTOP) and its --timeout clock until `resume`
+    Pause {
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Continue a paused job's tree (SIGCONT) and its --timeout clock
+    Resume {
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Start an ended job again as a new job: the same command, cwd, --env and options
+    Rerun {
+        id: String,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -423,6 +445,9 @@ fn run_sub(command: Sub) -> Result<i32> {
             }
         }
         Sub::Kill { ids, all, options, json } => cmd::kill::run(&context, &ids, all, &options, json.json),
+        Sub::Pause { ids, json } => cmd::pause::run(&context, &ids, true, json.json),
+        Sub::Resume { ids, json } => cmd::pause::run(&context, &ids, false, json.json),
+        Sub::Rerun { id, json } => cmd::rerun::run(&context, &id, json.json),
         Sub::Orphans { kill, force, owner, grace, json } => cmd::orphans::run(&context, kill, force, owner, grace, json.json),
         Sub::Summary { owner, json } => cmd::summary::run(&context, owner.as_deref(), json.json),
         Sub::Ps { mcp, json } => cmd::ps::run(&context, mcp, json.json),

@@ -30,7 +30,7 @@ use napi_derive::napi;
 use promise::{rejecting, spawn_promise, Settle, Settled};
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::view::{
-    CheckView, JobResultView, JobView, KillView, LogReadView, OrphanReportView, ReconcileView, StartView, WaitView, YieldView,
+    CheckView, JobResultView, JobView, KillView, LogReadView, OrphanReportView, PauseView, ReconcileView, StartView, WaitView, YieldView,
 };
 use proc_manager_core::verbs::cancel::Cancel;
 use proc_manager_core::verbs::logs::LogRange;
@@ -51,6 +51,24 @@ pub fn run_background(command: Unknown, options: Option<Unknown>) -> Result<serd
     let options = RunOptions::read(&mut o)?;
     o.finish()?;
     shape(&StartView::from(&start(command, options)?))
+}
+
+/// Starts an ended job again as a new job: the command, cwd, `env`
+/// additions and options it was started with (`rerunOf` names it in the new
+/// job). Throws for a job still running (kill it first), an unknown one, and
+/// a record that keeps no command. `overrides` is for later: only an empty
+/// object is taken now.
+#[napi(ts_args_type = "jobId: string, overrides?: Record<string, never> | undefined | null", ts_return_type = "RunResult")]
+pub fn rerun_job(job_id: Unknown, overrides: Option<Unknown>) -> Result<serde_json::Value> {
+    let job_id = string_arg("jobId", job_id)?;
+    Options::new("rerunJob", overrides)?.finish().map_err(|_| {
+        napi::Error::from_reason(
+            "rerunJob takes no overrides yet: it starts the job as it was started; to change its options, start it anew with runBackground",
+        )
+    })?;
+    proc_manager_core::model::ids::validate_job_id(&job_id).map_err(to_js_error)?;
+    let started = context()?.rerun(&job_id, &JsApi, &supervisor_exe()?).map_err(to_js_error)?;
+    shape(&StartView::from(&started))
 }
 
 fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verbs::request::Started> {
@@ -148,6 +166,34 @@ pub fn kill_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>)
         spawn_promise(env, (Cancel::never(), None), move || {
             let outcome = context.kill(&job_id, grace, force)?;
             Ok(Settled::Done(shape(&KillView::from(&outcome)).map_err(napi_to_core)?))
+        })
+    })
+}
+
+/// Stops a running job's whole process tree (SIGSTOP) and its `timeoutMs`
+/// clock until `resumeJob`. Resolves once its supervisor has stopped the
+/// tree and recorded `paused`; `changed` is false for a job already paused.
+/// Rejects for a job that does not run (queued, ended, orphaned), and on Windows.
+#[napi(ts_args_type = "jobId: string", ts_return_type = "Promise<PauseResult>")]
+pub fn pause_job<'env>(env: &'env Env, job_id: Unknown) -> Result<Object<'env>> {
+    pause_or_resume(env, job_id, true)
+}
+
+/// Continues a paused job's tree (SIGCONT) and its `timeoutMs` clock from
+/// where the pause stopped it; `changed` is false for a job not paused.
+#[napi(ts_args_type = "jobId: string", ts_return_type = "Promise<PauseResult>")]
+pub fn resume_job<'env>(env: &'env Env, job_id: Unknown) -> Result<Object<'env>> {
+    pause_or_resume(env, job_id, false)
+}
+
+fn pause_or_resume<'env>(env: &'env Env, job_id: Unknown, pause: bool) -> Result<Object<'env>> {
+    rejecting(env, || {
+        let job_id = string_arg("jobId", job_id)?;
+        let context = context()?;
+        proc_manager_core::model::ids::validate_job_id(&job_id).map_err(to_js_error)?;
+        spawn_promise(env, (Cancel::never(), None), move || {
+            let outcome = if pause { context.pause(&job_id)? } else { context.resume(&job_id)? };
+            Ok(Settled::Done(shape(&PauseView::from(&outcome)).map_err(napi_to_core)?))
         })
     })
 }

@@ -11,6 +11,10 @@ use std::path::PathBuf;
 #[serde(rename_all = "lowercase")]
 pub enum JobStatus {
     Running,
+    /// Running, with its whole tree stopped (`pause`, SIGSTOP) until `resume`.
+    /// Shown, never stored: the record keeps `running` and `paused_at`, so
+    /// that a version without pause reads it (as running).
+    Paused,
     /// Main process exited 0.
     Success,
     /// Exited non-zero, died of a signal nobody here sent, or could not start.
@@ -30,8 +34,9 @@ pub enum JobStatus {
 }
 
 impl JobStatus {
-    pub const ALL: [JobStatus; 9] = [
+    pub const ALL: [JobStatus; 10] = [
         JobStatus::Running,
+        JobStatus::Paused,
         JobStatus::Success,
         JobStatus::Failed,
         JobStatus::Killed,
@@ -45,6 +50,7 @@ impl JobStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             JobStatus::Running => "running",
+            JobStatus::Paused => "paused",
             JobStatus::Success => "success",
             JobStatus::Failed => "failed",
             JobStatus::Killed => "killed",
@@ -70,7 +76,7 @@ impl JobStatus {
 
     /// Finished: the main process has an outcome and nothing of ours supervises it.
     pub fn is_final(self) -> bool {
-        !matches!(self, JobStatus::Running | JobStatus::Orphaned | JobStatus::Queued)
+        !matches!(self, JobStatus::Running | JobStatus::Paused | JobStatus::Orphaned | JobStatus::Queued)
     }
 }
 
@@ -370,6 +376,11 @@ pub struct Job {
     pub tie: Option<Tie>,
     /// `--nice`: the niceness its main process starts at, each run.
     pub nice: Option<i32>,
+    /// When `pause` stopped its tree (ms since the epoch); `None` while it
+    /// runs. Written by its supervisor, which also stops the timeout clock.
+    pub paused_at: Option<u64>,
+    /// The job this one is a rerun of (`rerun`).
+    pub rerun_of: Option<String>,
 }
 
 /// What a job started later waits for: a slot in its queue, the end of
@@ -545,6 +556,10 @@ struct JobRecord {
     tie: Option<Tie>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     nice: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    paused_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rerun_of: Option<String>,
 }
 
 /// The state a format-1 record describes. Every record this program writes
@@ -564,7 +579,9 @@ fn state_of_record(r: &JobRecord) -> JobState {
         return JobState::EndedBeforeReady { exit, ended_at };
     }
     match r.status {
-        JobStatus::Running => JobState::Running,
+        // `paused` is never written (see `JobStatus::Paused`); a hand edit
+        // naming it names a running job.
+        JobStatus::Running | JobStatus::Paused => JobState::Running,
         JobStatus::Orphaned => JobState::Orphaned,
         JobStatus::Success => JobState::Exited { code: 0, ended_at },
         JobStatus::Failed => match exit {
@@ -616,6 +633,8 @@ impl From<JobRecord> for Job {
             waits: r.waits,
             tie: r.tie,
             nice: r.nice,
+            paused_at: r.paused_at,
+            rerun_of: r.rerun_of,
         }
     }
 }
@@ -667,6 +686,8 @@ impl From<Job> for JobRecord {
             waits: job.waits,
             tie: job.tie,
             nice: job.nice,
+            paused_at: job.paused_at,
+            rerun_of: job.rerun_of,
         }
     }
 }
@@ -915,6 +936,15 @@ impl Job {
         self.state.status()
     }
 
+    /// The status people and the faces see: `paused` for a running job
+    /// whose tree `pause` stopped; else `status`.
+    pub fn shown_status(&self) -> JobStatus {
+        match self.status() {
+            JobStatus::Running if self.paused_at.is_some() => JobStatus::Paused,
+            status => status,
+        }
+    }
+
     pub fn ended_at(&self) -> Option<u64> {
         self.state.ended_at()
     }
@@ -1044,7 +1074,7 @@ pub fn how_it_ended(job: &Job) -> String {
 pub(crate) fn sample_job(status: JobStatus) -> Job {
     let now = crate::now_ms();
     let state = match status {
-        JobStatus::Running => JobState::Running,
+        JobStatus::Running | JobStatus::Paused => JobState::Running,
         JobStatus::Orphaned => JobState::Orphaned,
         JobStatus::Success => JobState::Exited { code: 0, ended_at: now },
         JobStatus::Failed => JobState::Exited { code: 1, ended_at: now },
@@ -1054,7 +1084,11 @@ pub(crate) fn sample_job(status: JobStatus) -> Job {
         JobStatus::Queued => JobState::Queued,
         JobStatus::Skipped => JobState::Skipped { reason: "skipped: build-000000 failed (exit 1)".into(), ended_at: now },
     };
-    sample_in(state)
+    let mut job = sample_in(state);
+    if status == JobStatus::Paused {
+        job.paused_at = Some(now);
+    }
+    job
 }
 
 /// The sample job in this state (for tests).
@@ -1097,6 +1131,8 @@ pub(crate) fn sample_in(state: JobState) -> Job {
         waits: None,
         tie: None,
         nice: None,
+        paused_at: None,
+        rerun_of: None,
     }
 }
 
@@ -1144,7 +1180,7 @@ mod tests {
         assert!(matches!(error, crate::Error::Usage(_)), "{error:?}");
         assert_eq!(
             error.to_string(),
-            "bad status `done`: expected one of running, success, failed, killed, timeout, orphaned, lost, queued, skipped"
+            "bad status `done`: expected one of running, paused, success, failed, killed, timeout, orphaned, lost, queued, skipped"
         );
         assert_eq!(JobStatus::parse_or_explain("lost").unwrap(), JobStatus::Lost);
     }
@@ -1152,7 +1188,24 @@ mod tests {
     #[test]
     fn only_running_and_orphaned_jobs_are_unfinished() {
         let unfinished: Vec<JobStatus> = JobStatus::ALL.into_iter().filter(|s| !s.is_final()).collect();
-        assert_eq!(unfinished, [JobStatus::Running, JobStatus::Orphaned, JobStatus::Queued]);
+        assert_eq!(unfinished, [JobStatus::Running, JobStatus::Paused, JobStatus::Orphaned, JobStatus::Queued]);
+    }
+
+    #[test]
+    fn a_paused_job_is_recorded_running_with_its_time_and_shown_paused() {
+        let mut job = sample_job(JobStatus::Running);
+        job.paused_at = Some(1_700_000_000_000);
+        assert_eq!((job.status(), job.shown_status()), (JobStatus::Running, JobStatus::Paused));
+        let value = serde_json::to_value(&job).unwrap();
+        // `running` on disk: a version without pause reads it as a running job.
+        assert_eq!((value["status"].as_str(), value["paused_at"].as_u64()), (Some("running"), Some(1_700_000_000_000)));
+        let back: Job = serde_json::from_value(value).unwrap();
+        assert_eq!(back, job);
+        job.state = JobState::Killed { exit: None, ended_at: 7 };
+        assert_eq!(job.shown_status(), JobStatus::Killed, "only a running job is shown paused");
+        let mut hand_edited = serde_json::to_value(sample_job(JobStatus::Running)).unwrap();
+        hand_edited["status"] = "paused".into();
+        assert_eq!(serde_json::from_value::<Job>(hand_edited).unwrap().state, JobState::Running);
     }
 
     #[test]

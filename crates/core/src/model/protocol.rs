@@ -26,6 +26,19 @@ pub struct KillRequest {
 
 pub const KILL_REQUEST_FILE: &str = "kill-request.json";
 
+/// What `pause` and `resume` write to `jobs/<id>/pause-request.json` before
+/// ringing the supervisor's doorbell (SIGUSR1), as `kill` does: the
+/// supervisor stops (SIGSTOP) or continues (SIGCONT) the job's tree and its
+/// timeout clock, then records `paused_at` in job.json, which the caller
+/// waits for. The supervisor removes the request once it has acted on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PauseRequest {
+    /// `true`: pause; `false`: resume.
+    pub pause: bool,
+}
+
+pub const PAUSE_REQUEST_FILE: &str = "pause-request.json";
+
 /// Set in every supervisor's environment (value: its job id), so that a job's
 /// supervisor can tell another job's supervisor among the processes it adopts.
 pub const SUPERVISOR_MARK: &str = "PROC_MANAGER_SUPERVISOR";

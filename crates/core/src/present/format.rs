@@ -95,6 +95,10 @@ pub fn ordinal(n: usize) -> String {
 pub fn outcome_text(job: &Job) -> String {
     let runtime = format_duration_ms(job.duration_ms(now_ms()));
     match job.status() {
+        JobStatus::Running if job.paused_at.is_some() => {
+            let since = format_duration_ms(now_ms().saturating_sub(job.paused_at.unwrap_or_default()));
+            format!("paused for {since} (started {runtime} ago){}", readiness_note(job))
+        }
         JobStatus::Running => format!("running for {runtime}{}", readiness_note(job)),
         JobStatus::Orphaned => format!("orphaned (supervisor gone, processes still running) after {runtime}"),
         JobStatus::Lost => format!("lost: {}, after {runtime}", why_lost(job)),
@@ -374,6 +378,7 @@ pub fn check_text(check: &CheckResult) -> String {
     lines.extend(restart_line(job));
     lines.extend(ready_blocked_line(job));
     lines.extend(tie_line(job));
+    lines.extend(job.rerun_of.as_ref().map(|of| format!("  rerun of {}", visible(of))));
     lines.extend(lingering_line(job, &check.lingering));
     lines.extend(delivery_lines(job));
     lines.extend(check.log_problem.as_ref().map(|problem| format!("  [no cursor: {problem}]")));

@@ -25,7 +25,7 @@ pub struct JobView {
     pub job_id: String,
     pub label: String,
     pub command: String,
-    /// running | success | failed | killed | timeout | orphaned | lost | queued | skipped
+    /// running | paused | success | failed | killed | timeout | orphaned | lost | queued | skipped
     pub status: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
@@ -96,6 +96,12 @@ pub struct JobView {
     /// `--tie`: the process whose end kills the job.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tie: Option<TieView>,
+    /// When `pause` stopped its tree (ms since the epoch), while it is paused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused_at: Option<u64>,
+    /// The job this one is a rerun of (`rerun`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerun_of: Option<String>,
 }
 
 impl JobView {
@@ -180,7 +186,7 @@ impl From<&Job> for JobView {
             job_id: job.id.clone(),
             label: job.label.clone(),
             command: job.command.clone(),
-            status: job.status().as_str().to_string(),
+            status: job.shown_status().as_str().to_string(),
             exit_code: job.exit_code(),
             signal: job.signal(),
             pid: job.pid(),
@@ -237,6 +243,8 @@ impl From<&Job> for JobView {
                 fired_at: t.fired_at,
                 reason: t.fired_at.map(|_| t.reason()),
             }),
+            paused_at: job.paused_at,
+            rerun_of: job.rerun_of.clone(),
         }
     }
 }
@@ -455,6 +463,34 @@ impl From<&KillOutcome> for KillView {
             signalled: outcome.signalled,
             message: crate::model::text::visible(&outcome.message).into_owned(),
             error: None,
+        }
+    }
+}
+
+/// `pauseJob` / `resumeJob`, `run-bg pause|resume --json`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PauseView {
+    pub job_id: String,
+    /// `paused`, or `running` after a resume (`orphaned` for an orphan resumed).
+    pub status: String,
+    /// While paused: since when (ms since the epoch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused_at: Option<u64>,
+    /// False when there was nothing to do (already paused; not paused).
+    pub changed: bool,
+    /// What happened, to show.
+    pub message: String,
+}
+
+impl From<&crate::verbs::pause::PauseOutcome> for PauseView {
+    fn from(outcome: &crate::verbs::pause::PauseOutcome) -> PauseView {
+        PauseView {
+            job_id: outcome.job.id.clone(),
+            status: outcome.job.shown_status().as_str().to_string(),
+            paused_at: outcome.job.paused_at,
+            changed: outcome.changed,
+            message: crate::model::text::visible(&outcome.message).into_owned(),
         }
     }
 }

@@ -473,9 +473,15 @@ impl Registry {
                 if rank(&own) > rank(job) {
                     own.seen_at = own.seen_at.or(job.seen_at);
                     *job = own;
-                } else if job.ready_at.is_none() {
+                } else {
                     // Its supervisor records readiness in job.json, without the lock.
-                    job.ready_at = own.ready_at;
+                    if job.ready_at.is_none() {
+                        job.ready_at = own.ready_at;
+                    }
+                    // And a pause or resume (supervise/pause.rs): job.json has the last word.
+                    if job.state == own.state {
+                        job.paused_at = own.paused_at;
+                    }
                 }
             }
         }
@@ -612,7 +618,7 @@ fn rank_of(status: JobStatus) -> u8 {
     match status {
         // A queued job's start is news to a registry that still has it queued.
         JobStatus::Queued => 0,
-        JobStatus::Running => 1,
+        JobStatus::Running | JobStatus::Paused => 1,
         JobStatus::Orphaned => 2,
         JobStatus::Lost => 3,
         JobStatus::Success | JobStatus::Failed | JobStatus::Killed | JobStatus::Timeout | JobStatus::Skipped => OUTCOME,

@@ -34,6 +34,8 @@ pub mod start;
 pub mod outcome;
 #[cfg(unix)]
 pub mod stdin;
+#[cfg(unix)]
+pub mod pause;
 
 /// The supervisor on Windows: `supervise_main`, as `start` has it on Unix.
 #[cfg(windows)]

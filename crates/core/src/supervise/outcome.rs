@@ -66,6 +66,8 @@ impl Supervisor {
             job.peak_rss_kb = peak_rss_kb;
             job.notification = notify::claim(&notify_config, job);
             job.wake = wake.clone();
+            // Ended, it is no longer paused (a kill continued its tree).
+            job.paused_at = None;
         };
         apply(&mut self.job);
         // The job's own job.json first: it needs no lock, and its room was

@@ -275,6 +275,7 @@ impl Supervisor {
             tie,
             procset: ProcessRecord::new(&home_for_record),
             code_pages: CodePages::new(),
+            paused: None,
         })
     }
 

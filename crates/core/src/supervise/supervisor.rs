@@ -140,6 +140,14 @@ pub(super) struct Supervisor {
     pub(super) procset: ProcessRecord,
     /// Gives back the code pages each look brings in (supervise/memory.rs).
     pub(super) code_pages: CodePages,
+    /// `pause`: the tree is stopped and the timeout clock with it (supervise/pause.rs).
+    pub(super) paused: Option<Paused>,
+}
+
+/// A pause in force (supervise/pause.rs): what was left of the `--timeout`
+/// when it began, to go on from at the resume.
+pub(super) struct Paused {
+    pub(super) timeout_left: Option<Duration>,
 }
 
 /// An end that could not be written yet, and when to try again.
@@ -270,7 +278,7 @@ impl Supervisor {
         if let Some(at) = self.watch.as_ref().and_then(ready::Watch::next_wake) {
             consider(at);
         }
-        if let Some(Between::Waiting { until }) = &self.between {
+        if let Some(Between::Waiting { until }) = self.between.as_ref().filter(|_| !self.is_paused()) {
             consider(*until);
         }
         // The registration thread announces no end: looked at now and then.
@@ -366,6 +374,8 @@ impl Supervisor {
             if let Some(request) = request {
                 self.begin_kill(KillReason::Requested, request);
             }
+            // `pause` and `resume` ring it too.
+            self.take_pause_request();
         }
         if self.signals.stop.swap(false, Ordering::Relaxed) {
             // Nothing left to stop: only an end we could not write keeps us.
@@ -442,6 +452,7 @@ impl Supervisor {
                         kill.termed.extend(sent.into_iter().map(|(who, command)| (who.pid, who.start_ticks, command)));
                     }
                 }
+                self.end_pause_for_kill(!request.force);
             }
         }
         self.advance_timers();
@@ -452,7 +463,7 @@ impl Supervisor {
     /// environment is gone already). Another job's supervisor, started from
     /// inside this job and adopted by us, and our notifier are left alone.
     /// Returns who got the signal, with their command lines (empty: nothing was left).
-    fn signal_everything(&self, signal: i32) -> Vec<(ProcessIdentity, String)> {
+    pub(super) fn signal_everything(&self, signal: i32) -> Vec<(ProcessIdentity, String)> {
         let tree = Tree::of(&self.job).with_recorded(self.procset.recorder.recorded());
         let found = if self.kill_looks_below_only() { tree::job_subtree(tree, std::process::id()) } else { tree::job_tree(tree) };
         let mut sent: Vec<(ProcessIdentity, String)> =
@@ -631,6 +642,8 @@ impl Supervisor {
                 self.between = Some(Between::Waiting { until: Instant::now() + delay });
                 self.restart_step()
             }
+            // A paused job starts no new run until it is resumed.
+            Some(Between::Waiting { .. }) if self.is_paused() => true,
             Some(Between::Waiting { until }) if Instant::now() < until => true,
             Some(Between::Waiting { .. }) => self.relaunch(),
         }

@@ -57,7 +57,7 @@ impl Context {
         if !nothing_left {
             // Ended, its supervisor gone, and processes of it live on (a
             // daemon it recorded, a cookie carrier): they are what is killed.
-            let (count, exiting) = terminate_tree(tree, grace, force);
+            let (count, exiting) = terminate_tree(tree, grace, force, job.paused_at.is_some());
             let message = left_running_removed(&job, count, &still_exiting(exiting));
             return Ok(KillOutcome { message, signalled: count > 0, job });
         }
@@ -174,7 +174,7 @@ impl Context {
                 }
             }
             if let Some(signal) = stray_signal(force) {
-                strays.signal(&members, signal);
+                strays.signal(&members, signal, job.paused_at.is_some());
             }
             let stopped = procinfo::is_stopped(supervisor.pid);
             let answer_by = if stopped { Instant::now() } else { started + grace + SUPERVISOR_ANSWER };
@@ -199,7 +199,7 @@ impl Context {
                     let members = index.members(Tree::of(&target.job).with_recorded(recorded));
                     target.seen.add_identities(members.rows.iter().map(|r| r.identity));
                     if let Some(signal) = stray_signal(hard) {
-                        strays.signal(&members, signal);
+                        strays.signal(&members, signal, target.job.paused_at.is_some());
                     }
                     target.main_gone |= target.job.main.is_none_or(|m| !index.is_alive(&m));
                     if target.ended_before && members.rows.is_empty() {
@@ -320,7 +320,7 @@ impl Context {
         // to record when it resumes, not ours to call a kill. One gone only
         // since was killed by the supervisor, which then did not record it
         // in time: that is a kill.
-        let (count, exiting) = terminate_tree(tree, grace, force);
+        let (count, exiting) = terminate_tree(tree, grace, force, job.paused_at.is_some());
         let exiting = still_exiting(exiting);
         let why = if stopped { "is stopped" } else { "did not answer in time" };
         if job.status().is_final() || !main_was_running {
@@ -345,7 +345,7 @@ impl Context {
     /// the message then says so.
     fn kill_orphaned(&self, job: Job, tree: Tree, grace: Duration, force: bool) -> Result<KillOutcome> {
         let _ = self.note_kill_request(&job.id, grace, force);
-        let (count, exiting) = terminate_tree(tree, grace, force);
+        let (count, exiting) = terminate_tree(tree, grace, force, job.paused_at.is_some());
         let (stored, unrecorded) = self.record_kill(job);
         let message =
             format!("killed orphaned job {} ({count} process(es) signalled){}{unrecorded}", stored.id, still_exiting(exiting));
@@ -411,18 +411,28 @@ pub(crate) fn mark_killed(job: &mut Job) -> bool {
     // processes end under our signals before we could record the kill (on a
     // full disk it cannot see our note); the end keeps its time.
     let ended_at = job.ended_at().unwrap_or_else(now_ms);
-    job.change_state(JobState::Killed { exit: None, ended_at })
+    let changed = job.change_state(JobState::Killed { exit: None, ended_at });
+    if changed {
+        // Its tree was continued to take the SIGTERM (`terminate_tree`).
+        job.paused_at = None;
+    }
+    changed
 }
 
 /// SIGTERM to the job's tree, SIGKILL to what is left after `grace` (at once
-/// with `force`). Returns how many distinct processes were signalled (a
+/// with `force`); a `paused` tree gets SIGCONT after the SIGTERM, so that it
+/// can act on it within the grace period (a stopped process only takes
+/// SIGKILL). Returns how many distinct processes were signalled (a
 /// process signalled by both passes, or by repeated SIGKILLs while it dies,
 /// counts once) and how many of them, or of the tree, still live at the bound.
-fn terminate_tree(tree: Tree, grace: Duration, force: bool) -> (usize, usize) {
+fn terminate_tree(tree: Tree, grace: Duration, force: bool, paused: bool) -> (usize, usize) {
     let mut signalled = Seen::default();
     let mut send = |signal| signalled.add(&tree::signal_tree(tree, signal).sent);
     if !force {
         send(crate::model::signals::SIGTERM);
+        if paused {
+            tree::signal_tree(tree, crate::model::signals::SIGCONT);
+        }
         wait_until(grace, Duration::from_millis(20), || !tree::tree_alive(tree));
     }
     let stubborn_deadline = Instant::now() + Duration::from_secs(2);
@@ -572,7 +582,8 @@ struct Strays {
 }
 
 impl Strays {
-    fn signal(&mut self, members: &tree::Members, signal: i32) {
+    /// `paused`: a stray first sent SIGTERM gets SIGCONT after it, to act on it.
+    fn signal(&mut self, members: &tree::Members, signal: i32, paused: bool) {
         for row in members.rows.iter().filter(|r| !members.below_supervisor.contains(&r.identity.pid)) {
             let who = row.identity;
             let key = (who.pid, who.start_ticks);
@@ -582,6 +593,9 @@ impl Strays {
             let first = if signal == crate::model::signals::SIGKILL { self.killed.insert(key) } else { self.termed.insert(key) };
             if first {
                 procinfo::signal_process(&who, signal);
+                if paused && signal != crate::model::signals::SIGKILL {
+                    procinfo::signal_process(&who, crate::model::signals::SIGCONT);
+                }
             }
         }
     }

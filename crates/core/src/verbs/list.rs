@@ -20,7 +20,7 @@ impl Context {
         let mut jobs = Vec::new();
         for job in self.reconcile_jobs(self.registry().load()?)? {
             if let Some(status) = filter.status {
-                if job.status() != status {
+                if job.shown_status() != status {
                     continue;
                 }
             } else if !filter.all && job.status().is_final() && job.ended_at().unwrap_or(0) < recent_since {
@@ -49,6 +49,7 @@ impl Context {
             let state = match job.status() {
                 JobStatus::Orphaned => format!("orphaned (supervisor gone) after {runtime}"),
                 JobStatus::Queued => format!("queued for {runtime}"),
+                _ if job.paused_at.is_some() => format!("paused, running {runtime}"),
                 _ => format!("running {runtime}"),
             };
             let last = log_read::last_lines(std::path::Path::new(&job.log_path), 1, Some(non_blank()))

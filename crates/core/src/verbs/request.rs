@@ -45,6 +45,8 @@ pub struct StartRequest {
     pub tie_to_caller: bool,
     /// `--nice`: the niceness its main process starts at.
     pub nice: Option<i32>,
+    /// `rerun`: the job this one starts again.
+    pub rerun_of: Option<String>,
 }
 
 /// `--restart <policy> [--max-restarts N] [--restart-delay <dur>]`.

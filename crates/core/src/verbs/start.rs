@@ -69,6 +69,8 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         waits: None,
         tie,
         nice: request.nice,
+        paused_at: None,
+        rerun_of: request.rerun_of,
     };
     if let Some(waits) = waits {
         return crate::verbs::queue::enqueue(context, job, waits, supervisor_exe).map(|started| Started { warnings, ..started });

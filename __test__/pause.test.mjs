@@ -1,0 +1,232 @@
+// pause and resume (issue 28): SIGSTOP / SIGCONT to a job's whole tree,
+// recorded as `paused`, with the --timeout clock stopped while paused; kill
+// of a paused job; the CLI, JS and MCP faces, against real jobs.
+import test from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { makeHome, runBg, startJob, checkJson, waitFor, cookieProcesses, anySurvivor, connectMcp, pm } from './helpers.mjs'
+
+function tmpDir(t) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-pause-'))
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+// A main shell ticking into main.ticks, a child ticking into child.ticks, and
+// a grandchild that left the process group (setsid) ticking into grand.ticks.
+const TICKER = 'while :; do echo x >> "$0"; sleep 0.05; done'
+const FORKING_TREE = [
+  'sh', '-c',
+  `sh -c '${TICKER}' child.ticks & ` +
+  `(setsid sh -c '${TICKER}' grand.ticks &) ; ` +
+  `${TICKER.replace('"$0"', 'main.ticks')}`,
+]
+const FILES = ['main.ticks', 'child.ticks', 'grand.ticks']
+
+const sizes = (dir) => FILES.map((f) => { try { return fs.statSync(path.join(dir, f)).size } catch { return 0 } })
+
+/** The state letter of /proc/<pid>/stat (R, S, T, …), or null once gone. */
+function procState(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0]
+  } catch {
+    return null
+  }
+}
+
+/** Waits until every file has grown past `before` (all ticking). */
+async function allGrow(dir, before, what) {
+  await waitFor(() => sizes(dir).every((s, i) => s > before[i]), { timeout: 10_000, what })
+}
+
+/** Over `ms`, sampled every 50 ms, no file grows. */
+async function nothingGrows(dir, ms) {
+  const first = sizes(dir)
+  const end = Date.now() + ms
+  while (Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 50))
+    assert.deepEqual(sizes(dir), first, 'no process of a paused job writes')
+  }
+}
+
+test('pause stops every process of a forking tree (group and setsid grandchild), resume starts them again; both recorded', async (t) => {
+  const { home } = makeHome(t)
+  const dir = tmpDir(t)
+  const job = startJob(home, FORKING_TREE, ['--cwd', dir, '--label', 'ticker'])
+  await allGrow(dir, [0, 0, 0], 'every process ticking')
+  const processes = cookieProcesses(job.jobId)
+  assert.ok(processes.length >= 3, `${processes.length} processes of the job`)
+
+  const before = Date.now()
+  const paused = runBg(home, ['pause', job.jobId])
+  assert.equal(paused.code, 0, paused.stderr)
+  assert.match(paused.stdout, new RegExp(`^paused ${job.jobId}`))
+  // Stopped when `pause` returns: nothing grows from here on.
+  await nothingGrows(dir, 600)
+  for (const p of cookieProcesses(job.jobId)) {
+    assert.equal(procState(p.pid), 'T', `pid ${p.pid} is stopped`)
+  }
+
+  const check = checkJson(home, job.jobId)
+  assert.equal(check.status, 'paused')
+  assert.ok(check.pausedAt >= before - 5 && check.pausedAt <= Date.now(), `pausedAt ${check.pausedAt}`)
+  const listed = JSON.parse(runBg(home, ['list', '--json']).stdout).find((j) => j.jobId === job.jobId)
+  assert.equal(listed.status, 'paused')
+  assert.equal(listed.pausedAt, check.pausedAt)
+  assert.match(runBg(home, ['check', job.jobId]).stdout, /paused/)
+  assert.match(runBg(home, ['list']).stdout, new RegExp(`${job.jobId}.*paused`))
+  const onlyPaused = JSON.parse(runBg(home, ['list', '--status', 'paused', '--json']).stdout)
+  assert.deepEqual(onlyPaused.map((j) => j.jobId), [job.jobId])
+  // In jobs.json too, not only in the job's own record.
+  const registry = JSON.parse(fs.readFileSync(path.join(home, 'jobs.json'), 'utf8')).jobs.find((j) => j.id === job.jobId)
+  assert.equal(registry?.paused_at, check.pausedAt)
+
+  // Again: nothing to do, and it says so.
+  const again = runBg(home, ['pause', job.jobId])
+  assert.equal(again.code, 0, again.stderr)
+  assert.match(again.stdout, /already paused/)
+
+  const held = sizes(dir)
+  const resumed = runBg(home, ['resume', job.jobId, '--json'])
+  assert.equal(resumed.code, 0, resumed.stderr)
+  const view = JSON.parse(resumed.stdout)
+  assert.equal(view.status, 'running')
+  assert.equal(view.changed, true)
+  await allGrow(dir, held, 'every process ticking again after resume')
+  const after = checkJson(home, job.jobId)
+  assert.equal(after.status, 'running')
+  assert.equal(after.pausedAt, undefined)
+  const notPaused = runBg(home, ['resume', job.jobId])
+  assert.equal(notPaused.code, 0, notPaused.stderr)
+  assert.match(notPaused.stdout, /not paused/)
+})
+
+test('a paused job\'s --timeout clock stops: paused past its timeout it is not timed out, and times out after resume', async (t) => {
+  const { home } = makeHome(t)
+  const dir = tmpDir(t)
+  const job = startJob(home, ['sh', '-c', 'while :; do echo x >> ticks; sleep 0.05; done'], ['--cwd', dir, '--timeout', '2s'])
+  const started = checkJson(home, job.jobId).startedAt
+  assert.equal(runBg(home, ['pause', job.jobId]).code, 0)
+  const pausedAt = checkJson(home, job.jobId).pausedAt
+  const ranBeforePause = pausedAt - started
+  // Paused for 3 s, past the 2 s timeout: still paused, not ended.
+  const until = Date.now() + 3000
+  while (Date.now() < until) {
+    assert.equal(checkJson(home, job.jobId).status, 'paused', 'not timed out while paused')
+    await new Promise((r) => setTimeout(r, 200))
+  }
+  const resumedAt = Date.now()
+  assert.equal(runBg(home, ['resume', job.jobId]).code, 0)
+  const ended = await waitFor(() => {
+    const c = checkJson(home, job.jobId)
+    return c.status !== 'running' && c.status !== 'paused' && c
+  }, { timeout: 10_000, what: 'the timeout after resume' })
+  assert.equal(ended.status, 'timeout')
+  const remaining = 2000 - ranBeforePause
+  const afterResume = ended.endedAt - resumedAt
+  console.log(`ran ${ranBeforePause} ms before the pause; timed out ${afterResume} ms after resume (remaining was ${remaining} ms)`)
+  assert.ok(afterResume >= remaining - 150, `the rest of the timeout ran after resume: ${afterResume} ms >= ${remaining} ms`)
+  assert.ok(afterResume < remaining + 2000, `and not much more: ${afterResume} ms`)
+})
+
+test('kill of a paused job: its tree gets SIGCONT after SIGTERM, acts on it within the grace period, 0 survivors', async (t) => {
+  const { home } = makeHome(t)
+  const dir = tmpDir(t)
+  const job = startJob(home, [
+    'sh', '-c',
+    '(setsid sleep 600 &); trap "echo term > got-term; exit 0" TERM; echo ready > ready; while :; do sleep 0.1; done',
+  ], ['--cwd', dir])
+  await waitFor(() => fs.existsSync(path.join(dir, 'ready')), { what: 'the job ready' })
+  await waitFor(() => cookieProcesses(job.jobId).length >= 3, { what: 'the setsid sleep' })
+  const processes = cookieProcesses(job.jobId)
+  assert.equal(runBg(home, ['pause', job.jobId]).code, 0)
+  const started = Date.now()
+  const kill = runBg(home, ['kill', job.jobId, '--grace', '8s', '--json'])
+  const took = Date.now() - started
+  assert.equal(kill.code, 0, kill.stderr)
+  const [view] = JSON.parse(kill.stdout)
+  assert.equal(view.status, 'killed')
+  assert.ok(fs.existsSync(path.join(dir, 'got-term')), 'the stopped shell ran its TERM trap: it was continued')
+  assert.ok(took < 6000, `the kill did not wait out the 8 s grace period: ${took} ms`)
+  assert.deepEqual(anySurvivor(processes), [], '0 survivors')
+  assert.deepEqual(cookieProcesses(job.jobId), [])
+  const check = checkJson(home, job.jobId)
+  assert.equal(check.status, 'killed')
+  assert.equal(check.pausedAt, undefined, 'an ended job is no longer paused')
+})
+
+test('pause and resume refuse what cannot be paused, saying why', async (t) => {
+  const { home } = makeHome(t, { queues: { one: { max_parallel: 1 } } })
+  const unknown = runBg(home, ['pause', 'nosuch-123456'])
+  assert.equal(unknown.code, 1)
+  assert.match(unknown.stderr, /nosuch-123456/)
+  const bad = runBg(home, ['resume', '../etc'])
+  assert.notEqual(bad.code, 0)
+  assert.match(bad.stderr, /job id/)
+  const done = startJob(home, ['true'])
+  assert.equal(runBg(home, ['wait', done.jobId]).code, 0)
+  for (const verb of ['pause', 'resume']) {
+    const ended = runBg(home, [verb, done.jobId])
+    assert.equal(ended.code, 1, `${verb} of an ended job`)
+    assert.match(ended.stderr, new RegExp(`${done.jobId} has ended \\(success`))
+  }
+  const first = startJob(home, ['sleep', '30'], ['--queue', 'one'])
+  const waiting = startJob(home, ['sleep', '30'], ['--queue', 'one'])
+  assert.equal(waiting.status, 'queued')
+  const queued = runBg(home, ['pause', waiting.jobId])
+  assert.equal(queued.code, 1)
+  assert.match(queued.stderr, /queued/)
+  runBg(home, ['kill', first.jobId, waiting.jobId, '--force'])
+})
+
+test('JS pauseJob / resumeJob and the MCP tools pause_job / resume_job', async (t) => {
+  const { home } = makeHome(t)
+  process.env.PROC_MANAGER_HOME = home
+  const dir = tmpDir(t)
+  const job = pm.runBackground(`while :; do echo x >> ticks; sleep 0.05; done`, { cwd: dir })
+  const ticks = () => { try { return fs.statSync(path.join(dir, 'ticks')).size } catch { return 0 } }
+  await waitFor(() => ticks() > 0, { what: 'ticking' })
+
+  const paused = await pm.pauseJob(job.jobId)
+  assert.equal(paused.jobId, job.jobId)
+  assert.equal(paused.status, 'paused')
+  assert.equal(paused.changed, true)
+  assert.equal(typeof paused.pausedAt, 'number')
+  assert.equal(pm.checkJob(job.jobId).status, 'paused')
+  assert.equal(pm.listJobs().find((j) => j.jobId === job.jobId).status, 'paused')
+  const held = ticks()
+  await new Promise((r) => setTimeout(r, 300))
+  assert.equal(ticks(), held)
+  const resumed = await pm.resumeJob(job.jobId)
+  assert.equal(resumed.status, 'running')
+  await waitFor(() => ticks() > held, { what: 'ticking after resumeJob' })
+  await assert.rejects(pm.pauseJob('nosuch-123456'), /nosuch-123456/)
+
+  const client = await connectMcp(t, home)
+  const { tools } = await client.listTools()
+  const by = Object.fromEntries(tools.map((x) => [x.name, x]))
+  for (const name of ['pause_job', 'resume_job']) {
+    assert.ok(by[name], `${name} is listed`)
+    assert.equal(by[name].annotations?.idempotentHint, true, `${name} is idempotent`)
+    assert.notEqual(by[name].annotations?.readOnlyHint, true, `${name} changes the job`)
+    assert.equal(by[name].annotations?.destructiveHint, false, `${name} is undone by its counterpart`)
+    assert.ok(by[name].outputSchema?.properties?.status, `${name} outputs status`)
+  }
+  const call = (name, args) => client.callTool({ name, arguments: args })
+  const p = await call('pause_job', { jobId: job.jobId })
+  assert.equal(p.isError, undefined, p.content[0].text)
+  assert.equal(p.structuredContent.status, 'paused')
+  assert.match(p.content[0].text, /paused/)
+  const held2 = ticks()
+  await new Promise((r) => setTimeout(r, 300))
+  assert.equal(ticks(), held2)
+  const r = await call('resume_job', { jobId: job.jobId })
+  assert.equal(r.structuredContent.status, 'running')
+  await waitFor(() => ticks() > held2, { what: 'ticking after resume_job' })
+  const unknown = await call('pause_job', { jobId: 'nosuch-123456' })
+  assert.equal(unknown.isError, true)
+  assert.doesNotMatch(unknown.content[0].text, /run-bg /, 'no CLI command in an MCP answer')
+})
