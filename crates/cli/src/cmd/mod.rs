@@ -12,6 +12,7 @@ pub mod prune;
 pub mod ps;
 pub mod reconcile;
 pub mod send;
+pub mod stack;
 pub mod start;
 pub mod summary;
 pub mod supervise;
