@@ -869,6 +869,79 @@ export interface TrackerOptions {
 }
 
 /**
+ * Starts every process of a stack file that does not run yet: `file`, or
+ * `run-bg.json` in the current directory, else its `Procfile`. Each process
+ * is a job labelled by its name and owned by the stack (`owner`, else the
+ * file's directory name); one with `after` starts once each process it runs
+ * after is ready (one with a readiness check) or ended with exit 0 (one
+ * without). The file is checked whole before anything starts. With
+ * `yieldMs`, resolves once every process is up or one cannot be (`ready`,
+ * `problems`); an aborted `signal` rejects with an `AbortError`, what
+ * started runs on.
+ */
+export declare function up(file?: string | undefined | null, options?: UpOptions | undefined | null): Promise<StackUpResult>
+
+export interface UpOptions {
+  /** Owner of the stack's jobs (default: the file's directory name). */
+  owner?: string
+  /** Wait up to this many milliseconds for every process to be up. */
+  yieldMs?: number
+  /** Stops the wait of `yieldMs` (an `AbortError`); what started runs on. */
+  signal?: AbortSignal
+}
+
+export interface StackUpResult {
+  /** The stack file read. */
+  file: string
+  /** The owner of the stack's jobs (`listJobs({ owner })` shows them). */
+  owner: string
+  /** In the order they were started: each after what it runs after. */
+  processes: Array<StackProcess>
+  /** With `yieldMs`: whether every process is up (ready, running, or a task that ended with exit 0). */
+  ready?: boolean
+  /** With `yieldMs`: what was not up, one line a process (`web: failed (exit 1) (run-bg check web-3f2a1c)`). */
+  problems?: Array<string>
+}
+
+export interface StackProcess {
+  /** The process's name in the file: its job's label. */
+  name: string
+  /** Absent when it could not even be submitted. */
+  jobId?: string
+  pid?: number
+  /** `already running`: a job of the stack with this label runs (or waits in its queue). */
+  action: 'started' | 'queued' | 'already running' | 'failed' | 'skipped'
+  /** Queued: the processes it waits for. */
+  waitingFor?: Array<string>
+  /** Failed, skipped (a process it runs after had failed already): why. */
+  error?: string
+}
+
+/**
+ * Kills the jobs of a stack file's processes (of `owner`, else the file's
+ * directory name), what runs after others first; resolves once their trees
+ * are gone.
+ */
+export declare function down(file?: string | undefined | null, options?: DownOptions | undefined | null): Promise<StackDownResult>
+
+export interface DownOptions {
+  /** Owner of the stack's jobs (default: the file's directory name). */
+  owner?: string
+}
+
+export interface StackDownResult {
+  file: string
+  owner: string
+  /** In the order killed. */
+  killed: Array<StackKillResult>
+}
+
+export interface StackKillResult extends KillResult {
+  /** The process's name in the file. */
+  name: string
+}
+
+/**
  * The JSON Schemas of the options of `checkJob`, `listJobs`, `waitJob` and
  * `killJob`/`killAll`, by verb (`check`, `list`, `wait`, `kill`), from their
  * one definition in the core, as `startOptionsSchema` gives the start's;

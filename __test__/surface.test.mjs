@@ -381,6 +381,18 @@ async function realResults(t, signal, started) {
   callMethod('ResourceTracker', tracker, 'snapshotBefore', 'surface')
   callMethod('ResourceTracker', tracker, 'snapshotAfter', 'surface')
 
+  // A stack: one process never ready within its readiness timeout, one after it (skipped).
+  const stackDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-surface-stack-'))
+  t.after(() => fs.rmSync(stackDir, { recursive: true, force: true }))
+  const stackFile = path.join(stackDir, 'run-bg.json')
+  fs.writeFileSync(stackFile, JSON.stringify({ processes: {
+    one: { command: 'exec sleep 305', 'ready-log': 'never', 'ready-timeout': 50 },
+    two: { command: 'exec sleep 306', after: ['one'] },
+  } }))
+  const stackUp = await call('up', stackFile, { owner: 'surface-stack', yieldMs: 20_000 })
+  assert.equal(stackUp.ready, false, JSON.stringify(stackUp))
+  assert.equal((await call('down', stackFile, { owner: 'surface-stack' })).killed.length, 1)
+
   await call('killJob', leaver.jobId, { force: true })
   await call('cleanupOrphans', { mode: 'kill', force: true })
   const killed = await call('killAll', { force: true })

@@ -73,6 +73,8 @@ Commands:
   run-bg prune [--older-than <dur>]            forget finished jobs, delete their logs
   run-bg send <id> <text> [--no-newline] [--eof]  write to the stdin of a job started with --stdin pipe
   run-bg reconcile                             mark jobs whose supervisor died
+  run-bg up [-f <file>] [--owner <name>] [--yield[=DUR]]   start a Procfile's or run-bg.json's processes
+  run-bg down [-f <file>] [--owner <name>]     kill them, what runs after others first
 Start later: --after <id>... [--after-any], --queue <name>, --priority <n>.
 
 Durations: 500ms, 90s, 10m, 2h, 1h30m. Every subcommand takes --json.
@@ -259,6 +261,24 @@ enum Sub {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// Start every process of a stack file (run-bg.json or Procfile) that does not run yet
+    Up {
+        #[command(flatten)]
+        stack: cmd::stack::StackArgs,
+        /// Return once every process is up (ready, running, or a task that ended
+        /// well), or one cannot be; waits at most DUR (default 2m)
+        #[arg(long = "yield", value_name = "DUR", num_args = 0..=1, require_equals = true, default_missing_value = "2m")]
+        yield_for: Option<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Kill the jobs of a stack file's processes, what runs after others first
+    Down {
+        #[command(flatten)]
+        stack: cmd::stack::StackArgs,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
 }
 
 fn main() {
@@ -420,7 +440,7 @@ fn print_json<T: serde::Serialize>(value: &T) {
 
 fn run_sub(command: Sub) -> Result<i32> {
     let context = match &command {
-        Sub::Kill { .. } | Sub::Orphans { kill: true, .. } => with_own_runner(Context::load_for_kill()?)?,
+        Sub::Kill { .. } | Sub::Orphans { kill: true, .. } | Sub::Down { .. } => with_own_runner(Context::load_for_kill()?)?,
         _ => load_context()?,
     };
     match command {
@@ -454,5 +474,7 @@ fn run_sub(command: Sub) -> Result<i32> {
         Sub::Prune { older_than, json } => cmd::prune::run(&context, older_than, json.json),
         Sub::Reconcile { json } => cmd::reconcile::run(&context, json.json),
         Sub::Send { id, text, no_newline, eof, json } => cmd::send::run(&context, &id, text, no_newline, eof, json.json),
+        Sub::Up { stack, yield_for, json } => cmd::stack::up(&context, &stack, yield_for, json.json),
+        Sub::Down { stack, json } => cmd::stack::down(&context, &stack, json.json),
     }
 }

@@ -16,6 +16,7 @@ mod logging;
 mod promise;
 
 pub mod follow;
+pub mod stack;
 mod stream;
 pub mod tracking;
 pub mod watch;

@@ -14,6 +14,7 @@ pub mod ps;
 pub mod reconcile;
 pub mod rerun;
 pub mod send;
+pub mod stack;
 pub mod start;
 pub mod summary;
 pub mod supervise;

@@ -17,6 +17,11 @@ pub enum Error {
     #[error("{message}")]
     StartFailed { job_id: String, message: String },
 
+    /// Submitted `--after` a job that had already failed: recorded as
+    /// `skipped`, never started; `reason` says why (`skipped: …`).
+    #[error("{job_id} was not started: {reason}")]
+    Skipped { job_id: String, reason: String },
+
     #[error("config file {path}: {message}")]
     Config { path: PathBuf, message: String },
 

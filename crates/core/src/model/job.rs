@@ -397,6 +397,11 @@ pub struct Waits {
     pub after: Vec<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub after_any: bool,
+    /// A job of `after` that has a readiness check counts once it was
+    /// ready, not only once it ended well (a stack's web server after its
+    /// database); one never ready by its readiness timeout skips this job.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_ready: bool,
     /// When it was submitted (its place in the queue; `started_at` becomes
     /// the real start).
     pub queued_at: u64,
@@ -1432,7 +1437,7 @@ mod tests {
     #[test]
     fn queued_and_skipped_records_read_back_with_what_they_wait_for() {
         let mut job = sample_in(JobState::Queued);
-        job.waits = Some(Waits { queue: Some("heavy".into()), priority: 3, after: vec!["a-1".into()], after_any: true, queued_at: 7 });
+        job.waits = Some(Waits { queue: Some("heavy".into()), priority: 3, after: vec!["a-1".into()], after_any: true, queued_at: 7, ..Waits::default() });
         let written = serde_json::to_value(&job).unwrap();
         assert_eq!(written["status"], "queued");
         assert_eq!(written["waits"], serde_json::json!({"queue": "heavy", "priority": 3, "after": ["a-1"], "after_any": true, "queued_at": 7}));

@@ -645,3 +645,31 @@ mod wording_tests {
         assert_eq!(list_line(&running, 2), "build-3f2a1c  running for 2h13m  make -j2");
     }
 }
+
+/// `run-bg up`'s lines: one a process, `name  id  what`, the columns aligned.
+pub fn stack_up_lines(view: &crate::present::view::StackUpView) -> Vec<String> {
+    let name_width = view.processes.iter().map(|p| p.name.len()).max().unwrap_or(0);
+    let id_width = view.processes.iter().map(|p| p.job_id.as_deref().map_or(1, str::len)).max().unwrap_or(0);
+    view.processes
+        .iter()
+        .map(|p| {
+            let what = match (p.action.as_str(), &p.error) {
+                ("queued", _) if !p.waiting_for.is_empty() => format!("queued (after {})", p.waiting_for.join(", ")),
+                // The reason says `skipped: …` itself.
+                ("skipped", Some(error)) => shorten(error, 160),
+                (_, Some(error)) => format!("{}: {}", p.action, shorten(error, 160)),
+                (action, None) => action.to_string(),
+            };
+            format!("{:<name_width$}  {:<id_width$}  {what}", p.name, visible(p.job_id.as_deref().unwrap_or("-")))
+        })
+        .collect()
+}
+
+/// `run-bg down`'s lines: one a job killed, `name  <what kill says>`.
+pub fn stack_down_lines(view: &crate::present::view::StackDownView) -> Vec<String> {
+    if view.killed.is_empty() {
+        return vec![format!("nothing of stack {} is running", visible(&view.owner))];
+    }
+    let name_width = view.killed.iter().map(|k| k.name.len()).max().unwrap_or(0);
+    view.killed.iter().map(|k| format!("{:<name_width$}  {}", k.name, k.kill.message)).collect()
+}

@@ -1025,12 +1025,19 @@ pub fn queue_limit(queues: &std::collections::BTreeMap<String, crate::store::con
 /// The jobs `job` still waits for (those not ended yet), in its `--after` order.
 pub fn waiting_for<'a>(job: &'a Job, jobs: &[Job]) -> Vec<&'a str> {
     let Some(waits) = &job.waits else { return Vec::new() };
+    // Ended (how is skip_reason's to judge), or ready when that is enough.
+    let settled = |dep: &Job| dep.status().is_final() || (waits.after_ready && was_ready(dep));
     waits
         .after
         .iter()
-        .filter(|id| jobs.iter().find(|j| &j.id == *id).is_some_and(|j| !j.status().is_final()))
+        .filter(|id| jobs.iter().find(|j| &j.id == *id).is_some_and(|dep| !settled(dep)))
         .map(String::as_str)
         .collect()
+}
+
+/// With `after_ready`: a job of `after` that has a readiness check was seen ready.
+fn was_ready(dep: &Job) -> bool {
+    dep.ready.is_some() && dep.ready_at.is_some()
 }
 
 /// Why `job` will never start, if a job it runs after ended without success
@@ -1042,6 +1049,12 @@ fn skip_reason(job: &Job, jobs: &[Job]) -> Option<String> {
     }
     waits.after.iter().find_map(|id| match jobs.iter().find(|j| &j.id == id) {
         None => Some(format!("skipped: {id} is no longer in the registry (pruned), so its outcome is unknown")),
+        Some(dep) if waits.after_ready && was_ready(dep) => None,
+        // It will never be ready: its readiness timeout passed (it runs on).
+        Some(dep) if waits.after_ready && !dep.status().is_final() && dep.not_ready_after(now_ms()).is_some() => {
+            let limit = dep.not_ready_after(now_ms()).unwrap_or_default();
+            Some(format!("skipped: {id} was not ready after {}", crate::model::duration::format_duration_ms(limit)))
+        }
         Some(dep) if dep.status().is_final() && dep.status() != JobStatus::Success => Some(match dep.status() {
             JobStatus::Skipped => format!("skipped: {id} was skipped"),
             status => format!("skipped: {id} {status} ({})", crate::model::job::how_it_ended(dep)),
@@ -1532,6 +1545,7 @@ mod tests {
             after: after.iter().map(|a| a.to_string()).collect(),
             after_any: false,
             queued_at,
+            ..Default::default()
         });
         job
     }
@@ -1584,6 +1598,31 @@ mod tests {
         jobs.remove(0);
         let Some(QueueStep::Skip(0, why)) = next_queue_step(&jobs, &limits(&[])) else { panic!("a pruned dep") };
         assert!(why.contains("dep-1 is no longer in the registry"), "{why}");
+    }
+
+    #[test]
+    fn after_ready_a_job_starts_once_a_server_it_runs_after_is_ready() {
+        let mut server = crate::model::job::sample_job(JobStatus::Running);
+        (server.id, server.started_at) = ("db-1".into(), now_ms());
+        server.ready = Some(crate::model::job::Readiness { port: Some(5432), timeout_ms: Some(60_000), ..Default::default() });
+        let mut web = queued("web-1", None, 0, 1, &["db-1"]);
+        web.waits.as_mut().unwrap().after_ready = true;
+        let mut jobs = vec![server, web];
+        assert_eq!(next_queue_step(&jobs, &limits(&[])), None, "not ready yet");
+        jobs[0].ready_at = Some(now_ms());
+        assert_eq!(next_queue_step(&jobs, &limits(&[])), Some(QueueStep::Start(1)), "ready");
+        jobs[1].waits.as_mut().unwrap().after_ready = false;
+        assert_eq!(next_queue_step(&jobs, &limits(&[])), None, "plain --after still waits for the end");
+        jobs[1].waits.as_mut().unwrap().after_ready = true;
+        // Never ready within its readiness timeout: what runs after it never starts.
+        (jobs[0].ready_at, jobs[0].started_at) = (None, now_ms() - 61_000);
+        assert_eq!(next_queue_step(&jobs, &limits(&[])), Some(QueueStep::Skip(1, "skipped: db-1 was not ready after 1m00s".into())));
+        // A one-shot task (no readiness check) counts once it ended well, as with --after.
+        jobs[0].ready = None;
+        assert_eq!(next_queue_step(&jobs, &limits(&[])), None);
+        jobs[0] = crate::model::job::sample_ended(JobStatus::Success, Some(0), None);
+        jobs[0].id = "db-1".into();
+        assert_eq!(next_queue_step(&jobs, &limits(&[])), Some(QueueStep::Start(1)));
     }
 
     #[test]

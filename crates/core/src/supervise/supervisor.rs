@@ -804,6 +804,12 @@ impl Supervisor {
             job.ready_at = Some(at);
             job.ready_blocked = None;
         });
+        // Jobs queued to start once this one is ready (a stack's `after`)
+        // may start now: the hand-on an end makes (one stat when nothing is
+        // queued). Its moment without the subreaper is as at the end.
+        if let Some(hook) = crate::supervise::spec::AFTER_END.get() {
+            hook(&self.home, &self.config);
+        }
     }
 
     /// What keeps the job from being ready (a stranger holding its port), or

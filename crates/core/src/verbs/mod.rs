@@ -20,6 +20,7 @@ pub mod queue;
 pub mod request;
 pub mod resource_tracker;
 pub mod spawn;
+pub mod stack;
 pub mod start;
 pub mod start_options;
 pub mod verb_options;

@@ -109,7 +109,14 @@ pub fn waits_for_request(context: &Context, request: &StartRequest) -> Result<Op
             )));
         }
     }
-    Ok(Some(Waits { queue, priority: request.priority, after, after_any: request.after_any, queued_at: now_ms() }))
+    Ok(Some(Waits {
+        queue,
+        priority: request.priority,
+        after,
+        after_any: request.after_any,
+        after_ready: request.after_ready,
+        queued_at: now_ms(),
+    }))
 }
 
 /// Records `job` as queued (its launch spec first), then starts what can
@@ -173,7 +180,7 @@ pub fn enqueue(context: &Context, mut job: Job, waits: Waits, runner: &Path) -> 
         }
         // Skipped at once (a job it runs after had failed already): the ack says so.
         JobStatus::Skipped => {
-            Err(Error::Other(format!("{} was not started: {}", stored.id, stored.error().unwrap_or("skipped"))))
+            Err(Error::Skipped { job_id: stored.id.clone(), reason: stored.error().unwrap_or("skipped").to_string() })
         }
         _ => Ok(started),
     }

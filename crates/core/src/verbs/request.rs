@@ -38,6 +38,9 @@ pub struct StartRequest {
     pub priority: i64,
     pub after: Vec<String>,
     pub after_any: bool,
+    /// A job of `after` with a readiness check counts once ready (a stack's
+    /// `after`; no flag of its own).
+    pub after_ready: bool,
     /// Kill the job's tree when this process ends (`--tie`, `--tie-pid`).
     pub tie_pid: Option<u32>,
     /// `tie_pid` is the caller itself (`--tie`, `tie: true`), not a process
