@@ -91,6 +91,7 @@ fn request_for(job: &Job, face: &dyn Face) -> Result<StartRequest> {
         priority: waits.priority,
         after: waits.after,
         after_any: waits.after_any,
+        after_ready: waits.after_ready,
         tie_pid,
         tie_to_caller: job.tie.as_ref().is_some_and(|t| t.caller),
         nice: job.nice,
