@@ -1,4 +1,5 @@
 //! Every text the faces print and every shape they return, built from the verbs' results.
 
 pub mod format;
+pub mod table;
 pub mod view;
