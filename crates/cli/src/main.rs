@@ -70,6 +70,7 @@ Commands:
   run-bg prune [--older-than <dur>]            forget finished jobs, delete their logs
   run-bg send <id> <text> [--no-newline] [--eof]  write to the stdin of a job started with --stdin pipe
   run-bg reconcile                             mark jobs whose supervisor died
+  run-bg top [--owner <name>]                  a live full-screen view of the jobs (? for its keys)
 Start later: --after <id>... [--after-any], --queue <name>, --priority <n>.
 
 Durations: 500ms, 90s, 10m, 2h, 1h30m. Every subcommand takes --json.
@@ -216,6 +217,12 @@ enum Sub {
     Reconcile {
         #[command(flatten)]
         json: JsonFlag,
+    },
+    /// A live full-screen view of the jobs: CPU, memory, output; keys to kill, filter, follow (? for help)
+    Top {
+        /// For the view (run-bg-top): --owner <name>
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+        args: Vec<OsString>,
     },
     /// Write a line to the stdin of a job started with --stdin pipe
     Send {
@@ -392,6 +399,9 @@ fn print_json<T: serde::Serialize>(value: &T) {
 }
 
 fn run_sub(command: Sub) -> Result<i32> {
+    if let Sub::Top { args } = command {
+        return cmd::top::run(args);
+    }
     let context = match &command {
         Sub::Kill { .. } | Sub::Orphans { kill: true, .. } => with_own_runner(Context::load_for_kill()?)?,
         _ => load_context()?,
@@ -417,5 +427,6 @@ fn run_sub(command: Sub) -> Result<i32> {
         Sub::Prune { older_than, json } => cmd::prune::run(&context, older_than, json.json),
         Sub::Reconcile { json } => cmd::reconcile::run(&context, json.json),
         Sub::Send { id, text, no_newline, eof, json } => cmd::send::run(&context, &id, text, no_newline, eof, json.json),
+        Sub::Top { .. } => unreachable!("run before the context is loaded"),
     }
 }

@@ -15,6 +15,7 @@ pub mod send;
 pub mod start;
 pub mod summary;
 pub mod supervise;
+pub mod top;
 pub mod wait;
 pub mod watch;
 

@@ -16,9 +16,9 @@ use std::collections::HashMap;
 pub const HEADERS: [&str; 10] = ["ID", "LABEL", "STATUS", "RUNTIME", "CPU%", "MEM", "RESTARTS", "PORTS", "COMMAND", "LAST LINE"];
 
 const LABEL: usize = 1;
-const STATUS: usize = 2;
+pub const STATUS: usize = 2;
 /// CPU%, MEM and RESTARTS: numbers, right-aligned.
-const NUMBERS: std::ops::RangeInclusive<usize> = 4..=6;
+pub const NUMBERS: std::ops::RangeInclusive<usize> = 4..=6;
 const COMMAND: usize = 8;
 const LAST_LINE: usize = 9;
 /// The widest the label and command columns start at, before any shrinking.
@@ -111,11 +111,10 @@ pub fn colour_allowed(on_terminal: bool) -> bool {
     on_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-/// The table's lines, none wider than `width` columns: the last line
-/// shrinks first (to 10 columns), then the command (to 10), then the last
-/// line is left out, then the command, then restarts, ports, runtime,
-/// memory and CPU, then the label shrinks (to 5); a line still too wide is cut.
-pub fn list_table(rows: &[JobCells], width: usize, colour: bool) -> Vec<String> {
+/// Which columns a table `width` wide shows, in order, and each column's
+/// width (by column index, for all of them): the rules of `list_table`,
+/// which `top` lays its table out by too.
+pub fn column_layout(rows: &[JobCells], width: usize) -> (Vec<usize>, Vec<usize>) {
     let mut widths: Vec<usize> = HEADERS.iter().map(|h| display_width(h)).collect();
     for row in rows {
         for (column, cell) in row.cells.iter().enumerate() {
@@ -150,6 +149,15 @@ pub fn list_table(rows: &[JobCells], width: usize, colour: bool) -> Vec<String> 
         let overflow = total.saturating_sub(width);
         widths[LABEL] = widths[LABEL].saturating_sub(overflow).max(LABEL_MIN.min(widths[LABEL]));
     }
+    (columns, widths)
+}
+
+/// The table's lines, none wider than `width` columns: the last line
+/// shrinks first (to 10 columns), then the command (to 10), then the last
+/// line is left out, then the command, then restarts, ports, runtime,
+/// memory and CPU, then the label shrinks (to 5); a line still too wide is cut.
+pub fn list_table(rows: &[JobCells], width: usize, colour: bool) -> Vec<String> {
+    let (columns, widths) = column_layout(rows, width);
     let line = |cells: &[String], status: Option<JobStatus>, header: bool| {
         let mut text = String::new();
         let mut shown = 0;
