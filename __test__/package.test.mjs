@@ -131,11 +131,11 @@ const addonName = `proc-manager.${abi()}.node`
 // or, with PROC_MANAGER_TEST_PLATFORM_DIR=npm/<abi>, what build-target.mjs
 // built there (CI, scripts/ci-platform-packages.sh: the published artifacts).
 const artifacts = process.env.PROC_MANAGER_TEST_PLATFORM_DIR ? path.resolve(root, process.env.PROC_MANAGER_TEST_PLATFORM_DIR) : root
-const localBuild = fs.existsSync(path.join(artifacts, addonName)) && fs.existsSync(path.join(artifacts, 'native', 'run-bg'))
+const localBuild = ['run-bg', 'run-bg-top'].every((exe) => fs.existsSync(path.join(artifacts, 'native', exe))) && fs.existsSync(path.join(artifacts, addonName))
 const manifest = path.join(root, 'npm', abi(), 'package.json')
 const skipReason =
   !fs.existsSync(manifest) ? `no platform package definition for ${abi()} (npm/${abi()}/package.json)`
-    : !localBuild ? `nothing to pack: no ${addonName} and native/run-bg in ${artifacts} (run npm run build)`
+    : !localBuild ? `nothing to pack: no ${addonName}, native/run-bg and native/run-bg-top in ${artifacts} (run npm run build)`
       : spawnSync('npm', ['--version']).status !== 0 ? 'npm is not on PATH'
         : false
 
@@ -153,6 +153,7 @@ function packAll(env) {
   fs.copyFileSync(path.join(root, 'LICENSE'), path.join(stage, 'LICENSE'))
   fs.copyFileSync(path.join(artifacts, addonName), path.join(stage, addonName))
   fs.copyFileSync(path.join(artifacts, 'native', 'run-bg'), path.join(stage, 'native', 'run-bg'))
+  fs.copyFileSync(path.join(artifacts, 'native', 'run-bg-top'), path.join(stage, 'native', 'run-bg-top'))
   const tarballs = path.join(work, 'tarballs')
   fs.mkdirSync(tarballs)
   packed = {
@@ -277,7 +278,7 @@ test('the packed packages install offline, without cargo, and run the README job
   const rootManifest = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'))
   for (const script of ['preinstall', 'install', 'postinstall', 'prepare']) assert.equal(rootManifest.scripts?.[script], undefined, `${script} script`)
   assert.equal(rootManifest.optionalDependencies[platformPackage()], rootManifest.version)
-  assert.deepEqual(platform.files.sort(), ['LICENSE', addonName, 'native/run-bg', 'package.json'].sort())
+  assert.deepEqual(platform.files.sort(), ['LICENSE', addonName, 'native/run-bg', 'native/run-bg-top', 'package.json'].sort())
 
   const project = emptyProject(work, 'npm11')
   const install = must(run('npm', ['install', '--offline', platform.tarball, main.tarball], { cwd: project, env }), 'npm install --offline')
@@ -289,6 +290,10 @@ test('the packed packages install offline, without cargo, and run the README job
   const id = readmeJob(inProject)
   apiJob(project, inProject)
   await linkedCommand(t, project, inProject)
+  // `run-bg top` finds the view beside the installed run-bg (off a terminal it refuses, naming why).
+  const top = run('npx', ['run-bg', 'top'], inProject)
+  assert.equal(top.status, 2, top.stderr)
+  assert.match(top.stderr, /run-bg top: needs a terminal/)
 
   // The MCP server, its own package. Its dependencies (SDK, zod and theirs)
   // come from the npm cache the dev install filled, through a lockfile with

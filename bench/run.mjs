@@ -5,7 +5,7 @@
 // every variant alike. Reports median, p90 and the range, prints a table with
 // targets, writes bench/out/results.json.
 //
-//   node bench/run.mjs [--quick] [--only=start,idle,footprint,bin,log,tail,kill,notify,snapshot,ready,queue,scale]
+//   node bench/run.mjs [--quick] [--only=start,idle,footprint,bin,log,tail,kill,notify,snapshot,ready,queue,scale,top]
 //                      [--baseline=<checkout>] [--log-reps=N] [--seed=N] [--scale=10,100,1000]
 //
 // --baseline runs the same rows with another checkout's build (its
@@ -28,7 +28,7 @@ import os from 'node:os'
 import path from 'node:path'
 
 const USAGE = `usage: node bench/run.mjs [--quick] [--only=GROUP,...] [--baseline=<checkout>] [--log-reps=N] [--seed=N] [--scale=N,...]
-groups: start, idle, footprint, bin, log, tail, kill, notify, snapshot, ready, queue, scale`
+groups: start, idle, footprint, bin, log, tail, kill, notify, snapshot, ready, queue, scale, top`
 {
   // An option misspelt must not start a 10-minute run of everything.
   const known = /^--(quick|help|(only|baseline|log-reps|seed|scale)=.+)$/
@@ -43,7 +43,7 @@ groups: start, idle, footprint, bin, log, tail, kill, notify, snapshot, ready, q
   }
 }
 const QUICK = process.argv.includes('--quick')
-const GROUPS = ['start', 'idle', 'footprint', 'bin', 'log', 'tail', 'kill', 'notify', 'snapshot', 'ready', 'queue', 'scale']
+const GROUPS = ['start', 'idle', 'footprint', 'bin', 'log', 'tail', 'kill', 'notify', 'snapshot', 'ready', 'queue', 'scale', 'top']
 const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',') ?? null
 const runs = (group) => !ONLY || ONLY.includes(group)
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
@@ -685,6 +685,73 @@ async function benchFootprint() {
     floor.push(now() - t0)
   }
   return { latency, floor, bytes: Object.fromEntries(BUILDS.map((b) => [b.name, fs.statSync(b.runBg).size])) }
+}
+
+// ------------------------------------------------ 3b'. run-bg top's idle cost
+
+/**
+ * What `run-bg top` costs while a person only watches: 50 jobs (45 idle,
+ * 5 printing a line a second), the view in a tmux session 160×50 (its own
+ * server, socket in a temp dir), and the CPU time the view's processes
+ * (`run-bg-top` and the `run-bg top` waiting for it) use over a window
+ * after it has settled, as % of one core; and the view's RSS. Only this
+ * checkout's build: the view is new. Skipped, saying why, without tmux.
+ */
+async function benchTop() {
+  if (spawnSync('tmux', ['-V']).status !== 0) {
+    log('top: tmux is not installed; skipped')
+    return null
+  }
+  const viewer = path.join(path.dirname(RUN_BG), 'run-bg-top')
+  if (!fs.existsSync(viewer)) throw new Error(`${viewer} missing; run \`node scripts/build.js\``)
+  const jobs = 50
+  const windowMs = QUICK ? 10_000 : 30_000
+  log(`top: idle cost with ${jobs} jobs over ${windowMs / 1000} s, in tmux`)
+  const home = tempDir('top')
+  writeConfig(home)
+  for (let i = 0; i < jobs; i++) {
+    const argv = i % 10 === 0 ? ['sh', '-c', 'while :; do echo tick; sleep 1; done'] : ['sleep', '600']
+    startJson(home, argv, `top${i}`)
+  }
+  const socket = path.join(home, 'tmux.sock')
+  const tmux = (...args) => spawnSync('tmux', ['-S', socket, '-f', '/dev/null', ...args], { encoding: 'utf8' })
+  const started = tmux('new-session', '-d', '-s', 'pm-bench-top', '-x', '160', '-y', '50', `env PROC_MANAGER_HOME=${q(home)} ${q(RUN_BG)} top`)
+  if (started.status !== 0) throw new Error(`tmux new-session: ${started.stderr}`)
+  try {
+    const panePid = Number(tmux('display-message', '-p', '-t', 'pm-bench-top', '#{pane_pid}').stdout.trim())
+    const childrenOf = (pid) => {
+      try {
+        return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)
+      } catch {
+        return []
+      }
+    }
+    let viewPid = null
+    const deadline = now() + 10_000
+    while (!viewPid && now() < deadline) {
+      viewPid = childrenOf(panePid).find((pid) => cmdline(pid)?.[0]?.endsWith('run-bg-top')) ?? null
+      if (!viewPid) await sleep(50)
+    }
+    check('top: run-bg-top runs under run-bg top', viewPid !== null, `pane pid ${panePid}`)
+    if (!viewPid) return null
+    // Settled: its first looks (every job's CPU from its start) are done.
+    await sleep(3000)
+    const screen = tmux('capture-pane', '-p', '-t', 'pm-bench-top').stdout
+    check('top: the view shows the 50 jobs', new RegExp(`${jobs} jobs, ${jobs} running`).test(screen), screen.split('\n')[0])
+    const pids = [viewPid, panePid]
+    const ticks0 = pids.map(cpuTicks)
+    const t0 = now()
+    await sleep(windowMs)
+    const ticks = pids.map((pid, i) => cpuTicks(pid) - ticks0[i])
+    const seconds = (now() - t0) / 1000
+    const memory = procStatus(viewPid)
+    return { jobs, seconds, viewTicks: ticks[0], waiterTicks: ticks[1], percent: ((ticks[0] + ticks[1]) / 100 / seconds) * 100, rssKiB: memory.vmRssKiB }
+  } finally {
+    tmux('kill-session', '-t', 'pm-bench-top')
+    tmux('kill-server')
+    mustRunBg(home, ['kill', '--all', '--force'])
+    removeDir(home)
+  }
 }
 
 // ------------------------------------------------ 3c. the installed command
@@ -1620,7 +1687,7 @@ function printComparison(before, after) {
 
 
 /** The table's rows for one build's results; `notes` gets the baselines' descriptions. */
-function rowsFor({ start, idle, footprint, bin, throughput, tail, kill, notify, snap, ready, queue, scale, build }, notes) {
+function rowsFor({ start, idle, footprint, top, bin, throughput, tail, kill, notify, snap, ready, queue, scale, build }, notes) {
   const size = `${PLAN.logBytes >= GiB ? `${PLAN.logBytes / GiB} GiB` : `${PLAN.logBytes / MiB} MiB`}`
   const secs = (key, field = 'seconds') => throughput[key].map((r) => r[field])
   const bound = ROTATING.max_bytes * (ROTATING.keep + 1)
@@ -1652,6 +1719,12 @@ function rowsFor({ start, idle, footprint, bin, throughput, tail, kill, notify, 
       row('footprint: run-bg --version vs /bin/true', 'ms', footprint.latency[build.name], footprint.floor),
     )
     notes.push('footprint = wall time of spawnSync (its own cost included on both sides)')
+  }
+  if (top && build === BUILDS[0]) {
+    rows.push(
+      row(`top: idle CPU, ${top.jobs} jobs, ${top.seconds.toFixed(0)} s (% of a core)`, '%', [top.percent], null, '< 2 %', (o) => o.median < 2),
+      row('top: run-bg-top VmRSS', 'MiB', [top.rssKiB / 1024]),
+    )
   }
   if (bin) {
     rows.push(
@@ -1827,6 +1900,7 @@ async function main() {
   const start = await timed('start', () => perBuild('start', benchStart))
   const idle = await timed('idle', () => perBuild('idle', benchIdle))
   const footprint = runs('footprint') ? await timed('footprint', benchFootprint) : null
+  const top = runs('top') ? await timed('top', benchTop) : null
   const bin = runs('bin') ? await timed('bin', benchBin) : null
   const throughputAll = runs('log') ? await timed('log', () => benchThroughput(PLAN.logBytes)) : null
   const tail = await timed('tail', () => perBuild('tail', () => benchTail(PLAN.tailBytes)))
@@ -1844,7 +1918,7 @@ async function main() {
   const tables = {}
   for (const build of BUILDS) {
     const b = build.name
-    const r = rowsFor({ start: start[b], idle: idle[b], footprint, bin, throughput: throughputOf(throughputAll, build), tail: tail[b], kill: kill[b], notify: notify[b], snap: snap[b], ready: ready[b], queue: queue[b], scale: scale[b], build }, build === BUILDS[0] ? notes : [])
+    const r = rowsFor({ start: start[b], idle: idle[b], footprint, top, bin, throughput: throughputOf(throughputAll, build), tail: tail[b], kill: kill[b], notify: notify[b], snap: snap[b], ready: ready[b], queue: queue[b], scale: scale[b], build }, build === BUILDS[0] ? notes : [])
     tables[b] = r
   }
   const rows = tables.after
@@ -1861,7 +1935,7 @@ async function main() {
   console.log(`\nsanity checks: ${checks.length - failedChecks.length}/${checks.length} ok${failedChecks.map((c) => `\n  FAILED ${c.name}: ${c.detail}`).join('')}`)
   for (const w of meta.warnings) console.log(`warning: ${w}`)
 
-  const raw = { start, idle, footprint, bin, throughput: throughputAll, tail, kill, notify, snapshot: snap, ready, queue, scale }
+  const raw = { start, idle, footprint, top, bin, throughput: throughputAll, tail, kill, notify, snapshot: snap, ready, queue, scale }
   fs.writeFileSync(OUT_FILE, `${JSON.stringify({ meta, rows, tables, checks, raw }, null, 2)}\n`)
   console.log(`results: ${path.relative(process.cwd(), OUT_FILE) || OUT_FILE}`)
 }

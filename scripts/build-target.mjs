@@ -7,6 +7,9 @@
 //   npm/<abi>/native/run-bg              the CLI and supervisor; the addon looks
 //                                        for it under native/ next to itself
 //                                        (native/run-bg.exe for win32)
+//   npm/<abi>/native/run-bg-top          the live view `run-bg top` runs, found
+//                                        beside run-bg (its own binary: the
+//                                        supervisor carries no terminal UI)
 //
 // usage: node scripts/build-target.mjs <rust-target> [--manifest-only] [--from <dir>] [--pack <dest>]
 //        node scripts/build-target.mjs --list
@@ -14,8 +17,9 @@
 // --manifest-only writes npm/<abi>/package.json and builds nothing (for the
 // targets a machine cannot build, such as macOS ones on Linux).
 // --from <dir> builds nothing either: it lays out the package from the addon
-// and run-bg cargo already built into <dir> (cargo's names: libproc_manager.so
-// or .dylib, proc_manager.dll; run-bg, run-bg.exe), e.g. scripts/test-windows.sh's.
+// run-bg and run-bg-top cargo already built into <dir> (cargo's names:
+// libproc_manager.so or .dylib, proc_manager.dll; run-bg, run-bg.exe,
+// run-bg-top, run-bg-top.exe), e.g. scripts/test-windows.sh's.
 // --pack <dest> then `npm pack`s npm/<abi>/ into <dest> and prints the tarball.
 //
 // Linux targets cross-compile with cargo-zigbuild, which links with zig:
@@ -23,7 +27,7 @@
 //          the build machine's glibc is.
 //   musl:  the addon dynamically against musl (Node on Alpine loads it with
 //          musl's loader; a static addon would carry a second libc), run-bg
-//          statically (no loader, no libc needed at run time).
+//          and run-bg-top statically (no loader, no libc needed at run time).
 //   macOS: also with zig, without Apple's SDK (zig carries libSystem's
 //          stubs), for MACOSX_DEPLOYMENT_TARGET MACOS_FLOOR (11.0); the
 //          core links nothing but libSystem (os/macos.rs reads the process
@@ -94,22 +98,24 @@ const targetDir = process.env.CARGO_TARGET_DIR ? path.resolve(root, process.env.
 const addonName = `${binaryName}.${target.abi}.node`
 const exe = target.os === 'win32' ? '.exe' : ''
 const runBgName = `native/run-bg${exe}`
+const topName = `native/run-bg-top${exe}`
 // cargo's names for the two artifacts of this target.
 const cargoAddon = { darwin: 'libproc_manager.dylib', win32: 'proc_manager.dll' }[target.os] ?? 'libproc_manager.so'
 const cargoRunBg = `run-bg${exe}`
+const cargoTop = `run-bg-top${exe}`
 
 function writeManifest() {
   const manifest = {
     name: `${pkg.name}-${target.abi}`,
     version: pkg.version,
-    description: `The ${target.abi} addon and run-bg executable of ${pkg.name}`,
+    description: `The ${target.abi} addon and the run-bg and run-bg-top executables of ${pkg.name}`,
     license: pkg.license,
     ...(pkg.repository ? { repository: { ...pkg.repository, directory: `npm/${target.abi}` } } : {}),
     os: [target.os],
     cpu: [target.cpu],
     ...(target.libc ? { libc: [target.libc] } : {}),
     main: addonName,
-    files: [addonName, runBgName],
+    files: [addonName, runBgName, topName],
     ...(pkg.engines ? { engines: pkg.engines } : {}),
   }
   fs.mkdirSync(outDir, { recursive: true })
@@ -141,33 +147,38 @@ function cargo(argv, rustflags, label, extraEnv = {}) {
 const builds = []
 let addonFrom
 let runBgFrom
+let topFrom
 if (valued.from) {
   addonFrom = path.join(valued.from, cargoAddon)
   runBgFrom = path.join(valued.from, cargoRunBg)
+  topFrom = path.join(valued.from, cargoTop)
 } else if (target.os === 'win32') {
   if (!process.env.LIBNODE_PATH) die(`${triple} needs the Windows environment: source scripts/windows-env.sh first (no LIBNODE_PATH)`)
-  builds.push(cargo(['build', '--release', '--target', triple, '-p', 'proc-manager-node', '-p', 'proc-manager-cli'], null, 'addon + run-bg'))
+  builds.push(cargo(['build', '--release', '--target', triple, '-p', 'proc-manager-node', '-p', 'proc-manager-cli', '-p', 'proc-manager-top'], null, 'addon + run-bg + run-bg-top'))
   const dir = path.join(targetDir, triple, 'release')
   addonFrom = path.join(dir, cargoAddon)
   runBgFrom = path.join(dir, cargoRunBg)
+  topFrom = path.join(dir, cargoTop)
 } else if (target.os === 'darwin') {
   builds.push(
-    cargo(['zigbuild', '--release', '--target', triple, '-p', 'proc-manager-node', '-p', 'proc-manager-cli'], null, 'addon + run-bg', {
+    cargo(['zigbuild', '--release', '--target', triple, '-p', 'proc-manager-node', '-p', 'proc-manager-cli', '-p', 'proc-manager-top'], null, 'addon + run-bg + run-bg-top', {
       MACOSX_DEPLOYMENT_TARGET: MACOS_FLOOR,
     }),
   )
   const dir = path.join(targetDir, triple, 'release')
   addonFrom = path.join(dir, 'libproc_manager.dylib')
   runBgFrom = path.join(dir, 'run-bg')
+  topFrom = path.join(dir, 'run-bg-top')
 } else if (target.libc === 'glibc') {
   // The `.2.17` suffix is cargo-zigbuild's: zig links against that glibc's
   // symbol versions. Artifacts land under target/<triple>/ without it.
   builds.push(
-    cargo(['zigbuild', '--release', '--target', `${triple}.${GLIBC_FLOOR}`, '-p', 'proc-manager-node', '-p', 'proc-manager-cli'], null, 'addon + run-bg'),
+    cargo(['zigbuild', '--release', '--target', `${triple}.${GLIBC_FLOOR}`, '-p', 'proc-manager-node', '-p', 'proc-manager-cli', '-p', 'proc-manager-top'], null, 'addon + run-bg + run-bg-top'),
   )
   const dir = path.join(targetDir, triple, 'release')
   addonFrom = path.join(dir, 'libproc_manager.so')
   runBgFrom = path.join(dir, 'run-bg')
+  topFrom = path.join(dir, 'run-bg-top')
 } else {
   // musl's default is crt-static, under which rustc builds no cdylib at all.
   builds.push(
@@ -181,12 +192,13 @@ if (valued.from) {
   const staticDir = path.join(targetDir, 'static')
   builds.push(
     cargo(
-      ['zigbuild', '--release', '--target', triple, '-p', 'proc-manager-cli', '--target-dir', staticDir],
+      ['zigbuild', '--release', '--target', triple, '-p', 'proc-manager-cli', '-p', 'proc-manager-top', '--target-dir', staticDir],
       '-C target-feature=+crt-static -C relocation-model=static',
-      'run-bg (static)',
+      'run-bg + run-bg-top (static)',
     ),
   )
   runBgFrom = path.join(staticDir, triple, 'release', 'run-bg')
+  topFrom = path.join(staticDir, triple, 'release', 'run-bg-top')
 }
 
 // Copy to a temp name and rename, so a process that has the old file mapped
@@ -203,6 +215,7 @@ const addonTo = path.join(outDir, addonName)
 const runBgTo = path.join(outDir, runBgName)
 install(addonFrom, addonTo)
 install(runBgFrom, runBgTo)
+install(topFrom, path.join(outDir, topName))
 
 const { files, problems } = checkPackage(outDir)
 for (const f of files) {

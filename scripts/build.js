@@ -5,6 +5,8 @@
 //   proc-manager.<platform>.node   the Node addon (loaded by index.js)
 //   native/run-bg                  the CLI, which is also each job's supervisor
 //                                  (run-bg.exe on Windows)
+//   native/run-bg-top              the live view `run-bg top` runs (a binary of
+//                                  its own: the supervisor carries no terminal UI)
 // Windows from Linux (x86_64-pc-windows-gnu under wine): scripts/test-windows.sh.
 'use strict'
 const { spawnSync } = require('node:child_process')
@@ -24,8 +26,9 @@ function platformSuffix() {
   return `${platform}-${arch}`
 }
 
-// The addon (crates/node) and the CLI/supervisor (crates/cli), which links no napi.
-const cargo = spawnSync('cargo', ['build', '--release', '-p', 'proc-manager-node', '-p', 'proc-manager-cli'], {
+// The addon (crates/node), the CLI/supervisor (crates/cli), which links no
+// napi, and the live view (crates/top).
+const cargo = spawnSync('cargo', ['build', '--release', '-p', 'proc-manager-node', '-p', 'proc-manager-cli', '-p', 'proc-manager-top'], {
   cwd: root,
   stdio: 'inherit',
 })
@@ -52,6 +55,7 @@ function install(from, to, mode) {
 fs.mkdirSync(native, { recursive: true })
 install(path.join(release, library), addon, 0o755)
 install(path.join(release, `run-bg${exe}`), path.join(native, `run-bg${exe}`), 0o755)
+install(path.join(release, `run-bg-top${exe}`), path.join(native, `run-bg-top${exe}`), 0o755)
 
 // packages/mcp requires `proc-manager` by name, as it will when installed
 // from the registry. In a checkout that name is this directory: npm cannot

@@ -1,13 +1,13 @@
 #!/usr/bin/env node
 // Checks a platform package directory (npm/<abi>/) against what its
 // package.json promises, without running anything from it:
-//   - the addon (`main`) and native/run-bg (native/run-bg.exe for win32)
-//     exist; run-bg is executable;
+//   - the addon (`main`) and the executables under native/ (run-bg and
+//     run-bg-top; .exe for win32) exist, the executables executable;
 //   - both are ELF files (PE files for win32) for the package's `cpu`;
 //   - win32: the addon takes napi_* from node.exe, the process that loads it
 //     (not from a libnode.dll, which no Node ships);
 //   - glibc packages need no symbol version above GLIBC_FLOOR;
-//   - musl packages: run-bg is static (no loader, no shared library), and
+//   - musl packages: the executables are static (no loader, no shared library), and
 //     the addon needs no glibc library;
 //   - darwin packages (read by machO() below, no tool needed): thin 64-bit
 //     Mach-O files for the package's `cpu`, run-bg an executable and the
@@ -267,8 +267,10 @@ export function checkPackage(dir) {
   const [cpu] = manifest.cpu ?? []
   const [libc] = manifest.libc ?? []
   const addon = path.join(dir, manifest.main)
-  const runBg = path.join(dir, (manifest.files ?? []).find((f) => f.startsWith('native/')) ?? 'native/run-bg')
-  for (const file of [addon, runBg]) {
+  const listed = (manifest.files ?? []).filter((f) => f.startsWith('native/'))
+  const executables = (listed.length ? listed : ['native/run-bg']).map((f) => path.join(dir, f))
+  for (const file of [addon, ...executables]) {
+    const isExecutable = executables.includes(file)
     const name = path.relative(process.cwd(), file)
     if (!fs.existsSync(file)) {
       problems.push(`${name} does not exist`)
@@ -276,7 +278,7 @@ export function checkPackage(dir) {
     }
     const entry = { file: name, size: fs.statSync(file).size, notes: [] }
     files.push(entry)
-    if (file === runBg && !(fs.statSync(file).mode & 0o111)) problems.push(`${name} is not executable`)
+    if (isExecutable && !(fs.statSync(file).mode & 0o111)) problems.push(`${name} is not executable`)
     if (os === 'win32') {
       const machine = peMachine(file)
       if (machine === null) problems.push(`${name} is not a PE file`)
@@ -288,7 +290,7 @@ export function checkPackage(dir) {
       }
       continue
     }
-    if (os === 'darwin') checkMachO(file, name, cpu, file === runBg ? 'run-bg' : 'addon', entry, problems)
+    if (os === 'darwin') checkMachO(file, name, cpu, isExecutable ? 'run-bg' : 'addon', entry, problems)
     if (os !== 'linux') continue
     const machine = elfMachine(file)
     if (machine === null) problems.push(`${name} is not an ELF file`)
@@ -304,7 +306,7 @@ export function checkPackage(dir) {
     } else if (libc === 'musl') {
       const glibcLibs = needed.filter((lib) => /^(libc\.so\.6|ld-linux|libpthread\.so|libdl\.so)/.test(lib))
       if (glibcLibs.length) problems.push(`${name} needs glibc libraries: ${glibcLibs.join(', ')}`)
-      if (file === runBg) {
+      if (isExecutable) {
         const interp = /Requesting program interpreter: ([^\]]+)\]/.exec(readelf(['--program-headers'], file))
         if (interp || needed.length) {
           problems.push(`${name} is not static (interpreter ${interp?.[1] ?? 'none'}; needs ${needed.join(', ') || 'nothing'})`)

@@ -6,7 +6,7 @@
 #   scripts/test-windows.sh [node --test options, e.g. --test-name-pattern=x]
 #
 # Steps (each timed; the environment comes from scripts/windows-env.sh):
-#   1. cargo build --release --target x86_64-pc-windows-gnu -p proc-manager-cli -p proc-manager-node
+#   1. cargo build --release --target x86_64-pc-windows-gnu -p proc-manager-cli -p proc-manager-node -p proc-manager-top
 #   2. proc-manager.win32-x64-gnu.node and native/run-bg.exe into the checkout
 #      (where index.js and platform.js look first, as scripts/build.js does on
 #      Linux), and the platform package npm/win32-x64-gnu/ laid out, checked
@@ -50,9 +50,9 @@ took() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }'; }
 step() { echo; echo "=== test-windows: $*"; }
 
 # --- 1. Build.
-step "cargo build --release --target $TRIPLE -p proc-manager-cli -p proc-manager-node"
+step "cargo build --release --target $TRIPLE -p proc-manager-cli -p proc-manager-node -p proc-manager-top"
 t=$(now)
-if ! cargo build --release --target "$TRIPLE" --manifest-path "$manifest" -p proc-manager-cli -p proc-manager-node; then
+if ! cargo build --release --target "$TRIPLE" --manifest-path "$manifest" -p proc-manager-cli -p proc-manager-node -p proc-manager-top; then
   echo "test-windows: FAILED: the Windows build (above); nothing was run" >&2
   exit 1
 fi
@@ -67,6 +67,7 @@ install_file() { # from to: a temp name and a rename, as scripts/build.js does
 mkdir -p native
 if install_file "$release/proc_manager.dll" proc-manager.win32-x64-gnu.node \
   && install_file "$release/run-bg.exe" native/run-bg.exe \
+  && install_file "$release/run-bg-top.exe" native/run-bg-top.exe \
   && node scripts/build-target.mjs "$TRIPLE" --from "$release" --pack "$PM_WINDOWS_ENV_DIR/pkg"; then
   results+=("package: ok (npm/win32-x64-gnu, packed into ${PM_WINDOWS_ENV_DIR#"$root"/}/pkg)")
 else

@@ -75,6 +75,7 @@ Commands:
   run-bg reconcile                             mark jobs whose supervisor died
   run-bg up [-f <file>] [--owner <name>] [--yield[=DUR]]   start a Procfile's or run-bg.json's processes
   run-bg down [-f <file>] [--owner <name>]     kill them, what runs after others first
+  run-bg top [--owner <name>]                  a live full-screen view of the jobs (? for its keys)
 Start later: --after <id>... [--after-any], --queue <name>, --priority <n>.
 
 Durations: 500ms, 90s, 10m, 2h, 1h30m. Every subcommand takes --json.
@@ -245,6 +246,12 @@ enum Sub {
     Reconcile {
         #[command(flatten)]
         json: JsonFlag,
+    },
+    /// A live full-screen view of the jobs: CPU, memory, output; keys to kill, filter, follow (? for help)
+    Top {
+        /// For the view (run-bg-top): --owner <name>
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+        args: Vec<OsString>,
     },
     /// Write a line to the stdin of a job started with --stdin pipe
     Send {
@@ -439,6 +446,9 @@ fn print_json<T: serde::Serialize>(value: &T) {
 }
 
 fn run_sub(command: Sub) -> Result<i32> {
+    if let Sub::Top { args } = command {
+        return cmd::top::run(args);
+    }
     let context = match &command {
         Sub::Kill { .. } | Sub::Orphans { kill: true, .. } | Sub::Down { .. } => with_own_runner(Context::load_for_kill()?)?,
         _ => load_context()?,
@@ -476,5 +486,6 @@ fn run_sub(command: Sub) -> Result<i32> {
         Sub::Send { id, text, no_newline, eof, json } => cmd::send::run(&context, &id, text, no_newline, eof, json.json),
         Sub::Up { stack, yield_for, json } => cmd::stack::up(&context, &stack, yield_for, json.json),
         Sub::Down { stack, json } => cmd::stack::down(&context, &stack, json.json),
+        Sub::Top { .. } => unreachable!("run before the context is loaded"),
     }
 }

@@ -18,6 +18,7 @@ pub mod stack;
 pub mod start;
 pub mod summary;
 pub mod supervise;
+pub mod top;
 pub mod wait;
 pub mod watch;
 

@@ -5,7 +5,7 @@
 use crate::model::job::ProcessIdentity;
 use crate::model::protocol::{JOB_COOKIE, SUPERVISOR_MARK};
 use crate::os::sys::errno_outcome;
-use crate::os::procinfo::{is_dead_state, parse_stat, Row, SignalOutcome, Stat};
+use crate::os::procinfo::{is_dead_state, parse_stat, CpuTime, Row, SignalOutcome, Stat};
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
 /// Reads a small /proc file into `buf` with one open and as few reads as it
@@ -108,6 +108,25 @@ pub fn command_line(pid: u32) -> String {
         return format!("[{}]", comm.trim_end());
     }
     String::new()
+}
+
+/// The CPU time and start of each of `pids` still alive, from its
+/// /proc/<pid>/stat (10 ms resolution).
+pub fn cpu_times(pids: &[u32]) -> std::collections::HashMap<u32, CpuTime> {
+    // SAFETY: sysconf takes an integer name and touches no memory of ours;
+    // an error (-1) is clamped to 1 below.
+    let ticks_per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let mut raw = Vec::with_capacity(512);
+    pids.iter()
+        .filter_map(|&pid| {
+            if !read_proc_file(&format!("/proc/{pid}/stat"), &mut raw, 4096) {
+                return None;
+            }
+            let stat = parse_stat(&raw).filter(|stat| !stat.is_dead())?;
+            let cpu_ms = stat.cpu_ticks.saturating_mul(1000) / ticks_per_second;
+            Some((pid, CpuTime { cpu_ms, started_at_ms: crate::os::snapshot_platform::ticks_to_epoch_ms(stat.start_ticks) }))
+        })
+        .collect()
 }
 
 /// The memory page in KiB, at least 1 (a failed sysconf counts as 1 KiB pages).

@@ -225,6 +225,12 @@ fn row(pid: u32, buf: &mut Vec<u8>) -> Option<Row> {
     })
 }
 
+/// Not read here: libproc's task times come in Mach time units whose
+/// conversion differs by CPU; `list` and `top` show no CPU % on macOS.
+pub fn cpu_times(_pids: &[u32]) -> std::collections::HashMap<u32, crate::os::procinfo::CpuTime> {
+    std::collections::HashMap::new()
+}
+
 /// Nothing to set here: the system allocator maps large blocks on its own.
 pub fn keep_large_blocks_mapped() {}
 

@@ -16,7 +16,7 @@
 //! was: only a port that accepts is looked up. `ports_macos.rs` has the same
 //! API.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
@@ -216,9 +216,101 @@ fn holder_of(inodes: &[u64]) -> Option<(u32, String)> {
     Some((pid, name))
 }
 
+/// The TCP ports each process listens on, for `list` and `top`: the
+/// listening sockets (any address) from /proc/net/tcp{,6}, matched against
+/// the sockets in each process's /proc/<pid>/fd. Reading every descriptor of
+/// every process of 50 jobs each second would cost more than the rest of a
+/// refresh, so what a process holds is remembered (by pid and start time)
+/// until the set of listening sockets changes: a new listener anywhere
+/// makes every process be read again.
+#[derive(Debug, Default)]
+pub struct ListeningPorts {
+    /// Listening socket inode → its port, as of the last `refresh`.
+    listening: HashMap<u64, u16>,
+    /// The listening inodes each process held, read while `listening` was as it is.
+    held: HashMap<(u32, u64), Vec<u64>>,
+    /// The processes asked about since the last `refresh` (the rest are forgotten).
+    asked: HashSet<(u32, u64)>,
+}
+
+impl ListeningPorts {
+    pub fn new() -> ListeningPorts {
+        ListeningPorts::default()
+    }
+
+    /// Reads the listening sockets again; call once per look, before `ports_of`.
+    pub fn refresh(&mut self) {
+        let mut listening = HashMap::new();
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            let Ok(text) = std::fs::read_to_string(table) else { continue };
+            listening.extend(text.lines().skip(1).filter_map(any_listener));
+        }
+        if listening != self.listening {
+            self.held.clear();
+            self.listening = listening;
+        }
+        let asked = std::mem::take(&mut self.asked);
+        self.held.retain(|who, _| asked.contains(who));
+    }
+
+    /// The ports `pid` (which started at `start_ticks`) listens on, sorted;
+    /// `None` where that cannot be told (here: its descriptors are not ours to read).
+    pub fn ports_of(&mut self, pid: u32, start_ticks: u64) -> Option<Vec<u16>> {
+        if self.listening.is_empty() {
+            return Some(Vec::new());
+        }
+        let who = (pid, start_ticks);
+        self.asked.insert(who);
+        if !self.held.contains_key(&who) {
+            let held = held_sockets(pid, &self.listening)?;
+            self.held.insert(who, held);
+        }
+        let mut ports: Vec<u16> = self.held[&who].iter().filter_map(|inode| self.listening.get(inode).copied()).collect();
+        ports.sort_unstable();
+        ports.dedup();
+        Some(ports)
+    }
+}
+
+/// A listening socket's inode and port from a line of /proc/net/tcp{,6}.
+fn any_listener(line: &str) -> Option<(u64, u16)> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let (local, state, inode) = (fields.get(1)?, fields.get(3)?, fields.get(9)?);
+    if *state != LISTEN_STATE {
+        return None;
+    }
+    let port = u16::from_str_radix(local.split_once(':')?.1, 16).ok()?;
+    Some((inode.parse().ok().filter(|&inode| inode != 0)?, port))
+}
+
+/// Which of the `listening` sockets `pid` holds; `None` when its
+/// descriptors are not ours to read.
+fn held_sockets(pid: u32, listening: &HashMap<u64, u16>) -> Option<Vec<u64>> {
+    let fds = match std::fs::read_dir(format!("/proc/{pid}/fd")) {
+        Ok(fds) => fds,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return None,
+        Err(_) => return Some(Vec::new()),
+    };
+    Some(fds.flatten().filter_map(|fd| socket_inode(&fd.path())).filter(|inode| listening.contains_key(inode)).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ports_a_process_listens_on_are_found_and_forgotten_when_closed() {
+        let me = std::process::id();
+        let start = crate::os::procinfo::identify(me).unwrap().start_ticks;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mut ports = ListeningPorts::new();
+        ports.refresh();
+        assert!(ports.ports_of(me, start).unwrap().contains(&port));
+        drop(listener);
+        ports.refresh();
+        assert!(!ports.ports_of(me, start).unwrap().contains(&port), "closed: read again, since the listening set changed");
+    }
 
     #[test]
     fn listeners_are_read_from_proc_net_tcp_lines() {

@@ -7,7 +7,17 @@ use crate::os::{pidfd, platform};
 use std::time::Duration;
 
 // The platform's own reading of the process table (`os/linux.rs`, `os/macos.rs`).
-pub use platform::{command_line, environ_value, identify, is_stopped, keep_large_blocks_mapped, live_children, release_free_heap, rows, table};
+pub use platform::{command_line, cpu_times, environ_value, identify, is_stopped, keep_large_blocks_mapped, live_children, release_free_heap, rows, table};
+
+/// The CPU a process has used since it started, and when it started: what
+/// `ps` divides for its %CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuTime {
+    /// User and system time, in milliseconds.
+    pub cpu_ms: u64,
+    /// When it started, in milliseconds since the epoch.
+    pub started_at_ms: u64,
+}
 
 /// The fields of /proc/<pid>/stat that proc-manager uses.
 #[derive(Debug, Clone, Copy)]
@@ -21,6 +31,8 @@ pub struct Stat {
     pub rss_pages: u64,
     /// Field 9: the kernel's PF_* flags.
     pub flags: u64,
+    /// Fields 14 and 15: clock ticks spent in user and kernel mode.
+    pub cpu_ticks: u64,
 }
 
 /// PF_KTHREAD: a kernel thread, whose cmdline is always empty.
@@ -46,9 +58,11 @@ pub fn parse_stat(raw: &[u8]) -> Option<Stat> {
     let ppid = fields.next()?.parse().ok()?; // 4
     let pgrp = fields.next()?.parse().ok()?; // 5
     let flags = fields.nth(3)?.parse().ok()?; // 9
-    let start_ticks = fields.nth(12)?.parse().ok()?; // 22
+    let user_ticks: u64 = fields.nth(4)?.parse().ok()?; // 14
+    let system_ticks: u64 = fields.next()?.parse().ok()?; // 15
+    let start_ticks = fields.nth(6)?.parse().ok()?; // 22
     let rss_pages = fields.nth(1)?.parse().ok()?; // 24
-    Some(Stat { state, ppid, pgrp, start_ticks, rss_pages, flags })
+    Some(Stat { state, ppid, pgrp, start_ticks, rss_pages, flags, cpu_ticks: user_ticks + system_ticks })
 }
 
 /// The command name (field 2) of /proc/<pid>/stat content.
@@ -324,5 +338,8 @@ mod tests {
         assert_eq!((stat.state, stat.ppid, stat.pgrp), (b'R', 27239, 27240));
         assert_eq!((stat.start_ticks, stat.rss_pages), (1165548, 383));
         assert_eq!(stat_comm(odd_name), "a) b (c");
+        let busy = b"31 (busy) R 1 31 31 0 -1 4194304 10 0 0 0 700 42 0 0 20 0 1 0 5000 3133440 383 1";
+        let stat = parse_stat(busy).unwrap();
+        assert_eq!((stat.cpu_ticks, stat.start_ticks, stat.rss_pages), (742, 5000, 383), "utime + stime, then the fields after");
     }
 }

@@ -150,6 +150,16 @@ pub fn has_input(pipe: &std::io::PipeReader) -> bool {
     poll(&mut fds, Some(&Timespec { tv_sec: 0, tv_nsec: 0 })).is_ok_and(|n| n > 0)
 }
 
+/// The width in columns of the terminal stdout writes to; `None` off a terminal.
+pub fn terminal_columns() -> Option<u16> {
+    // SAFETY: a plain C struct of integers, for which all zeroes is a valid value.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes one `winsize` through the pointer, which
+    // points at a live, writable one for the duration of the call.
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    (ok && size.ws_col > 0).then_some(size.ws_col)
+}
+
 /// The pid of our parent.
 pub fn parent_pid() -> u32 {
     std::os::unix::process::parent_id()

@@ -236,6 +236,19 @@ pub fn has_input(pipe: &std::io::PipeReader) -> bool {
     !ok || available > 0
 }
 
+/// The width in columns of the console window stdout writes to; `None` off a console.
+pub fn terminal_columns() -> Option<u16> {
+    use windows_sys::Win32::System::Console::{GetConsoleScreenBufferInfo, GetStdHandle, CONSOLE_SCREEN_BUFFER_INFO, STD_OUTPUT_HANDLE};
+    // SAFETY: a plain C struct of integers, for which all zeroes is a valid value.
+    let mut info: CONSOLE_SCREEN_BUFFER_INFO = unsafe { std::mem::zeroed() };
+    // SAFETY: GetStdHandle takes a constant and returns a handle we do not
+    // own; GetConsoleScreenBufferInfo writes one struct through a pointer to
+    // a live, writable one, and fails on a handle that is no console.
+    let ok = unsafe { GetConsoleScreenBufferInfo(GetStdHandle(STD_OUTPUT_HANDLE), &mut info) } != 0;
+    let columns = i32::from(info.srWindow.Right) - i32::from(info.srWindow.Left) + 1;
+    (ok && columns > 0).then(|| u16::try_from(columns).unwrap_or(u16::MAX))
+}
+
 /// The pid of our parent (from the process table: Windows keeps it).
 pub fn parent_pid() -> u32 {
     crate::os::platform::parent_of(std::process::id())

@@ -135,6 +135,21 @@ pub fn rows(pids: &[u32]) -> Vec<Row> {
     found
 }
 
+/// The CPU time and start of each of `pids` still alive (start to the second).
+pub fn cpu_times(pids: &[u32]) -> std::collections::HashMap<u32, crate::os::procinfo::CpuTime> {
+    let wanted: Vec<sysinfo::Pid> = pids.iter().map(|&pid| sysinfo::Pid::from_u32(pid)).collect();
+    let Ok(mut system) = System::new() else { return std::collections::HashMap::new() };
+    system.refresh_processes_specifics(ProcessesToUpdate::Some(&wanted), true, ProcessRefreshKind::nothing().with_cpu());
+    wanted
+        .iter()
+        .filter_map(|pid| {
+            let p = system.process(*pid)?;
+            let cpu = crate::os::procinfo::CpuTime { cpu_ms: p.accumulated_cpu_time(), started_at_ms: p.start_time().saturating_mul(1000) };
+            Some((pid.as_u32(), cpu))
+        })
+        .collect()
+}
+
 /// Nothing to set here: the system heap maps large blocks on its own.
 pub fn keep_large_blocks_mapped() {}
 

@@ -2,4 +2,5 @@
 
 pub mod format;
 pub mod prefixed;
+pub mod table;
 pub mod view;

@@ -23,6 +23,7 @@ pub mod spawn;
 pub mod stack;
 pub mod start;
 pub mod start_options;
+pub mod usage;
 pub mod verb_options;
 pub mod yielding;
 /// `run-bg send`: writes to a job's stdin FIFO (Unix); Windows says why not.
