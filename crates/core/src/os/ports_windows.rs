@@ -86,6 +86,56 @@ impl PortWatch {
     }
 }
 
+/// The ports each process listens on, for `list` and `top`: one read of the
+/// TCP tables per look gives every listener with its owner's pid.
+#[derive(Debug, Default)]
+pub struct ListeningPorts {
+    /// Owner pid → its listening ports, as of the last `refresh`; `None`
+    /// when the table could not be read or names no owner (wine 8 says pid 0
+    /// for every socket), so a column says "cannot tell", not "none".
+    by_pid: Option<std::collections::HashMap<u32, Vec<u16>>>,
+}
+
+impl ListeningPorts {
+    pub fn new() -> ListeningPorts {
+        ListeningPorts::default()
+    }
+
+    /// Reads the listening sockets again; call once per look, before `ports_of`.
+    pub fn refresh(&mut self) {
+        let Ok(v4) = listening_rows::<MIB_TCPROW_OWNER_PID>(AF_INET) else {
+            self.by_pid = None;
+            return;
+        };
+        let v6 = listening_rows::<MIB_TCP6ROW_OWNER_PID>(AF_INET6).unwrap_or_default();
+        let rows = v4
+            .iter()
+            .filter(|row| row.dwState == MIB_TCP_STATE_LISTEN as u32)
+            .map(|row| (row.dwOwningPid, u16::from_be(row.dwLocalPort as u16)))
+            .chain(
+                v6.iter()
+                    .filter(|row| row.dwState == MIB_TCP_STATE_LISTEN as u32)
+                    .map(|row| (row.dwOwningPid, u16::from_be(row.dwLocalPort as u16))),
+            );
+        let mut by_pid: std::collections::HashMap<u32, Vec<u16>> = std::collections::HashMap::new();
+        let mut any = false;
+        for (pid, port) in rows {
+            any = true;
+            by_pid.entry(pid).or_default().push(port);
+        }
+        let owners_known = !any || by_pid.keys().any(|&pid| pid != 0);
+        self.by_pid = owners_known.then_some(by_pid);
+    }
+
+    /// The ports `pid` listens on, sorted; `None` where that cannot be told.
+    pub fn ports_of(&mut self, pid: u32, _start_ticks: u64) -> Option<Vec<u16>> {
+        let mut ports = self.by_pid.as_ref()?.get(&pid).cloned().unwrap_or_default();
+        ports.sort_unstable();
+        ports.dedup();
+        Some(ports)
+    }
+}
+
 /// The owners of the sockets listening on `port` where a connect to
 /// loopback reaches them (on any address, or on a loopback one).
 fn listener_pids(port: u16) -> std::io::Result<Vec<u32>> {
