@@ -274,7 +274,7 @@ test('bad input gets a clear error and changes nothing', (t) => {
     [['--'], 2, /no command given: put the program and its arguments after `--`/],
     [['--label', 'x'], 2, /no command given/],
     [['--context', '{bad', '--', 'true'], 2, /bad --context: not valid JSON/],
-    [['list', '--status', 'done'], 2, /--status: bad status `done`: expected one of running, success/],
+    [['list', '--status', 'done'], 2, /--status: bad status `done`: expected one of running, paused, success/],
     [['check', jobId, '--grep', '('], 2, /bad --grep pattern/],
     [['npm', 'install'], 2, /unknown command `npm`; to run a program, put it after `--`/],
     [['--label', 'x', 'sleep', '1'], 2, /unexpected argument 'sleep'[\s\S]*the program and its arguments go after `--`: run-bg \[options\] -- <program>/],
