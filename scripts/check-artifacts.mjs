@@ -12,7 +12,8 @@
 //   - darwin packages (read by machO() below, no tool needed): thin 64-bit
 //     Mach-O files for the package's `cpu`, run-bg an executable and the
 //     addon a dylib, linked against /usr/lib/libSystem.B.dylib and nothing
-//     else, for macOS MACOS_FLOOR (LC_BUILD_VERSION's minos), code-signed
+//     else (libiconv and libcharset, also the system's, allowed: see
+//     MACOS_SYSTEM_EXTRAS), for macOS MACOS_FLOOR (LC_BUILD_VERSION's minos), code-signed
 //     for arm64 (which runs nothing unsigned); the addon exports
 //     napi_register_module_v1 and leaves to dynamic lookup nothing but the
 //     napi_* functions Node gives it, and run-bg nothing at all.
@@ -59,6 +60,11 @@ export const MACOS_FLOOR = '11.0'
 const MACHO_CPU = { x64: 0x01000007, arm64: 0x0100000c }
 const MACHO_FILETYPE = { 2: 'executable', 6: 'dylib', 8: 'bundle' }
 const LIBSYSTEM = '/usr/lib/libSystem.B.dylib'
+// The libc crate links libiconv for every crate that uses it (its iconv_*
+// declarations: see its apple/mod.rs), and the zig link keeps it:
+// run-bg-top (crossterm) carries it, with libcharset. Both ship with every
+// macOS, in its dyld shared cache as libSystem is; nothing else may appear.
+const MACOS_SYSTEM_EXTRAS = ['/usr/lib/libiconv.2.dylib', '/usr/lib/libcharset.1.dylib']
 
 function uleb128(buf, at) {
   let value = 0
@@ -195,9 +201,9 @@ function checkMachO(file, name, cpu, role, entry, problems) {
   if (m.cpu !== MACHO_CPU[cpu]) problems.push(`${name} is built for Mach-O CPU 0x${m.cpu.toString(16)}, not ${cpu} (0x${MACHO_CPU[cpu].toString(16)})`)
   const type = role === 'run-bg' ? 'executable' : 'dylib'
   if (m.type !== type) problems.push(`${name} is a Mach-O ${m.type}, not a ${type}`)
-  const others = m.dylibs.filter((lib) => lib !== LIBSYSTEM)
+  const others = m.dylibs.filter((lib) => lib !== LIBSYSTEM && !MACOS_SYSTEM_EXTRAS.includes(lib))
   if (others.length || !m.dylibs.includes(LIBSYSTEM)) {
-    problems.push(`${name} links ${m.dylibs.join(', ') || 'no library'}; expected ${LIBSYSTEM} alone`)
+    problems.push(`${name} links ${m.dylibs.join(', ') || 'no library'}; expected ${LIBSYSTEM} (and only the system's ${MACOS_SYSTEM_EXTRAS.join(', ')} besides)`)
   }
   if (m.platform !== 'macos' || m.minos !== `${MACOS_FLOOR}.0`) {
     problems.push(`${name} is for ${m.platform ?? 'no platform'} ${m.minos ?? '(no minimum)'}, not macOS ${MACOS_FLOOR}`)
