@@ -272,3 +272,25 @@ export async function connectMcp(t, home) {
   t.after(() => client.close())
   return client
 }
+
+/** Each job's own job.json (written first by whoever changes the job), read without running run-bg. */
+export function jobFiles(home) {
+  const dir = path.join(home, 'jobs')
+  const jobs = []
+  for (const id of fs.existsSync(dir) ? fs.readdirSync(dir) : []) {
+    try {
+      jobs.push(JSON.parse(fs.readFileSync(path.join(dir, id, 'job.json'), 'utf8')))
+    } catch {}
+  }
+  return jobs
+}
+
+/** The state letter of /proc/<pid>/stat (R, S, T, …), or null once gone. */
+export function procState(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0]
+  } catch {
+    return null
+  }
+}

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { makeHome, runBg, startJob, checkJson, waitFor, cookieProcesses, anySurvivor, connectMcp, pm } from './helpers.mjs'
+import { makeHome, runBg, startJob, checkJson, waitFor, cookieProcesses, anySurvivor, connectMcp, pm, procState } from './helpers.mjs'
 
 function tmpDir(t) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-pause-'))
@@ -26,16 +26,6 @@ const FORKING_TREE = [
 const FILES = ['main.ticks', 'child.ticks', 'grand.ticks']
 
 const sizes = (dir) => FILES.map((f) => { try { return fs.statSync(path.join(dir, f)).size } catch { return 0 } })
-
-/** The state letter of /proc/<pid>/stat (R, S, T, …), or null once gone. */
-function procState(pid) {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0]
-  } catch {
-    return null
-  }
-}
 
 /** Waits until every file has grown past `before` (all ticking). */
 async function allGrow(dir, before, what) {

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
-import { makeHome, runBg, startJob, readRegistry, waitFor, killPid, isAlive, pm, RUN_BG, root, startListener, waitForQuiet, connectMcp } from './helpers.mjs'
+import { makeHome, runBg, startJob, readRegistry, waitFor, killPid, isAlive, pm, RUN_BG, root, startListener, waitForQuiet, connectMcp, jobFiles } from './helpers.mjs'
 
 /** Every field `value` has is declared in index.d.ts's interface `name`, and every required one is there. */
 function assertDeclared(name, value) {
@@ -18,18 +18,6 @@ function assertDeclared(name, value) {
   for (const [key, kind] of Object.entries(fields)) {
     if (kind === 'required') assert.ok(key in value, `index.d.ts says ${name}.${key} is always there; it is not`)
   }
-}
-
-/** Each job's own job.json (written first by whoever changes the job). */
-function ownRecords(home) {
-  const dir = path.join(home, 'jobs')
-  const jobs = []
-  for (const id of fs.existsSync(dir) ? fs.readdirSync(dir) : []) {
-    try {
-      jobs.push(JSON.parse(fs.readFileSync(path.join(dir, id, 'job.json'), 'utf8')))
-    } catch {}
-  }
-  return jobs
 }
 
 /** The most jobs whose [started_at, ended_at) overlap at any instant. */
@@ -152,17 +140,17 @@ test('a queue of max_parallel 2 never runs more than 2 of its 10 jobs at once, a
     ids.push(startJob(home, ['sh', '-c', `while [ ! -e ${go} ]; do sleep 0.01; done; sleep 0.05`], ['--queue', 'q']).jobId)
   }
   const count = (jobs, status) => jobs.filter((j) => j.status === status).length
-  const before = ownRecords(home)
+  const before = jobFiles(home)
   assert.deepEqual([count(before, 'running'), count(before, 'queued')], [2, 8])
   fs.writeFileSync(go, '')
   let most = 0
   await waitFor(() => {
-    const jobs = ownRecords(home)
+    const jobs = jobFiles(home)
     most = Math.max(most, count(jobs, 'running'))
     return jobs.length === 10 && jobs.every((j) => j.status === 'success')
   }, { timeout: 60_000, interval: 20, what: 'the ten jobs to finish' })
   assert.ok(most <= 2, `${most} ran at once in a sample`)
-  const records = ownRecords(home)
+  const records = jobFiles(home)
   assert.equal(records.length, 10)
   assert.equal(maxOverlap(records), 2, 'never more than 2 at once, and the slots were used')
 })
@@ -224,11 +212,11 @@ test('a supervisor SIGKILLed mid-queue: the next invocation hands its slot on an
   killPid(record.supervisor.pid)
   killPid(record.main.pid)
   await waitFor(() => !isAlive(record.supervisor.pid) && !isAlive(record.main.pid), { what: 'both gone' })
-  assert.equal(ownRecords(home).find((j) => j.id === b.jobId).status, 'queued', 'nobody handed the slot on')
+  assert.equal(jobFiles(home).find((j) => j.id === b.jobId).status, 'queued', 'nobody handed the slot on')
   // Any invocation: it finds a's supervisor gone and starts b; b's supervisor hands on to c.
   assert.equal(runBg(home, ['list']).code, 0)
   await waitFor(() => {
-    const jobs = ownRecords(home)
+    const jobs = jobFiles(home)
     return [b.jobId, c.jobId].every((id) => jobs.find((j) => j.id === id)?.status === 'success')
   }, { what: 'b and c to run' })
   assert.deepEqual(lines(ran), ['b', 'c'])
@@ -274,7 +262,7 @@ test('50 jobs queued at once from 50 processes: none lost, none started twice', 
   const started = lines(starts)
   assert.equal(started.length, 50, 'each job ran once')
   assert.deepEqual(new Set(started), new Set(ids))
-  assert.ok(maxOverlap(ownRecords(home)) <= 3)
+  assert.ok(maxOverlap(jobFiles(home)) <= 3)
 })
 
 test('JS: runBackground takes after, queue and priority; a queued job says so and waitJob waits through the queue', async (t) => {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { pm, makeHome, runBg, waitFor, freePort, cookieProcesses, anySurvivor, processStart, readRegistry } from './helpers.mjs'
+import { pm, makeHome, runBg, waitFor, freePort, cookieProcesses, anySurvivor, processStart, readRegistry, jobFiles } from './helpers.mjs'
 
 const NODE = process.execPath
 
@@ -26,18 +26,6 @@ function stackJobs(home, owner) {
   const r = runBg(home, ['list', '--all', '--owner', owner, '--json'])
   assert.equal(r.code, 0, r.stderr)
   return JSON.parse(r.stdout)
-}
-
-/** Each job's own job.json, read without running run-bg. */
-function jobFiles(home) {
-  const dir = path.join(home, 'jobs')
-  const jobs = []
-  for (const id of fs.existsSync(dir) ? fs.readdirSync(dir) : []) {
-    try {
-      jobs.push(JSON.parse(fs.readFileSync(path.join(dir, id, 'job.json'), 'utf8')))
-    } catch {}
-  }
-  return jobs
 }
 
 const byLabel = (jobs) => Object.fromEntries(jobs.map((j) => [j.label, j]))

@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { makeHome, startJob, waitFor, runBg, RUN_BG, cookieProcesses, anySurvivor, processStart, ESCAPING_TREE } from './helpers.mjs'
+import { makeHome, startJob, waitFor, runBg, procState, RUN_BG, cookieProcesses, anySurvivor, processStart, ESCAPING_TREE } from './helpers.mjs'
 
 const tmuxVersion = spawnSync('tmux', ['-V'], { encoding: 'utf8' })
 const skip =
@@ -105,16 +105,6 @@ test('a resize does not end the view; q quits and gives the terminal back', { sk
   assert.doesNotMatch(view.screen(), /ID +LABEL +STATUS/, 'nothing of the view is left on the screen')
   assert.ok(processStart(pid) !== null, 'the shell that ran it goes on')
 })
-
-/** The state letter of /proc/<pid>/stat (R, S, T, …), or null once gone. */
-function procState(pid) {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0]
-  } catch {
-    return null
-  }
-}
 
 test('p pauses the selected job\'s tree, r resumes it, R reruns an ended job as a new one', { skip }, async (t) => {
   const { home } = makeHome(t)

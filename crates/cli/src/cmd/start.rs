@@ -8,7 +8,7 @@ use proc_manager_core::present::view::{shell_exit_code, StartFailedView, StartVi
 use proc_manager_core::verbs::cancel::Cancel;
 use proc_manager_core::verbs::start_options::Face;
 use proc_manager_core::verbs::yielding::Yielded;
-use proc_manager_core::verbs::request::StartRequest;
+use proc_manager_core::verbs::request::{StartRequest, Started};
 use proc_manager_core::verbs::start::start_job;
 use proc_manager_core::{Error, Result};
 
@@ -55,20 +55,9 @@ pub fn run(cli: StartCli) -> Result<i32> {
 
     let context = load_context()?;
     let exe = context.runner.clone().expect("load_context sets the runner");
-    let started = match start_job(&context, request, &exe) {
-        Ok(started) => started,
-        Err(Error::StartFailed { job_id, message }) => {
-            if cli.json {
-                print_json(&StartFailedView::new(&job_id, &message));
-            }
-            eprintln!("run-bg: {} (recorded as failed job {job_id})", visible(&message));
-            return Ok(1);
-        }
-        Err(e) => return Err(e),
+    let Some(started) = answer_start(start_job(&context, request, &exe), cli.json)? else {
+        return Ok(1);
     };
-    for warning in &started.warnings {
-        eprintln!("run-bg: warning: {}", visible(warning));
-    }
 
     if let Some(yield_for) = yield_for {
         match context.yield_to(&started.job_id, yield_for, &Cancel::never())? {
@@ -90,4 +79,26 @@ pub fn run(cli: StartCli) -> Result<i32> {
         outln!("{}", format::start_ack(&started));
     }
     Ok(0)
+}
+
+/// A start as the CLI answers it, for `run-bg -- …` and `rerun`: the job,
+/// its warnings said on stderr; or `None` for one that could not start,
+/// which is recorded as a failed job of its own and said (with its view
+/// under `--json`): exit 1.
+pub fn answer_start(result: Result<Started>, json: bool) -> Result<Option<Started>> {
+    let started = match result {
+        Ok(started) => started,
+        Err(Error::StartFailed { job_id, message }) => {
+            if json {
+                print_json(&StartFailedView::new(&job_id, &message));
+            }
+            eprintln!("run-bg: {} (recorded as failed job {job_id})", visible(&message));
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    for warning in &started.warnings {
+        eprintln!("run-bg: warning: {}", visible(warning));
+    }
+    Ok(Some(started))
 }

@@ -86,6 +86,21 @@ impl Restarter {
 }
 
 /// `exit 1`, `signal SIGSEGV`: how a run ended, for the record and the log.
+/// Records a restart (its count, why) or a new run (its main process,
+/// readiness): in job.json first, then in the registry if its lock comes
+/// soon (else the next write takes job.json's record in). The error is
+/// job.json's, for the supervisor to log in its own way.
+pub fn save_run(registry: &crate::store::registry::Registry, job: &Job) -> crate::Result<()> {
+    let written = registry.write_job_file(job, false);
+    let (restart, main, ready_at) = (job.restart.clone(), job.main, job.ready_at);
+    let _ = registry.modify_with(crate::store::registry::Patience::Brief, &job.id, |job| {
+        job.restart = restart;
+        job.main = main;
+        job.ready_at = ready_at;
+    });
+    written
+}
+
 pub fn reason(exit: &Exit) -> String {
     match exit {
         Exit::Code(code) => format!("exit {code}"),

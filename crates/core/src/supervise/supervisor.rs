@@ -649,20 +649,12 @@ impl Supervisor {
         }
     }
 
-    /// Records a restart (its count, why) or a new run (its main process):
-    /// in job.json, and in the registry if its lock comes soon (else the
-    /// next write takes job.json's record in).
+    /// `restart::save_run`, with the home's hold refreshed first.
     pub(super) fn save_run(&mut self) {
         self.held.refresh();
-        if let Err(e) = self.registry.write_job_file(&self.job, false) {
+        if let Err(e) = restart::save_run(&self.registry, &self.job) {
             self.note_error(&format!("cannot record the restart in its job.json: {e}"));
         }
-        let (restart, main, ready_at) = (self.job.restart.clone(), self.job.main, self.job.ready_at);
-        let _ = self.registry.modify_with(Patience::Brief, &self.job.id, |job| {
-            job.restart = restart;
-            job.main = main;
-            job.ready_at = ready_at;
-        });
     }
 
     /// `notify.on_restart`: one POST of the restart's event from a forked

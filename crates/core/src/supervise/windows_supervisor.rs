@@ -798,19 +798,11 @@ impl Supervisor {
         false
     }
 
-    /// Records a restart (its count, why) or a new run (its main process):
-    /// in job.json, and in the registry if its lock comes soon (else the
-    /// next write takes job.json's record in).
+    /// `restart::save_run`, its error logged.
     fn save_run(&mut self) {
-        if let Err(e) = self.registry.write_job_file(&self.job, false) {
+        if let Err(e) = restart::save_run(&self.registry, &self.job) {
             tracing::error!("run-bg supervisor {}: cannot record the restart in its job.json: {e}", self.job.id);
         }
-        let (restart, main, ready_at) = (self.job.restart.clone(), self.job.main, self.job.ready_at);
-        let _ = self.registry.modify_with(Patience::Brief, &self.job.id, |job| {
-            job.restart = restart;
-            job.main = main;
-            job.ready_at = ready_at;
-        });
     }
 
     /// `notify.on_restart`: one POST of the restart's event, never retried
