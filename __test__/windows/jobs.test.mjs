@@ -243,7 +243,8 @@ test('bad input is refused with what was wrong and what is accepted', { skip }, 
   assert.equal(cli(['list'], home).status, 0)
 })
 
-test('a job\'s end is announced to the interrupt service on 127.0.0.1', { skip }, async (t) => {
+/** A listener on 127.0.0.1 answering `ok` to every POST, as the interrupt service does; `url` is its /trigger. */
+async function serviceListener(t) {
   const http = await import('node:http')
   const bodies = []
   const server = http.createServer((req, res) => {
@@ -256,7 +257,12 @@ test('a job\'s end is announced to the interrupt service on 127.0.0.1', { skip }
   })
   await new Promise((r) => server.listen(0, '127.0.0.1', r))
   t.after(() => server.close())
-  freshHome({ notify: { url: `http://127.0.0.1:${server.address().port}/trigger` } })
+  return { bodies, url: `http://127.0.0.1:${server.address().port}/trigger` }
+}
+
+test('a job\'s end is announced to the interrupt service on 127.0.0.1', { skip }, async (t) => {
+  const { bodies, url } = await serviceListener(t)
+  freshHome({ notify: { url } })
   const job = pm.runBackground('echo announced & exit /b 5', { label: 'announce' })
   await pm.waitJob(job.jobId, { timeoutMs: 30000 })
   const got = await until('the POST', () => bodies.find((b) => b.body.includes(job.jobId)))
@@ -421,19 +427,8 @@ test('--ready-port: a port another process holds is not the job\'s, and says who
 })
 
 test('--notify-on POSTs a matched event with the line to the interrupt service', { skip }, async (t) => {
-  const http = await import('node:http')
-  const bodies = []
-  const server = http.createServer((req, res) => {
-    let body = ''
-    req.on('data', (d) => (body += d))
-    req.on('end', () => {
-      bodies.push(body)
-      res.end('ok')
-    })
-  })
-  await new Promise((r) => server.listen(0, '127.0.0.1', r))
-  t.after(() => server.close())
-  const home = freshHome({ notify: { url: `http://127.0.0.1:${server.address().port}/trigger` } })
+  const { bodies, url } = await serviceListener(t)
+  const home = freshHome({ notify: { url } })
   const r = cli(['--no-notify', '--notify-on', 'boom \\d', '--json', '--', 'cmd', '/c', 'echo before & echo boom 1 & echo after & ping -n 30 127.0.0.1 >nul'], home)
   assert.equal(r.status, 0, r.stdout + r.stderr)
   const { jobId, pid } = JSON.parse(r.stdout)
@@ -441,7 +436,7 @@ test('--notify-on POSTs a matched event with the line to the interrupt service',
     cli(['kill', jobId], home)
     endAll([pid])
   })
-  const got = await until('the matched POST', () => bodies.map((b) => JSON.parse(b)).find((b) => b.data?.status === 'matched'))
+  const got = await until('the matched POST', () => bodies.map((b) => JSON.parse(b.body)).find((b) => b.data?.status === 'matched'))
   assert.equal(got.data.jobId, jobId)
   assert.equal(got.data.pattern, 'boom \\d')
   assert.equal(got.data.line.trim(), 'boom 1')
