@@ -54,6 +54,20 @@ pub mod ports;
 #[cfg(windows)]
 #[path = "ports_windows.rs"]
 pub mod ports;
+
+/// Who holds a TCP port, as far as a probe can tell (each platform's `ports`
+/// answers with it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortHolder {
+    /// Nothing listens on it where a connect to 127.0.0.1 or ::1 would reach.
+    Free,
+    /// One of the job's processes listens on it.
+    Ours,
+    /// Someone else does: `pid N (name)`, or `another process` when its
+    /// descriptors are not ours to read (never on macOS, where a stranger
+    /// cannot be told from the job).
+    Stranger(String),
+}
 /// The whole process table as a snapshot reads it, and this process's own
 /// children (`snapshot.rs` is the way in).
 #[cfg(target_os = "linux")]

@@ -26,17 +26,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
 /// TCP_LISTEN in /proc/net/tcp's `st` column.
 const LISTEN_STATE: &str = "0A";
 
-/// Who holds the port, as far as a probe can tell.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PortHolder {
-    /// Nothing listens on it where a connect to 127.0.0.1 or ::1 would reach.
-    Free,
-    /// One of the job's processes listens on it.
-    Ours,
-    /// Someone else does: `pid N (name)`, or `another process` when its
-    /// descriptors are not ours to read.
-    Stranger(String),
-}
+pub use crate::os::PortHolder;
 
 /// One socket listening on the port, from /proc/net/tcp{,6}.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,13 +10,7 @@ use std::time::Duration;
 /// A connect to loopback is answered at once; this only bounds a stuck one.
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PortHolder {
-    Free,
-    Ours,
-    /// Never given here: a stranger cannot be told from the job.
-    Stranger(String),
-}
+pub use crate::os::PortHolder;
 
 #[derive(Debug)]
 pub struct PortWatch {

@@ -21,16 +21,7 @@ const AF_INET6: u32 = 23;
 /// how big a one it needs).
 const ERROR_INSUFFICIENT_BUFFER: u32 = 122;
 
-/// Who holds the port, as far as a probe can tell.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PortHolder {
-    /// Nothing listens on it where a connect to 127.0.0.1 or ::1 would reach.
-    Free,
-    /// One of the job's processes listens on it.
-    Ours,
-    /// Someone else does: `pid N (name)`.
-    Stranger(String),
-}
+pub use crate::os::PortHolder;
 
 #[derive(Debug)]
 pub struct PortWatch {
