@@ -380,6 +380,10 @@ export interface JobSummary {
   pausedAt?: number
   /** `rerunJob`: the job this one starts again. */
   rerunOf?: string
+  /** The agent harness session it belongs to (`session`, `RUN_BG_SESSION`, or the harness that started it). */
+  session?: string
+  /** `outliveSession`: its session's end leaves it running. */
+  outliveSession?: boolean
 }
 
 /**

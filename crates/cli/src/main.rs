@@ -61,7 +61,7 @@ Commands:
   run-bg check <id> [-n 20] [--grep <regex> | --errors]   status, exit code, runtime, last lines
   run-bg logs <id> [-n <lines> | --all] [--follow | --json] [--since <cursor>]
   run-bg logs --all [-n 10] [--follow] [--owner <name>]  every job's output, each line after its name
-  run-bg list [--all] [--status <s>] [--owner <name>]
+  run-bg list [--all] [--status <s>] [--owner <name>] [--session [<id>]]
   run-bg wait <id>... [--timeout <dur>] [--ready]
   run-bg kill <id>... | --all [--owner <name>] [--older-than <dur>]  [--grace <dur>] [--force]
   run-bg pause <id>... / run-bg resume <id>...  stop a job's tree (and its --timeout clock) / continue it
@@ -76,6 +76,8 @@ Commands:
   run-bg up [-f <file>] [--owner <name>] [--yield[=DUR]]   start a Procfile's or run-bg.json's processes
   run-bg down [-f <file>] [--owner <name>]     kill them, what runs after others first
   run-bg top [--owner <name>]                  a live full-screen view of the jobs (? for its keys)
+  run-bg hooks install claude-code|codex|gemini [--project [DIR]] [--dry-run] [--remove]
+                                               a job's end wakes the agent in that harness; its session's end kills its jobs
 Start later: --after <id>... [--after-any], --queue <name>, --priority <n>.
 
 Durations: 500ms, 90s, 10m, 2h, 1h30m. Every subcommand takes --json.
@@ -223,6 +225,9 @@ enum Sub {
         /// Only jobs of this owner
         #[arg(long, value_name = "NAME")]
         owner: Option<String>,
+        /// Only jobs of this agent session (without ID, or `current`: the session run-bg runs in)
+        #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "current")]
+        session: Option<String>,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -286,6 +291,59 @@ enum Sub {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// What an agent harness's hook runs (installed by `run-bg hooks install`): reads its JSON on stdin
+    Hook {
+        /// claude-code, codex or gemini
+        harness: String,
+        /// session-start, post-tool-use, stop, after-agent, before-agent, user-prompt-submit or session-end
+        event: String,
+        /// At a turn's end (Codex stop, Gemini after-agent): wait this long at most for the session's jobs
+        #[arg(long, value_name = "DUR")]
+        wait: Option<String>,
+    },
+    /// Put run-bg's hooks into an agent harness's settings (or take them out)
+    Hooks {
+        #[command(subcommand)]
+        action: HooksAction,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum HooksAction {
+    /// Merge run-bg's hooks into the harness's settings: its jobs wake the model when they end
+    Install {
+        #[command(flatten)]
+        target: HooksTarget,
+        /// Take run-bg's hooks out instead (the same as `hooks remove`)
+        #[arg(long)]
+        remove: bool,
+        /// Codex, Gemini CLI: how long a turn's end waits for the session's jobs (default 10m)
+        #[arg(long, value_name = "DUR")]
+        wait: Option<String>,
+        /// Codex: leave the hooks untrusted (Codex then runs them only once approved in /hooks)
+        #[arg(long = "no-trust", action = clap::ArgAction::SetFalse)]
+        trust: bool,
+    },
+    /// Take run-bg's hooks out of the harness's settings, leaving every other hook
+    Remove {
+        #[command(flatten)]
+        target: HooksTarget,
+    },
+}
+
+#[derive(Args, Debug)]
+struct HooksTarget {
+    /// claude-code, codex or gemini
+    harness: String,
+    /// Into this project's settings (DIR, default the current directory), not the user's
+    #[arg(long, value_name = "DIR", num_args = 0..=1, conflicts_with = "user")]
+    project: Option<Option<std::path::PathBuf>>,
+    /// Into the user's settings, for every project (the default)
+    #[arg(long)]
+    user: bool,
+    /// Print what would be written, write nothing
+    #[arg(long)]
+    dry_run: bool,
 }
 
 fn main() {
@@ -449,6 +507,17 @@ fn run_sub(command: Sub) -> Result<i32> {
     if let Sub::Top { args } = command {
         return cmd::top::run(args);
     }
+    if let Sub::Hook { harness, event, wait } = &command {
+        return Ok(cmd::hook::run(harness, event, wait.as_deref()));
+    }
+    if let Sub::Hooks { action } = command {
+        return match action {
+            HooksAction::Install { target, remove, wait, trust } => {
+                cmd::hook::install(&target.harness, target.project, remove, target.dry_run, wait.as_deref(), trust)
+            }
+            HooksAction::Remove { target } => cmd::hook::install(&target.harness, target.project, true, target.dry_run, None, false),
+        };
+    }
     let context = match &command {
         Sub::Kill { .. } | Sub::Orphans { kill: true, .. } | Sub::Down { .. } => with_own_runner(Context::load_for_kill()?)?,
         _ => load_context()?,
@@ -479,13 +548,13 @@ fn run_sub(command: Sub) -> Result<i32> {
         Sub::Resume { ids, json } => cmd::pause::run(&context, &ids, false, json.json),
         Sub::Rerun { id, json } => cmd::rerun::run(&context, &id, json.json),
         Sub::Orphans { kill, force, owner, grace, json } => cmd::orphans::run(&context, kill, force, owner, grace, json.json),
-        Sub::Summary { owner, json } => cmd::summary::run(&context, owner.as_deref(), json.json),
+        Sub::Summary { owner, session, json } => cmd::summary::run(&context, owner.as_deref(), session.as_deref(), json.json),
         Sub::Ps { mcp, json } => cmd::ps::run(&context, mcp, json.json),
         Sub::Prune { older_than, json } => cmd::prune::run(&context, older_than, json.json),
         Sub::Reconcile { json } => cmd::reconcile::run(&context, json.json),
         Sub::Send { id, text, no_newline, eof, json } => cmd::send::run(&context, &id, text, no_newline, eof, json.json),
         Sub::Up { stack, yield_for, json } => cmd::stack::up(&context, &stack, yield_for, json.json),
         Sub::Down { stack, json } => cmd::stack::down(&context, &stack, json.json),
-        Sub::Top { .. } => unreachable!("run before the context is loaded"),
+        Sub::Top { .. } | Sub::Hook { .. } | Sub::Hooks { .. } => unreachable!("run before the context is loaded"),
     }
 }

@@ -209,11 +209,12 @@ pub fn kill_all<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object
         o.finish()?;
         let grace = kill.grace(&JsApi).map_err(to_js_error)?;
         let older_than = kill.older_than(&JsApi).map_err(to_js_error)?;
-        let (owner, force) = (kill.owner, kill.force);
+        let selection = kill.selection(&JsApi).map_err(to_js_error)?;
+        let force = kill.force;
         let context = context_for_kill()?;
         spawn_promise(env, (Cancel::never(), None), move || {
             // One job that cannot be killed does not hide what happened to the others.
-            let results = context.kill_all(owner.as_deref(), older_than, grace, force)?;
+            let results = context.kill_all(&selection, older_than, grace, force)?;
             let views: Vec<KillView> = results
                 .iter()
                 .map(|r| match r {
@@ -306,8 +307,13 @@ pub fn cleanup_orphans<'env>(env: &'env Env, options: Option<Unknown>) -> Result
 pub fn summary(options: Option<Unknown>) -> Result<String> {
     let mut o = Options::new("summary", options)?;
     let owner = o.string("owner")?;
+    let session = o.string("session")?;
     o.finish()?;
-    Ok(context()?.summary(owner.as_deref()).map_err(to_js_error)?.join("\n"))
+    let session = session
+        .map(|text| proc_manager_core::verbs::list::SessionFilter::parse("session", &text))
+        .transpose()
+        .map_err(to_js_error)?;
+    Ok(context()?.summary(owner.as_deref(), session.as_ref()).map_err(to_js_error)?.join("\n"))
 }
 
 /// Starts `command` like `runBackground` (the same options), then waits up

@@ -1,4 +1,4 @@
-//! `run-bg kill <id>... | --all [--owner <name>] [--older-than <dur>]`:
+//! `run-bg kill <id>... | --all [--owner <name>] [--session [<id>]] [--older-than <dur>]`:
 //! SIGTERM each job's process tree, SIGKILL what is left after the grace period.
 
 use crate::cmd::start::CommandLine;
@@ -12,14 +12,14 @@ use proc_manager_core::Result;
 pub fn run(context: &Context, ids: &[String], all: bool, options: &KillOptions, json: bool) -> Result<i32> {
     let grace = options.grace(&CommandLine)?;
     let older_than = options.older_than(&CommandLine)?;
-    let (owner, force) = (options.owner.as_deref(), options.force);
+    let force = options.force;
     if older_than.is_some() && !all {
         return Err(proc_manager_core::Error::Usage(
             "--older-than selects among all jobs: give it with --all (run-bg kill --all --older-than 2h)".into(),
         ));
     }
     let results: Vec<std::result::Result<_, (String, _)>> = if all {
-        context.kill_all(owner, older_than, grace, force)?
+        context.kill_all(&options.selection(&CommandLine)?, older_than, grace, force)?
     } else {
         for id in ids {
             proc_manager_core::model::ids::validate_job_id(id)?;

@@ -3,6 +3,8 @@
 
 pub mod announce;
 pub mod check;
+pub mod codex_trust;
+pub mod hook;
 pub mod deliver;
 pub mod kill;
 pub mod list;

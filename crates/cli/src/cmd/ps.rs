@@ -11,7 +11,7 @@ use proc_manager_core::Result;
 
 pub fn run(context: &Context, mcp: bool, json: bool) -> Result<i32> {
     let mut snap = left_behind::snapshot(&context.config.diagnostics.resource_tracking.mcp_patterns);
-    let jobs = context.list(&ListFilter { all: true, owner: None, status: None })?;
+    let jobs = context.list(&ListFilter { all: true, owner: None, status: None, session: None })?;
     left_behind::assign_jobs(&mut snap, &jobs, &context.processes_of_jobs(&jobs));
     let shown: Vec<&left_behind::ProcessInfo> = snap.processes.iter().filter(|p| !mcp || p.is_mcp).collect();
     if json {

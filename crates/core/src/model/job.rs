@@ -381,6 +381,13 @@ pub struct Job {
     pub paused_at: Option<u64>,
     /// The job this one is a rerun of (`rerun`).
     pub rerun_of: Option<String>,
+    /// The agent harness session that started it (`RUN_BG_SESSION`, or the
+    /// session whose harness process is an ancestor of the starter; see
+    /// `store::sessions`): that session is woken when it ends and kills it
+    /// when the session ends, unless `outlive_session`.
+    pub session: Option<String>,
+    /// `--outlive-session`: the session's end leaves it running.
+    pub outlive_session: bool,
 }
 
 /// What a job started later waits for: a slot in its queue, the end of
@@ -565,6 +572,10 @@ struct JobRecord {
     paused_at: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     rerun_of: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    session: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    outlive_session: bool,
 }
 
 /// The state a format-1 record describes. Every record this program writes
@@ -640,6 +651,8 @@ impl From<JobRecord> for Job {
             nice: r.nice,
             paused_at: r.paused_at,
             rerun_of: r.rerun_of,
+            session: r.session,
+            outlive_session: r.outlive_session,
         }
     }
 }
@@ -693,6 +706,8 @@ impl From<Job> for JobRecord {
             nice: job.nice,
             paused_at: job.paused_at,
             rerun_of: job.rerun_of,
+            session: job.session,
+            outlive_session: job.outlive_session,
         }
     }
 }
@@ -1138,6 +1153,8 @@ pub(crate) fn sample_in(state: JobState) -> Job {
         nice: None,
         paused_at: None,
         rerun_of: None,
+        session: None,
+        outlive_session: false,
     }
 }
 

@@ -64,6 +64,11 @@ pub fn identify(pid: u32) -> Option<ProcessIdentity> {
     (!is_dead_state(stat.state)).then_some(ProcessIdentity::from_stat(pid, stat.start_ticks))
 }
 
+/// The parent pid the kernel records for `pid` (0 when gone).
+pub fn parent_of(pid: u32) -> u32 {
+    read_stat(pid).map_or(0, |stat| stat.ppid)
+}
+
 pub fn is_stopped(pid: u32) -> bool {
     read_stat(pid).is_some_and(|stat| matches!(stat.state, b'T' | b't'))
 }

@@ -174,6 +174,11 @@ pub fn identify(pid: u32) -> Option<ProcessIdentity> {
     bsd_info(pid).ok().map(|info| identity_of(pid, &info))
 }
 
+/// The parent pid the kernel records for `pid` (0 when gone).
+pub fn parent_of(pid: u32) -> u32 {
+    short_info(pid).map_or(0, |info| info.pbsi_ppid)
+}
+
 pub fn is_stopped(pid: u32) -> bool {
     bsd_info(pid).is_ok_and(|info| info.pbi_status == libc::SSTOP)
 }

@@ -7,7 +7,7 @@ use crate::os::{pidfd, platform};
 use std::time::Duration;
 
 // The platform's own reading of the process table (`os/linux.rs`, `os/macos.rs`).
-pub use platform::{command_line, cpu_times, environ_value, identify, is_stopped, keep_large_blocks_mapped, live_children, release_free_heap, rows, table};
+pub use platform::{command_line, cpu_times, environ_value, identify, is_stopped, keep_large_blocks_mapped, live_children, parent_of, release_free_heap, rows, table};
 
 /// The CPU a process has used since it started, and when it started: what
 /// `ps` divides for its %CPU.
@@ -93,6 +93,19 @@ pub fn identify_exactly(pid: u32) -> Option<ProcessIdentity> {
     identity.pidfs_ino = inode;
     identity.boot = pidfd::boot_tag();
     Some(identity)
+}
+
+/// This process's ancestors, nearest first, up to `limit` of them and never
+/// pid 1 or 0 (init, or gone): who started us, by pid and start time.
+pub fn ancestors(limit: usize) -> Vec<ProcessIdentity> {
+    let mut found = Vec::new();
+    let mut pid = parent_of(std::process::id());
+    while pid > 1 && found.len() < limit {
+        let Some(identity) = identify(pid) else { break };
+        found.push(identity);
+        pid = parent_of(pid);
+    }
+    found
 }
 
 /// Whether `who` was recorded in an earlier boot, so nothing of it can run now.

@@ -379,6 +379,10 @@ pub fn check_text(check: &CheckResult) -> String {
     lines.extend(ready_blocked_line(job));
     lines.extend(tie_line(job));
     lines.extend(job.rerun_of.as_ref().map(|of| format!("  rerun of {}", visible(of))));
+    lines.extend(job.session.as_ref().map(|s| {
+        let outlives = if job.outlive_session { " (outlives it)" } else { "" };
+        format!("  session {}{outlives}", visible(s))
+    }));
     lines.extend(lingering_line(job, &check.lingering));
     lines.extend(delivery_lines(job));
     lines.extend(check.log_problem.as_ref().map(|problem| format!("  [no cursor: {problem}]")));

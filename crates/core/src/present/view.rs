@@ -102,6 +102,12 @@ pub struct JobView {
     /// The job this one is a rerun of (`rerun`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rerun_of: Option<String>,
+    /// The agent harness session it belongs to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// `--outlive-session`: its session's end leaves it running.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub outlive_session: bool,
 }
 
 impl JobView {
@@ -245,6 +251,8 @@ impl From<&Job> for JobView {
             }),
             paused_at: job.paused_at,
             rerun_of: job.rerun_of.clone(),
+            session: job.session.clone(),
+            outlive_session: job.outlive_session,
         }
     }
 }

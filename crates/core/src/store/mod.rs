@@ -7,3 +7,4 @@ pub mod logs;
 pub mod paths;
 pub mod procset;
 pub mod registry;
+pub mod sessions;

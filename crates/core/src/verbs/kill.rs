@@ -74,15 +74,26 @@ impl Context {
     /// grace periods overlap instead of adding up.
     pub fn kill_all(
         &self,
-        owner: Option<&str>,
+        filter: &ListFilter,
         older_than: Option<Duration>,
         grace: Option<Duration>,
         force: bool,
     ) -> Result<Vec<std::result::Result<KillOutcome, (String, Error)>>> {
-        let filter = ListFilter { all: true, owner: owner.map(str::to_string), status: None };
+        self.kill_all_where(filter, older_than, grace, force, &|_| true)
+    }
+
+    /// `kill_all` of the jobs `pick` takes among those the filter selects.
+    pub fn kill_all_where(
+        &self,
+        filter: &ListFilter,
+        older_than: Option<Duration>,
+        grace: Option<Duration>,
+        force: bool,
+        pick: &dyn Fn(&Job) -> bool,
+    ) -> Result<Vec<std::result::Result<KillOutcome, (String, Error)>>> {
         let started_by = older_than.map(|age| now_ms().saturating_sub(age.as_millis() as u64));
         let jobs: Vec<Job> =
-            self.list(&filter)?.into_iter().filter(|j| started_by.is_none_or(|cut| j.started_at <= cut)).collect();
+            self.list(filter)?.into_iter().filter(|j| started_by.is_none_or(|cut| j.started_at <= cut) && pick(j)).collect();
         // Ended jobs whose processes live on are part of "everything I started"
         // (one pass over the process table for all of them).
         let left = self.leftover_counts(&jobs);

@@ -10,13 +10,46 @@ use crate::verbs::context::{processes_still_running, Context};
 pub struct ListFilter {
     pub status: Option<JobStatus>,
     pub owner: Option<String>,
+    pub session: Option<SessionFilter>,
     /// Without it, jobs that ended over an hour ago are left out.
     pub all: bool,
 }
 
+/// `--session <id>`, or `current`: the session the caller runs in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionFilter {
+    Id(String),
+    Current,
+}
+
+impl SessionFilter {
+    pub fn parse(option: &str, text: &str) -> Result<SessionFilter> {
+        if text == "current" {
+            return Ok(SessionFilter::Current);
+        }
+        crate::store::sessions::check_id(text)
+            .map(|()| SessionFilter::Id(text.to_string()))
+            .map_err(|why| crate::Error::Usage(format!("{option}: {why}; or `current` for the session run-bg runs in")))
+    }
+}
+
 impl Context {
+    /// The session id a filter names.
+    fn session_of(&self, filter: &SessionFilter) -> Result<String> {
+        match filter {
+            SessionFilter::Id(id) => Ok(id.clone()),
+            SessionFilter::Current => crate::store::sessions::detect(&self.home).ok_or_else(|| {
+                crate::Error::Usage(format!(
+                    "not inside an agent session: {} is not set and no harness session was recorded for a process above this one (run-bg hooks install <harness> sets that up); give the session's id",
+                    crate::store::sessions::SESSION_ENV
+                ))
+            }),
+        }
+    }
+
     pub fn list(&self, filter: &ListFilter) -> Result<Vec<Job>> {
         let recent_since = now_ms().saturating_sub(3_600_000);
+        let session = filter.session.as_ref().map(|s| self.session_of(s)).transpose()?;
         let mut jobs = Vec::new();
         for job in self.reconcile_jobs(self.registry().load()?)? {
             if let Some(status) = filter.status {
@@ -29,6 +62,9 @@ impl Context {
             if filter.owner.as_ref().is_some_and(|owner| job.owner.as_ref() != Some(owner)) {
                 continue;
             }
+            if session.as_ref().is_some_and(|session| job.session.as_ref() != Some(session)) {
+                continue;
+            }
             jobs.push(job);
         }
         Ok(jobs)
@@ -37,8 +73,8 @@ impl Context {
     /// The few lines an agent harness puts in front of each model call: jobs
     /// still running (pid, command, runtime, last line) and jobs that ended
     /// but nobody has looked at yet. Empty when there is nothing to say.
-    pub fn summary(&self, owner: Option<&str>) -> Result<Vec<String>> {
-        let filter = ListFilter { all: true, owner: owner.map(str::to_string), status: None };
+    pub fn summary(&self, owner: Option<&str>, session: Option<&SessionFilter>) -> Result<Vec<String>> {
+        let filter = ListFilter { all: true, owner: owner.map(str::to_string), session: session.cloned(), status: None };
         let jobs = self.list(&filter)?;
         let now = now_ms();
         let mut lines = Vec::new();

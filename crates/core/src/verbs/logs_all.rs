@@ -167,7 +167,7 @@ impl Context {
     /// The jobs `list` shows of the owner, oldest log write first, and the
     /// ids of every job of the owner (the others are not new jobs later).
     fn stream_jobs(&self, query: &StreamQuery) -> Result<(Vec<Job>, HashSet<String>)> {
-        let every = self.list(&ListFilter { owner: query.owner.clone(), all: true, status: None })?;
+        let every = self.list(&ListFilter { owner: query.owner.clone(), all: true, status: None, session: None })?;
         let known = every.iter().map(|job| job.id.clone()).collect();
         let recent_since = crate::now_ms().saturating_sub(3_600_000);
         let mut jobs: Vec<Job> =
@@ -186,7 +186,7 @@ impl Context {
         followed: &mut Vec<Followed>,
         sink: &mut dyn StreamSink,
     ) -> std::result::Result<(), Looked> {
-        let every = self.list(&ListFilter { owner: query.owner.clone(), all: true, status: None }).map_err(Looked::Registry)?;
+        let every = self.list(&ListFilter { owner: query.owner.clone(), all: true, status: None, session: None }).map_err(Looked::Registry)?;
         for record in every.iter().filter(|job| known.insert(job.id.clone())) {
             if let Some(watcher) = watcher {
                 watcher.watch_writes(&self.home.job_dir(&record.id));

@@ -2,6 +2,8 @@
 
 pub mod cancel;
 pub mod follow;
+pub mod harness;
+pub mod harness_install;
 pub mod check;
 pub mod context;
 pub mod kill;

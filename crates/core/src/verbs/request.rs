@@ -50,6 +50,10 @@ pub struct StartRequest {
     pub nice: Option<i32>,
     /// `rerun`: the job this one starts again.
     pub rerun_of: Option<String>,
+    /// `--session`: given, or none; else found at the start (`sessions::detect`).
+    pub session: Option<crate::store::sessions::SessionChoice>,
+    /// `--outlive-session`.
+    pub outlive_session: bool,
 }
 
 /// `--restart <policy> [--max-restarts N] [--restart-delay <dur>]`.

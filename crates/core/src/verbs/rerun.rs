@@ -96,6 +96,9 @@ fn request_for(job: &Job, face: &dyn Face) -> Result<StartRequest> {
         tie_to_caller: job.tie.as_ref().is_some_and(|t| t.caller),
         nice: job.nice,
         rerun_of: Some(job.id.clone()),
+        // Found anew: the rerun belongs to whoever starts it.
+        session: None,
+        outlive_session: job.outlive_session,
     })
 }
 

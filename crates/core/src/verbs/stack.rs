@@ -468,7 +468,7 @@ impl StackFile {
 impl Context {
     /// The stack's jobs that run (or wait in a queue), by label, newest last.
     fn stack_jobs(&self, owner: &str) -> Result<Vec<Job>> {
-        let filter = ListFilter { all: true, owner: Some(owner.to_string()), status: None };
+        let filter = ListFilter { all: true, owner: Some(owner.to_string()), status: None, session: None };
         let mut jobs: Vec<Job> = self.list(&filter)?.into_iter().filter(|j| !j.status().is_final()).collect();
         jobs.sort_by_key(|j| j.started_at);
         Ok(jobs)
@@ -586,7 +586,7 @@ impl Context {
     /// the deepest first, each killed (its tree gone) before the next.
     pub fn stack_down(&self, file: &StackFile, owner: Option<&str>) -> Result<StackDown> {
         let owner = file.owner(owner);
-        let filter = ListFilter { all: true, owner: Some(owner.clone()), status: None };
+        let filter = ListFilter { all: true, owner: Some(owner.clone()), status: None, session: None };
         let jobs: Vec<Job> = self.list(&filter)?.into_iter().filter(|j| file.processes.iter().any(|p| p.name == j.label)).collect();
         // Ended jobs whose processes live on are the stack's too, as for `kill --all`.
         let left = self.leftover_counts(&jobs);

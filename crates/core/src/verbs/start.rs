@@ -71,6 +71,8 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         nice: request.nice,
         paused_at: None,
         rerun_of: request.rerun_of,
+        session: crate::store::sessions::session_for_start(&context.home, request.session.as_ref()),
+        outlive_session: request.outlive_session,
     };
     if let Some(waits) = waits {
         return crate::verbs::queue::enqueue(context, job, waits, supervisor_exe).map(|started| Started { warnings, ..started });

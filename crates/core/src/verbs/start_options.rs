@@ -218,6 +218,24 @@ pub struct StartOptions {
         extend("x-mcp" = "Niceness -20..19 (default inherited)")))]
     #[serde(default, deserialize_with = "read::int32")]
     pub nice: Option<i32>,
+
+    /// The agent harness session the job belongs to (default: `RUN_BG_SESSION`,
+    /// which `run-bg hook … session-start` exports, or the session whose
+    /// harness process started the caller). Its end wakes that session; the
+    /// session's end kills it, unless `outliveSession`. `none`: no session.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "ID", display_order = 30,
+        help = "The agent session it belongs to (default: $RUN_BG_SESSION or the harness that ran run-bg; none: no session)"))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp-omit" =
+        "the server's session is found from the harness that started it; a model does not name one")))]
+    #[serde(default)]
+    pub session: Option<String>,
+
+    /// `true`: the end of its session leaves it running (a server to keep).
+    #[cfg_attr(feature = "cli", arg(long = "outlive-session", display_order = 31,
+        help = "Keep it running when its agent session ends (default: the session's end kills it)"))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "true: keep it after the session ends")))]
+    #[serde(default, deserialize_with = "read::flag")]
+    pub outlive_session: bool,
 }
 
 /// The bounds of a niceness (setpriority(2)).
@@ -400,6 +418,8 @@ impl StartOptions {
         request.tie_to_caller = self.tie;
         request.tie_pid = if self.tie { Some(face.caller_pid()) } else { self.tie_pid };
         request.nice = self.nice;
+        request.session = self.session.map(|given| crate::store::sessions::SessionChoice::parse(&face.name("session"), &given)).transpose()?;
+        request.outlive_session = self.outlive_session;
         Ok(request)
     }
 }

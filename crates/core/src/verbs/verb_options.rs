@@ -12,7 +12,7 @@
 use crate::model::job::JobStatus;
 use crate::model::option_value::{read, FromText, Given, Millis};
 use crate::verbs::check::TailQuery;
-use crate::verbs::list::ListFilter;
+use crate::verbs::list::{ListFilter, SessionFilter};
 use crate::verbs::start_options::Face;
 use crate::{Error, Result};
 use serde::Deserialize;
@@ -73,6 +73,13 @@ pub struct ListOptions {
     #[serde(default)]
     pub owner: Option<String>,
 
+    /// Only jobs of this agent session; `current`: the caller's (see `RunOptions.session`).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "current",
+        help = "Only jobs of this agent session (without ID, or `current`: the session run-bg runs in)"))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "current: only this session's jobs")))]
+    #[serde(default)]
+    pub session: Option<String>,
+
     /// Include jobs that ended over an hour ago.
     #[cfg_attr(feature = "cli", arg(long, help = "Every job in the registry"))]
     #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "Also jobs ended over an hour ago")))]
@@ -84,7 +91,8 @@ impl ListOptions {
     pub fn filter(self, face: &dyn Face) -> Result<ListFilter> {
         let status = self.status.map(|s| s.resolve(&|| face.name("status"))).transpose()?;
         // A status asked for is found at any age: `failed` an hour ago is still failed.
-        Ok(ListFilter { status, owner: self.owner, all: self.all || status.is_some() })
+        let session = self.session.map(|text| SessionFilter::parse(&face.name("session"), &text)).transpose()?;
+        Ok(ListFilter { status, owner: self.owner, session, all: self.all || status.is_some() })
     }
 }
 
@@ -151,6 +159,13 @@ pub struct KillOptions {
     #[serde(default)]
     pub owner: Option<String>,
 
+    /// Only this agent session's jobs; `current`: the caller's.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "ID", requires = "all", num_args = 0..=1, default_missing_value = "current",
+        help = "With --all: only this agent session's jobs (without ID, or `current`: the session run-bg runs in)"))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "With olderThanMs: current: only this session's", "x-all" = true)))]
+    #[serde(default)]
+    pub session: Option<String>,
+
     /// Milliseconds between SIGTERM and SIGKILL (default: kill.grace_ms).
     #[cfg_attr(feature = "cli", arg(long = "grace", value_name = "DUR",
         help = "Time between SIGTERM and SIGKILL (default: kill.grace_ms, 5s)"))]
@@ -176,7 +191,13 @@ impl KillOptions {
     /// The options that choose among all jobs: a kill of named jobs
     /// (`killJob`, `run-bg kill <id>`) does not take them. Marked `x-all`
     /// in the schema.
-    pub const ALL_ONLY: [&'static str; 2] = ["owner", "olderThanMs"];
+    pub const ALL_ONLY: [&'static str; 3] = ["owner", "session", "olderThanMs"];
+
+    /// Which jobs `kill --all` picks by owner and session.
+    pub fn selection(&self, face: &dyn Face) -> Result<ListFilter> {
+        let session = self.session.as_deref().map(|text| SessionFilter::parse(&face.name("session"), text)).transpose()?;
+        Ok(ListFilter { all: true, owner: self.owner.clone(), session, status: None })
+    }
 
     pub fn grace(&self, face: &dyn Face) -> Result<Option<Duration>> {
         millis(&self.grace_ms, face, "graceMs")

@@ -1,0 +1,221 @@
+//! `run-bg hook <harness> <event>`: what an agent harness's hook runs. It
+//! reads the harness's hook input (JSON on stdin) and answers in that
+//! harness's words. It never fails the harness: whatever goes wrong is a
+//! line in `<home>/harness-hooks.log` and a silent exit 0, never a blocked
+//! tool or a turn held for nothing.
+//!
+//! `run-bg hooks install|remove <harness>`: puts those hooks in the
+//! harness's settings (or takes them out).
+
+use proc_manager_core::store::sessions;
+use proc_manager_core::verbs::context::Context;
+use proc_manager_core::verbs::harness::{project_dir, Harness, Scope};
+use proc_manager_core::verbs::harness_install::{self, Plan};
+use proc_manager_core::{Error, Result};
+use std::io::{Read, Write};
+use std::time::Duration;
+
+/// A hook's input is a small JSON object; a tool's whole output may ride
+/// along in it (`tool_response`): read that much at most.
+const MAX_INPUT: u64 = 16 * 1024 * 1024;
+
+/// The log of what hooks could not do is cut back once it grows past this.
+const MAX_LOG: u64 = 1024 * 1024;
+
+/// The events each harness's hooks call us for.
+fn events(harness: Harness) -> &'static [&'static str] {
+    match harness {
+        Harness::ClaudeCode => &["session-start", "post-tool-use", "stop", "user-prompt-submit", "session-end"],
+        Harness::Codex => &["session-start", "stop", "user-prompt-submit", "session-end"],
+        Harness::Gemini => &["session-start", "before-agent", "after-agent", "session-end"],
+    }
+}
+
+/// The answer a hook gives: text for the model, and how this harness takes it.
+enum Answer {
+    /// Nothing to say: exit 0, no output.
+    Quiet,
+    /// Context for the model, where the event takes it (session start, a prompt).
+    Context(&'static str, String),
+    /// Wake the model with this text (a new turn, or the turn goes on).
+    Wake(String),
+}
+
+pub fn run(harness: &str, event: &str, wait: Option<&str>) -> i32 {
+    let started = std::time::Instant::now();
+    let outcome = (|| -> Result<(Harness, Answer)> {
+        let harness = Harness::parse(harness)?;
+        if !events(harness).contains(&event) {
+            return Err(Error::Usage(format!("{} has no hook event `{event}` of ours: give one of {}", harness.name(), events(harness).join(", "))));
+        }
+        let wait = crate::parse_dur("--wait", &wait.map(str::to_string))?;
+        let mut input = Vec::new();
+        std::io::stdin().take(MAX_INPUT).read_to_end(&mut input).map_err(|e| Error::Other(format!("read the hook's input: {e}")))?;
+        let input: serde_json::Value = serde_json::from_slice(&input).map_err(|e| Error::Other(format!("the hook's input is not JSON: {e}")))?;
+        let context = crate::load_context()?;
+        answer(&context, harness, event, &input, wait).map(|answer| (harness, answer))
+    })();
+    match outcome {
+        Ok((harness, answer)) => speak(harness, event, answer),
+        Err(e) => {
+            log(&format!("{harness} {event}: {e} (after {} ms)", started.elapsed().as_millis()));
+            0
+        }
+    }
+}
+
+fn session_id(harness: Harness, input: &serde_json::Value) -> Result<String> {
+    let id = input
+        .get("session_id")
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+        .or_else(|| (harness == Harness::Gemini).then(|| std::env::var("GEMINI_SESSION_ID").ok()).flatten())
+        .ok_or_else(|| Error::Other("the hook's input has no session_id".into()))?;
+    sessions::check_id(&id).map_err(Error::Other)?;
+    Ok(id)
+}
+
+fn answer(context: &Context, harness: Harness, event: &str, input: &serde_json::Value, wait: Option<Duration>) -> Result<Answer> {
+    let id = session_id(harness, input)?;
+    let cwd = project_dir(input.get("cwd").and_then(|v| v.as_str()));
+    let context_for = |text: Option<String>, event_name: &'static str| text.map_or(Answer::Quiet, |t| Answer::Context(event_name, t));
+    Ok(match (harness, event) {
+        (_, "session-start") => context_for(context.session_started(harness, &id, cwd.as_deref())?, "SessionStart"),
+        (Harness::Gemini, "before-agent") => context_for(context.untold_ends(&id, Scope::Session)?, "BeforeAgent"),
+        (_, "user-prompt-submit") => context_for(context.untold_ends(&id, Scope::Session)?, "UserPromptSubmit"),
+        // Claude Code runs these in the background and wakes its model
+        // when they exit 2: wait as long as any job of the session runs.
+        (Harness::ClaudeCode, "post-tool-use" | "stop") => context.wait_for_ends(&id, None, false)?.map_or(Answer::Quiet, Answer::Wake),
+        // A turn's end that the harness waits for: tell of ends not told
+        // yet, else wait (up to --wait) for the jobs that will end by
+        // themselves, not for servers.
+        (Harness::Codex, "stop") | (Harness::Gemini, "after-agent") => match context.untold_ends(&id, Scope::Session)? {
+            Some(text) => Answer::Wake(text),
+            None => context.wait_for_ends(&id, Some(wait.unwrap_or(Duration::from_secs(600))), true)?.map_or(Answer::Quiet, Answer::Wake),
+        },
+        (_, "session-end") => {
+            // Codex gives a session-end hook 3 s in all: the grace fits in it.
+            let grace = (harness == Harness::Codex).then(|| Duration::from_millis(1500));
+            for line in context.session_ended(harness, &id, grace)? {
+                log(&format!("{} session-end {id}: {line}", harness.name()));
+            }
+            Answer::Quiet
+        }
+        _ => Answer::Quiet,
+    })
+}
+
+/// Says `answer` as `harness` takes it; the exit code.
+fn speak(harness: Harness, event: &str, answer: Answer) -> i32 {
+    let out = |text: String| {
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.write_all(b"\n")).and_then(|()| stdout.flush());
+    };
+    match answer {
+        Answer::Quiet => 0,
+        Answer::Context(event_name, text) => {
+            out(serde_json::json!({"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}).to_string());
+            0
+        }
+        Answer::Wake(text) => match harness {
+            // Gemini CLI reads the decision from stdout, whatever the exit code.
+            Harness::Gemini => {
+                out(serde_json::json!({"decision": "block", "reason": text}).to_string());
+                0
+            }
+            // Claude Code (asyncRewake) and Codex (Stop) hand a hook's
+            // stderr to the model when it exits 2.
+            Harness::ClaudeCode | Harness::Codex => {
+                let mut stderr = std::io::stderr().lock();
+                let _ = stderr.write_all(text.as_bytes()).and_then(|()| stderr.write_all(b"\n"));
+                let _ = event;
+                2
+            }
+        },
+    }
+}
+
+/// A line in `<home>/harness-hooks.log`, where hook failures go instead of
+/// the harness's screen; cut back to its last half once over `MAX_LOG`.
+fn log(line: &str) {
+    let Ok(root) = proc_manager_core::store::paths::Home::resolve_root() else { return };
+    let path = root.join("harness-hooks.log");
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() > MAX_LOG) {
+        if let Ok(bytes) = std::fs::read(&path) {
+            let keep = &bytes[bytes.len() / 2..];
+            let start = keep.iter().position(|&b| b == b'\n').map_or(0, |at| at + 1);
+            let _ = std::fs::write(&path, &keep[start..]);
+        }
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).append(true);
+    if let Ok(mut file) = options.open(&path) {
+        let stamp = proc_manager_core::now_ms();
+        let _ = writeln!(file, "{stamp} {}", proc_manager_core::model::text::visible(line));
+    }
+}
+
+/// `run-bg hooks install|remove <harness> [--project [DIR] | --user] [--dry-run]`.
+pub fn install(harness: &str, project: Option<Option<std::path::PathBuf>>, remove: bool, dry_run: bool, wait: Option<&str>, trust: bool) -> Result<i32> {
+    let harness = Harness::parse(harness)?;
+    let scope = match project {
+        Some(Some(dir)) => harness_install::Scope::Project(dir),
+        Some(None) => harness_install::Scope::Project(std::env::current_dir().map_err(|e| Error::io("read the current directory", ".", e))?),
+        None => harness_install::Scope::User,
+    };
+    let turn_wait = wait.unwrap_or(harness_install::DEFAULT_TURN_WAIT);
+    proc_manager_core::model::duration::parse_duration_ms(turn_wait).map_err(|e| Error::Usage(format!("--wait: {e}")))?;
+    let exe = std::env::current_exe().map_err(|e| Error::io("find own executable", "/proc/self/exe", e))?;
+    let plan = harness_install::plan(harness, &scope, &exe, turn_wait, remove)?;
+    if dry_run {
+        for change in &plan.changes {
+            if change.changes() {
+                outln!("would write {}:", change.path.display());
+                outln!("{}", change.after.trim_end());
+            } else {
+                outln!("{}: unchanged", change.path.display());
+            }
+        }
+        return Ok(0);
+    }
+    harness_install::apply(&plan)?;
+    say_done(&plan, remove);
+    if harness == Harness::Codex && !remove {
+        codex_trust(&plan, &scope, trust);
+    }
+    Ok(0)
+}
+
+fn say_done(plan: &Plan, remove: bool) {
+    for change in &plan.changes {
+        let what = match (remove, change.changes()) {
+            (_, false) => "unchanged (already so)",
+            (true, true) => "removed run-bg's hooks",
+            (false, true) => "written",
+        };
+        outln!("{}: {what}", change.path.display());
+    }
+    if !remove {
+        outln!("{} now runs run-bg's hooks on {}; a job started in a session wakes it when it ends, and the session's end kills its jobs (--outlive-session keeps one)", plan.harness.name(), plan.events.join(", "));
+    }
+}
+
+/// Codex runs a hook only once its user trusted it (`/hooks` in its TUI):
+/// ask its app server to record that trust for our hooks, as `/hooks` would.
+fn codex_trust(plan: &Plan, scope: &harness_install::Scope, trust: bool) {
+    let how = "Codex runs hooks only once trusted: approve them in codex's /hooks screen, or run `codex exec --dangerously-bypass-hook-trust`";
+    if !trust {
+        outln!("note: not trusted (--no-trust). {how}");
+        return;
+    }
+    let cwd = match scope {
+        harness_install::Scope::Project(dir) => dir.clone(),
+        harness_install::Scope::User => std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from(".")),
+    };
+    let keys = harness_install::codex_hook_keys(plan);
+    match crate::cmd::codex_trust::trust(&cwd, &keys) {
+        Ok(0) => outln!("codex: run-bg's hooks were already trusted"),
+        Ok(n) => outln!("codex: trusted run-bg's {n} hook(s) (as its /hooks screen does)"),
+        Err(e) => outln!("note: could not mark the hooks trusted ({e}). {how}"),
+    }
+}

@@ -1,0 +1,368 @@
+//! What the agent harnesses' hooks ask of us (`run-bg hook <harness> <event>`),
+//! whatever harness asks: record a session as it starts, tell it of its
+//! jobs' ends (once each, a burst in one text), wait for those ends, and kill
+//! its jobs as it ends. Each harness's own words (its hook input, how an
+//! answer reaches its model) are the CLI's (`cmd/hook.rs`).
+
+use crate::model::job::{Job, JobStatus};
+use crate::store::sessions::{self, Session};
+use crate::verbs::context::Context;
+use crate::verbs::list::{ListFilter, SessionFilter};
+use crate::{now_ms, model::text, Error, Result};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The harnesses whose hooks we answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Harness {
+    ClaudeCode,
+    Codex,
+    Gemini,
+}
+
+impl Harness {
+    pub const ALL: [Harness; 3] = [Harness::ClaudeCode, Harness::Codex, Harness::Gemini];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Harness::ClaudeCode => "claude-code",
+            Harness::Codex => "codex",
+            Harness::Gemini => "gemini",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Harness> {
+        Harness::ALL.into_iter().find(|h| h.name() == text).ok_or_else(|| {
+            Error::Usage(format!(
+                "unknown harness `{}`: give claude-code, codex or gemini",
+                text::cut(&text::visible(text), 40)
+            ))
+        })
+    }
+
+    /// The variable a harness sets for its shell commands (and MCP servers)
+    /// naming its session, when it has one.
+    pub fn session_env(self) -> Option<&'static str> {
+        match self {
+            Harness::ClaudeCode => Some("CLAUDE_CODE_SESSION_ID"),
+            Harness::Codex | Harness::Gemini => None,
+        }
+    }
+}
+
+/// The most a session-start context says (the budget for it).
+pub const START_CONTEXT_CHARS: usize = 600;
+
+/// How long after a first end the wait goes on collecting others, so that
+/// a burst of ends (or a `run-bg wait` that sees the end first) makes one
+/// wake or none.
+const BURST: Duration = Duration::from_millis(250);
+
+/// A look at the registry even when no write woke us (a supervisor killed
+/// without writing: the look's reconcile finds it lost).
+const LOOK_EVERY: Duration = Duration::from_secs(2);
+
+/// How long a hook that found another waiting for the session tries again,
+/// in case that one is just leaving (it told, and exits).
+const WAITER_HANDOFF: Duration = Duration::from_millis(300);
+
+/// Programs that stand between a harness and the command it runs: a hook's
+/// `sh -c`, a tool's `bash -c`, a launcher. The harness is the nearest
+/// ancestor that is none of these.
+const GO_BETWEENS: [&str; 16] = [
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "busybox", "env", "nohup", "setsid", "cmd.exe", "cmd", "powershell.exe", "pwsh",
+];
+
+/// Which ended jobs a look tells of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The session's own jobs.
+    Session,
+    /// The session's, and those of the project directory started outside
+    /// any live session (left by a session that crashed or ended, or by hand).
+    SessionAndProject,
+}
+
+impl Context {
+    /// A session begins (or resumes): record it and the harness process
+    /// running it, and say in at most `START_CONTEXT_CHARS` what of its jobs
+    /// and its project's still runs or ended unseen (those told of then are
+    /// not told again).
+    pub fn session_started(&self, harness: Harness, id: &str, cwd: Option<&Path>) -> Result<Option<String>> {
+        let process = harness_process(harness);
+        let previous = sessions::load(&self.home, id);
+        let session = Session {
+            id: id.to_string(),
+            harness: harness.name().to_string(),
+            process: process.or(previous.as_ref().and_then(|p| p.process.clone())),
+            cwd: cwd.map(Path::to_path_buf).or(previous.as_ref().and_then(|p| p.cwd.clone())),
+            started_at: previous.as_ref().map_or_else(now_ms, |p| p.started_at),
+            // A resumed session is live again.
+            ended_at: None,
+        };
+        sessions::save(&self.home, &session)?;
+        let jobs = self.jobs_in_scope(&session, Scope::SessionAndProject)?;
+        let running: Vec<&Job> = jobs.iter().filter(|j| !j.status().is_final()).collect();
+        let told = sessions::tell_once(&self.home, id, |told| {
+            let ended: Vec<&Job> = jobs.iter().filter(|j| untold_end(j, told)).collect();
+            let text = start_context(&running, &ended, self);
+            (ended.iter().map(|j| j.id.clone()).collect(), text)
+        })?;
+        Ok(told)
+    }
+
+    /// The ends of the session's jobs it was not told of yet (nor saw with
+    /// `check` or `wait`), as one text, recorded as told. `None`: nothing new.
+    pub fn untold_ends(&self, id: &str, scope: Scope) -> Result<Option<String>> {
+        let session = self.session_or_new(id);
+        let jobs = self.jobs_in_scope(&session, scope)?;
+        sessions::tell_once(&self.home, id, |told| {
+            let ended: Vec<&Job> = jobs.iter().filter(|j| untold_end(j, told)).collect();
+            (ended.iter().map(|j| j.id.clone()).collect(), wake_text(&ended, self))
+        })
+    }
+
+    /// Waits until one of the session's jobs ends untold, then tells of it
+    /// (and of every other end within `BURST`) as one text. `None` when
+    /// there is nothing to wait for (no job of the session runs, or only
+    /// servers when `finite_only`), another hook already waits for the
+    /// session, the session ended, or `limit` passed.
+    pub fn wait_for_ends(&self, id: &str, limit: Option<Duration>, finite_only: bool) -> Result<Option<String>> {
+        let Some(_waiter) = self.become_waiter(id)? else { return Ok(None) };
+        let deadline = limit.map(|limit| Instant::now() + limit);
+        let watcher = crate::os::platform::DirWatcher::new().map_err(|e| Error::io("watch", self.home.root.clone(), e))?;
+        let jobs_dir = self.home.jobs_dir();
+        watcher.watch(&self.home.root);
+        watcher.watch(&jobs_dir);
+        watcher.watch(&sessions::dir(&self.home));
+        let mut watched_jobs = std::collections::HashSet::new();
+        let mut first_end: Option<Instant> = None;
+        loop {
+            let session = self.session_or_new(id);
+            if session.ended_at.is_some() {
+                return Ok(None);
+            }
+            let jobs = self.jobs_in_scope(&session, Scope::Session)?;
+            for job in jobs.iter().filter(|j| !j.status().is_final()) {
+                if watched_jobs.insert(job.id.clone()) {
+                    watcher.watch(&self.home.job_dir(&job.id));
+                }
+            }
+            let told = sessions::told(&self.home, id);
+            let ended_untold = jobs.iter().any(|j| untold_end(j, &told));
+            let waited_for = |j: &&Job| !j.status().is_final() && (!finite_only || is_finite(j));
+            if ended_untold {
+                let since = *first_end.get_or_insert_with(Instant::now);
+                // Collect the burst; a job still running that ends within it joins.
+                if since.elapsed() >= BURST || !jobs.iter().any(|j| waited_for(&j)) && since.elapsed() >= BURST / 2 {
+                    if let Some(text) = self.untold_ends(id, Scope::Session)? {
+                        return Ok(Some(text));
+                    }
+                    first_end = None;
+                }
+            } else {
+                first_end = None;
+                if !jobs.iter().any(|j| waited_for(&j)) {
+                    return Ok(None);
+                }
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(None);
+            }
+            let mut pause = LOOK_EVERY;
+            if let Some(since) = first_end {
+                pause = pause.min(BURST.saturating_sub(since.elapsed()).max(Duration::from_millis(10)));
+            }
+            if let Some(deadline) = deadline {
+                pause = pause.min(deadline.saturating_duration_since(now));
+            }
+            crate::os::sys::pause_until_readable(pause, watcher.fd(), None, &|| false);
+            for name in watcher.drain().new_dirs {
+                watcher.watch(&jobs_dir.join(name));
+            }
+        }
+    }
+
+    /// The session ends: mark it (its waiting hook leaves) and kill its jobs'
+    /// trees, but those started to outlive it. Answers the kills' messages.
+    pub fn session_ended(&self, harness: Harness, id: &str, grace: Option<Duration>) -> Result<Vec<String>> {
+        sessions::end(&self.home, id, harness.name())?;
+        let filter = ListFilter { all: true, owner: None, session: Some(SessionFilter::Id(id.to_string())), status: None };
+        let grace = grace.map(|g| g.min(Duration::from_millis(self.config.kill.grace_ms)));
+        let results = self.kill_all_where(&filter, None, grace, false, &|job| !job.outlive_session)?;
+        Ok(results
+            .into_iter()
+            .map(|r| match r {
+                Ok(outcome) => outcome.message,
+                Err((job_id, e)) => format!("{job_id}: {e}"),
+            })
+            .collect())
+    }
+
+    fn session_or_new(&self, id: &str) -> Session {
+        sessions::load(&self.home, id).unwrap_or_else(|| Session {
+            id: id.to_string(),
+            harness: String::new(),
+            process: None,
+            cwd: None,
+            started_at: now_ms(),
+            ended_at: None,
+        })
+    }
+
+    /// One hook waits per session; another that finds it taken tries for a
+    /// moment (the holder may be leaving, having told), then leaves it be.
+    fn become_waiter(&self, id: &str) -> Result<Option<std::fs::File>> {
+        let started = Instant::now();
+        loop {
+            if let Some(lock) = sessions::try_become_waiter(&self.home, id)? {
+                return Ok(Some(lock));
+            }
+            if started.elapsed() >= WAITER_HANDOFF {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The session's jobs, and with `SessionAndProject` the jobs under its
+    /// project directory that belong to no live session.
+    fn jobs_in_scope(&self, session: &Session, scope: Scope) -> Result<Vec<Job>> {
+        let jobs = self.list(&ListFilter { all: true, owner: None, session: None, status: None })?;
+        let project = session.cwd.as_deref();
+        let live = |other: &str| other != session.id && sessions::load(&self.home, other).is_some_and(|s| s.ended_at.is_none());
+        Ok(jobs
+            .into_iter()
+            .filter(|job| match (&job.session, scope) {
+                (Some(own), _) if *own == session.id => true,
+                (_, Scope::Session) => false,
+                (other, Scope::SessionAndProject) => {
+                    project.is_some_and(|dir| job.cwd.starts_with(dir)) && !other.as_deref().is_some_and(live)
+                }
+            })
+            .collect())
+    }
+}
+
+/// A job that ended and that the session has neither been told of nor
+/// looked at (`check`, `wait` after its end).
+fn untold_end(job: &Job, told: &std::collections::HashSet<String>) -> bool {
+    let status = job.status();
+    status.is_final() && status != JobStatus::Skipped && job.seen_at.is_none() && !told.contains(&job.id)
+}
+
+/// A job expected to end by itself: not a server (no readiness check, no
+/// restart policy).
+fn is_finite(job: &Job) -> bool {
+    job.ready.is_none() && job.restart.is_none()
+}
+
+/// The line for each ended job, as the exit notification says it (outcome,
+/// duration, first error, what to run to look), one a line.
+pub fn wake_text(ended: &[&Job], context: &Context) -> Option<String> {
+    if ended.is_empty() {
+        return None;
+    }
+    let lines: Vec<String> = ended.iter().map(|job| end_line(job, context)).collect();
+    Some(lines.join("\n"))
+}
+
+fn end_line(job: &Job, context: &Context) -> String {
+    let line = crate::supervise::notify::event_message(&context.home, job);
+    if started_through_mcp(job) {
+        // The model that started it through MCP looks through MCP.
+        line.replace(&format!("run-bg check {}", job.id), &format!("check_job {}", job.id))
+    } else {
+        line
+    }
+}
+
+/// The MCP server marks what it starts (`context.startedBy`).
+fn started_through_mcp(job: &Job) -> bool {
+    job.context.as_ref().and_then(|c| c.get("startedBy")).and_then(|v| v.as_str()) == Some("mcp")
+}
+
+/// What a session is told as it starts: jobs still running, then ended
+/// ones not looked at, cut to `START_CONTEXT_CHARS`.
+fn start_context(running: &[&Job], ended: &[&Job], context: &Context) -> Option<String> {
+    if running.is_empty() && ended.is_empty() {
+        return None;
+    }
+    let now = now_ms();
+    let mut items: Vec<String> = Vec::new();
+    for job in running {
+        let command = text::cut(&text::visible(&job.command).replace('\n', " "), 50);
+        let state = if job.status() == JobStatus::Orphaned { "orphaned" } else { job.shown_status().as_str() };
+        items.push(format!("{} {state} {} ({command})", job.id, crate::model::duration::format_duration_ms(job.duration_ms(now))));
+    }
+    for job in ended {
+        items.push(text::cut(&end_line(job, context).trim_start_matches("run-bg: ").to_string(), 200));
+    }
+    let head = "run-bg jobs of this session or project (run-bg check <id> to look, run-bg kill <id> to stop): ";
+    let mut out = head.to_string();
+    for (index, item) in items.iter().enumerate() {
+        let rest = items.len() - index;
+        let more = if rest > 1 { format!("; …and {} more (run-bg list)", rest - 1) } else { String::new() };
+        let separator = if index == 0 { "" } else { "; " };
+        if out.chars().count() + separator.len() + item.chars().count() + more.chars().count() > START_CONTEXT_CHARS {
+            let more = format!("{separator}…and {rest} more (run-bg list)");
+            out.push_str(&more);
+            break;
+        }
+        out.push_str(separator);
+        out.push_str(item);
+    }
+    Some(text::cut(&out, START_CONTEXT_CHARS))
+}
+
+/// The harness process a hook runs under: the one the harness names
+/// (Claude Code's `CLAUDE_PID`), else the nearest ancestor that is no shell
+/// or launcher between it and us.
+pub fn harness_process(harness: Harness) -> Option<crate::model::job::ProcessIdentity> {
+    if harness == Harness::ClaudeCode {
+        if let Some(pid) = std::env::var("CLAUDE_PID").ok().and_then(|p| p.parse::<u32>().ok()).filter(|&p| p > 1) {
+            if let Some(identity) = crate::os::procinfo::identify(pid) {
+                return Some(identity);
+            }
+        }
+    }
+    crate::os::procinfo::ancestors(16).into_iter().find(|ancestor| !is_go_between(&crate::os::procinfo::command_line(ancestor.pid)))
+}
+
+fn is_go_between(command_line: &str) -> bool {
+    let mut words = command_line.split_whitespace();
+    let program = words.next().unwrap_or("");
+    let name = program.rsplit(['/', '\\']).next().unwrap_or(program).trim_start_matches('-');
+    if GO_BETWEENS.contains(&name) {
+        return true;
+    }
+    // `npx run-bg hook …` / `npm exec`: node running npm is a launcher too.
+    let node = name == "node" || name == "node.exe";
+    node && words.next().is_some_and(|script| {
+        let script = script.rsplit(['/', '\\']).next().unwrap_or(script);
+        matches!(script, "npm" | "npx" | "npm-cli.js" | "npx-cli.js")
+    })
+}
+
+/// The project directory a hook names, if any.
+pub fn project_dir(cwd: Option<&str>) -> Option<PathBuf> {
+    cwd.filter(|c| !c.is_empty()).map(PathBuf::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shells_and_npm_stand_between_a_harness_and_its_hook() {
+        for go_between in ["/bin/sh -c run-bg hook", "bash -c x", "-bash", "/usr/bin/env run-bg", "node /usr/lib/node_modules/npm/bin/npx-cli.js run-bg"] {
+            assert!(is_go_between(go_between), "{go_between}");
+        }
+        for harness in ["/usr/bin/node --max-old-space-size=12052 /x/gemini -p hi", "/x/claude.exe -p", "/x/codex exec"] {
+            assert!(!is_go_between(harness), "{harness}");
+        }
+        assert_eq!(Harness::parse("gemini").unwrap(), Harness::Gemini);
+        assert!(Harness::parse("cursor").unwrap_err().to_string().contains("claude-code, codex or gemini"));
+    }
+}
