@@ -422,6 +422,8 @@ export declare function killAll(options?: KillAllOptions | undefined | null): Pr
 export interface KillAllOptions {
   /** Only this owner's jobs. */
   owner?: string
+  /** Only this agent session's jobs; `current`: the caller's. */
+  session?: string
   /** Milliseconds between SIGTERM and SIGKILL (default: kill.grace_ms). */
   graceMs?: number
   /** SIGKILL at once. */
@@ -486,6 +488,8 @@ export interface ListOptions {
   status?: JobStatus
   /** Only jobs of this owner. */
   owner?: string
+  /** Only jobs of this agent session; `current`: the caller's (see `RunOptions.session`). */
+  session?: string
   /** Include jobs that ended over an hour ago. */
   all?: boolean
 }
@@ -772,6 +776,17 @@ export interface RunOptions {
    * that says so).
    */
   nice?: number
+  /**
+   * The agent harness session the job belongs to (default: `RUN_BG_SESSION`,
+   * else the harness's own variable, Claude Code's `CLAUDE_CODE_SESSION_ID`
+   * or Codex's `CODEX_THREAD_ID`, else the session whose harness process
+   * started the caller, as its session-start hook recorded it). With the
+   * hooks installed its end wakes that session, and the session's end
+   * kills it unless `outliveSession`. `none`: no session.
+   */
+  session?: string
+  /** `true`: the end of its session leaves it running (a server to keep). */
+  outliveSession?: boolean
 }
 
 export interface WakeOptions {
@@ -860,6 +875,8 @@ export declare function summary(options?: SummaryOptions | undefined | null): st
 
 export interface SummaryOptions {
   owner?: string
+  /** Only this agent session's jobs; `current`: the session the caller runs in. */
+  session?: string
 }
 
 /** Overrides of `diagnostics.resource_tracking` from config.json. */

@@ -54,7 +54,7 @@ function started(t, result) {
   return idOf(result)
 }
 
-test('tools/list: 12 tools, every argument described, integer minimums, annotations, output schemas, under 9,500 characters', async (t) => {
+test('tools/list: 12 tools, every argument described, integer minimums, annotations, output schemas, under 9,800 characters', async (t) => {
   const { home } = makeHome(t)
   const { client, tools, call } = await connect(t, home)
   assert.deepEqual(tools.map((x) => x.name).sort(), [
@@ -68,8 +68,10 @@ test('tools/list: 12 tools, every argument described, integer minimums, annotati
   // tokens, paid once per session); 8,005 with nice (over the 8,000 this
   // allowed). Issue 28 asked for three tools more: pause_job and resume_job
   // (9,000: one line of description, jobId, {jobId, status, changed}), and
-  // rerun_job (9,468). A new argument has to fit under this.
-  assert.ok(size < 9500, `tools/list is ${size} characters`)
+  // rerun_job (9,468). Issue 36 asked for "this session's jobs" in MCP:
+  // list_jobs' and job_summary's session, run_background's outliveSession
+  // (9,7xx). A new argument has to fit under this.
+  assert.ok(size < 9800, `tools/list is ${size} characters`)
   assert.notEqual(client.getServerCapabilities().tools?.listChanged, true, 'the list never changes')
 
   for (const tool of tools) {

@@ -283,6 +283,8 @@ server.registerTool('run_background', {
   // A message rule (the agent's session): the small schema has no room for action and instruction.
   const options = wake === undefined ? rest : { ...rest, wake: { message: wake } }
   if (ready !== undefined) Object.assign(options, readiness(ready))
+  // A harness hook that wakes the model for this job names our check_job, not the CLI.
+  options.context = { startedBy: 'mcp' }
   if (yieldMs === undefined) {
     const job = pm.runBackground(command, options)
     const warnings = (job.warnings ?? []).map((w) => `\nwarning: ${w}`).join('')
@@ -525,6 +527,7 @@ server.registerTool('job_summary', {
   description: 'Running jobs (command, runtime, last line) and ended jobs not looked at yet.',
   inputSchema: z.object({
     owner: z.string().optional().describe('Only this owner\'s jobs'),
+    session: z.string().optional().describe('current: this session\'s only'),
   }).strict(),
   annotations: readOnly,
 }, tool((options) => capText(pm.summary(options) || 'no jobs running and none ended unseen', 'lines')))

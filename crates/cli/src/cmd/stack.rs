@@ -19,6 +19,9 @@ pub struct StackArgs {
     /// Owner of the stack's jobs (default: the file's directory name)
     #[arg(long, value_name = "NAME")]
     owner: Option<String>,
+    /// `up`: keep the stack running when the agent session that starts it ends
+    #[arg(long = "outlive-session")]
+    outlive_session: bool,
 }
 
 fn read(args: &StackArgs) -> Result<StackFile> {
@@ -29,6 +32,7 @@ fn read(args: &StackArgs) -> Result<StackFile> {
 pub fn up(context: &Context, args: &StackArgs, yield_for: Option<String>, json: bool) -> Result<i32> {
     let bound = parse_dur("--yield", &yield_for)?;
     let file = read(args)?;
+    let file = if args.outlive_session { file.outliving_sessions() } else { file };
     let runner = context.runner.clone().expect("load_context sets the runner");
     let mut up = context.stack_up(&file, args.owner.as_deref(), &runner)?;
     if let Some(bound) = bound {

@@ -29,7 +29,7 @@ use std::time::Duration;
 pub const DEFAULT_FILES: [&str; 2] = ["run-bg.json", "Procfile"];
 
 /// The fields a process of run-bg.json may have, in the order the docs list them.
-const FIELDS: [&str; 12] = [
+const FIELDS: [&str; 13] = [
     "command",
     "cwd",
     "env",
@@ -42,6 +42,7 @@ const FIELDS: [&str; 12] = [
     "max-restarts",
     "restart-delay",
     "timeout",
+    "outlive-session",
 ];
 
 /// A stack file, read and checked: its processes in the order they start
@@ -297,6 +298,10 @@ fn parse_process(name: &str, value: Value) -> std::result::Result<StackProcess, 
                 serde_json::from_value::<RestartPolicy>(policy.into()).map_err(|_| bad("`on-failure` or `always`"))?;
                 process.options.insert("restart".into(), policy.into());
             }
+            "outlive-session" => {
+                let keep = value.as_bool().ok_or_else(|| bad("true or false"))?;
+                process.options.insert("outliveSession".into(), keep.into());
+            }
             "max-restarts" => {
                 let count = value.as_u64().filter(|n| *n <= u32::MAX as u64).ok_or_else(|| bad("a number of restarts"))?;
                 process.options.insert("maxRestarts".into(), count.into());
@@ -417,6 +422,7 @@ impl Face for FileFields {
             "readyTimeoutMs" => "ready-timeout",
             "maxRestarts" => "max-restarts",
             "restartDelayMs" => "restart-delay",
+            "outliveSession" => "outlive-session",
             other => other,
         }
         .to_string()
@@ -428,6 +434,15 @@ impl Face for FileFields {
 }
 
 impl StackFile {
+    /// `up --outlive-session`: every process of the stack outlives the
+    /// session that starts it (a stack shared by the project's sessions).
+    pub fn outliving_sessions(mut self) -> StackFile {
+        for process in &mut self.processes {
+            process.options.insert("outliveSession".into(), true.into());
+        }
+        self
+    }
+
     /// The start of `process`, owned by `owner`, after the jobs `after`.
     fn request(&self, process: &StackProcess, owner: &str, after: &[String]) -> Result<StartRequest> {
         let place = |e: Error| Error::Usage(format!("{}: {}: {e}", self.path.display(), process.place));

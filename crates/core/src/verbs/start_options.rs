@@ -220,9 +220,11 @@ pub struct StartOptions {
     pub nice: Option<i32>,
 
     /// The agent harness session the job belongs to (default: `RUN_BG_SESSION`,
-    /// which `run-bg hook … session-start` exports, or the session whose
-    /// harness process started the caller). Its end wakes that session; the
-    /// session's end kills it, unless `outliveSession`. `none`: no session.
+    /// else the harness's own variable, Claude Code's `CLAUDE_CODE_SESSION_ID`
+    /// or Codex's `CODEX_THREAD_ID`, else the session whose harness process
+    /// started the caller, as its session-start hook recorded it). With the
+    /// hooks installed its end wakes that session, and the session's end
+    /// kills it unless `outliveSession`. `none`: no session.
     #[cfg_attr(feature = "cli", arg(long, value_name = "ID", display_order = 30,
         help = "The agent session it belongs to (default: $RUN_BG_SESSION or the harness that ran run-bg; none: no session)"))]
     #[cfg_attr(feature = "schema", schemars(extend("x-mcp-omit" =
@@ -233,7 +235,7 @@ pub struct StartOptions {
     /// `true`: the end of its session leaves it running (a server to keep).
     #[cfg_attr(feature = "cli", arg(long = "outlive-session", display_order = 31,
         help = "Keep it running when its agent session ends (default: the session's end kills it)"))]
-    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "true: keep it after the session ends")))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "true: not killed as the session ends")))]
     #[serde(default, deserialize_with = "read::flag")]
     pub outlive_session: bool,
 }

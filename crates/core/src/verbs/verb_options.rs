@@ -76,7 +76,7 @@ pub struct ListOptions {
     /// Only jobs of this agent session; `current`: the caller's (see `RunOptions.session`).
     #[cfg_attr(feature = "cli", arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "current",
         help = "Only jobs of this agent session (without ID, or `current`: the session run-bg runs in)"))]
-    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "current: only this session's jobs")))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "current: this session's only")))]
     #[serde(default)]
     pub session: Option<String>,
 
@@ -162,7 +162,8 @@ pub struct KillOptions {
     /// Only this agent session's jobs; `current`: the caller's.
     #[cfg_attr(feature = "cli", arg(long, value_name = "ID", requires = "all", num_args = 0..=1, default_missing_value = "current",
         help = "With --all: only this agent session's jobs (without ID, or `current`: the session run-bg runs in)"))]
-    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "With olderThanMs: current: only this session's", "x-all" = true)))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp-omit" =
+        "a session's end kills its jobs (hooks); kill_job ends the ones a model names", "x-all" = true)))]
     #[serde(default)]
     pub session: Option<String>,
 

@@ -1,0 +1,292 @@
+// Sessions and the harness hooks, without a harness: a job records the
+// session that started it; `run-bg hook <harness> <event>` tells a session
+// of its jobs' ends once (a burst in one text), never of another session's,
+// not of a job already looked at; the session's end kills its jobs' trees
+// but those started to outlive it; a hook never fails its harness; `hooks
+// install` merges into the harness's settings and takes only ours out.
+// The same hooks inside the real harnesses: harness-*.test.mjs.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawn, spawnSync } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { makeHome, runBg, RUN_BG, waitFor, checkJson, isAlive, readRegistry, killPid } from './helpers.mjs'
+
+// Whatever harness runs these tests must not lend its session to the jobs.
+const SESSION_VARIABLES = ['RUN_BG_SESSION', 'CLAUDE_CODE_SESSION_ID', 'CODEX_THREAD_ID', 'CLAUDE_PID', 'GEMINI_SESSION_ID']
+const cleanEnv = (home, extra = {}) => {
+  const env = { ...process.env, PROC_MANAGER_HOME: home, ...extra }
+  for (const name of SESSION_VARIABLES) if (!(name in extra)) delete env[name]
+  return env
+}
+
+function bg(home, args, env = {}) {
+  const r = spawnSync(RUN_BG, args, { env: cleanEnv(home, env), encoding: 'utf8', timeout: 60_000 })
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr }
+}
+
+function start(home, session, argv, flags = []) {
+  const r = bg(home, [...flags, '--json', '--', ...argv], session ? { RUN_BG_SESSION: session } : {})
+  assert.equal(r.code, 0, r.stderr)
+  return JSON.parse(r.stdout).jobId
+}
+
+/** Runs a hook as a harness would: its JSON on stdin; resolves with what it said. */
+function hook(home, harness, event, input, { env = {}, args = [] } = {}) {
+  return new Promise((resolve, reject) => {
+    const started = Date.now()
+    const child = spawn(RUN_BG, ['hook', harness, event, ...args], { env: cleanEnv(home, env), stdio: ['pipe', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d) => (stdout += d))
+    child.stderr.on('data', (d) => (stderr += d))
+    child.on('error', reject)
+    child.on('close', (code) => resolve({ code, stdout, stderr, ms: Date.now() - started, pid: child.pid }))
+    child.stdin.end(typeof input === 'string' ? input : JSON.stringify(input))
+    hook.children?.push(child)
+  })
+}
+
+const input = (session, extra = {}) => ({ session_id: session, cwd: os.tmpdir(), hook_event_name: 'X', ...extra })
+
+test('a job records its session: RUN_BG_SESSION, the harness variables, --session; none; a bad id refused saying what is accepted', (t) => {
+  const { home } = makeHome(t)
+  const ours = start(home, 's-ours', ['true'])
+  assert.equal(checkJson(home, ours).session, 's-ours')
+  const claude = JSON.parse(bg(home, ['--json', '--', 'true'], { CLAUDE_CODE_SESSION_ID: 'cc-1' }).stdout).jobId
+  assert.equal(checkJson(home, claude).session, 'cc-1')
+  const codex = JSON.parse(bg(home, ['--json', '--', 'true'], { CODEX_THREAD_ID: 'cx-1' }).stdout).jobId
+  assert.equal(checkJson(home, codex).session, 'cx-1')
+  const given = JSON.parse(bg(home, ['--session', 'mine', '--json', '--', 'true'], { RUN_BG_SESSION: 'other' }).stdout).jobId
+  assert.equal(checkJson(home, given).session, 'mine')
+  const none = JSON.parse(bg(home, ['--session', 'none', '--json', '--', 'true'], { RUN_BG_SESSION: 'other' }).stdout).jobId
+  assert.equal(checkJson(home, none).session, undefined)
+  const outside = start(home, null, ['true'])
+  assert.equal(checkJson(home, outside).session, undefined)
+  const bad = bg(home, ['--session', '../x', '--', 'true'])
+  assert.equal(bad.code, 2)
+  assert.match(bad.stderr, /--session: bad session id `\.\.\/x`: give 1 to 128 of A-Z a-z 0-9 \. _ : -/)
+  assert.equal(readRegistry(home).length, 6, 'the refused start recorded nothing')
+  // Each face's filter: list, summary, kill --all.
+  const listed = JSON.parse(bg(home, ['list', '--session', 'cc-1', '--json']).stdout).map((j) => j.jobId)
+  assert.deepEqual(listed, [claude])
+  const current = JSON.parse(bg(home, ['list', '--session', '--json'], { CODEX_THREAD_ID: 'cx-1' }).stdout).map((j) => j.jobId)
+  assert.deepEqual(current, [codex])
+  const nowhere = bg(home, ['list', '--session'])
+  assert.equal(nowhere.code, 2)
+  assert.match(nowhere.stderr, /not inside an agent session/)
+})
+
+test('a harness found above the starter: the session-start hook records its process, jobs started below it belong to it', async (t) => {
+  const { home } = makeHome(t)
+  // A node process standing in for Gemini CLI (which sets no session
+  // variable): it runs the hook, then starts a job through a shell, as its
+  // shell tool does.
+  const script = `
+    const { spawnSync } = require('node:child_process')
+    const hook = spawnSync(${JSON.stringify(RUN_BG)}, ['hook', 'gemini', 'session-start'], { input: JSON.stringify({ session_id: 'g-1', cwd: '/nowhere' }) })
+    const job = spawnSync('/bin/bash', ['-c', ${JSON.stringify(`${RUN_BG} --json -- true`)}], { encoding: 'utf8' })
+    process.stdout.write(job.stdout)
+  `
+  const r = spawnSync(process.execPath, ['-e', script], { env: cleanEnv(home), encoding: 'utf8' })
+  const id = JSON.parse(r.stdout).jobId
+  assert.equal(checkJson(home, id).session, 'g-1')
+  const session = JSON.parse(fs.readFileSync(path.join(home, 'sessions', 'g-1.json'), 'utf8'))
+  assert.equal(session.harness, 'gemini')
+  assert.equal(session.process.pid, r.pid, 'the harness: the hook's nearest ancestor that is no shell')
+  // A job started outside that process is no part of it.
+  assert.equal(checkJson(home, start(home, null, ['true'])).session, undefined)
+})
+
+test('claude-code post-tool-use: waits, then one wake naming the burst of ends (exit 2, stderr); told once; none for another session or a job already checked', async (t) => {
+  const { home } = makeHome(t)
+  hook.children = []
+  t.after(() => hook.children.forEach((c) => killPid(c.pid)))
+  const quiet = await hook(home, 'claude-code', 'post-tool-use', input('s-a'))
+  assert.deepEqual([quiet.code, quiet.stdout, quiet.stderr], [0, '', ''], 'nothing runs: nothing to wait for')
+  const failing = start(home, 's-a', ['sh', '-c', 'sleep 1; echo "error: 2 tests failed"; exit 1'], ['--label', 'tests'])
+  const passing = start(home, 's-a', ['sh', '-c', 'sleep 1.1'], ['--label', 'lint'])
+  const stranger = start(home, 's-b', ['sh', '-c', 'sleep 0.3; exit 3'])
+  const waiter = hook(home, 'claude-code', 'post-tool-use', input('s-a'))
+  // A second hook of the same session leaves the waiting to the first.
+  const second = await hook(home, 'claude-code', 'stop', input('s-a'))
+  assert.equal(second.code, 0)
+  const woke = await waiter
+  assert.equal(woke.code, 2, woke.stderr)
+  assert.equal(woke.stdout, '')
+  const lines = woke.stderr.trim().split('\n')
+  assert.equal(lines.length, 2, woke.stderr)
+  assert.match(woke.stderr, new RegExp(`run-bg: ${failing} .*failed, exit 1, after .*; run-bg check ${failing}; first error: error: 2 tests failed`))
+  assert.match(woke.stderr, new RegExp(`run-bg: ${passing} .*success, exit 0`))
+  assert.doesNotMatch(woke.stderr, new RegExp(stranger))
+  // Told once: nothing left to say.
+  const again = await hook(home, 'claude-code', 'post-tool-use', input('s-a'))
+  assert.deepEqual([again.code, again.stderr], [0, ''])
+  // Another session is told of its own job, once.
+  const other = await hook(home, 'claude-code', 'stop', input('s-b'))
+  assert.equal(other.code, 2)
+  assert.match(other.stderr, new RegExp(`${stranger} .*failed, exit 3`))
+  // A job the model checked after its end wakes nobody.
+  const checked = start(home, 's-a', ['sh', '-c', 'exit 4'])
+  await waitFor(() => checkJson(home, checked).status === 'failed', { what: 'the job to end' })
+  const none = await hook(home, 'claude-code', 'post-tool-use', input('s-a'))
+  assert.deepEqual([none.code, none.stderr], [0, ''])
+})
+
+test('session-end kills the session\'s job trees, 0 survivors; --outlive-session and other sessions\' jobs run on; a waiting hook leaves', async (t) => {
+  const { home } = makeHome(t)
+  hook.children = []
+  t.after(() => hook.children.forEach((c) => killPid(c.pid)))
+  // A tree: the main shell, a child that ignores SIGTERM, a grandchild.
+  const tree = start(home, 's-end', ['sh', '-c', 'trap "" TERM; (trap "" TERM; sleep 600 & sleep 600; wait) & sleep 600; wait'])
+  const kept = start(home, 's-end', ['sleep', '600'], ['--outlive-session'])
+  const other = start(home, 's-other', ['sleep', '600'])
+  const pidsOf = (id) => fs.readFileSync(path.join(home, 'jobs', id, 'procs'), 'utf8').split('\n').filter(Boolean).map((l) => Number(l.split(/\s+/)[0]))
+  let treePids = []
+  await waitFor(() => { try { treePids = pidsOf(tree); return treePids.length >= 3 } catch { return false } }, { what: 'the tree to be recorded' })
+  const waiter = hook(home, 'claude-code', 'stop', input('s-end'))
+  await waitFor(() => fs.existsSync(path.join(home, 'sessions', 's-end.waiter')), { what: 'the waiter' })
+  const ended = await hook(home, 'claude-code', 'session-end', input('s-end'))
+  assert.equal(ended.code, 0)
+  const left = await waiter
+  assert.deepEqual([left.code, left.stderr], [0, ''], 'the waiting hook left, telling nothing')
+  assert.deepEqual(treePids.filter(isAlive), [], 'no process of the tree survives')
+  assert.equal(checkJson(home, tree).status, 'killed')
+  assert.equal(checkJson(home, kept).status, 'running')
+  assert.equal(checkJson(home, other).status, 'running')
+  assert.equal(checkJson(home, kept).outliveSession, true)
+})
+
+test('session-start: records the session; context names running and ended-unseen jobs of the session and project in at most 600 characters, each ended job told once', async (t) => {
+  const { home } = makeHome(t)
+  const project = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-project-'))
+  t.after(() => fs.rmSync(project, { recursive: true, force: true }))
+  const server = JSON.parse(bg(home, ['--cwd', project, '--label', 'dev', '--json', '--', 'sleep', '600'], { RUN_BG_SESSION: 'crashed' }).stdout).jobId
+  const failed = JSON.parse(bg(home, ['--cwd', project, '--json', '--', 'sh', '-c', 'echo "error: boom"; exit 1']).stdout).jobId
+  await waitFor(() => checkJson(home, failed).status === 'failed', { what: 'the job to fail' })
+  const elsewhere = start(home, null, ['sleep', '600'])
+  const r = await hook(home, 'claude-code', 'session-start', input('fresh', { cwd: project, source: 'startup' }))
+  assert.equal(r.code, 0)
+  const context = JSON.parse(r.stdout).hookSpecificOutput
+  assert.equal(context.hookEventName, 'SessionStart')
+  assert.ok(context.additionalContext.length <= 600, context.additionalContext)
+  assert.match(context.additionalContext, new RegExp(`${server} running`))
+  assert.match(context.additionalContext, new RegExp(`${failed} .*failed, exit 1.*first error: error: boom`))
+  assert.doesNotMatch(context.additionalContext, new RegExp(elsewhere))
+  // Told once: the next session start names the server still running, not the failure.
+  const next = await hook(home, 'claude-code', 'session-start', input('fresh', { cwd: project, source: 'resume' }))
+  assert.doesNotMatch(next.stdout, new RegExp(failed))
+  assert.match(next.stdout, new RegExp(server))
+  // Many jobs: cut to 600 characters, saying how many more.
+  for (let i = 0; i < 30; i++) bg(home, ['--cwd', project, '--label', `job${i}`, '--', 'sleep', '600'])
+  const many = await hook(home, 'codex', 'session-start', input('third', { cwd: project }))
+  const text = JSON.parse(many.stdout).hookSpecificOutput.additionalContext
+  assert.ok(text.length <= 600, `${text.length} characters`)
+  assert.match(text, /…and \d+ more \(run-bg list\)$/)
+})
+
+test('codex stop / gemini after-agent: wait for the session\'s jobs that end by themselves, not for servers; bounded by --wait', async (t) => {
+  const { home } = makeHome(t)
+  start(home, 's-srv', ['sleep', '600'], ['--ready-log', 'never'])
+  const server = await hook(home, 'codex', 'stop', input('s-srv'), { args: ['--wait', '30s'] })
+  assert.deepEqual([server.code, server.stderr], [0, ''], 'a server does not hold the turn')
+  assert.ok(server.ms < 10_000, `${server.ms} ms`)
+  const job = start(home, 's-gem', ['sh', '-c', 'sleep 1; echo "error: 2 tests failed"; exit 1'])
+  const gemini = await hook(home, 'gemini', 'after-agent', input('s-gem'), { args: ['--wait', '30s'] })
+  assert.equal(gemini.code, 0)
+  const answer = JSON.parse(gemini.stdout)
+  assert.equal(answer.decision, 'block')
+  assert.match(answer.reason, new RegExp(`${job} .*failed, exit 1.*first error: error: 2 tests failed`))
+  const long = start(home, 's-long', ['sleep', '600'])
+  const bounded = await hook(home, 'codex', 'stop', input('s-long'), { args: ['--wait', '500ms'] })
+  assert.deepEqual([bounded.code, bounded.stderr], [0, ''], 'past --wait the turn ends, telling nothing')
+  assert.equal(checkJson(home, long).status, 'running')
+})
+
+test('a hook never fails its harness: bad input, unknown events and an unusable home are a silent exit 0 and a logged line', async (t) => {
+  const { home } = makeHome(t)
+  for (const [harness, event, stdin] of [
+    ['claude-code', 'post-tool-use', '{not json'],
+    ['claude-code', 'post-tool-use', JSON.stringify({ cwd: '/' })],
+    ['claude-code', 'post-tool-use', JSON.stringify({ session_id: '../../etc' })],
+    ['claude-code', 'no-such-event', JSON.stringify({ session_id: 'x' })],
+    ['cursor', 'stop', JSON.stringify({ session_id: 'x' })],
+  ]) {
+    const r = await hook(home, harness, event, stdin)
+    assert.deepEqual([r.code, r.stdout, r.stderr], [0, '', ''], `${harness} ${event} ${stdin}`)
+  }
+  const log = fs.readFileSync(path.join(home, 'harness-hooks.log'), 'utf8')
+  assert.match(log, /claude-code post-tool-use: the hook's input is not JSON/)
+  assert.match(log, /has no session_id/)
+  assert.match(log, /bad session id/)
+  assert.match(log, /no hook event `no-such-event`/)
+  assert.match(log, /unknown harness `cursor`/)
+  const unusable = await hook(path.join(home, 'config.json', 'x'), 'claude-code', 'stop', input('s'))
+  assert.deepEqual([unusable.code, unusable.stdout, unusable.stderr], [0, '', ''])
+})
+
+test('hooks install: merged into each harness\'s settings beside the user\'s own hooks, idempotent, --dry-run writes nothing, --remove takes only ours; bad JSON refused untouched', (t) => {
+  const user = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-user-'))
+  t.after(() => fs.rmSync(user, { recursive: true, force: true }))
+  const { home } = makeHome(t)
+  const as = (args) => bg(home, args, { HOME: user, CODEX_HOME: path.join(user, '.codex'), CLAUDE_CONFIG_DIR: '' })
+  const settings = path.join(user, '.claude', 'settings.json')
+  fs.mkdirSync(path.dirname(settings), { recursive: true })
+  const mine = { model: 'opus', hooks: { Stop: [{ hooks: [{ type: 'command', command: 'notify-send done' }] }] } }
+  fs.writeFileSync(settings, JSON.stringify(mine))
+  const dry = as(['hooks', 'install', 'claude-code', '--dry-run'])
+  assert.equal(dry.code, 0, dry.stderr)
+  assert.match(dry.stdout, /would write .*settings\.json/)
+  assert.deepEqual(JSON.parse(fs.readFileSync(settings, 'utf8')), mine, '--dry-run wrote nothing')
+  assert.equal(as(['hooks', 'install', 'claude-code']).code, 0)
+  const installed = JSON.parse(fs.readFileSync(settings, 'utf8'))
+  assert.equal(installed.model, 'opus')
+  assert.deepEqual(Object.keys(installed.hooks).sort(), ['PostToolUse', 'SessionEnd', 'SessionStart', 'Stop'])
+  assert.equal(installed.hooks.Stop.length, 2, 'the user\'s Stop hook kept beside ours')
+  const post = installed.hooks.PostToolUse[0].hooks[0]
+  assert.deepEqual([post.async, post.asyncRewake, post.command], [true, true, `${RUN_BG} hook claude-code post-tool-use`])
+  const again = as(['hooks', 'install', 'claude-code'])
+  assert.match(again.stdout, /unchanged/)
+  assert.deepEqual(JSON.parse(fs.readFileSync(settings, 'utf8')), installed, 'idempotent')
+  assert.equal(as(['hooks', 'remove', 'claude-code']).code, 0)
+  assert.deepEqual(JSON.parse(fs.readFileSync(settings, 'utf8')), mine, 'only ours taken out')
+  // Codex: hooks.json and [features] hooks = true, the rest of config.toml kept.
+  fs.mkdirSync(path.join(user, '.codex'))
+  fs.writeFileSync(path.join(user, '.codex', 'config.toml'), 'model = "o5"\n\n[features]\nother = true\n')
+  const codex = as(['hooks', 'install', 'codex', '--no-trust'])
+  assert.equal(codex.code, 0, codex.stderr)
+  assert.match(codex.stdout, /not trusted \(--no-trust\)/)
+  assert.equal(fs.readFileSync(path.join(user, '.codex', 'config.toml'), 'utf8'), 'model = "o5"\n\n[features]\nother = true\nhooks = true\n')
+  const codexHooks = JSON.parse(fs.readFileSync(path.join(user, '.codex', 'hooks.json'), 'utf8')).hooks
+  assert.match(codexHooks.Stop[0].hooks[0].command, /hook codex stop --wait 10m$/)
+  assert.equal(codexHooks.SessionEnd[0].hooks[0].timeout, 3)
+  // Gemini, in a project; a settings file that is not JSON is refused and left as it was.
+  const project = path.join(user, 'proj')
+  assert.equal(as(['hooks', 'install', 'gemini', '--project', project]).code, 0)
+  assert.ok(JSON.parse(fs.readFileSync(path.join(project, '.gemini', 'settings.json'), 'utf8')).hooks.AfterAgent)
+  fs.mkdirSync(path.join(user, '.gemini'))
+  fs.writeFileSync(path.join(user, '.gemini', 'settings.json'), '{ // a comment\n}')
+  const refused = as(['hooks', 'install', 'gemini'])
+  assert.equal(refused.code, 2)
+  assert.match(refused.stderr, /settings\.json is not valid JSON .*fix it by hand first, nothing was changed/)
+  assert.equal(fs.readFileSync(path.join(user, '.gemini', 'settings.json'), 'utf8'), '{ // a comment\n}')
+  const unknown = as(['hooks', 'install', 'cursor'])
+  assert.equal(unknown.code, 2)
+  assert.match(unknown.stderr, /unknown harness `cursor`: give claude-code, codex or gemini/)
+})
+
+test('the plugin: its manifest, hooks and MCP server read, and its skill the same as skills/run-bg', () => {
+  const root = path.resolve(import.meta.dirname, '..')
+  const plugin = path.join(root, 'plugins', 'run-bg')
+  const manifest = JSON.parse(fs.readFileSync(path.join(plugin, '.claude-plugin', 'plugin.json'), 'utf8'))
+  assert.equal(manifest.name, 'run-bg')
+  const hooks = JSON.parse(fs.readFileSync(path.join(plugin, 'hooks', 'hooks.json'), 'utf8')).hooks
+  assert.deepEqual(Object.keys(hooks).sort(), ['PostToolUse', 'SessionEnd', 'SessionStart', 'Stop'])
+  assert.ok(JSON.parse(fs.readFileSync(path.join(plugin, '.mcp.json'), 'utf8')).mcpServers['proc-manager'])
+  const market = JSON.parse(fs.readFileSync(path.join(root, '.claude-plugin', 'marketplace.json'), 'utf8'))
+  assert.equal(market.plugins[0].source, './plugins/run-bg')
+  for (const file of fs.readdirSync(path.join(root, 'skills', 'run-bg'))) {
+    assert.equal(fs.readFileSync(path.join(plugin, 'skills', 'run-bg', file), 'utf8'), fs.readFileSync(path.join(root, 'skills', 'run-bg', file), 'utf8'), `${file}: copy skills/run-bg into the plugin`)
+  }
+})
