@@ -14,7 +14,7 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import {
-  root, RUN_BG, makeHome, runBg, startJob, readRegistry, checkJson, waitFor, cookieProcesses, anySurvivor, killPid, jobFiles, processStart,
+  root, RUN_BG, makeHome, runBg, readRegistry, checkJson, waitFor, cookieProcesses, anySurvivor, killPid, jobFiles, processStart,
 } from './helpers.mjs'
 import { startStub, newText, newToolResults, turnTexts, sessionOf } from './harness/anthropic-stub.mjs'
 import { claudeSkipReason, claudeVersion, startNetns, makeClaudeHome, startClaude } from './harness/claude.mjs'
@@ -42,11 +42,14 @@ function model(record) {
 
 /** A proc-manager home, the stub and the network namespace Claude Code runs in. */
 async function setup(t) {
+  // after-hooks run in the order registered: claude and everything under it go first
+  const sessions = []
+  t.after(() => { for (const s of sessions) s.kill() })
   const { home } = makeHome(t)
   const stub = await startStub({ reply: model })
   t.after(() => stub.close())
   const ns = await startNetns(stub, t)
-  return { pmHome: home, stub, ns }
+  return { pmHome: home, stub, ns, sessions }
 }
 
 /**
@@ -74,7 +77,7 @@ function ourHooks(settings, event) {
  * Starts a Claude Code session with `prompt` as its first message; resolves
  * once Claude Code has named the session (its `init` event), with the session.
  */
-async function session(t, { pmHome, ns }, claude, prompt, { allowedTools = ['Bash'], env = {} } = {}) {
+async function session(t, { pmHome, ns, sessions }, claude, prompt, { allowedTools = ['Bash'], env = {} } = {}) {
   const s = startClaude(t, {
     ns,
     home: claude.home,
@@ -82,6 +85,7 @@ async function session(t, { pmHome, ns }, claude, prompt, { allowedTools = ['Bas
     allowedTools,
     env: { PROC_MANAGER_HOME: pmHome, PATH: `${NATIVE_DIR}:${process.env.PATH}`, ...env },
   })
+  sessions.push(s)
   s.send(prompt)
   const init = await s.waitForEvent((e) => e.type === 'system' && e.subtype === 'init', { what: 'claude to start the session', timeout: 60_000 })
   s.sessionId = init.session_id
@@ -95,10 +99,14 @@ const turnEnded = (s, n = 1) => s.waitForEvent(() => s.events.filter((e) => e.ty
 const jobLabelled = (home, label) => waitFor(() => readRegistry(home).find((j) => j.label === label), { what: `the job labelled ${label}`, timeout: 30_000 })
 const idOf = (job) => job.id ?? job.jobId
 
-/** Resolves with `check --json` once the job has ended (its endedAt is set). */
+/**
+ * Resolves with the job's record once it has ended, read from its job.json:
+ * `run-bg check` would mark the end as looked at, and a session is not woken
+ * for an end someone already looked at.
+ */
 const ended = (home, id, timeout = 30_000) => waitFor(() => {
-  const c = checkJson(home, id)
-  return c.endedAt && c
+  const job = jobFiles(home).find((j) => j.id === id)
+  return job?.ended_at && { status: job.status, endedAt: job.ended_at, exitCode: job.exit_code, session: job.session }
 }, { what: `${id} to end`, timeout })
 
 /**
@@ -139,7 +147,7 @@ function sessionStartContext(body) {
   return parts.join('\n')
 }
 
-test('hooks install claude-code: --dry-run writes nothing, --user and --project write settings.json once, --remove takes only ours out', { skip }, (t) => {
+test('hooks install claude-code: --dry-run writes nothing, --user and --project write settings.json once, --remove takes only ours out', (t) => {
   const { home: pmHome } = makeHome(t)
   const claude = makeClaudeHome(t, { settings: { theme: 'dark', hooks: { Stop: [{ hooks: [{ type: 'command', command: 'echo theirs' }] }] } } })
   const userFile = path.join(claude.home, '.claude', 'settings.json')
@@ -218,6 +226,14 @@ test('b: two concurrent sessions: each is woken by its own job only', { skip, ti
   assert.equal(endA.session, a.sessionId)
   assert.equal(endB.session, b.sessionId)
 
+  const wakeA = await ctx.stub.waitForRequest((r) => sessionOf(r) === a.sessionId && tellsEnd(idA)(newText(r.body)), { what: `A's wake`, timeout: 30_000 })
+  const wakeB = await ctx.stub.waitForRequest((r) => sessionOf(r) === b.sessionId && tellsEnd(idB)(newText(r.body)), { what: `B's wake`, timeout: 30_000 })
+  console.error(`# b: A woken ${wakeA.at - endA.endedAt} ms, B ${wakeB.at - endB.endedAt} ms after their jobs ended`)
+  assert.ok(wakeA.at - endA.endedAt <= WAKE_WITHIN_MS, `A woken ${wakeA.at - endA.endedAt} ms after its job ended`)
+  assert.ok(wakeB.at - endB.endedAt <= WAKE_WITHIN_MS, `B woken ${wakeB.at - endB.endedAt} ms after its job ended`)
+  await Promise.all([turnEnded(a, 2), turnEnded(b, 2)])
+  await Promise.all([a.end(), b.end()])
+  // after the wakes: a look at an ended job counts as the session having seen it
   const listed = (sid) => {
     const r = runBg(ctx.pmHome, ['list', '--all', '--session', sid, '--json'])
     assert.equal(r.code, 0, r.stderr)
@@ -227,12 +243,6 @@ test('b: two concurrent sessions: each is woken by its own job only', { skip, ti
   assert.deepEqual(listed(a.sessionId), [idA], 'list --session names only the jobs of that session')
   assert.deepEqual(listed(b.sessionId), [idB])
 
-  const wakeA = await ctx.stub.waitForRequest((r) => sessionOf(r) === a.sessionId && tellsEnd(idA)(newText(r.body)), { what: `A's wake`, timeout: 30_000 })
-  const wakeB = await ctx.stub.waitForRequest((r) => sessionOf(r) === b.sessionId && tellsEnd(idB)(newText(r.body)), { what: `B's wake`, timeout: 30_000 })
-  assert.ok(wakeA.at - endA.endedAt <= WAKE_WITHIN_MS, `A woken ${wakeA.at - endA.endedAt} ms after its job ended`)
-  assert.ok(wakeB.at - endB.endedAt <= WAKE_WITHIN_MS, `B woken ${wakeB.at - endB.endedAt} ms after its job ended`)
-  await Promise.all([turnEnded(a, 2), turnEnded(b, 2)])
-  await Promise.all([a.end(), b.end()])
 
   const woken = (sid, id) => ctx.stub.main().filter((r) => sessionOf(r) === sid && turnTexts(r.body.messages).some((x) => tellsEnd(id)(x.text)))
   assert.equal(woken(a.sessionId, idB).length, 0, `session A is never told of the end of B's job ${idB}`)
@@ -284,15 +294,20 @@ test('d: a job left running with --outlive-session is listed in the next session
   await turnEnded(second)
   const [firstRequest] = ctx.stub.main().filter((r) => sessionOf(r) === second.sessionId)
   const context = sessionStartContext(firstRequest.body)
+  console.error(`# d: SessionStart context (${context.length} characters): ${JSON.stringify(context)}`)
   assert.ok(context.includes(id), `the SessionStart context names ${id}: ${JSON.stringify(context)}`)
   assert.ok(context.length <= 600, `the SessionStart context is ${context.length} characters: ${context}`)
   await second.end()
 })
 
-test('d: a job started outside any session is listed in a new session\'s SessionStart context', { skip, timeout: TEST_TIMEOUT }, async (t) => {
+test('d: a job started outside any session, in the project, is listed in a new session\'s SessionStart context', { skip, timeout: TEST_TIMEOUT }, async (t) => {
   const ctx = await setup(t)
   const claude = claudeHomeWithHooks(t, ctx)
-  const { jobId } = startJob(ctx.pmHome, ['sleep', '600'], ['--label', 'outside'])
+  // in the session's project directory (a new session hears of the project's jobs that no live
+  // session owns), and `--session none` whatever harness runs this test
+  const started = runBg(ctx.pmHome, ['--label', 'outside', '--session', 'none', '--json', '--', 'sleep', '600'], { cwd: claude.project })
+  assert.equal(started.code, 0, started.stderr)
+  const { jobId } = JSON.parse(started.stdout)
   const s = await session(t, ctx, claude, 'Hello.')
   await turnEnded(s)
   const [firstRequest] = ctx.stub.main().filter((r) => sessionOf(r) === s.sessionId)

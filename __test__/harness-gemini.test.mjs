@@ -16,10 +16,11 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { makeHome, runBg, readRegistry, checkJson, waitFor, cookieProcesses, RUN_BG } from './helpers.mjs'
 import {
-  geminiSkipReason, geminiVersion, makeGeminiHome, startGemini, hookCommands, processArgv,
+  geminiSkipReason, geminiVersion, makeGeminiHome, startGemini, hookCommands, processArgv, tmuxSkipReason,
 } from './harness/gemini.mjs'
 
 const skip = geminiSkipReason() ?? false
+const skipInteractive = skip || (tmuxSkipReason() ?? false)
 const TEST_TIMEOUT = 180_000
 /** A job's end reaches the model within this long (the issue's bound). */
 const WAKE_WITHIN_MS = 2_000
@@ -329,6 +330,29 @@ test("SessionEnd keeps an --outlive-session job, and the next session's SessionS
   assert.ok(cookieProcesses(kept).length > 0, `${kept} (--outlive-session) still runs`)
   assert.equal(registryJob(ctx.pmHome, kept).status, 'running')
   await expectStartContext(t, ctx, [kept])
+})
+
+test('interactive: the wake arrives while the session is open, /quit takes the jobs', { skip: skipInteractive, timeout: TEST_TIMEOUT }, async (t) => {
+  const ctx = setup(t)
+  const run = gemini(t, ctx, {
+    interactive: true,
+    data: { commands: [`run-bg -- sh -c 'sleep 3; echo "error: 2 tests failed"; exit 1'`, `run-bg -- sh -c 'echo still-running; sleep 300'`] },
+  })
+  await run.waitForScreen((s) => s.includes('Type your message'), { timeout: 60_000, what: 'the prompt' })
+  t.diagnostic(`gemini start (interactive): spawn to input prompt ${Date.now() - run.spawnedAt} ms`)
+  await run.type('Run the checks in the background.')
+  const id = await jobWith(ctx.pmHome, 'error: 2 tests failed', run)
+  const other = await jobWith(ctx.pmHome, 'still-running', run)
+  const { text } = await expectWake(t, run, ctx.pmHome, id)
+  for (const s of [id, 'failed', 'exit 1', 'error: 2 tests failed']) assert.ok(text.includes(s), `the wake says ${JSON.stringify(s)}: ${text}`)
+  await run.waitForScreen((s) => s.includes('Noted:'), { what: "the model's answer to the wake" })
+  // The other job still runs: the AfterAgent hook waits again; the user's
+  // /quit is queued behind it? No: a slash command runs at once.
+  await run.type('/quit')
+  const end = await run.wait({ timeout: 60_000 })
+  t.diagnostic(`interactive gemini exited with ${end.code}`)
+  await waitFor(() => cookieProcesses(other).length === 0, { timeout: 5_000, what: `${other} to be killed by SessionEnd` })
+  assert.equal(run.requests().filter((r) => isWakeFor(newestUserText(r), id)).length, 1, 'exactly one request brings the wake')
 })
 
 test('hooks install gemini: --user merges into settings.json, twice is once, --dry-run writes nothing, --remove undoes, --project', { skip: false, timeout: 60_000 }, (t) => {

@@ -135,7 +135,7 @@ export function makeClaudeHome(t, { settings, projectSettings, mcp } = {}) {
   fs.writeFileSync(path.join(home, '.claude.json'), JSON.stringify({
     numStartups: 1,
     hasCompletedOnboarding: true,
-    lastOnboardingVersion: '2.1.332',
+    lastOnboardingVersion: claudeVersion() ?? '2.1.332',
     autoUpdates: false,
     bypassPermissionsModeAccepted: true,
     projects: { [project]: projectState },

@@ -218,43 +218,59 @@ function killExact(pid, start, signal = 'SIGKILL') {
  * with HOME=g.home, against a fresh stub answering with `reply(req, data)`.
  * env: extra environment for gemini (e.g. PROC_MANAGER_HOME); PATH starts
  * with the repo's native/ so `run-bg` resolves for the model's commands.
+ * interactive: true runs `gemini --yolo -m …` (no -p) in a private tmux
+ * server instead (run.type(text), run.screen(); needs tmux).
  * Returns a handle; its processes are killed after the test.
  */
-export function startGemini(t, { g, prompt, reply, data = {}, env = {}, args = [], outputFormat = 'json', netns: useNetns = true, label = 'gemini' }) {
+export function startGemini(t, {
+  g, prompt, reply, data = {}, env = {}, args = [], outputFormat = 'json', netns: useNetns = true, label = 'gemini', interactive = false,
+}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `pm-gemini-run-${label}-`))
   const scriptPath = path.join(dir, 'reply.mjs')
   fs.writeFileSync(
     scriptPath,
     `const data = ${JSON.stringify(data)}\nconst reply = (${reply.toString()})\nexport default (req) => reply(req, data)\n`,
   )
+  const geminiArgs = interactive
+    ? ['--yolo', '-m', GEMINI_MODEL, ...args]
+    : ['-p', prompt, '--yolo', '-m', GEMINI_MODEL, ...(outputFormat ? ['-o', outputFormat] : []), ...args]
   const config = {
     dir,
+    interactive,
     script: scriptPath,
     log: path.join(dir, 'requests.jsonl'),
     cwd: g.project,
-    argv: [geminiBin, '-p', prompt, '--yolo', '-m', GEMINI_MODEL, ...(outputFormat ? ['-o', outputFormat] : []), ...args],
+    argv: [geminiBin, ...geminiArgs],
     env: {
       PATH: [path.join(repoRoot, 'native'), path.dirname(process.execPath), '/usr/local/bin', '/usr/bin', '/bin'].join(':'),
       HOME: g.home,
       LANG: process.env.LANG || 'C.UTF-8',
       TMPDIR: process.env.TMPDIR || '/tmp',
       USER: process.env.USER || os.userInfo().username,
-      TERM: 'dumb',
-      NO_COLOR: '1',
+      ...(interactive ? { TERM: 'xterm-256color', COLORTERM: 'truecolor' } : { TERM: 'dumb', NO_COLOR: '1' }),
       GEMINI_API_KEY: 'stub-key',
       GEMINI_HARNESS_RUN: dir,
       ...env,
     },
   }
-  fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config, null, 2))
+  const configPath = path.join(dir, 'config.json')
+  fs.writeFileSync(configPath, JSON.stringify(config, null, 2))
   const ns = netns()
   const prefix = useNetns ? ns.prefix : []
   if (useNetns && !prefix) throw new Error(ns.reason)
   const spawnedAt = Date.now()
-  const cmd = [...prefix, process.execPath, fileURLToPath(import.meta.url), '--drive', path.join(dir, 'config.json')]
-  const driver = spawn(cmd[0], cmd.slice(1), { stdio: ['ignore', 'ignore', 'pipe'] })
+  const cmd = [...prefix, process.execPath, fileURLToPath(import.meta.url), '--drive', configPath]
+  const tmuxSocket = interactive ? `pm-gemini-${path.basename(dir)}` : null
+  const tmux = (...a) => spawnSync('tmux', ['-L', tmuxSocket, ...a], { encoding: 'utf8', timeout: 10_000 })
+  let driver = null
   let driverErr = ''
-  driver.stderr.on('data', (d) => (driverErr += d))
+  if (interactive) {
+    const r = tmux('new-session', '-d', '-s', 'main', '-x', '200', '-y', '50', ...cmd)
+    if (r.status !== 0) throw new Error(`tmux new-session: ${r.error?.message || r.stderr}`)
+  } else {
+    driver = spawn(cmd[0], cmd.slice(1), { stdio: ['ignore', 'ignore', 'pipe'] })
+    driver.stderr.on('data', (d) => (driverErr += d))
+  }
   const readJson = (name) => {
     try {
       return JSON.parse(fs.readFileSync(path.join(dir, name), 'utf8'))
@@ -269,31 +285,44 @@ export function startGemini(t, { g, prompt, reply, data = {}, env = {}, args = [
       return ''
     }
   }
-  const exited = new Promise((resolve) => {
-    driver.on('close', (code, signal) => {
-      const exit = readJson('exit.json') || {}
-      const stdout = read('gemini.stdout')
-      let result = null
-      try {
-        result = JSON.parse(stdout.slice(stdout.indexOf('{')))
-      } catch {}
-      resolve({
-        code: exit.code ?? code,
-        signal: exit.signal ?? signal,
-        driverCode: code,
-        spawnedAt,
-        exitedAt: exit.exitedAt ?? Date.now(),
-        stdout,
-        stderr: read('gemini.stderr'),
-        driverStderr: driverErr,
-        result,
-        sessionId: result?.session_id ?? null,
-      })
-    })
-  })
+  const driverPid = () => driver?.pid ?? readJson('pids.json')?.driver
+  const driverGone = () => {
+    if (driver) return driver.exitCode !== null || driver.signalCode !== null
+    if (fs.existsSync(path.join(dir, 'exit.json'))) return true
+    const pid = driverPid()
+    return pid ? !stat(pid) || /^[ZX]/.test(stat(pid).state) : false
+  }
+  const finish = (code, signal) => {
+    const exit = readJson('exit.json') || {}
+    const stdout = read('gemini.stdout')
+    let result = null
+    try {
+      result = JSON.parse(stdout.slice(stdout.indexOf('{')))
+    } catch {}
+    return {
+      code: exit.code ?? code,
+      signal: exit.signal ?? signal,
+      driverCode: code,
+      spawnedAt,
+      exitedAt: exit.exitedAt ?? Date.now(),
+      stdout,
+      stderr: read('gemini.stderr'),
+      driverStderr: driverErr,
+      result,
+      sessionId: result?.session_id ?? null,
+    }
+  }
+  const exited = driver
+    ? new Promise((resolve) => driver.on('close', (code, signal) => resolve(finish(code, signal))))
+    : (async () => {
+        while (!driverGone()) await new Promise((r) => setTimeout(r, 50))
+        return finish(null, null)
+      })()
   const run = {
     dir,
-    driverPid: driver.pid,
+    get driverPid() {
+      return driverPid()
+    },
     spawnedAt,
     exited,
     /** Every request the stub logged (kind: chat | side | countTokens | …). */
@@ -302,14 +331,14 @@ export function startGemini(t, { g, prompt, reply, data = {}, env = {}, args = [
     requests: () => readStubLog(config.log).filter((r) => r.kind === 'chat'),
     /** { driver, wrapper, child } pids once gemini runs (child: the real CLI). */
     pids: () => readJson('pids.json'),
-    stderr: () => read('gemini.stderr'),
+    stderr: () => read('gemini.stderr') || (interactive ? run.screen() : ''),
     /** Resolves with the first chat request matching pred (polling the log). */
     async waitForRequest(pred, { timeout = 60_000, what = 'a matching request' } = {}) {
       const deadline = Date.now() + timeout
       for (;;) {
         const hit = run.requests().find(pred)
         if (hit) return hit
-        if (driver.exitCode !== null || driver.signalCode !== null) {
+        if (driverGone()) {
           const hit2 = run.requests().find(pred)
           if (hit2) return hit2
           throw new Error(`${label}: gemini ended before ${what}; stderr:\n${run.stderr().slice(-3000)}\n${driverErr}`)
@@ -344,6 +373,38 @@ export function startGemini(t, { g, prompt, reply, data = {}, env = {}, args = [
       const p = run.pids()
       if (p?.child) killExact(p.child, p.childStart, sig)
     },
+    /** Interactive: the visible screen (tmux capture-pane). */
+    screen() {
+      return interactive ? tmux('capture-pane', '-p', '-t', 'main').stdout || '' : ''
+    },
+    /**
+     * Interactive: types text, waits until the screen shows it, then presses
+     * Enter until it is submitted (the input box empties: an Enter right
+     * after fast typing can be taken as part of a paste).
+     */
+    async type(text, { enter = true, timeout = 10_000 } = {}) {
+      tmux('send-keys', '-t', 'main', '-l', text)
+      const tail = text.slice(-20)
+      const inBox = () => run.screen().split('\n').some((l) => /^\s*\*\s/.test(l) && l.includes(tail))
+      await waitForScreen(inBox, timeout, `the input box to show ${JSON.stringify(tail)}`)
+      if (!enter) return
+      const deadline = Date.now() + timeout
+      for (;;) {
+        tmux('send-keys', '-t', 'main', 'Enter')
+        try {
+          await waitForScreen(() => !inBox(), 1_000, 'the input to be submitted')
+          return
+        } catch (err) {
+          if (Date.now() > deadline) throw err
+        }
+      }
+    },
+    /** Interactive: presses keys (tmux key names: Escape, Enter, C-c, …). */
+    keys(...names) {
+      tmux('send-keys', '-t', 'main', ...names)
+    },
+    /** Interactive: resolves once pred(screen) holds. */
+    waitForScreen: (pred, { timeout = 30_000, what = 'the screen' } = {}) => waitForScreen(() => pred(run.screen()), timeout, what),
     /**
      * SIGKILL everything of this run, by PID: the driver's tree, then orphans
      * carrying this run's env marker. run-bg's jobs and supervisors are left
@@ -352,12 +413,14 @@ export function startGemini(t, { g, prompt, reply, data = {}, env = {}, args = [
      */
     kill() {
       const p = run.pids() || {}
-      const tree = descendants(driver.pid).filter((s) => !isRunBgJob(s.pid))
-      killExact(driver.pid, null)
+      const dpid = driverPid()
+      const tree = dpid ? descendants(dpid).filter((s) => !isRunBgJob(s.pid)) : []
+      if (dpid) killExact(dpid, null)
       for (const s of tree) killExact(s.pid, s.start)
       if (p.child) killExact(p.child, p.childStart)
       if (p.wrapper) killExact(p.wrapper, p.wrapperStart)
       run.killOrphans()
+      if (interactive) tmux('kill-server')
     },
     /** SIGKILL what run.leftovers() finds. */
     killOrphans() {
@@ -380,6 +443,20 @@ export function startGemini(t, { g, prompt, reply, data = {}, env = {}, args = [
   return run
 }
 
+async function waitForScreen(pred, timeout, what) {
+  const deadline = Date.now() + timeout
+  while (!pred()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeout} ms waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+/** Null when tmux is there (for interactive runs), else why not. */
+export function tmuxSkipReason() {
+  const r = spawnSync('tmux', ['-V'], { encoding: 'utf8' })
+  return r.status === 0 ? null : 'no tmux (interactive Gemini CLI runs in a tmux pane)'
+}
+
 // ------------------------------------------------------------- the driver
 
 async function drive(configPath) {
@@ -392,13 +469,14 @@ async function drive(configPath) {
   spawnSync('ip', ['link', 'set', 'lo', 'up'], { stdio: 'ignore' })
   const reply = (await import(config.script)).default
   const stub = await startGeminiStub({ reply, logFile: config.log })
-  const stdout = fs.openSync(path.join(config.dir, 'gemini.stdout'), 'w')
-  const stderr = fs.openSync(path.join(config.dir, 'gemini.stderr'), 'w')
+  const stdio = config.interactive
+    ? 'inherit'
+    : ['ignore', fs.openSync(path.join(config.dir, 'gemini.stdout'), 'w'), fs.openSync(path.join(config.dir, 'gemini.stderr'), 'w')]
   const startedAt = Date.now()
   const child = spawn(process.execPath, config.argv, {
     cwd: config.cwd,
     env: { ...config.env, GOOGLE_GEMINI_BASE_URL: stub.url },
-    stdio: ['ignore', stdout, stderr],
+    stdio,
   })
   const pids = { driver: process.pid, wrapper: child.pid, wrapperStart: stat(child.pid)?.start, startedAt, stubUrl: stub.url }
   out('pids.json', JSON.stringify(pids))
