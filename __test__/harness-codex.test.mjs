@@ -10,6 +10,7 @@
 // tool result, or any other input (a wake), it ends its turn with text.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -20,7 +21,7 @@ import {
   startStub, isSideRequest, sessionOf, newItems, itemText, inputTexts,
 } from './harness/openai-stub.mjs'
 import {
-  codexSkipReason, codexVersion, makeCodexHome, runCodex, finish, descendants,
+  codexSkipReason, codexVersion, makeCodexHome, runCodex, finish, descendants, NETNS_PREFIX, CODEX_BIN,
 } from './harness/codex.mjs'
 
 const skip = codexSkipReason() ?? false
@@ -56,20 +57,31 @@ async function setup(t, { codexHomeOptions } = {}) {
   return { home, stub, codex }
 }
 
-/** `run-bg hooks install codex --user` into codex.codexHome, asserting what it wrote. */
-function installHooks(home, codex) {
-  const r = runBg(home, ['hooks', 'install', 'codex', '--user'], { env: { CODEX_HOME: codex.codexHome }, cwd: codex.project })
-  assert.equal(r.code, 0, `run-bg hooks install codex --user: exit ${r.code}\n${r.stdout}${r.stderr}`)
+/**
+ * `run-bg hooks install codex --user` into codex.codexHome, asserting what it
+ * wrote. It runs `codex app-server` (found by CODEX_BIN) to trust the hooks,
+ * so in a private network namespace; `trust: false` passes --no-trust instead.
+ */
+function installHooks(home, codex, { trust = true } = {}) {
+  const argv = [RUN_BG, 'hooks', 'install', 'codex', '--user', ...(trust ? [] : ['--no-trust'])]
+  const [cmd, ...args] = trust ? [...NETNS_PREFIX, ...argv] : argv
+  const r = spawnSync(cmd, args, {
+    env: { ...process.env, PROC_MANAGER_HOME: home, CODEX_HOME: codex.codexHome, CODEX_BIN, HOME: codex.home },
+    cwd: codex.project,
+    encoding: 'utf8',
+    timeout: 60_000,
+  })
+  assert.equal(r.status, 0, `run-bg hooks install codex --user: exit ${r.status}\n${r.stdout}${r.stderr}`)
   const hooks = readHooks(codex)
   for (const [event, arg] of [['SessionStart', 'session-start'], ['Stop', 'stop'], ['SessionEnd', 'session-end']]) {
     const commands = commandsOf(hooks, event)
     assert.ok(
-      commands.some((c) => c.includes(`hook codex ${arg}`) && c.includes(RUN_BG.slice(0, -'run-bg'.length))),
-      `hooks.json has a ${event} hook running <abs path>/run-bg hook codex ${arg}: ${JSON.stringify(hooks[event])}`,
+      commands.some((c) => c.startsWith(`${RUN_BG} hook codex ${arg}`)),
+      `hooks.json has a ${event} hook running ${RUN_BG} hook codex ${arg}: ${JSON.stringify(hooks[event])}`,
     )
   }
   assert.doesNotMatch(fs.readFileSync(codex.configPath, 'utf8'), /^\s*hooks\s*=\s*false/m, 'hooks are not left off in config.toml')
-  return hooks
+  return { hooks, output: r.stdout + r.stderr }
 }
 
 const readHooks = (codex) => JSON.parse(fs.readFileSync(codex.hooksPath, 'utf8')).hooks ?? {}
@@ -194,6 +206,9 @@ const toolResultShown = (stub, sid) => stub.waitForRequest(
 /** The developer messages (start context) the first request of a process showed the model. */
 const openingContext = (stub, request) => newItems(stub.requests, request).filter((i) => i.role === 'developer').map(itemText).join('\n')
 
+/** For a failure message: the start context's run-bg part, or that there is none. */
+const runBgPart = (context) => context.split('\n').filter((l) => l.includes('run-bg')).join('\n') || '(no developer message mentions run-bg)'
+
 test('the session\'s end (Ctrl-C in codex exec: Interrupt, then SessionEnd) leaves no process of its jobs', { skip, timeout: TEST_TIMEOUT }, async (t) => {
   const { home, stub, codex } = await setup(t)
   const run = runCodex(t, { codexHome: codex.codexHome, stub, cwd: codex.project, env: { PROC_MANAGER_HOME: home }, prompt: `Start the server.\nRUN: ${RUN_BG} -- sh -c 'sleep 300 & sleep 301; wait'` })
@@ -225,13 +240,15 @@ test('a job left running (--outlive-session) is listed in the next session\'s st
   const sid2 = await second.waitForSessionId()
   assert.equal((await finish(second, 120_000)).code, 0, second.describe())
   const context = openingContext(stub, stub.responses.find((r) => sessionOf(r) === sid2))
-  assert.ok(context.includes(job.jobId), `a new session in the project hears of ${job.jobId} as it starts: ${JSON.stringify(context.slice(-600))}`)
+  assert.ok(context.includes(job.jobId), `a new session in the project hears of ${job.jobId} as it starts: ${runBgPart(context)}`)
 
+  // The resumed session's own job runs on, so its Stop hook waits for it: Ctrl-C ends it.
   const resumed = runCodex(t, { codexHome: codex.codexHome, stub, cwd: codex.project, env, resume: sid1, prompt: 'And now?' })
   assert.equal(await resumed.waitForSessionId(), sid1, 'exec resume continues the same session')
-  assert.equal((await finish(resumed, 120_000)).code, 0, resumed.describe())
+  await stub.waitForRequest((r) => sessionOf(r) === sid1 && newItems(stub.requests, r).some((i) => itemText(i) === 'And now?'), { timeout: 60_000, what: 'the resumed session\'s prompt' })
+  await endSession(t, resumed)
   const resumedContext = openingContext(stub, stub.responses.filter((r) => sessionOf(r) === sid1).at(-1))
-  assert.ok(resumedContext.includes(job.jobId), `the resumed session hears of ${job.jobId} as it starts: ${JSON.stringify(resumedContext.slice(-600))}`)
+  assert.ok(resumedContext.includes(job.jobId), `the resumed session hears of ${job.jobId} as it starts: ${runBgPart(resumedContext)}`)
 })
 
 test('a session that died without SessionEnd (SIGKILL) does not hide its running job from the next session', { skip, timeout: TEST_TIMEOUT }, async (t) => {
@@ -250,18 +267,21 @@ test('a session that died without SessionEnd (SIGKILL) does not hide its running
   const sid2 = await second.waitForSessionId()
   assert.equal((await finish(second, 120_000)).code, 0, second.describe())
   const context = openingContext(stub, stub.responses.find((r) => sessionOf(r) === sid2))
-  assert.ok(context.includes(job.jobId), `a new session in the project hears of ${job.jobId}, whose session's codex is gone: ${JSON.stringify(context.slice(-600))}`)
+  assert.ok(context.includes(job.jobId), `a new session in the project hears of ${job.jobId}, whose session's codex is gone: ${runBgPart(context)}`)
 })
 
-test('installed hooks run without --dangerously-bypass-hook-trust (the install records Codex\'s hook trust)', {
-  skip,
-  timeout: TEST_TIMEOUT,
-  todo: 'Codex 0.171 skips an untrusted hook without a word; trust is [hooks.state."<hooks.json>:<event>:<i>:<j>"] trusted_hash in config.toml (notes/harness-codex.md, Trust)',
-}, async (t) => {
+test('installed hooks run without --dangerously-bypass-hook-trust: the install records Codex\'s hook trust', { skip, timeout: TEST_TIMEOUT }, async (t) => {
+  // Codex 0.171 skips an untrusted hook without a word; trust is
+  // [hooks.state."<hooks.json>:<event>:<group>:<handler>"] trusted_hash in config.toml.
   const { home, stub, codex } = await setup(t)
+  const config = fs.readFileSync(codex.configPath, 'utf8')
+  for (const event of ['session_start', 'stop', 'session_end']) {
+    assert.ok(config.includes(`[hooks.state."${codex.hooksPath}:${event}:`), `config.toml trusts the ${event} hook:\n${config}`)
+  }
   const run = runCodex(t, { codexHome: codex.codexHome, stub, cwd: codex.project, env: { PROC_MANAGER_HOME: home }, trustHooks: false, prompt: `RUN: ${FAILING_JOB}` })
   const sid = await run.waitForSessionId()
   assert.equal((await finish(run, 120_000)).code, 0, run.describe())
+  assert.doesNotMatch(run.output().stderr, /bypass-hook-trust/, 'run without the bypass flag')
   const [job] = jobsMatching(home, '2 tests failed')
   assert.ok(job, run.describe())
   assert.equal(deliveries(stub, sid, [job.jobId, 'failed']).length, 1, `the Stop hook ran and woke the model\n${run.describe()}`)
@@ -280,13 +300,13 @@ test('hooks install codex: --dry-run writes nothing, install keeps the user\'s o
   assert.equal(fs.readFileSync(codex.configPath, 'utf8'), before.config, 'dry run: config.toml untouched')
   assert.equal(fs.readFileSync(codex.hooksPath, 'utf8'), before.hooks, 'dry run: hooks.json untouched')
 
-  const hooks = installHooks(home, codex)
+  const { hooks } = installHooks(home, codex, { trust: false })
   assert.ok(commandsOf(hooks, 'Stop').includes(own.command), 'the user\'s own Stop hook stays')
   const config = fs.readFileSync(codex.configPath, 'utf8')
   for (const line of ['model_provider = "stub"', 'base_url = "http://127.0.0.1:', 'notifications = true']) {
     assert.ok(config.includes(line), `config.toml keeps ${line}`)
   }
-  const again = runBg(home, ['hooks', 'install', 'codex', '--user'], { env })
+  const again = runBg(home, ['hooks', 'install', 'codex', '--user', '--no-trust'], { env })
   assert.equal(again.code, 0, again.stderr)
   assert.deepEqual(readHooks(codex), hooks, 'installing twice changes nothing')
 

@@ -104,16 +104,17 @@ async function jobWith(pmHome, marker, run) {
   return job.id ?? job.jobId
 }
 
+/** A job's registry entry (read from the files: no `run-bg check`, see ended()). */
+const registryJob = (pmHome, id) => readRegistry(pmHome).find((x) => (x.id ?? x.jobId) === id)
+
 /**
  * The job once it has ended, read from the registry files: a `run-bg check`
  * of an ended job counts as the agent having seen its end (no wake then), so
  * the test must not run one before the wake is due.
  */
-const registryJob = (pmHome, id) => readRegistry(pmHome).find((x) => (x.id ?? x.jobId) === id)
-
 async function ended(pmHome, id) {
   const job = await waitFor(() => {
-    const j = readRegistry(pmHome).find((x) => (x.id ?? x.jobId) === id)
+    const j = registryJob(pmHome, id)
     return j?.ended_at ?? j?.endedAt ? j : null
   }, { timeout: 60_000, what: `job ${id} to end` })
   return { ...job, endedAt: job.ended_at ?? job.endedAt }
@@ -130,6 +131,17 @@ async function expectWake(t, run, pmHome, id, { label = 'the wake' } = {}) {
   assert.ok(latency >= 0, `the wake came after the job ended (${latency} ms)`)
   assert.ok(latency <= WAKE_WITHIN_MS, `the wake reached the model ${latency} ms after the job ended (at most ${WAKE_WITHIN_MS})`)
   return { job, req, text: newestUserText(req), latency }
+}
+
+/** True while the process recorded as {pid, start} still lives (same start time, no zombie). */
+function isSame({ pid, start }) {
+  try {
+    const st = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const f = st.slice(st.lastIndexOf(')') + 2).split(' ')
+    return f[19] === start && !/^[ZX]/.test(f[0])
+  } catch {
+    return false
+  }
 }
 
 /** Hook processes (`run-bg hook gemini …`) under the gemini process, with start times. */
@@ -277,14 +289,7 @@ test("SessionEnd leaves no process of the session's jobs", { skip, timeout: TEST
     assert.notEqual(checkJson(ctx.pmHome, id).status, 'running', id)
   }
   t.diagnostic(`all job processes gone ${Date.now() - end.exitedAt} ms after gemini exited`)
-  await waitFor(() => hooks.every((h) => {
-    try {
-      const st = fs.readFileSync(`/proc/${h.pid}/stat`, 'utf8')
-      return st.slice(st.lastIndexOf(')') + 2).split(' ')[19] !== h.start || /^[ZX]/.test(st.slice(st.lastIndexOf(')') + 2))
-    } catch {
-      return true
-    }
-  }), { timeout: 5_000, what: 'the orphaned AfterAgent hook to exit (its gemini is gone)' })
+  await waitFor(() => hooks.every((h) => !isSame(h)), { timeout: 5_000, what: 'the orphaned AfterAgent hook to exit (its gemini is gone)' })
 })
 
 /** The next session's first request: its SessionStart context must name each of `ids`. */
@@ -332,7 +337,7 @@ test("SessionEnd keeps an --outlive-session job, and the next session's SessionS
   await expectStartContext(t, ctx, [kept])
 })
 
-test('interactive: the wake arrives while the session is open, /quit takes the jobs', { skip: skipInteractive, timeout: TEST_TIMEOUT }, async (t) => {
+test('interactive: the turn is not held while jobs run; the next prompt is told of the end, once; /quit takes the jobs', { skip: skipInteractive, timeout: TEST_TIMEOUT }, async (t) => {
   const ctx = setup(t)
   const run = gemini(t, ctx, {
     interactive: true,
@@ -343,16 +348,24 @@ test('interactive: the wake arrives while the session is open, /quit takes the j
   await run.type('Run the checks in the background.')
   const id = await jobWith(ctx.pmHome, 'error: 2 tests failed', run)
   const other = await jobWith(ctx.pmHome, 'still-running', run)
-  const { text } = await expectWake(t, run, ctx.pmHome, id)
-  for (const s of [id, 'failed', 'exit 1', 'error: 2 tests failed']) assert.ok(text.includes(s), `the wake says ${JSON.stringify(s)}: ${text}`)
-  await run.waitForScreen((s) => s.includes('Noted:'), { what: "the model's answer to the wake" })
-  // The other job still runs: the AfterAgent hook waits again; the user's
-  // /quit is queued behind it? No: a slash command runs at once.
+  // With a person at the view, AfterAgent does not hold the turn for the
+  // jobs (it would hold what they type, and Esc would drop the wake): the
+  // model's answer comes back while a job still runs.
+  await run.waitForScreen((s) => s.includes('Started in the background'), { what: "the turn's end" })
+  assert.ok(!registryJob(ctx.pmHome, other)?.ended_at, 'the long job still runs after the turn ended')
+  const done = await ended(ctx.pmHome, id)
+  assert.equal(done.status, 'failed')
+  // The next prompt carries the end (BeforeAgent's context).
+  await run.type('Anything new?')
+  const wake = await waitFor(() => run.requests().find((r) => isWakeFor(newestUserText(r), id)), { timeout: 60_000, what: 'the next prompt to carry the end' })
+  const text = newestUserText(wake)
+  for (const s of [id, 'failed', 'exit 1', 'error: 2 tests failed']) assert.ok(text.includes(s), `the prompt's context says ${JSON.stringify(s)}: ${text}`)
+  await run.waitForScreen((s) => s.includes('Noted:'), { what: "the model's answer" })
   await run.type('/quit')
   const end = await run.wait({ timeout: 60_000 })
   t.diagnostic(`interactive gemini exited with ${end.code}`)
   await waitFor(() => cookieProcesses(other).length === 0, { timeout: 5_000, what: `${other} to be killed by SessionEnd` })
-  assert.equal(run.requests().filter((r) => isWakeFor(newestUserText(r), id)).length, 1, 'exactly one request brings the wake')
+  assert.equal(run.requests().filter((r) => isWakeFor(newestUserText(r), id)).length, 1, 'exactly one request brings the end')
 })
 
 test('hooks install gemini: --user merges into settings.json, twice is once, --dry-run writes nothing, --remove undoes, --project', { skip: false, timeout: 60_000 }, (t) => {

@@ -138,11 +138,19 @@ test('claude-code post-tool-use: waits, then one wake naming the burst of ends (
   const other = await hook(home, 'claude-code', 'stop', input('s-b'))
   assert.equal(other.code, 2)
   assert.match(other.stderr, new RegExp(`${stranger} .*failed, exit 3`))
-  // A job the model checked after its end wakes nobody.
+  // A job the model checked after its end (from inside its session) wakes nobody…
   const checked = start(home, 's-a', ['sh', '-c', 'exit 4'])
-  await waitFor(() => checkJson(home, checked).status === 'failed', { what: 'the job to end' })
+  await waitFor(() => listed(home, checked) === 'failed', { what: 'the job to end' })
+  assert.match(bg(home, ['check', checked], { RUN_BG_SESSION: 's-a' }).stdout, new RegExp(checked))
   const none = await hook(home, 'claude-code', 'post-tool-use', input('s-a'))
   assert.deepEqual([none.code, none.stderr], [0, ''])
+  // …while a look from a person's terminal (no session) does not keep it from the model.
+  const looked = start(home, 's-a', ['sh', '-c', 'exit 5'])
+  await waitFor(() => listed(home, looked) === 'failed', { what: 'the job to end' })
+  assert.match(bg(home, ['check', looked]).stdout, new RegExp(looked))
+  const told = await hook(home, 'claude-code', 'post-tool-use', input('s-a'))
+  assert.equal(told.code, 2)
+  assert.match(told.stderr, new RegExp(`${looked} .*failed, exit 5`))
 })
 
 test('session-end kills the session\'s job trees, 0 survivors; --outlive-session and other sessions\' jobs run on; a waiting hook leaves', async (t) => {

@@ -5,7 +5,7 @@
 // every variant alike. Reports median, p90 and the range, prints a table with
 // targets, writes bench/out/results.json.
 //
-//   node bench/run.mjs [--quick] [--only=start,idle,footprint,bin,log,tail,kill,notify,snapshot,ready,queue,scale,top]
+//   node bench/run.mjs [--quick] [--only=start,idle,footprint,bin,log,tail,kill,notify,snapshot,ready,queue,scale,top,harness]
 //                      [--baseline=<checkout>] [--log-reps=N] [--seed=N] [--scale=10,100,1000]
 //
 // --baseline runs the same rows with another checkout's build (its
@@ -26,9 +26,11 @@ import http from 'node:http'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
+import { startStub, newText, newToolResults, sessionOf } from '../__test__/harness/anthropic-stub.mjs'
+import { claudeSkipReason, claudeVersion, startNetns, makeClaudeHome, startClaude, descendants } from '../__test__/harness/claude.mjs'
 
 const USAGE = `usage: node bench/run.mjs [--quick] [--only=GROUP,...] [--baseline=<checkout>] [--log-reps=N] [--seed=N] [--scale=N,...]
-groups: start, idle, footprint, bin, log, tail, kill, notify, snapshot, ready, queue, scale, top`
+groups: start, idle, footprint, bin, log, tail, kill, notify, snapshot, ready, queue, scale, top, harness`
 {
   // An option misspelt must not start a 10-minute run of everything.
   const known = /^--(quick|help|(only|baseline|log-reps|seed|scale)=.+)$/
@@ -43,7 +45,7 @@ groups: start, idle, footprint, bin, log, tail, kill, notify, snapshot, ready, q
   }
 }
 const QUICK = process.argv.includes('--quick')
-const GROUPS = ['start', 'idle', 'footprint', 'bin', 'log', 'tail', 'kill', 'notify', 'snapshot', 'ready', 'queue', 'scale', 'top']
+const GROUPS = ['start', 'idle', 'footprint', 'bin', 'log', 'tail', 'kill', 'notify', 'snapshot', 'ready', 'queue', 'scale', 'top', 'harness']
 const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',') ?? null
 const runs = (group) => !ONLY || ONLY.includes(group)
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
@@ -57,9 +59,11 @@ const GiB = 1024 ** 3
 
 const PLAN = QUICK
   ? { startReps: 10, warmup: 2, idleJobs: 5, cpuWindowMs: 2000, logBytes: 128 * MiB, logReps: 2, tailBytes: 128 * MiB, tailReps: 10,
-      killReps: 5, treeSize: 50, treeReps: 2, notifyReps: 5, snapExtra: 100, snapReps: 5, statPasses: 10, readyReps: 5, probeWindowMs: 5000 }
+      killReps: 5, treeSize: 50, treeReps: 2, notifyReps: 5, snapExtra: 100, snapReps: 5, statPasses: 10, readyReps: 5, probeWindowMs: 5000,
+      harnessReps: 3, harnessWarmup: 0 }
   : { startReps: 30, warmup: 3, idleJobs: 5, cpuWindowMs: 2000, logBytes: GiB, logReps: 5, tailBytes: GiB, tailReps: 30,
-      killReps: 20, treeSize: 50, treeReps: 8, notifyReps: 20, snapExtra: 500, snapReps: 20, statPasses: 10, readyReps: 15, probeWindowMs: 5000 }
+      killReps: 20, treeSize: 50, treeReps: 8, notifyReps: 20, snapExtra: 500, snapReps: 20, statPasses: 10, readyReps: 15, probeWindowMs: 5000,
+      harnessReps: 5, harnessWarmup: 1 }
 const ROTATING = { max_bytes: 100 * MiB, keep: 2 }
 const UNBOUNDED = { max_bytes: 2 * GiB, keep: 2 }
 const FINAL = new Set(['success', 'failed', 'killed', 'timeout', 'lost'])
@@ -278,6 +282,7 @@ function freeBytes(dir) {
 const tempDirs = new Set()
 const strayPids = new Map() // pid -> start ticks, for processes that are nobody's child of ours
 const children = new Set() // ChildProcess objects still running
+const killers = new Set() // what a group started otherwise (a Claude Code session and its tree, a network namespace): each kills it by pid
 
 function tempDir(tag) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `pm-bench-${tag}-`))
@@ -361,6 +366,11 @@ let cleanedUp = false
 function cleanup() {
   if (cleanedUp) return
   cleanedUp = true
+  for (const kill of killers) {
+    try {
+      kill()
+    } catch {}
+  }
   for (const child of children) {
     try {
       child.kill('SIGKILL')
@@ -1632,6 +1642,192 @@ function machineCpuSeconds() {
   return (user + nice + system + irq + softirq) / 100
 }
 
+// ------------------------------------------------- 11. agent harness: the wake
+
+// The real Claude Code (PM_HARNESS_DIR, default ~/.cache/proc-manager-harnesses)
+// against the stub model of __test__/harness/, inside the private network
+// namespace the harness tests use: how long after a background job ends the
+// model hears of it. Two variants, interleaved, a fresh Claude Code session
+// (and HOME, and PROC_MANAGER_HOME) per round, each kept open (stream-json,
+// stdin held) until the wake's request reaches the stub and its turn ends:
+//   ours: hooks from `run-bg hooks install claude-code`; the model runs
+//     `run-bg --label b -- <job>` through Bash and ends its turn; from the
+//     job's ended_at (its job.json: `run-bg check` would mark the end seen,
+//     and a seen end wakes nobody) to the request carrying the hook's line;
+//   builtin: no hooks; the model runs the job with Bash `run_in_background:
+//     true` and ends its turn; from the job's own clock (`date +%s%3N` as its
+//     last command before `exit 1`) to the request carrying Claude Code's
+//     `<task-notification>` for that task.
+// Skipped, saying why, without the harness or a network namespace.
+const HARNESS_JOB = `sleep 2; echo "error: 2 tests failed"; exit 1`
+const HARNESS_FIRST_ERROR = 'error: 2 tests failed'
+const HARNESS_WAKE_MS = 30_000
+
+/** The stub's model: `RUN: <cmd>` runs it with Bash, `BG: <cmd>` with Bash in the background; a tool result or anything else ends the turn. */
+function harnessModel(record) {
+  if (record.kind !== 'main') return undefined
+  if (newToolResults(record.body).length) return { text: 'Started it in the background; I will be told when it ends.' }
+  const said = newText(record.body)
+  const run = /^RUN: (.+)$/m.exec(said)
+  if (run) return { bash: run[1], description: 'Run the tests in the background' }
+  const bg = /^BG: (.+)$/m.exec(said)
+  if (bg) return { bash: bg[1], description: 'Run the tests in the background', runInBackground: true }
+  return { text: 'Noted.' }
+}
+
+/** One round of `variant` in a fresh session: { lag, startMs, exitMs, idle, text } (lag null: no wake within HARNESS_WAKE_MS). */
+async function harnessRound(variant, stub, ns) {
+  const pmHome = tempDir('harness')
+  writeConfig(pmHome)
+  const claude = makeClaudeHome(undefined, {})
+  tempDirs.add(claude.home)
+  const mark = path.join(pmHome, 'END')
+  if (variant === 'ours') {
+    mustRunBg(pmHome, ['hooks', 'install', 'claude-code', '--user'], { env: { ...envFor(pmHome), HOME: claude.home }, cwd: claude.project })
+  }
+  const prompt = variant === 'ours'
+    ? `Run the tests in the background.\nRUN: ${RUN_BG} --label b -- sh -c ${q(HARNESS_JOB)}`
+    : `Run the tests in the background.\nBG: sh -c ${q(HARNESS_JOB.replace('exit 1', `date +%s%3N > ${q(mark)}; exit 1`))}`
+  const s = startClaude(undefined, {
+    ns,
+    home: claude.home,
+    cwd: claude.project,
+    env: { PROC_MANAGER_HOME: pmHome, PATH: `${path.dirname(RUN_BG)}:${process.env.PATH}` },
+  })
+  const kill = () => s.kill()
+  killers.add(kill)
+  // Claude Code's per-project task files and its messaging socket, both named after us.
+  const claudeTmp = path.join(os.tmpdir(), `claude-${process.getuid()}`, claude.project.replace(/[^A-Za-z0-9]/g, '-'))
+  const socket = path.join(os.tmpdir(), 'cc-socks', `${s.pid}.sock`)
+  try {
+    s.send(prompt)
+    const init = await s.waitForEvent((e) => e.type === 'system' && e.subtype === 'init', { what: 'claude to name its session', timeout: 60_000 })
+    const sid = init.session_id
+    const ofSession = (r) => r.kind === 'main' && sessionOf(r) === sid
+    let wake
+    let endedAt
+    let toldAt = null
+    try {
+      if (variant === 'ours') {
+        let id = null
+        await waitUntil(() => (id = readJobs(pmHome).find((j) => j.label === 'b')?.id ?? null), 30_000)
+        const said = (r) => newText(r.body).split('\n').some((line) => line.includes(id) && /\bfailed\b/.test(line))
+        wake = await stub.waitForRequest((r) => ofSession(r) && said(r), { what: `the wake for ${id}`, timeout: HARNESS_WAKE_MS })
+        endedAt = JSON.parse(fs.readFileSync(path.join(pmHome, 'jobs', id, 'job.json'), 'utf8')).ended_at
+        // The waiting hook appends the job to <session>.told as it tells, then exits 2: where the time goes.
+        toldAt = fs.statSync(path.join(pmHome, 'sessions', `${sid}.told`)).mtimeMs
+      } else {
+        // Its answer names the task: "Command running in background with ID: <task>. …"
+        const started = await stub.waitForRequest((r) => ofSession(r) && newToolResults(r.body).some((t) => /in background with ID: \w+/.test(t.text)),
+          { what: 'the background task to start', timeout: 30_000 })
+        const task = newToolResults(started.body).map((t) => /in background with ID: (\w+)/.exec(t.text)?.[1]).find(Boolean)
+        wake = await stub.waitForRequest((r) => ofSession(r) && newText(r.body).includes(`<task-id>${task}</task-id>`),
+          { what: `the notification of task ${task}`, timeout: HARNESS_WAKE_MS })
+        endedAt = readMark(mark)
+      }
+    } catch (e) {
+      log(`  harness ${variant}: ${e.message}`)
+      return { lag: null }
+    }
+    check(`harness ${variant}: the job's end recorded before the wake`, endedAt > 0 && endedAt <= wake.at, `end ${endedAt}, request ${wake.at}`)
+    // Was the session idle (its first turn over) when the job ended?
+    const firstResult = s.events.find((e) => e.type === 'result')
+    await s.waitForEvent(() => s.events.filter((e) => e.type === 'result').length >= 2, { what: "the wake's turn to end", timeout: 60_000 })
+    const under = descendants(s.pid).map((pid) => ({ pid, ticks: startTicks(pid) }))
+    const exit = await s.end({ timeout: 60_000 })
+    // What it left behind (nothing expected): each by pid, if still the process we saw.
+    for (const p of under) {
+      if (p.ticks != null && startTicks(p.pid) === p.ticks) {
+        check(`harness ${variant}: claude's processes end with it`, false, `pid ${p.pid} ${cmdline(p.pid)?.join(' ')}`)
+        try {
+          process.kill(p.pid, 'SIGKILL')
+        } catch {}
+      }
+    }
+    return {
+      lag: wake.at - endedAt,
+      told: toldAt == null ? null : { afterEnd: toldAt - endedAt, beforeWake: wake.at - toldAt },
+      startMs: init._at - s.startedAt,
+      exitMs: exit.ms,
+      exitCode: exit.code,
+      idle: firstResult != null && firstResult._at <= endedAt,
+      text: newText(wake.body),
+    }
+  } finally {
+    s.kill()
+    killers.delete(kill)
+    removeDir(pmHome)
+    removeDir(claude.home)
+    fs.rmSync(claudeTmp, { recursive: true, force: true })
+    fs.rmSync(socket, { force: true })
+  }
+}
+
+async function benchHarness() {
+  const skip = claudeSkipReason()
+  if (skip) {
+    log(`harness: ${skip}; skipped`)
+    return null
+  }
+  const variants = ['ours', 'builtin']
+  log(`harness: Claude Code ${claudeVersion()}, job end → wake, ${PLAN.harnessReps} rounds (+${PLAN.harnessWarmup} warm-up) × ${variants.length} variants, a fresh session each`)
+  const stub = await startStub({ reply: harnessModel })
+  let ns = null
+  const closeNs = () => ns?.close()
+  killers.add(closeNs)
+  const out = { version: claudeVersion(), texts: {}, misses: {}, idle: {}, toldAfterEnd: [], wakeAfterTold: [] }
+  for (const v of variants) {
+    out[v] = []
+    out[`${v}Start`] = []
+    out[`${v}Exit`] = []
+    out.misses[v] = 0
+    out.idle[v] = 0
+  }
+  try {
+    ns = await startNetns(stub)
+    for (let rep = -PLAN.harnessWarmup; rep < PLAN.harnessReps; rep++) {
+      for (const v of rotate(variants, rep)) {
+        const r = await harnessRound(v, stub, ns)
+        if (r.text && !out.texts[v]) out.texts[v] = r.text
+        if (rep < 0) continue
+        if (r.lag == null) {
+          out.misses[v]++
+          continue
+        }
+        log(`  ${v}: woken ${r.lag} ms after the end${r.idle ? '' : ' (its first turn still running at the end)'}; claude exited ${r.exitMs} ms after stdin closed`)
+        out[v].push(r.lag)
+        out[`${v}Start`].push(r.startMs)
+        out[`${v}Exit`].push(r.exitMs)
+        if (r.idle) out.idle[v]++
+        if (r.told) {
+          out.toldAfterEnd.push(r.told.afterEnd)
+          out.wakeAfterTold.push(r.told.beforeWake)
+        }
+      }
+    }
+  } finally {
+    closeNs()
+    killers.delete(closeNs)
+    await stub.close()
+  }
+  for (const v of variants) check(`harness ${v}: every round woken within ${HARNESS_WAKE_MS / 1000} s`, out.misses[v] === 0, `${out.misses[v]} of ${PLAN.harnessReps} not`)
+  const ours = out.texts.ours ?? ''
+  check('harness: our wake names the outcome, the exit status and the first error', /\bfailed\b/.test(ours) && /\bexit 1\b/.test(ours) && ours.includes(HARNESS_FIRST_ERROR), ours.slice(-300))
+  out.builtinHasFirstError = (out.texts.builtin ?? '').includes(HARNESS_FIRST_ERROR)
+  return out
+}
+
+/** The wake each variant's request brought (its new turn, verbatim), once. */
+function printHarnessTexts(harness) {
+  for (const [v, name] of [['ours', 'ours (run-bg hooks)'], ['builtin', "built-in (Bash run_in_background)"]]) {
+    const text = harness.texts[v]
+    console.log(`\nharness: the wake ${name} brought:`)
+    console.log(text == null ? '  (none arrived)' : text.split('\n').map((l) => `  | ${l}`).join('\n'))
+  }
+  const carries = (t) => [/\bfailed\b/.test(t ?? '') && 'failed', /exit (code )?1\b/.test(t ?? '') && 'exit 1', (t ?? '').includes(HARNESS_FIRST_ERROR) && 'the first error'].filter(Boolean).join(', ') || 'none of them'
+  console.log(`harness: outcome, exit status, "${HARNESS_FIRST_ERROR}": ours carries ${carries(harness.texts.ours)}; the built-in ${carries(harness.texts.builtin)}`)
+}
+
 // ----------------------------------------------------------------- reporting
 
 function row(name, unit, ours, base, target, passes) {
@@ -1687,7 +1883,7 @@ function printComparison(before, after) {
 
 
 /** The table's rows for one build's results; `notes` gets the baselines' descriptions. */
-function rowsFor({ start, idle, footprint, top, bin, throughput, tail, kill, notify, snap, ready, queue, scale, build }, notes) {
+function rowsFor({ start, idle, footprint, top, bin, throughput, tail, kill, notify, snap, ready, queue, scale, harness, build }, notes) {
   const size = `${PLAN.logBytes >= GiB ? `${PLAN.logBytes / GiB} GiB` : `${PLAN.logBytes / MiB} MiB`}`
   const secs = (key, field = 'seconds') => throughput[key].map((r) => r[field])
   const bound = ROTATING.max_bytes * (ROTATING.keep + 1)
@@ -1839,6 +2035,28 @@ function rowsFor({ start, idle, footprint, top, bin, throughput, tail, kill, not
     notes.push('        smaps_rollup of every supervisor 8 s after the last start (the lower of two reads 250 ms apart);')
     notes.push('        pueue beside it only when installed')
   }
+  if (harness && build === BUILDS[0]) {
+    const base = stats(harness.builtin)
+    const o = stats(harness.ours)
+    const goal = 'ours ≤ built-in + 0.5 s'
+    rows.push(
+      row('harness: job end → wake request, ours vs built-in', 'ms', harness.ours, harness.builtin, goal, (s) => base != null && s.median <= base.median + 500),
+      row('harness: ours − built-in, medians', 'ms', o && base ? [o.median - base.median] : null, null, '≤ 500 ms', (s) => s.median <= 500),
+      row('harness: ours − built-in, max', 'ms', o && base ? [o.max - base.max] : null),
+      row('harness: ours, job end → the hook records the tell', 'ms', harness.toldAfterEnd),
+      row('harness: ours, the tell recorded → wake request', 'ms', harness.wakeAfterTold),
+      row('harness: claude spawn → session named', 'ms', harness.oursStart, harness.builtinStart),
+      row('harness: claude exit after stdin closed', 'ms', harness.oursExit, harness.builtinExit),
+    )
+    const n = (v) => `${harness[v].length}${harness.misses[v] ? ` (+${harness.misses[v]} never woken)` : ''}`
+    notes.push(`harness = Claude Code ${harness.version} against the stub model, in a private network namespace, a fresh session per round`)
+    notes.push('          (stream-json, stdin open until the wake\'s turn ends), rounds interleaved. Ours: `run-bg --label b -- sh -c')
+    notes.push("          '<job>'` through Bash, hooks of `run-bg hooks install claude-code`, from ended_at in its job.json; built-in:")
+    notes.push('          Bash run_in_background, no hooks, from the job\'s `date +%s%3N` just before its `exit 1`; to the stub\'s')
+    notes.push(`          receipt of the request bringing the wake. Rounds: ours ${n('ours')}, built-in ${n('builtin')}; session idle when`)
+    notes.push(`          the job ended: ours ${harness.idle.ours}, built-in ${harness.idle.builtin}. The tell: the mtime of <session>.told in the`)
+    notes.push('          home (the hook appends the job as it tells, then exits 2; kernel file times, a few ms coarse)')
+  }
 
   return rows
 }
@@ -1910,6 +2128,7 @@ async function main() {
   const ready = await timed('ready', () => perBuild('ready', benchReady))
   const queue = await timed('queue', () => perBuild('queue', benchQueue))
   const scale = await timed('scale', () => perBuild('scale', benchScale))
+  const harness = runs('harness') ? await timed('harness', benchHarness) : null
   meta.loadavgEnd = os.loadavg()
   meta.seconds = (now() - began) / 1000
   meta.loadByGroup = load
@@ -1918,13 +2137,14 @@ async function main() {
   const tables = {}
   for (const build of BUILDS) {
     const b = build.name
-    const r = rowsFor({ start: start[b], idle: idle[b], footprint, top, bin, throughput: throughputOf(throughputAll, build), tail: tail[b], kill: kill[b], notify: notify[b], snap: snap[b], ready: ready[b], queue: queue[b], scale: scale[b], build }, build === BUILDS[0] ? notes : [])
+    const r = rowsFor({ start: start[b], idle: idle[b], footprint, top, bin, throughput: throughputOf(throughputAll, build), tail: tail[b], kill: kill[b], notify: notify[b], snap: snap[b], ready: ready[b], queue: queue[b], scale: scale[b], harness, build }, build === BUILDS[0] ? notes : [])
     tables[b] = r
   }
   const rows = tables.after
   console.log(`\nproc-manager bench${QUICK ? ' (--quick)' : ''}${ONLY ? ` --only=${ONLY.join(',')}` : ''}: ${meta.cpus} CPUs, load ${meta.loadavgStart.map((l) => l.toFixed(2)).join(' ')} → ${meta.loadavgEnd.map((l) => l.toFixed(2)).join(' ')}, ${meta.seconds.toFixed(0)} s`)
   console.log(notes.map((n, i) => `${i ? '      ' : 'base: '}${n}`).join('\n') + '\n')
   printTable(rows)
+  if (harness) printHarnessTexts(harness)
   const groupLoad = Object.entries(load).filter(([g]) => runs(g)).map(([g, l]) => `${g} ${l.start[0].toFixed(2)}→${l.end[0].toFixed(2)}`).join(', ')
   console.log(`\nload average (1 min) by group: ${groupLoad}`)
   if (tables.before) {
@@ -1935,7 +2155,7 @@ async function main() {
   console.log(`\nsanity checks: ${checks.length - failedChecks.length}/${checks.length} ok${failedChecks.map((c) => `\n  FAILED ${c.name}: ${c.detail}`).join('')}`)
   for (const w of meta.warnings) console.log(`warning: ${w}`)
 
-  const raw = { start, idle, footprint, top, bin, throughput: throughputAll, tail, kill, notify, snapshot: snap, ready, queue, scale }
+  const raw = { start, idle, footprint, top, bin, throughput: throughputAll, tail, kill, notify, snapshot: snap, ready, queue, scale, harness }
   fs.writeFileSync(OUT_FILE, `${JSON.stringify({ meta, rows, tables, checks, raw }, null, 2)}\n`)
   console.log(`results: ${path.relative(process.cwd(), OUT_FILE) || OUT_FILE}`)
 }

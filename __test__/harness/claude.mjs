@@ -249,19 +249,6 @@ export function startClaude(t, { ns, home, cwd, env = {}, args = [], allowedTool
   return session
 }
 
-/** Every live process whose environment holds `\0KEY=value\0`, as pids. */
-export function pidsWithEnv(key, value) {
-  const needle = `\0${key}=${value}\0`
-  const out = []
-  for (const name of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue
-    try {
-      if (`\0${fs.readFileSync(`/proc/${name}/environ`, 'latin1')}`.includes(needle) && alive(Number(name))) out.push(Number(name))
-    } catch {}
-  }
-  return out
-}
-
 /** Every descendant of `pid` (by /proc ppid), as pids. */
 export function descendants(pid) {
   const children = new Map()

@@ -32,6 +32,13 @@ export const NS_PORT = 18080
 const isRoot = process.getuid?.() === 0
 const UNSHARE = isRoot ? ['-n'] : ['-r', '-n']
 
+/**
+ * argv prefix that runs a command in a fresh private network namespace with
+ * `lo` up (for anything that may start codex, e.g. `run-bg hooks install
+ * codex`, which asks `codex app-server` to trust the hooks).
+ */
+export const NETNS_PREFIX = ['unshare', ...UNSHARE, 'sh', '-c', 'ip link set lo up && exec "$@"', 'sh']
+
 /** The installed version (its package.json), or null. */
 export function codexVersion() {
   try {

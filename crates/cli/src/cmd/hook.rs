@@ -85,13 +85,15 @@ fn answer(context: &Context, harness: Harness, event: &str, input: &serde_json::
         (_, "user-prompt-submit") => context_for(context.untold_ends(&id, Scope::Session)?, "UserPromptSubmit"),
         // Claude Code runs these in the background and wakes its model
         // when they exit 2: wait as long as any job of the session runs.
-        (Harness::ClaudeCode, "post-tool-use" | "stop") => context.wait_for_ends(&id, None, false)?.map_or(Answer::Quiet, Answer::Wake),
+        (Harness::ClaudeCode, "post-tool-use" | "stop") => context.wait_for_ends(&id, None)?.map_or(Answer::Quiet, Answer::Wake),
         // A turn's end that the harness waits for: tell of ends not told
         // yet, else wait (up to --wait) for the jobs that will end by
         // themselves, not for servers.
         (Harness::Codex, "stop") | (Harness::Gemini, "after-agent") => match context.untold_ends(&id, Scope::Session)? {
             Some(text) => Answer::Wake(text),
-            None => context.wait_for_ends(&id, Some(wait.unwrap_or(Duration::from_secs(600))), true)?.map_or(Answer::Quiet, Answer::Wake),
+            // A person at the harness: the next prompt hears of it instead.
+            None if context.session_is_interactive(harness, &id) => Answer::Quiet,
+            None => context.wait_for_ends(&id, Some(wait.unwrap_or(Duration::from_secs(600))))?.map_or(Answer::Quiet, Answer::Wake),
         },
         (_, "session-end") => {
             // Codex gives a session-end hook 3 s in all: the grace fits in it.

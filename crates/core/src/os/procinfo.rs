@@ -95,6 +95,18 @@ pub fn identify_exactly(pid: u32) -> Option<ProcessIdentity> {
     Some(identity)
 }
 
+/// Whether `pid`'s standard input is a terminal; `None` where that cannot be
+/// told (another platform, or its descriptors are not ours to read).
+pub fn stdin_is_terminal(pid: u32) -> Option<bool> {
+    if cfg!(target_os = "linux") {
+        let target = std::fs::read_link(format!("/proc/{pid}/fd/0")).ok()?;
+        let target = target.to_string_lossy();
+        Some(target.starts_with("/dev/pts/") || target.starts_with("/dev/tty") || target == "/dev/console")
+    } else {
+        None
+    }
+}
+
 /// This process's ancestors, nearest first, up to `limit` of them and never
 /// pid 1 or 0 (init, or gone): who started us, by pid and start time.
 pub fn ancestors(limit: usize) -> Vec<ProcessIdentity> {

@@ -81,6 +81,15 @@ pub struct Session {
     pub ended_at: Option<u64>,
 }
 
+impl Session {
+    /// Not ended by its hook, and its harness process (when known) still
+    /// runs: a harness killed outright (SIGKILL, a crash) runs no
+    /// session-end hook.
+    pub fn is_live(&self) -> bool {
+        self.ended_at.is_none() && self.process.as_ref().is_none_or(crate::os::procinfo::is_same_process_alive)
+    }
+}
+
 pub fn dir(home: &Home) -> PathBuf {
     home.root.join("sessions")
 }

@@ -110,10 +110,22 @@ impl Context {
         self.registry().corrupt_records()
     }
 
-    /// Records that the outcome of an ended job has been looked at. Best
-    /// effort: a read-only home still lets one look.
+    /// Records that the outcome of an ended job has been looked at, and
+    /// when the look comes from inside the job's own agent session, that the
+    /// session knows of its end (its hooks then do not wake it for it).
+    /// Best effort: a read-only home still lets one look.
     pub fn mark_seen(&self, job: Job) -> Result<Job> {
-        if !job.status().is_final() || job.seen_at.is_some() {
+        if !job.status().is_final() {
+            return Ok(job);
+        }
+        if let Some(session) = job.session.as_deref() {
+            if crate::store::sessions::detect(&self.home).as_deref() == Some(session) {
+                let _ = crate::store::sessions::tell_once(&self.home, session, |told| {
+                    (if told.contains(&job.id) { Vec::new() } else { vec![job.id.clone()] }, ())
+                });
+            }
+        }
+        if job.seen_at.is_some() {
             return Ok(job);
         }
         Ok(self

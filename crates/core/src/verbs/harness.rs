@@ -94,7 +94,7 @@ impl Context {
         let session = Session {
             id: id.to_string(),
             harness: harness.name().to_string(),
-            process: process.or(previous.as_ref().and_then(|p| p.process.clone())),
+            process: process.or(previous.as_ref().and_then(|p| p.process)),
             cwd: cwd.map(Path::to_path_buf).or(previous.as_ref().and_then(|p| p.cwd.clone())),
             started_at: previous.as_ref().map_or_else(now_ms, |p| p.started_at),
             // A resumed session is live again.
@@ -104,7 +104,7 @@ impl Context {
         let jobs = self.jobs_in_scope(&session, Scope::SessionAndProject)?;
         let running: Vec<&Job> = jobs.iter().filter(|j| !j.status().is_final()).collect();
         let told = sessions::tell_once(&self.home, id, |told| {
-            let ended: Vec<&Job> = jobs.iter().filter(|j| untold_end(j, told)).collect();
+            let ended: Vec<&Job> = jobs.iter().filter(|j| untold_end(j, told, id)).collect();
             let text = start_context(&running, &ended, self);
             (ended.iter().map(|j| j.id.clone()).collect(), text)
         })?;
@@ -117,17 +117,20 @@ impl Context {
         let session = self.session_or_new(id);
         let jobs = self.jobs_in_scope(&session, scope)?;
         sessions::tell_once(&self.home, id, |told| {
-            let ended: Vec<&Job> = jobs.iter().filter(|j| untold_end(j, told)).collect();
+            let ended: Vec<&Job> = jobs.iter().filter(|j| untold_end(j, told, id)).collect();
             (ended.iter().map(|j| j.id.clone()).collect(), wake_text(&ended, self))
         })
     }
 
     /// Waits until one of the session's jobs ends untold, then tells of it
     /// (and of every other end within `BURST`) as one text. `None` when
-    /// there is nothing to wait for (no job of the session runs, or only
-    /// servers when `finite_only`), another hook already waits for the
-    /// session, the session ended, or `limit` passed.
-    pub fn wait_for_ends(&self, id: &str, limit: Option<Duration>, finite_only: bool) -> Result<Option<String>> {
+    /// there is nothing to wait for, another hook already waits for the
+    /// session, the session ended, or `limit` passed. Only jobs that end by
+    /// themselves are waited for (`awaited`): a harness waits for its
+    /// waiting hook at exit (Claude Code 30 s) or holds the turn for it
+    /// (Codex, Gemini CLI), which a dev server running all session long
+    /// must not cost; a server's end (a crash) is told at the next hook.
+    pub fn wait_for_ends(&self, id: &str, limit: Option<Duration>) -> Result<Option<String>> {
         let Some(_waiter) = self.become_waiter(id)? else { return Ok(None) };
         let deadline = limit.map(|limit| Instant::now() + limit);
         let watcher = crate::os::platform::DirWatcher::new().map_err(|e| Error::io("watch", self.home.root.clone(), e))?;
@@ -149,8 +152,8 @@ impl Context {
                 }
             }
             let told = sessions::told(&self.home, id);
-            let ended_untold = jobs.iter().any(|j| untold_end(j, &told));
-            let waited_for = |j: &&Job| !j.status().is_final() && (!finite_only || is_finite(j));
+            let ended_untold = jobs.iter().any(|j| untold_end(j, &told, id));
+            let waited_for = |j: &&Job| awaited(j);
             if ended_untold {
                 let since = *first_end.get_or_insert_with(Instant::now);
                 // Collect the burst; a job still running that ends within it joins.
@@ -172,7 +175,10 @@ impl Context {
             }
             let mut pause = LOOK_EVERY;
             if let Some(since) = first_end {
-                pause = pause.min(BURST.saturating_sub(since.elapsed()).max(Duration::from_millis(10)));
+                // With nothing awaited still running the burst is over at
+                // half the window: wake then, not at the whole window.
+                let window = if jobs.iter().any(|j| waited_for(&j)) { BURST } else { BURST / 2 };
+                pause = pause.min(window.saturating_sub(since.elapsed()).max(Duration::from_millis(10)));
             }
             if let Some(deadline) = deadline {
                 pause = pause.min(deadline.saturating_duration_since(now));
@@ -198,6 +204,25 @@ impl Context {
                 Err((job_id, e)) => format!("{job_id}: {e}"),
             })
             .collect())
+    }
+
+    /// Whether a person sits at the session's harness (Codex's TUI, Gemini
+    /// CLI without `-p`): there a turn's end that waits holds what they type
+    /// (and Esc drops the wake), so it tells only what already ended. A
+    /// harness run headless (`codex exec`, `gemini -p`, stdin no terminal)
+    /// ends when its turn does: there the turn's end waits for the jobs.
+    pub fn session_is_interactive(&self, harness: Harness, id: &str) -> bool {
+        let Some(process) = sessions::load(&self.home, id).and_then(|s| s.process) else { return false };
+        let command_line = crate::os::procinfo::command_line(process.pid);
+        let words: Vec<&str> = command_line.split_whitespace().collect();
+        match harness {
+            Harness::Codex => !words.iter().skip(1).any(|w| matches!(*w, "exec" | "e")),
+            Harness::Gemini => {
+                let prompt = words.iter().any(|w| matches!(*w, "-p" | "--prompt") || w.starts_with("--prompt="));
+                !prompt && crate::os::procinfo::stdin_is_terminal(process.pid).unwrap_or(true)
+            }
+            Harness::ClaudeCode => true,
+        }
     }
 
     fn session_or_new(&self, id: &str) -> Session {
@@ -231,7 +256,7 @@ impl Context {
     fn jobs_in_scope(&self, session: &Session, scope: Scope) -> Result<Vec<Job>> {
         let jobs = self.list(&ListFilter { all: true, owner: None, session: None, status: None })?;
         let project = session.cwd.as_deref();
-        let live = |other: &str| other != session.id && sessions::load(&self.home, other).is_some_and(|s| s.ended_at.is_none());
+        let live = |other: &str| other != session.id && sessions::load(&self.home, other).is_some_and(|s| s.is_live());
         Ok(jobs
             .into_iter()
             .filter(|job| match (&job.session, scope) {
@@ -245,17 +270,21 @@ impl Context {
     }
 }
 
-/// A job that ended and that the session has neither been told of nor
-/// looked at (`check`, `wait` after its end).
-fn untold_end(job: &Job, told: &std::collections::HashSet<String>) -> bool {
+/// A job that ended and that the session `session` has neither been told
+/// of nor looked at (`check`, `wait` from inside the session record it as
+/// told: `Context::mark_seen`). A look from elsewhere (a person's terminal)
+/// does not count for the session's own jobs; for another's, any look does.
+fn untold_end(job: &Job, told: &std::collections::HashSet<String>, session: &str) -> bool {
     let status = job.status();
-    status.is_final() && status != JobStatus::Skipped && job.seen_at.is_none() && !told.contains(&job.id)
+    let own = job.session.as_deref() == Some(session);
+    status.is_final() && status != JobStatus::Skipped && !told.contains(&job.id) && (own || job.seen_at.is_none())
 }
 
-/// A job expected to end by itself: not a server (no readiness check, no
-/// restart policy).
-fn is_finite(job: &Job) -> bool {
-    job.ready.is_none() && job.restart.is_none()
+/// A running job expected to end by itself while the session lasts: not a
+/// server (no readiness check, no restart policy), not one started to
+/// outlive the session.
+fn awaited(job: &Job) -> bool {
+    !job.status().is_final() && job.ready.is_none() && job.restart.is_none() && !job.outlive_session
 }
 
 /// The line for each ended job, as the exit notification says it (outcome,
@@ -297,9 +326,10 @@ fn start_context(running: &[&Job], ended: &[&Job], context: &Context) -> Option<
         items.push(format!("{} {state} {} ({command})", job.id, crate::model::duration::format_duration_ms(job.duration_ms(now))));
     }
     for job in ended {
-        items.push(text::cut(&end_line(job, context).trim_start_matches("run-bg: ").to_string(), 200));
+        items.push(text::cut(end_line(job, context).trim_start_matches("run-bg: "), 200));
     }
-    let head = "run-bg jobs of this session or project (run-bg check <id> to look, run-bg kill <id> to stop): ";
+    // No angle brackets: Gemini CLI escapes them in context (`&lt;id&gt;`).
+    let head = "run-bg jobs of this session or project (run-bg check ID to look, run-bg kill ID to stop): ";
     let mut out = head.to_string();
     for (index, item) in items.iter().enumerate() {
         let rest = items.len() - index;

@@ -112,6 +112,8 @@ fn our_hooks(harness: Harness, exe: &str, turn_wait: &str) -> Vec<(&'static str,
         ],
         Harness::Codex => vec![
             ("SessionStart", json!({"hooks": [{"type": "command", "command": command("session-start"), "timeout": 30}]})),
+            // In the TUI a turn's end does not wait: the next prompt is told.
+            ("UserPromptSubmit", json!({"hooks": [{"type": "command", "command": command("user-prompt-submit"), "timeout": 30}]})),
             (
                 "Stop",
                 json!({"hooks": [{"type": "command", "command": format!("{} --wait {turn_wait}", command("stop")), "timeout": wait_seconds}]}),
