@@ -356,7 +356,11 @@ test('interactive: the turn is not held while jobs run; the next prompt is told 
   const done = await ended(ctx.pmHome, id)
   assert.equal(done.status, 'failed')
   // The next prompt carries the end (BeforeAgent's context).
-  await run.type('Anything new?')
+  try {
+    await run.type('Anything new')  // no '?': in an empty input box it toggles the shortcuts help
+  } catch (e) {
+    throw new Error(`${e.message}; the screen:\n${run.screen()}`)
+  }
   const wake = await waitFor(() => run.requests().find((r) => isWakeFor(newestUserText(r), id)), { timeout: 60_000, what: 'the next prompt to carry the end' })
   const text = newestUserText(wake)
   for (const s of [id, 'failed', 'exit 1', 'error: 2 tests failed']) assert.ok(text.includes(s), `the prompt's context says ${JSON.stringify(s)}: ${text}`)

@@ -1763,11 +1763,39 @@ async function harnessRound(variant, stub, ns) {
   }
 }
 
+/**
+ * What a hook costs the harness when it has nothing to say (no job of the
+ * session runs, nothing ended untold): `run-bg hook claude-code
+ * post-tool-use`, run after every Bash call, against spawning `true`.
+ */
+function hookCost() {
+  const home = tempDir('hook-cost')
+  fs.writeFileSync(path.join(home, 'config.json'), JSON.stringify({ notify: { url: null } }))
+  const env = { ...process.env, PROC_MANAGER_HOME: home }
+  for (const name of ['RUN_BG_SESSION', 'CLAUDE_CODE_SESSION_ID', 'CODEX_THREAD_ID']) delete env[name]
+  const input = JSON.stringify({ session_id: 'bench-quiet', cwd: home, hook_event_name: 'PostToolUse', tool_name: 'Bash', tool_input: { command: 'ls' }, tool_response: { stdout: '' } })
+  const time = (file, args) => {
+    const t0 = process.hrtime.bigint()
+    const r = spawnSync(file, args, { env, input })
+    const ms = Number(process.hrtime.bigint() - t0) / 1e6
+    return r.status === 0 && r.stdout.length === 0 ? ms : null
+  }
+  const ours = []
+  const base = []
+  for (let i = 0; i < 30; i++) {
+    ours.push(time(RUN_BG, ['hook', 'claude-code', 'post-tool-use']))
+    base.push(time('true', []))
+  }
+  check('harness: a hook with nothing to say exits 0, silent, every time', ours.every((ms) => ms != null), `${ours.filter((ms) => ms == null).length} of 30 said something or failed`)
+  return { ours: ours.filter((ms) => ms != null), base }
+}
+
 async function benchHarness() {
+  const cost = hookCost()
   const skip = claudeSkipReason()
   if (skip) {
-    log(`harness: ${skip}; skipped`)
-    return null
+    log(`harness: ${skip}; the wake rows skipped (the hook's own cost measured)`)
+    return { hookCost: cost, skipped: true, texts: {} }
   }
   const variants = ['ours', 'builtin']
   log(`harness: Claude Code ${claudeVersion()}, job end → wake, ${PLAN.harnessReps} rounds (+${PLAN.harnessWarmup} warm-up) × ${variants.length} variants, a fresh session each`)
@@ -1775,7 +1803,7 @@ async function benchHarness() {
   let ns = null
   const closeNs = () => ns?.close()
   killers.add(closeNs)
-  const out = { version: claudeVersion(), texts: {}, misses: {}, idle: {}, toldAfterEnd: [], wakeAfterTold: [] }
+  const out = { version: claudeVersion(), hookCost: cost, texts: {}, misses: {}, idle: {}, toldAfterEnd: [], wakeAfterTold: [] }
   for (const v of variants) {
     out[v] = []
     out[`${v}Start`] = []
@@ -2035,7 +2063,10 @@ function rowsFor({ start, idle, footprint, top, bin, throughput, tail, kill, not
     notes.push('        smaps_rollup of every supervisor 8 s after the last start (the lower of two reads 250 ms apart);')
     notes.push('        pueue beside it only when installed')
   }
-  if (harness && build === BUILDS[0]) {
+  if (harness?.hookCost && build === BUILDS[0]) {
+    rows.push(row('harness: a hook with nothing to say (post-tool-use, spawned), vs spawning `true`', 'ms', harness.hookCost.ours, harness.hookCost.base, '< 50 ms', (s) => s.median < 50))
+  }
+  if (harness && !harness.skipped && build === BUILDS[0]) {
     const base = stats(harness.builtin)
     const o = stats(harness.ours)
     const goal = 'ours ≤ built-in + 0.5 s'
@@ -2144,7 +2175,7 @@ async function main() {
   console.log(`\nproc-manager bench${QUICK ? ' (--quick)' : ''}${ONLY ? ` --only=${ONLY.join(',')}` : ''}: ${meta.cpus} CPUs, load ${meta.loadavgStart.map((l) => l.toFixed(2)).join(' ')} → ${meta.loadavgEnd.map((l) => l.toFixed(2)).join(' ')}, ${meta.seconds.toFixed(0)} s`)
   console.log(notes.map((n, i) => `${i ? '      ' : 'base: '}${n}`).join('\n') + '\n')
   printTable(rows)
-  if (harness) printHarnessTexts(harness)
+  if (harness && !harness.skipped) printHarnessTexts(harness)
   const groupLoad = Object.entries(load).filter(([g]) => runs(g)).map(([g, l]) => `${g} ${l.start[0].toFixed(2)}→${l.end[0].toFixed(2)}`).join(', ')
   console.log(`\nload average (1 min) by group: ${groupLoad}`)
   if (tables.before) {
