@@ -30,7 +30,8 @@ test('the bench runs in a checkout without bench/out, as a fresh clone is', (t) 
     fs.copyFileSync(path.join(root, file), path.join(clone, file))
   }
   const built = fs.readdirSync(root).filter((f) => f.endsWith('.node'))
-  for (const name of ['package.json', 'index.js', 'native', 'node_modules', ...built]) {
+  // __test__: the harness group drives Claude Code with the tests' stub and driver.
+  for (const name of ['package.json', 'index.js', 'native', 'node_modules', '__test__', ...built]) {
     fs.symlinkSync(path.join(root, name), path.join(clone, name))
   }
   assert.ok(!fs.existsSync(path.join(clone, 'bench', 'out')))

@@ -151,7 +151,7 @@ test('hooks install claude-code: --dry-run writes nothing, --user and --project 
   const { home: pmHome } = makeHome(t)
   const claude = makeClaudeHome(t, { settings: { theme: 'dark', hooks: { Stop: [{ hooks: [{ type: 'command', command: 'echo theirs' }] }] } } })
   const userFile = path.join(claude.home, '.claude', 'settings.json')
-  const projectFile = path.join(claude.project, '.claude', 'settings.json')
+  const projectFile = path.join(claude.project, '.claude', 'settings.local.json')
   const hooks = (args) => runBg(pmHome, ['hooks', ...args], { env: { HOME: claude.home }, cwd: claude.project })
   const before = fs.readFileSync(userFile, 'utf8')
 
@@ -180,7 +180,7 @@ test('hooks install claude-code: --dry-run writes nothing, --user and --project 
 
   const project = hooks(['install', 'claude-code', '--project'])
   assert.equal(project.code, 0, project.stderr)
-  assert.ok(ourHooks(JSON.parse(fs.readFileSync(projectFile, 'utf8')), 'PostToolUse').length === 1, '--project writes ./.claude/settings.json')
+  assert.ok(ourHooks(JSON.parse(fs.readFileSync(projectFile, 'utf8')), 'PostToolUse').length === 1, '--project writes ./.claude/settings.local.json (not committed: it names the run-bg of this machine)')
 
   const removed = hooks(['install', 'claude-code', '--user', '--remove'])
   assert.equal(removed.code, 0, removed.stderr)

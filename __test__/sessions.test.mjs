@@ -11,7 +11,7 @@ import { spawn, spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { makeHome, runBg, RUN_BG, waitFor, checkJson, isAlive, readRegistry, killPid } from './helpers.mjs'
+import { makeHome, runBg, RUN_BG, waitFor, checkJson, isAlive, readRegistry, killPid, processStart } from './helpers.mjs'
 
 // Whatever harness runs these tests must not lend its session to the jobs.
 const SESSION_VARIABLES = ['RUN_BG_SESSION', 'CLAUDE_CODE_SESSION_ID', 'CODEX_THREAD_ID', 'CLAUDE_PID', 'GEMINI_SESSION_ID']
@@ -55,6 +55,23 @@ const locked = (file) => spawnSync('flock', ['--nonblock', file, 'true']).status
 const hasFlock = spawnSync('flock', ['--version']).status === 0
 /** A job's status as `list` sees it (`check` would mark it looked at). */
 const listed = (home, id) => JSON.parse(spawnSync(RUN_BG, ['list', '--all', '--json'], { env: cleanEnv(home), encoding: 'utf8' }).stdout).find((j) => j.jobId === id)?.status
+
+/**
+ * A stand-in harness process, recorded as the session's (its argv as
+ * `argv`, stdin not a terminal): what tells `codex exec` from Codex's TUI
+ * and `gemini -p` from Gemini CLI's view. Our own process, ended by PID.
+ */
+function standIn(t, home, session, harness, argv) {
+  const child = spawn('/bin/bash', ['-c', `exec -a ${argv[0]} tail ${argv.slice(1).join(' ')} -f /dev/null`], { stdio: 'ignore' })
+  t.after(() => killPid(child.pid))
+  return waitFor(() => {
+    const start = processStart(child.pid)
+    if (!start || !fs.readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').startsWith(argv[0])) return false
+    fs.mkdirSync(path.join(home, 'sessions'), { recursive: true, mode: 0o700 })
+    fs.writeFileSync(path.join(home, 'sessions', `${session}.json`), JSON.stringify({ id: session, harness, process: { pid: child.pid, start_ticks: Number(start) }, startedAt: Date.now() }))
+    return true
+  }, { what: 'the stand-in harness to run' })
+}
 
 const input = (session, extra = {}) => ({ session_id: session, cwd: os.tmpdir(), hook_event_name: 'X', ...extra })
 
@@ -208,8 +225,12 @@ test('session-start: records the session; context names running and ended-unseen
   assert.match(text, /…and \d+ more \(run-bg list\)$/)
 })
 
-test('codex stop / gemini after-agent: wait for the session\'s jobs that end by themselves, not for servers; bounded by --wait', async (t) => {
+test('codex stop / gemini after-agent: headless, wait for the session\'s jobs that end by themselves, not for servers, bounded by --wait; with a person at the harness, no wait', async (t) => {
   const { home } = makeHome(t)
+  await standIn(t, home, 's-srv', 'codex', ['codex', 'exec'])
+  await standIn(t, home, 's-gem', 'gemini', ['gemini'])
+  await standIn(t, home, 's-long', 'codex', ['codex', 'exec'])
+  await standIn(t, home, 's-tui', 'codex', ['codex', 'resume'])
   start(home, 's-srv', ['sleep', '600'], ['--ready-log', 'never'])
   const server = await hook(home, 'codex', 'stop', input('s-srv'), { args: ['--wait', '30s'] })
   assert.deepEqual([server.code, server.stderr], [0, ''], 'a server does not hold the turn')
@@ -223,7 +244,13 @@ test('codex stop / gemini after-agent: wait for the session\'s jobs that end by 
   const long = start(home, 's-long', ['sleep', '600'])
   const bounded = await hook(home, 'codex', 'stop', input('s-long'), { args: ['--wait', '500ms'] })
   assert.deepEqual([bounded.code, bounded.stderr], [0, ''], 'past --wait the turn ends, telling nothing')
+  assert.ok(bounded.ms >= 450, `it waited: ${bounded.ms} ms`)
   assert.equal(checkJson(home, long).status, 'running')
+  // Codex's TUI: the turn's end does not wait (what the person types would be held).
+  start(home, 's-tui', ['sh', '-c', 'sleep 2; exit 1'])
+  const tui = await hook(home, 'codex', 'stop', input('s-tui'), { args: ['--wait', '30s'] })
+  assert.deepEqual([tui.code, tui.stderr], [0, ''])
+  assert.ok(tui.ms < 1500, `${tui.ms} ms`)
 })
 
 test('a hook never fails its harness: bad input, unknown events and an unusable home are a silent exit 0 and a logged line', async (t) => {
@@ -273,13 +300,13 @@ test('hooks install: merged into each harness\'s settings beside the user\'s own
   assert.deepEqual(JSON.parse(fs.readFileSync(settings, 'utf8')), installed, 'idempotent')
   assert.equal(as(['hooks', 'remove', 'claude-code']).code, 0)
   assert.deepEqual(JSON.parse(fs.readFileSync(settings, 'utf8')), mine, 'only ours taken out')
-  // Codex: hooks.json and [features] hooks = true, the rest of config.toml kept.
+  // Codex: hooks.json; its config.toml's `hooks = false` turned on, the rest kept.
   fs.mkdirSync(path.join(user, '.codex'))
-  fs.writeFileSync(path.join(user, '.codex', 'config.toml'), 'model = "o5"\n\n[features]\nother = true\n')
+  fs.writeFileSync(path.join(user, '.codex', 'config.toml'), 'model = "o5"\n\n[features]\nhooks = false # off\nother = true\n')
   const codex = as(['hooks', 'install', 'codex', '--no-trust'])
   assert.equal(codex.code, 0, codex.stderr)
   assert.match(codex.stdout, /not trusted \(--no-trust\)/)
-  assert.equal(fs.readFileSync(path.join(user, '.codex', 'config.toml'), 'utf8'), 'model = "o5"\n\n[features]\nother = true\nhooks = true\n')
+  assert.equal(fs.readFileSync(path.join(user, '.codex', 'config.toml'), 'utf8'), 'model = "o5"\n\n[features]\nhooks = true\nother = true\n')
   const codexHooks = JSON.parse(fs.readFileSync(path.join(user, '.codex', 'hooks.json'), 'utf8')).hooks
   assert.match(codexHooks.Stop[0].hooks[0].command, /hook codex stop --wait 10m$/)
   assert.equal(codexHooks.SessionEnd[0].hooks[0].timeout, 3)
@@ -341,4 +368,46 @@ test('stacks: up --outlive-session and a process\'s "outlive-session": true outl
   const bad = up([], 's')
   assert.equal(bad.status, 2)
   assert.match(bad.stderr, /process `x`: outlive-session: .*true or false/)
+})
+
+test('a hook given bad arguments still answers exit 0, silent (Claude Code would take exit 2 for a wake); /clear ends the session but not its jobs', async (t) => {
+  const { home } = makeHome(t)
+  for (const args of [[], ['claude-code'], ['claude-code', 'stop', '--bogus'], ['claude-code', 'stop', '--wait', 'soon']]) {
+    const r = spawnSync(RUN_BG, ['hook', ...args], { env: cleanEnv(home), input: JSON.stringify(input('s')), encoding: 'utf8' })
+    assert.deepEqual([r.status, r.stdout, r.stderr], [0, '', ''], `run-bg hook ${args.join(' ')}`)
+  }
+  assert.match(fs.readFileSync(path.join(home, 'harness-hooks.log'), 'utf8'), /bad arguments/)
+  const job = start(home, 's-clear', ['sleep', '600'])
+  await hook(home, 'claude-code', 'session-end', input('s-clear', { reason: 'clear' }))
+  assert.equal(checkJson(home, job).status, 'running', '/clear keeps the work')
+  const ended = JSON.parse(fs.readFileSync(path.join(home, 'sessions', 's-clear.json'), 'utf8'))
+  assert.ok(ended.endedAt, 'the session itself ended')
+  assert.deepEqual(JSON.parse(bg(home, ['list', '--session', 'none', '--json']).stdout), [], '--session none: jobs of no session')
+})
+
+test('hooks install keeps a linked settings file linked and its mode; a 0600 file stays 0600', (t) => {
+  const user = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-user-'))
+  t.after(() => fs.rmSync(user, { recursive: true, force: true }))
+  const { home } = makeHome(t)
+  const dotfiles = path.join(user, 'dotfiles')
+  fs.mkdirSync(dotfiles)
+  fs.mkdirSync(path.join(user, '.claude'))
+  const real = path.join(dotfiles, 'claude-settings.json')
+  fs.writeFileSync(real, JSON.stringify({ env: { TOKEN: 'secret' } }), { mode: 0o600 })
+  fs.symlinkSync(real, path.join(user, '.claude', 'settings.json'))
+  const r = bg(home, ['hooks', 'install', 'claude-code'], { HOME: user, CLAUDE_CONFIG_DIR: '' })
+  assert.equal(r.code, 0, r.stderr)
+  assert.ok(fs.lstatSync(path.join(user, '.claude', 'settings.json')).isSymbolicLink(), 'still a link')
+  const written = JSON.parse(fs.readFileSync(real, 'utf8'))
+  assert.equal(written.env.TOKEN, 'secret')
+  assert.ok(written.hooks.Stop)
+  assert.equal(fs.statSync(real).mode & 0o777, 0o600)
+  // --project with a relative directory: taken from where run-bg runs, into
+  // the project's local (not committed) settings.
+  const project = spawnSync(RUN_BG, ['hooks', 'install', 'claude-code', '--project', 'proj'], { env: cleanEnv(home, { HOME: user }), cwd: user, encoding: 'utf8' })
+  assert.equal(project.status, 0, project.stderr)
+  assert.ok(JSON.parse(fs.readFileSync(path.join(user, 'proj', '.claude', 'settings.local.json'), 'utf8')).hooks.SessionEnd)
+  const waited = bg(home, ['hooks', 'install', 'claude-code', '--wait', '1m'], { HOME: user })
+  assert.equal(waited.code, 2)
+  assert.match(waited.stderr, /--wait is for codex and gemini/)
 })

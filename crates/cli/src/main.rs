@@ -63,7 +63,7 @@ Commands:
   run-bg logs --all [-n 10] [--follow] [--owner <name>]  every job's output, each line after its name
   run-bg list [--all] [--status <s>] [--owner <name>] [--session [<id>]]
   run-bg wait <id>... [--timeout <dur>] [--ready]
-  run-bg kill <id>... | --all [--owner <name>] [--older-than <dur>]  [--grace <dur>] [--force]
+  run-bg kill <id>... | --all [--owner <name>] [--session [<id>]] [--older-than <dur>]  [--grace <dur>] [--force]
   run-bg pause <id>... / run-bg resume <id>...  stop a job's tree (and its --timeout clock) / continue it
   run-bg rerun <id>                            start an ended job again as a new job, same command and options
   run-bg orphans [--kill] [--force] [--owner <name>] [--grace <dur>]
@@ -362,6 +362,12 @@ fn main() {
         }
         None => {}
     }
+    // A harness's hook says nothing but its answer, and never fails the
+    // harness: no warnings on stderr (they would reach the model with a
+    // wake), no exit 2 for bad arguments (Claude Code takes exit 2 for a wake).
+    if args.get(1).is_some_and(|a| a == "hook") {
+        std::process::exit(cmd::hook::run_guarded(&args));
+    }
     warnings::init();
     // As a command-line tool, end quietly when the reader goes away
     // (`run-bg list | head`), as Unix tools do, instead of panicking on EPIPE.
@@ -506,9 +512,6 @@ fn print_json<T: serde::Serialize>(value: &T) {
 fn run_sub(command: Sub) -> Result<i32> {
     if let Sub::Top { args } = command {
         return cmd::top::run(args);
-    }
-    if let Sub::Hook { harness, event, wait } = &command {
-        return Ok(cmd::hook::run(harness, event, wait.as_deref()));
     }
     if let Sub::Hooks { action } = command {
         return match action {

@@ -23,8 +23,15 @@ fn codex() -> Option<PathBuf> {
     std::env::split_paths(&path).map(|dir| dir.join(if cfg!(windows) { "codex.cmd" } else { "codex" })).find(|p| p.is_file())
 }
 
-/// Marks those of `keys` (our hooks) not yet trusted as trusted; how many.
-pub fn trust(cwd: &Path, keys: &[String]) -> Result<usize, String> {
+/// What the trust step did: how many of our hooks it marked trusted, and
+/// which of them Codex did not list (then nothing marks them).
+pub struct Trusted {
+    pub marked: usize,
+    pub missing: Vec<String>,
+}
+
+/// Marks those of `keys` (our hooks) not yet trusted as trusted.
+pub fn trust(cwd: &Path, keys: &[String]) -> Result<Trusted, String> {
     let codex = codex().ok_or("codex is not on PATH (set CODEX_BIN to it)")?;
     let mut child = Command::new(&codex)
         .arg("app-server")
@@ -34,9 +41,20 @@ pub fn trust(cwd: &Path, keys: &[String]) -> Result<usize, String> {
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot run {} app-server: {e}", codex.display()))?;
-    let result = Rpc::over(&mut child).and_then(|mut rpc| rpc.trust(cwd, keys));
-    // Ours, started just now: ended whatever happened.
-    let _ = child.kill();
+    let result = Rpc::over(&mut child).and_then(|mut rpc| {
+        let trusted = rpc.trust(cwd, keys);
+        // Closing its stdin asks the app server to leave.
+        drop(rpc);
+        trusted
+    });
+    // Ours, started just now: given a moment to leave, then ended.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if matches!(child.try_wait(), Ok(None)) {
+        let _ = child.kill();
+    }
     let _ = child.wait();
     result
 }
@@ -85,7 +103,7 @@ impl Rpc {
         }
     }
 
-    fn trust(&mut self, cwd: &Path, keys: &[String]) -> Result<usize, String> {
+    fn trust(&mut self, cwd: &Path, keys: &[String]) -> Result<Trusted, String> {
         self.call("initialize", serde_json::json!({"clientInfo": {"name": "run-bg", "version": env!("CARGO_PKG_VERSION")}}))?;
         self.send(serde_json::json!({"jsonrpc": "2.0", "method": "initialized"}))?;
         let listed = self.call("hooks/list", serde_json::json!({"cwds": [cwd]}))?;
@@ -94,6 +112,8 @@ impl Rpc {
             .and_then(|d| d.as_array())
             .map(|dirs| dirs.iter().flat_map(|d| d.get("hooks").and_then(|h| h.as_array()).cloned().unwrap_or_default()).collect())
             .unwrap_or_default();
+        let listed: Vec<&str> = hooks.iter().filter_map(|h| h.get("key").and_then(|k| k.as_str())).collect();
+        let missing: Vec<String> = keys.iter().filter(|k| !listed.contains(&k.as_str())).cloned().collect();
         let edits: Vec<serde_json::Value> = hooks
             .iter()
             .filter(|h| h.get("key").and_then(|k| k.as_str()).is_some_and(|k| keys.iter().any(|ours| ours == k)))
@@ -107,10 +127,10 @@ impl Rpc {
             })
             .collect();
         if edits.is_empty() {
-            return Ok(0);
+            return Ok(Trusted { marked: 0, missing });
         }
-        let count = edits.len();
+        let marked = edits.len();
         self.call("config/batchWrite", serde_json::json!({"edits": edits}))?;
-        Ok(count)
+        Ok(Trusted { marked, missing })
     }
 }

@@ -41,6 +41,32 @@ enum Answer {
     Wake(String),
 }
 
+/// `run-bg hook …` from `main`, before anything else is set up: bad
+/// arguments and panics are logged and answered with exit 0 too.
+pub fn run_guarded(args: &[std::ffi::OsString]) -> i32 {
+    #[derive(clap::Parser)]
+    #[command(name = "run-bg hook")]
+    struct HookArgs {
+        harness: String,
+        event: String,
+        #[arg(long, value_name = "DUR")]
+        wait: Option<String>,
+    }
+    use clap::Parser;
+    let parsed = match HookArgs::try_parse_from(args.iter().skip(1)) {
+        Ok(parsed) => parsed,
+        Err(e) if matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion) => e.exit(),
+        Err(e) => {
+            log(&format!("bad arguments: {}", e.render().to_string().lines().next().unwrap_or_default()));
+            return 0;
+        }
+    };
+    std::panic::catch_unwind(|| run(&parsed.harness, &parsed.event, parsed.wait.as_deref())).unwrap_or_else(|_| {
+        log(&format!("{} {}: panicked", parsed.harness, parsed.event));
+        0
+    })
+}
+
 pub fn run(harness: &str, event: &str, wait: Option<&str>) -> i32 {
     let started = std::time::Instant::now();
     let outcome = (|| -> Result<(Harness, Answer)> {
@@ -98,7 +124,10 @@ fn answer(context: &Context, harness: Harness, event: &str, input: &serde_json::
         (_, "session-end") => {
             // Codex gives a session-end hook 3 s in all: the grace fits in it.
             let grace = (harness == Harness::Codex).then(|| Duration::from_millis(1500));
-            for line in context.session_ended(harness, &id, grace)? {
+            // `/clear` ends the session but not the work: the jobs run on,
+            // and the session that follows is told of them as it starts.
+            let cleared = input.get("reason").and_then(|r| r.as_str()) == Some("clear");
+            for line in context.session_ended(harness, &id, grace, !cleared)? {
                 log(&format!("{} session-end {id}: {line}", harness.name()));
             }
             Answer::Quiet
@@ -149,8 +178,11 @@ fn log(line: &str) {
             let _ = std::fs::write(&path, &keep[start..]);
         }
     }
-    let mut options = std::fs::OpenOptions::new();
-    options.create(true).append(true);
+    let mut options = proc_manager_core::store::paths::options_nofollow();
+    {
+        use proc_manager_core::os::sys::OpenOptionsExt;
+        options.create(true).append(true).mode(0o600);
+    }
     if let Ok(mut file) = options.open(&path) {
         let stamp = proc_manager_core::now_ms();
         let _ = writeln!(file, "{stamp} {}", proc_manager_core::model::text::visible(line));
@@ -160,11 +192,19 @@ fn log(line: &str) {
 /// `run-bg hooks install|remove <harness> [--project [DIR] | --user] [--dry-run]`.
 pub fn install(harness: &str, project: Option<Option<std::path::PathBuf>>, remove: bool, dry_run: bool, wait: Option<&str>, trust: bool) -> Result<i32> {
     let harness = Harness::parse(harness)?;
+    let cwd = || std::env::current_dir().map_err(|e| Error::io("read the current directory", ".", e));
     let scope = match project {
-        Some(Some(dir)) => harness_install::Scope::Project(dir),
-        Some(None) => harness_install::Scope::Project(std::env::current_dir().map_err(|e| Error::io("read the current directory", ".", e))?),
+        // Absolute: Codex names a hook by its file's absolute path.
+        Some(Some(dir)) if dir.is_absolute() => harness_install::Scope::Project(dir),
+        Some(Some(dir)) => harness_install::Scope::Project(cwd()?.join(dir)),
+        Some(None) => harness_install::Scope::Project(cwd()?),
         None => harness_install::Scope::User,
     };
+    if wait.is_some() && harness == Harness::ClaudeCode {
+        return Err(Error::Usage(
+            "--wait is for codex and gemini, whose turn's end waits for the jobs; Claude Code's hooks wait in the background and are woken at the end".into(),
+        ));
+    }
     let turn_wait = wait.unwrap_or(harness_install::DEFAULT_TURN_WAIT);
     proc_manager_core::model::duration::parse_duration_ms(turn_wait).map_err(|e| Error::Usage(format!("--wait: {e}")))?;
     let exe = std::env::current_exe().map_err(|e| Error::io("find own executable", "/proc/self/exe", e))?;
@@ -216,8 +256,11 @@ fn codex_trust(plan: &Plan, scope: &harness_install::Scope, trust: bool) {
     };
     let keys = harness_install::codex_hook_keys(plan);
     match crate::cmd::codex_trust::trust(&cwd, &keys) {
-        Ok(0) => outln!("codex: run-bg's hooks were already trusted"),
-        Ok(n) => outln!("codex: trusted run-bg's {n} hook(s) (as its /hooks screen does)"),
+        Ok(trust) if !trust.missing.is_empty() => {
+            outln!("note: codex does not list {} of run-bg's hooks ({}). {how}", trust.missing.len(), trust.missing.join(", "))
+        }
+        Ok(trust) if trust.marked == 0 => outln!("codex: run-bg's {} hooks were already trusted", keys.len()),
+        Ok(trust) => outln!("codex: trusted run-bg's {} hook(s) (as its /hooks screen does)", trust.marked),
         Err(e) => outln!("note: could not mark the hooks trusted ({e}). {how}"),
     }
 }

@@ -21,8 +21,8 @@ use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
 
-/// The environment variable a harness's session-start hook exports to the
-/// agent's shell commands (Claude Code's `CLAUDE_ENV_FILE`), naming its session.
+/// The environment variable that names the caller's session over any a
+/// harness sets itself (for a user's own scripts and tests).
 pub const SESSION_ENV: &str = "RUN_BG_SESSION";
 
 /// How far up from the caller the harness process is looked for: a tool's
@@ -32,18 +32,25 @@ const ANCESTORS_LOOKED_AT: usize = 24;
 /// The longest session id kept (the harnesses' are UUIDs, 36 characters).
 const MAX_ID_LEN: usize = 128;
 
-/// A session as given to `--session` / `session`: an id, or `none`.
+/// A session as given to `--session` / `session` at a start: an id,
+/// `none`, or `current` (found as when none is given).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionChoice {
     Id(String),
     None,
+    Current,
 }
+
+/// Words that are no session id: `--session none`, `--session current`.
+pub const RESERVED: [&str; 2] = ["none", "current"];
 
 impl SessionChoice {
     /// `option` is the option's name as the face spells it (`--session`).
     pub fn parse(option: &str, text: &str) -> Result<SessionChoice> {
-        if text == "none" {
-            return Ok(SessionChoice::None);
+        match text {
+            "none" => return Ok(SessionChoice::None),
+            "current" => return Ok(SessionChoice::Current),
+            _ => {}
         }
         check_id(text).map(|()| SessionChoice::Id(text.to_string())).map_err(|why| Error::Usage(format!("{option}: {why}")))
     }
@@ -53,9 +60,9 @@ impl SessionChoice {
 /// starting with a dot.
 pub fn check_id(text: &str) -> std::result::Result<(), String> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
-    if text.is_empty() || text.len() > MAX_ID_LEN || text.starts_with('.') || !text.chars().all(allowed) {
+    if text.is_empty() || text.len() > MAX_ID_LEN || text.starts_with('.') || !text.chars().all(allowed) || RESERVED.contains(&text) {
         return Err(format!(
-            "bad session id `{}`: give 1 to {MAX_ID_LEN} of A-Z a-z 0-9 . _ : - (not starting with a dot), or `none`",
+            "bad session id `{}`: give 1 to {MAX_ID_LEN} of A-Z a-z 0-9 . _ : - (not starting with a dot), `none` or `current`",
             crate::model::text::cut(&crate::model::text::visible(text), 80)
         ));
     }
@@ -121,9 +128,10 @@ pub fn load(home: &Home, id: &str) -> Option<Session> {
     serde_json::from_slice(&bytes).ok()
 }
 
-/// Writes the session whole (a temporary file renamed over it), and points
-/// its harness process at it.
-pub fn save(home: &Home, session: &Session) -> Result<()> {
+/// Writes the session whole (a temporary file renamed over it), and with
+/// `claim_process` points its harness process at it (a start does; an end
+/// must not, or it could take the process back from the session after it).
+pub fn save(home: &Home, session: &Session, claim_process: bool) -> Result<()> {
     check_id(&session.id).map_err(Error::Usage)?;
     let sessions = dir(home);
     create_private_dir_all(&sessions)?;
@@ -137,7 +145,7 @@ pub fn save(home: &Home, session: &Session) -> Result<()> {
             let _ = std::fs::remove_file(&temp);
             home.explain(Error::io("record the session", &path, e))
         })?;
-    if let Some(process) = &session.process {
+    if let Some(process) = session.process.as_ref().filter(|_| claim_process) {
         let by_process = sessions.join("by-process");
         create_private_dir_all(&by_process)?;
         let link = by_process.join(process_key(process));
@@ -155,7 +163,7 @@ pub fn session_for_start(home: &Home, choice: Option<&SessionChoice>) -> Option<
     match choice {
         Some(SessionChoice::Id(id)) => Some(id.clone()),
         Some(SessionChoice::None) => None,
-        None => detect(home),
+        Some(SessionChoice::Current) | None => detect(home),
     }
 }
 
@@ -223,7 +231,7 @@ pub fn end(home: &Home, id: &str, harness: &str) -> Result<Session> {
         ended_at: None,
     });
     session.ended_at.get_or_insert(now_ms());
-    save(home, &session)?;
+    save(home, &session, false)?;
     Ok(session)
 }
 
@@ -247,9 +255,10 @@ mod tests {
     fn session_ids_are_file_names_or_refused_saying_what_is_accepted() {
         assert!(check_id("0d9c2a4e-1f2b-4c3d-9e8f-001122334455").is_ok());
         assert!(check_id("codex:thread.1_a").is_ok());
-        for bad in ["", "../x", ".hidden", "a/b", "a b", "é", &"x".repeat(129)] {
+        for bad in ["", "../x", ".hidden", "a/b", "a b", "é", &"x".repeat(129), "current"] {
             let why = check_id(bad).unwrap_err();
             assert!(why.contains("A-Z a-z 0-9 . _ : -"), "{why}");
+            assert!(check_id("none").is_err());
         }
         assert_eq!(SessionChoice::parse("--session", "none").unwrap(), SessionChoice::None);
         assert!(SessionChoice::parse("--session", "a/b").unwrap_err().to_string().starts_with("--session: bad session id"));
@@ -280,7 +289,7 @@ mod tests {
         // The test runner's parent (cargo, or a shell) stands in for the harness.
         let Some(parent) = crate::os::procinfo::ancestors(1).pop() else { return };
         let session = Session { id: "s-anc".into(), harness: "claude-code".into(), process: Some(parent), cwd: None, started_at: 1, ended_at: None };
-        save(&home, &session).unwrap();
+        save(&home, &session, true).unwrap();
         if std::env::var_os(SESSION_ENV).is_none() {
             assert_eq!(detect(&home).as_deref(), Some("s-anc"));
         }

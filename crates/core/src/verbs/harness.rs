@@ -100,7 +100,7 @@ impl Context {
             // A resumed session is live again.
             ended_at: None,
         };
-        sessions::save(&self.home, &session)?;
+        sessions::save(&self.home, &session, true)?;
         let jobs = self.jobs_in_scope(&session, Scope::SessionAndProject)?;
         let running: Vec<&Job> = jobs.iter().filter(|j| !j.status().is_final()).collect();
         let told = sessions::tell_once(&self.home, id, |told| {
@@ -142,7 +142,8 @@ impl Context {
         let mut first_end: Option<Instant> = None;
         loop {
             let session = self.session_or_new(id);
-            if session.ended_at.is_some() {
+            // Ended, or its harness died without saying so: nobody to wake.
+            if !session.is_live() {
                 return Ok(None);
             }
             let jobs = self.jobs_in_scope(&session, Scope::Session)?;
@@ -192,8 +193,11 @@ impl Context {
 
     /// The session ends: mark it (its waiting hook leaves) and kill its jobs'
     /// trees, but those started to outlive it. Answers the kills' messages.
-    pub fn session_ended(&self, harness: Harness, id: &str, grace: Option<Duration>) -> Result<Vec<String>> {
+    pub fn session_ended(&self, harness: Harness, id: &str, grace: Option<Duration>, kill: bool) -> Result<Vec<String>> {
         sessions::end(&self.home, id, harness.name())?;
+        if !kill {
+            return Ok(Vec::new());
+        }
         let filter = ListFilter { all: true, owner: None, session: Some(SessionFilter::Id(id.to_string())), status: None };
         let grace = grace.map(|g| g.min(Duration::from_millis(self.config.kill.grace_ms)));
         let results = self.kill_all_where(&filter, None, grace, false, &|job| !job.outlive_session)?;
@@ -212,11 +216,13 @@ impl Context {
     /// harness run headless (`codex exec`, `gemini -p`, stdin no terminal)
     /// ends when its turn does: there the turn's end waits for the jobs.
     pub fn session_is_interactive(&self, harness: Harness, id: &str) -> bool {
-        let Some(process) = sessions::load(&self.home, id).and_then(|s| s.process) else { return false };
+        // Not known: wait for nobody rather than hold a person's prompt.
+        let Some(process) = sessions::load(&self.home, id).and_then(|s| s.process) else { return true };
         let command_line = crate::os::procinfo::command_line(process.pid);
         let words: Vec<&str> = command_line.split_whitespace().collect();
         match harness {
-            Harness::Codex => !words.iter().skip(1).any(|w| matches!(*w, "exec" | "e")),
+            // The subcommand: the first word after the program that is no flag.
+            Harness::Codex => !words.iter().skip(1).find(|w| !w.starts_with('-')).is_some_and(|w| matches!(*w, "exec" | "e")),
             Harness::Gemini => {
                 let prompt = words.iter().any(|w| matches!(*w, "-p" | "--prompt") || w.starts_with("--prompt="));
                 !prompt && crate::os::procinfo::stdin_is_terminal(process.pid).unwrap_or(true)
@@ -252,21 +258,41 @@ impl Context {
     }
 
     /// The session's jobs, and with `SessionAndProject` the jobs under its
-    /// project directory that belong to no live session.
+    /// project directory that no live session looks after: those of no
+    /// session; of an ended session, the ones still running (started to
+    /// outlive it, or kept by `/clear`); of a session whose harness died
+    /// without ending it, those it was not told of.
     fn jobs_in_scope(&self, session: &Session, scope: Scope) -> Result<Vec<Job>> {
         let jobs = self.list(&ListFilter { all: true, owner: None, session: None, status: None })?;
         let project = session.cwd.as_deref();
-        let live = |other: &str| other != session.id && sessions::load(&self.home, other).is_some_and(|s| s.is_live());
-        Ok(jobs
-            .into_iter()
-            .filter(|job| match (&job.session, scope) {
+        let mut others: std::collections::HashMap<String, Option<(Session, std::collections::HashSet<String>)>> = Default::default();
+        let mut in_scope = Vec::new();
+        for job in jobs {
+            let keep = match (&job.session, scope) {
                 (Some(own), _) if *own == session.id => true,
                 (_, Scope::Session) => false,
-                (other, Scope::SessionAndProject) => {
-                    project.is_some_and(|dir| job.cwd.starts_with(dir)) && !other.as_deref().is_some_and(live)
+                _ if !project.is_some_and(|dir| job.cwd.starts_with(dir)) => false,
+                (None, Scope::SessionAndProject) => true,
+                (Some(other), Scope::SessionAndProject) => {
+                    let known = others.entry(other.clone()).or_insert_with(|| {
+                        sessions::load(&self.home, other).map(|s| {
+                            let told = sessions::told(&self.home, other);
+                            (s, told)
+                        })
+                    });
+                    match known {
+                        None => true,
+                        Some((other, _)) if other.is_live() => false,
+                        Some((other, _)) if other.ended_at.is_some() => !job.status().is_final(),
+                        Some((_, told)) => !told.contains(&job.id),
+                    }
                 }
-            })
-            .collect())
+            };
+            if keep {
+                in_scope.push(job);
+            }
+        }
+        Ok(in_scope)
     }
 }
 
@@ -284,8 +310,13 @@ fn untold_end(job: &Job, told: &std::collections::HashSet<String>, session: &str
 /// server (no readiness check, no restart policy), not one started to
 /// outlive the session.
 fn awaited(job: &Job) -> bool {
-    !job.status().is_final() && job.ready.is_none() && job.restart.is_none() && !job.outlive_session
+    // Running, not paused (a paused job ends when someone resumes it) nor
+    // queued (it may wait on a server that never ends).
+    job.shown_status() == JobStatus::Running && job.ready.is_none() && job.restart.is_none() && !job.outlive_session
 }
+
+/// The most ends one wake names a line each; the rest are counted.
+const WAKE_LINES: usize = 20;
 
 /// The line for each ended job, as the exit notification says it (outcome,
 /// duration, first error, what to run to look), one a line.
@@ -293,7 +324,10 @@ pub fn wake_text(ended: &[&Job], context: &Context) -> Option<String> {
     if ended.is_empty() {
         return None;
     }
-    let lines: Vec<String> = ended.iter().map(|job| end_line(job, context)).collect();
+    let mut lines: Vec<String> = ended.iter().take(WAKE_LINES).map(|job| end_line(job, context)).collect();
+    if ended.len() > WAKE_LINES {
+        lines.push(format!("run-bg: …and {} more jobs ended (run-bg list --session)", ended.len() - WAKE_LINES));
+    }
     Some(lines.join("\n"))
 }
 

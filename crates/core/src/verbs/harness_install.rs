@@ -60,7 +60,9 @@ pub fn settings_path(harness: Harness, scope: &Scope) -> Result<PathBuf> {
             Some(dir) => PathBuf::from(dir).join("settings.json"),
             None => home_dir()?.join(".claude").join("settings.json"),
         },
-        (Harness::ClaudeCode, Scope::Project(dir)) => dir.join(".claude").join("settings.json"),
+        // The hooks name this machine's run-bg by its path: the project's
+        // local settings, which are not committed, not its shared ones.
+        (Harness::ClaudeCode, Scope::Project(dir)) => dir.join(".claude").join("settings.local.json"),
         (Harness::Gemini, Scope::User) => home_dir()?.join(".gemini").join("settings.json"),
         (Harness::Gemini, Scope::Project(dir)) => dir.join(".gemini").join("settings.json"),
         (Harness::Codex, Scope::User) => codex_home()?.join("hooks.json"),
@@ -143,20 +145,36 @@ fn our_hooks(harness: Harness, exe: &str, turn_wait: &str) -> Vec<(&'static str,
     }
 }
 
+fn hook_is_ours(hook: &Value, harness: Harness) -> bool {
+    hook.get("command").and_then(Value::as_str).is_some_and(|c| is_ours(c, harness))
+}
+
+fn group_is_ours(group: &Value, harness: Harness) -> bool {
+    group.get("hooks").and_then(Value::as_array).is_some_and(|list| list.iter().any(|h| hook_is_ours(h, harness)))
+}
+
 /// `hooks` of a settings object with ours for `harness` taken out: hooks of
-/// ours dropped from each group, groups left empty dropped, events left
-/// empty dropped. Whatever else is there stays.
+/// ours dropped from each group, and the groups and events that only ours
+/// made up. Whatever else is there stays, empty or not.
 fn without_ours(hooks: &mut serde_json::Map<String, Value>, harness: Harness) {
-    for groups in hooks.values_mut() {
+    let mut emptied = Vec::new();
+    for (event, groups) in hooks.iter_mut() {
         let Some(groups) = groups.as_array_mut() else { continue };
-        for group in groups.iter_mut() {
-            if let Some(list) = group.get_mut("hooks").and_then(Value::as_array_mut) {
-                list.retain(|hook| !hook.get("command").and_then(Value::as_str).is_some_and(|c| is_ours(c, harness)));
-            }
+        let before = groups.len();
+        groups.retain_mut(|group| {
+            let Some(list) = group.get_mut("hooks").and_then(Value::as_array_mut) else { return true };
+            let had = list.len();
+            list.retain(|hook| !hook_is_ours(hook, harness));
+            // A group that held only ours goes with them.
+            !(had > 0 && list.is_empty())
+        });
+        if before > 0 && groups.is_empty() {
+            emptied.push(event.clone());
         }
-        groups.retain(|group| group.get("hooks").and_then(Value::as_array).is_none_or(|list| !list.is_empty()));
     }
-    hooks.retain(|_, groups| groups.as_array().is_none_or(|groups| !groups.is_empty()));
+    for event in emptied {
+        hooks.remove(&event);
+    }
 }
 
 fn read_settings(path: &Path) -> Result<(Option<String>, serde_json::Map<String, Value>)> {
@@ -187,13 +205,22 @@ pub fn plan(harness: Harness, scope: &Scope, exe: &Path, turn_wait: &str, remove
     let Some(hooks) = hooks_value.as_object_mut() else {
         return Err(Error::Usage(format!("`hooks` in {} is not an object: fix it by hand first, nothing was changed", path.display())));
     };
+    // Where ours stood, per event: a new one takes its place, so the groups
+    // after it keep their index (Codex keys each hook's trust by it).
+    let places: std::collections::HashMap<String, usize> = hooks
+        .iter()
+        .filter_map(|(event, groups)| Some((event.clone(), groups.as_array()?.iter().position(|g| group_is_ours(g, harness))?)))
+        .collect();
     without_ours(hooks, harness);
     let mut events = Vec::new();
     if !remove {
         for (event, group) in our_hooks(harness, exe, turn_wait) {
             let groups = hooks.entry(event).or_insert_with(|| Value::Array(Vec::new()));
             match groups.as_array_mut() {
-                Some(groups) => groups.push(group),
+                Some(groups) => {
+                    let at = places.get(event).copied().unwrap_or(groups.len()).min(groups.len());
+                    groups.insert(at, group)
+                }
                 None => {
                     return Err(Error::Usage(format!(
                         "`hooks.{event}` in {} is not an array: fix it by hand first, nothing was changed",
@@ -218,8 +245,8 @@ pub fn plan(harness: Harness, scope: &Scope, exe: &Path, turn_wait: &str, remove
     Ok(Plan { harness, changes, events })
 }
 
-/// Codex reads hooks only with `[features] hooks = true` in its config.toml:
-/// set that line, keeping the rest of the file as it is.
+/// Codex's config.toml with its hooks on (`with_hooks_feature`), the rest
+/// of the file as it was.
 fn codex_features(path: &Path) -> Result<Change> {
     let before = match std::fs::read_to_string(path) {
         Ok(text) => Some(text),
@@ -230,46 +257,70 @@ fn codex_features(path: &Path) -> Result<Change> {
     Ok(Change { path: path.to_path_buf(), before, after: with_hooks_feature(&text) })
 }
 
-/// `text` (a config.toml) with `hooks = true` in its `[features]` table.
+/// `text` (a config.toml) with Codex's hooks on. Codex 0.171 runs hooks
+/// unless `hooks = false`: an explicit `false` (in `[features]`, or
+/// `features.hooks` at the top) becomes `true`; a file that says nothing of
+/// features at all gets `[features] hooks = true` (older versions want it).
+/// Anything else (features set inline, in dotted keys, in a form this does
+/// not read with certainty) is left as it is: writing a second `[features]`
+/// would make the file one Codex refuses. Line endings are kept.
 fn with_hooks_feature(text: &str) -> String {
+    let newline = if text.contains("\r\n") { "\r\n" } else { "\n" };
     let lines: Vec<&str> = text.lines().collect();
-    let is_table = |line: &str| line.trim_start().starts_with('[');
-    let key_of = |line: &str| line.split('=').next().map(|k| k.trim().trim_matches('"').to_string());
-    let mut out: Vec<String> = Vec::new();
-    let mut in_features = false;
-    let mut done = false;
-    for (index, line) in lines.iter().enumerate() {
-        if is_table(line) {
-            if in_features && !done {
-                out.push("hooks = true".into());
-                done = true;
-            }
-            in_features = line.trim() == "[features]";
+    // A table header: `[features]`, `[ features ]  # note`; not `[[x]]` nor
+    // a line inside a multi-line string or array (those do not start a line
+    // with `[name]` followed by nothing but a comment).
+    let header = |line: &str| -> Option<String> {
+        let line = line.trim_start_matches('\u{feff}').trim();
+        let (head, rest) = line.strip_prefix('[')?.split_once(']')?;
+        let rest = rest.trim();
+        (!head.starts_with('[') && (rest.is_empty() || rest.starts_with('#'))).then(|| head.trim().trim_matches('"').to_string())
+    };
+    let key_value = |line: &str| -> Option<(String, String)> {
+        let line = line.trim();
+        if line.starts_with('#') {
+            return None;
         }
-        let in_root = !lines[..index].iter().any(|l| is_table(l));
-        let sets_hooks = (in_features && key_of(line).as_deref() == Some("hooks")) || (in_root && key_of(line).as_deref() == Some("features.hooks"));
-        if sets_hooks && line.contains('=') && !line.trim_start().starts_with('#') {
-            if !done {
-                out.push(if in_root { "features.hooks = true".into() } else { "hooks = true".into() });
-                done = true;
-            }
+        let (key, value) = line.split_once('=')?;
+        let value = value.split('#').next().unwrap_or("").trim().to_string();
+        Some((key.trim().trim_matches('"').to_string(), value))
+    };
+    let mut table: Option<String> = None;
+    let mut mentions_features = false;
+    let mut out: Vec<String> = Vec::with_capacity(lines.len() + 2);
+    for line in &lines {
+        if let Some(name) = header(line) {
+            mentions_features |= name == "features" || name.starts_with("features.");
+            table = Some(name);
+            out.push(line.to_string());
             continue;
         }
-        out.push(line.to_string());
+        let kv = key_value(line);
+        if let Some((key, _)) = &kv {
+            mentions_features |= table.is_none() && (key == "features" || key.starts_with("features."));
+        }
+        let is_false_hooks = match (&table, &kv) {
+            (Some(t), Some((k, v))) => t == "features" && k == "hooks" && v == "false",
+            (None, Some((k, v))) => k == "features.hooks" && v == "false",
+            _ => false,
+        };
+        if is_false_hooks {
+            let indent = &line[..line.len() - line.trim_start().len()];
+            let key = if table.is_none() { "features.hooks" } else { "hooks" };
+            out.push(format!("{indent}{key} = true"));
+        } else {
+            out.push(line.to_string());
+        }
     }
-    if in_features && !done {
-        out.push("hooks = true".into());
-        done = true;
-    }
-    if !done {
+    if !mentions_features {
         if out.last().is_some_and(|l| !l.trim().is_empty()) {
             out.push(String::new());
         }
         out.push("[features]".into());
         out.push("hooks = true".into());
     }
-    let mut joined = out.join("\n");
-    joined.push('\n');
+    let mut joined = out.join(newline);
+    joined.push_str(newline);
     joined
 }
 
@@ -304,16 +355,31 @@ pub fn codex_hook_keys(plan: &Plan) -> Vec<String> {
 /// directory made if need be).
 pub fn apply(plan: &Plan) -> Result<()> {
     for change in plan.changes.iter().filter(|c| c.changes()) {
-        if let Some(dir) = change.path.parent() {
+        // A settings file kept elsewhere and linked here (dotfiles) is
+        // written where it lives; the link stays a link.
+        let path = std::fs::canonicalize(&change.path).unwrap_or_else(|_| change.path.clone());
+        if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| Error::io("create the settings directory", dir, e))?;
         }
-        let temp = change.path.with_extension(format!("run-bg-{}.tmp", std::process::id()));
-        std::fs::write(&temp, &change.after)
-            .and_then(|()| std::fs::rename(&temp, &change.path))
-            .map_err(|e| {
-                let _ = std::fs::remove_file(&temp);
-                Error::io("write the settings", &change.path, e)
-            })?;
+        // Its mode is kept (a 0600 file holding tokens stays 0600); a new one is the user's alone.
+        let permissions = std::fs::metadata(&path).ok().map(|m| m.permissions());
+        let temp = path.with_extension(format!("run-bg-{}.tmp", std::process::id()));
+        let written = (|| {
+            use crate::os::sys::OpenOptionsExt;
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true).mode(0o600);
+            let mut file = options.open(&temp)?;
+            std::io::Write::write_all(&mut file, change.after.as_bytes())?;
+            if let Some(permissions) = &permissions {
+                file.set_permissions(permissions.clone())?;
+            }
+            file.sync_all()?;
+            std::fs::rename(&temp, &path)
+        })();
+        written.map_err(|e| {
+            let _ = std::fs::remove_file(&temp);
+            Error::io("write the settings", &path, e)
+        })?;
     }
     Ok(())
 }
@@ -327,8 +393,14 @@ mod tests {
         assert_eq!(with_hooks_feature(""), "[features]\nhooks = true\n");
         assert_eq!(with_hooks_feature("model = \"x\"\n"), "model = \"x\"\n\n[features]\nhooks = true\n");
         assert_eq!(with_hooks_feature("[features]\nhooks = false\nother = 1\n"), "[features]\nhooks = true\nother = 1\n");
-        assert_eq!(with_hooks_feature("[features]\nother = 1\n[x]\ny = 2\n"), "[features]\nother = 1\nhooks = true\n[x]\ny = 2\n");
+        assert_eq!(with_hooks_feature("[ features ] # mine\n  hooks = false # no\r\n"), "[ features ] # mine\r\n  hooks = true\r\n");
+        // A features table that says nothing of hooks: on by default, left alone.
+        for kept in ["[features]\nother = 1\n[x]\ny = 2\n", "features = { other = true }\n", "features.x = 1\n", "[features.sub]\na = 1\n", "[\"features\"]\na = 1\n"] {
+            assert_eq!(with_hooks_feature(kept), kept, "{kept}");
+        }
         assert_eq!(with_hooks_feature("features.hooks = false\n[x]\n"), "features.hooks = true\n[x]\n");
+        // A `[` line inside a multi-line array is no table.
+        assert_eq!(with_hooks_feature("a = [\n[1, 2],\n]\n"), "a = [\n[1, 2],\n]\n\n[features]\nhooks = true\n");
         let once = with_hooks_feature("a = 1\n");
         assert_eq!(with_hooks_feature(&once), once, "idempotent");
     }

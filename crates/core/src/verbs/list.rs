@@ -15,30 +15,35 @@ pub struct ListFilter {
     pub all: bool,
 }
 
-/// `--session <id>`, or `current`: the session the caller runs in.
+/// `--session <id>`; `current`: the session the caller runs in; `none`:
+/// jobs of no session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionFilter {
     Id(String),
     Current,
+    NoSession,
 }
 
 impl SessionFilter {
     pub fn parse(option: &str, text: &str) -> Result<SessionFilter> {
-        if text == "current" {
-            return Ok(SessionFilter::Current);
+        match text {
+            "current" => return Ok(SessionFilter::Current),
+            "none" => return Ok(SessionFilter::NoSession),
+            _ => {}
         }
         crate::store::sessions::check_id(text)
             .map(|()| SessionFilter::Id(text.to_string()))
-            .map_err(|why| crate::Error::Usage(format!("{option}: {why}; or `current` for the session run-bg runs in")))
+            .map_err(|why| crate::Error::Usage(format!("{option}: {why}")))
     }
 }
 
 impl Context {
-    /// The session id a filter names.
-    fn session_of(&self, filter: &SessionFilter) -> Result<String> {
+    /// The session id a filter names (`None`: jobs of no session).
+    fn session_of(&self, filter: &SessionFilter) -> Result<Option<String>> {
         match filter {
-            SessionFilter::Id(id) => Ok(id.clone()),
-            SessionFilter::Current => crate::store::sessions::detect(&self.home).ok_or_else(|| {
+            SessionFilter::NoSession => Ok(None),
+            SessionFilter::Id(id) => Ok(Some(id.clone())),
+            SessionFilter::Current => crate::store::sessions::detect(&self.home).map(Some).ok_or_else(|| {
                 crate::Error::Usage(format!(
                     "not inside an agent session: {} is not set and no harness session was recorded for a process above this one (run-bg hooks install <harness> sets that up); give the session's id",
                     crate::store::sessions::SESSION_ENV
@@ -62,7 +67,7 @@ impl Context {
             if filter.owner.as_ref().is_some_and(|owner| job.owner.as_ref() != Some(owner)) {
                 continue;
             }
-            if session.as_ref().is_some_and(|session| job.session.as_ref() != Some(session)) {
+            if session.as_ref().is_some_and(|session| job.session != *session) {
                 continue;
             }
             jobs.push(job);
