@@ -4,7 +4,7 @@
 // not of a job already looked at; the session's end kills its jobs' trees
 // but those started to outlive it; a hook never fails its harness; `hooks
 // install` merges into the harness's settings and takes only ours out.
-// The same hooks inside the real harnesses: harness-*.test.mjs.
+// The same hooks inside the real harnesses: harness-*.e2e.mjs.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'

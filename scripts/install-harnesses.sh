@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the agent harnesses the optional tests in __test__/harness-*.test.mjs
+# Installs the agent harnesses the optional tests in __test__/harness-*.e2e.mjs
 # drive for real (Claude Code, Codex, Gemini CLI, from the npm registry) into
 # $PM_HARNESS_DIR (default ~/.cache/proc-manager-harnesses), where the tests
 # look for them. Pinned versions: the tests read their hook contracts.
