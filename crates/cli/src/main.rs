@@ -153,6 +153,10 @@ enum Sub {
         /// The lines as a JSON array (lossy UTF-8)
         #[arg(long)]
         json: bool,
+        /// Without an id, on a terminal: each job's bytes as written (escape
+        /// codes and all); by default they are cleaned as check shows them
+        #[arg(long)]
+        raw: bool,
     },
     /// Jobs in the registry (running ones and those ended within the hour)
     List {
@@ -279,7 +283,7 @@ enum Sub {
         stack: cmd::stack::StackArgs,
         /// Return once every process is up (ready, running, or a task that ended
         /// well), or one cannot be; waits at most DUR (default 2m)
-        #[arg(long = "yield", value_name = "DUR", num_args = 0..=1, require_equals = true, default_missing_value = "2m")]
+        #[arg(long = "yield", value_name = "DUR", num_args = 0..=1, default_missing_value = "2m")]
         yield_for: Option<String>,
         #[command(flatten)]
         json: JsonFlag,
@@ -530,7 +534,10 @@ fn run_sub(command: Sub) -> Result<i32> {
         Sub::Logs { id: None, all: false, .. } => {
             Err(Error::Usage("give a job id (run-bg logs <id>), or --all for every job's output".into()))
         }
-        Sub::Logs { id: None, lines, owner, follow, since, json, .. } => cmd::logs::all_jobs(&context, owner, lines, follow, since, json),
+        Sub::Logs { id: None, lines, owner, follow, since, json, raw, .. } => cmd::logs::all_jobs(&context, owner, lines, follow, since, json, raw),
+        Sub::Logs { id: Some(_), raw: true, .. } => {
+            Err(Error::Usage("--raw is for `logs --all` on a terminal (a job's own `logs <id>` prints its bytes as written)".into()))
+        }
         Sub::Logs { id: Some(_), owner: Some(_), .. } => Err(Error::Usage(
             "--owner picks jobs for `logs --all` without an id; give a job id or --owner, not both".into(),
         )),

@@ -127,7 +127,7 @@ fn fail_unless_interrupted(error: std::io::Error) -> std::io::Error {
 /// Without --follow, the last lines of each job (10 unless -n), job after
 /// job; with it, those and then every line as written, jobs joining as they
 /// start, until interrupted.
-pub fn all_jobs(context: &Context, owner: Option<String>, lines: Option<usize>, follow: bool, since: Option<u64>, json: bool) -> Result<i32> {
+pub fn all_jobs(context: &Context, owner: Option<String>, lines: Option<usize>, follow: bool, since: Option<u64>, json: bool, raw: bool) -> Result<i32> {
     if since.is_some() {
         return Err(Error::Usage("--since reads one job's log: give its id (run-bg logs <id> --since <cursor>)".into()));
     }
@@ -140,7 +140,11 @@ pub fn all_jobs(context: &Context, owner: Option<String>, lines: Option<usize>, 
     }
     let terminal = std::io::stdout().is_terminal();
     let colour = prefixed::colour_wanted(terminal, std::env::var_os("NO_COLOR").as_deref());
-    let mut out = Prefixed { out: std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock()), prefixer: Prefixer::new(colour) };
+    // A person's terminal gets what check shows: a job's escape codes would
+    // set their clipboard or title, clear the screen, or with `\r` print a
+    // line that seems another job's. A pipe gets the bytes as written.
+    let clean = terminal && !raw;
+    let mut out = Prefixed { out: std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock()), prefixer: Prefixer::new(colour), clean };
     if follow {
         context.follow_all_logs(&query, &mut out, &Cancel::never())?;
     } else {
@@ -153,10 +157,20 @@ pub fn all_jobs(context: &Context, owner: Option<String>, lines: Option<usize>, 
 struct Prefixed<W: Write> {
     out: W,
     prefixer: Prefixer,
+    /// Lines cleaned of escape codes and redraws (on a terminal).
+    clean: bool,
 }
 
 impl<W: Write> Prefixed<W> {
     fn write_line(&mut self, job: &StreamJob, line: &[u8]) -> std::io::Result<()> {
+        let cleaned;
+        let line = if self.clean {
+            let text = String::from_utf8_lossy(line);
+            cleaned = proc_manager_core::model::text::strip_ansi(proc_manager_core::model::text::last_redraw(&text));
+            cleaned.as_bytes()
+        } else {
+            line
+        };
         let prefix = self.prefixer.prefix(&job.id, &job.name);
         let written = self.out.write_all(prefix.as_bytes()).and_then(|_| self.out.write_all(line)).and_then(|_| self.out.write_all(b"\n"));
         written.map_err(fail_unless_interrupted)

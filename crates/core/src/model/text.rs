@@ -10,7 +10,10 @@ use std::borrow::Cow;
 /// intermediates (`ESC ( B`, `ESC # 8`). Of the control characters only tabs
 /// are kept: bells, backspaces and the like only make noise in a context.
 pub fn strip_ansi(line: &str) -> String {
-    if !line.bytes().enumerate().any(|(i, b)| is_control_byte(line.as_bytes(), i, b)) {
+    // A bidi mark is three bytes starting E2 80 or E2 81: the byte scan
+    // stays a byte scan, the rare line with one goes to the parser.
+    let bidi = |i: usize, b: u8| b == 0xe2 && line.as_bytes().get(i + 1).is_some_and(|&n| n == 0x80 || n == 0x81) && line[i..].chars().next().is_some_and(is_bidi_control);
+    if !line.bytes().enumerate().any(|(i, b)| is_control_byte(line.as_bytes(), i, b) || bidi(i, b)) {
         // Most log lines: nothing for the parser to do.
         return line.to_string();
     }
@@ -34,8 +37,10 @@ struct PrintedText {
 
 impl vte::Perform for PrintedText {
     fn print(&mut self, c: char) {
-        // DEL reaches `print`; it is no text either.
-        if !c.is_control() {
+        // DEL reaches `print`; it is no text either. A bidi mark is shown, not obeyed.
+        if is_bidi_control(c) {
+            self.out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else if !c.is_control() {
             self.out.push(c);
         }
     }
@@ -69,7 +74,14 @@ pub fn visible(text: &str) -> Cow<'_, str> {
 }
 
 fn needs_escape(c: char) -> bool {
-    c.is_control() && c != '\n'
+    (c.is_control() && c != '\n') || is_bidi_control(c)
+}
+
+/// The marks that reorder what follows them on screen (U+202A–U+202E
+/// embeddings and overrides, U+2066–U+2069 isolates): `evil\u{202e}txt.exe`
+/// reads as `evilexe.txt`. Shown written out, never obeyed.
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// A progress bar redraws its line with `\r`: only its last state matters.
@@ -107,6 +119,14 @@ mod tests {
         assert_eq!(strip_ansi("\u{1b}]0;title\u{7}text"), "text");
         assert_eq!(strip_ansi("plain"), "plain");
         assert_eq!(strip_ansi("bold\u{1b}(B\u{1b}[m text\u{7}"), "bold text");
+    }
+
+    #[test]
+    fn bidi_overrides_are_shown_written_out_not_obeyed() {
+        assert_eq!(visible("evil\u{202e}txt.exe"), "evil\\u{202e}txt.exe");
+        assert_eq!(visible("a\u{2066}b\u{2069}"), "a\\u{2066}b\\u{2069}");
+        assert_eq!(strip_ansi("x\u{202e}y"), "x\\u{202e}y");
+        assert_eq!(visible("naïve café"), "naïve café");
     }
 
     #[test]

@@ -190,7 +190,7 @@ pub fn parse_env_assignment(assignment: &OsStr) -> Result<(String, OsString)> {
 
 /// A label or owner: a name shown on one line, so no control characters
 /// (an escape code in it would act on every terminal that lists the job).
-fn validate_name(what: &str, value: &str) -> Result<()> {
+pub(crate) fn validate_name(what: &str, value: &str) -> Result<()> {
     let shown = || {
         let cut: String = value.chars().take(60).collect();
         let more = if value.chars().count() > 60 { "…" } else { "" };

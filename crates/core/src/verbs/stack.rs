@@ -146,10 +146,48 @@ pub fn locate(file: Option<&Path>, cwd: &Path) -> Result<PathBuf> {
     })
 }
 
+/// A stack file is a line or a few a process: far past any real one.
+const MAX_STACK_FILE: u64 = 1024 * 1024;
+
+/// What of a refused line a message quotes: enough to find it, never a
+/// whole megabyte into an agent's tool output.
+const QUOTED_CHARS: usize = 120;
+
+/// The stack file's text: a regular file (a FIFO would block the read for
+/// good, /dev/zero never end) of at most `MAX_STACK_FILE`, in UTF-8, a BOM
+/// at its start dropped.
+fn read_text(path: &Path) -> Result<String> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path).map_err(|e| Error::io("read the stack file", path, e))?;
+    if !meta.is_file() {
+        return Err(Error::Usage(format!(
+            "{} is not a regular file (a directory, FIFO or device): give a run-bg.json or Procfile",
+            path.display()
+        )));
+    }
+    let too_big = |size: u64| {
+        Error::Usage(format!("{} is {size} bytes: a stack file is at most {MAX_STACK_FILE} bytes (1 MiB)", path.display()))
+    };
+    if meta.len() > MAX_STACK_FILE {
+        return Err(too_big(meta.len()));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_STACK_FILE + 1).read_to_end(&mut bytes))
+        .map_err(|e| Error::io("read the stack file", path, e))?;
+    if bytes.len() as u64 > MAX_STACK_FILE {
+        return Err(too_big(bytes.len() as u64));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        Error::Usage(format!("{}: not UTF-8 text (at byte {}): save it as UTF-8", path.display(), e.utf8_error().valid_up_to()))
+    })?;
+    Ok(text.strip_prefix('\u{feff}').map(str::to_string).unwrap_or(text))
+}
+
 /// Reads and checks the stack file at `path`: a `.json` file is a
 /// run-bg.json, any other a Procfile.
 pub fn read(path: &Path) -> Result<StackFile> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io("read the stack file", path, e))?;
+    let text = read_text(path)?;
     let shown = path.display().to_string();
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let dir = std::fs::canonicalize(dir).map_err(|e| Error::io("find the stack file's directory", dir, e))?;
@@ -175,7 +213,8 @@ fn parse_procfile(text: &str) -> std::result::Result<Vec<StackProcess>, String> 
             continue;
         }
         let Some((name, command)) = trimmed.split_once(':') else {
-            return Err(format!(" line {number}: `{trimmed}` is not `name: command` (a process a line; `#` starts a comment)"));
+            let quoted = crate::model::text::cut(&crate::model::text::visible(trimmed), QUOTED_CHARS);
+            return Err(format!(" line {number}: `{quoted}` is not `name: command` (a process a line; `#` starts a comment)"));
         };
         let name = name.trim();
         check_name(name).map_err(|e| format!(" line {number}: {e}"))?;
@@ -329,7 +368,10 @@ fn check_name(name: &str) -> std::result::Result<(), String> {
     if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
         return Ok(());
     }
-    Err(format!("bad process name `{}`: names are letters, digits, `_` and `-`", crate::model::text::visible(name)))
+    Err(format!(
+        "bad process name `{}`: names are letters, digits, `_` and `-`",
+        crate::model::text::cut(&crate::model::text::visible(name), QUOTED_CHARS)
+    ))
 }
 
 /// The processes in the order they start: each after every process of its
@@ -466,11 +508,22 @@ impl StackFile {
         Ok(request)
     }
 
-    /// The stack's owner: `owner` when given, else the file's directory name.
-    pub fn owner(&self, owner: Option<&str>) -> String {
-        owner.map(str::to_string).unwrap_or_else(|| {
-            self.dir.file_name().map_or_else(|| "stack".to_string(), |n| n.to_string_lossy().into_owned())
-        })
+    /// The stack's owner: `owner` when given, else the file's directory
+    /// name, refused (saying to give `--owner`) when that is no owner: not
+    /// UTF-8, over 200 characters, control characters.
+    pub fn owner(&self, owner: Option<&str>) -> Result<String> {
+        if let Some(owner) = owner {
+            return Ok(owner.to_string());
+        }
+        let Some(name) = self.dir.file_name() else { return Ok("stack".to_string()) };
+        let refused = |why: String| {
+            Error::Usage(format!(
+                "the stack's owner is its folder's name unless --owner gives one (JS: up(file, {{owner}})), and the folder's name {why}: give --owner <name>"
+            ))
+        };
+        let name = name.to_str().ok_or_else(|| refused(format!("`{}` is not UTF-8 text", name.to_string_lossy())))?;
+        crate::verbs::request::validate_name("owner", name).map_err(|e| refused(format!("is no owner ({e})")))?;
+        Ok(name.to_string())
     }
 
     /// How deep `process` sits: 0 without `after`, else one below the deepest it runs after.
@@ -492,7 +545,7 @@ impl Context {
     /// Starts what of `file` does not run yet, in order, each process after
     /// the jobs of its `after` (already running ones or those just started).
     pub fn stack_up(&self, file: &StackFile, owner: Option<&str>, runner: &Path) -> Result<StackUp> {
-        let owner = file.owner(owner);
+        let owner = file.owner(owner)?;
         let running = self.stack_jobs(&owner)?;
         let mut entries: Vec<UpEntry> = Vec::new();
         for process in &file.processes {
@@ -600,7 +653,7 @@ impl Context {
     /// `file`), what runs after others first: each depth of `after` at once,
     /// the deepest first, each killed (its tree gone) before the next.
     pub fn stack_down(&self, file: &StackFile, owner: Option<&str>) -> Result<StackDown> {
-        let owner = file.owner(owner);
+        let owner = file.owner(owner)?;
         let filter = ListFilter { all: true, owner: Some(owner.clone()), status: None, session: None };
         let jobs: Vec<Job> = self.list(&filter)?.into_iter().filter(|j| file.processes.iter().any(|p| p.name == j.label)).collect();
         // Ended jobs whose processes live on are the stack's too, as for `kill --all`.
