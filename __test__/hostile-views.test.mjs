@@ -135,3 +135,39 @@ test('bidi overrides in a label or command are shown written out by list and che
   const check = runBg(home, ['check', id])
   assert.ok(!check.stdout.includes('\u202e') && !check.stdout.includes('\u2066'), JSON.stringify(check.stdout))
 })
+
+/** `run-bg up`/`down` started at once, as a shell's `&`: resolves with each one's result. */
+function concurrently(home, cwd, argvs) {
+  return Promise.all(argvs.map((argv) => new Promise((resolve, reject) => {
+    const child = spawn(RUN_BG, argv, { env: { ...process.env, PROC_MANAGER_HOME: home }, cwd })
+    let out = ''
+    let err = ''
+    child.stdout.on('data', (d) => (out += d))
+    child.stderr.on('data', (d) => (err += d))
+    child.on('error', reject)
+    child.on('close', (code) => resolve({ code, stdout: out, stderr: err }))
+  })))
+}
+
+test('two `up` at once start the stack once; a `down` racing an `up` leaves all of it or none, never half', async (t) => {
+  const { home } = makeHome(t)
+  const dir = tempDir(t, 'pm-stackrace-')
+  const names = Array.from({ length: 20 }, (_, i) => `p${i}`)
+  fs.writeFileSync(path.join(dir, 'Procfile'), names.map((n) => `${n}: sleep 600`).join('\n') + '\n')
+  const running = () => JSON.parse(runBg(home, ['list', '--json']).stdout).filter((j) => j.status === 'running')
+  const ups = await concurrently(home, dir, [['up'], ['up'], ['up'], ['up']])
+  for (const r of ups) assert.equal(r.code, 0, r.stderr)
+  assert.equal(running().length, names.length, `${running().length} jobs run for ${names.length} processes`)
+  assert.equal(ups.map((r) => (r.stdout.match(/started/g) || []).length).reduce((a, b) => a + b), names.length, 'each process started once in all')
+  assert.equal(runBg(home, ['down'], { cwd: dir }).code, 0)
+  await waitFor(() => running().length === 0, { what: 'the stack to be down' })
+  for (let round = 0; round < 3; round++) {
+    const [upped, downed] = await concurrently(home, dir, [['up'], ['down']])
+    assert.equal(upped.code, 0, upped.stderr)
+    assert.equal(downed.code, 0, downed.stderr)
+    const left = running().length
+    assert.ok(left === 0 || left === names.length, `round ${round}: ${left} of ${names.length} processes left running`)
+    runBg(home, ['down'], { cwd: dir })
+    await waitFor(() => running().length === 0, { what: 'the stack to be down' })
+  }
+})

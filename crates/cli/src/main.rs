@@ -73,7 +73,7 @@ Commands:
   run-bg prune [--older-than <dur>]            forget finished jobs, delete their logs
   run-bg send <id> <text> [--no-newline] [--eof]  write to the stdin of a job started with --stdin pipe
   run-bg reconcile                             mark jobs whose supervisor died
-  run-bg up [-f <file>] [--owner <name>] [--yield[=DUR]]   start a Procfile's or run-bg.json's processes
+  run-bg up [-f <file>] [--owner <name>] [--yield [DUR]]   start a Procfile's or run-bg.json's processes
   run-bg down [-f <file>] [--owner <name>]     kill them, what runs after others first
   run-bg top [--owner <name>]                  a live full-screen view of the jobs (? for its keys)
   run-bg hooks install claude-code|codex|gemini [--project [DIR]] [--dry-run] [--remove]

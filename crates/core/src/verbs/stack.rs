@@ -533,7 +533,45 @@ impl StackFile {
     }
 }
 
+/// How long an `up` or `down` waits for another of the same stack to finish
+/// its starts or kills (seconds each, however many processes).
+const STACK_LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
+
 impl Context {
+    /// The stack's own lock (`<home>/stacks/<owner, hashed>.lock`, flock),
+    /// held while one `up` or `down` starts or kills its processes; another
+    /// waits its turn, then sees what the first did.
+    fn stack_lock(&self, owner: &str) -> Result<std::fs::File> {
+        use crate::os::sys::OpenOptionsExt;
+        let dir = self.home.root.join("stacks");
+        crate::store::paths::create_private_dir_all(&dir)?;
+        // An owner is any printable text up to 200 characters: its FNV-1a
+        // hash names the file (a file name is at most 255 bytes, no `/`).
+        let hash = owner.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100000001b3));
+        let path = dir.join(format!("{hash:016x}.lock"));
+        let mut options = crate::store::paths::options_nofollow();
+        options.write(true).create(true).truncate(false).mode(0o600);
+        let file = options.open(&path).map_err(|e| self.home.explain(Error::io("open the stack's lock", &path, e)))?;
+        let started = std::time::Instant::now();
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(file),
+                Err(std::fs::TryLockError::WouldBlock) if started.elapsed() < STACK_LOCK_PATIENCE => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(Error::Busy(format!(
+                        "another run-bg up or down of the stack `{}` has been starting or killing its processes for {} s: let it finish (run-bg list --owner '{}' shows them)",
+                        crate::model::text::visible(owner),
+                        STACK_LOCK_PATIENCE.as_secs(),
+                        crate::model::text::visible(owner)
+                    )))
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("lock the stack", &path, e)),
+            }
+        }
+    }
+
     /// The stack's jobs that run (or wait in a queue), by label, newest last.
     fn stack_jobs(&self, owner: &str) -> Result<Vec<Job>> {
         let filter = ListFilter { all: true, owner: Some(owner.to_string()), status: None, session: None };
@@ -546,6 +584,10 @@ impl Context {
     /// the jobs of its `after` (already running ones or those just started).
     pub fn stack_up(&self, file: &StackFile, owner: Option<&str>, runner: &Path) -> Result<StackUp> {
         let owner = file.owner(owner)?;
+        // What runs is read and what does not is started under the stack's
+        // lock: two `up` at once would each see nothing running and start
+        // every process twice; a `down` would kill half a start.
+        let _lock = self.stack_lock(&owner)?;
         let running = self.stack_jobs(&owner)?;
         let mut entries: Vec<UpEntry> = Vec::new();
         for process in &file.processes {
@@ -654,6 +696,8 @@ impl Context {
     /// the deepest first, each killed (its tree gone) before the next.
     pub fn stack_down(&self, file: &StackFile, owner: Option<&str>) -> Result<StackDown> {
         let owner = file.owner(owner)?;
+        // After an `up` still starting has started all it will (`stack_up`).
+        let _lock = self.stack_lock(&owner)?;
         let filter = ListFilter { all: true, owner: Some(owner.clone()), status: None, session: None };
         let jobs: Vec<Job> = self.list(&filter)?.into_iter().filter(|j| file.processes.iter().any(|p| p.name == j.label)).collect();
         // Ended jobs whose processes live on are the stack's too, as for `kill --all`.
