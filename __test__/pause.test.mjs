@@ -4,9 +4,10 @@
 import test from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
+import { spawn } from 'node:child_process'
 import os from 'node:os'
 import path from 'node:path'
-import { makeHome, runBg, startJob, checkJson, waitFor, cookieProcesses, anySurvivor, connectMcp, pm, procState } from './helpers.mjs'
+import { RUN_BG, makeHome, runBg, startJob, checkJson, waitFor, cookieProcesses, anySurvivor, connectMcp, pm, procState, killPid, isAlive } from './helpers.mjs'
 
 function tmpDir(t) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-pause-'))
@@ -219,4 +220,193 @@ test('JS pauseJob / resumeJob and the MCP tools pause_job / resume_job', async (
   const unknown = await call('pause_job', { jobId: 'nosuch-123456' })
   assert.equal(unknown.isError, true)
   assert.doesNotMatch(unknown.content[0].text, /run-bg /, 'no CLI command in an MCP answer')
+})
+
+// Issue 37: pause under attack.
+
+const lineCount = (file) => { try { return fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).length } catch { return 0 } }
+const supervisorOf = (home, id) => JSON.parse(fs.readFileSync(path.join(home, 'jobs', id, 'job.json'), 'utf8')).supervisor.pid
+
+/** Every process of the job that lives (not a zombie), with its state letter. */
+function states(jobId) {
+  return cookieProcesses(jobId).map((p) => ({ ...p, state: procState(p.pid) })).filter((p) => p.state && p.state !== 'Z' && p.state !== 'X')
+}
+
+/** Over `ms`, sampled every 100 ms, `assertion()` holds. */
+async function holds(ms, assertion) {
+  const end = Date.now() + ms
+  while (Date.now() < end) {
+    await assertion()
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
+/** Kills what is left of a job's processes by pid (its supervisor may be gone). */
+function cleanUpJob(t, home, jobId) {
+  t.after(() => {
+    runBg(home, ['kill', jobId, '--force'])
+    for (const p of cookieProcesses(jobId)) killPid(p.pid)
+  })
+}
+
+test('a paused --restart always job whose main process is SIGKILLed starts no new run until it is resumed', async (t) => {
+  const { home } = makeHome(t)
+  const dir = tmpDir(t)
+  const job = startJob(home, ['sh', '-c', 'echo run >> runs; sleep 600 & while :; do sleep 0.05; done'],
+    ['--cwd', dir, '--restart', 'always', '--restart-delay', '50ms'])
+  cleanUpJob(t, home, job.jobId)
+  await waitFor(() => lineCount(path.join(dir, 'runs')) === 1 && states(job.jobId).length >= 3, { what: 'the first run with its sleep' })
+  assert.equal(runBg(home, ['pause', job.jobId]).code, 0)
+  const paused = checkJson(home, job.jobId)
+  process.kill(paused.pid, 'SIGKILL')
+  await holds(2000, () => {
+    const now = checkJson(home, job.jobId)
+    assert.equal(now.status, 'paused', 'still paused')
+    assert.equal(now.pausedAt, paused.pausedAt)
+    assert.equal(now.restarts ?? 0, 0, 'no restart while paused')
+    assert.equal(lineCount(path.join(dir, 'runs')), 1, 'no new run while paused')
+    for (const p of states(job.jobId)) assert.equal(p.state, 'T', `pid ${p.pid} stays stopped`)
+  })
+  const resumed = runBg(home, ['resume', job.jobId])
+  assert.equal(resumed.code, 0, resumed.stderr)
+  assert.match(resumed.stdout, /^resumed /)
+  const after = await waitFor(() => {
+    const c = checkJson(home, job.jobId)
+    return lineCount(path.join(dir, 'runs')) === 2 && c.restarts === 1 && c
+  }, { what: 'the restart once resumed' })
+  assert.equal(after.status, 'running')
+  assert.equal(after.pausedAt, undefined)
+  assert.equal(runBg(home, ['kill', job.jobId]).code, 0)
+})
+
+test('a pause pauses --ready-timeout too: a server paused during start-up past its ready timeout is ready once it says so', async (t) => {
+  const { home } = makeHome(t)
+  const dir = tmpDir(t)
+  const job = startJob(home, ['sh', '-c', 'echo starting; sleep 1; echo now listening; sleep 600'],
+    ['--cwd', dir, '--ready-log', 'now listening', '--ready-timeout', '3s'])
+  cleanUpJob(t, home, job.jobId)
+  assert.equal(runBg(home, ['pause', job.jobId]).code, 0)
+  // Paused for longer than its ready timeout: not judged while paused.
+  await holds(3500, () => {
+    assert.doesNotMatch(runBg(home, ['check', job.jobId]).stdout, /not ready after/)
+  })
+  assert.equal(runBg(home, ['resume', job.jobId]).code, 0)
+  const ready = await waitFor(() => { const c = checkJson(home, job.jobId); return c.readyAt && c }, { what: 'readyAt after the resume' })
+  assert.ok(ready.readyAt > ready.startedAt)
+  assert.match(runBg(home, ['check', job.jobId]).stdout, /ready after/)
+  assert.doesNotMatch(runBg(home, ['check', job.jobId]).stdout, /not ready/)
+})
+
+test('a ready timeout left after a pause runs on from where it stopped', async (t) => {
+  const { home } = makeHome(t)
+  const job = startJob(home, ['sleep', '600'], ['--ready-log', 'never', '--ready-timeout', '1500ms'])
+  cleanUpJob(t, home, job.jobId)
+  assert.equal(runBg(home, ['pause', job.jobId]).code, 0)
+  await new Promise((r) => setTimeout(r, 2000))
+  assert.doesNotMatch(runBg(home, ['check', job.jobId]).stdout, /not ready after/)
+  const resumedAt = Date.now()
+  assert.equal(runBg(home, ['resume', job.jobId]).code, 0)
+  await waitFor(() => /not ready after 1\.5s/.test(runBg(home, ['check', job.jobId]).stdout), { what: 'not ready after the rest of the timeout' })
+  assert.ok(Date.now() - resumedAt >= 500, 'the rest of the timeout ran after the resume')
+})
+
+/** run-bg as a child, without blocking the event loop. */
+function runBgAsync(home, args) {
+  return new Promise((resolve) => {
+    const child = spawn(RUN_BG, args, { env: { ...process.env, PROC_MANAGER_HOME: home } })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d) => { stdout += d })
+    child.stderr.on('data', (d) => { stderr += d })
+    child.on('close', (code) => resolve({ code, stdout, stderr }))
+  })
+}
+
+test('400 concurrent pause and resume requests of one job: every one answered rightly, the end state right', async (t) => {
+  const { home } = makeHome(t)
+  const dir = tmpDir(t)
+  const job = startJob(home, ['sh', '-c', 'while :; do echo x >> ticks; sleep 0.05; done'], ['--cwd', dir])
+  cleanUpJob(t, home, job.jobId)
+  // Bursts of 20, half pause and half resume, all started at once.
+  const answers = []
+  for (let round = 0; round < 20; round++) {
+    const verbs = Array.from({ length: 20 }, (_, i) => (i % 2 ? 'resume' : 'pause'))
+    answers.push(...await Promise.all(verbs.map(async (verb) => ({ verb, ...(await runBgAsync(home, [verb, job.jobId])) }))))
+  }
+  const failed = answers.filter((a) => a.code !== 0)
+  assert.deepEqual(failed.map((a) => `${a.verb}: ${a.stderr.trim()}`), [], 'every request answered')
+  for (const a of answers) {
+    const right = a.verb === 'pause' ? /^(paused \S+: \d+ process|\S+ is already paused)/ : /^(resumed \S+: \d+ process|\S+ is not paused)/
+    assert.match(a.stdout, right, `${a.verb} answered ${a.stdout}`)
+  }
+  // The record and the processes agree, now and after one last pause and resume.
+  const agree = () => {
+    const status = checkJson(home, job.jobId).status
+    const stopped = states(job.jobId).map((p) => p.state === 'T')
+    assert.ok(stopped.length >= 1)
+    assert.deepEqual(stopped, stopped.map(() => status === 'paused'), `${status}: ${JSON.stringify(states(job.jobId))}`)
+  }
+  await waitFor(() => { try { agree(); return true } catch { return false } }, { timeout: 3000, what: 'the record and the processes agree' })
+  assert.equal(runBg(home, ['pause', job.jobId]).code, 0)
+  agree()
+  assert.equal(runBg(home, ['resume', job.jobId]).code, 0)
+  await waitFor(() => { try { agree(); return true } catch { return false } }, { timeout: 3000, what: 'every process continued' })
+  assert.equal(checkJson(home, job.jobId).status, 'running')
+})
+
+for (const [kind, script] of [
+  ['a plain job', TICKER.replace('"$0"', 'ticks')],
+  ['a job that ignores SIGHUP', `trap "" HUP; ${TICKER.replace('"$0"', 'ticks')}`],
+]) {
+  test(`${kind}, paused, stays stopped when its supervisor is SIGKILLed, shown orphaned and paused; resume continues it, kill ends it`, async (t) => {
+    const { home } = makeHome(t)
+    const dir = tmpDir(t)
+    const job = startJob(home, ['sh', '-c', `sh -c '${script}' & (setsid sh -c 'sleep 600' &); ${script}`], ['--cwd', dir])
+    cleanUpJob(t, home, job.jobId)
+    await waitFor(() => lineCount(path.join(dir, 'ticks')) > 2 && states(job.jobId).length >= 4, { what: 'the job ticking' })
+    assert.equal(runBg(home, ['pause', job.jobId]).code, 0)
+    const processes = states(job.jobId)
+    const supervisor = supervisorOf(home, job.jobId)
+    process.kill(supervisor, 'SIGKILL')
+    await waitFor(() => !isAlive(supervisor), { what: 'the supervisor gone' })
+    const ticks = lineCount(path.join(dir, 'ticks'))
+    await holds(3000, () => {
+      for (const p of processes) assert.equal(procState(p.pid), 'T', `pid ${p.pid} stays stopped`)
+      assert.equal(lineCount(path.join(dir, 'ticks')), ticks, 'nothing of it runs')
+    })
+    const shown = checkJson(home, job.jobId)
+    assert.equal(shown.status, 'orphaned')
+    assert.equal(typeof shown.pausedAt, 'number', 'still paused')
+    assert.match(runBg(home, ['check', job.jobId]).stdout, /paused/)
+    const resumed = runBg(home, ['resume', job.jobId])
+    assert.equal(resumed.code, 0, resumed.stderr)
+    await waitFor(() => lineCount(path.join(dir, 'ticks')) > ticks + 2, { what: 'ticking again after resume' })
+    for (const p of processes) assert.notEqual(procState(p.pid), 'T', `pid ${p.pid} continued`)
+    assert.equal(checkJson(home, job.jobId).pausedAt, undefined)
+    assert.equal(runBg(home, ['kill', job.jobId]).code, 0)
+    await waitFor(() => anySurvivor(processes).length === 0, { what: 'every process ended by the kill' })
+  })
+}
+
+test('pause stops a chain of processes that each start the next in a new session: nothing of it runs, the chain stops growing', async (t) => {
+  const { home } = makeHome(t)
+  const dir = tmpDir(t)
+  // Bounded, so a failure cannot fill the process table: 1,500 links.
+  fs.writeFileSync(path.join(dir, 'link.sh'), 'n=$1; if [ "$n" -lt 1500 ]; then setsid sh "$0" $((n+1)) & fi; exec sleep 600\n')
+  const job = startJob(home, ['sh', 'link.sh', '0'], ['--cwd', dir])
+  cleanUpJob(t, home, job.jobId)
+  await waitFor(() => states(job.jobId).length >= 150, { what: 'the chain growing' })
+  const paused = runBg(home, ['pause', job.jobId])
+  assert.equal(paused.code, 0, paused.stderr)
+  const count = states(job.jobId).length
+  assert.ok(count < 1400, `paused before the chain ended (${count} links)`)
+  await holds(1500, () => {
+    const now = states(job.jobId)
+    const running = now.filter((p) => p.state !== 'T')
+    assert.deepEqual(running.map((p) => `${p.pid} ${p.state}`), [], `of ${now.length}, none runs`)
+    assert.equal(now.length, count, 'the chain does not grow')
+  })
+  const killed = runBg(home, ['kill', job.jobId, '--force'])
+  assert.equal(killed.code, 0, killed.stderr)
+  await waitFor(() => states(job.jobId).length === 0, { what: 'the chain gone after kill' })
 })

@@ -379,6 +379,9 @@ pub struct Job {
     /// When `pause` stopped its tree (ms since the epoch); `None` while it
     /// runs. Written by its supervisor, which also stops the timeout clock.
     pub paused_at: Option<u64>,
+    /// How long its pauses that are over lasted, in all (ms): the clocks
+    /// that count the job's own time (`--ready-timeout`) leave them out.
+    pub paused_ms: u64,
     /// The job this one is a rerun of (`rerun`).
     pub rerun_of: Option<String>,
     /// The agent harness session that started it (`RUN_BG_SESSION`, or the
@@ -412,6 +415,10 @@ pub struct Waits {
     /// When it was submitted (its place in the queue; `started_at` becomes
     /// the real start).
     pub queued_at: u64,
+}
+
+fn no_time(ms: &u64) -> bool {
+    *ms == 0
 }
 
 fn is_zero(n: &i64) -> bool {
@@ -458,7 +465,21 @@ impl Job {
         if self.state == JobState::Queued {
             return None;
         }
-        (self.ready_at.is_none() && now_ms.saturating_sub(self.started_at) >= limit).then_some(limit)
+        (self.ready_at.is_none() && self.unpaused_ms(now_ms) >= limit).then_some(limit)
+    }
+
+    /// The pause in force, if any, is over at `now_ms`: its time joins `paused_ms`.
+    pub fn end_pause(&mut self, now_ms: u64) {
+        if let Some(at) = self.paused_at.take() {
+            self.paused_ms = self.paused_ms.saturating_add(now_ms.saturating_sub(at));
+        }
+    }
+
+    /// How long the job has run at `now_ms` since its start, its pauses
+    /// left out (the one in force too): its `--ready-timeout` is of that.
+    pub fn unpaused_ms(&self, now_ms: u64) -> u64 {
+        let pausing = self.paused_at.map_or(0, |at| now_ms.saturating_sub(at));
+        now_ms.saturating_sub(self.started_at).saturating_sub(self.paused_ms).saturating_sub(pausing)
     }
 }
 
@@ -570,6 +591,8 @@ struct JobRecord {
     nice: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     paused_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "no_time")]
+    paused_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     rerun_of: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -650,6 +673,7 @@ impl From<JobRecord> for Job {
             tie: r.tie,
             nice: r.nice,
             paused_at: r.paused_at,
+            paused_ms: r.paused_ms,
             rerun_of: r.rerun_of,
             session: r.session,
             outlive_session: r.outlive_session,
@@ -705,6 +729,7 @@ impl From<Job> for JobRecord {
             tie: job.tie,
             nice: job.nice,
             paused_at: job.paused_at,
+            paused_ms: job.paused_ms,
             rerun_of: job.rerun_of,
             session: job.session,
             outlive_session: job.outlive_session,
@@ -1152,6 +1177,7 @@ pub(crate) fn sample_in(state: JobState) -> Job {
         tie: None,
         nice: None,
         paused_at: None,
+        paused_ms: 0,
         rerun_of: None,
         session: None,
         outlive_session: false,
@@ -1211,6 +1237,22 @@ mod tests {
     fn only_running_and_orphaned_jobs_are_unfinished() {
         let unfinished: Vec<JobStatus> = JobStatus::ALL.into_iter().filter(|s| !s.is_final()).collect();
         assert_eq!(unfinished, [JobStatus::Running, JobStatus::Paused, JobStatus::Orphaned, JobStatus::Queued]);
+    }
+
+    #[test]
+    fn the_ready_timeout_leaves_out_the_time_paused() {
+        let mut job = sample_job(JobStatus::Running);
+        job.started_at = 0;
+        job.ready = Some(Readiness { log: Some("up".into()), port: None, url: None, timeout_ms: Some(3000) });
+        job.paused_at = Some(1000);
+        assert_eq!(job.not_ready_after(5000), None, "paused after 1 s of its 3: not judged while paused");
+        job.end_pause(5000);
+        assert_eq!((job.paused_at, job.paused_ms), (None, 4000));
+        assert_eq!(job.not_ready_after(6900), None, "2.9 s of its own time");
+        assert_eq!(job.not_ready_after(7000), Some(3000));
+        job.paused_at = Some(7500);
+        job.end_pause(7600);
+        assert_eq!(job.paused_ms, 4100, "pauses add up");
     }
 
     #[test]

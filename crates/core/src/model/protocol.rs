@@ -39,6 +39,11 @@ pub struct PauseRequest {
 
 pub const PAUSE_REQUEST_FILE: &str = "pause-request.json";
 
+/// Held (flock) by the one `pause` or `resume` of a job that asks its
+/// supervisor at a time: the request file holds one request, so two at once
+/// (a pause and a resume) overwrote each other and one waited in vain.
+pub const PAUSE_LOCK_FILE: &str = "pause.lock";
+
 /// Set in every supervisor's environment (value: its job id), so that a job's
 /// supervisor can tell another job's supervisor among the processes it adopts.
 pub const SUPERVISOR_MARK: &str = "PROC_MANAGER_SUPERVISOR";

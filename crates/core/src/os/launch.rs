@@ -189,8 +189,13 @@ unsafe fn exec_child(p: &mut Prepared, nice: Option<i32>, stdin: RawFd, output: 
         fail(STEP_SIGNALS, errno());
     }
     // Its own process group, so a kill can signal the whole group at once;
-    // without it a kill would miss the tree, so the start fails instead.
-    if libc::setpgid(0, 0) != 0 {
+    // without it a kill would miss the tree, so the start fails instead. In
+    // a session of its own too: a group in its parent's session becomes
+    // orphaned when that parent dies, and the kernel then sends SIGHUP and
+    // SIGCONT to it if a member is stopped, so a paused job whose supervisor
+    // died was killed or ran again. Outside its parent's session, the group
+    // is orphaned from the start and the supervisor's death changes nothing.
+    if libc::setsid() == -1 {
         fail(STEP_GROUP, errno());
     }
     // A job asked to run at a niceness it may not take does not run at
@@ -267,12 +272,10 @@ pub fn launch(spec: &LaunchSpec) -> Result<Launched, LaunchError> {
     if pid < 0 {
         return Err(LaunchError::system("cannot fork", fork_error));
     }
-    // The child does the same; whichever runs first wins, so a group signal
-    // sent right after this reaches the child even before its exec. Its
-    // failures are the lost races (EACCES: it has exec'd, ESRCH: it is
-    // gone), after the child's own setpgid, which reports its failure.
-    // SAFETY: integer arguments only.
-    unsafe { libc::setpgid(pid, pid) };
+    // No setpgid here as the child's twin: it would make the child a group
+    // leader before its setsid, which then fails. Until the child has made
+    // its session, a group signal finds no group and the tree's members are
+    // signalled one by one (tree::signal_found), the child among them.
     let program = crate::model::os_text::escaped(&spec.argv[0]).into_owned();
     Ok(Launched { pid, program, cwd: spec.cwd.to_path_buf(), nice: spec.nice, report: report_read })
 }
@@ -324,7 +327,7 @@ impl Launched {
         match message[0] {
             STEP_CWD => format!("working directory `{}`: {error}", crate::model::os_text::escaped(self.cwd.as_os_str())),
             STEP_STDIO => format!("cannot set up the output of `{}`: {error}", self.program),
-            STEP_GROUP => format!("cannot give `{}` its own process group: {error}", self.program),
+            STEP_GROUP => format!("cannot give `{}` its own session and process group: {error}", self.program),
             STEP_SIGNALS => format!("cannot reset the signals of `{}`: {error}", self.program),
             STEP_NICE => format!(
                 "cannot run `{}` at niceness {}: {error}; a niceness below the current one needs root, CAP_SYS_NICE or an RLIMIT_NICE that allows it",
@@ -435,12 +438,12 @@ mod tests {
     }
 
     #[test]
-    fn the_child_gets_its_cwd_environment_and_own_process_group() {
+    fn the_child_gets_its_cwd_environment_and_own_session_and_process_group() {
         let dir = tempfile::tempdir().unwrap();
         // `cargo test` runs the test binary with it set; the child must not see it.
         assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
         let code = run(
-            &["sh", "-c", r#"echo "$PWD $ADDED ${CARGO_MANIFEST_DIR:-dropped} $(ps -o pgid= -p $$ | tr -d ' ') $$" > seen; env > env.txt"#],
+            &["sh", "-c", r#"echo "$PWD $ADDED ${CARGO_MANIFEST_DIR:-dropped} $(ps -o pgid= -p $$ | tr -d ' ') $$ $(ps -o sid= -p $$ | tr -d ' ')" > seen; env > env.txt"#],
             dir.path(),
             &[("ADDED", "first"), ("ADDED", "yes")],
             &["CARGO_MANIFEST_DIR"],
@@ -450,6 +453,9 @@ mod tests {
         let fields: Vec<&str> = seen.split_whitespace().collect();
         assert_eq!(fields[..3], [dir.path().to_str().unwrap(), "yes", "dropped"]);
         assert_eq!(fields[3], fields[4], "the child leads its own process group");
+        // Its own session: a paused job's group is never orphaned later by
+        // its supervisor's death, which would bring SIGHUP and SIGCONT.
+        assert_eq!(fields[5], fields[4], "the child leads its own session");
         let env = std::fs::read_to_string(dir.path().join("env.txt")).unwrap();
         assert_eq!(env.lines().filter(|l| l.starts_with("ADDED=")).count(), 1, "a name set twice appears once");
     }

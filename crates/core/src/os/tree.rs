@@ -52,9 +52,8 @@ impl<'a> Tree<'a> {
     }
 
     /// A process in the caller's own session is never the job's by record
-    /// alone: every job runs in the session its supervisor made, so only the
-    /// supervisor itself (which finds those by ancestry anyway) shares one
-    /// with its processes. A record cannot turn a kill against the shell or
+    /// alone: every job runs in a session of its own, away from its caller's
+    /// and its supervisor's. A record cannot turn a kill against the shell or
     /// agent that runs it.
     fn in_callers_session(&self, pid: u32) -> bool {
         if self.supervisor.is_some_and(|s| s.pid == std::process::id()) {

@@ -100,6 +100,10 @@ pub fn outcome_text(job: &Job) -> String {
             format!("paused for {since} (started {runtime} ago){}", readiness_note(job))
         }
         JobStatus::Running => format!("running for {runtime}{}", readiness_note(job)),
+        JobStatus::Orphaned if job.paused_at.is_some() => {
+            let since = format_duration_ms(now_ms().saturating_sub(job.paused_at.unwrap_or_default()));
+            format!("orphaned and paused for {since} (supervisor gone; its processes stay stopped until resumed or killed) after {runtime}")
+        }
         JobStatus::Orphaned => format!("orphaned (supervisor gone, processes still running) after {runtime}"),
         JobStatus::Lost => format!("lost: {}, after {runtime}", why_lost(job)),
         JobStatus::Queued => format!("queued for {runtime}"),

@@ -307,11 +307,25 @@ impl Registry {
     }
 
     pub fn modify_with(&self, patience: Patience, id: &str, change: impl FnOnce(&mut Job)) -> Result<Job> {
+        self.modify_entry(patience, id, true, change)
+    }
+
+    /// `modify_with` in jobs.json only, the job's own job.json left alone:
+    /// for what its live supervisor has written there already, and may be
+    /// writing again at this moment (readiness after a resume), which a
+    /// copy of the record read before would undo.
+    pub fn modify_registry_only(&self, patience: Patience, id: &str, change: impl FnOnce(&mut Job)) -> Result<Job> {
+        self.modify_entry(patience, id, false, change)
+    }
+
+    fn modify_entry(&self, patience: Patience, id: &str, copy: bool, change: impl FnOnce(&mut Job)) -> Result<Job> {
         let action = format!("update job {id}");
         let updated = self.update_with(patience, &action, |jobs| {
             jobs.iter_mut().find(|j| j.id == id).map(|job| {
                 change(job);
-                self.write_job_copy(job);
+                if copy {
+                    self.write_job_copy(job);
+                }
                 job.clone()
             })
         })?;
@@ -481,6 +495,7 @@ impl Registry {
                     // And a pause or resume (supervise/pause.rs): job.json has the last word.
                     if job.state == own.state {
                         job.paused_at = own.paused_at;
+                        job.paused_ms = own.paused_ms;
                     }
                 }
             }

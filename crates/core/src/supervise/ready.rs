@@ -205,6 +205,10 @@ pub struct Watch {
     probing: bool,
     /// The last `Event::Blocked` given.
     blocked: Option<String>,
+    /// While the job is paused: what was left of its readiness timeout. A
+    /// stopped server cannot become ready, so nothing is probed (a URL probe
+    /// would hold the loop for its whole bound) and the timeout waits.
+    paused: Option<Option<Duration>>,
 }
 
 impl Watch {
@@ -233,6 +237,7 @@ impl Watch {
             holds_lines: false,
             probing: true,
             blocked: None,
+            paused: None,
         };
         watch.holds_lines = watch.needs_lines();
         Some(watch)
@@ -288,9 +293,24 @@ impl Watch {
         events.push(Event::Ready);
     }
 
+    /// The job was paused at `now`: its readiness timeout stops.
+    pub fn pause(&mut self, now: Instant) {
+        if self.paused.is_none() {
+            self.paused = Some(self.deadline.take().map(|at| at.saturating_duration_since(now)));
+        }
+    }
+
+    /// The job was resumed at `now`: its readiness timeout goes on with what was left.
+    pub fn resume(&mut self, now: Instant) {
+        if let Some(left) = self.paused.take() {
+            self.deadline = left.map(|left| now + left);
+            self.next_probe = now;
+        }
+    }
+
     /// When the loop must wake for us next, if at all.
     pub fn next_wake(&self) -> Option<Instant> {
-        let probe = (self.watching && self.probe.is_some() && self.probing).then_some(self.next_probe);
+        let probe = (self.watching && self.probe.is_some() && self.probing && self.paused.is_none()).then_some(self.next_probe);
         let deadline = self.deadline.filter(|_| self.watching);
         [probe, deadline, self.matchers.next_due()].into_iter().flatten().min()
     }
@@ -304,7 +324,7 @@ impl Watch {
         let mut matched = Vec::new();
         self.matchers.flush(now, &mut matched);
         events.extend(matched.into_iter().map(Event::Matched));
-        if !self.watching {
+        if !self.watching || self.paused.is_some() {
             return;
         }
         if self.deadline.is_some_and(|d| now >= d) {

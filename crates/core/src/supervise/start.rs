@@ -199,9 +199,15 @@ impl Supervisor {
         // reserves the room the outcome needs. A job that cannot be recorded
         // (a full disk) is not started: its end could not be kept.
         if let Err(e) = registry.write_job_file(&job, false) {
-            // Our own child, just forked into its own process group (pgid ==
-            // its pid) and not yet reaped, so the pid cannot have been reused.
+            // Our own child, just forked into its own session and process
+            // group (pgid == its pid) and not yet reaped, so the pid cannot
+            // have been reused; no group yet (ESRCH) while it has not made its
+            // session, and then nothing but the child to kill.
             let killed = rustix::process::kill_process_group(main, rustix::process::Signal::KILL)
+                .or_else(|e| match e {
+                    rustix::io::Errno::SRCH => rustix::process::kill_process(main, rustix::process::Signal::KILL),
+                    e => Err(e),
+                })
                 .and_then(|()| rustix::process::waitpid(Some(main), rustix::process::WaitOptions::empty()).map(drop));
             if let Err(kill) = killed {
                 return Err(format!("cannot record the job: {e} (and its process {main_pid} could not be stopped: {kill})").into());

@@ -164,6 +164,11 @@ pub(super) struct Unrecorded {
 /// Where a job that restarts is between the end of one run and the next.
 #[derive(Debug, Clone)]
 pub(super) enum Between {
+    /// The run ended while the job was paused (only SIGKILL ends a stopped
+    /// process: the OOM killer, someone's `kill -9`): restart `number` is
+    /// decided, but what the run left stays stopped, and its clean-up and
+    /// the next run wait for the resume, so a pause holds the whole job.
+    Held { number: u32, delay: Duration, exit: Exit },
     /// Killing what is left of the ended run's tree; then restart `number`.
     Cleaning { number: u32, delay: Duration, exit: Exit },
     /// The next run starts at `until`.
@@ -424,12 +429,18 @@ impl Supervisor {
             // timeout during a restart's clean-up ends the job.
             Some(kill) => {
                 kill.hard_deadline = kill.hard_deadline.min(deadline);
+                let now_ends_the_job = matches!(kill.reason, KillReason::Restart) && !matches!(reason, KillReason::Restart);
                 if matches!(kill.reason, KillReason::Restart) {
                     kill.reason = reason;
                 }
                 // Only a sweeping caller may narrow our looks; any other
                 // kill (a timeout, a plain SIGTERM) widens them again.
                 kill.caller_sweeps &= request.caller_sweeps;
+                // Paused while the ended run's leftovers were being cleaned:
+                // they had their SIGTERM, and now the kill ends the pause.
+                if now_ends_the_job {
+                    self.end_pause_for_kill(true);
+                }
             }
             None => {
                 // The main process's own exit, if it came first, decides the
@@ -513,7 +524,7 @@ impl Supervisor {
             })
     }
 
-    fn adopted_children(&self) -> Vec<ProcessIdentity> {
+    pub(super) fn adopted_children(&self) -> Vec<ProcessIdentity> {
         procinfo::live_children(std::process::id())
             .into_iter()
             .filter(|&pid| Some(pid as libc::pid_t) != self.notifier)
@@ -606,22 +617,20 @@ impl Supervisor {
                 let ran_for = self.run_started.elapsed();
                 match self.restarter.as_mut().map_or(Decision::Done, |r| r.after_run(&exit, ran_for, count)) {
                     Decision::Restart { number, delay } => {
-                        self.between = Some(Between::Cleaning { number, delay, exit });
                         // The job goes on: an end between runs (a kill, the
                         // timeout) is when it happens, not this run's reap.
                         self.main_ended_at = None;
-                        // What the ended run left (`sleep 600 &`) goes first,
-                        // as a kill takes it: SIGTERM, then SIGKILL after the grace.
-                        if self.anything_left() {
-                            let grace_ms = self.config.kill.grace_ms;
-                            self.begin_kill(KillReason::Restart, KillRequest { grace_ms, force: false, caller_sweeps: false });
+                        if self.is_paused() {
+                            self.between = Some(Between::Held { number, delay, exit });
                             return true;
                         }
-                        self.restart_step()
+                        self.clean_before_restart(number, delay, exit)
                     }
                     Decision::Done | Decision::GiveUp => false,
                 }
             }
+            Some(Between::Held { .. }) if self.is_paused() => true,
+            Some(Between::Held { number, delay, exit }) => self.clean_before_restart(number, delay, exit),
             Some(Between::Cleaning { number, delay, exit }) => {
                 let reason = restart::reason(&exit);
                 // Here only once that kill has settled: the old tree is gone.
@@ -647,6 +656,18 @@ impl Supervisor {
             Some(Between::Waiting { until }) if Instant::now() < until => true,
             Some(Between::Waiting { .. }) => self.relaunch(),
         }
+    }
+
+    /// What the ended run left (`sleep 600 &`) goes first, as a kill takes
+    /// it: SIGTERM, then SIGKILL after the grace; then restart `number`.
+    fn clean_before_restart(&mut self, number: u32, delay: Duration, exit: Exit) -> bool {
+        self.between = Some(Between::Cleaning { number, delay, exit });
+        if self.anything_left() {
+            let grace_ms = self.config.kill.grace_ms;
+            self.begin_kill(KillReason::Restart, KillRequest { grace_ms, force: false, caller_sweeps: false });
+            return true;
+        }
+        self.restart_step()
     }
 
     /// `restart::save_run`, with the home's hold refreshed first.

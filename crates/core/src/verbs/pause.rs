@@ -5,7 +5,7 @@
 //! is the supervisor's record in job.json.
 
 use crate::model::job::{Job, JobStatus};
-use crate::model::protocol::{PauseRequest, KILL_REQUEST_FILE, PAUSE_REQUEST_FILE};
+use crate::model::protocol::{PauseRequest, KILL_REQUEST_FILE, PAUSE_LOCK_FILE, PAUSE_REQUEST_FILE};
 use crate::os::procinfo::{self, SignalOutcome};
 use crate::os::tree::{self, Tree};
 use crate::store::registry::{write_json_file, Patience};
@@ -15,6 +15,10 @@ use std::time::{Duration, Instant};
 
 /// How long a supervisor may take to stop or continue its tree and record it.
 const ANSWER_PATIENCE: Duration = Duration::from_secs(5);
+
+/// How long a pause or resume waits for those of the same job before it:
+/// each holds its turn for at most `ANSWER_PATIENCE`, most for a few ms.
+const TURN_PATIENCE: Duration = Duration::from_secs(30);
 
 /// What a pause or resume did.
 #[derive(Debug, Clone)]
@@ -48,19 +52,13 @@ impl Context {
             return Err(Error::Usage(format!("cannot {verb} {id}: {why}")));
         }
         let job = self.job(id)?;
-        let status = job.status();
-        if status == JobStatus::Queued {
-            return Err(Error::Other(format!(
-                "cannot {verb} {id}: it is queued, so nothing of it runs yet; only a running job can be paused or resumed"
-            )));
-        }
-        if status.is_final() {
-            return Err(Error::Other(format!(
-                "cannot {verb} {id}: {id} has ended ({}); only a running job can be paused or resumed",
-                ended_as(&job)
-            )));
-        }
-        if status == JobStatus::Orphaned {
+        self.refuse_unless_running(&job, verb)?;
+        // One request at a time per job, each decided on the record as the
+        // one before left it: a pause and a resume at once are answered in turn.
+        let _turn = self.pause_turn(&job.id, verb)?;
+        let job = self.job(id)?;
+        self.refuse_unless_running(&job, verb)?;
+        if job.status() == JobStatus::Orphaned {
             return self.pause_orphaned(job, pause);
         }
         if pause == job.paused_at.is_some() {
@@ -99,19 +97,75 @@ impl Context {
             let _ = std::fs::remove_file(&request);
         })?;
         // The supervisor wrote the registry too if its lock was free; else
-        // here, briefly: readers take it from job.json meanwhile.
-        let paused_at = answered.paused_at;
-        let stored = self.registry().modify_with(Patience::Brief, id, |j| j.paused_at = paused_at).unwrap_or(answered);
+        // here, briefly: readers take it from job.json meanwhile. Not into
+        // job.json, which the supervisor keeps (a copy read before would
+        // undo its record of readiness, written just after a resume).
+        let (paused_at, paused_ms) = (answered.paused_at, answered.paused_ms);
+        let stored = self
+            .registry()
+            .modify_registry_only(Patience::Brief, id, |j| {
+                j.paused_at = paused_at;
+                j.paused_ms = paused_ms;
+            })
+            .unwrap_or(answered);
         let count = self.processes_of(&stored).len();
         let message = match pause {
             true => {
-                let clock = if stored.timeout_ms.is_some() { "; its --timeout clock stops until it is resumed" } else { "" };
+                let clock = if stored.timeout_ms.is_some() { "; its timeout clock stops until it is resumed" } else { "" };
                 format!("paused {id}: {count} process(es) stopped{clock}")
             }
             false => format!("resumed {id}: {count} process(es) continued"),
         };
         tracing::debug!("{done} {id}");
         Ok(PauseOutcome { job: stored, changed: true, message })
+    }
+
+    /// A queued or ended job is refused: nothing of it runs.
+    fn refuse_unless_running(&self, job: &Job, verb: &str) -> Result<()> {
+        let id = &job.id;
+        let status = job.status();
+        if status == JobStatus::Queued {
+            return Err(Error::Other(format!(
+                "cannot {verb} {id}: it is queued, so nothing of it runs yet; only a running job can be paused or resumed"
+            )));
+        }
+        if status.is_final() {
+            return Err(Error::Other(format!(
+                "cannot {verb} {id}: {id} has ended ({}); only a running job can be paused or resumed",
+                ended_as(job)
+            )));
+        }
+        Ok(())
+    }
+
+    /// This caller's turn to pause or resume the job: a lock on a file in
+    /// the job's directory, held until dropped (or this process ends).
+    fn pause_turn(&self, id: &str, verb: &str) -> Result<std::fs::File> {
+        use crate::os::sys::OpenOptionsExt;
+        let path = self.home.job_dir(id).join(PAUSE_LOCK_FILE);
+        let mut options = crate::store::paths::options_nofollow();
+        options.read(true).write(true).create(true).truncate(false).mode(0o600);
+        let file = options
+            .open(&path)
+            .map_err(crate::store::paths::no_symlinks)
+            .map_err(|e| Error::Other(format!("cannot {verb} {id}: cannot open {}: {e}", path.display())))?;
+        let deadline = Instant::now() + TURN_PATIENCE;
+        let mut nap = Duration::from_millis(1);
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(file),
+                Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(Error::Other(format!(
+                        "cannot {verb} {id}: another pause or resume of it has not finished within {} s",
+                        TURN_PATIENCE.as_secs()
+                    )))
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(Error::Other(format!("cannot {verb} {id}: cannot lock {}: {e}", path.display()))),
+            }
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(5));
+        }
     }
 
     /// The supervisor's record once it shows the pause (or resume) done.
@@ -156,7 +210,7 @@ impl Context {
         }
         let recorded = self.recorded_processes(&job);
         let report = tree::signal_tree(Tree::of(&job).with_recorded(&recorded), crate::model::signals::SIGCONT);
-        let stored = self.registry().modify(&id, |j| j.paused_at = None)?;
+        let stored = self.registry().modify(&id, |j| j.end_pause(crate::now_ms()))?;
         let message = format!("resumed orphaned job {id}: {} process(es) continued", report.sent.len());
         Ok(PauseOutcome { job: stored, changed: true, message })
     }

@@ -70,6 +70,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         tie,
         nice: request.nice,
         paused_at: None,
+        paused_ms: 0,
         rerun_of: request.rerun_of,
         session: crate::store::sessions::session_for_start(&context.home, request.session.as_ref()),
         outlive_session: request.outlive_session,
