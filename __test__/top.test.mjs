@@ -137,3 +137,15 @@ test('off a terminal, top refuses and says what to use instead', { skip: process
   assert.equal(r.status, 2, r.stderr)
   assert.match(r.stderr, /needs a terminal.*run-bg list --json/)
 })
+
+test('CPU % is what a job uses now, from the first frame: a job busy for a while then asleep shows about 0, not its lifetime average', { skip }, async (t) => {
+  const { home } = makeHome(t)
+  // Busy for 2 s of CPU, then asleep: over its life about half a core.
+  // (A loop in the shell itself: CPU of its own, not of children it forks.)
+  const job = startJob(home, ['sh', '-c', 'i=0; while [ $i -lt 1500000 ]; do i=$((i+1)); done; echo idle-now; sleep 600'], ['--label', 'was-busy'])
+  await waitFor(() => fs.readFileSync(job.logPath, 'utf8').includes('idle-now'), { timeout: 30_000, what: 'the busy part to end' })
+  const view = tmuxSession(t, home, `${q(RUN_BG)} top`)
+  const screen = await view.until(new RegExp(`${job.jobId} +was-busy +running +\\S+ +[0-9.]+`), 'the job\'s row with its CPU %')
+  const cpu = Number(rowOf(screen, job.jobId).split(/\s+/)[4])
+  assert.ok(cpu < 10, `the first frame shows ${cpu} % for a job asleep now (its lifetime average is about 50 %): ${rowOf(screen, job.jobId)}`)
+})

@@ -77,6 +77,9 @@ pub struct App {
     work: Option<Receiver<String>>,
 }
 
+/// How long the view measures CPU before its first frame.
+const FIRST_SAMPLE: std::time::Duration = std::time::Duration::from_millis(250);
+
 impl App {
     pub fn new(context: Context, owner: Option<String>, actions: Box<dyn JobActions>) -> App {
         App {
@@ -108,6 +111,14 @@ impl App {
         }
         self.places = self.context.queue_places(&self.all_jobs).unwrap_or_default();
         self.apply_filter();
+        if !self.probe.has_baseline() {
+            // The first look has nothing to measure from, and would show
+            // each process's CPU over its whole life (as ps does): a build
+            // busy an hour ago is not busy now. A look a moment before gives
+            // the first frame what the jobs use now.
+            let _ = self.probe.look(&self.context, &self.jobs);
+            std::thread::sleep(FIRST_SAMPLE);
+        }
         self.usage = self.probe.look(&self.context, &self.jobs);
         self.read_log(false);
     }

@@ -99,6 +99,11 @@ impl UsageProbe {
         usage
     }
 
+    /// Whether a look was taken already, so the next measures CPU from it.
+    pub fn has_baseline(&self) -> bool {
+        self.previous.is_some()
+    }
+
     /// One process's CPU %: over the time since the last look when it was
     /// seen then (or started since), else over its whole life, as `ps`.
     fn cpu_percent(&self, who: (u32, u64), time: &CpuTime, now: u64) -> f64 {
