@@ -15,10 +15,10 @@ import os from 'node:os'
 import path from 'node:path'
 import { FORWARDER } from './anthropic-stub.mjs'
 
-export const HARNESS_DIR = process.env.PM_HARNESS_DIR || path.join(os.homedir(), '.cache', 'proc-manager-harnesses')
-export const CLAUDE_PKG = path.join(HARNESS_DIR, 'node_modules', '@anthropic-ai', 'claude-code')
+import { HARNESS_DIR, packageDir, packageVersion, netnsSkipReason as netnsUnusable, UNSHARE_NET } from './installed.mjs'
 
-const isRoot = process.getuid?.() === 0
+export { HARNESS_DIR }
+export const CLAUDE_PKG = packageDir('@anthropic-ai/claude-code')
 
 /** The claude binary, or null. */
 export function claudeBinary() {
@@ -35,27 +35,14 @@ export function claudeBinary() {
 }
 
 /** The installed version (from its package.json), or null. */
-export function claudeVersion() {
-  try {
-    return JSON.parse(fs.readFileSync(path.join(CLAUDE_PKG, 'package.json'), 'utf8')).version
-  } catch {
-    return null
-  }
-}
+export const claudeVersion = () => packageVersion('@anthropic-ai/claude-code')
 
-let netnsChecked
-/** Why a private network namespace cannot be made here, or null when it can. */
+/** Why the namespace this driver enters with nsenter cannot be made here, or null. */
 export function netnsSkipReason() {
-  if (netnsChecked !== undefined) return netnsChecked
-  const args = [...(isRoot ? ['-n'] : ['-r', '-n']), 'sh', '-c', 'ip link set lo up && echo up']
-  const r = spawnSync('unshare', args, { encoding: 'utf8', timeout: 10_000 })
-  if (r.error) netnsChecked = `unshare not usable: ${r.error.message}`
-  else if (r.status !== 0 || !r.stdout.includes('up')) netnsChecked = `cannot make a private network namespace (unshare ${args.join(' ')}: exit ${r.status}: ${r.stderr.trim()})`
-  else {
-    const n = spawnSync('nsenter', ['--version'], { encoding: 'utf8' })
-    netnsChecked = n.error ? `nsenter not usable: ${n.error.message}` : null
-  }
-  return netnsChecked
+  const unusable = netnsUnusable()
+  if (unusable) return unusable
+  const n = spawnSync('nsenter', ['--version'], { encoding: 'utf8' })
+  return n.error ? `nsenter not usable: ${n.error.message}` : null
 }
 
 /** Why the Claude Code tests cannot run here, or null. */
@@ -86,14 +73,14 @@ const alive = (pid) => {
  * `close()` kills the forwarder and the holder by PID.
  */
 export async function startNetns(stub, t) {
-  const holder = spawn('unshare', [...(isRoot ? ['-n'] : ['-r', '-n']), 'sh', '-c', 'ip link set lo up && echo up && exec sleep 86400'], {
+  const holder = spawn('unshare', [...UNSHARE_NET, 'sh', '-c', 'ip link set lo up && echo up && exec sleep 86400'], {
     stdio: ['ignore', 'pipe', 'inherit'],
   })
   await new Promise((resolve, reject) => {
     holder.stdout.once('data', resolve)
     holder.once('exit', (code) => reject(new Error(`netns holder exited ${code}`)))
   })
-  const enter = isRoot ? ['-t', String(holder.pid), '-n'] : ['-t', String(holder.pid), '-U', '-n', '--preserve-credentials']
+  const enter = process.getuid?.() === 0 ? ['-t', String(holder.pid), '-n'] : ['-t', String(holder.pid), '-U', '-n', '--preserve-credentials']
   const run = (cmd, args, opts) => spawn('nsenter', [...enter, '--', cmd, ...args], opts)
   const forwarder = run(process.execPath, ['-e', FORWARDER, '0', stub.socketPath], { stdio: ['ignore', 'pipe', 'inherit'] })
   const port = await new Promise((resolve, reject) => {

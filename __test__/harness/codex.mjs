@@ -22,43 +22,25 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const SELF = fileURLToPath(import.meta.url)
-export const HARNESS_DIR = process.env.PM_HARNESS_DIR || path.join(os.homedir(), '.cache', 'proc-manager-harnesses')
-export const CODEX_PKG = path.join(HARNESS_DIR, 'node_modules', '@openai', 'codex')
+import { HARNESS_DIR, packageDir, packageVersion, netnsSkipReason, UNSHARE_NET } from './installed.mjs'
+
+export { HARNESS_DIR, netnsSkipReason }
+export const CODEX_PKG = packageDir('@openai/codex')
 /** The npm launcher users run (a node script that spawns the native binary). */
 export const CODEX_BIN = path.join(HARNESS_DIR, 'node_modules', '.bin', 'codex')
 /** The port the stub appears on inside each namespace (each run has its own namespace). */
 export const NS_PORT = 18080
 
-const isRoot = process.getuid?.() === 0
-const UNSHARE = isRoot ? ['-n'] : ['-r', '-n']
 
 /**
  * argv prefix that runs a command in a fresh private network namespace with
  * `lo` up (for anything that may start codex, e.g. `run-bg hooks install
  * codex`, which asks `codex app-server` to trust the hooks).
  */
-export const NETNS_PREFIX = ['unshare', ...UNSHARE, 'sh', '-c', 'ip link set lo up && exec "$@"', 'sh']
+export const NETNS_PREFIX = ['unshare', ...UNSHARE_NET, 'sh', '-c', 'ip link set lo up && exec "$@"', 'sh']
 
 /** The installed version (its package.json), or null. */
-export function codexVersion() {
-  try {
-    return JSON.parse(fs.readFileSync(path.join(CODEX_PKG, 'package.json'), 'utf8')).version
-  } catch {
-    return null
-  }
-}
-
-let netnsChecked
-/** Why a private network namespace cannot be made here, or null when it can. */
-export function netnsSkipReason() {
-  if (netnsChecked !== undefined) return netnsChecked
-  const args = [...UNSHARE, 'sh', '-c', 'ip link set lo up && echo up']
-  const r = spawnSync('unshare', args, { encoding: 'utf8', timeout: 10_000 })
-  if (r.error) netnsChecked = `unshare not usable: ${r.error.message}`
-  else if (r.status !== 0 || !r.stdout.includes('up')) netnsChecked = `cannot make a private network namespace (unshare ${args.join(' ')}: exit ${r.status}: ${r.stderr.trim()})`
-  else netnsChecked = null
-  return netnsChecked
-}
+export const codexVersion = () => packageVersion('@openai/codex')
 
 let codexChecked
 /** Why the Codex tests cannot run here, or null. */
@@ -153,7 +135,7 @@ export function runCodex(t, { codexHome, stub, cwd, env = {}, prompt, resume, ar
   const codexArgs = resume ? ['exec', ...flags, ...args, 'resume', resume, prompt] : ['exec', ...flags, ...args, prompt]
   const startedAt = Date.now()
   const child = spawn('unshare', [
-    ...UNSHARE, 'sh', '-c', 'ip link set lo up && exec "$@"', 'sh',
+    ...UNSHARE_NET, 'sh', '-c', 'ip link set lo up && exec "$@"', 'sh',
     process.execPath, SELF, '--ns-run', stub.socketPath, String(NS_PORT), CODEX_BIN, ...codexArgs,
   ], {
     cwd,

@@ -26,21 +26,16 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { startGeminiStub, readStubLog } from './gemini-stub.mjs'
+import { HARNESS_DIR, packageVersion } from './installed.mjs'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 export const repoRoot = path.resolve(here, '..', '..')
-export const harnessDir = process.env.PM_HARNESS_DIR || path.join(os.homedir(), '.cache', 'proc-manager-harnesses')
+export const harnessDir = HARNESS_DIR
 export const geminiBin = path.join(harnessDir, 'node_modules', '.bin', 'gemini')
 export const GEMINI_MODEL = 'gemini-2.5-flash'
 
 /** The installed Gemini CLI's version, or null. */
-export function geminiVersion() {
-  try {
-    return JSON.parse(fs.readFileSync(path.join(harnessDir, 'node_modules', '@google', 'gemini-cli', 'package.json'), 'utf8')).version
-  } catch {
-    return null
-  }
-}
+export const geminiVersion = () => packageVersion('@google/gemini-cli')
 
 let netnsCache
 /** How to enter a private network namespace here (argv prefix), or a reason it cannot. */

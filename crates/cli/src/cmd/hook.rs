@@ -9,7 +9,7 @@
 
 use proc_manager_core::store::sessions;
 use proc_manager_core::verbs::context::Context;
-use proc_manager_core::verbs::harness::{project_dir, Harness, Scope};
+use proc_manager_core::verbs::harness::{Harness, JobsOf};
 use proc_manager_core::verbs::harness_install::{self, Plan};
 use proc_manager_core::{Error, Result};
 use std::io::{Read, Write};
@@ -82,7 +82,7 @@ pub fn run(harness: &str, event: &str, wait: Option<&str>) -> i32 {
         answer(&context, harness, event, &input, wait).map(|answer| (harness, answer))
     })();
     match outcome {
-        Ok((harness, answer)) => speak(harness, event, answer),
+        Ok((harness, answer)) => speak(harness, answer),
         Err(e) => {
             log(&format!("{harness} {event}: {e} (after {} ms)", started.elapsed().as_millis()));
             0
@@ -103,19 +103,19 @@ fn session_id(harness: Harness, input: &serde_json::Value) -> Result<String> {
 
 fn answer(context: &Context, harness: Harness, event: &str, input: &serde_json::Value, wait: Option<Duration>) -> Result<Answer> {
     let id = session_id(harness, input)?;
-    let cwd = project_dir(input.get("cwd").and_then(|v| v.as_str()));
+    let cwd = input.get("cwd").and_then(|v| v.as_str()).filter(|c| !c.is_empty()).map(std::path::PathBuf::from);
     let context_for = |text: Option<String>, event_name: &'static str| text.map_or(Answer::Quiet, |t| Answer::Context(event_name, t));
     Ok(match (harness, event) {
         (_, "session-start") => context_for(context.session_started(harness, &id, cwd.as_deref())?, "SessionStart"),
-        (Harness::Gemini, "before-agent") => context_for(context.untold_ends(&id, Scope::Session)?, "BeforeAgent"),
-        (_, "user-prompt-submit") => context_for(context.untold_ends(&id, Scope::Session)?, "UserPromptSubmit"),
+        (Harness::Gemini, "before-agent") => context_for(context.untold_ends(&id, JobsOf::Session)?, "BeforeAgent"),
+        (_, "user-prompt-submit") => context_for(context.untold_ends(&id, JobsOf::Session)?, "UserPromptSubmit"),
         // Claude Code runs these in the background and wakes its model
         // when they exit 2: wait as long as any job of the session runs.
         (Harness::ClaudeCode, "post-tool-use" | "stop") => context.wait_for_ends(&id, None)?.map_or(Answer::Quiet, Answer::Wake),
         // A turn's end that the harness waits for: tell of ends not told
         // yet, else wait (up to --wait) for the jobs that will end by
         // themselves, not for servers.
-        (Harness::Codex, "stop") | (Harness::Gemini, "after-agent") => match context.untold_ends(&id, Scope::Session)? {
+        (Harness::Codex, "stop") | (Harness::Gemini, "after-agent") => match context.untold_ends(&id, JobsOf::Session)? {
             Some(text) => Answer::Wake(text),
             // A person at the harness: the next prompt hears of it instead.
             None if context.session_is_interactive(harness, &id) => Answer::Quiet,
@@ -137,7 +137,7 @@ fn answer(context: &Context, harness: Harness, event: &str, input: &serde_json::
 }
 
 /// Says `answer` as `harness` takes it; the exit code.
-fn speak(harness: Harness, event: &str, answer: Answer) -> i32 {
+fn speak(harness: Harness, answer: Answer) -> i32 {
     let out = |text: String| {
         let mut stdout = std::io::stdout().lock();
         let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.write_all(b"\n")).and_then(|()| stdout.flush());
@@ -159,7 +159,6 @@ fn speak(harness: Harness, event: &str, answer: Answer) -> i32 {
             Harness::ClaudeCode | Harness::Codex => {
                 let mut stderr = std::io::stderr().lock();
                 let _ = stderr.write_all(text.as_bytes()).and_then(|()| stderr.write_all(b"\n"));
-                let _ = event;
                 2
             }
         },

@@ -64,6 +64,12 @@ pub fn identify(pid: u32) -> Option<ProcessIdentity> {
     (!is_dead_state(stat.state)).then_some(ProcessIdentity::from_stat(pid, stat.start_ticks))
 }
 
+/// `pid`'s identity and its parent's pid, from one read of its stat.
+pub fn identify_with_parent(pid: u32) -> Option<(ProcessIdentity, u32)> {
+    let stat = read_stat(pid)?;
+    (!is_dead_state(stat.state)).then_some((ProcessIdentity::from_stat(pid, stat.start_ticks), stat.ppid))
+}
+
 /// The parent pid the kernel records for `pid` (0 when gone).
 pub fn parent_of(pid: u32) -> u32 {
     read_stat(pid).map_or(0, |stat| stat.ppid)

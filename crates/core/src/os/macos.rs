@@ -174,6 +174,11 @@ pub fn identify(pid: u32) -> Option<ProcessIdentity> {
     bsd_info(pid).ok().map(|info| identity_of(pid, &info))
 }
 
+/// `pid`'s identity and its parent's pid, from one `PROC_PIDTBSDINFO`.
+pub fn identify_with_parent(pid: u32) -> Option<(ProcessIdentity, u32)> {
+    bsd_info(pid).ok().map(|info| (identity_of(pid, &info), info.pbi_ppid))
+}
+
 /// The parent pid the kernel records for `pid` (0 when gone).
 pub fn parent_of(pid: u32) -> u32 {
     short_info(pid).map_or(0, |info| info.pbsi_ppid)

@@ -7,7 +7,7 @@ use crate::os::{pidfd, platform};
 use std::time::Duration;
 
 // The platform's own reading of the process table (`os/linux.rs`, `os/macos.rs`).
-pub use platform::{command_line, cpu_times, environ_value, identify, is_stopped, keep_large_blocks_mapped, live_children, parent_of, release_free_heap, rows, table};
+pub use platform::{command_line, cpu_times, environ_value, identify, is_stopped, keep_large_blocks_mapped, live_children, parent_of, identify_with_parent, release_free_heap, rows, table};
 
 /// The CPU a process has used since it started, and when it started: what
 /// `ps` divides for its %CPU.
@@ -113,9 +113,10 @@ pub fn ancestors(limit: usize) -> Vec<ProcessIdentity> {
     let mut found = Vec::new();
     let mut pid = parent_of(std::process::id());
     while pid > 1 && found.len() < limit {
-        let Some(identity) = identify(pid) else { break };
+        // One read a process (a start walks this when no variable names its session).
+        let Some((identity, parent)) = identify_with_parent(pid) else { break };
         found.push(identity);
-        pid = parent_of(pid);
+        pid = parent;
     }
     found
 }

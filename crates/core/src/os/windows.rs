@@ -60,6 +60,11 @@ fn all_processes(reads: ProcessRefreshKind) -> Option<System> {
     Some(system)
 }
 
+/// `pid`'s identity and the parent pid Windows recorded for it.
+pub fn identify_with_parent(pid: u32) -> Option<(ProcessIdentity, u32)> {
+    Some((identify(pid)?, parent_of(pid)))
+}
+
 pub fn identify(pid: u32) -> Option<ProcessIdentity> {
     with_process(pid, ProcessRefreshKind::nothing(), |p| identity_of(pid, p)).flatten()
 }

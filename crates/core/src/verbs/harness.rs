@@ -9,7 +9,7 @@ use crate::store::sessions::{self, Session};
 use crate::verbs::context::Context;
 use crate::verbs::list::{ListFilter, SessionFilter};
 use crate::{now_ms, model::text, Error, Result};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The harnesses whose hooks we answer.
@@ -73,9 +73,9 @@ const GO_BETWEENS: [&str; 16] = [
     "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "busybox", "env", "nohup", "setsid", "cmd.exe", "cmd", "powershell.exe", "pwsh",
 ];
 
-/// Which ended jobs a look tells of.
+/// Whose jobs a look at a session's ends takes in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
+pub enum JobsOf {
     /// The session's own jobs.
     Session,
     /// The session's, and those of the project directory started outside
@@ -101,24 +101,24 @@ impl Context {
             ended_at: None,
         };
         sessions::save(&self.home, &session, true)?;
-        let jobs = self.jobs_in_scope(&session, Scope::SessionAndProject)?;
+        let jobs = self.jobs_in_scope(&session, JobsOf::SessionAndProject)?;
         let running: Vec<&Job> = jobs.iter().filter(|j| !j.status().is_final()).collect();
-        let told = sessions::tell_once(&self.home, id, |told| {
-            let ended: Vec<&Job> = jobs.iter().filter(|j| untold_end(j, told, id)).collect();
-            let text = start_context(&running, &ended, self);
-            (ended.iter().map(|j| j.id.clone()).collect(), text)
-        })?;
-        Ok(told)
+        self.tell_ends(id, &jobs, |ended| start_context(&running, ended, self))
     }
 
     /// The ends of the session's jobs it was not told of yet (nor saw with
     /// `check` or `wait`), as one text, recorded as told. `None`: nothing new.
-    pub fn untold_ends(&self, id: &str, scope: Scope) -> Result<Option<String>> {
-        let session = self.session_or_new(id);
-        let jobs = self.jobs_in_scope(&session, scope)?;
+    pub fn untold_ends(&self, id: &str, of: JobsOf) -> Result<Option<String>> {
+        let jobs = self.jobs_in_scope(&self.session_or_new(id), of)?;
+        self.tell_ends(id, &jobs, |ended| wake_text(ended, self))
+    }
+
+    /// Which of `jobs` ended untold, said by `say` and recorded as told, in
+    /// one step under the session's lock.
+    fn tell_ends(&self, id: &str, jobs: &[Job], say: impl FnOnce(&[&Job]) -> Option<String>) -> Result<Option<String>> {
         sessions::tell_once(&self.home, id, |told| {
             let ended: Vec<&Job> = jobs.iter().filter(|j| untold_end(j, told, id)).collect();
-            (ended.iter().map(|j| j.id.clone()).collect(), wake_text(&ended, self))
+            (ended.iter().map(|j| j.id.clone()).collect(), say(&ended))
         })
     }
 
@@ -146,7 +146,7 @@ impl Context {
             if !session.is_live() {
                 return Ok(None);
             }
-            let jobs = self.jobs_in_scope(&session, Scope::Session)?;
+            let jobs = self.jobs_in_scope(&session, JobsOf::Session)?;
             for job in jobs.iter().filter(|j| !j.status().is_final()) {
                 if watched_jobs.insert(job.id.clone()) {
                     watcher.watch(&self.home.job_dir(&job.id));
@@ -159,7 +159,8 @@ impl Context {
                 let since = *first_end.get_or_insert_with(Instant::now);
                 // Collect the burst; a job still running that ends within it joins.
                 if since.elapsed() >= BURST || !jobs.iter().any(|j| waited_for(&j)) && since.elapsed() >= BURST / 2 {
-                    if let Some(text) = self.untold_ends(id, Scope::Session)? {
+                    // The jobs just read: no second pass over the registry.
+                    if let Some(text) = self.tell_ends(id, &jobs, |ended| wake_text(ended, self))? {
                         return Ok(Some(text));
                     }
                     first_end = None;
@@ -262,18 +263,18 @@ impl Context {
     /// session; of an ended session, the ones still running (started to
     /// outlive it, or kept by `/clear`); of a session whose harness died
     /// without ending it, those it was not told of.
-    fn jobs_in_scope(&self, session: &Session, scope: Scope) -> Result<Vec<Job>> {
+    fn jobs_in_scope(&self, session: &Session, of: JobsOf) -> Result<Vec<Job>> {
         let jobs = self.list(&ListFilter { all: true, owner: None, session: None, status: None })?;
         let project = session.cwd.as_deref();
         let mut others: std::collections::HashMap<String, Option<(Session, std::collections::HashSet<String>)>> = Default::default();
         let mut in_scope = Vec::new();
         for job in jobs {
-            let keep = match (&job.session, scope) {
+            let keep = match (&job.session, of) {
                 (Some(own), _) if *own == session.id => true,
-                (_, Scope::Session) => false,
+                (_, JobsOf::Session) => false,
                 _ if !project.is_some_and(|dir| job.cwd.starts_with(dir)) => false,
-                (None, Scope::SessionAndProject) => true,
-                (Some(other), Scope::SessionAndProject) => {
+                (None, JobsOf::SessionAndProject) => true,
+                (Some(other), JobsOf::SessionAndProject) => {
                     let known = others.entry(other.clone()).or_insert_with(|| {
                         sessions::load(&self.home, other).map(|s| {
                             let told = sessions::told(&self.home, other);
@@ -407,11 +408,6 @@ fn is_go_between(command_line: &str) -> bool {
         let script = script.rsplit(['/', '\\']).next().unwrap_or(script);
         matches!(script, "npm" | "npx" | "npm-cli.js" | "npx-cli.js")
     })
-}
-
-/// The project directory a hook names, if any.
-pub fn project_dir(cwd: Option<&str>) -> Option<PathBuf> {
-    cwd.filter(|c| !c.is_empty()).map(PathBuf::from)
 }
 
 #[cfg(test)]
