@@ -394,6 +394,24 @@ export function startGemini(t, {
         }
       }
     },
+    /**
+     * Interactive: types /quit and resolves with the exit. Enter while the
+     * command menu is open can complete the command instead of running it,
+     * and a redraw can hide the box for a frame (type() then sees it
+     * submitted): so Enter is pressed again while /quit still sits in the
+     * box, until the CLI exits or the deadline.
+     */
+    async quit({ timeout = 60_000 } = {}) {
+      await run.type('/quit')
+      const deadline = Date.now() + timeout
+      let gone = false
+      exited.then(() => { gone = true })
+      while (!gone && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 1_000))
+        if (!gone && run.screen().split('\n').some((l) => /^\s*\*\s*\/quit\s*$/.test(l))) tmux('send-keys', '-t', 'main', 'Enter')
+      }
+      return run.wait({ timeout: Math.max(1_000, deadline - Date.now()) })
+    },
     /** Interactive: presses keys (tmux key names: Escape, Enter, C-c, …). */
     keys(...names) {
       tmux('send-keys', '-t', 'main', ...names)
