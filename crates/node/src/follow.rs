@@ -7,7 +7,7 @@
 //! aborts, or when the iterator is collected.
 
 use crate::js_args::{string_arg, Options};
-use crate::stream::{make_iterable, End, Stream};
+use crate::stream::{spawn_producer, stream_iterator, End, Stream};
 use crate::core_calls::{context, to_js_error};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -62,41 +62,13 @@ impl Write for LineSink {
     }
 }
 
-/// The iterator `followLog` returns. `[Symbol.asyncIterator]` returns itself.
-#[napi(custom_finalize)]
-pub struct LogLines {
-    stream: Arc<Stream<String>>,
-}
-
-impl ObjectFinalize for LogLines {
-    fn finalize(self, env: Env) -> Result<()> {
-        self.stream.collected(&env)
-    }
-}
-
-impl Drop for LogLines {
-    /// Collected without `return()` (the consumer dropped it): the thread ends.
-    fn drop(&mut self) {
-        self.stream.close();
-    }
-}
-
-#[napi]
-impl LogLines {
-    /// The next line; `{ done: true }` once the job has ended and every line
-    /// was given; rejects with an `AbortError` once the signal aborted.
-    #[napi(ts_return_type = "Promise<IteratorResult<string, undefined>>")]
-    pub fn next<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
-        self.stream.next(env)
-    }
-
-    /// Stops following (what `break` in `for await` calls): the native thread
-    /// ends at once; later `next()` calls give `{ done: true }`.
-    #[napi(js_name = "return", ts_return_type = "Promise<IteratorResult<string, undefined>>")]
-    pub fn finish<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
-        self.stream.finish(env)
-    }
-}
+stream_iterator!(
+    /// The iterator `followLog` returns. `[Symbol.asyncIterator]` returns itself.
+    LogLines,
+    String,
+    "Promise<IteratorResult<string, undefined>>",
+    "The next line; `{ done: true }` once the job has ended and every line was given; rejects with an `AbortError` once the signal aborted."
+);
 
 /// A job's output lines as they are written, across log rotations: the
 /// whole log kept (or its last `lines` lines), then each new line, ending
@@ -116,45 +88,37 @@ pub fn follow_log<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown
     let stopper = cancel.clone();
     let stream = Stream::new(env, signal, Some(READ_AHEAD), move || stopper.cancel()).inspect_err(|_| cancel.release())?;
 
-    let follower_stream = stream.clone();
-    std::thread::Builder::new()
-        .name("proc-manager-follow".into())
-        .spawn(move || {
-            let stream = follower_stream;
-            let log = Path::new(&job.log_path).to_path_buf();
-            let mut sink = LineSink { stream: stream.clone(), partial: Vec::new() };
-            let mut follower = match lines {
-                None => LogFollower::from_start(&log),
-                Some(n) => {
-                    let (tail, follower) = logs::tail_then_follow(&log, n as usize);
-                    for line in &tail {
-                        if sink.hand_over(line).is_err() {
-                            break;
-                        }
+    spawn_producer(env, &stream, "proc-manager-follow", move |stream| {
+        let log = Path::new(&job.log_path).to_path_buf();
+        let mut sink = LineSink { stream: stream.clone(), partial: Vec::new() };
+        let mut follower = match lines {
+            None => LogFollower::from_start(&log),
+            Some(n) => {
+                let (tail, follower) = logs::tail_then_follow(&log, n as usize);
+                for line in &tail {
+                    if sink.hand_over(line).is_err() {
+                        break;
                     }
-                    follower
                 }
-            };
-            let end = match context.follow_log(&job, &mut follower, &mut sink, &cancel) {
-                // A last line without its newline is still a line.
-                Ok(Followed::Ended) if !sink.partial.is_empty() => {
-                    let last = std::mem::take(&mut sink.partial);
-                    let _ = sink.hand_over(&last);
-                    End::Done
-                }
-                Ok(_) => End::Done,
-                // The stream was stopped while the thread handed a line over.
-                Err(_) if cancel.is_cancelled() => End::Done,
-                Err(e) => End::Failed(proc_manager_core::model::text::visible(&e.to_string()).into_owned()),
-            };
-            stream.stop(end);
-            cancel.release();
-        })
-        .map_err(|e| stream.not_started(env, e))?;
-
-    let iterator = LogLines { stream }.into_instance(env)?;
-    make_iterable(env, iterator.as_object(env))?;
-    Ok(iterator.as_object(env))
+                follower
+            }
+        };
+        let end = match context.follow_log(&job, &mut follower, &mut sink, &cancel) {
+            // A last line without its newline is still a line.
+            Ok(Followed::Ended) if !sink.partial.is_empty() => {
+                let last = std::mem::take(&mut sink.partial);
+                let _ = sink.hand_over(&last);
+                End::Done
+            }
+            Ok(_) => End::Done,
+            // The stream was stopped while the thread handed a line over.
+            Err(_) if cancel.is_cancelled() => End::Done,
+            Err(e) => End::Failed(proc_manager_core::model::text::visible(&e.to_string()).into_owned()),
+        };
+        stream.stop(end);
+        cancel.release();
+    })?;
+    LogLines::into_iterable(stream, env)
 }
 
 /// Hands each line of the stream over as `{ id, label, line }`.
@@ -185,40 +149,13 @@ impl StreamSink for StreamLines {
     }
 }
 
-/// The iterator `followLogs` returns. `[Symbol.asyncIterator]` returns itself.
-#[napi(custom_finalize)]
-pub struct JobLogLines {
-    stream: Arc<Stream<StreamLineView>>,
-}
-
-impl ObjectFinalize for JobLogLines {
-    fn finalize(self, env: Env) -> Result<()> {
-        self.stream.collected(&env)
-    }
-}
-
-impl Drop for JobLogLines {
-    /// Collected without `return()` (the consumer dropped it): the thread ends.
-    fn drop(&mut self) {
-        self.stream.close();
-    }
-}
-
-#[napi]
-impl JobLogLines {
-    /// The next line of any job; rejects with an `AbortError` once the signal aborted.
-    #[napi(ts_return_type = "Promise<IteratorResult<JobLogLine, undefined>>")]
-    pub fn next<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
-        self.stream.next(env)
-    }
-
-    /// Stops following (what `break` in `for await` calls): the native thread
-    /// ends at once; later `next()` calls give `{ done: true }`.
-    #[napi(js_name = "return", ts_return_type = "Promise<IteratorResult<JobLogLine, undefined>>")]
-    pub fn finish<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
-        self.stream.finish(env)
-    }
-}
+stream_iterator!(
+    /// The iterator `followLogs` returns. `[Symbol.asyncIterator]` returns itself.
+    JobLogLines,
+    StreamLineView,
+    "Promise<IteratorResult<JobLogLine, undefined>>",
+    "The next line of any job; rejects with an `AbortError` once the signal aborted."
+);
 
 /// Every job's output lines (of `owner`), as `run-bg logs --all --follow`
 /// gives them: the last `lines` lines of each job `listJobs` shows (10 by
@@ -236,23 +173,16 @@ pub fn follow_logs<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Obj
     let cancel = Cancel::new().map_err(to_js_error)?;
     let stopper = cancel.clone();
     let stream = Stream::new(env, signal, Some(READ_AHEAD), move || stopper.cancel()).inspect_err(|_| cancel.release())?;
-    let follower_stream = stream.clone();
-    std::thread::Builder::new()
-        .name("proc-manager-follow-all".into())
-        .spawn(move || {
-            let stream = follower_stream;
-            let mut sink = StreamLines { stream: stream.clone() };
-            let end = match context.follow_all_logs(&StreamQuery { owner, lines }, &mut sink, &cancel) {
-                Ok(()) => End::Done,
-                // The stream was stopped while the thread handed a line over.
-                Err(_) if cancel.is_cancelled() => End::Done,
-                Err(e) => End::Failed(proc_manager_core::model::text::visible(&e.to_string()).into_owned()),
-            };
-            stream.stop(end);
-            cancel.release();
-        })
-        .map_err(|e| stream.not_started(env, e))?;
-    let iterator = JobLogLines { stream }.into_instance(env)?;
-    make_iterable(env, iterator.as_object(env))?;
-    Ok(iterator.as_object(env))
+    spawn_producer(env, &stream, "proc-manager-follow-all", move |stream| {
+        let mut sink = StreamLines { stream: stream.clone() };
+        let end = match context.follow_all_logs(&StreamQuery { owner, lines }, &mut sink, &cancel) {
+            Ok(()) => End::Done,
+            // The stream was stopped while the thread handed a line over.
+            Err(_) if cancel.is_cancelled() => End::Done,
+            Err(e) => End::Failed(proc_manager_core::model::text::visible(&e.to_string()).into_owned()),
+        };
+        stream.stop(end);
+        cancel.release();
+    })?;
+    JobLogLines::into_iterable(stream, env)
 }

@@ -198,3 +198,73 @@ pub fn make_iterable(env: &Env, iterator: Object) -> Result<()> {
         env.run_script("(function (it) { it[Symbol.asyncIterator] = function () { return this } })")?;
     make_iterable.call(iterator)
 }
+
+/// Starts `produce` on a named native thread; the stream ends through it.
+/// A thread that cannot start lets the stream's abort listener go.
+pub fn spawn_producer<T: Serialize + Send + 'static>(
+    env: &Env,
+    stream: &Arc<Stream<T>>,
+    name: &str,
+    produce: impl FnOnce(Arc<Stream<T>>) + Send + 'static,
+) -> Result<()> {
+    let producing = stream.clone();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || produce(producing))
+        .map(drop)
+        .map_err(|e| stream.not_started(env, e))
+}
+
+/// Defines a JS async iterator class over a `Stream<$item>`: `next()`,
+/// `return()` (what `break` in `for await` calls), the stream closed when
+/// the object is collected, and `into_iterable` to hand it to JS with
+/// `[Symbol.asyncIterator]`. napi classes cannot be generic, so each item
+/// type gets its class from here rather than from a copy.
+macro_rules! stream_iterator {
+    ($(#[$doc:meta])* $class:ident, $item:ty, $ts_result:literal, $next_doc:literal) => {
+        $(#[$doc])*
+        #[napi(custom_finalize)]
+        pub struct $class {
+            stream: std::sync::Arc<$crate::stream::Stream<$item>>,
+        }
+
+        impl ObjectFinalize for $class {
+            fn finalize(self, env: Env) -> Result<()> {
+                self.stream.collected(&env)
+            }
+        }
+
+        impl Drop for $class {
+            /// Collected without `return()` (the consumer dropped it): the thread ends.
+            fn drop(&mut self) {
+                self.stream.close();
+            }
+        }
+
+        #[napi]
+        impl $class {
+            #[doc = $next_doc]
+            #[napi(ts_return_type = $ts_result)]
+            pub fn next<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
+                self.stream.next(env)
+            }
+
+            /// Stops (what `break` in `for await` calls): the native thread
+            /// ends at once; later `next()` calls give `{ done: true }`.
+            #[napi(js_name = "return", ts_return_type = $ts_result)]
+            pub fn finish<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
+                self.stream.finish(env)
+            }
+        }
+
+        impl $class {
+            /// The JS object, usable in `for await`.
+            pub fn into_iterable<'env>(stream: std::sync::Arc<$crate::stream::Stream<$item>>, env: &'env Env) -> Result<Object<'env>> {
+                let iterator = $class { stream }.into_instance(env)?;
+                $crate::stream::make_iterable(env, iterator.as_object(env))?;
+                Ok(iterator.as_object(env))
+            }
+        }
+    };
+}
+pub(crate) use stream_iterator;

@@ -6,44 +6,19 @@
 
 use crate::core_calls::context;
 use crate::js_args::Options;
-use crate::stream::{make_iterable, End, Stream};
+use crate::stream::{spawn_producer, stream_iterator, End, Stream};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-/// The iterator `watchJobs` returns. `[Symbol.asyncIterator]` returns itself.
-#[napi(custom_finalize)]
-pub struct JobEnds {
-    stream: Arc<Stream<serde_json::Value>>,
-}
-
-impl ObjectFinalize for JobEnds {
-    fn finalize(self, env: Env) -> Result<()> {
-        self.stream.collected(&env)
-    }
-}
-
-impl Drop for JobEnds {
-    fn drop(&mut self) {
-        self.stream.close();
-    }
-}
-
-#[napi]
-impl JobEnds {
-    /// The next job end (the `data` of its notification); waits for one.
-    #[napi(ts_return_type = "Promise<IteratorResult<JobEnd, undefined>>")]
-    pub fn next<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
-        self.stream.next(env)
-    }
-
-    /// Stops watching (what `break` in `for await` calls).
-    #[napi(js_name = "return", ts_return_type = "Promise<IteratorResult<JobEnd, undefined>>")]
-    pub fn finish<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
-        self.stream.finish(env)
-    }
-}
+stream_iterator!(
+    /// The iterator `watchJobs` returns. `[Symbol.asyncIterator]` returns itself.
+    JobEnds,
+    serde_json::Value,
+    "Promise<IteratorResult<JobEnd, undefined>>",
+    "The next job end (the `data` of its notification); waits for one."
+);
 
 /// Each job end from now on, from any process of the user (the same `data`
 /// as the exit notification's POST), as it happens; `owner` keeps only that
@@ -64,24 +39,18 @@ pub fn watch_jobs<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Obje
             let _ = writer.write_all(&[1]);
         }
     })?;
-    let watcher = stream.clone();
-    std::thread::Builder::new()
-        .name("proc-manager-watch-jobs".into())
-        .spawn(move || {
-            let result = proc_manager_core::supervise::end_watch::watch(
-                &context.home,
-                &context.config,
-                owner.as_deref(),
-                &reader,
-                |value| watcher.push(value),
-            );
-            match result {
-                Ok(()) => watcher.stop(End::Done),
-                Err(e) => watcher.stop(End::Failed(proc_manager_core::model::text::visible(&e.to_string()).into_owned())),
-            }
-        })
-        .map_err(|e| stream.not_started(env, e))?;
-    let iterator = JobEnds { stream }.into_instance(env)?;
-    make_iterable(env, iterator.as_object(env))?;
-    Ok(iterator.as_object(env))
+    spawn_producer(env, &stream, "proc-manager-watch-jobs", move |watcher| {
+        let result = proc_manager_core::supervise::end_watch::watch(
+            &context.home,
+            &context.config,
+            owner.as_deref(),
+            &reader,
+            |value| watcher.push(value),
+        );
+        match result {
+            Ok(()) => watcher.stop(End::Done),
+            Err(e) => watcher.stop(End::Failed(proc_manager_core::model::text::visible(&e.to_string()).into_owned())),
+        }
+    })?;
+    JobEnds::into_iterable(stream, env)
 }
