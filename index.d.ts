@@ -763,7 +763,8 @@ export interface RunOptions {
   priority?: number
   /**
    * `true`: kill the job's tree when this Node process exits (the
-   * supervisor watches it with a pidfd; Linux only, refused elsewhere).
+   * supervisor watches it with a pidfd on Linux 5.3 or later, a process
+   * handle on Windows; refused on macOS, which has neither).
    */
   tie?: boolean
   /** Kill the job's tree when the process with this pid exits. */

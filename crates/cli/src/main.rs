@@ -1,354 +1,29 @@
 //! The `run-bg` CLI: parses arguments, calls the core, prints. Also the
 //! supervisor (`run-bg __supervise`, started by the core, not by users).
 //!
-//! Here: the clap definitions, the dispatch, and the output helpers every
-//! subcommand shares (stdout that ends quietly once its reader is gone).
-//! Each subcommand lives in `cmd/<name>.rs`.
+//! Here: parsing (the clap definitions are in `args.rs`) and the dispatch
+//! to each verb's file, `cmd/<verb>.rs`, which prints its own answer through
+//! `print.rs`; `face.rs` is how the command line names options to the core.
 
 // Every unsafe block says why it is sound; clippy keeps it so.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+// First: `outln!` is for every module declared after it.
+#[macro_use]
+mod print;
+mod args;
+mod cmd;
+mod context;
+mod face;
 mod warnings;
 
-use clap::{Args, Parser, Subcommand};
-use proc_manager_core::model::duration::parse_duration_ms;
+use args::{HooksAction, Parsed, Sub};
+use face::CommandLine;
 use proc_manager_core::model::protocol::HiddenMode;
 use proc_manager_core::model::text::visible;
-use proc_manager_core::verbs::context::Context;
-use proc_manager_core::verbs::start_options::StartOptions;
-use proc_manager_core::verbs::verb_options::{CheckOptions, KillOptions, ListOptions, WaitOptions};
 use proc_manager_core::{Error, Result};
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::io::Write;
-use proc_manager_core::model::os_text::bytes_of;
-use std::time::Duration;
-
-/// `println!` for the CLI's results: once nobody reads them any more (a closed
-/// pipe, or a closed socketpair as Node's child stdio is), end quietly the way
-/// `seq 1 1000000 | head -1` ends `seq`, instead of panicking.
-macro_rules! outln {
-    ($($arg:tt)*) => { $crate::emit_line(format_args!($($arg)*)) };
-}
-
-fn emit_line(args: std::fmt::Arguments) {
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_fmt(args).and_then(|_| out.write_all(b"\n")) {
-        stdout_failed(e);
-    }
-}
-
-/// EPIPE from a pipe, ECONNRESET from a socketpair: nobody reads stdout any more.
-fn reader_gone(error: &std::io::Error) -> bool {
-    matches!(error.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset)
-}
-
-/// A failed write to stdout: the reader is gone, or stdout itself is broken.
-fn stdout_failed(error: std::io::Error) -> ! {
-    if reader_gone(&error) {
-        // Die of SIGPIPE (default disposition in the CLI), as on a closed
-        // pipe; should that return, the exit below ends the process instead.
-        proc_manager_core::os::sys::die_of_sigpipe();
-    }
-    eprintln!("run-bg: cannot write to stdout: {error}");
-    std::process::exit(1)
-}
-
-// After the output macro, so that every subcommand's file can use it.
-mod cmd;
-
-const START_HELP: &str = "\
-Commands:
-  run-bg check <id> [-n 20] [--grep <regex> | --errors]   status, exit code, runtime, last lines
-  run-bg logs <id> [-n <lines> | --all] [--follow | --json] [--since <cursor>]
-  run-bg logs --all [-n 10] [--follow] [--owner <name>]  every job's output, each line after its name
-  run-bg list [--all] [--status <s>] [--owner <name>] [--session [<id>]]
-  run-bg wait <id>... [--timeout <dur>] [--ready]
-  run-bg kill <id>... | --all [--owner <name>] [--session [<id>]] [--older-than <dur>]  [--grace <dur>] [--force]
-  run-bg pause <id>... / run-bg resume <id>...  stop a job's tree (and its --timeout clock) / continue it
-  run-bg rerun <id>                            start an ended job again as a new job, same command and options
-  run-bg orphans [--kill] [--force] [--owner <name>] [--grace <dur>]
-                                               processes left behind; --kill removes them
-  run-bg summary [--owner <name>]              a few lines for an agent's context preamble
-  run-bg ps [--mcp]                            a process snapshot (MCP/browser processes marked)
-  run-bg prune [--older-than <dur>]            forget finished jobs, delete their logs
-  run-bg send <id> <text> [--no-newline] [--eof]  write to the stdin of a job started with --stdin pipe
-  run-bg reconcile                             mark jobs whose supervisor died
-  run-bg up [-f <file>] [--owner <name>] [--yield [DUR]]   start a Procfile's or run-bg.json's processes
-  run-bg down [-f <file>] [--owner <name>]     kill them, what runs after others first
-  run-bg top [--owner <name>]                  a live full-screen view of the jobs (? for its keys)
-  run-bg hooks install claude-code|codex|gemini [--project [DIR]] [--dry-run] [--remove]
-                                               a job's end wakes the agent in that harness; its session's end kills its jobs
-Start later: --after <id>... [--after-any], --queue <name>, --priority <n>.
-
-Durations: 500ms, 90s, 10m, 2h, 1h30m. Every subcommand takes --json.
-State lives in $PROC_MANAGER_HOME (default ~/.local/state/proc-manager).
-Exit status: 0 done, 1 failed, 2 bad usage; `wait` exits with the job's own code.";
-
-/// Run a command in the background under a small supervisor: bounded logs,
-/// a job registry, whole-tree kills.
-#[derive(Parser, Debug)]
-#[command(name = "run-bg", version, after_help = START_HELP, override_usage = "run-bg [options] -- <program> [args...]\n       run-bg <command> [options]")]
-struct StartCli {
-    /// What the job is started with: defined once for every face, in the
-    /// core (verbs/start_options.rs), flags and help lines included.
-    #[command(flatten)]
-    options: StartOptions,
-    /// Stay in the foreground up to DUR: if the job ends by then, print what
-    /// `check` prints and exit with its code; else print the ack
-    #[arg(long = "yield", value_name = "DUR", display_order = 9)]
-    yield_for: Option<String>,
-    /// Machine-readable output
-    #[arg(long, display_order = 14)]
-    json: bool,
-    /// The program and its arguments, after `--`
-    #[arg(last = true, value_name = "PROGRAM")]
-    command: Vec<OsString>,
-}
-
-#[derive(Parser, Debug)]
-#[command(name = "run-bg", version)]
-struct SubCli {
-    #[command(subcommand)]
-    command: Sub,
-}
-
-#[derive(Args, Debug)]
-struct JsonFlag {
-    /// Machine-readable output
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(Subcommand, Debug)]
-enum Sub {
-    /// Status, exit code, runtime and the last lines of a job's output
-    Check {
-        id: String,
-        /// Defined once for every face in the core (verbs/verb_options.rs).
-        #[command(flatten)]
-        options: CheckOptions,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
-    /// A job's output, or every job's (--all without an id)
-    Logs {
-        id: Option<String>,
-        /// How many lines from the end (default 100; without an id, 10 a job)
-        #[arg(short = 'n', long = "lines")]
-        lines: Option<usize>,
-        /// With an id: the whole log, rotated files included. Without: every
-        /// job's output, each line after its job's name
-        #[arg(long)]
-        all: bool,
-        /// Without an id: only jobs of this owner
-        #[arg(long, value_name = "NAME")]
-        owner: Option<String>,
-        /// Keep printing new output until the job ends
-        #[arg(long, short = 'f', conflicts_with = "json")]
-        follow: bool,
-        /// Only the lines written after this cursor (from `check --json` or an
-        /// earlier `logs --since`), cleaned as `check` shows them; -n caps them
-        #[arg(long, value_name = "CURSOR", conflicts_with_all = ["all", "follow"])]
-        since: Option<u64>,
-        /// The lines as a JSON array (lossy UTF-8)
-        #[arg(long)]
-        json: bool,
-        /// Without an id, on a terminal: each job's bytes as written (escape
-        /// codes and all); by default they are cleaned as check shows them
-        #[arg(long)]
-        raw: bool,
-    },
-    /// Jobs in the registry (running ones and those ended within the hour)
-    List {
-        #[command(flatten)]
-        options: ListOptions,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
-    /// Block until jobs end; exits with the job's own exit code
-    Wait {
-        #[arg(required = true, value_name = "ID")]
-        ids: Vec<String>,
-        #[command(flatten)]
-        options: WaitOptions,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
-    /// SIGTERM a job's process tree, SIGKILL what is left after the grace period
-    Kill {
-        #[arg(value_name = "ID", required_unless_present = "all", conflicts_with = "all")]
-        ids: Vec<String>,
-        /// Every running job (of --owner, when given)
-        #[arg(long)]
-        all: bool,
-        /// `--owner` and `--older-than` require `--all`.
-        #[command(flatten)]
-        options: KillOptions,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
-    /// Stop a job's whole process tree (SIGSTOP) and its --timeout clock until `resume`
-    Pause {
-        #[arg(required = true, value_name = "ID")]
-        ids: Vec<String>,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
-    /// Continue a paused job's tree (SIGCONT) and its --timeout clock
-    Resume {
-        #[arg(required = true, value_name = "ID")]
-        ids: Vec<String>,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
-    /// Start an ended job again as a new job: the same command, cwd, --env and options
-    Rerun {
-        id: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
-    /// Orphaned jobs and processes left behind by ended jobs; --kill removes them
-    Orphans {
-        /// SIGTERM them, then SIGKILL what is left after the grace period
-        #[arg(long)]
-        kill: bool,
-        /// With --kill: SIGKILL at once
-        #[arg(long, requires = "kill")]
-        force: bool,
-        /// Only jobs of this owner
-        #[arg(long, value_name = "NAME")]
-        owner: Option<String>,
-        /// Time between SIGTERM and SIGKILL (default: kill.grace_ms, 5s)
-        #[arg(long, value_name = "DUR")]
-        grace: Option<String>,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
-    /// A few lines for an agent's context: running jobs, ended jobs not looked at yet
-    Summary {
-        /// Only jobs of this owner
-        #[arg(long, value_name = "NAME")]
-        owner: Option<String>,
-        /// Only jobs of this agent session (without ID, or `current`: the session run-bg runs in)
-        #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "current")]
-        session: Option<String>,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
-    /// A process snapshot: pid, parent, memory, command; MCP/browser processes marked
-    Ps {
-        /// Only processes matching diagnostics.resource_tracking.mcp_patterns
-        #[arg(long)]
-        mcp: bool,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
-    /// Forget finished jobs and delete their logs
-    Prune {
-        /// Only jobs that ended longer ago than this
-        #[arg(long, value_name = "DUR")]
-        older_than: Option<String>,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
-    /// Verify running jobs: supervisor gone → orphaned or lost
-    Reconcile {
-        #[command(flatten)]
-        json: JsonFlag,
-    },
-    /// A live full-screen view of the jobs: CPU, memory, output; keys to kill, filter, follow (? for help)
-    Top {
-        /// For the view (run-bg-top): --owner <name>
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
-        args: Vec<OsString>,
-    },
-    /// Write a line to the stdin of a job started with --stdin pipe
-    Send {
-        id: String,
-        /// The text; a newline is added unless --no-newline
-        #[arg(required_unless_present = "eof", allow_hyphen_values = true)]
-        text: Option<OsString>,
-        /// Send the text as it is, without a newline
-        #[arg(long)]
-        no_newline: bool,
-        /// Then close the job's stdin (it reads end-of-file)
-        #[arg(long)]
-        eof: bool,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
-    /// Start every process of a stack file (run-bg.json or Procfile) that does not run yet
-    Up {
-        #[command(flatten)]
-        stack: cmd::stack::StackArgs,
-        /// Return once every process is up (ready, running, or a task that ended
-        /// well), or one cannot be; waits at most DUR (default 2m)
-        #[arg(long = "yield", value_name = "DUR", num_args = 0..=1, default_missing_value = "2m")]
-        yield_for: Option<String>,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
-    /// Kill the jobs of a stack file's processes, what runs after others first
-    Down {
-        #[command(flatten)]
-        stack: cmd::stack::StackArgs,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
-    /// What an agent harness's hook runs (installed by `run-bg hooks install`): reads its JSON on stdin
-    Hook {
-        /// claude-code, codex or gemini
-        harness: String,
-        /// session-start, post-tool-use, stop, after-agent, before-agent, user-prompt-submit or session-end
-        event: String,
-        /// At a turn's end (Codex stop, Gemini after-agent): wait this long at most for the session's jobs
-        #[arg(long, value_name = "DUR")]
-        wait: Option<String>,
-    },
-    /// Put run-bg's hooks into an agent harness's settings (or take them out)
-    Hooks {
-        #[command(subcommand)]
-        action: HooksAction,
-    },
-}
-
-#[derive(Subcommand, Debug)]
-enum HooksAction {
-    /// Merge run-bg's hooks into the harness's settings: its jobs wake the model when they end
-    Install {
-        #[command(flatten)]
-        target: HooksTarget,
-        /// Take run-bg's hooks out instead (the same as `hooks remove`)
-        #[arg(long)]
-        remove: bool,
-        /// Codex, Gemini CLI: how long a turn's end waits for the session's jobs (default 10m)
-        #[arg(long, value_name = "DUR")]
-        wait: Option<String>,
-        /// Codex: leave the hooks untrusted (Codex then runs them only once approved in /hooks)
-        #[arg(long = "no-trust", action = clap::ArgAction::SetFalse)]
-        trust: bool,
-    },
-    /// Take run-bg's hooks out of the harness's settings, leaving every other hook
-    Remove {
-        #[command(flatten)]
-        target: HooksTarget,
-    },
-}
-
-#[derive(Args, Debug)]
-struct HooksTarget {
-    /// claude-code, codex or gemini
-    harness: String,
-    /// Into this project's settings (DIR, default the current directory), not the user's
-    #[arg(long, value_name = "DIR", num_args = 0..=1, conflicts_with = "user")]
-    project: Option<Option<std::path::PathBuf>>,
-    /// Into the user's settings, for every project (the default)
-    #[arg(long)]
-    user: bool,
-    /// Print what would be written, write nothing
-    #[arg(long)]
-    dry_run: bool,
-}
 
 fn main() {
     // Arguments are bytes: the program's may be any (`ls $'caf\xe9'`).
@@ -362,7 +37,7 @@ fn main() {
         }
         Some(HiddenMode::Errand(errand)) => {
             warnings::init_background();
-            std::process::exit(cmd::run_errand(errand))
+            std::process::exit(cmd::errand::run(errand))
         }
         None => {}
     }
@@ -389,130 +64,14 @@ fn main() {
     std::process::exit(code);
 }
 
-/// The context every command works in; also kicks the notification spool.
-fn load_context() -> Result<Context> {
-    with_own_runner(Context::load()?)
-}
-
-fn with_own_runner(context: Context) -> Result<Context> {
-    let exe = std::env::current_exe().map_err(|e| Error::io("find own executable", "/proc/self/exe", e))?;
-    Ok(context.with_runner(exe))
-}
-
 fn run(args: &[OsString]) -> Result<i32> {
-    let first = args.get(1).map(|word| word.as_os_str());
-    match first {
-        Some(word) if !bytes_of(word).starts_with(b"-") => {
-            let known = word.to_str().is_some_and(|word| {
-                <SubCli as clap::CommandFactory>::command().get_subcommands().any(|c| c.get_name() == word || word == "help")
-            });
-            if !known {
-                let word = escaped(word);
-                return Err(Error::Usage(format!(
-                    "unknown command `{word}`; to run a program, put it after `--`: run-bg -- {word} … (see run-bg --help)"
-                )));
-            }
-            let cli = SubCli::try_parse_from(args).unwrap_or_else(|e| usage_exit(e, args));
-            run_sub(cli.command)
-        }
-        _ => {
-            let cli = StartCli::try_parse_from(args).unwrap_or_else(|e| {
-                // `run-bg --label x npm test`: the program, without `--`
-                // before it, reads as a stray argument to clap.
-                let program_without_dashes =
-                    e.kind() == clap::error::ErrorKind::UnknownArgument && !args.iter().any(|a| a == "--");
-                usage_exit_saying(
-                    e,
-                    args,
-                    program_without_dashes
-                        .then_some("run-bg: the program and its arguments go after `--`: run-bg [options] -- <program> [args...]"),
-                )
-            });
-            cmd::start::run(cli)
-        }
+    match args::parse(args)? {
+        Parsed::Start(cli) => cmd::start::run(*cli),
+        Parsed::Sub(command) => run_sub(command),
     }
 }
 
-/// clap's usage errors quote the argument they refuse, which may carry escape
-/// codes: print them written out (help and version go out as clap prints them).
-fn usage_exit(error: clap::Error, args: &[OsString]) -> ! {
-    usage_exit_saying(error, args, None)
-}
-
-/// `usage_exit`, with `hint` on a line of its own after clap's message.
-fn usage_exit_saying(error: clap::Error, args: &[OsString], hint: Option<&str>) -> ! {
-    use clap::error::ErrorKind;
-    if matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
-        error.exit()
-    }
-    if error.kind() == ErrorKind::InvalidUtf8 {
-        // clap says only that some argument is no UTF-8: name it, and what may be bytes.
-        eprintln!("run-bg: {}", visible(&not_text(args)));
-        std::process::exit(error.exit_code())
-    }
-    eprint!("{}", visible(&error.render().to_string()));
-    if let Some(hint) = hint {
-        eprintln!("{hint}");
-    }
-    std::process::exit(error.exit_code())
-}
-
-/// Why the arguments were refused when one that must be text is not UTF-8.
-fn not_text(args: &[OsString]) -> String {
-    const ACCEPTED: &str = "only the program and its arguments (after --), --cwd, the value of --env and the text of \
-        `send` may be any bytes; labels, owners, ids, patterns and the other options are text: give them in UTF-8";
-    // The values that may be bytes are not what clap refused: skip them.
-    const BYTES: [&str; 2] = ["--cwd", "--env"];
-    let after_bytes_option = |at: usize| at > 0 && BYTES.iter().any(|o| args[at - 1] == *o);
-    let bytes_given_inline = |arg: &OsStr| BYTES.iter().any(|o| bytes_of(arg).starts_with(format!("{o}=").as_bytes()));
-    let before_program = args.iter().position(|a| a == "--").unwrap_or(args.len());
-    let refused = (0..before_program)
-        .find(|&at| args[at].to_str().is_none() && !after_bytes_option(at) && !bytes_given_inline(&args[at]));
-    let Some(at) = refused else {
-        return format!("an argument is not UTF-8 text; {ACCEPTED}");
-    };
-    let option = at
-        .checked_sub(1)
-        .and_then(|before| args[before].to_str())
-        .and_then(|before| before.strip_prefix("--"))
-        .filter(|name| option_takes_value(name))
-        .map(|name| format!(" (the value of --{name})"))
-        .unwrap_or_default();
-    format!("`{}`{option} is not UTF-8 text; {ACCEPTED}", escaped(&args[at]))
-}
-
-/// Whether `--<name>` of any of our commands takes a value.
-fn option_takes_value(name: &str) -> bool {
-    use clap::CommandFactory;
-    let (start, sub) = (StartCli::command(), SubCli::command());
-    let takes_value = std::iter::once(&start)
-        .chain(sub.get_subcommands())
-        .flat_map(|c| c.get_arguments())
-        .any(|a| a.get_long() == Some(name) && a.get_action().takes_values());
-    takes_value
-}
-
-fn escaped(word: &OsStr) -> std::borrow::Cow<'_, str> {
-    proc_manager_core::model::os_text::escaped(word)
-}
-
-fn parse_dur(flag: &str, text: &Option<String>) -> Result<Option<Duration>> {
-    text.as_ref()
-        .map(|t| {
-            parse_duration_ms(t)
-                .map(Duration::from_millis)
-                .map_err(|e| Error::Usage(format!("{flag}: {e}")))
-        })
-        .transpose()
-}
-
-fn print_json<T: serde::Serialize>(value: &T) {
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = serde_json::to_writer(&mut out, value).map_err(std::io::Error::from).and_then(|_| out.write_all(b"\n")) {
-        stdout_failed(e);
-    }
-}
-
+/// Each subcommand to its verb's file.
 fn run_sub(command: Sub) -> Result<i32> {
     if let Sub::Top { args } = command {
         return cmd::top::run(args);
@@ -526,8 +85,8 @@ fn run_sub(command: Sub) -> Result<i32> {
         };
     }
     let context = match &command {
-        Sub::Kill { .. } | Sub::Orphans { kill: true, .. } | Sub::Down { .. } => with_own_runner(Context::load_for_kill()?)?,
-        _ => load_context()?,
+        Sub::Kill { .. } | Sub::Orphans { kill: true, .. } | Sub::Down { .. } => context::load_for_kill()?,
+        _ => context::load()?,
     };
     match command {
         Sub::Check { id, options, json } => cmd::check::run(&context, &id, &options, json.json),
@@ -547,7 +106,7 @@ fn run_sub(command: Sub) -> Result<i32> {
         },
         Sub::List { options, json } => cmd::list::run(&context, options, json.json),
         Sub::Wait { ids, options, json } => {
-            let timeout = options.timeout(&cmd::start::CommandLine)?;
+            let timeout = options.timeout(&CommandLine)?;
             match options.ready {
                 true => cmd::wait::until_ready(&context, &ids, timeout, json.json),
                 false => cmd::wait::run(&context, &ids, timeout, json.json),

@@ -1,6 +1,6 @@
 //! `run-bg check <id>`: status, exit code, runtime and the last lines.
 
-use crate::print_json;
+use crate::print::print_json;
 use proc_manager_core::present::format;
 use proc_manager_core::present::view::CheckView;
 use proc_manager_core::verbs::check::CheckResult;

@@ -74,11 +74,11 @@ pub fn run(harness: &str, event: &str, wait: Option<&str>) -> i32 {
         if !events(harness).contains(&event) {
             return Err(Error::Usage(format!("{} has no hook event `{event}` of ours: give one of {}", harness.name(), events(harness).join(", "))));
         }
-        let wait = crate::parse_dur("--wait", &wait.map(str::to_string))?;
+        let wait = crate::face::parse_dur("--wait", &wait.map(str::to_string))?;
         let mut input = Vec::new();
         std::io::stdin().take(MAX_INPUT).read_to_end(&mut input).map_err(|e| Error::Other(format!("read the hook's input: {e}")))?;
         let input: serde_json::Value = serde_json::from_slice(&input).map_err(|e| Error::Other(format!("the hook's input is not JSON: {e}")))?;
-        let context = crate::load_context()?;
+        let context = crate::context::load()?;
         answer(&context, harness, event, &input, wait).map(|answer| (harness, answer))
     })();
     match outcome {
@@ -254,7 +254,7 @@ fn codex_trust(plan: &Plan, scope: &harness_install::Scope, trust: bool) {
         harness_install::Scope::User => std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from(".")),
     };
     let keys = harness_install::codex_hook_keys(plan);
-    match crate::cmd::codex_trust::trust(&cwd, &keys) {
+    match super::codex_trust::trust(&cwd, &keys) {
         Ok(trust) if !trust.missing.is_empty() => {
             outln!("note: codex does not list {} of run-bg's hooks ({}). {how}", trust.missing.len(), trust.missing.join(", "))
         }

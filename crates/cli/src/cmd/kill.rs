@@ -1,8 +1,8 @@
 //! `run-bg kill <id>... | --all [--owner <name>] [--session [<id>]] [--older-than <dur>]`:
 //! SIGTERM each job's process tree, SIGKILL what is left after the grace period.
 
-use crate::cmd::start::CommandLine;
-use crate::print_json;
+use crate::face::CommandLine;
+use crate::print::print_json;
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::view::KillView;
 use proc_manager_core::verbs::context::Context;

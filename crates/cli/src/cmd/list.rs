@@ -1,6 +1,6 @@
 //! `run-bg list`: jobs in the registry, running ones and those ended within the hour.
 
-use crate::print_json;
+use crate::print::print_json;
 use proc_manager_core::present::{format, table};
 use proc_manager_core::verbs::usage::UsageProbe;
 use proc_manager_core::present::view::{CorruptJobView, JobView};
@@ -10,7 +10,7 @@ use proc_manager_core::{Error, Result};
 
 pub fn run(context: &Context, options: ListOptions, json: bool) -> Result<i32> {
     let all = options.all;
-    let filter = options.filter(&crate::cmd::start::CommandLine)?;
+    let filter = options.filter(&crate::face::CommandLine)?;
     // Unreadable records belong to no status and no owner that can be told.
     let unfiltered = filter.status.is_none() && filter.owner.is_none();
     let jobs = context.list(&filter)?;

@@ -1,7 +1,7 @@
 //! `run-bg logs <id>`: a job's output; `--follow` keeps printing until it
 //! ends; `--since <cursor>` gives only what came after a cursor.
 
-use crate::{print_json, reader_gone, stdout_failed};
+use crate::print::{print_json, reader_gone, stdout_failed};
 use proc_manager_core::model::job::Job;
 use proc_manager_core::present::prefixed::{self, Prefixer};
 use proc_manager_core::present::view::{LogReadView, LogsView, StreamLineView, StreamLinesView};

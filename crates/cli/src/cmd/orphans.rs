@@ -1,7 +1,8 @@
 //! `run-bg orphans [--kill]`: orphaned jobs and processes left behind by
 //! ended jobs; `--kill` removes them.
 
-use crate::{parse_dur, print_json};
+use crate::face::parse_dur;
+use crate::print::print_json;
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::format::shorten;
 use proc_manager_core::present::view::OrphanReportView;

@@ -1,7 +1,7 @@
 //! `run-bg pause <id>...` / `run-bg resume <id>...`: stop a job's whole tree
 //! (and its --timeout clock) until resumed.
 
-use crate::print_json;
+use crate::print::print_json;
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::view::PauseView;
 use proc_manager_core::verbs::context::Context;

@@ -1,6 +1,7 @@
 //! `run-bg prune [--older-than <dur>]`: forgets finished jobs, deletes their logs.
 
-use crate::{parse_dur, print_json};
+use crate::face::parse_dur;
+use crate::print::print_json;
 use proc_manager_core::present::view::PruneView;
 use proc_manager_core::verbs::context::Context;
 use proc_manager_core::Result;

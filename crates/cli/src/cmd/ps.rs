@@ -1,7 +1,7 @@
 //! `run-bg ps [--mcp]`: a process snapshot, MCP/browser processes marked,
 //! each with the job that owns it, and each job's total.
 
-use crate::print_json;
+use crate::print::print_json;
 use proc_manager_core::present::format::shorten;
 use proc_manager_core::present::view::SnapshotView;
 use proc_manager_core::verbs::context::Context;

@@ -1,6 +1,6 @@
 //! `run-bg reconcile`: verifies running jobs; supervisor gone → orphaned or lost.
 
-use crate::print_json;
+use crate::print::print_json;
 use proc_manager_core::present::format;
 use proc_manager_core::present::view::ReconcileView;
 use proc_manager_core::verbs::context::Context;

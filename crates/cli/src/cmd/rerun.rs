@@ -1,8 +1,9 @@
 //! `run-bg rerun <id>`: an ended job started again as a new job, with the
 //! command, cwd, environment additions and options it was started with.
 
-use crate::cmd::start::{answer_start, CommandLine};
-use crate::print_json;
+use super::start::answer_start;
+use crate::face::CommandLine;
+use crate::print::print_json;
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::format;
 use proc_manager_core::present::view::StartView;

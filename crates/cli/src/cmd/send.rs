@@ -1,7 +1,7 @@
 //! `run-bg send <id> <text> [--no-newline] [--eof]`: writes to the stdin of
 //! a job started with `--stdin pipe`.
 
-use crate::print_json;
+use crate::print::print_json;
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::view::SendView;
 use proc_manager_core::verbs::context::Context;

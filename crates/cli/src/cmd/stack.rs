@@ -1,7 +1,9 @@
 //! `run-bg up` / `run-bg down`: a stack file's processes started as jobs of
 //! the stack, or killed.
 
-use crate::{parse_dur, print_json};
+use crate::args::StackArgs;
+use crate::face::parse_dur;
+use crate::print::print_json;
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::format;
 use proc_manager_core::present::view::{StackDownView, StackUpView};
@@ -9,20 +11,6 @@ use proc_manager_core::verbs::cancel::Cancel;
 use proc_manager_core::verbs::context::Context;
 use proc_manager_core::verbs::stack::{self, StackFile};
 use proc_manager_core::{Error, Result};
-use std::path::PathBuf;
-
-#[derive(clap::Args, Debug)]
-pub struct StackArgs {
-    /// The stack file (default: run-bg.json in the current directory, else Procfile)
-    #[arg(short = 'f', long = "file", value_name = "FILE")]
-    file: Option<PathBuf>,
-    /// Owner of the stack's jobs (default: the file's directory name)
-    #[arg(long, value_name = "NAME")]
-    owner: Option<String>,
-    /// `up`: keep the stack running when the agent session that starts it ends
-    #[arg(long = "outlive-session")]
-    outlive_session: bool,
-}
 
 fn read(args: &StackArgs) -> Result<StackFile> {
     let cwd = std::env::current_dir().map_err(|e| Error::io("read the current directory", ".", e))?;

@@ -1,59 +1,23 @@
 //! `run-bg [options] -- <program> [args...]`: starts a job; with `--yield`,
 //! stays up to a while and prints what `check` prints if it ended by then.
 
-use crate::{load_context, parse_dur, print_json, StartCli};
+use crate::args::StartCli;
+use crate::face::{parse_dur, CommandLine};
+use crate::print::print_json;
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::format;
 use proc_manager_core::present::view::{shell_exit_code, StartFailedView, StartView};
 use proc_manager_core::verbs::cancel::Cancel;
-use proc_manager_core::verbs::start_options::Face;
 use proc_manager_core::verbs::yielding::Yielded;
 use proc_manager_core::verbs::request::{StartRequest, Started};
 use proc_manager_core::verbs::start::start_job;
 use proc_manager_core::{Error, Result};
 
-/// The command line's spelling of the start options and the verbs': the flag
-/// clap has for the option's field (`timeoutMs` → field `timeout_ms` → `--timeout`).
-pub(crate) struct CommandLine;
-
-impl Face for CommandLine {
-    fn name(&self, option: &str) -> String {
-        let mut field = String::with_capacity(option.len() + 4);
-        for c in option.chars() {
-            if c.is_ascii_uppercase() {
-                field.push('_');
-            }
-            field.push(c.to_ascii_lowercase());
-        }
-        // Built once, and only when a message names an option.
-        // The start's flags first, then the subcommands' (`--grace`, `--older-than`).
-        static COMMANDS: std::sync::OnceLock<[clap::Command; 2]> = std::sync::OnceLock::new();
-        let [start, sub] = COMMANDS.get_or_init(|| {
-            [<StartCli as clap::CommandFactory>::command(), <crate::SubCli as clap::CommandFactory>::command()]
-        });
-        let flag = std::iter::once(start)
-            .chain(sub.get_subcommands())
-            .flat_map(|c| c.get_arguments())
-            .find(|arg| arg.get_id() == field.as_str())
-            .and_then(|arg| arg.get_long());
-        format!("--{}", flag.unwrap_or(option))
-    }
-
-    /// The CLI names the flag, which each pattern was given to.
-    fn item(&self, option: &str, _: usize) -> String {
-        self.name(option)
-    }
-
-    fn caller_pid(&self) -> u32 {
-        proc_manager_core::supervise::tie::caller_pid()
-    }
-}
-
 pub fn run(cli: StartCli) -> Result<i32> {
     let request = cli.options.into_request(StartRequest::program(cli.command), &CommandLine)?;
     let yield_for = parse_dur("--yield", &cli.yield_for)?;
 
-    let context = load_context()?;
+    let context = crate::context::load()?;
     let exe = context.runner.clone().expect("load_context sets the runner");
     let Some(started) = answer_start(start_job(&context, request, &exe), cli.json)? else {
         return Ok(1);

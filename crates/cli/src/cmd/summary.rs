@@ -1,6 +1,6 @@
 //! `run-bg summary`: a few lines for an agent's context preamble.
 
-use crate::print_json;
+use crate::print::print_json;
 use proc_manager_core::present::view::SummaryView;
 use proc_manager_core::verbs::context::Context;
 use proc_manager_core::verbs::list::SessionFilter;

@@ -1,7 +1,7 @@
 //! `run-bg wait <id>...`: blocks until the jobs end; exits with the job's own
 //! exit code, 124 when `--timeout` passes first.
 
-use crate::print_json;
+use crate::print::print_json;
 use proc_manager_core::present::format;
 use proc_manager_core::present::view::WaitView;
 use proc_manager_core::verbs::context::Context;

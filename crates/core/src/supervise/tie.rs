@@ -1,8 +1,9 @@
 //! Jobs tied to a process (`run-bg --tie`, `runBackground(cmd, {tie: true})`):
-//! the supervisor holds a pidfd of that process in its poll set, and when it
-//! becomes readable (the process ended) the job's tree is killed. No polling:
-//! the kernel wakes the supervisor. Where there are no pidfds (macOS, Linux
-//! before 5.3) a tie is refused when the job starts, never silently dropped.
+//! the supervisor holds a pidfd of that process in its poll set (on Windows
+//! a process handle among the handles it waits on), and when it becomes
+//! readable (the process ended) the job's tree is killed. No polling: the
+//! kernel wakes the supervisor. Where neither exists (macOS, Linux before
+//! 5.3) a tie is refused when the job starts, never silently dropped.
 
 use crate::model::job::Tie;
 use crate::os::{pidfd, procinfo};
@@ -25,7 +26,7 @@ pub fn tie_to(pid: u32, caller: bool) -> Result<Tie> {
         Err(e) => {
             return Err(Error::Usage(format!(
                 "cannot tie the job to pid {pid}: this system cannot watch a process with a pidfd ({e}); \
-                 --tie needs Linux 5.3 or later"
+                 --tie needs Linux 5.3 or later, or Windows"
             )))
         }
     }

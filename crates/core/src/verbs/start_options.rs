@@ -192,7 +192,8 @@ pub struct StartOptions {
     pub priority: Option<i64>,
 
     /// `true`: kill the job's tree when this Node process exits (the
-    /// supervisor watches it with a pidfd; Linux only, refused elsewhere).
+    /// supervisor watches it with a pidfd on Linux 5.3 or later, a process
+    /// handle on Windows; refused on macOS, which has neither).
     #[cfg_attr(feature = "cli", arg(long, display_order = 27,
         help = "Kill the job's tree when the process that ran run-bg (its parent, usually the agent's shell) exits"))]
     #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "true: killed when this session ends")))]
