@@ -7,16 +7,17 @@ use crate::supervise::pace::{self, Pace, Slot};
 use crate::supervise::service::{post, Failure};
 use crate::supervise::wake;
 use crate::model::error::PostError;
-use crate::model::job::{DeliveryState, Notification};
+use crate::model::job::DeliveryState;
 use crate::store::paths::{create_private_dir_all, Home};
 use crate::store::registry::{write_json_file, Registry, FOLD_PATIENCE};
 use crate::now_ms;
-use serde::{Deserialize, Serialize};
 use std::io::Write;
 use crate::os::sys::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use super::{defuse_templates, Tries, WAKE_REMOVE_TIMEOUT};
+use super::event::SpoolEntry;
+use super::message::defuse_templates;
+use super::tries::{Tries, WAKE_REMOVE_TIMEOUT};
 
 /// A spooled event is retried for this long before it is marked failed.
 const SPOOL_GIVE_UP_MS: u64 = 24 * 3_600_000;
@@ -25,43 +26,6 @@ const SPOOL_RETRY_THROTTLE_MS: u64 = 2_000;
 /// 1 s up to this, so a service that comes back hears within 30 s.
 const DELIVERER_MAX_PAUSE_MS: u64 = 30_000;
 
-/// An event the supervisor could not deliver, kept in `<home>/spool/`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SpoolEntry {
-    pub event_id: String,
-    pub job_id: String,
-    pub url: String,
-    pub body: serde_json::Value,
-    pub attempts: u32,
-    /// 5xx answers so far (`MAX_SERVER_ERRORS` ends the retries).
-    #[serde(default)]
-    pub server_errors: u32,
-    pub spooled_at: u64,
-    pub next_attempt_at: u64,
-    pub last_error: Option<String>,
-    /// `notify.url` was set in config.json: a service is installed, so the
-    /// background deliverer keeps at it (up to a day) without any invocation.
-    #[serde(default)]
-    pub keep_trying: bool,
-    /// Tries made from the spool, for the deliverer's backoff.
-    #[serde(default)]
-    pub spool_tries: u32,
-    /// Held back by the pace (never sent yet): sent at `next_attempt_at`
-    /// together with every other event held for the same pipeline.
-    #[serde(default)]
-    pub held: bool,
-    /// The notification as its last writer left it, for the next to go on from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub notification: Option<Notification>,
-    /// The job has a wake rule to settle once the event is answered for good
-    /// (unknown in entries spooled before this was kept: looked at).
-    #[serde(default = "unknown_is_yes")]
-    pub has_wake: bool,
-}
-
-fn unknown_is_yes() -> bool {
-    true
-}
 
 fn spool_file(home: &Home, event_id: &str) -> PathBuf {
     // Job ids are file-name safe; the status after ':' is a plain word.
