@@ -16,7 +16,7 @@
 // runner), else NODE_WIN (scripts/windows-env.sh's node.exe under wine).
 // The export table is read here (no gendef needed: the Windows runner's
 // MinGW may lack it); dlltool is $DLLTOOL, else x86_64-w64-mingw32-dlltool,
-// else dlltool, whichever runs. scripts/windows-env.sh makes the same
+// else dlltool, else the one the GNU Rust toolchain carries, whichever runs. scripts/windows-env.sh makes the same
 // library with gendef on Linux.
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
@@ -82,7 +82,12 @@ if (isMain) {
   const def = path.join(outDir, 'node.def')
   fs.writeFileSync(def, `LIBRARY node.exe\nEXPORTS\n${names.join('\n')}\n`)
 
-  const candidates = [process.env.DLLTOOL, 'x86_64-w64-mingw32-dlltool', 'dlltool'].filter(Boolean)
+  // The GNU host toolchain on Windows carries its own MinGW tools (rust-mingw), dlltool among them.
+  const sysroot = spawnSync('rustc', ['--print', 'sysroot'], { encoding: 'utf8' })
+  const rustMingw = sysroot.status === 0
+    ? ['bin/self-contained', 'bin'].map((d) => path.join(sysroot.stdout.trim(), 'lib', 'rustlib', 'x86_64-pc-windows-gnu', d, 'dlltool.exe')).filter((f) => fs.existsSync(f))
+    : []
+  const candidates = [process.env.DLLTOOL, 'x86_64-w64-mingw32-dlltool', 'dlltool', ...rustMingw].filter(Boolean)
   const lib = path.join(outDir, 'libnode.dll.a')
   const tmp = `${lib}.tmp-${process.pid}`
   let used = null

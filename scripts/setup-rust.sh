@@ -34,6 +34,11 @@ if ! command -v rustup >/dev/null 2>&1; then
 fi
 
 flags=(--profile minimal --component clippy)
+case "$(uname -s)" in
+  # The GNU host toolchain beside the image's MSVC one: it runs natively,
+  # and this tells a rustup that doubts it so.
+  MINGW* | MSYS* | CYGWIN*) flags+=(--force-non-host) ;;
+esac
 for t in "$@"; do flags+=(--target "$t"); done
 rustup toolchain install "$toolchain" "${flags[@]}"
 rustup default "$toolchain"
