@@ -29,22 +29,14 @@ import zlib from 'node:zlib'
 import { fileURLToPath } from 'node:url'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+// Set by main() from the command line.
+let dryRun = false
+let dir
 
 function die(message) {
   console.error(`publish-packages: ${message}`)
   process.exit(1)
 }
-
-const args = process.argv.slice(2)
-const dryRun = args.includes('--dry-run')
-const positional = args.filter((a) => !a.startsWith('--'))
-const unknown = args.filter((a) => a.startsWith('--') && a !== '--dry-run')
-if (unknown.length || positional.length !== 1) {
-  console.error('usage: publish-packages.mjs <dir of platform tarballs> [--dry-run]')
-  process.exit(2)
-}
-const dir = path.resolve(positional[0])
-if (!fs.existsSync(dir)) die(`${dir} does not exist`)
 
 /** Runs npm (npm.cmd through a shell on Windows); returns spawnSync's result. */
 function npm(argv, options = {}) {
@@ -78,6 +70,17 @@ const isMain = process.argv[1] && path.resolve(process.argv[1]) === fileURLToPat
 if (isMain) main()
 
 function main() {
+  const args = process.argv.slice(2)
+  dryRun = args.includes('--dry-run')
+  const positional = args.filter((a) => !a.startsWith('--'))
+  const unknown = args.filter((a) => a.startsWith('--') && a !== '--dry-run')
+  if (unknown.length || positional.length !== 1) {
+    console.error('usage: publish-packages.mjs <dir of platform tarballs> [--dry-run]')
+    process.exit(2)
+  }
+  dir = path.resolve(positional[0])
+  if (!fs.existsSync(dir)) die(`${dir} does not exist`)
+
   const check = spawnSync(process.execPath, [path.join(root, 'scripts', 'set-version.mjs'), '--check'], { stdio: 'inherit' })
   if (check.status !== 0) die('the versions differ (above): nothing published')
   const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'))
