@@ -455,7 +455,7 @@ pub(crate) fn schema_of<T: schemars::JsonSchema + serde::de::DeserializeOwned>()
 }
 
 #[cfg(feature = "schema")]
-fn without_null(schema: &mut serde_json::Value) {
+pub(crate) fn without_null(schema: &mut serde_json::Value) {
     use serde_json::Value;
     let Value::Object(fields) = schema else { return };
     if fields.get("default") == Some(&Value::Null) {
