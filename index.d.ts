@@ -973,6 +973,16 @@ export interface StackKillResult extends KillResult {
 export declare function verbOptionsSchema(): Record<string, any>
 
 /**
+ * The JSON Schemas of the results (`RunResult`, `CheckResult`, `LogRead`,
+ * `JobSummary`, `CorruptJob`, `JobResult`, `KillResult`, `PauseResult`,
+ * `SendResult`, `CleanupReport`, and `Summary`: the lines `summary()`
+ * joins), keyed by these names, derived from the core's one definition of
+ * each: as serialized, a field that is left out when it has no value is not
+ * `required`. The MCP server builds its tools' output schemas from them.
+ */
+export declare function resultSchemas(): Record<string, any>
+
+/**
  * Resolves when the job ends (or `timeoutMs` passes: `timedOut: true`);
  * rejects with an `AbortError` at once when `signal` aborts (the job runs on).
  */

@@ -848,6 +848,7 @@ module.exports.pruneJobs = nativeBinding.pruneJobs
 module.exports.readLog = nativeBinding.readLog
 module.exports.reconcile = nativeBinding.reconcile
 module.exports.rerunJob = nativeBinding.rerunJob
+module.exports.resultSchemas = nativeBinding.resultSchemas
 module.exports.resumeJob = nativeBinding.resumeJob
 module.exports.runBackground = nativeBinding.runBackground
 module.exports.runYield = nativeBinding.runYield

@@ -3,7 +3,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import path from 'node:path'
-import { pm, root, makeHome, runBg, startJob, checkJson, waitFor, isAlive, readRegistry, connectMcp } from './helpers.mjs'
+import { pm, root, makeHome, runBg, startJob, checkJson, waitFor, isAlive, readRegistry, connectMcp, toolsBudget } from './helpers.mjs'
 
 test('the start ack is one line of under 200 characters, even for long labels and commands', (t) => {
   const { home } = makeHome(t)
@@ -117,10 +117,11 @@ test('the MCP server, driven by the SDK client over stdio: list tools, run, chec
 
   const { tools } = await client.listTools()
   assert.deepEqual(tools.map((x) => x.name).sort(),
-    ['check_job', 'cleanup_orphans', 'job_summary', 'kill_job', 'list_jobs', 'pause_job', 'read_log', 'rerun_job', 'resume_job', 'run_background', 'send_input', 'wait_job'])
-  // The bound mcp.test.mjs keeps (what every tool costs an agent's context).
-  const size = JSON.stringify({ tools }).length
-  assert.ok(size < 9800, `tools/list is ${size} characters`)
+    ['check_job', 'cleanup_orphans', 'control_job', 'kill_job', 'list_jobs', 'read_log', 'run_background', 'wait_job'])
+  // The bounds mcp.test.mjs keeps (what every tool costs an agent's context).
+  const { whole, modelFacing } = toolsBudget(client, tools)
+  assert.ok(whole <= 8000, `tools/list is ${whole} characters`)
+  assert.ok(modelFacing <= 6000, `the model is handed ${modelFacing} characters of tools/list`)
 
   const started = await client.callTool({ name: 'run_background', arguments: { command: 'echo from mcp; sleep 30', label: 'mcp' } })
   assert.ok(!started.isError)
@@ -149,5 +150,5 @@ test('the MCP server, driven by the SDK client over stdio: list tools, run, chec
   assert.equal(unknown.isError, true)
   assert.equal(unknown.content[0].text, 'no job with id `unknown-123456` (call list_jobs with all: true to see known jobs)')
   // Still serving after errors.
-  assert.ok((await client.listTools()).tools.length === 12)
+  assert.ok((await client.listTools()).tools.length === 8)
 })

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
-import { root, RUN_BG, pm, makeHome, connectMcp } from './helpers.mjs'
+import { root, RUN_BG, pm, makeHome, connectMcp, toolsBudget } from './helpers.mjs'
 
 const docsDir = path.join(root, 'docs')
 const pages = [
@@ -101,7 +101,7 @@ test('every tool of the MCP server, with every argument, is in docs/mcp-and-skil
   const { home } = makeHome(t)
   const client = await connectMcp(t, home)
   const { tools } = await client.listTools()
-  assert.ok(tools.length >= 9, `tools found: ${tools.map((x) => x.name)}`)
+  assert.ok(tools.length >= 8, `tools found: ${tools.map((x) => x.name)}`)
   const rows = read(path.join(docsDir, 'mcp-and-skill.md')).split('\n').filter((l) => l.startsWith('| `'))
   const missing = []
   for (const tool of tools) {
@@ -113,6 +113,13 @@ test('every tool of the MCP server, with every argument, is in docs/mcp-and-skil
     }
   }
   assert.deepEqual(missing, [], 'every tool and argument is in the tools table')
+  // The figures the docs give for what tools/list costs, near enough to what it costs now.
+  const { whole, modelFacing } = toolsBudget(client, tools)
+  const said = read(path.join(docsDir, 'mcp-and-skill.md')).match(/the whole `tools\/list` answer is ([\d,]+) characters;[^]*?, ([\d,]+), about/)
+  assert.ok(said, 'mcp-and-skill.md says what tools/list costs')
+  const [saidWhole, saidFacing] = said.slice(1).map((n) => Number(n.replace(/,/g, '')))
+  assert.ok(Math.abs(saidWhole - whole) <= 100, `the docs say ${saidWhole} characters; tools/list is ${whole}`)
+  assert.ok(Math.abs(saidFacing - modelFacing) <= 100, `the docs say ${saidFacing} for the model; it is ${modelFacing}`)
 })
 
 test('every Rust module opens with a //! line saying what it holds', () => {

@@ -273,6 +273,17 @@ export async function connectMcp(t, home) {
   return client
 }
 
+/**
+ * What tools/list costs: whole, as the client receives it, and what a host
+ * hands the model on every turn (each tool's name, description and
+ * inputSchema, and the server's instructions, said once for all tools).
+ */
+export function toolsBudget(client, tools) {
+  const whole = JSON.stringify({ tools }).length
+  const facing = JSON.stringify(tools.map(({ name, description, inputSchema }) => ({ name, description, inputSchema }))).length
+  return { whole, modelFacing: facing + (client.getInstructions() ?? '').length }
+}
+
 /** Each job's own job.json (written first by whoever changes the job), read without running run-bg. */
 export function jobFiles(home) {
   const dir = path.join(home, 'jobs')

@@ -173,7 +173,7 @@ test('pause and resume refuse what cannot be paused, saying why', async (t) => {
   runBg(home, ['kill', first.jobId, waiting.jobId, '--force'])
 })
 
-test('JS pauseJob / resumeJob and the MCP tools pause_job / resume_job', async (t) => {
+test('JS pauseJob / resumeJob and the MCP tool control_job pause / resume', async (t) => {
   const { home } = makeHome(t)
   process.env.PROC_MANAGER_HOME = home
   const dir = tmpDir(t)
@@ -198,26 +198,24 @@ test('JS pauseJob / resumeJob and the MCP tools pause_job / resume_job', async (
 
   const client = await connectMcp(t, home)
   const { tools } = await client.listTools()
-  const by = Object.fromEntries(tools.map((x) => [x.name, x]))
-  for (const name of ['pause_job', 'resume_job']) {
-    assert.ok(by[name], `${name} is listed`)
-    assert.equal(by[name].annotations?.idempotentHint, true, `${name} is idempotent`)
-    assert.notEqual(by[name].annotations?.readOnlyHint, true, `${name} changes the job`)
-    assert.equal(by[name].annotations?.destructiveHint, false, `${name} is undone by its counterpart`)
-    assert.ok(by[name].outputSchema?.properties?.status, `${name} outputs status`)
-  }
+  const control = tools.find((x) => x.name === 'control_job')
+  assert.deepEqual(control.inputSchema.properties.action.enum.filter((a) => a === 'pause' || a === 'resume'), ['pause', 'resume'])
+  assert.notEqual(control.annotations?.readOnlyHint, true, 'control_job changes the job')
+  assert.ok(control.outputSchema?.properties?.status && control.outputSchema?.properties?.changed, 'control_job outputs status and changed')
   const call = (name, args) => client.callTool({ name, arguments: args })
-  const p = await call('pause_job', { jobId: job.jobId })
+  const p = await call('control_job', { jobId: job.jobId, action: 'pause' })
   assert.equal(p.isError, undefined, p.content[0].text)
-  assert.equal(p.structuredContent.status, 'paused')
+  assert.deepEqual(p.structuredContent, { jobId: job.jobId, status: 'paused', changed: true })
   assert.match(p.content[0].text, /paused/)
   const held2 = ticks()
   await new Promise((r) => setTimeout(r, 300))
   assert.equal(ticks(), held2)
-  const r = await call('resume_job', { jobId: job.jobId })
+  const again = await call('control_job', { jobId: job.jobId, action: 'pause' })
+  assert.equal(again.structuredContent.changed, false, 'pausing a paused job changes nothing')
+  const r = await call('control_job', { jobId: job.jobId, action: 'resume' })
   assert.equal(r.structuredContent.status, 'running')
-  await waitFor(() => ticks() > held2, { what: 'ticking after resume_job' })
-  const unknown = await call('pause_job', { jobId: 'nosuch-123456' })
+  await waitFor(() => ticks() > held2, { what: 'ticking after control_job resume' })
+  const unknown = await call('control_job', { jobId: 'nosuch-123456', action: 'pause' })
   assert.equal(unknown.isError, true)
   assert.doesNotMatch(unknown.content[0].text, /run-bg /, 'no CLI command in an MCP answer')
 })

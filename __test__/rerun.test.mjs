@@ -82,7 +82,7 @@ test('rerun refuses a job still running, an unknown one, and a record that lacks
   assert.match(lacking.stderr, /cannot rerun old-000001: its record keeps no command/)
 })
 
-test('JS rerunJob and the MCP tool rerun_job', async (t) => {
+test('JS rerunJob and the MCP tool control_job rerun', async (t) => {
   const { home } = makeHome(t)
   process.env.PROC_MANAGER_HOME = home
   const dir = tmpDir(t)
@@ -102,18 +102,18 @@ test('JS rerunJob and the MCP tool rerun_job', async (t) => {
 
   const client = await connectMcp(t, home)
   const { tools } = await client.listTools()
-  const tool = tools.find((x) => x.name === 'rerun_job')
-  assert.ok(tool, 'rerun_job is listed')
+  const tool = tools.find((x) => x.name === 'control_job')
+  assert.ok(tool.inputSchema.properties.action.enum.includes('rerun'), 'control_job reruns')
   assert.ok(tool.outputSchema?.properties?.jobId && tool.outputSchema?.properties?.status)
   assert.notEqual(tool.annotations?.readOnlyHint, true)
-  const result = await client.callTool({ name: 'rerun_job', arguments: { jobId: first.jobId } })
+  const result = await client.callTool({ name: 'control_job', arguments: { jobId: first.jobId, action: 'rerun' } })
   assert.equal(result.isError, undefined, result.content[0].text)
   assert.match(result.content[0].text, new RegExp(`started jobId: greet-[0-9a-f]{6} .*rerun of ${first.jobId}`))
   const id = result.structuredContent.jobId
   await waitFor(() => pm.checkJob(id).status === 'success', { what: 'the MCP rerun to end' })
   assert.equal(pm.checkJob(id).rerunOf, first.jobId)
   const running = pm.runBackground('sleep 30')
-  const refused = await client.callTool({ name: 'rerun_job', arguments: { jobId: running.jobId } })
+  const refused = await client.callTool({ name: 'control_job', arguments: { jobId: running.jobId, action: 'rerun' } })
   assert.equal(refused.isError, true)
   assert.match(refused.content[0].text, /call kill_job with jobId/)
   assert.doesNotMatch(refused.content[0].text, /run-bg /)

@@ -325,7 +325,7 @@ test('a restarted job keeps its stdin pipe: each run reads what is sent to it', 
   assert.deepEqual(checkJson(home, jobId).tail, ['got:one', '--- run-bg: restart 1 after exit 1 (delay 50ms) ---', 'got:two'])
 })
 
-test('MCP: run_background takes restart and stdin, send_input reaches the job', async (t) => {
+test('MCP: run_background takes restart and stdin, control_job send reaches the job', async (t) => {
   const { home } = makeHome(t)
   const client = await connectMcp(t, home)
   await client.listTools()
@@ -336,15 +336,15 @@ test('MCP: run_background takes restart and stdin, send_input reaches the job', 
   })
   assert.ok(!run.isError, text(run))
   const { jobId } = run.structuredContent
-  const sent = await call('send_input', { jobId, text: 'one' })
+  const sent = await call('control_job', { jobId, action: 'send', text: 'one' })
   assert.deepEqual(sent.structuredContent, { jobId, bytes: 4, closed: false })
   assert.equal(text(sent), `sent 4 bytes to jobId ${jobId}`)
   await waitFor(() => checkJson(home, jobId).restarts === 1, { what: 'the restart' })
-  await call('send_input', { jobId, text: 'two' })
+  await call('control_job', { jobId, action: 'send', text: 'two' })
   const waited = await call('wait_job', { jobId, timeoutMs: 30_000 })
   assert.equal(waited.structuredContent.status, 'failed')
   assert.match(text(waited), /\n {2}restarts: 1 \(last: exit 1 at [\d:]+ UTC\)\n[^]*got:one\n--- run-bg: restart 1 after exit 1 \(delay 50ms\) ---\ngot:two/)
-  const refused = await call('send_input', { jobId, text: 'three' })
+  const refused = await call('control_job', { jobId, action: 'send', text: 'three' })
   assert.equal(refused.isError, true)
   assert.match(text(refused), /has ended \(failed\); nothing reads its stdin any more/)
 })
@@ -425,35 +425,35 @@ test('a sendInput that fails does not hold up the next one to the same job, and 
   assert.match(String((await waiting).message), /did not read its stdin for 5s/)
 })
 
-test('MCP: the server answers another tool call while a send_input to a job that does not read waits', async (t) => {
+test('MCP: the server answers another tool call while a control_job send to a job that does not read waits', async (t) => {
   const { home } = makeHome(t)
   const { jobId, pid } = startJob(home, ['sleep', '60'], ['--stdin', 'pipe'])
   t.after(() => killPid(pid))
   const client = await connectMcp(t, home)
   const call = (name, args) => client.callTool({ name, arguments: args })
   let sendSettled = false
-  const sending = call('send_input', { jobId, text: 'z'.repeat(100_000) }).then((r) => { sendSettled = true; return r })
+  const sending = call('control_job', { jobId, action: 'send', text: 'z'.repeat(100_000) }).then((r) => { sendSettled = true; return r })
   await new Promise((resolve) => setTimeout(resolve, 200)) // the send is under way
   const listStarted = Date.now()
   const listed = await call('list_jobs', {})
   const listTook = Date.now() - listStarted
   assert.ok(!listed.isError, JSON.stringify(listed))
-  assert.equal(sendSettled, false, `list_jobs answered only after send_input (${listTook} ms)`)
-  assert.ok(listTook < 2_000, `list_jobs took ${listTook} ms while a send_input waited`)
+  assert.equal(sendSettled, false, `list_jobs answered only after the send (${listTook} ms)`)
+  assert.ok(listTook < 2_000, `list_jobs took ${listTook} ms while a send waited`)
   const sent = await sending
   assert.equal(sent.isError, true)
   assert.match(sent.content[0].text, /did not read its stdin for 5s/)
 })
 
-test('MCP: send_input calls made at once are written in the order they were made', async (t) => {
+test('MCP: control_job sends made at once are written in the order they were made', async (t) => {
   const { home } = makeHome(t)
   const { jobId, pid } = startJob(home, ['cat'], ['--stdin', 'pipe'])
   t.after(() => killPid(pid))
   const client = await connectMcp(t, home)
   const expected = Array.from({ length: 100 }, (_, i) => (i % 20 === 19 ? `${i}:${'m'.repeat(20_000)}` : `line ${i}`))
   const sent = await Promise.all([
-    ...expected.map((text) => client.callTool({ name: 'send_input', arguments: { jobId, text } })),
-    client.callTool({ name: 'send_input', arguments: { jobId, text: '', newline: false, eof: true } }),
+    ...expected.map((text) => client.callTool({ name: 'control_job', arguments: { jobId, action: 'send', text } })),
+    client.callTool({ name: 'control_job', arguments: { jobId, action: 'send', text: '', newline: false, eof: true } }),
   ])
   assert.deepEqual(sent.filter((r) => r.isError), [])
   assert.equal(runBg(home, ['wait', jobId, '--timeout', '30s']).code, 0)

@@ -188,9 +188,76 @@ function readiness(ready) {
 
 const jobId = z.string().describe('e.g. npm-test-3f2a1c')
 const whole = (min) => z.number().int().min(min)
-const jobOut = { jobId: z.string(), status: z.string(), exitCode: z.number().int().optional() }
-const checkOut = { ...jobOut, cursor: z.number().int() }
 const readOnly = { readOnlyHint: true }
+
+/**
+ * The results' JSON Schemas, derived from the core's result types
+ * (pm.resultSchemas(), crates/core/src/present/schema.rs), by their
+ * index.d.ts names: every output schema below is built from them.
+ */
+const RESULTS = pm.resultSchemas()
+
+/**
+ * The JSON Schema of a result's field: `path` is `cursor`, or
+ * `killed[].pid` for a field of an array's items.
+ */
+function resultField(result, path) {
+  let schema = RESULTS[result]
+  for (const step of path.split('.')) {
+    const [name, ...items] = step.split('[]')
+    schema = schema?.properties?.[name]
+    for (let i = 0; i < items.length && schema; i++) schema = schema.items
+    if (!schema) throw new Error(`proc-manager-mcp: the core's ${result} has no ${path}`)
+  }
+  return schema
+}
+
+/**
+ * zod for a result's JSON Schema, trimmed to what a client checks: types,
+ * items, properties and which are required; the docs, formats and bounds
+ * stay in the core's schema (every character here is in tools/list).
+ */
+function outZod(schema) {
+  switch (schema.type) {
+    case 'string': return z.string()
+    case 'boolean': return z.boolean()
+    case 'integer': return z.number().int()
+    case 'number': return z.number()
+    case 'array': return z.array(outZod(schema.items))
+    case 'object':
+      return z.object(Object.fromEntries(Object.entries(schema.properties).map(([name, field]) =>
+        [name, schema.required?.includes(name) ? outZod(field) : outZod(field).optional()])))
+  }
+  throw new Error(`proc-manager-mcp: no zod form for the result schema ${JSON.stringify(schema)}`)
+}
+
+/**
+ * The fields `names` of a result, as its schema says them: required where
+ * the core always writes them, unless `{ optional: true }` (a tool whose
+ * answer is sometimes another result).
+ */
+function fieldsOf(result, names, { optional = false } = {}) {
+  return Object.fromEntries(names.map((name) => {
+    const zod = outZod(resultField(result, name))
+    return [name, optional || !RESULTS[result].required?.includes(name) ? zod.optional() : zod]
+  }))
+}
+
+/** An array of one field, of the result (`jobId`: of each KillResult) or of its items (`orphanedJobs[].jobId`): ids listed. */
+const listOf = (result, path) => z.array(outZod(resultField(result, path)))
+
+/** The count of a result's array field (its `lines`), a whole number that the schema's `path` must be. */
+function countOf(result, path) {
+  if (resultField(result, path).type !== 'array') throw new Error(`proc-manager-mcp: the core's ${result}.${path} is no array`)
+  return z.number().int()
+}
+
+/**
+ * The core's longest duration (MAX_DURATION_MS, crates/core/src/model/duration.rs):
+ * a duration option's maximum that tools/list leaves out. It tells a model
+ * nothing, and a longer one is refused by the core all the same, in its words.
+ */
+const LONGEST_MS = 365 * 86_400_000
 
 /**
  * A zod schema for one option of the core's JSON Schema: the types, enums and
@@ -205,7 +272,7 @@ function zodOf(schema) {
     case 'integer': case 'number': {
       let n = schema.type === 'integer' ? z.number().int() : z.number()
       if (schema.minimum !== undefined) n = n.min(schema.minimum)
-      if (schema.maximum !== undefined) n = n.max(schema.maximum)
+      if (schema.maximum !== undefined && schema.maximum !== LONGEST_MS) n = n.max(schema.maximum)
       return n
     }
     case 'array': return z.array(zodOf(schema.items))
@@ -268,17 +335,25 @@ function verbShape(verb, narrowed = {}) {
   return shape
 }
 
-const server = new McpServer({ name: 'proc-manager', version: '0.1.0' })
+/**
+ * What holds for every tool, said once: each tool's inputSchema leaves out
+ * `additionalProperties: false` (29 characters a tool; see transport.send
+ * below), while zod's strict() refuses an argument it does not list.
+ */
+const INSTRUCTIONS = 'Every tool refuses arguments its schema does not list.'
+
+const server = new McpServer({ name: 'proc-manager', version: '0.1.0' }, { instructions: INSTRUCTIONS })
 
 server.registerTool('run_background', {
   description: 'Start a command in the background (over 10 s or 50 lines); answers with its jobId.',
   inputSchema: z.object({
     command: z.string().describe('Shell line (/bin/sh -c); with args, the program'),
-    args: z.array(z.string()).optional().describe('Argv, no shell (default none)'),
+    args: z.array(z.string()).optional().describe('Argv, no shell'),
     yieldMs: whole(1).max(WAIT_MS).optional().describe('Answer as check_job if done or ready by then (default 0)'),
     ...startShape(),
   }).strict(),
-  outputSchema: { ...jobOut, pid: z.number().int().optional() },
+  // The start's; with yieldMs, the check's once the job ended or is ready.
+  outputSchema: { ...fieldsOf('RunResult', ['jobId', 'status', 'pid']), ...fieldsOf('CheckResult', ['exitCode']) },
 }, tool(async ({ command, yieldMs, ready, wake, ...rest }, extra) => {
   // A message rule (the agent's session): the small schema has no room for action and instruction.
   const options = wake === undefined ? rest : { ...rest, wake: { message: wake } }
@@ -321,7 +396,7 @@ server.registerTool('check_job', {
     // lines: 0 would answer with the header alone, which says nothing of the output.
     ...verbShape('check', { lines: { minimum: 1 } }),
   }).strict(),
-  outputSchema: checkOut,
+  outputSchema: fieldsOf('CheckResult', ['jobId', 'status', 'exitCode', 'cursor']),
   annotations: readOnly,
 }, tool(({ jobId: id, ...options }) => checkAnswer(id, options)))
 
@@ -330,12 +405,12 @@ server.registerTool('read_log', {
   inputSchema: z.object({
     jobId,
     fromLine: whole(1).optional().describe('First line, 1 = oldest kept (default: last lines)'),
-    since: whole(0).optional().describe('Cursor from check_job/read_log: only lines after it'),
+    since: whole(0).optional().describe('A cursor: only the lines after it'),
     lines: whole(1).optional().describe('How many lines (default 100)'),
   }).strict(),
+  // lineCount: how many of the read's lines the text shows.
   outputSchema: {
-    jobId: z.string(), lineCount: z.number().int(), cursor: z.number().int(),
-    fromLine: z.number().int().optional(), totalLines: z.number().int().optional(),
+    ...fieldsOf('LogRead', ['jobId']), lineCount: countOf('LogRead', 'lines'), ...fieldsOf('LogRead', ['cursor', 'fromLine', 'totalLines']),
   },
   annotations: readOnly,
 }, tool(({ jobId: id, fromLine, since, lines = 100 }) => {
@@ -380,26 +455,41 @@ server.registerTool('read_log', {
 }))
 
 server.registerTool('list_jobs', {
-  description: 'Jobs: running ones and those ended within the hour.',
+  description: 'Running jobs and those ended within the hour; with summary, what needs a look.',
   inputSchema: z.object({
     ...verbShape('list'),
+    // What was the tool job_summary (see RENAMED): the lines an agent harness puts before each model call.
+    summary: z.boolean().optional().describe("Running jobs' last lines, ended ones not checked yet"),
   }).strict(),
-  outputSchema: { jobs: z.array(z.object(jobOut)) },
-  annotations: { ...readOnly, idempotentHint: true },
-}, tool((options) => ({
-  text: capText(pm.listJobsText(options), 'jobs'),
-  structured: { jobs: pm.listJobs(options).map(jobFields) },
-})))
+  // jobs, or with summary the lines shown.
+  outputSchema: {
+    jobs: z.array(z.object(fieldsOf('JobSummary', ['jobId', 'status', 'exitCode']))).optional(),
+    ...fieldsOf('Summary', ['lines'], { optional: true }),
+  },
+  // No idempotentHint: the spec gives it a meaning only for a tool that is not read-only.
+  annotations: readOnly,
+}, tool(({ summary, ...options }) => {
+  if (!summary) return { text: capText(pm.listJobsText(options), 'jobs'), structured: { jobs: pm.listJobs(options).map(jobFields) } }
+  const other = ['status', 'all'].filter((name) => options[name] !== undefined)
+  if (other.length) throw new Error(`${other.join(' and ')}: not with summary (running jobs and ended ones not checked yet)`)
+  const said = pm.summary(options)
+  if (!said) return { text: 'no jobs running and none ended unseen', structured: { lines: [] } }
+  const lines = said.split('\n')
+  const text = capText(said, 'lines')
+  // The lines the text shows: all, or all but the note of those left out.
+  return { text, structured: { lines: lines.slice(0, text === said ? lines.length : text.split('\n').length - 1) } }
+}))
 
 server.registerTool('wait_job', {
-  description: `Wait for a job to end (at most ${WAIT_MS / 1000} s unless a progressToken is given), then check it.`,
+  // How long it may wait is timeoutMs's line.
+  description: 'Wait for a job to end, then check it.',
   inputSchema: z.object({
     jobId,
     ...verbShape('wait', {
       timeoutMs: { minimum: 1, maximum: WAIT_WITH_PROGRESS_MS, 'x-mcp': `Default and max ${WAIT_MS}; max ${WAIT_WITH_PROGRESS_MS} with a progressToken` },
     }),
   }).strict(),
-  outputSchema: { ...jobOut, timedOut: z.boolean() },
+  outputSchema: fieldsOf('JobResult', ['jobId', 'status', 'exitCode', 'timedOut']),
   annotations: readOnly,
 }, tool(async ({ jobId: id, timeoutMs = WAIT_MS }, extra) => {
   const progress = extra._meta?.progressToken !== undefined
@@ -420,16 +510,14 @@ server.registerTool('wait_job', {
 }))
 
 server.registerTool('kill_job', {
-  description: "Kill a job's whole process tree (SIGTERM, SIGKILL after graceMs).",
+  // graceMs's line says SIGTERM, then SIGKILL.
+  description: "Kill a job's whole process tree.",
   inputSchema: z.object({
     jobId: jobId.optional(),
-    // No year-long maximum: a longer grace or age is refused by the core, in its words.
-    ...verbShape('kill', { graceMs: { maximum: undefined }, olderThanMs: { maximum: undefined } }),
+    ...verbShape('kill'),
   }).strict(),
   // One job's outcome, or with olderThanMs the jobs signalled.
-  outputSchema: {
-    jobId: z.string().optional(), status: z.string().optional(), signalled: z.boolean().optional(), killed: z.array(z.string()).optional(),
-  },
+  outputSchema: { ...fieldsOf('KillResult', ['jobId', 'status', 'signalled'], { optional: true }), killed: listOf('KillResult', 'jobId').optional() },
   annotations: { destructiveHint: true, idempotentHint: true },
 }, tool(async ({ jobId: id, olderThanMs, owner, ...options }) => {
   if ((id === undefined) === (olderThanMs === undefined) || (owner !== undefined && olderThanMs === undefined)) {
@@ -448,36 +536,53 @@ server.registerTool('kill_job', {
   return { text: result.message, structured: { jobId: result.jobId, status: result.status, signalled: result.signalled } }
 }))
 
-// Pause and resume: SIGSTOP / SIGCONT to the job's tree; its timeoutMs clock stops while paused.
-for (const [name, description, call] of [
-  ['pause_job', "Stop a job's whole tree (SIGSTOP) and its timeout clock until resume_job.", pm.pauseJob],
-  ['resume_job', "Continue a paused job's tree (SIGCONT) and its timeout clock.", pm.resumeJob],
-]) {
-  server.registerTool(name, {
-    description,
-    inputSchema: z.object({ jobId }).strict(),
-    outputSchema: { jobId: z.string(), status: z.string(), changed: z.boolean() },
-    // Not read-only (the default); not destructive either: resume_job undoes it.
-    annotations: { destructiveHint: false, idempotentHint: true },
-  }, tool(async ({ jobId: id }) => {
-    const result = await call(id)
-    return { text: result.message, structured: { jobId: result.jobId, status: result.status, changed: result.changed } }
-  }))
+/**
+ * What used to be four tools, one each for pause, resume, rerun and send
+ * (about 1,100 characters of tools/list more, on every turn of every
+ * session). A call to one of the old names is answered with the call that
+ * does it now (see RENAMED, transport.send below).
+ */
+const ACTIONS = {
+  // SIGSTOP / SIGCONT to the job's tree; its timeoutMs clock stops while paused.
+  pause: async (id) => paused(await pm.pauseJob(id)),
+  resume: async (id) => paused(await pm.resumeJob(id)),
+  rerun: (id) => {
+    const started = pm.rerunJob(id)
+    const pid = started.pid === undefined ? '' : ` (pid ${started.pid})`
+    return {
+      text: `${started.status === 'queued' ? 'queued' : 'started'} jobId: ${started.jobId}${pid}, a rerun of ${id}`,
+      structured: { jobId: started.jobId, status: started.status, pid: started.pid },
+    }
+  },
+  send: async (id, { text, ...options }) => {
+    const sent = await pm.sendInput(id, text, options)
+    return { text: `sent ${sent.bytes} bytes to jobId ${sent.jobId}${sent.closed ? '; its stdin is closed' : ''}`, structured: sent }
+  },
 }
+const paused = (result) => ({ text: result.message, structured: { jobId: result.jobId, status: result.status, changed: result.changed } })
 
-server.registerTool('rerun_job', {
-  description: 'Start an ended job again as a new job: same command, cwd, env and options.',
-  inputSchema: z.object({ jobId }).strict(),
-  outputSchema: { jobId: z.string(), status: z.string(), pid: z.number().int().optional() },
-  annotations: { destructiveHint: false },
-}, tool(({ jobId: id }) => {
-  const started = pm.rerunJob(id)
-  const how = started.status === 'queued' ? 'queued' : `started`
-  const pid = started.pid === undefined ? '' : ` (pid ${started.pid})`
-  return {
-    text: `${how} jobId: ${started.jobId}${pid}, a rerun of ${id}`,
-    structured: { jobId: started.jobId, status: started.status, pid: started.pid },
-  }
+server.registerTool('control_job', {
+  description: "Pause/resume a job's tree (SIGSTOP/SIGCONT, and its timeoutMs clock), rerun an ended job as a new one, or send to its stdin.",
+  inputSchema: z.object({
+    jobId,
+    action: z.enum(Object.keys(ACTIONS)).describe('What to do'),
+    text: z.string().optional().describe('send: to a job started with stdin: pipe'),
+    newline: z.boolean().optional().describe('send: add a newline (default true)'),
+    eof: z.boolean().optional().describe('send: then close its stdin'),
+  }).strict(),
+  // pause/resume answer {jobId, status, changed}, rerun the new job's {jobId, status, pid}, send {jobId, bytes, closed}.
+  outputSchema: {
+    ...fieldsOf('PauseResult', ['jobId']),
+    ...fieldsOf('PauseResult', ['status', 'changed'], { optional: true }),
+    ...fieldsOf('RunResult', ['pid'], { optional: true }),
+    ...fieldsOf('SendResult', ['bytes', 'closed'], { optional: true }),
+  },
+  // No hints: they hold for every call, and what a job does with the text sent is anyone's guess.
+}, tool(({ jobId: id, action, ...sending }) => {
+  const given = Object.keys(sending).filter((name) => sending[name] !== undefined)
+  if (action !== 'send' && given.length) throw new Error(`${given.join(', ')}: only with action send`)
+  if (action === 'send' && sending.text === undefined) throw new Error('action send takes text')
+  return ACTIONS[action](id, sending)
 }))
 
 server.registerTool('cleanup_orphans', {
@@ -487,7 +592,12 @@ server.registerTool('cleanup_orphans', {
     owner: z.string().optional().describe('Only this owner\'s jobs'),
     force: z.boolean().optional().describe('With kill: SIGKILL at once'),
   }).strict(),
-  outputSchema: { orphanedJobs: z.array(z.string()), pids: z.array(z.number().int()), killed: z.array(z.number().int()) },
+  // By id: the jobs' ids, the processes' pids.
+  outputSchema: {
+    orphanedJobs: listOf('CleanupReport', 'orphanedJobs[].jobId'),
+    pids: listOf('CleanupReport', 'processes[].pid'),
+    killed: listOf('CleanupReport', 'killed[].pid'),
+  },
   annotations: { destructiveHint: true, idempotentHint: true },
 }, tool(async (options) => {
   const report = await pm.cleanupOrphans(options)
@@ -509,29 +619,6 @@ server.registerTool('cleanup_orphans', {
   }
 }))
 
-server.registerTool('send_input', {
-  description: 'Write to the stdin of a job started with stdin: pipe.',
-  inputSchema: z.object({
-    jobId,
-    text: z.string().describe('A newline follows unless newline: false'),
-    newline: z.boolean().optional().describe('Default true'),
-    eof: z.boolean().optional().describe('Then close its stdin'),
-  }).strict(),
-  outputSchema: { jobId: z.string(), bytes: z.number().int(), closed: z.boolean() },
-}, tool(async ({ jobId: id, text, ...options }) => {
-  const sent = await pm.sendInput(id, text, options)
-  return { text: `sent ${sent.bytes} bytes to jobId ${sent.jobId}${sent.closed ? '; its stdin is closed' : ''}`, structured: sent }
-}))
-
-server.registerTool('job_summary', {
-  description: 'Running jobs (command, runtime, last line) and ended jobs not looked at yet.',
-  inputSchema: z.object({
-    owner: z.string().optional().describe('Only this owner\'s jobs'),
-    session: z.string().optional().describe('current: this session\'s only'),
-  }).strict(),
-  annotations: readOnly,
-}, tool((options) => capText(pm.summary(options) || 'no jobs running and none ended unseen', 'lines')))
-
 // The tool list never changes while the server runs; the SDK announces that
 // it might as soon as a tool is registered.
 server.server.registerCapabilities({ tools: { listChanged: false } })
@@ -549,7 +636,8 @@ process.stdout.once('error', quit)
 // `execution: {taskSupport: 'forbidden'}` (the default) in every tool and
 // `additionalProperties: false` in every output object (the server writes
 // them; nothing is refused): 1,300 of its characters, read into the model's
-// context for nothing.
+// context for nothing. `additionalProperties: false` of every inputSchema is
+// said once, in INSTRUCTIONS (zod's strict() still refuses what is not listed).
 const transport = new StdioServerTransport()
 const send = transport.send.bind(transport)
 const closedOutput = (schema) => {
@@ -558,10 +646,23 @@ const closedOutput = (schema) => {
   delete schema.additionalProperties
   Object.values(schema.properties ?? {}).forEach(closedOutput)
 }
+/** The tools control_job and list_jobs' summary replaced, and the call that does what each did. */
+const RENAMED = {
+  pause_job: 'control_job with jobId and action: "pause"',
+  resume_job: 'control_job with jobId and action: "resume"',
+  rerun_job: 'control_job with jobId and action: "rerun"',
+  send_input: 'control_job with jobId, action: "send" and text (newline and eof as before)',
+  job_summary: 'list_jobs with summary: true',
+}
 transport.send = (message, options) => {
+  // The SDK's answer to an unknown tool, for a caller that kept an old name: what to call instead.
+  const answer = message?.result?.isError ? message.result.content?.[0] : undefined
+  const old = answer?.text?.match(/^MCP error -32602: Tool (\w+) not found$/)?.[1]
+  if (Object.hasOwn(RENAMED, old ?? '')) answer.text = `${old} is no more: call ${RENAMED[old]}`
   for (const t of Array.isArray(message?.result?.tools) ? message.result.tools : []) {
     delete t.execution
     delete t.inputSchema?.$schema
+    if (t.inputSchema?.additionalProperties === false) delete t.inputSchema.additionalProperties
     delete t.outputSchema?.$schema
     closedOutput(t.outputSchema)
   }

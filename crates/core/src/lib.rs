@@ -1,8 +1,10 @@
 //! The pure-Rust core shared by the napi addon (crates/node) and the `run-bg`
 //! CLI (crates/cli). Nothing in here names a napi type; the faces convert.
-//! clap and schemars appear only as derives on the start options
-//! (verbs/start_options.rs), behind the features `cli` and `schema`, so that
-//! each face is derived from that one definition.
+//! clap and schemars appear only as derives on the options
+//! (verbs/start_options.rs, verbs/verb_options.rs) and schemars on the result
+//! views (present/view.rs, exported by present/schema.rs), behind the
+//! features `cli` and `schema`, so that each face is derived from that one
+//! definition.
 //!
 //! Layers, each importing only from those above it in this list (a test,
 //! `__test__/layers.test.mjs`, fails on an upward import):

@@ -112,6 +112,15 @@ pub fn verb_options_schema() -> serde_json::Value {
     proc_manager_core::verbs::verb_options::schema()
 }
 
+/// The JSON Schema of the results (`CheckResult`, `RunResult`, `JobSummary`,
+/// …, keyed by their index.d.ts names), derived from the core's result
+/// views (present/view.rs): as serialized, a field left out when empty not
+/// `required`. The MCP server builds its tools' output schemas from it.
+#[napi(ts_return_type = "Record<string, any>")]
+pub fn result_schemas() -> serde_json::Value {
+    proc_manager_core::present::schema::schema()
+}
+
 /// Status, exit code, runtime and the last lines of a job's output; with
 /// `text: true` also `checkJobText`'s text of this same check, so that the
 /// two never describe different moments (the MCP server shows both).

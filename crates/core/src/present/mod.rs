@@ -2,5 +2,7 @@
 
 pub mod format;
 pub mod prefixed;
+#[cfg(feature = "schema")]
+pub mod schema;
 pub mod table;
 pub mod view;

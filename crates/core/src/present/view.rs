@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 /// A job as recorded, with its status verified against the OS (`listJobs`,
 /// `run-bg list --json`; the head of every other job shape).
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct JobView {
     pub job_id: String,
@@ -125,6 +126,7 @@ impl JobView {
 /// (the end event matched it; the service removes it), `removed` (by us: the
 /// end event did not go through it; `reason`).
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct WakeView {
     pub state: String,
@@ -138,6 +140,7 @@ pub struct WakeView {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TieView {
     /// The process watched.
@@ -151,6 +154,7 @@ pub struct TieView {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct NotificationView {
     pub event_id: String,
@@ -176,6 +180,7 @@ pub struct NotificationView {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HookView {
     pub command: String,
@@ -263,6 +268,7 @@ pub fn kb_to_mb(kb: u64) -> f64 {
 
 /// `checkJob`, `run-bg check --json`: the job plus the last lines of its output.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CheckView {
     #[serde(flatten)]
@@ -300,6 +306,7 @@ impl From<&CheckResult> for CheckView {
 
 /// One of a job's processes.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessView {
     pub pid: u32,
@@ -316,6 +323,7 @@ impl From<&ProcessEntry> for ProcessView {
 /// A job directory whose record cannot be read, as `list` shows it beside
 /// the jobs: `status` is `corrupt`, `error` says why and what removes it.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CorruptJobView {
     pub job_id: String,
@@ -338,6 +346,7 @@ impl From<&crate::store::registry::CorruptRecord> for CorruptJobView {
 
 /// `runBackground`, `run-bg --json`: the job just started.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct StartView {
     pub job_id: String,
@@ -413,6 +422,7 @@ pub struct YieldView {
 
 /// `waitJob`, and each job of `run-bg wait --json`: the job and how the wait ended.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct JobResultView {
     #[serde(flatten)]
@@ -450,6 +460,7 @@ impl From<&WaitOutcome> for WaitView {
 
 /// `killJob`, each entry of `killAll` and of `run-bg kill --json`.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct KillView {
     pub job_id: String,
@@ -477,6 +488,7 @@ impl From<&KillOutcome> for KillView {
 
 /// `pauseJob` / `resumeJob`, `run-bg pause|resume --json`.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PauseView {
     pub job_id: String,
@@ -505,6 +517,7 @@ impl From<&crate::verbs::pause::PauseOutcome> for PauseView {
 
 /// `sendInput`, `run-bg send --json`: what went to the job's stdin.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SendView {
     pub job_id: String,
@@ -550,6 +563,7 @@ impl ReconcileView {
 
 /// A process left behind by an ended (or orphaned) job.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct OrphanView {
     pub job_id: String,
@@ -575,6 +589,7 @@ impl OrphanView {
 
 /// `cleanupOrphans`, `run-bg orphans --json`.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct OrphanReportView {
     /// Jobs whose supervisor is gone while their processes run.
@@ -745,6 +760,7 @@ pub struct PruneView {
 
 /// `run-bg summary --json` (`summary` returns the lines joined).
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SummaryView {
     pub lines: Vec<String>,
@@ -778,6 +794,7 @@ pub struct StreamLinesView {
 /// number (`fromLine`, `totalLines`) or the lines after a cursor
 /// (`rotatedAwayBytes`, `more`), cleaned as `check` shows them, never folded.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct LogReadView {
     pub job_id: String,

@@ -148,7 +148,7 @@ pub struct StartOptions {
     /// `pipe`: the job's stdin stays open for `sendInput` (default `null`: /dev/null).
     #[cfg_attr(feature = "cli", arg(long, value_name = "MODE", display_order = 13,
         help = "`pipe`: keep the job's stdin open for `run-bg send` (default: null, /dev/null)"))]
-    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "pipe: for send_input (default null)")))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "pipe: for control_job send (default null)")))]
     #[serde(default)]
     pub stdin: Option<StdinMode>,
 
@@ -456,7 +456,7 @@ pub(crate) fn schema_of<T: schemars::JsonSchema + serde::de::DeserializeOwned>()
 }
 
 #[cfg(feature = "schema")]
-fn without_null(schema: &mut serde_json::Value) {
+pub(crate) fn without_null(schema: &mut serde_json::Value) {
     use serde_json::Value;
     let Value::Object(fields) = schema else { return };
     if fields.get("default") == Some(&Value::Null) {
