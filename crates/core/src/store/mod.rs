@@ -7,4 +7,5 @@ pub mod logs;
 pub mod paths;
 pub mod procset;
 pub mod registry;
+pub mod schedule;
 pub mod sessions;
