@@ -25,6 +25,13 @@ pub struct KillRequest {
 }
 
 pub const KILL_REQUEST_FILE: &str = "kill-request.json";
+/// Left in a job's directory by its supervisor as it exits having seen
+/// every process below it end (it is a child subreaper, so that is every
+/// descendant of the job) after its last look over the whole table, which
+/// recorded what else carried the job's cookie: from then on what it
+/// recorded is all of the job that can still run, and readers look only
+/// at that, not at every process of the machine.
+pub const SUPERVISOR_DONE_FILE: &str = "supervisor.done";
 
 /// What `pause` and `resume` write to `jobs/<id>/pause-request.json` before
 /// ringing the supervisor's doorbell (SIGUSR1), as `kill` does: the

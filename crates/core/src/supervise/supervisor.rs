@@ -212,6 +212,7 @@ impl Supervisor {
             self.phase = self.phase.settle(self.output.is_some());
             // An end not written yet keeps us: it would be lost with us.
             if self.phase == Phase::Done && self.unrecorded.is_none() {
+                self.leave_done_mark();
                 return;
             }
             let timeout = self.poll_timeout().map(timespec);
@@ -257,6 +258,21 @@ impl Supervisor {
             }
             self.advance_timers();
         }
+    }
+
+    /// Says to readers that everything below us ended after our last look
+    /// (`SUPERVISOR_DONE_FILE`): they then look only at what we recorded.
+    /// Best effort: without it they read the whole process table, as for a
+    /// supervisor that died. Never recreates a directory removed meanwhile.
+    fn leave_done_mark(&self) {
+        use crate::os::sys::OpenOptionsExt;
+        let dir = self.home.job_dir(&self.job.id);
+        let _ = crate::store::paths::options_nofollow()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(dir.join(crate::model::protocol::SUPERVISOR_DONE_FILE));
     }
 
     /// The process the job is tied to ended: the tree goes, as on `kill`.
