@@ -2,6 +2,7 @@
 
 pub mod config;
 pub mod deliveries;
+pub mod index;
 pub mod log_read;
 pub mod logs;
 pub mod paths;

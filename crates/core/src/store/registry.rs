@@ -17,6 +17,7 @@ use crate::store::config::Config;
 use crate::model::ids::validate_job_id;
 use crate::model::job::{Job, JobStatus};
 use crate::store::deliveries;
+use crate::store::index;
 use crate::store::paths::{self, Home};
 use crate::os::procinfo;
 use crate::{now_ms, Error, Result};
@@ -103,6 +104,8 @@ struct Merge {
     /// Jobs known only from their job.json (a start whose registration has
     /// not landed yet, or a registry rebuilt).
     adopted: usize,
+    /// The job.json files looked at, with their stamps (for the index).
+    stamps: index::OwnStamps,
 }
 
 impl Registry {
@@ -124,6 +127,14 @@ impl Registry {
     /// know (see `merged`).
     pub fn load(&self) -> Result<Vec<Job>> {
         let path = self.home.registry_path();
+        // Taken before the read: a registry replaced meanwhile is read again next time.
+        let stamp = index::Stamp::of(&path);
+        if let Some(mut jobs) = index::load(&self.home, stamp, |id| read_job_file(&self.home, id)) {
+            if deliveries::lay_over(&self.home, &mut jobs) {
+                let _ = self.fold_if_due();
+            }
+            return Ok(jobs);
+        }
         let (jobs, missing) = match read_registry(&path) {
             Ok(jobs) => (jobs, false),
             Err(ReadFailure::Io(e)) => return Err(self.home.explain(Error::io("read registry", path, e))),
@@ -135,7 +146,14 @@ impl Registry {
                 Err(_) => (Vec::new(), true),
             },
         };
+        let registry_ids: HashSet<String> = if missing { HashSet::new() } else { jobs.iter().map(|j| j.id.clone()).collect() };
         let (mut jobs, merge) = self.merged(jobs, false);
+        // For the next reader: only while nobody writes (a writer writes it too).
+        if let Ok(_guard) = self.lock(Patience::Immediate, "index the registry") {
+            if index::Stamp::of(&path) == stamp {
+                self.write_index(stamp, index::entries(&jobs, &merge.stamps, &registry_ids));
+            }
+        }
         if deliveries::lay_over(&self.home, &mut jobs) {
             // Left by notifiers that gave up waiting for a fold: the next
             // reader, not every one, takes them in.
@@ -201,6 +219,33 @@ impl Registry {
         }
     }
 
+    /// Best effort, not fsynced: a lost index is a full read, which writes it again.
+    fn write_index(&self, registry: Option<index::Stamp>, entries: Vec<index::Entry>) {
+        if let Some(bytes) = index::encode(registry, entries) {
+            let _ = write_file_atomically(&index::path(&self.home), &bytes, false);
+        }
+    }
+
+    /// One job as readers see it (`load`'s record of it), read from its own
+    /// directory when that tells all, at a cost that does not grow with the
+    /// registry: its job.json, with the delivery records laid over. Every
+    /// registry change to a job is copied into its job.json (`modify_*`, a
+    /// fold's deliveries of an ended job), but for what a fold tells of an
+    /// event a running job announced (a `--notify-on` match, an orphan):
+    /// such a job is read with the registry. A verdict only the registry
+    /// holds (a copy that could not be written) is found by the reconcile
+    /// that follows, which records through the registry.
+    pub fn view_of(&self, id: &str) -> Result<Job> {
+        if let Some(own) = read_job_file(&self.home, id) {
+            if own.status().is_final() || own.notification.is_none() {
+                let mut one = vec![own];
+                deliveries::lay_over(&self.home, &mut one);
+                return Ok(one.pop().expect("one job"));
+            }
+        }
+        self.get(id)
+    }
+
     pub fn get(&self, id: &str) -> Result<Job> {
         self.load()?.into_iter().find(|j| j.id == id).ok_or_else(|| Error::UnknownJob(id.to_string()))
     }
@@ -231,6 +276,8 @@ impl Registry {
             Err(ReadFailure::Corrupt(reason)) => (Vec::new(), Some(self.move_aside(&path, reason)?)),
             Err(ReadFailure::Missing) => (Vec::new(), None),
         };
+        let read_ids: HashSet<String> = jobs.iter().map(|j| j.id.clone()).collect();
+        let rebuilt = moved_aside.is_some();
         let (mut jobs, merge) = self.merged(jobs, true);
         if let Some((aside, reason)) = moved_aside {
             tracing::warn!(
@@ -248,7 +295,8 @@ impl Registry {
                 merge.duplicates
             );
         }
-        let folded = deliveries::fold(&self.home, &mut jobs);
+        let registry_ids: HashSet<String> = if rebuilt { HashSet::new() } else { read_ids };
+        let (folded, delivered) = deliveries::fold(&self.home, &mut jobs);
         let before: HashSet<String> = jobs.iter().map(|j| j.id.clone()).collect();
         let result = change(&mut jobs);
         if trim == Trim::ToCap {
@@ -258,13 +306,23 @@ impl Registry {
         let dropped: Vec<&String> = before.iter().filter(|id| !kept.contains(id.as_str())).collect();
         // Out of readers' sight before the registry forgets them, and back if it cannot.
         let aside: Vec<(PathBuf, PathBuf)> = dropped.iter().filter_map(|id| self.set_aside(id)).collect();
+        let entries = index::entries(&jobs, &merge.stamps, &registry_ids);
+        // What the records told of an ended job goes to its job.json too, which
+        // `check` reads alone (`view_of`); nothing else writes an ended job's file.
+        let delivered: Vec<Job> = jobs.iter().filter(|j| delivered.contains(&j.id) && j.status().is_final()).cloned().collect();
         let jobs: Vec<Job> = jobs.into_iter().filter(|j| !kept_in_job_file_only(j)).collect();
+        // Until the index names the new registry, no reader may trust the old one's.
+        index::forget(&self.home);
         if let Err(e) = write_atomically(&path, &RegistryFile { version: FORMAT_VERSION, jobs }) {
             for (from, to) in &aside {
                 let _ = std::fs::rename(to, from);
             }
             return Err(self.home.explain(e));
         }
+        for job in &delivered {
+            self.write_job_copy(job);
+        }
+        self.write_index(index::Stamp::of(&path), entries);
         // Only once the registry holds what they said (a reader that sees
         // both in between lays a record over itself, which changes nothing).
         for path in folded {
@@ -476,10 +534,12 @@ impl Registry {
     /// each read would cost more than the next write's repair.
     fn merged(&self, jobs: Vec<Job>, writing: bool) -> (Vec<Job>, Merge) {
         let (mut jobs, duplicates) = dedupe(jobs);
-        let mut merge = Merge { duplicates, adopted: 0 };
+        let mut merge = Merge { duplicates, adopted: 0, stamps: index::OwnStamps::new() };
         let below = if writing { OUTCOME } else { rank_of(JobStatus::Lost) };
         for job in jobs.iter_mut().filter(|j| rank(j) < below) {
-            if let Some(mut own) = read_job_file(&self.home, &job.id) {
+            let read = read_job_file_stamped(&self.home, &job.id);
+            merge.stamps.insert(job.id.clone(), read.as_ref().map(|(_, stamp)| *stamp));
+            if let Some((mut own, _)) = read {
                 // A version that does not know `waits` wrote this entry without it.
                 if job.waits.is_none() {
                     job.waits = own.waits.clone();
@@ -515,7 +575,8 @@ impl Registry {
                 if known.contains(name) || validate_job_id(name).is_err() || !entry.file_type().is_ok_and(|t| t.is_dir()) {
                     continue;
                 }
-                if let Some(own) = read_job_file(&self.home, name) {
+                if let Some((own, stamp)) = read_job_file_stamped(&self.home, name) {
+                    merge.stamps.insert(own.id.clone(), Some(stamp));
                     adopted.push(own);
                 }
             }
@@ -751,13 +812,25 @@ fn corrupt(id: &str, file: PathBuf, reason: String, removable: bool) -> CorruptR
 /// A job's own record, if its directory holds one naming it. Never through a
 /// symlink, for the directory or the file.
 fn read_job_file(home: &Home, id: &str) -> Option<Job> {
+    read_job_file_stamped(home, id).map(|(job, _)| job)
+}
+
+/// `read_job_file`, with the stamp of the file read (for the index).
+fn read_job_file_stamped(home: &Home, id: &str) -> Option<(Job, index::Stamp)> {
     let dir = home.job_dir(id);
     if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
         return None;
     }
     let path = dir.join("job.json");
-    let bytes = match paths::read_file(&path) {
-        Ok(bytes) => bytes,
+    let read = paths::open_read(&path).and_then(|mut file| {
+        use std::io::Read;
+        let stamp = index::Stamp::of_metadata(&file.metadata()?);
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        Ok((bytes, stamp))
+    });
+    let (bytes, stamp) = match read {
+        Ok(read) => read,
         Err(e) => {
             // Planted by someone else: said, never taken for a job (nor started, if queued).
             if e.kind() == std::io::ErrorKind::PermissionDenied {
@@ -767,7 +840,7 @@ fn read_job_file(home: &Home, id: &str) -> Option<Job> {
         }
     };
     let job: Job = serde_json::from_slice(&bytes).ok()?;
-    (job.id == id).then_some(job)
+    (job.id == id).then_some((job, stamp))
 }
 
 /// `.gone-<pid>-<random>-<id>`: left by a removal whose process died before it finished.

@@ -142,6 +142,9 @@ pub(super) struct Supervisor {
     pub(super) code_pages: CodePages,
     /// `pause`: the tree is stopped and the timeout clock with it (supervise/pause.rs).
     pub(super) paused: Option<Paused>,
+    /// `SUPERVISOR_LOCK_FILE`, held until the end is recorded (let go with
+    /// the job); a forked errand closes its copy, which keeps the lock ours.
+    pub(super) alive_lock: Option<std::fs::File>,
 }
 
 /// A pause in force (supervise/pause.rs): what was left of the `--timeout`
@@ -709,6 +712,7 @@ impl Supervisor {
     /// The job ends for good: the ends of its pipes kept for another run
     /// are let go, so its output can end, and its stdin reads EOF.
     fn let_go_of_the_job(&mut self) {
+        self.alive_lock = None;
         self.between = None;
         self.restarter = None;
         self.output_child_end = None;
