@@ -146,12 +146,20 @@ fn job_dirs(home: &Home) -> Option<Vec<String>> {
 /// The `job.json`s a merge looked at, by job id, with their stamps (`None`: absent).
 pub type OwnStamps = HashMap<String, Option<Stamp>>;
 
-/// The entries for `jobs` as merged, `registry_ids` being those `jobs.json` named.
-pub fn entries(jobs: &[Job], stamps: &OwnStamps, registry_ids: &HashSet<String>) -> Vec<Entry> {
+/// The entries for `jobs` as merged, `registry_ids` being those `jobs.json`
+/// names. `settled`: a job whose `job.json` a reader does not look at (the
+/// registry knows its outcome). `None` when some other job's file was not
+/// looked at in the merge (a job a registry write added or replaced): an
+/// index without its stamp could answer for it from a file it never read.
+pub fn entries(jobs: &[Job], stamps: &OwnStamps, registry_ids: &HashSet<String>, settled: impl Fn(&Job) -> bool) -> Option<Vec<Entry>> {
     jobs.iter()
         .map(|job| {
-            let own = stamps.get(&job.id);
-            Entry { job: job.clone(), looked: own.is_some(), own: own.copied().flatten(), adopted: !registry_ids.contains(&job.id) }
+            let adopted = !registry_ids.contains(&job.id);
+            match stamps.get(&job.id) {
+                Some(own) => Some(Entry { job: job.clone(), looked: true, own: *own, adopted }),
+                None if !adopted && settled(job) => Some(Entry { job: job.clone(), looked: false, own: None, adopted }),
+                None => None,
+            }
         })
         .collect()
 }
@@ -238,8 +246,8 @@ mod tests {
         assert!(indexed(&home).is_none());
         assert_eq!(registry.load().unwrap(), full);
         // An index made for another jobs.json (a hand-edited one, or an old one put back).
-        let entries = entries(&[job("ghost", JobStatus::Running, 1)], &OwnStamps::new(), &HashSet::new());
-        std::fs::write(path(&home), encode(Some(Stamp { ino: 1, size: 2, mtime_ns: 3 }), entries).unwrap()).unwrap();
+        let ghost = Entry { job: job("ghost", JobStatus::Running, 1), looked: false, own: None, adopted: false };
+        std::fs::write(path(&home), encode(Some(Stamp { ino: 1, size: 2, mtime_ns: 3 }), vec![ghost]).unwrap()).unwrap();
         assert_eq!(registry.load().unwrap(), full, "the ghost is not listed");
     }
 }

@@ -151,7 +151,7 @@ impl Registry {
         // For the next reader: only while nobody writes (a writer writes it too).
         if let Ok(_guard) = self.lock(Patience::Immediate, "index the registry") {
             if index::Stamp::of(&path) == stamp {
-                self.write_index(stamp, index::entries(&jobs, &merge.stamps, &registry_ids));
+                self.write_index(stamp, index::entries(&jobs, &merge.stamps, &registry_ids, settled_for_readers));
             }
         }
         if deliveries::lay_over(&self.home, &mut jobs) {
@@ -219,10 +219,14 @@ impl Registry {
         }
     }
 
-    /// Best effort, not fsynced: a lost index is a full read, which writes it again.
-    fn write_index(&self, registry: Option<index::Stamp>, entries: Vec<index::Entry>) {
-        if let Some(bytes) = index::encode(registry, entries) {
-            let _ = write_file_atomically(&index::path(&self.home), &bytes, false);
+    /// Best effort, not fsynced: a lost index is a full read, which writes it
+    /// again. Without entries (see `index::entries`), none is left.
+    fn write_index(&self, registry: Option<index::Stamp>, entries: Option<Vec<index::Entry>>) {
+        match entries.and_then(|entries| index::encode(registry, entries)) {
+            Some(bytes) => {
+                let _ = write_file_atomically(&index::path(&self.home), &bytes, false);
+            }
+            None => index::forget(&self.home),
         }
     }
 
@@ -276,8 +280,6 @@ impl Registry {
             Err(ReadFailure::Corrupt(reason)) => (Vec::new(), Some(self.move_aside(&path, reason)?)),
             Err(ReadFailure::Missing) => (Vec::new(), None),
         };
-        let read_ids: HashSet<String> = jobs.iter().map(|j| j.id.clone()).collect();
-        let rebuilt = moved_aside.is_some();
         let (mut jobs, merge) = self.merged(jobs, true);
         if let Some((aside, reason)) = moved_aside {
             tracing::warn!(
@@ -295,7 +297,6 @@ impl Registry {
                 merge.duplicates
             );
         }
-        let registry_ids: HashSet<String> = if rebuilt { HashSet::new() } else { read_ids };
         let (folded, delivered) = deliveries::fold(&self.home, &mut jobs);
         let before: HashSet<String> = jobs.iter().map(|j| j.id.clone()).collect();
         let result = change(&mut jobs);
@@ -306,7 +307,9 @@ impl Registry {
         let dropped: Vec<&String> = before.iter().filter(|id| !kept.contains(id.as_str())).collect();
         // Out of readers' sight before the registry forgets them, and back if it cannot.
         let aside: Vec<(PathBuf, PathBuf)> = dropped.iter().filter_map(|id| self.set_aside(id)).collect();
-        let entries = index::entries(&jobs, &merge.stamps, &registry_ids);
+        // As readers will find them: every job this write keeps in jobs.json is in it.
+        let written: HashSet<String> = jobs.iter().filter(|j| !kept_in_job_file_only(j)).map(|j| j.id.clone()).collect();
+        let entries = index::entries(&jobs, &merge.stamps, &written, settled_for_readers);
         // What the records told of an ended job goes to its job.json too, which
         // `check` reads alone (`view_of`); nothing else writes an ended job's file.
         let delivered: Vec<Job> = jobs.iter().filter(|j| delivered.contains(&j.id) && j.status().is_final()).cloned().collect();
@@ -682,6 +685,12 @@ impl Registry {
             !evict[index - 1]
         });
     }
+}
+
+/// A registry entry whose job.json readers do not look at (`merged`): it
+/// knows the job's outcome, or that it is lost.
+fn settled_for_readers(job: &Job) -> bool {
+    rank(job) >= rank_of(JobStatus::Lost)
 }
 
 /// How much a record knows about how its job ended.
