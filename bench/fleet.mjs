@@ -100,6 +100,7 @@ async function startPueue(kit, tools, dir, n) {
       '',
     ].join('\n'),
   )
+  for (const sub of ['data', 'run']) fs.mkdirSync(path.join(dir, sub), { recursive: true })
   const daemon = kit.spawnChild(tools.pueued, ['-c', config], { stdio: 'ignore' })
   const cli = (...args) => spawnSync(tools.pueue, ['-c', config, ...args], { encoding: 'utf8', maxBuffer: 256 * MiB })
   const deadline = now() + 20_000
@@ -146,9 +147,9 @@ function timed(file, args, env) {
 /** Rows: the read calls, interleaved, then one kill each. */
 async function fleetAt(kit, n, tools, reps) {
   const variants = []
+  let pueue = null
   try {
     for (const build of kit.builds) variants.push({ name: build.name, build, ...(await startOurs(kit, build, n)) })
-    let pueue = null
     if (tools) {
       const dir = kit.tempDir(`fleet-pueue-${n}`)
       pueue = { name: 'pueue', dir, ...(await startPueue(kit, tools, dir, n)) }
@@ -210,6 +211,7 @@ async function fleetAt(kit, n, tools, reps) {
     return samples
   } finally {
     for (const v of variants) kit.removeDir(v.home)
+    if (pueue) pueue.daemon.kill('SIGKILL')
   }
 }
 
