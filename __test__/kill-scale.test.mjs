@@ -260,3 +260,26 @@ test('orphans --kill of many orphans is recorded once, not once more by each orp
   // One write per watcher would be >= n.
   assert.ok(writes <= 6, `jobs.json was replaced ${writes} times while ${n} orphans were killed`)
 })
+
+test('kill --all of jobs started at once returns only once every one of their processes and supervisors is gone', async (t) => {
+  // Issue 40: supervisors and job processes were found alive after kill
+  // --all had returned 0 with every job `killed`. Started at once, so that
+  // the last supervisors are still settling when the kill comes.
+  const { home } = makeHome(t)
+  const n = 40
+  const started = await Promise.all(Array.from({ length: n }, (_, i) => runBgAsync(home, ['--json', '--label', `a${i}`, '--', 'sleep', '300'])))
+  for (const r of started) assert.equal(r.code, 0, r.stderr)
+  const ids = started.map((r) => JSON.parse(r.stdout).jobId)
+  const recorded = ids.flatMap((id) => {
+    const job = JSON.parse(fs.readFileSync(path.join(home, 'jobs', id, 'job.json'), 'utf8'))
+    return [job.main, job.supervisor].map((who) => ({ id, ...who }))
+  })
+  const r = runBg(home, ['kill', '--all', '--json'])
+  // Looked at before anything else: what the kill says must hold as it returns.
+  const alive = recorded.filter((who) => processStart(who.pid) === String(who.start_ticks))
+  assert.equal(r.code, 0, r.stderr)
+  const views = JSON.parse(r.stdout)
+  assert.deepEqual(views.map((v) => v.jobId).sort(), [...ids].sort(), 'each job once')
+  for (const v of views) assert.equal(v.status, 'killed', JSON.stringify(v))
+  assert.deepEqual(alive, [], 'no main process or supervisor alive as kill --all returned')
+})

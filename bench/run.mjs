@@ -5,7 +5,7 @@
 // every variant alike. Reports median, p90 and the range, prints a table with
 // targets, writes bench/out/results.json.
 //
-//   node bench/run.mjs [--quick] [--only=start,idle,footprint,bin,log,tail,kill,notify,snapshot,ready,queue,scale,top,harness]
+//   node bench/run.mjs [--quick] [--only=start,idle,footprint,bin,log,tail,kill,notify,snapshot,ready,queue,scale,fleet,top,harness]
 //                      [--baseline=<checkout>] [--log-reps=N] [--seed=N] [--scale=10,100,1000]
 //
 // --baseline runs the same rows with another checkout's build (its
@@ -28,9 +28,10 @@ import os from 'node:os'
 import path from 'node:path'
 import { startStub, newText, newToolResults, sessionOf } from '../__test__/harness/anthropic-stub.mjs'
 import { claudeSkipReason, claudeVersion, startNetns, makeClaudeHome, startClaude, descendants } from '../__test__/harness/claude.mjs'
+import { benchFleet, printFleet } from './fleet.mjs'
 
 const USAGE = `usage: node bench/run.mjs [--quick] [--only=GROUP,...] [--baseline=<checkout>] [--log-reps=N] [--seed=N] [--scale=N,...]
-groups: start, idle, footprint, bin, log, tail, kill, notify, snapshot, ready, queue, scale, top, harness`
+groups: start, idle, footprint, bin, log, tail, kill, notify, snapshot, ready, queue, scale, fleet, top, harness`
 {
   // An option misspelt must not start a 10-minute run of everything.
   const known = /^--(quick|help|(only|baseline|log-reps|seed|scale)=.+)$/
@@ -45,7 +46,7 @@ groups: start, idle, footprint, bin, log, tail, kill, notify, snapshot, ready, q
   }
 }
 const QUICK = process.argv.includes('--quick')
-const GROUPS = ['start', 'idle', 'footprint', 'bin', 'log', 'tail', 'kill', 'notify', 'snapshot', 'ready', 'queue', 'scale', 'top', 'harness']
+const GROUPS = ['start', 'idle', 'footprint', 'bin', 'log', 'tail', 'kill', 'notify', 'snapshot', 'ready', 'queue', 'scale', 'fleet', 'top', 'harness']
 const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',') ?? null
 const runs = (group) => !ONLY || ONLY.includes(group)
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
@@ -2159,6 +2160,9 @@ async function main() {
   const ready = await timed('ready', () => perBuild('ready', benchReady))
   const queue = await timed('queue', () => perBuild('queue', benchQueue))
   const scale = await timed('scale', () => perBuild('scale', benchScale))
+  // Every build at once, side by side (bench/fleet.mjs).
+  const fleetKit = { builds: BUILDS, ns: SCALE_NS, quick: QUICK, tempDir, removeDir, check, log, writeConfig, spawnChild }
+  const fleet = runs('fleet') ? await timed('fleet', () => benchFleet(fleetKit)) : null
   const harness = runs('harness') ? await timed('harness', benchHarness) : null
   meta.loadavgEnd = os.loadavg()
   meta.seconds = (now() - began) / 1000
@@ -2176,6 +2180,7 @@ async function main() {
   console.log(notes.map((n, i) => `${i ? '      ' : 'base: '}${n}`).join('\n') + '\n')
   printTable(rows)
   if (harness && !harness.skipped) printHarnessTexts(harness)
+  printFleet(fleet, BUILDS)
   const groupLoad = Object.entries(load).filter(([g]) => runs(g)).map(([g, l]) => `${g} ${l.start[0].toFixed(2)}→${l.end[0].toFixed(2)}`).join(', ')
   console.log(`\nload average (1 min) by group: ${groupLoad}`)
   if (tables.before) {
@@ -2186,7 +2191,7 @@ async function main() {
   console.log(`\nsanity checks: ${checks.length - failedChecks.length}/${checks.length} ok${failedChecks.map((c) => `\n  FAILED ${c.name}: ${c.detail}`).join('')}`)
   for (const w of meta.warnings) console.log(`warning: ${w}`)
 
-  const raw = { start, idle, footprint, top, bin, throughput: throughputAll, tail, kill, notify, snapshot: snap, ready, queue, scale, harness }
+  const raw = { start, idle, footprint, top, bin, throughput: throughputAll, tail, kill, notify, snapshot: snap, ready, queue, scale, fleet, harness }
   fs.writeFileSync(OUT_FILE, `${JSON.stringify({ meta, rows, tables, checks, raw }, null, 2)}\n`)
   console.log(`results: ${path.relative(process.cwd(), OUT_FILE) || OUT_FILE}`)
 }

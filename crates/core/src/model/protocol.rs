@@ -25,6 +25,20 @@ pub struct KillRequest {
 }
 
 pub const KILL_REQUEST_FILE: &str = "kill-request.json";
+/// Left in a job's directory by its supervisor as it exits having seen
+/// every process below it end (it is a child subreaper, so that is every
+/// descendant of the job) after its last look over the whole table, which
+/// recorded what else carried the job's cookie: from then on what it
+/// recorded is all of the job that can still run, and readers look only
+/// at that, not at every process of the machine.
+pub const SUPERVISOR_DONE_FILE: &str = "supervisor.done";
+/// Locked (flock, exclusive) by a job's supervisor from before the job's
+/// launch until it records the job's end: while it is held the job has its
+/// supervisor, which a reader learns with one `flock` on a file of the job's
+/// own, where the full look (the process's identity through a pidfd, its
+/// environment for the supervisor mark) reads /proc twice. A lock not held
+/// says nothing: the reader then looks the full way.
+pub const SUPERVISOR_LOCK_FILE: &str = "supervisor.lock";
 
 /// What `pause` and `resume` write to `jobs/<id>/pause-request.json` before
 /// ringing the supervisor's doorbell (SIGUSR1), as `kill` does: the

@@ -245,9 +245,10 @@ pub struct TreeSignalReport {
 /// elsewhere is missed, so this is only for a caller that sweeps the table
 /// itself (see `KillRequest::caller_sweeps`).
 pub fn job_subtree(tree: Tree, root: u32) -> (Vec<ProcessEntry>, bool) {
-    // Not `root` itself: `members_in` finds what is below it, and a
-    // supervisor is never its own job's process.
-    let mut pids = procinfo::live_children(root);
+    // `root` itself is read too: `members_in` walks below it only while its
+    // row shows our live supervisor (a supervisor is never its own job's
+    // process, so it is not counted).
+    let mut pids = vec![root];
     let mut next = 0;
     while next < pids.len() {
         let parent = pids[next];
@@ -256,6 +257,19 @@ pub fn job_subtree(tree: Tree, root: u32) -> (Vec<ProcessEntry>, bool) {
     }
     pids.extend(tree.recorded.iter().map(|r| r.pid));
     pids.extend(tree.main.map(|m| m.pid));
+    pids.sort_unstable();
+    pids.dedup();
+    let rows = procinfo::rows(&pids);
+    let (members, group_is_ours) = members_in(&rows, tree);
+    (members.into_iter().map(Row::entry).collect(), group_is_ours)
+}
+
+/// `job_tree` for a job whose supervisor is gone after it saw everything
+/// below it end (`model::protocol::SUPERVISOR_DONE_FILE`): what it recorded
+/// (and the main process, for its group) is all that can be left, so only
+/// those are read. Its cost is the job's size, not the machine's.
+pub fn job_recorded(tree: Tree) -> (Vec<ProcessEntry>, bool) {
+    let mut pids: Vec<u32> = tree.recorded.iter().map(|r| r.pid).chain(tree.main.map(|m| m.pid)).collect();
     pids.sort_unstable();
     pids.dedup();
     let rows = procinfo::rows(&pids);

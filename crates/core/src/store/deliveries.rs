@@ -170,15 +170,20 @@ pub fn lay_over(home: &Home, jobs: &mut [Job]) -> bool {
 }
 
 /// For a registry write (under its lock): lays every record over `jobs` and
-/// gives the files to remove once the registry is written. An unreadable
+/// gives the files to remove once the registry is written, and the jobs the
+/// records named. An unreadable
 /// file goes too once it is a minute old (a writer renames a record in whole,
 /// so it is no record); a temp file whose writer died, after a minute.
-pub fn fold(home: &Home, jobs: &mut [Job]) -> Vec<PathBuf> {
+pub fn fold(home: &Home, jobs: &mut [Job]) -> (Vec<PathBuf>, std::collections::HashSet<String>) {
     let (records, temps) = listing(home);
     let mut done = Vec::new();
+    let mut named = std::collections::HashSet::new();
     for (path, record) in records {
         let finished = match record {
-            Some(record) => apply(jobs, &record),
+            Some(record) => {
+                named.insert(record.job_id.clone());
+                apply(jobs, &record)
+            }
             None => older_than_a_minute(&path),
         };
         if finished {
@@ -186,7 +191,7 @@ pub fn fold(home: &Home, jobs: &mut [Job]) -> Vec<PathBuf> {
         }
     }
     done.extend(temps.into_iter().filter(|p| older_than_a_minute(p)));
-    done
+    (done, named)
 }
 
 fn older_than_a_minute(path: &Path) -> bool {

@@ -2,9 +2,11 @@
 
 pub mod config;
 pub mod deliveries;
+pub mod index;
 pub mod log_read;
 pub mod logs;
 pub mod paths;
 pub mod procset;
 pub mod registry;
+pub mod schedule;
 pub mod sessions;

@@ -17,6 +17,7 @@ use crate::store::config::Config;
 use crate::model::ids::validate_job_id;
 use crate::model::job::{Job, JobStatus};
 use crate::store::deliveries;
+use crate::store::index;
 use crate::store::paths::{self, Home};
 use crate::os::procinfo;
 use crate::{now_ms, Error, Result};
@@ -103,6 +104,8 @@ struct Merge {
     /// Jobs known only from their job.json (a start whose registration has
     /// not landed yet, or a registry rebuilt).
     adopted: usize,
+    /// The job.json files looked at, with their stamps (for the index).
+    stamps: index::OwnStamps,
 }
 
 impl Registry {
@@ -124,6 +127,14 @@ impl Registry {
     /// know (see `merged`).
     pub fn load(&self) -> Result<Vec<Job>> {
         let path = self.home.registry_path();
+        // Taken before the read: a registry replaced meanwhile is read again next time.
+        let stamp = index::Stamp::of(&path);
+        if let Some(mut jobs) = index::load(&self.home, stamp, |id| read_job_file(&self.home, id)) {
+            if deliveries::lay_over(&self.home, &mut jobs) {
+                let _ = self.fold_if_due();
+            }
+            return Ok(jobs);
+        }
         let (jobs, missing) = match read_registry(&path) {
             Ok(jobs) => (jobs, false),
             Err(ReadFailure::Io(e)) => return Err(self.home.explain(Error::io("read registry", path, e))),
@@ -135,7 +146,14 @@ impl Registry {
                 Err(_) => (Vec::new(), true),
             },
         };
+        let registry_ids: HashSet<String> = if missing { HashSet::new() } else { jobs.iter().map(|j| j.id.clone()).collect() };
         let (mut jobs, merge) = self.merged(jobs, false);
+        // For the next reader: only while nobody writes (a writer writes it too).
+        if let Ok(_guard) = self.lock(Patience::Immediate, "index the registry") {
+            if index::Stamp::of(&path) == stamp {
+                self.write_index(stamp, index::entries(&jobs, &merge.stamps, &registry_ids, settled_for_readers));
+            }
+        }
         if deliveries::lay_over(&self.home, &mut jobs) {
             // Left by notifiers that gave up waiting for a fold: the next
             // reader, not every one, takes them in.
@@ -201,6 +219,37 @@ impl Registry {
         }
     }
 
+    /// Best effort, not fsynced: a lost index is a full read, which writes it
+    /// again. Without entries (see `index::entries`), none is left.
+    fn write_index(&self, registry: Option<index::Stamp>, entries: Option<Vec<index::Entry>>) {
+        match entries.and_then(|entries| index::encode(registry, entries)) {
+            Some(bytes) => {
+                let _ = write_file_atomically(&index::path(&self.home), &bytes, false);
+            }
+            None => index::forget(&self.home),
+        }
+    }
+
+    /// One job as readers see it (`load`'s record of it), read from its own
+    /// directory when that tells all, at a cost that does not grow with the
+    /// registry: its job.json, with the delivery records laid over. Every
+    /// registry change to a job is copied into its job.json (`modify_*`, a
+    /// fold's deliveries of an ended job), but for what a fold tells of an
+    /// event a running job announced (a `--notify-on` match, an orphan):
+    /// such a job is read with the registry. A verdict only the registry
+    /// holds (a copy that could not be written) is found by the reconcile
+    /// that follows, which records through the registry.
+    pub fn view_of(&self, id: &str) -> Result<Job> {
+        if let Some(own) = read_job_file(&self.home, id) {
+            if own.status().is_final() || own.notification.is_none() {
+                let mut one = vec![own];
+                deliveries::lay_over(&self.home, &mut one);
+                return Ok(one.pop().expect("one job"));
+            }
+        }
+        self.get(id)
+    }
+
     pub fn get(&self, id: &str) -> Result<Job> {
         self.load()?.into_iter().find(|j| j.id == id).ok_or_else(|| Error::UnknownJob(id.to_string()))
     }
@@ -248,7 +297,7 @@ impl Registry {
                 merge.duplicates
             );
         }
-        let folded = deliveries::fold(&self.home, &mut jobs);
+        let (folded, delivered) = deliveries::fold(&self.home, &mut jobs);
         let before: HashSet<String> = jobs.iter().map(|j| j.id.clone()).collect();
         let result = change(&mut jobs);
         if trim == Trim::ToCap {
@@ -258,13 +307,25 @@ impl Registry {
         let dropped: Vec<&String> = before.iter().filter(|id| !kept.contains(id.as_str())).collect();
         // Out of readers' sight before the registry forgets them, and back if it cannot.
         let aside: Vec<(PathBuf, PathBuf)> = dropped.iter().filter_map(|id| self.set_aside(id)).collect();
+        // As readers will find them: every job this write keeps in jobs.json is in it.
+        let written: HashSet<String> = jobs.iter().filter(|j| !kept_in_job_file_only(j)).map(|j| j.id.clone()).collect();
+        let entries = index::entries(&jobs, &merge.stamps, &written, settled_for_readers);
+        // What the records told of an ended job goes to its job.json too, which
+        // `check` reads alone (`view_of`); nothing else writes an ended job's file.
+        let delivered: Vec<Job> = jobs.iter().filter(|j| delivered.contains(&j.id) && j.status().is_final()).cloned().collect();
         let jobs: Vec<Job> = jobs.into_iter().filter(|j| !kept_in_job_file_only(j)).collect();
+        // Until the index names the new registry, no reader may trust the old one's.
+        index::forget(&self.home);
         if let Err(e) = write_atomically(&path, &RegistryFile { version: FORMAT_VERSION, jobs }) {
             for (from, to) in &aside {
                 let _ = std::fs::rename(to, from);
             }
             return Err(self.home.explain(e));
         }
+        for job in &delivered {
+            self.write_job_copy(job);
+        }
+        self.write_index(index::Stamp::of(&path), entries);
         // Only once the registry holds what they said (a reader that sees
         // both in between lays a record over itself, which changes nothing).
         for path in folded {
@@ -476,10 +537,12 @@ impl Registry {
     /// each read would cost more than the next write's repair.
     fn merged(&self, jobs: Vec<Job>, writing: bool) -> (Vec<Job>, Merge) {
         let (mut jobs, duplicates) = dedupe(jobs);
-        let mut merge = Merge { duplicates, adopted: 0 };
+        let mut merge = Merge { duplicates, adopted: 0, stamps: index::OwnStamps::new() };
         let below = if writing { OUTCOME } else { rank_of(JobStatus::Lost) };
         for job in jobs.iter_mut().filter(|j| rank(j) < below) {
-            if let Some(mut own) = read_job_file(&self.home, &job.id) {
+            let read = read_job_file_stamped(&self.home, &job.id);
+            merge.stamps.insert(job.id.clone(), read.as_ref().map(|(_, stamp)| *stamp));
+            if let Some((mut own, _)) = read {
                 // A version that does not know `waits` wrote this entry without it.
                 if job.waits.is_none() {
                     job.waits = own.waits.clone();
@@ -515,7 +578,8 @@ impl Registry {
                 if known.contains(name) || validate_job_id(name).is_err() || !entry.file_type().is_ok_and(|t| t.is_dir()) {
                     continue;
                 }
-                if let Some(own) = read_job_file(&self.home, name) {
+                if let Some((own, stamp)) = read_job_file_stamped(&self.home, name) {
+                    merge.stamps.insert(own.id.clone(), Some(stamp));
                     adopted.push(own);
                 }
             }
@@ -621,6 +685,12 @@ impl Registry {
             !evict[index - 1]
         });
     }
+}
+
+/// A registry entry whose job.json readers do not look at (`merged`): it
+/// knows the job's outcome, or that it is lost.
+fn settled_for_readers(job: &Job) -> bool {
+    rank(job) >= rank_of(JobStatus::Lost)
 }
 
 /// How much a record knows about how its job ended.
@@ -751,13 +821,25 @@ fn corrupt(id: &str, file: PathBuf, reason: String, removable: bool) -> CorruptR
 /// A job's own record, if its directory holds one naming it. Never through a
 /// symlink, for the directory or the file.
 fn read_job_file(home: &Home, id: &str) -> Option<Job> {
+    read_job_file_stamped(home, id).map(|(job, _)| job)
+}
+
+/// `read_job_file`, with the stamp of the file read (for the index).
+fn read_job_file_stamped(home: &Home, id: &str) -> Option<(Job, index::Stamp)> {
     let dir = home.job_dir(id);
     if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
         return None;
     }
     let path = dir.join("job.json");
-    let bytes = match paths::read_file(&path) {
-        Ok(bytes) => bytes,
+    let read = paths::open_read(&path).and_then(|mut file| {
+        use std::io::Read;
+        let stamp = index::Stamp::of_metadata(&file.metadata()?);
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        Ok((bytes, stamp))
+    });
+    let (bytes, stamp) = match read {
+        Ok(read) => read,
         Err(e) => {
             // Planted by someone else: said, never taken for a job (nor started, if queued).
             if e.kind() == std::io::ErrorKind::PermissionDenied {
@@ -767,7 +849,7 @@ fn read_job_file(home: &Home, id: &str) -> Option<Job> {
         }
     };
     let job: Job = serde_json::from_slice(&bytes).ok()?;
-    (job.id == id).then_some(job)
+    (job.id == id).then_some((job, stamp))
 }
 
 /// `.gone-<pid>-<random>-<id>`: left by a removal whose process died before it finished.
@@ -987,15 +1069,11 @@ fn write_atomically(path: &Path, file: &RegistryFile) -> Result<()> {
     write_json_file(path, file, true)
 }
 
-// ---- Queues: which queued job starts next (see verbs/queue.rs) ----
-
-/// What the queue does next, decided on the jobs as read under the lock.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum QueueStep {
-    /// Start the job at this index: its slot is free and what it runs after succeeded.
-    Start(usize),
-    /// End the job at this index as `skipped`, for this reason.
-    Skip(usize, String),
+impl Registry {
+    /// A job's own job.json, as its supervisor last wrote it.
+    pub fn job_file(&self, id: &str) -> Option<Job> {
+        read_job_file(&self.home, id)
+    }
 }
 
 /// Queued and skipped jobs are kept in their own job.json only, never in
@@ -1007,120 +1085,11 @@ fn kept_in_job_file_only(job: &Job) -> bool {
     matches!(job.status(), JobStatus::Queued | JobStatus::Skipped)
 }
 
-/// The queued jobs in the order they start: higher priority first, then
-/// first submitted first (the id breaks a tie of the same millisecond).
-pub fn queue_order(jobs: &[Job]) -> Vec<usize> {
-    let mut queued: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].status() == JobStatus::Queued).collect();
-    let key = |i: &usize| {
-        let waits = jobs[*i].waits.clone().unwrap_or_default();
-        (std::cmp::Reverse(waits.priority), waits.queued_at, jobs[*i].id.clone())
-    };
-    queued.sort_by_key(key);
-    queued
-}
-
-/// The queue a job counts against, if any.
-pub fn queue_of(job: &Job) -> Option<&str> {
-    job.waits.as_ref().and_then(|w| w.queue.as_deref())
-}
-
-/// How many of `queue`'s jobs run now (running or orphaned: an orphan's
-/// processes still take the machine).
-pub fn running_in_queue(jobs: &[Job], queue: &str) -> usize {
-    jobs.iter()
-        .filter(|j| matches!(j.status(), JobStatus::Running | JobStatus::Orphaned) && queue_of(j) == Some(queue))
-        .count()
-}
-
-/// A queue's limit; a queue no longer in config.json runs one job at a time.
-pub fn queue_limit(queues: &std::collections::BTreeMap<String, crate::store::config::QueueConfig>, queue: &str) -> usize {
-    queues.get(queue).map_or(1, |q| q.max_parallel as usize)
-}
-
-/// The jobs `job` still waits for (those not ended yet), in its `--after` order.
-pub fn waiting_for<'a>(job: &'a Job, jobs: &[Job]) -> Vec<&'a str> {
-    let Some(waits) = &job.waits else { return Vec::new() };
-    // Ended (how is skip_reason's to judge), or ready when that is enough.
-    let settled = |dep: &Job| dep.status().is_final() || (waits.after_ready && was_ready(dep));
-    waits
-        .after
-        .iter()
-        .filter(|id| jobs.iter().find(|j| &j.id == *id).is_some_and(|dep| !settled(dep)))
-        .map(String::as_str)
-        .collect()
-}
-
-/// With `after_ready`: a job of `after` that has a readiness check was seen ready.
-fn was_ready(dep: &Job) -> bool {
-    dep.ready.is_some() && dep.ready_at.is_some()
-}
-
-/// Why `job` will never start, if a job it runs after ended without success
-/// (and it did not ask for `--after-any`): `skipped: build-3f2a1c failed (exit 1)`.
-fn skip_reason(job: &Job, jobs: &[Job]) -> Option<String> {
-    let waits = job.waits.as_ref()?;
-    if waits.after_any {
-        return None;
-    }
-    waits.after.iter().find_map(|id| match jobs.iter().find(|j| &j.id == id) {
-        None => Some(format!("skipped: {id} is no longer in the registry (pruned), so its outcome is unknown")),
-        Some(dep) if waits.after_ready && was_ready(dep) => None,
-        // It will never be ready: its readiness timeout passed (it runs on).
-        Some(dep) if waits.after_ready && !dep.status().is_final() && dep.not_ready_after(now_ms()).is_some() => {
-            let limit = dep.not_ready_after(now_ms()).unwrap_or_default();
-            Some(format!("skipped: {id} was not ready after {}", crate::model::duration::format_duration_ms(limit)))
-        }
-        Some(dep) if dep.status().is_final() && dep.status() != JobStatus::Success => Some(match dep.status() {
-            JobStatus::Skipped => format!("skipped: {id} was skipped"),
-            status => format!("skipped: {id} {status} ({})", crate::model::job::how_it_ended(dep)),
-        }),
-        Some(_) => None,
-    })
-}
-
-/// The next step for the queue: the first queued job (in `queue_order`)
-/// that must be skipped, or that may start now (everything it runs after
-/// has ended, and its queue has a free slot). `None`: nothing can move.
-pub fn next_queue_step(
-    jobs: &[Job],
-    queues: &std::collections::BTreeMap<String, crate::store::config::QueueConfig>,
-) -> Option<QueueStep> {
-    for i in queue_order(jobs) {
-        let job = &jobs[i];
-        if let Some(reason) = skip_reason(job, jobs) {
-            return Some(QueueStep::Skip(i, reason));
-        }
-        if !waiting_for(job, jobs).is_empty() {
-            continue;
-        }
-        match queue_of(job) {
-            Some(queue) if running_in_queue(jobs, queue) >= queue_limit(queues, queue) => continue,
-            _ => return Some(QueueStep::Start(i)),
-        }
-    }
-    None
-}
-
-/// A queued job's place: 1 for the next to start in its queue (or among
-/// the jobs without a queue).
-pub fn queue_position(jobs: &[Job], id: &str) -> Option<usize> {
-    let job = jobs.iter().find(|j| j.id == id && j.status() == JobStatus::Queued)?;
-    let queue = queue_of(job);
-    queue_order(jobs).into_iter().filter(|&i| queue_of(&jobs[i]) == queue).position(|i| jobs[i].id == id).map(|p| p + 1)
-}
-
-impl Registry {
-    /// A job's own job.json, as its supervisor last wrote it.
-    pub fn job_file(&self, id: &str) -> Option<Job> {
-        read_job_file(&self.home, id)
-    }
-}
-
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::job::{JobState, JobStatus, ProcessIdentity};
+    use crate::store::schedule::*;
 
     /// A job of `status` that started at `started_at` and, if it ended, ended then.
     fn job(id: &str, status: JobStatus, started_at: u64) -> Job {

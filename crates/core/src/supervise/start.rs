@@ -56,6 +56,28 @@ fn become_subreaper() {
     }
 }
 
+/// Takes `SUPERVISOR_LOCK_FILE` in the job's directory (opened close-on-exec:
+/// the job's processes never hold it). A reader holds it shared for a moment
+/// only, so a few tries get it; without it readers look the full way.
+fn hold_alive_lock(dir: &Path) -> Option<std::fs::File> {
+    use crate::os::sys::OpenOptionsExt;
+    let file = crate::store::paths::options_nofollow()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(dir.join(crate::model::protocol::SUPERVISOR_LOCK_FILE))
+        .ok()?;
+    for _ in 0..20 {
+        if file.try_lock().is_ok() {
+            return Some(file);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    None
+}
+
 /// Entry point of `run-bg __supervise`. Never returns to the CLI's parser.
 pub fn supervise_main() -> i32 {
     // First: what a supervisor holds for its job's life must not depend on
@@ -169,6 +191,8 @@ impl Supervisor {
             },
             false => None,
         };
+        // Before the launch: a reader that finds the job running finds it held.
+        let alive_lock = hold_alive_lock(&home.job_dir(&job.id));
         let launched = launch_main(&job, output.child_end.as_raw_fd(), job_stdin.as_ref().map(|s| s.child_end.as_raw_fd()));
         // Our copy of the job's end: EOF then means "every process of the job
         // closed it". A job that restarts keeps it for its next run until it
@@ -281,6 +305,7 @@ impl Supervisor {
             tie,
             procset: ProcessRecord::new(&home_for_record),
             code_pages: CodePages::new(),
+            alive_lock,
             paused: None,
         })
     }

@@ -142,6 +142,9 @@ pub(super) struct Supervisor {
     pub(super) code_pages: CodePages,
     /// `pause`: the tree is stopped and the timeout clock with it (supervise/pause.rs).
     pub(super) paused: Option<Paused>,
+    /// `SUPERVISOR_LOCK_FILE`, held until the end is recorded (let go with
+    /// the job); a forked errand closes its copy, which keeps the lock ours.
+    pub(super) alive_lock: Option<std::fs::File>,
 }
 
 /// A pause in force (supervise/pause.rs): what was left of the `--timeout`
@@ -212,6 +215,7 @@ impl Supervisor {
             self.phase = self.phase.settle(self.output.is_some());
             // An end not written yet keeps us: it would be lost with us.
             if self.phase == Phase::Done && self.unrecorded.is_none() {
+                self.leave_done_mark();
                 return;
             }
             let timeout = self.poll_timeout().map(timespec);
@@ -257,6 +261,21 @@ impl Supervisor {
             }
             self.advance_timers();
         }
+    }
+
+    /// Says to readers that everything below us ended after our last look
+    /// (`SUPERVISOR_DONE_FILE`): they then look only at what we recorded.
+    /// Best effort: without it they read the whole process table, as for a
+    /// supervisor that died. Never recreates a directory removed meanwhile.
+    fn leave_done_mark(&self) {
+        use crate::os::sys::OpenOptionsExt;
+        let dir = self.home.job_dir(&self.job.id);
+        let _ = crate::store::paths::options_nofollow()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(dir.join(crate::model::protocol::SUPERVISOR_DONE_FILE));
     }
 
     /// The process the job is tied to ended: the tree goes, as on `kill`.
@@ -693,6 +712,7 @@ impl Supervisor {
     /// The job ends for good: the ends of its pipes kept for another run
     /// are let go, so its output can end, and its stdin reads EOF.
     fn let_go_of_the_job(&mut self) {
+        self.alive_lock = None;
         self.between = None;
         self.restarter = None;
         self.output_child_end = None;

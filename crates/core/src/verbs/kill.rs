@@ -201,7 +201,19 @@ impl Context {
         loop {
             let now = Instant::now();
             let scanned = now >= next_scan;
-            if scanned {
+            // The whole table again only for what only it shows: strays (none
+            // found at the start means none to follow), and what jobs that had
+            // ended still ran. Each supervisor kills its own subtree; whether a
+            // job's main process is gone its lock tells (`supervisor_holds`).
+            let table_needed = !strays.all.is_empty() || targets.iter().any(|t| t.pending() && t.ended_before);
+            if scanned && !table_needed {
+                next_scan = now + Duration::from_millis(50);
+                for target in targets.iter_mut().filter(|t| t.pending() && !t.main_gone) {
+                    target.main_gone = !self.supervisor_holds(&target.job.id)
+                        && target.job.main.is_none_or(|m| !procinfo::is_same_process_alive(&m));
+                }
+            }
+            if scanned && table_needed {
                 next_scan = now + Duration::from_millis(50);
                 let rows = procinfo::table();
                 let index = tree::TableIndex::new(&rows);
@@ -278,6 +290,23 @@ impl Context {
             std::thread::sleep(Duration::from_millis(20));
             left = answered.iter().map(|t| t.seen.alive()).collect();
         }
+        // A supervisor with nothing to announce exits as soon as it has
+        // recorded the end: `kill` returns once it has, so that nothing of a
+        // job it reports killed is left when it does (one with a notifier
+        // stays for it, as long as its retries take; said in the docs).
+        let quiet_ends = Instant::now() + STILL_EXITING_PATIENCE;
+        let mut supervisor_left: std::collections::HashSet<String> = std::collections::HashSet::new();
+        for target in answered.iter().filter(|t| !t.ended_before) {
+            let ended = target.ended.as_ref().unwrap_or(&target.job);
+            if crate::supervise::notify::has_work(&self.config.notify, ended) || target.unrecorded.is_some() {
+                continue;
+            }
+            let limit = quiet_ends.saturating_duration_since(Instant::now());
+            procinfo::wait_for_exit(&target.supervisor, limit);
+            if procinfo::is_same_process_alive(&target.supervisor) {
+                supervisor_left.insert(target.job.id.clone());
+            }
+        }
         // Once for every end. Briefly: each is in its job.json already, which
         // readers prefer, and any later registry write takes it in; a kill
         // must not wait on a lock a stopped process holds.
@@ -300,7 +329,12 @@ impl Context {
                         target.supervisor.pid
                     )
                 });
-                format!("killed {} ({}): {count} process(es) signalled{exiting}{unrecorded}{kept}", after.id, after.status())
+                let supervisor = if supervisor_left.contains(&after.id) {
+                    format!("; its supervisor (pid {}) is still exiting", target.supervisor.pid)
+                } else {
+                    String::new()
+                };
+                format!("killed {} ({}): {count} process(es) signalled{exiting}{supervisor}{unrecorded}{kept}", after.id, after.status())
             };
             results.push(Ok(KillOutcome { message, signalled: true, job: after }));
         }

@@ -45,7 +45,7 @@ impl Context {
             .filter(|j| j.status().is_final() || j.status() == JobStatus::Orphaned)
             .filter(|j| options.owner.as_ref().is_none_or(|o| j.owner.as_ref() == Some(o)))
             .collect();
-        let mut owned = self.processes_of_jobs(&jobs);
+        let mut owned = self.processes_of_jobs_anywhere(&jobs);
         let found: Vec<OrphanProcess> = jobs
             .iter()
             .flat_map(|job| {

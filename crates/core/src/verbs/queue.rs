@@ -8,7 +8,7 @@
 //! its end is recorded (`after_end`), and any later `run-bg` invocation or
 //! addon call (`Context::with_runner`), for slots a dead supervisor never
 //! handed on. The choice and the start happen under the registry lock
-//! (`store::registry::next_queue_step`), the job marked started in the same
+//! (`store::schedule::next_queue_step`), the job marked started in the same
 //! locked update, so no job starts twice and no slot stays free while a job
 //! waits for it.
 
@@ -17,7 +17,8 @@ use crate::model::job::{Job, JobState, JobStatus, Waits};
 use crate::model::protocol::Errand;
 use crate::store::config::{validate_queue_name, Config, DEFAULT_QUEUE};
 use crate::store::paths::Home;
-use crate::store::registry::{self, Patience, QueueStep};
+use crate::store::registry::{self, Patience};
+use crate::store::schedule::{self, QueueStep};
 use crate::supervise::notify;
 use crate::supervise::start::SupervisorSpec;
 use crate::verbs::context::Context;
@@ -143,7 +144,7 @@ pub fn enqueue(context: &Context, mut job: Job, waits: Waits, runner: &Path) -> 
         }
         mark_pending(&context.home);
         fill_locked(&context, runner, jobs, &mut announce);
-        let position = registry::queue_position(jobs, &job.id);
+        let position = schedule::queue_position(jobs, &job.id);
         jobs.iter().find(|j| j.id == job.id).cloned().map(|stored| (stored, position, jobs.clone()))
     });
     let (stored, position, jobs) = match stored {
@@ -170,8 +171,8 @@ pub fn enqueue(context: &Context, mut job: Job, waits: Waits, runner: &Path) -> 
             pid: None,
             queued: Some(QueuedPlace {
                 position: position.unwrap_or(1),
-                queue: registry::queue_of(&stored).map(str::to_string),
-                after: registry::waiting_for(&stored, &jobs).into_iter().map(str::to_string).collect(),
+                queue: schedule::queue_of(&stored).map(str::to_string),
+                after: schedule::waiting_for(&stored, &jobs).into_iter().map(str::to_string).collect(),
             }),
             ..started
         }),
@@ -193,9 +194,9 @@ pub fn places_among(shown: &[Job], all: &[Job]) -> std::collections::HashMap<Str
         .filter(|j| j.status() == JobStatus::Queued)
         .map(|j| {
             let place = QueuedPlace {
-                position: registry::queue_position(all, &j.id).unwrap_or(1),
-                queue: registry::queue_of(j).map(str::to_string),
-                after: registry::waiting_for(j, all).into_iter().map(str::to_string).collect(),
+                position: schedule::queue_position(all, &j.id).unwrap_or(1),
+                queue: schedule::queue_of(j).map(str::to_string),
+                after: schedule::waiting_for(j, all).into_iter().map(str::to_string).collect(),
             };
             (j.id.clone(), place)
         })
@@ -310,12 +311,12 @@ fn fill(context: &Context) -> Result<()> {
         });
         return Ok(());
     }
-    if registry::next_queue_step(&jobs, &context.config.queues).is_none() {
+    if schedule::next_queue_step(&jobs, &context.config.queues).is_none() {
         // Only the jobs a queued one waits on: those of its queue, those it runs after.
         let waiting: Vec<&Job> = jobs.iter().filter(|j| j.status() == JobStatus::Queued).collect();
         let holds = |job: &Job| {
             waiting.iter().any(|w| {
-                registry::queue_of(w).is_some_and(|q| registry::queue_of(job) == Some(q))
+                schedule::queue_of(w).is_some_and(|q| schedule::queue_of(job) == Some(q))
                     || w.waits.as_ref().is_some_and(|waits| waits.after.contains(&job.id))
             })
         };
@@ -324,7 +325,7 @@ fn fill(context: &Context) -> Result<()> {
             changed |= context.reconcile_job(job.clone())?.status() != job.status();
         }
         let jobs = if changed { registry.load()? } else { jobs };
-        if registry::next_queue_step(&jobs, &context.config.queues).is_none() {
+        if schedule::next_queue_step(&jobs, &context.config.queues).is_none() {
             return Ok(());
         }
     }
@@ -340,7 +341,7 @@ fn fill(context: &Context) -> Result<()> {
 fn fill_locked(context: &Context, runner: &Path, jobs: &mut [Job], announce: &mut Vec<(String, JobStatus)>) -> usize {
     let registry = context.registry();
     let mut started = 0;
-    while let Some(step) = registry::next_queue_step(jobs, &context.config.queues) {
+    while let Some(step) = schedule::next_queue_step(jobs, &context.config.queues) {
         let job = match step {
             QueueStep::Skip(i, reason) => {
                 let job = &mut jobs[i];

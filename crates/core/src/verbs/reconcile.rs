@@ -22,7 +22,7 @@ impl Context {
     /// A job by id, its status verified against the OS first.
     pub fn job(&self, id: &str) -> Result<Job> {
         validate_job_id(id)?;
-        let job = match self.registry().get(id) {
+        let job = match self.registry().view_of(id) {
             // Not "no job": a directory whose record cannot be read is said to be one.
             Err(Error::UnknownJob(_)) => match self.registry().corrupt_record(id) {
                 Some(record) => return Err(Error::Other(record.describe())),
@@ -146,6 +146,10 @@ impl Context {
         if job.status().is_final() || job.status() == JobStatus::Queued {
             return Look::Settled(job);
         }
+        // Its supervisor holds the job: alive, and no end yet it could not write.
+        if self.supervisor_holds(&job.id) {
+            return Look::Settled(job);
+        }
         if let Some(supervisor) = tree::live_supervisor(&job) {
             return Look::Settled(self.unrecorded_end(&job, &supervisor).map_or(job, |(end, _)| end));
         }
@@ -263,6 +267,16 @@ impl Context {
         spawn::start_detached_with_stdin(runner, &self.home, &args, stdin)
             .map_err(|e| tracing::error!("cannot start background `__watch {id}`: {e}"))
             .ok()
+    }
+
+    /// Whether job `id`'s supervisor holds `SUPERVISOR_LOCK_FILE`: it lives and
+    /// has not let go of the job (it does so as it records the end). False
+    /// says nothing (an older supervisor takes no such lock).
+    pub(crate) fn supervisor_holds(&self, id: &str) -> bool {
+        let path = self.home.job_dir(id).join(crate::model::protocol::SUPERVISOR_LOCK_FILE);
+        let Ok(lock) = crate::store::paths::options_nofollow().read(true).open(&path) else { return false };
+        // Taken shared and let go at once: only whether it is held matters.
+        matches!(lock.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock))
     }
 
     /// Whether a watcher holds the orphaned job `id` (see `watch_orphan`).
