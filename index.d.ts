@@ -743,7 +743,7 @@ export interface RunOptions {
   maxRestarts?: number
   /** With `restart`: the first restart's delay, doubled for each one in a row up to 30 s (default 1000). */
   restartDelayMs?: number
-  /** `pipe`: the job's stdin stays open for `sendInput` (default `null`: /dev/null). */
+  /** `pipe`: the job's stdin stays open for `sendInput` (default `null`: /dev/null, NUL on Windows). */
   stdin?: 'pipe' | 'null'
   /**
    * Registers a one-off rule with the interrupt service as the job starts
@@ -774,7 +774,9 @@ export interface RunOptions {
    * -20 (the most CPU) to 19 (the least); default: the caller's. A value
    * below the current one (usually 0) needs root, CAP_SYS_NICE or an
    * RLIMIT_NICE that allows it; without, the start fails (a `failed` job
-   * that says so).
+   * that says so). On Windows a priority class, given to every process
+   * of the job: 19 idle, 1..18 below normal, 0 normal, -1..-9 above
+   * normal, -10..-20 high (never realtime; no privilege needed).
    */
   nice?: number
   /**

@@ -28,6 +28,20 @@ mod no_subreaper;
 /// job's tree and its kill there.
 #[cfg(windows)]
 pub mod windows_job;
+/// `pause` and `resume` on Windows: a Job Object's processes suspended and
+/// resumed (no SIGSTOP there).
+#[cfg(windows)]
+pub mod pause_windows;
+/// What a job wants of each process that joins its Job Object (held while
+/// paused, its priority class), told by the Job Object's completion port.
+#[cfg(windows)]
+pub mod job_watch_windows;
+/// `--nice` on Windows: a niceness mapped onto a priority class.
+#[cfg(windows)]
+pub mod nice_windows;
+/// `--stdin pipe` and `send` on Windows: a named pipe in place of the FIFO.
+#[cfg(windows)]
+pub mod stdin_pipe_windows;
 /// Windows's process table read with Toolhelp32 and a least-rights handle
 /// per process.
 #[cfg(windows)]

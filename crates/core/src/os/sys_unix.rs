@@ -325,6 +325,3 @@ pub const DOORBELL_FALLBACK: i32 = crate::model::signals::SIGTERM;
 /// Whether a process's parent pid can name a dead parent (whose pid may be
 /// reused): not here, orphans are re-parented.
 pub const PARENT_PIDS_GO_STALE: bool = false;
-
-/// Why `pause` and `resume` cannot be done here: nothing keeps them (SIGSTOP and SIGCONT).
-pub const PAUSE_UNSUPPORTED: Option<&str> = None;

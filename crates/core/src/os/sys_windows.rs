@@ -493,8 +493,3 @@ pub const DOORBELL_FALLBACK: i32 = crate::model::signals::SIGUSR1;
 /// Whether a process's parent pid can name a dead parent (whose pid may be
 /// reused): yes, Windows keeps the creator's pid.
 pub const PARENT_PIDS_GO_STALE: bool = true;
-
-/// Why `pause` and `resume` cannot be done here: Windows has no SIGSTOP or
-/// SIGCONT, and its supervisor does not suspend a Job Object's threads.
-pub const PAUSE_UNSUPPORTED: Option<&str> =
-    Some("pause and resume are not available on Windows (there is no SIGSTOP/SIGCONT to stop a job's tree); kill and rerun it instead");

@@ -195,10 +195,11 @@ pub fn wait_handle(handle: &OwnedHandle, limit: std::time::Duration) -> bool {
 
 /// Signals the recorded process through a handle opened first and an
 /// identity checked after, so a reused pid is never hit. Windows has no
-/// signals: a check (0) is a check, SIGUSR1 rings a supervisor's kill
-/// doorbell, and everything else ends the process, as only a console's
-/// control events (sent to a job's group by its supervisor) let a process
-/// end itself.
+/// signals: a check (0) is a check, SIGUSR1 rings a supervisor's doorbell,
+/// SIGSTOP and SIGCONT suspend and resume the process (`resume` of a job
+/// paused when its supervisor died), and everything else ends the process,
+/// as only a console's control events (sent to a job's group by its
+/// supervisor) let a process end itself.
 pub fn signal_pinned(who: &ProcessIdentity, signal: i32) -> Option<SignalOutcome> {
     let handle = match open_process(who.pid) {
         Ok(handle) => handle,
@@ -222,6 +223,16 @@ pub fn signal_pinned(who: &ProcessIdentity, signal: i32) -> Option<SignalOutcome
         return Some(match crate::os::windows_job::set_event(&crate::os::windows_job::doorbell_name(who)) {
             true => SignalOutcome::Sent,
             false => SignalOutcome::Failed("it has no kill doorbell (not a run-bg supervisor)".into()),
+        });
+    }
+    if signal == sig::SIGSTOP || signal == sig::SIGCONT {
+        let done = match signal == sig::SIGSTOP {
+            true => crate::os::pause_windows::suspend_pid(who.pid),
+            false => crate::os::pause_windows::resume_pid(who.pid),
+        };
+        return Some(match done {
+            Ok(()) => SignalOutcome::Sent,
+            Err(e) => SignalOutcome::Failed(e.to_string()),
         });
     }
     Some(terminate(&handle, exit_code_for(signal)))

@@ -29,6 +29,12 @@ fn wide(text: &str) -> Vec<u16> {
 /// home (two homes may hold the same job id) and valid as an object name
 /// (no backslash but the namespace's).
 pub fn object_name(home: &std::path::Path, job_id: &str, what: &str) -> String {
+    format!("Local\\{}-{what}", object_key(home, job_id))
+}
+
+/// `proc-manager-<hash of the home>-<job>`: what names every object of one
+/// job of one home (a Job Object, a named pipe), unique per home.
+pub fn object_key(home: &std::path::Path, job_id: &str) -> String {
     // FNV-1a: stable across runs and builds, unlike std's hasher.
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in home.as_os_str().as_encoded_bytes() {
@@ -36,7 +42,7 @@ pub fn object_name(home: &std::path::Path, job_id: &str, what: &str) -> String {
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
     let job: String = job_id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
-    format!("Local\\proc-manager-{hash:016x}-{job}-{what}")
+    format!("proc-manager-{hash:016x}-{job}")
 }
 
 fn owned(handle: HANDLE) -> std::io::Result<OwnedHandle> {

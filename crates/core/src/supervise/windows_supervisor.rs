@@ -17,12 +17,18 @@
 //! that run's output copied to its end before the separator line goes into
 //! the log, so the log reads in order.
 //!
-//! What Unix's supervisor does that has no counterpart here is refused when
-//! the job starts, with the reason (`unsupported`): nothing silently does less.
+//! `pause` suspends every process of the Job Object and each that joins it
+//! while paused (os/pause_windows.rs, os/job_watch_windows.rs), with the
+//! timeout clock stopped as on Unix; `--stdin pipe` is a pipe whose write
+//! end a thread of ours holds and fills from `send`'s named pipe
+//! (os/stdin_pipe_windows.rs); `--nice` is a priority class
+//! (os/nice_windows.rs); `--wake` registers its rule on a thread, as Unix's
+//! supervisor does.
 
 use crate::model::job::{EndedBy, Exit, Job, JobState, ProcessIdentity};
-use crate::model::protocol::{KillRequest, JOB_COOKIE, KILL_REQUEST_FILE, READY_ERR, READY_OK, SUPERVISOR_MARK};
+use crate::model::protocol::{KillRequest, PauseRequest, JOB_COOKIE, KILL_REQUEST_FILE, PAUSE_REQUEST_FILE, READY_ERR, READY_OK, SUPERVISOR_MARK};
 use crate::now_ms;
+use crate::os::job_watch_windows::JobMembers;
 use crate::os::windows_job::{self, Woken};
 use crate::os::{platform, procinfo};
 use crate::store::logs::RotatingWriter;
@@ -60,20 +66,6 @@ const CLEANING_LOOK: Duration = Duration::from_millis(20);
 /// gone (its pipe's writers all were in the Job Object): past it, the
 /// separator goes into the log anyway.
 const OUTPUT_END_WAIT: Duration = Duration::from_secs(2);
-
-/// What this supervisor does not do on Windows, if the job asks for it.
-fn unsupported(job: &Job) -> Option<&'static str> {
-    if job.stdin_pipe {
-        return Some("--stdin pipe is Unix-only (the job's stdin is a named FIFO there); on Windows a job's stdin is empty");
-    }
-    if job.nice.is_some() {
-        return Some("--nice is Unix-only");
-    }
-    if job.wake.is_some() {
-        return Some("--wake is not available on Windows yet");
-    }
-    None
-}
 
 // Tells the waiting caller how the start went, on the one line it reads.
 use crate::supervise::spec::write_ready_line as report_ready;
@@ -137,6 +129,19 @@ struct Supervisor {
     errands: Vec<JoinHandle<()>>,
     /// Held for the job's life: the home this supervisor checked.
     _held: crate::store::paths::HeldHome,
+    /// The Job Object's members: held while paused, given `--nice`'s class.
+    members: JobMembers,
+    /// `pause`: what was left of the `--timeout` when it began.
+    paused: Option<Paused>,
+    /// `--stdin pipe`: the read end each run gets (a thread of ours holds the write end).
+    stdin: Option<crate::os::stdin_pipe_windows::JobStdin>,
+    /// `--wake`: the rule's registration, joined before the end is recorded.
+    wake_thread: Option<JoinHandle<Option<crate::model::job::Wake>>>,
+}
+
+/// A pause in force: the timeout left when it began.
+struct Paused {
+    timeout_left: Option<Duration>,
 }
 
 /// A kill (or a timeout, or a fired tie) under way.
@@ -168,6 +173,11 @@ enum Tied {
 /// Where a job that restarts is between the end of one run and the next.
 #[derive(Debug, Clone)]
 enum Between {
+    /// The run ended while the job was paused (something ended its
+    /// suspended main process): restart `number` is decided, but what the
+    /// run left stays suspended, and its clean-up and the next run wait for
+    /// the resume, as on Unix.
+    Held { number: u32, delay: Duration, exit: Exit },
     /// What the ended run left in the Job Object is being ended (asked by
     /// CTRL_BREAK, the Job Object ended at `terminate_at`), then its output
     /// copied to its end; then restart `number` is recorded.
@@ -250,9 +260,10 @@ fn copy_output(mut reader: std::io::PipeReader, log: &Mutex<RotatingWriter>, new
 }
 
 /// Starts one run of the job's main process: suspended, put in the Job
-/// Object, resumed, its stdout and stderr a pipe of its own copied into the
-/// log. Gives the process and its identity; on a failure, why.
-fn launch_run(job: &Job, job_object: &OwnedHandle, output: &mut Output) -> Result<(std::process::Child, ProcessIdentity), String> {
+/// Object, given `--nice`'s priority class, resumed, its stdout and stderr a
+/// pipe of its own copied into the log, its stdin `stdin` (`--stdin pipe`)
+/// or empty. Gives the process and its identity; on a failure, why.
+fn launch_run(job: &Job, job_object: &OwnedHandle, output: &mut Output, stdin: Option<&OwnedHandle>) -> Result<(std::process::Child, ProcessIdentity), String> {
     let (reader, writer) = std::io::pipe().map_err(|e| format!("cannot create the output pipe: {e}"))?;
     let Some((program, args)) = job.argv.split_first() else { return Err("no command to run".into()) };
     let mut command = std::process::Command::new(program);
@@ -265,8 +276,11 @@ fn launch_run(job: &Job, job_object: &OwnedHandle, output: &mut Output) -> Resul
         .envs(job.env.iter())
         .env(JOB_COOKIE, &job.id)
         .env_remove(SUPERVISOR_MARK)
-        .stdin(std::process::Stdio::null())
         .creation_flags(CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP);
+    match stdin {
+        Some(pipe) => command.stdin(pipe.try_clone().map_err(|e| format!("cannot share the stdin pipe: {e}"))?),
+        None => command.stdin(std::process::Stdio::null()),
+    };
     let second = writer.try_clone().map_err(|e| format!("cannot share the output pipe: {e}"))?;
     command.stdout(writer).stderr(second);
     // The job holds the pipe's read end too (inherited, then ours made
@@ -282,10 +296,23 @@ fn launch_run(job: &Job, job_object: &OwnedHandle, output: &mut Output) -> Resul
     // ends when the run's last process closes it.
     drop(command);
     let mut main = main.map_err(|e| crate::model::text::visible(&format!("cannot start {}: {e}", program.to_string_lossy())).into_owned())?;
-    if let Err(e) = windows_job::assign(job_object, &main).and_then(|()| windows_job::resume(main.id())) {
+    if let Err(e) = windows_job::assign(job_object, &main) {
         let _ = windows_job::terminate_job(job_object, 1);
         let _ = main.kill();
         return Err(format!("cannot put the job's process in its Job Object: {e}"));
+    }
+    // Before it first runs; what it starts gets the class as it joins the Job Object.
+    if let Some(nice) = job.nice {
+        let class = crate::os::nice_windows::priority_class(nice);
+        if let Err(e) = crate::os::nice_windows::set_class(&main, class) {
+            let _ = windows_job::terminate_job(job_object, 1);
+            return Err(format!("cannot give the job --nice {nice} ({}): {e}", crate::os::nice_windows::class_name(class)));
+        }
+    }
+    if let Err(e) = windows_job::resume(main.id()) {
+        let _ = windows_job::terminate_job(job_object, 1);
+        let _ = main.kill();
+        return Err(format!("cannot start the job's process in its Job Object: {e}"));
     }
     // Our suspended child: its pid cannot have been reused yet, so its
     // identity is read now or the start fails (a made-up one would
@@ -311,9 +338,6 @@ impl Supervisor {
             }
             message
         };
-        if let Some(why) = unsupported(&job) {
-            return Err(fail(job, why.to_string()));
-        }
         let log_path = home.job_log(&job.id, Path::new(&job.log_path));
         let log = match RotatingWriter::create(&log_path, spec.config.logs.max_bytes, spec.config.logs.keep) {
             Ok(log) => log,
@@ -335,10 +359,22 @@ impl Supervisor {
             Ok(output) => output,
             Err(e) => return Err(fail(job, format!("cannot create the output's wake-up event: {e}"))),
         };
+        // Before the run starts: every process that joins is heard of.
+        let (members, unwatched) = JobMembers::watch(&job_object, &job.id, job.nice.map(crate::os::nice_windows::priority_class));
+        if let Some(e) = unwatched {
+            tracing::warn!("run-bg supervisor {}: cannot watch the Job Object for new processes ({e}); a pause catches them by looking", job.id);
+        }
+        let stdin = match job.stdin_pipe {
+            true => match crate::os::stdin_pipe_windows::serve(&home.root, &job.id) {
+                Ok(stdin) => Some(stdin),
+                Err(e) => return Err(fail(job, format!("cannot create the stdin pipe: {e}"))),
+            },
+            false => None,
+        };
         // Before the run starts: a ready line it prints at once is seen.
         let watch = ready::Watch::new(&job, &spec.config);
         output.want_lines(watch.as_ref().is_some_and(ready::Watch::needs_lines));
-        let (main, identity) = match launch_run(&job, &job_object, &mut output) {
+        let (main, identity) = match launch_run(&job, &job_object, &mut output, stdin.as_ref().map(|s| &s.child_end)) {
             Ok(started) => started,
             Err(message) => return Err(fail(job, message)),
         };
@@ -360,6 +396,17 @@ impl Supervisor {
         };
         let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
         let restarter = job.restart.as_ref().map(Restarter::new);
+        // After the ready line: the job's start waits for no service.
+        let wake_thread = job.wake.as_ref().and_then(|_| {
+            let (registry, notify, for_thread) = (registry.clone(), spec.config.notify.clone(), job.clone());
+            let spawned = std::thread::Builder::new()
+                .name("wake".into())
+                .spawn(move || crate::supervise::wake::register(&registry, &notify, &for_thread));
+            if let Err(e) = &spawned {
+                tracing::warn!("run-bg supervisor {}: cannot start the wake rule's registration: {e}", job.id);
+            }
+            spawned.ok()
+        });
         Ok(Supervisor {
             home,
             registry,
@@ -381,6 +428,10 @@ impl Supervisor {
             main_ended_at: None,
             errands: Vec::new(),
             _held: held,
+            members,
+            paused: None,
+            stdin,
+            wake_thread,
         })
     }
 
@@ -418,8 +469,9 @@ impl Supervisor {
             };
             let between = match &self.between {
                 Some(Between::Cleaning { .. }) => Some(now + CLEANING_LOOK),
-                Some(Between::Waiting { until }) => Some(*until),
-                None => None,
+                // Paused, the next run waits for the resume (a doorbell).
+                Some(Between::Waiting { until }) if self.paused.is_none() => Some(*until),
+                Some(Between::Waiting { .. } | Between::Held { .. }) | None => None,
             };
             let watch = self.watch.as_ref().and_then(ready::Watch::next_wake);
             let next = [deadline, between, watch].into_iter().flatten().min();
@@ -466,6 +518,11 @@ impl Supervisor {
             let _ = windows_job::terminate_job(&self.job_object, 1);
         }
         self.take_output_news();
+        if let Some(registering) = self.wake_thread.take() {
+            if let Ok(Some(wake)) = registering.join() {
+                self.job.wake = Some(wake);
+            }
+        }
         self.record_end(self.last_exit, ended_at);
         // The output ends when the last process holding the pipe does.
         for copier in std::mem::take(&mut self.output.copiers) {
@@ -508,9 +565,19 @@ impl Supervisor {
         self.kill = Some(Kill::Ended { by, at: Instant::now() });
     }
 
+    /// `kill`, `pause` and `resume` ring the doorbell after leaving their
+    /// request beside the job. A ring with neither request is a kill (one
+    /// whose request could not be written), and a kill goes first.
     fn on_doorbell(&mut self) {
         let path = self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE);
         let request: Option<KillRequest> = std::fs::read(&path).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok());
+        let pause = self.take_pause_request();
+        if request.is_none() && !path.exists() {
+            if let Some(pause) = pause {
+                self.on_pause_request(pause);
+                return;
+            }
+        }
         let grace = request.as_ref().map_or(Duration::from_millis(self.config.kill.grace_ms), |r| Duration::from_millis(r.grace_ms));
         let force = request.as_ref().is_some_and(|r| r.force);
         self.begin_kill(EndedBy::Kill, grace, force);
@@ -536,8 +603,12 @@ impl Supervisor {
         // what the ended run left (being ended before a restart) with it.
         if force || grace.is_zero() || self.main.is_none() {
             self.terminate(by, crate::model::signals::SIGKILL);
+            self.end_pause_for_kill();
             return;
         }
+        // A suspended process cannot take the break: resumed first, as
+        // Unix continues a paused tree after its SIGTERM.
+        self.end_pause_for_kill();
         if let Err(e) = windows_job::break_group(self.group) {
             tracing::warn!("run-bg supervisor {}: cannot send CTRL_BREAK to the job ({e}); ending it now", self.job.id);
             self.terminate(by, crate::model::signals::SIGTERM);
@@ -557,6 +628,8 @@ impl Supervisor {
             return;
         }
         self.job.state = state.clone();
+        // Ended, it is no longer paused (a kill resumed its tree).
+        self.job.paused_at = None;
         self.job.notification = notify::claim(&self.config.notify, &self.job);
         let kept = self.registry.write_job_file(&self.job, true);
         if let Err(e) = &kept {
@@ -705,6 +778,10 @@ impl Supervisor {
                         // The job goes on: an end between runs (a kill, the
                         // timeout) is when it happens, not this run's end.
                         self.main_ended_at = None;
+                        if self.paused.is_some() {
+                            self.between = Some(Between::Held { number, delay, exit });
+                            return true;
+                        }
                         let terminate_at = self.ask_leftovers_to_stop(now);
                         self.between = Some(Between::Cleaning { number, delay, exit, terminate_at, gone_at: None });
                         self.restart_step()
@@ -745,7 +822,17 @@ impl Supervisor {
                 self.between = Some(Between::Waiting { until: now + delay });
                 self.restart_step()
             }
-            Some(Between::Waiting { until }) if now < until => {
+            Some(Between::Held { number, delay, exit }) => {
+                if self.paused.is_none() {
+                    let terminate_at = self.ask_leftovers_to_stop(now);
+                    self.between = Some(Between::Cleaning { number, delay, exit, terminate_at, gone_at: None });
+                    return self.restart_step();
+                }
+                self.between = Some(Between::Held { number, delay, exit });
+                true
+            }
+            // A paused job starts no new run until it is resumed.
+            Some(Between::Waiting { until }) if now < until || self.paused.is_some() => {
                 self.between = Some(Between::Waiting { until });
                 true
             }
@@ -771,7 +858,7 @@ impl Supervisor {
         if self.job.ready.is_some() {
             self.output.want_lines(true);
         }
-        let (main, identity) = match launch_run(&self.job, &self.job_object, &mut self.output) {
+        let (main, identity) = match launch_run(&self.job, &self.job_object, &mut self.output, self.stdin.as_ref().map(|s| &s.child_end)) {
             Ok(started) => started,
             Err(why) => return self.restart_failed(&why),
         };
@@ -813,6 +900,80 @@ impl Supervisor {
         let timeout = Duration::from_millis(self.config.notify.timeout_ms);
         self.errand("restart announcer", move || {
             let _ = crate::supervise::service::post(&url, body.as_bytes(), timeout);
+        });
+    }
+}
+
+/// `pause` and `resume` (the suspending is os/pause_windows.rs; the
+/// request and the answer are Unix's, supervise/pause.rs).
+impl Supervisor {
+    /// The pause or resume request left beside the job, if any (taken away).
+    fn take_pause_request(&self) -> Option<PauseRequest> {
+        let path = self.home.job_dir(&self.job.id).join(PAUSE_REQUEST_FILE);
+        let bytes = crate::store::paths::read_file(&path).ok()?;
+        let _ = std::fs::remove_file(&path);
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    fn on_pause_request(&mut self, request: PauseRequest) {
+        if !request.pause {
+            self.resume();
+            return;
+        }
+        // A job being killed, or whose main process ended for good, is not
+        // paused: its end comes next. One between two runs is.
+        if self.kill.is_none() && (self.main.is_some() || self.between.is_some()) {
+            self.pause();
+        }
+    }
+
+    fn pause(&mut self) {
+        self.members.pause(&self.job_object);
+        if self.paused.is_none() {
+            let now = Instant::now();
+            let timeout_left = self.timeout_at.take().map(|at| at.saturating_duration_since(now));
+            if let Some(watch) = &mut self.watch {
+                watch.pause(now);
+            }
+            self.paused = Some(Paused { timeout_left });
+            self.job.paused_at = Some(now_ms());
+        }
+        self.save_pause();
+    }
+
+    fn resume(&mut self) {
+        self.members.resume();
+        if let Some(paused) = self.paused.take() {
+            // The clocks go on from where the pause stopped them.
+            let now = Instant::now();
+            self.timeout_at = paused.timeout_left.map(|left| now + left);
+            if let Some(watch) = &mut self.watch {
+                watch.resume(now);
+            }
+        }
+        self.job.end_pause(now_ms());
+        self.save_pause();
+    }
+
+    /// A kill of a paused job: its processes are resumed (to take the
+    /// break, or already ended), and its end is recorded without the pause.
+    fn end_pause_for_kill(&mut self) {
+        if self.paused.take().is_some() || self.members.is_paused() {
+            self.members.resume();
+            self.job.paused_at = None;
+        }
+    }
+
+    /// In job.json at once (no lock), which the caller waits for; in the
+    /// registry too if its lock is free now (the caller writes it otherwise).
+    fn save_pause(&mut self) {
+        if let Err(e) = self.registry.write_job_file(&self.job, false) {
+            tracing::error!("run-bg supervisor {}: cannot record the pause or resume in its job.json: {e}", self.job.id);
+        }
+        let (paused_at, paused_ms) = (self.job.paused_at, self.job.paused_ms);
+        let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| {
+            job.paused_at = paused_at;
+            job.paused_ms = paused_ms;
         });
     }
 }

@@ -28,9 +28,5 @@ pub mod start_options;
 pub mod usage;
 pub mod verb_options;
 pub mod yielding;
-/// `run-bg send`: writes to a job's stdin FIFO (Unix); Windows says why not.
-#[cfg(unix)]
-pub mod send;
-#[cfg(windows)]
-#[path = "send_windows.rs"]
+/// `run-bg send`: writes to a job's stdin (its FIFO on Unix, its named pipe on Windows).
 pub mod send;

@@ -1,6 +1,8 @@
-//! `pause` and `resume`: the job's whole tree stopped (SIGSTOP) and
-//! continued (SIGCONT) by its supervisor, which also stops the `--timeout`
-//! clock while the job is paused (supervise/pause.rs). Asked as a kill is
+//! `pause` and `resume`: the job's whole tree stopped (SIGSTOP; on Windows
+//! every process of its Job Object suspended) and continued (SIGCONT;
+//! resumed) by its supervisor, which also stops the `--timeout` clock while
+//! the job is paused (supervise/pause.rs; on Windows the wiring in
+//! supervise/windows_supervisor.rs, the suspending in os/pause_windows.rs). Asked as a kill is
 //! asked: a request beside the job and the supervisor's doorbell; the answer
 //! is the supervisor's record in job.json.
 
@@ -48,9 +50,6 @@ impl Context {
 
     fn set_paused(&self, id: &str, pause: bool) -> Result<PauseOutcome> {
         let (verb, done) = if pause { ("pause", "paused") } else { ("resume", "resumed") };
-        if let Some(why) = crate::os::sys::PAUSE_UNSUPPORTED {
-            return Err(Error::Usage(format!("cannot {verb} {id}: {why}")));
-        }
         let job = self.job(id)?;
         self.refuse_unless_running(&job, verb)?;
         // One request at a time per job, each decided on the record as the

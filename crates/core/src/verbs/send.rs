@@ -1,14 +1,24 @@
 //! `run-bg send <id> <text>` / `sendInput(id, text)`: writes to the stdin of
-//! a job started with `--stdin pipe` (see supervise/stdin.rs).
+//! a job started with `--stdin pipe`: its FIFO on Unix (see
+//! supervise/stdin.rs), the named pipe its supervisor serves on Windows
+//! (os/stdin_pipe_windows.rs). The checks and the answers are the same.
 
-use crate::model::job::JobStatus;
-use crate::os::procinfo::{self, SignalOutcome};
-use crate::supervise::stdin;
+use crate::model::job::{Job, JobStatus};
 use crate::verbs::context::Context;
-use crate::{os::tree, Error, Result};
+use crate::{Error, Result};
+#[cfg(unix)]
+use crate::{
+    os::procinfo::{self, SignalOutcome},
+    os::tree,
+    supervise::stdin,
+};
+#[cfg(unix)]
 use rustix::event::{PollFd, PollFlags};
+#[cfg(unix)]
 use rustix::fs::{Mode, OFlags};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(unix)]
+use std::time::Instant;
 
 /// How long a write may wait for a job that does not read its stdin (the
 /// pipe holds 64 KiB): past it the send fails, saying how much went in.
@@ -44,11 +54,10 @@ impl Context {
                 data.len()
             )));
         }
-        let ended = || Error::Other(format!("{} has ended ({}); nothing reads its stdin any more", job.id, job.status()));
         if job.status().is_final() || job.status() == JobStatus::Orphaned {
             return Err(match job.status() {
                 JobStatus::Orphaned => Error::Other(format!("{} is orphaned (its supervisor is gone): its stdin pipe is closed", job.id)),
-                _ => ended(),
+                _ => ended(&job),
             });
         }
         if job.status() == JobStatus::Queued {
@@ -58,12 +67,19 @@ impl Context {
                 job.id, job.id
             )));
         }
+        self.deliver(&job, data, eof)?;
+        Ok(Sent { job_id: job.id, bytes: data.len(), closed: eof })
+    }
+
+    /// Writes into the job's FIFO, then asks its supervisor to let go of it.
+    #[cfg(unix)]
+    fn deliver(&self, job: &Job, data: &[u8], eof: bool) -> Result<()> {
         let path = stdin::fifo_path(&self.home.job_dir(&job.id));
         if !data.is_empty() {
             // Non-blocking: an open with no reader fails (ENXIO) instead of waiting.
             let fd = match rustix::fs::open(&path, OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOFOLLOW, Mode::empty()) {
                 Ok(fd) => fd,
-                Err(rustix::io::Errno::NOENT | rustix::io::Errno::NXIO) => return Err(ended()),
+                Err(rustix::io::Errno::NOENT | rustix::io::Errno::NXIO) => return Err(ended(job)),
                 Err(e) => return Err(Error::io("open the stdin pipe", path, e.into())),
             };
             crate::supervise::outpipe::ensure_fifo(&fd, &path).map_err(|e| Error::Other(format!("{e}; not writing to it")))?;
@@ -72,12 +88,33 @@ impl Context {
             })?;
         }
         if eof {
-            self.close_stdin(&job)?;
+            self.close_stdin(job)?;
         }
-        Ok(Sent { job_id: job.id, bytes: data.len(), closed: eof })
+        Ok(())
     }
 
-    fn close_stdin(&self, job: &crate::model::job::Job) -> Result<()> {
+    /// Hands the bytes (and the close) to the supervisor serving the job's stdin.
+    #[cfg(windows)]
+    fn deliver(&self, job: &Job, data: &[u8], eof: bool) -> Result<()> {
+        use crate::os::stdin_pipe_windows::{send, SendRefused};
+        if data.is_empty() && !eof {
+            return Ok(());
+        }
+        send(&self.home.root, &job.id, data, eof, SEND_PATIENCE).map_err(|refused| match refused {
+            SendRefused::NoReader => ended(job),
+            SendRefused::Full { written } => Error::Other(format!(
+                "{}: {written} of {} bytes sent to its stdin: the job did not read its stdin for {}s (the pipe is full)",
+                job.id,
+                data.len(),
+                SEND_PATIENCE.as_secs()
+            )),
+            SendRefused::Closed => Error::Other(format!("{}: its stdin was closed by an earlier `send --eof`; nothing more can be sent to it", job.id)),
+            SendRefused::Failed { written, why } => Error::Other(format!("{}: {written} of {} bytes sent to its stdin: {why}", job.id, data.len())),
+        })
+    }
+
+    #[cfg(unix)]
+    fn close_stdin(&self, job: &Job) -> Result<()> {
         let Some(supervisor) = tree::live_supervisor(job) else {
             return Err(Error::Other(format!("{} has no live supervisor to close its stdin", job.id)));
         };
@@ -97,8 +134,13 @@ impl Context {
     }
 }
 
+fn ended(job: &Job) -> Error {
+    Error::Other(format!("{} has ended ({}); nothing reads its stdin any more", job.id, job.status()))
+}
+
 /// Writes everything, waiting while the pipe is full, at most
 /// `SEND_PATIENCE` in all; on failure, how much went in and why.
+#[cfg(unix)]
 fn write_all(fd: &std::os::fd::OwnedFd, mut data: &[u8]) -> std::result::Result<(), (usize, String)> {
     let total = data.len();
     let deadline = Instant::now() + SEND_PATIENCE;

@@ -145,7 +145,7 @@ pub struct StartOptions {
     #[serde(default)]
     pub restart_delay_ms: Option<Given<Millis<0>>>,
 
-    /// `pipe`: the job's stdin stays open for `sendInput` (default `null`: /dev/null).
+    /// `pipe`: the job's stdin stays open for `sendInput` (default `null`: /dev/null, NUL on Windows).
     #[cfg_attr(feature = "cli", arg(long, value_name = "MODE", display_order = 13,
         help = "`pipe`: keep the job's stdin open for `run-bg send` (default: null, /dev/null)"))]
     #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "pipe: for control_job send (default null)")))]
@@ -212,9 +212,11 @@ pub struct StartOptions {
     /// -20 (the most CPU) to 19 (the least); default: the caller's. A value
     /// below the current one (usually 0) needs root, CAP_SYS_NICE or an
     /// RLIMIT_NICE that allows it; without, the start fails (a `failed` job
-    /// that says so).
+    /// that says so). On Windows a priority class, given to every process
+    /// of the job: 19 idle, 1..18 below normal, 0 normal, -1..-9 above
+    /// normal, -10..-20 high (never realtime; no privilege needed).
     #[cfg_attr(feature = "cli", arg(long, value_name = "N", allow_negative_numbers = true, display_order = 29,
-        help = "Run the job's processes at niceness N, -20 (the most CPU) to 19 (the least); below the current one needs root or CAP_SYS_NICE"))]
+        help = "Run the job's processes at niceness N, -20 (the most CPU) to 19 (the least); below the current one needs root or CAP_SYS_NICE. On Windows a priority class: 19 idle, 1..18 below normal, 0 normal, -1..-9 above normal, -10..-20 high"))]
     #[cfg_attr(feature = "schema", schemars(range(min = NICEST, max = LEAST_NICE),
         extend("x-mcp" = "Niceness -20..19 (default inherited)")))]
     #[serde(default, deserialize_with = "read::int32")]
