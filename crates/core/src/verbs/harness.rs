@@ -396,17 +396,33 @@ pub fn harness_process(harness: Harness) -> Option<crate::model::job::ProcessIde
 }
 
 fn is_go_between(command_line: &str) -> bool {
-    let mut words = command_line.split_whitespace();
-    let program = words.next().unwrap_or("");
-    let name = program.rsplit(['/', '\\']).next().unwrap_or(program).trim_start_matches('-');
+    let mut words = words(command_line).map(|word| word.rsplit(['/', '\\']).next().unwrap_or(word));
+    let name = words.next().unwrap_or("").trim_start_matches('-');
     if GO_BETWEENS.contains(&name) {
         return true;
     }
-    // `npx run-bg hook …` / `npm exec`: node running npm is a launcher too.
+    // `npx run-bg hook …` / `npm exec`: node running npm is a launcher too,
+    // and so is the run-bg command npm links, bin/run-bg.js (a Node shim).
     let node = name == "node" || name == "node.exe";
-    node && words.next().is_some_and(|script| {
-        let script = script.rsplit(['/', '\\']).next().unwrap_or(script);
-        matches!(script, "npm" | "npx" | "npm-cli.js" | "npx-cli.js")
+    node && words.next().is_some_and(|script| matches!(script, "npm" | "npx" | "npm-cli.js" | "npx-cli.js" | "run-bg.js"))
+}
+
+/// A command line's words, a word in double quotes as one without them:
+/// Windows command lines quote paths (`"C:\Program Files\nodejs\node.exe"`,
+/// and npm's run-bg.cmd runs `"node"  "…\proc-manager\bin\run-bg.js"`).
+fn words(command_line: &str) -> impl Iterator<Item = &str> {
+    let mut rest = command_line;
+    std::iter::from_fn(move || {
+        rest = rest.trim_start();
+        if rest.is_empty() {
+            return None;
+        }
+        let (word, after) = match rest.strip_prefix('"') {
+            Some(quoted) => quoted.split_once('"').unwrap_or((quoted, "")),
+            None => rest.split_once(char::is_whitespace).unwrap_or((rest, "")),
+        };
+        rest = after;
+        Some(word)
     })
 }
 
@@ -416,7 +432,17 @@ mod tests {
 
     #[test]
     fn shells_and_npm_stand_between_a_harness_and_its_hook() {
-        for go_between in ["/bin/sh -c run-bg hook", "bash -c x", "-bash", "/usr/bin/env run-bg", "node /usr/lib/node_modules/npm/bin/npx-cli.js run-bg"] {
+        for go_between in [
+            "/bin/sh -c run-bg hook",
+            "bash -c x",
+            "-bash",
+            "/usr/bin/env run-bg",
+            "node /usr/lib/node_modules/npm/bin/npx-cli.js run-bg",
+            "node /p/node_modules/proc-manager/bin/run-bg.js hook",
+            r#""node"  "C:\p\node_modules\.bin\\..\proc-manager\bin\run-bg.js" hook"#,
+            r#""C:\Program Files\nodejs\node.exe" "C:\Program Files\nodejs\node_modules\npm\bin\npx-cli.js" run-bg"#,
+            r#"C:\windows\system32\cmd.exe /d /s /c "run-bg hook""#,
+        ] {
             assert!(is_go_between(go_between), "{go_between}");
         }
         for harness in ["/usr/bin/node --max-old-space-size=12052 /x/gemini -p hi", "/x/claude.exe -p", "/x/codex exec"] {
