@@ -12,7 +12,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { spawn, spawnSync } from 'node:child_process'
 import { createRequire } from 'node:module'
-import { root, waitFor, isAlive, killPid } from './helpers.mjs'
+import { root, waitFor, killPid } from './helpers.mjs'
 
 const { platformPackage } = createRequire(import.meta.url)('../platform.js')
 const NAME = platformPackage()
@@ -200,6 +200,17 @@ test('without a platform package, or with one that lacks run-bg, the shim names 
   assert.match(empty.stderr, new RegExp(`${NAME} is installed \\(.*\\) but its run-bg executable is not usable`))
 })
 
+// Portable (macOS runs this file): the shim's child is reparented and reaped
+// once it dies, so kill(pid, 0) stops finding it.
+function exists(pid) {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return e.code === 'EPERM'
+  }
+}
+
 test('exit status and signals pass through, and a signal to the command alone reaches run-bg', async (t) => {
   const aBin = path.join(work, 'a', 'node_modules', '.bin', 'run-bg')
   assert.equal(run(aBin, ['exit7']).status, 7)
@@ -218,7 +229,7 @@ test('exit status and signals pass through, and a signal to the command alone re
     t.after(() => killPid(child))
     process.kill(shim.pid, signal)
     assert.deepEqual(await exited, { code: null, signal })
-    await waitFor(() => !isAlive(child), { what: `run-bg to end on the shim's ${signal}` })
+    await waitFor(() => !exists(child), { what: `run-bg to end on the shim's ${signal}` })
   }
 
   // And the checkout's own: bin/run-bg.js runs native/run-bg.

@@ -21,7 +21,6 @@ const KNOWN = [
   // takes these into os/.
   { key: 'platform core:supervise/windows_supervisor.rs', why: 'the Windows supervisor, swapped in for supervise/start.rs by #[path]' },
   { key: 'platform core:supervise/outpipe_windows.rs', why: 'the Windows stand-in for supervise/outpipe.rs' },
-  { key: 'platform core:verbs/send_windows.rs', why: 'the Windows stand-in for verbs/send.rs' },
   // The portable faces of os/ (procinfo.rs, pidfd.rs, snapshot.rs, and
   // `sys`) re-export each platform file's functions, while the platform
   // files take the faces' types and helpers back (Row, CpuTime, Stat,
@@ -37,6 +36,7 @@ const KNOWN = [
       'core:os/launch.rs', 'core:os/linux.rs', 'core:os/macos.rs', 'core:os/windows.rs', 'core:os/pidfd.rs', 'core:os/procinfo.rs',
       'core:os/snapshot.rs', 'core:os/snapshot_linux.rs', 'core:os/snapshot_macos.rs', 'core:os/snapshot_windows.rs',
       'core:os/no_subreaper.rs', 'core:os/sys_unix.rs', 'core:os/sys_windows.rs', 'core:os/timed_dir_watch.rs',
+      'core:os/pause_windows.rs',
     ],
     why: 'os/ faces and platform files import each other',
   },
