@@ -31,7 +31,7 @@ const latin1 = (text) => Buffer.from(text, 'latin1')
 /** A temp directory holding `caf\xe9` (Latin-1, no UTF-8); its path as bytes. */
 function latin1Dir(t) {
   const base = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-bytes-'))
-  t.after(() => fs.rmSync(base, { recursive: true, force: true }))
+  t.after(() => fs.rmSync(base, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 }))
   const dir = Buffer.concat([Buffer.from(base), latin1('/caf\xe9')])
   fs.mkdirSync(dir)
   return { base, dir }
