@@ -11,6 +11,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
+import { descendants } from './helpers.mjs'
 
 const skip = process.platform !== 'win32' && 'Windows only (scripts/test-windows.sh runs it under wine)'
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
@@ -34,28 +35,6 @@ async function until(what, check, ms = 20000) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
     await new Promise((r) => setTimeout(r, 100))
   }
-}
-
-/**
- * Every live process below `pid` (not `pid` itself), from a snapshot. A
- * child starts no earlier than its parent: Windows keeps a dead parent's pid
- * in its children's records and reuses it.
- */
-function descendants(pid) {
-  const procs = pm.snapshot().processes
-  const started = new Map(procs.filter((p) => p.pid === pid).map((p) => [p.pid, p.startTime]))
-  let grew = true
-  while (grew) {
-    grew = false
-    for (const p of procs) {
-      if (!started.has(p.pid) && started.has(p.ppid) && p.startTime >= started.get(p.ppid)) {
-        started.set(p.pid, p.startTime)
-        grew = true
-      }
-    }
-  }
-  started.delete(pid)
-  return procs.filter((p) => started.has(p.pid))
 }
 
 function alive(pids) {
