@@ -11,7 +11,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
-import { descendants } from './helpers.mjs'
+import { descendants, until } from './helpers.mjs'
 
 const skip = process.platform !== 'win32' && 'Windows only (scripts/test-windows.sh runs it under wine)'
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
@@ -25,16 +25,6 @@ function freshHome(config) {
   if (config) fs.writeFileSync(path.join(home, 'config.json'), JSON.stringify(config))
   process.env.PROC_MANAGER_HOME = home
   return home
-}
-
-async function until(what, check, ms = 20000) {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const value = await check()
-    if (value) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 100))
-  }
 }
 
 function alive(pids) {
