@@ -264,9 +264,10 @@ export interface CheckResult extends JobSummary {
   text?: string
 }
 
+// Generated from the core's orphans options by scripts/options-dts.mjs: edit crates/core/src/verbs/verb_options.rs, not this.
 export interface CleanupOptions {
   /** `list` (default) only reports; `kill` removes what it finds. */
-  mode?: string
+  mode?: 'list' | 'kill'
   /** Only jobs of this owner. */
   owner?: string
   /** With `kill`: SIGKILL at once instead of SIGTERM, grace, SIGKILL. */

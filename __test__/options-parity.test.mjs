@@ -1,6 +1,6 @@
 // The start options are defined once, in the core (StartOptions,
 // crates/core/src/verbs/start_options.rs), and so are the options of check,
-// list, wait and kill (crates/core/src/verbs/verb_options.rs); every face
+// list, wait, kill and orphans (crates/core/src/verbs/verb_options.rs); every face
 // must carry each of them: the CLI a flag, the JS API the key (read and
 // checked, not ignored), the MCP tool a property or a stated reason to leave
 // it out, index.d.ts the member with the core's doc. A face that lacks one
@@ -43,6 +43,8 @@ test('the core exports every start option with a doc, and a one-line MCP descrip
  * `message` the object's own flag (`--wake`).
  */
 function flagOf(pathName, option) {
+  // The core's own word where the flag is not the option's name (`mode: 'kill'` is `--kill`).
+  if (option['x-flag']) return option['x-flag']
   const [outer, inner] = pathName.split('.')
   const kebab = (s) => s.replace(/Ms$/, '').replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
   if (inner !== undefined) return inner === 'message' ? `--${kebab(outer)}` : `--${kebab(outer)}-${kebab(inner)}`
@@ -125,14 +127,17 @@ const VERBS = {
   list: { cli: 'list', js: [['listJobs', () => true], ['listJobsText', () => true]], mcp: 'list_jobs', dts: [['ListOptions', () => true]] },
   wait: { cli: 'wait', js: [['waitJob', () => true]], mcp: 'wait_job', dts: [['WaitOptions', () => true]] },
   kill: { cli: 'kill', js: [['killJob', notAll], ['killAll', () => true]], mcp: 'kill_job', dts: [['KillOptions', notAll], ['KillAllOptions', () => true]] },
+  orphans: { cli: 'orphans', js: [['cleanupOrphans', () => true]], mcp: 'cleanup_orphans', dts: [['CleanupOptions', () => true]] },
 }
+/** The JS functions that take only options, no job id first. */
+const OPTIONS_ONLY = new Set(['killAll', 'cleanupOrphans'])
 /** What an MCP tool says otherwise than the core's MCP line (verbShape's `narrowed`). */
 const MCP_OWN_LINE = new Set(['wait_job.timeoutMs'])
 const verbOptions = (verb, keep = () => true) => verbs[verb]['x-order'].filter((name) => keep(verbs[verb].properties[name]))
 
 /** Calls `fn` with `options`; its refusal's message, thrown or as a rejection. */
 async function refusal(fn, options) {
-  const args = fn === 'killAll' || fn.startsWith('list') ? [options] : ['no-such-job-1', options]
+  const args = OPTIONS_ONLY.has(fn) || fn.startsWith('list') ? [options] : ['no-such-job-1', options]
   try {
     await pm[fn](...args)
   } catch (e) {

@@ -3,7 +3,7 @@
 // one definition (crates/core/src/verbs/start_options.rs), through the JSON
 // Schema the addon exports (startOptionsSchema): each option's doc, type,
 // enum and order. Likewise `CheckOptions`, `ListOptions`, `WaitOptions`,
-// `KillOptions` and `KillAllOptions` from the verbs' options
+// `KillOptions`, `KillAllOptions` and `CleanupOptions` from the verbs' options
 // (crates/core/src/verbs/verb_options.rs, verbOptionsSchema), each in its
 // place. Run after changing an option and building the addon:
 //   npm run build && node scripts/options-dts.mjs
@@ -65,6 +65,7 @@ export const VERB_INTERFACES = {
   },
   KillOptions: { verb: 'kill', keep: (option) => !option['x-all'] },
   KillAllOptions: { verb: 'kill' },
+  CleanupOptions: { verb: 'orphans' },
 }
 
 const verbMarker = (verb) => `// Generated from the core's ${verb} options by scripts/options-dts.mjs: edit crates/core/src/verbs/verb_options.rs, not this.`

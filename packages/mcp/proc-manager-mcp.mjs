@@ -330,7 +330,11 @@ function verbShape(verb, narrowed = {}) {
   const shape = {}
   for (const name of options['x-order']) {
     const option = { ...options.properties[name], ...narrowed[name] }
-    if (option['x-mcp-omit'] === undefined) shape[name] = zodOf(option).optional().describe(option['x-mcp'])
+    if (option['x-mcp-omit'] !== undefined) continue
+    // A choice's default the core states (orphans' `mode: list`) is the tool's
+    // too; serde's `default` of a flag or an absent value says nothing to a model.
+    const zod = option.enum && option.default !== undefined ? zodOf(option).default(option.default) : zodOf(option).optional()
+    shape[name] = zod.describe(option['x-mcp'])
   }
   return shape
 }
@@ -588,9 +592,7 @@ server.registerTool('control_job', {
 server.registerTool('cleanup_orphans', {
   description: 'Processes left behind by ended jobs, and orphaned jobs; mode kill removes them.',
   inputSchema: z.object({
-    mode: z.enum(['list', 'kill']).default('list').describe('Default list'),
-    owner: z.string().optional().describe('Only this owner\'s jobs'),
-    force: z.boolean().optional().describe('With kill: SIGKILL at once'),
+    ...verbShape('orphans'),
   }).strict(),
   // By id: the jobs' ids, the processes' pids.
   outputSchema: {

@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand};
 use proc_manager_core::model::os_text::bytes_of;
 use proc_manager_core::model::text::visible;
 use proc_manager_core::verbs::start_options::StartOptions;
-use proc_manager_core::verbs::verb_options::{CheckOptions, KillOptions, ListOptions, WaitOptions};
+use proc_manager_core::verbs::verb_options::{CheckOptions, KillOptions, ListOptions, OrphansOptions, WaitOptions};
 use proc_manager_core::{Error, Result};
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
@@ -210,18 +210,8 @@ pub enum Sub {
     },
     /// Orphaned jobs and processes left behind by ended jobs; --kill removes them
     Orphans {
-        /// SIGTERM them, then SIGKILL what is left after the grace period
-        #[arg(long)]
-        kill: bool,
-        /// With --kill: SIGKILL at once
-        #[arg(long, requires = "kill")]
-        force: bool,
-        /// Only jobs of this owner
-        #[arg(long, value_name = "NAME")]
-        owner: Option<String>,
-        /// Time between SIGTERM and SIGKILL (default: kill.grace_ms, 5s)
-        #[arg(long, value_name = "DUR")]
-        grace: Option<String>,
+        #[command(flatten)]
+        options: OrphansOptions,
         #[command(flatten)]
         json: JsonFlag,
     },

@@ -21,6 +21,7 @@ use args::{HooksAction, Parsed, Sub};
 use face::CommandLine;
 use proc_manager_core::model::protocol::HiddenMode;
 use proc_manager_core::model::text::visible;
+use proc_manager_core::verbs::verb_options::OrphansOptions;
 use proc_manager_core::{Error, Result};
 use std::ffi::OsString;
 use std::io::Write;
@@ -85,7 +86,7 @@ fn run_sub(command: Sub) -> Result<i32> {
         };
     }
     let context = match &command {
-        Sub::Kill { .. } | Sub::Orphans { kill: true, .. } | Sub::Down { .. } => context::load_for_kill()?,
+        Sub::Kill { .. } | Sub::Orphans { options: OrphansOptions { mode: Some(_), .. }, .. } | Sub::Down { .. } => context::load_for_kill()?,
         _ => context::load()?,
     };
     match command {
@@ -116,7 +117,7 @@ fn run_sub(command: Sub) -> Result<i32> {
         Sub::Pause { ids, json } => cmd::pause::run(&context, &ids, true, json.json),
         Sub::Resume { ids, json } => cmd::pause::run(&context, &ids, false, json.json),
         Sub::Rerun { id, json } => cmd::rerun::run(&context, &id, json.json),
-        Sub::Orphans { kill, force, owner, grace, json } => cmd::orphans::run(&context, kill, force, owner, grace, json.json),
+        Sub::Orphans { options, json } => cmd::orphans::run(&context, options, json.json),
         Sub::Summary { owner, session, json } => cmd::summary::run(&context, owner.as_deref(), session.as_deref(), json.json),
         Sub::Ps { mcp, json } => cmd::ps::run(&context, mcp, json.json),
         Sub::Prune { older_than, json } => cmd::prune::run(&context, older_than, json.json),

@@ -29,16 +29,14 @@ use js_args::{millis_arg, string_arg, Options};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use promise::{rejecting, spawn_promise, Settle, Settled};
-use proc_manager_core::model::text::visible;
 use proc_manager_core::present::view::{
     CheckView, JobResultView, JobView, KillView, LogReadView, OrphanReportView, PauseView, ReconcileView, StartView, WaitView, YieldView,
 };
 use proc_manager_core::verbs::cancel::Cancel;
 use proc_manager_core::verbs::logs::LogRange;
-use proc_manager_core::verbs::orphans::OrphanOptions;
 use proc_manager_core::verbs::request::StartRequest;
 use proc_manager_core::verbs::start::start_job;
-use proc_manager_core::verbs::verb_options::{KillOptions, WaitOptions};
+use proc_manager_core::verbs::verb_options::{KillOptions, OrphansOptions, WaitOptions};
 use proc_manager_core::verbs::yielding::Yielded;
 use std::time::Duration;
 
@@ -103,9 +101,9 @@ pub fn start_options_schema() -> serde_json::Value {
 }
 
 /// The JSON Schema of the verbs' options by verb (`check`, `list`, `wait`,
-/// `kill`; the core's verb_options.rs), as `startOptionsSchema` gives the
+/// `kill`, `orphans`; the core's verb_options.rs), as `startOptionsSchema` gives the
 /// start's: what the MCP tools' inputs and index.d.ts's `CheckOptions`,
-/// `ListOptions`, `WaitOptions`, `KillOptions` and `KillAllOptions` are built
+/// `ListOptions`, `WaitOptions`, `KillOptions`, `KillAllOptions` and `CleanupOptions` are built
 /// from. `x-all` marks the kill options only `killAll` takes.
 #[napi(ts_return_type = "Record<string, any>")]
 pub fn verb_options_schema() -> serde_json::Value {
@@ -287,20 +285,10 @@ pub fn prune_jobs(older_than_ms: Option<Unknown>) -> Result<Vec<String>> {
 pub fn cleanup_orphans<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
         let mut o = Options::new("cleanupOrphans", options)?;
-        let mode = o.string("mode")?;
-        let owner = o.string("owner")?;
-        let force = o.boolean("force")?;
-        let grace_ms = o.millis("graceMs", 0)?;
+        let orphans: OrphansOptions = o.serde()?;
         o.finish()?;
-        let kill = match mode.as_deref() {
-            None | Some("list") => false,
-            Some("kill") => true,
-            Some(other) => {
-                return Err(napi::Error::from_reason(format!("bad mode `{}`: expected 'list' or 'kill'", visible(other))));
-            }
-        };
-        let orphan_options =
-            OrphanOptions { kill, force: force.unwrap_or(false), owner, grace: grace_ms.map(Duration::from_millis) };
+        let orphan_options = orphans.options(&JsApi).map_err(to_js_error)?;
+        let kill = orphan_options.kill;
         let context = if kill { context_for_kill()? } else { context()? };
         spawn_promise(env, (Cancel::never(), None), move || {
             let report = context.orphans(&orphan_options)?;

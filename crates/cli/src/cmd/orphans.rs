@@ -1,25 +1,19 @@
 //! `run-bg orphans [--kill]`: orphaned jobs and processes left behind by
 //! ended jobs; `--kill` removes them.
 
-use crate::face::parse_dur;
+use crate::face::CommandLine;
 use crate::print::print_json;
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::format::shorten;
 use proc_manager_core::present::view::OrphanReportView;
 use proc_manager_core::verbs::context::Context;
-use proc_manager_core::verbs::orphans::OrphanOptions;
+use proc_manager_core::verbs::verb_options::OrphansOptions;
 use proc_manager_core::Result;
 
-pub fn run(
-    context: &Context,
-    kill: bool,
-    force: bool,
-    owner: Option<String>,
-    grace: Option<String>,
-    json: bool,
-) -> Result<i32> {
-    let grace = parse_dur("--grace", &grace)?;
-    let report = context.orphans(&OrphanOptions { kill, force, owner, grace })?;
+pub fn run(context: &Context, options: OrphansOptions, json: bool) -> Result<i32> {
+    let options = options.options(&CommandLine)?;
+    let kill = options.kill;
+    let report = context.orphans(&options)?;
     if json {
         print_json(&OrphanReportView::from(&report));
     } else {

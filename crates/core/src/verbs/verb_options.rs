@@ -1,4 +1,4 @@
-//! The options of check, list, wait and kill, each defined once for every
+//! The options of check, list, wait, kill and orphans, each defined once for every
 //! face, as `StartOptions` is (see start_options.rs): the CLI's flags (clap,
 //! feature `cli`), the JS options (serde), the MCP tools' inputs and
 //! index.d.ts's interfaces (the JSON Schema, feature `schema`).
@@ -13,6 +13,7 @@ use crate::model::job::JobStatus;
 use crate::model::option_value::{read, FromText, Given, Millis};
 use crate::verbs::check::TailQuery;
 use crate::verbs::list::{ListFilter, SessionFilter};
+use crate::verbs::orphans::OrphanOptions;
 use crate::verbs::start_options::Face;
 use crate::{Error, Result};
 use serde::Deserialize;
@@ -209,12 +210,91 @@ impl KillOptions {
     }
 }
 
+/// `cleanupOrphans`, `run-bg orphans`: only report what is found, or remove it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OrphansOptions {
+    /// `list` (default) only reports; `kill` removes what it finds.
+    // The command line says `--kill` for `mode: 'kill'` (`x-flag`), and has no `--mode`.
+    #[cfg_attr(feature = "cli", arg(id = "mode", long = "kill", num_args = 0, default_missing_value = "kill",
+        help = "SIGTERM them, then SIGKILL what is left after the grace period"))]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "mode_schema", extend("x-mcp" = "Default list", "x-flag" = "--kill")))]
+    #[serde(default, deserialize_with = "read_mode")]
+    pub mode: Option<Given<OrphanMode>>,
+
+    /// Only jobs of this owner.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "NAME", help = "Only jobs of this owner"))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "Only this owner's jobs")))]
+    #[serde(default)]
+    pub owner: Option<String>,
+
+    /// With `kill`: SIGKILL at once instead of SIGTERM, grace, SIGKILL.
+    #[cfg_attr(feature = "cli", arg(long, requires = "mode", help = "With --kill: SIGKILL at once"))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "With kill: SIGKILL at once")))]
+    #[serde(default, deserialize_with = "read::flag")]
+    pub force: bool,
+
+    /// Milliseconds between SIGTERM and SIGKILL (default: kill.grace_ms).
+    #[cfg_attr(feature = "cli", arg(long = "grace", value_name = "DUR",
+        help = "Time between SIGTERM and SIGKILL (default: kill.grace_ms, 5s)"))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp-omit" =
+        "what a job left behind is past its own grace; kill.grace_ms holds, force skips it")))]
+    #[serde(default)]
+    pub grace_ms: Option<Given<Millis<0>>>,
+}
+
+/// What `orphans` does with what it finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OrphanMode {
+    #[default]
+    List,
+    Kill,
+}
+
+impl OrphanMode {
+    fn parse(text: &str) -> std::result::Result<Self, String> {
+        match text {
+            "list" => Ok(OrphanMode::List),
+            "kill" => Ok(OrphanMode::Kill),
+            other => Err(format!("bad mode `{}`: expected 'list' or 'kill'", crate::model::text::visible(other))),
+        }
+    }
+}
+
+impl FromText for OrphanMode {
+    fn from_text(name: &dyn Fn() -> String, text: &str) -> Result<Self> {
+        OrphanMode::parse(text).map_err(|e| Error::Usage(format!("{}: {e}", name())))
+    }
+}
+
+/// Read as text and refused in `parse`'s words, which name the option.
+fn read_mode<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<Given<OrphanMode>>, D::Error> {
+    let text = String::deserialize(d)?;
+    OrphanMode::parse(&text).map(|m| Some(Given::Value(m))).map_err(serde::de::Error::custom)
+}
+
+#[cfg(feature = "schema")]
+fn mode_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "string", "enum": ["list", "kill"], "default": "list" })
+}
+
+impl OrphansOptions {
+    /// The core's options of `Context::orphans`, the mode and grace checked.
+    pub fn options(self, face: &dyn Face) -> Result<OrphanOptions> {
+        let mode = self.mode.map(|m| m.resolve(&|| face.name("mode"))).transpose()?.unwrap_or_default();
+        let grace = millis(&self.grace_ms, face, "graceMs")?;
+        Ok(OrphanOptions { kill: mode == OrphanMode::Kill, force: self.force, owner: self.owner, grace })
+    }
+}
+
 fn millis<const MIN: u64>(given: &Option<Given<Millis<MIN>>>, face: &dyn Face, option: &str) -> Result<Option<Duration>> {
     given.clone().map(|g| g.resolve(&|| face.name(option))).transpose().map(|m| m.map(|m| Duration::from_millis(m.0)))
 }
 
 /// The JSON Schema of each verb's options, by the verb's name (`check`,
-/// `list`, `wait`, `kill`), as `start_options::schema` gives the start's.
+/// `list`, `wait`, `kill`, `orphans`), as `start_options::schema` gives the start's.
 #[cfg(feature = "schema")]
 pub fn schema() -> serde_json::Value {
     use crate::verbs::start_options::schema_of;
@@ -223,6 +303,7 @@ pub fn schema() -> serde_json::Value {
         "list": schema_of::<ListOptions>(),
         "wait": schema_of::<WaitOptions>(),
         "kill": schema_of::<KillOptions>(),
+        "orphans": schema_of::<OrphansOptions>(),
     })
 }
 
@@ -243,6 +324,11 @@ mod tests {
         assert_eq!(kill.grace(&Js).unwrap(), Some(Duration::from_millis(1500)));
         let lines = serde_json::from_value::<CheckOptions>(serde_json::json!({"lines": 1.5})).unwrap_err().to_string();
         assert!(lines.contains("a whole number of lines >= 0"), "{lines}");
+        let orphans: OrphansOptions = serde_json::from_value(serde_json::json!({"mode": "kill", "graceMs": 10})).unwrap();
+        let orphans = orphans.options(&Js).unwrap();
+        assert!(orphans.kill && orphans.grace == Some(Duration::from_millis(10)));
+        let mode = serde_json::from_value::<OrphansOptions>(serde_json::json!({"mode": "remove"})).unwrap_err().to_string();
+        assert!(mode.starts_with("bad mode `remove`: expected 'list' or 'kill'"), "{mode}");
         let unknown = serde_json::from_value::<WaitOptions>(serde_json::json!({"timeout": 5})).unwrap_err().to_string();
         assert!(unknown.contains("unknown field `timeout`"), "{unknown}");
     }
