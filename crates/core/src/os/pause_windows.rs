@@ -8,14 +8,14 @@
 //! over the Job Object's members repeat until one finds nothing new: a
 //! member caught in the middle of a `CreateProcess` finishes that call
 //! before its suspension takes hold, and its child is in the job by the
-//! next pass. On Windows such a child cannot run anyway (CreateProcess
-//! makes its first thread suspended and resumes it only on its way out of
-//! the call, which its suspended parent never reaches); under wine it can,
-//! so the Job Object's completion port (`os/job_watch_windows.rs`) also
-//! reports every process that joins the job and `on_new_member` suspends it
-//! while the pause holds, and a look over the members every
-//! `PAUSED_LOOK` catches one whose notice never came (Windows does not
-//! promise to deliver them).
+//! next pass. (Windows's CreateProcess is documented to make the child's
+//! first thread suspended and resume it on its way out of the call, which a
+//! suspended parent never reaches; that was not seen here, and a child
+//! that does run is held all the same.) The Job Object's completion port
+//! (`os/job_watch_windows.rs`) reports every process that joins the job,
+//! and `on_new_member` suspends it while the pause holds; a look over the
+//! members every `PAUSED_LOOK` catches one whose notice never came
+//! (Windows does not promise to deliver them).
 //!
 //! What is not the job's stays running, as on Unix: a run-bg supervisor
 //! started from inside the job (it carries `SUPERVISOR_MARK`) and the
