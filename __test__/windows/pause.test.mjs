@@ -6,10 +6,11 @@
 // tick every 100 ms to a file of their own.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import {
-  skip, pm, freshHome, scratch, until, sleep, cli, startJob, checkJson, jobRecord, descendants, alive, endAll, killAfter, fileLines, nodeScript,
+  skip, pm, freshHome, scratch, until, sleep, cli, startJob, checkJson, jobRecord, descendants, alive, endAll, killAfter, fileLines, nodeScript, runBg,
 } from './helpers.mjs'
 
 /** The ticking tree: main ticks into `main`, and every 400 ms starts a child that ticks into `kid-<pid>` for 1.5 s. */
@@ -209,4 +210,39 @@ test('pause and resume refuse what cannot be paused, saying why; JS pauseJob and
   assert.equal(resumed.status, 'running')
   assert.equal(resumed.changed, true)
   endAll([first.pid])
+})
+
+test('16 concurrent pause and resume requests of one job: each answered rightly; the record and the tree agree after', { skip }, async (t) => {
+  const home = freshHome()
+  const { dir, job } = startTicker(t, home)
+  await ticking(dir)
+  const call = (verb) => new Promise((resolve) => {
+    const child = spawn(runBg, [verb, job.jobId], { env: { ...process.env, PROC_MANAGER_HOME: home } })
+    let stdout = '', stderr = ''
+    child.stdout.on('data', (d) => (stdout += d))
+    child.stderr.on('data', (d) => (stderr += d))
+    child.on('close', (status) => resolve({ verb, status, stdout, stderr }))
+  })
+  const answers = []
+  for (let round = 0; round < 2; round++) {
+    answers.push(...await Promise.all(Array.from({ length: 8 }, (_, i) => call(i % 2 ? 'resume' : 'pause'))))
+  }
+  assert.deepEqual(answers.filter((a) => a.status !== 0).map((a) => `${a.verb}: ${a.stderr.trim()}`), [], 'every request answered')
+  for (const a of answers) {
+    const right = a.verb === 'pause' ? /^(paused \S+: \d+ process|\S+ is already paused)/ : /^(resumed \S+: \d+ process|\S+ is not paused)/
+    assert.match(a.stdout, right, `${a.verb} answered ${a.stdout}`)
+  }
+  // What the record says is what the tree does.
+  const agree = async () => {
+    const paused = checkJson(home, job.jobId).status === 'paused'
+    const before = ticks(dir)
+    await sleep(1500)
+    const grew = ticks(dir).main > before.main
+    assert.equal(grew, !paused, `recorded ${paused ? 'paused' : 'running'}, the main process ${grew ? 'ticked' : 'did not tick'}`)
+  }
+  await agree()
+  assert.equal(cli(['pause', job.jobId], home).status, 0)
+  await agree()
+  assert.equal(cli(['resume', job.jobId], home).status, 0)
+  await agree()
 })
