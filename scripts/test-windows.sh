@@ -182,6 +182,8 @@ fi
 # Whatever Windows process is still running in this prefix (a job a test
 # left, its supervisor) ends here, so the run leaves nothing behind.
 [ -n "${WINESERVER:-}" ] && "$WINESERVER" -k 2>/dev/null
+# launcher.test.mjs's npm projects, when a process still held a file then.
+rm -rf "$WINEPREFIX"/drive_c/users/*/Temp/pm-win-{bin,global,ps1}-*
 
 echo
 echo "=== test-windows: summary"

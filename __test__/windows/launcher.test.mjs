@@ -54,6 +54,17 @@ function noShOn(env) {
   assert.deepEqual(found, [], 'no sh on PATH')
 }
 
+/**
+ * A fresh directory, removed after test `t` when nothing holds a file in it
+ * (a run-bg.exe that has not exited yet holds its image: then
+ * scripts/test-windows.sh removes it once the prefix's processes are ended).
+ */
+function workDir(t, prefix) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+  t.after(() => { try { fs.rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 300 }) } catch {} })
+  return dir
+}
+
 /** `line` run by cmd.exe (/d /s /c), as a user types it. */
 function cmd(line, options) {
   const r = spawnSync(line, { shell: true, encoding: 'utf8', timeout: 120_000, ...options })
@@ -133,7 +144,7 @@ function jobThrough(runBg, options, all = false) {
 
 for (const n of npms.length ? npms : [{ major: 0, version: 'none' }]) {
   test(`npm ${n.version}: node_modules\\.bin\\run-bg and npx run-bg run from cmd with no sh on PATH`, { skip }, (t) => {
-    const work = fs.mkdtempSync(path.join(os.tmpdir(), `pm-win-bin-${n.major}-`))
+    const work = workDir(t, `pm-win-bin-${n.major}-`)
     const home = path.join(work, 'home')
     fs.mkdirSync(home)
     const project = path.join(work, 'project')
@@ -161,7 +172,7 @@ for (const n of npms.length ? npms : [{ major: 0, version: 'none' }]) {
   // npm 11 and 12 link a global bin as a local one (cmd-shim, into the
   // prefix): one of them is run here, the one Node 24 comes with.
   test(`npm ${n.version}: npm install -g puts run-bg on PATH for cmd with no sh on PATH`, { skip: skip || (n.major !== npms[0].major && `global install: run with npm ${npms[0].version}`) }, (t) => {
-    const work = fs.mkdtempSync(path.join(os.tmpdir(), `pm-win-global-${n.major}-`))
+    const work = workDir(t, `pm-win-global-${n.major}-`)
     const home = path.join(work, 'home')
     fs.mkdirSync(home)
     const prefix = path.join(work, 'prefix')
@@ -181,9 +192,9 @@ for (const n of npms.length ? npms : [{ major: 0, version: 'none' }]) {
 const powershell = skip ? null : spawnSync('powershell.exe', ['-NoProfile', '-NonInteractive', '-Command', 'exit 3'], { encoding: 'utf8', timeout: 60_000 })
 const noPowerShell = skip || (powershell?.status !== 3 && `no PowerShell that runs scripts (powershell.exe -Command "exit 3" gave ${powershell?.status ?? powershell?.error?.message}: wine's is a stub)`)
 
-test('PowerShell runs node_modules\\.bin\\run-bg.ps1 with no sh on PATH', { skip: noPowerShell }, () => {
+test('PowerShell runs node_modules\\.bin\\run-bg.ps1 with no sh on PATH', { skip: noPowerShell }, (t) => {
   const n = npms[npms.length - 1]
-  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-win-ps1-'))
+  const work = workDir(t, 'pm-win-ps1-')
   const home = path.join(work, 'home')
   fs.mkdirSync(home)
   const project = path.join(work, 'project')
