@@ -11,8 +11,10 @@
 #      (where index.js and platform.js look first, as scripts/build.js does on
 #      Linux), and the platform package npm/win32-x64-gnu/ laid out, checked
 #      and packed into target/windows-env/pkg/ (scripts/build-target.mjs --from)
-#   3. cargo test --release --target x86_64-pc-windows-gnu -p proc-manager-core,
-#      each test binary run by wine (scripts/windows/wine-run)
+#   3. in the background, beside 4: cargo clippy for the Windows target, then
+#      cargo test --release --target x86_64-pc-windows-gnu -p proc-manager-core,
+#      each test binary run by wine (scripts/windows/wine-run); its output is
+#      printed after the Node suite's
 #   4. node.exe --test --test-concurrency=1 __test__/windows/*.test.mjs under
 #      wine, its output kept in target/windows-env/node-test.log (given the
 #      packed packages, and npm 11 and 12 fetched into target/windows-env/)
@@ -29,9 +31,10 @@
 #                         script while the real core does not build for Windows)
 #   PM_WINDOWS_NODE_TEST_ARGS  extra node options before --test (default none;
 #                         node's per-file subprocess isolation works under wine)
-#   PM_WINE_TIMEOUT       seconds the Node suite may take (default 900)
+#   PM_WINE_TIMEOUT       seconds the Node suite may take (default 1800: it
+#                         runs beside the Rust tests and, in CI, the other builds)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 root=$PWD
 TRIPLE=x86_64-pc-windows-gnu
 
@@ -77,25 +80,44 @@ else
 fi
 
 # --- 3. Lints of the Windows code, and the core's Rust tests under wine.
-# Runs a command, recording how it went and how long it took under `label`.
-checked() {
-  local label=$1 t rc
-  shift
-  t=$(now)
-  if "$@"; then
-    results+=("$label: ok ($(took "$t"))")
-  else
-    rc=$?
-    results+=("$label: FAILED, exit $rc ($(took "$t"))")
-    failed=1
-  fi
+# The lints and the core's Rust tests compile, then mostly wait on wine;
+# the Node suite mostly waits on wine too. They share nothing but the
+# prefix (each test its own home and temp dirs), so the lints and Rust tests
+# run in the background beside steps 4 and 5, their output kept in a log
+# and printed after the Node suite's.
+rust_log="$PM_WINDOWS_ENV_DIR/rust-checks.log"
+rust_results="$PM_WINDOWS_ENV_DIR/rust-checks.results"
+: >"$rust_results"
+# A prefix of their own, so the two do not queue on one wineserver (every
+# process start, wait and handle of a prefix goes through its server): a
+# copy of the ready prefix, made again when that one is.
+rust_prefix="$PM_WINDOWS_ENV_DIR/prefix-rust"
+if ! cmp -s "$WINEPREFIX/.proc-manager-ready" "$rust_prefix/.proc-manager-ready"; then
+  rm -rf "$rust_prefix" && cp -a "$WINEPREFIX" "$rust_prefix" \
+    || { echo "test-windows: FAILED: cannot copy the wine prefix to $rust_prefix" >&2; exit 1; }
+fi
+rust_checks() {
+  local label t rc
+  export WINEPREFIX="$rust_prefix"
+  run_check() {
+    label=$1
+    shift
+    echo
+    echo "=== test-windows: $*"
+    t=$(now)
+    if "$@"; then
+      echo "$label: ok ($(took "$t"))" >>"$rust_results"
+    else
+      rc=$?
+      echo "$label: FAILED, exit $rc ($(took "$t"))" >>"$rust_results"
+    fi
+  }
+  run_check "clippy (Windows code)" cargo clippy --release --target "$TRIPLE" --manifest-path "$manifest" --workspace --all-targets -- -D warnings
+  run_check "cargo test -p proc-manager-core (runner: wine)" cargo test --release --target "$TRIPLE" --manifest-path "$manifest" -p proc-manager-core
 }
-
-step "cargo clippy --release --target $TRIPLE --workspace --all-targets -- -D warnings"
-checked "clippy (Windows code)" cargo clippy --release --target "$TRIPLE" --manifest-path "$manifest" --workspace --all-targets -- -D warnings
-
-step "cargo test --release --target $TRIPLE -p proc-manager-core (runner: $CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER)"
-checked "cargo test -p proc-manager-core" cargo test --release --target "$TRIPLE" --manifest-path "$manifest" -p proc-manager-core
+step "in the background (log: ${rust_log#"$root"/}): cargo clippy --release --target $TRIPLE --workspace --all-targets -- -D warnings; cargo test --release --target $TRIPLE -p proc-manager-core (runner: $CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER)"
+rust_checks >"$rust_log" 2>&1 &
+rust_checks_pid=$!
 
 # --- 4. The packed packages in an empty project, and the Windows Node
 # suite, node.exe under wine.
@@ -145,12 +167,12 @@ else
   node_args=(${PM_WINDOWS_NODE_TEST_ARGS:-} --test --test-concurrency=1 "$@" "${tests[@]}")
   step "node.exe ${node_args[*]} (wine; log: ${log#"$root"/})"
   t=$(now)
-  PM_WINE_NODE_LOG=$log PM_WINE_TIMEOUT=${PM_WINE_TIMEOUT:-900} pm_wine_node "${node_args[@]}" &
+  PM_WINE_NODE_LOG=$log PM_WINE_TIMEOUT=${PM_WINE_TIMEOUT:-1800} pm_wine_node "${node_args[@]}" &
   node_job=$!
   # node.exe has been seen (rarely) to stay in a wineserver call after
   # printing its summary, idle; it then holds the run until the timeout.
   # Once the summary is out it has a minute to exit, then the prefix ends.
-  summary_at= hung_at_exit=0
+  summary_at="" hung_at_exit=0
   while kill -0 "$node_job" 2>/dev/null; do
     if [ -z "$summary_at" ] && grep -q '^# duration_ms ' "$log" 2>/dev/null; then
       summary_at=$SECONDS
@@ -174,14 +196,26 @@ else
   elif [ "$rc" = 0 ]; then
     results+=("node tests: ok ($(took "$t"))")
   else
-    results+=("node tests: FAILED, node exit $rc ($(took "$t"))$([ "$rc" = 124 ] && echo ", timed out after ${PM_WINE_TIMEOUT:-900} s")")
+    results+=("node tests: FAILED, node exit $rc ($(took "$t"))$([ "$rc" = 124 ] && echo ", timed out after ${PM_WINE_TIMEOUT:-1800} s")")
     failed=1
   fi
 fi
 
+step "waiting for the background lints and Rust tests (log: ${rust_log#"$root"/})"
+t=$(now)
+wait "$rust_checks_pid"
+cat "$rust_log"
+while IFS= read -r line; do
+  results+=("$line")
+  case $line in *FAILED*) failed=1 ;; esac
+done <"$rust_results"
+[ "$(wc -l <"$rust_results")" = 2 ] || { results+=("lints and Rust tests: FAILED, they did not report (see ${rust_log#"$root"/})"); failed=1; }
+results+=("waited $(took "$t") for them after the Node suite")
+
 # Whatever Windows process is still running in this prefix (a job a test
 # left, its supervisor) ends here, so the run leaves nothing behind.
 [ -n "${WINESERVER:-}" ] && "$WINESERVER" -k 2>/dev/null
+[ -n "${WINESERVER:-}" ] && WINEPREFIX="$rust_prefix" "$WINESERVER" -k 2>/dev/null
 # launcher.test.mjs's npm projects, when a process still held a file then.
 rm -rf "$WINEPREFIX"/drive_c/users/*/Temp/pm-win-{bin,global,ps1}-*
 
