@@ -4,13 +4,13 @@
 //!
 //! From the bottom up: `files` (the names and identities of a log's files),
 //! `start_record` (where the current file lies in everything written),
-//! `stream` (the files as one stream with positions), `writer` and
-//! `rotation` (the writing side), `follow` and `reverse` (the reading side).
+//! `stream` (the files as one stream with positions), `writer` (the
+//! writing side; its rotation and retention in `writer/rotation`), and
+//! `follow` and `reverse` (the reading side).
 
 mod files;
 mod follow;
 mod reverse;
-mod rotation;
 mod seam;
 mod start_record;
 mod stream;

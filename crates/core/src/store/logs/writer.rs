@@ -2,6 +2,8 @@
 //! orphan watcher after it), which counts what it writes and rotates the file
 //! at `max_bytes` (see `rotation`).
 
+mod rotation;
+
 use super::files::file_id;
 use super::seam::Seams;
 #[cfg(test)]
@@ -14,7 +16,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-pub(super) fn open_log(path: &Path, truncate: bool) -> Result<File> {
+fn open_log(path: &Path, truncate: bool) -> Result<File> {
     // Never through a symlink planted in the job's directory.
     let mut options = crate::store::paths::options_nofollow();
     options.write(true).create(true).mode(0o600);
@@ -28,20 +30,20 @@ pub(super) fn open_log(path: &Path, truncate: bool) -> Result<File> {
 
 /// Writes a job's output, keeping disk use under `max_bytes × (keep + 1)`.
 pub struct RotatingWriter {
-    pub(super) path: PathBuf,
-    pub(super) max_bytes: u64,
-    pub(super) keep: u32,
-    pub(super) file: File,
-    pub(super) written: u64,
+    path: PathBuf,
+    max_bytes: u64,
+    keep: u32,
+    file: File,
+    written: u64,
     /// Where the current file starts in everything ever written to the log:
     /// the bytes of the files before it, dropped ones included.
-    pub(super) base: u64,
+    base: u64,
     /// `.output.log.start`, which says that (see `StartRecord`).
-    pub(super) record: Option<File>,
-    pub(super) dropped: u64,
+    record: Option<File>,
+    dropped: u64,
     /// The unlink of the last dropped file, running aside (see `drop_oldest`).
-    pub(super) deleter: Option<std::thread::JoinHandle<()>>,
-    pub(super) seams: Seams,
+    deleter: Option<std::thread::JoinHandle<()>>,
+    seams: Seams,
 }
 
 impl RotatingWriter {
@@ -92,7 +94,7 @@ impl RotatingWriter {
     /// Says where the current file starts. A reader that cannot read it (a
     /// full disk) places the oldest file kept at 0: cursors then shift, but
     /// nothing is lost or repeated within one read.
-    pub(super) fn record_start(&mut self) {
+    fn record_start(&mut self) {
         let Some(record) = &self.record else { return };
         if let Some(id) = file_id(&self.file) {
             StartRecord::write(record, id, self.base);

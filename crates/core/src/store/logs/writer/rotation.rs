@@ -1,8 +1,8 @@
 //! Rotation and retention: the writer's files renamed down (`output.log` →
 //! `.1` → `.2` …) and the oldest past `keep` dropped, its unlink aside.
 
-use super::files::rotated_path;
-use super::writer::{open_log, RotatingWriter};
+use super::{open_log, RotatingWriter};
+use crate::store::logs::files::rotated_path;
 use crate::{Error, Result};
 use std::fs::File;
 use std::io::{Seek, SeekFrom};
