@@ -1,3 +1,6 @@
+//! The log's tests: the writer, rotation and retention, the tail, cursors
+//! and the follower, against real files in a temp dir.
+
 use super::*;
 use super::files::FileId;
 use super::seam::Seams;
