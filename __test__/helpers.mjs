@@ -260,11 +260,11 @@ export function waitForQuiet(home, timeout = 20_000) {
 }
 
 /** The official MCP SDK client, connected over stdio to our MCP server for `home`; closed after the test. */
-export async function connectMcp(t, home) {
+export async function connectMcp(t, home, env = {}) {
   const transport = new StdioClientTransport({
     command: process.execPath,
     args: [path.join(root, 'packages', 'mcp', 'proc-manager-mcp.mjs')],
-    env: { ...process.env, PROC_MANAGER_HOME: home },
+    env: { ...process.env, PROC_MANAGER_HOME: home, ...env },
     stderr: 'pipe',
   })
   const client = new Client({ name: 'test', version: '1.0.0' })

@@ -341,11 +341,13 @@ test('a wake rule the service keeps because it restarted between queuing the end
 
 test('a wake rule being confirmed does not hold up another job\'s held notification', async (t) => {
   // One batch per 4 s: B is held behind A, C behind B. B's rule is a
-  // sub-agent's, whose dispatch may take the service 30 s here: its
-  // confirmation lasts that long, and must not be what C waits for.
-  const service = await startInterruptService(t, { message: { batch_window_ms: 500 }, subagent: { batch_window_ms: 1250 } })
+  // sub-agent's, whose dispatch may take the service 24 of its 625 ms batch
+  // windows here (15 s): its confirmation lasts that long, and must not be
+  // what C waits for (C, held ~4 s by the pace, would then reach the service
+  // some 14 s after its end).
+  const service = await startInterruptService(t, { message: { batch_window_ms: 250 }, subagent: { batch_window_ms: 625 } })
   await service.control({ dispatchFail: 100 })
-  const { home } = makeHome(t, { notify: { url: service.url, max_per_minute: 1, pace_window_ms: 4000, batch_window_ms: 500 } })
+  const { home } = makeHome(t, { notify: { url: service.url, max_per_minute: 1, pace_window_ms: 4000, batch_window_ms: 250 } })
   const a = startJob(home, ['true']).jobId
   const [aSent] = await waitFor(async () => (await triggersOf(service, a)).length > 0 && triggersOf(service, a), { what: 'A sent' })
   // Past the batch A opened (an end within 3/4 of it goes with it at once): held.
@@ -362,7 +364,7 @@ test('a wake rule being confirmed does not hold up another job\'s held notificat
     { what: 'C sent', timeout: 60_000 })
   const bWake = jobOf(home, b).wake
   t.diagnostic(`C reached the service ${cSent.at - cEnded} ms after its end, B's rule then ${bWake.state}`)
-  assert.ok(cSent.at - cEnded < 15_000,
+  assert.ok(cSent.at - cEnded < 10_000,
     `C reached the service ${cSent.at - cEnded} ms after its end (B's wake by then: ${JSON.stringify(bWake)})`)
   assert.equal(bWake.state, 'queued', 'C went before B\'s confirmation was over')
   const settledB = await waitFor(() => ['fired', 'not-fired', 'removed'].includes(jobOf(home, b)?.wake?.state) && jobOf(home, b).wake,

@@ -4,14 +4,16 @@
 import test from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
-import { makeHome, connectMcp, waitFor, isAlive, killPid, runBg, readRegistry, toolsBudget, pm } from './helpers.mjs'
+import path from 'node:path'
+import { spawn } from 'node:child_process'
+import { makeHome, connectMcp, waitFor, isAlive, killPid, runBg, readRegistry, toolsBudget, pm, root } from './helpers.mjs'
 
 /** Every answer text a test saw: none may tell the model to type a CLI command. */
 const seen = []
 
 /** The SDK client for `home`, tools listed first: only then does it validate structuredContent against outputSchema. */
-async function connect(t, home) {
-  const client = await connectMcp(t, home)
+async function connect(t, home, env) {
+  const client = await connectMcp(t, home, env)
   const { tools } = await client.listTools()
   const call = async (name, args = {}, options) => {
     const result = await client.callTool({ name, arguments: args }, undefined, options)
@@ -285,18 +287,40 @@ test('run_background: args without a shell, env, and yieldMs: a short command an
 
 test('wait_job past the client timeout: through progress notifications, or answered within the bound', async (t) => {
   const { home } = makeHome(t)
-  const { call } = await connect(t, home)
-  // A 4 s client timeout stands for the usual 60 s: the job runs far longer than it.
-  const long = started(t, await call('run_background', { command: 'echo step one; sleep 10; echo all done' }))
+  // A bound that is no wait is refused, saying what is accepted (servers
+  // started alongside the rest of the test, checked at its end).
+  const refusals = ['0', '1.5', '45s', '3600001'].map((bad) => new Promise((resolve) => {
+    const child = spawn(process.execPath, [path.join(root, 'packages', 'mcp', 'proc-manager-mcp.mjs')], {
+      env: { ...process.env, PROC_MANAGER_HOME: home, PROC_MANAGER_MCP_WAIT_MS: bad }, stdio: ['ignore', 'ignore', 'pipe'],
+    })
+    t.after(() => killPid(child.pid))
+    let stderr = ''
+    child.stderr.on('data', (d) => { stderr += d })
+    child.on('close', (code) => resolve({ bad, code, stderr }))
+  }))
+  // The default bound (45 s) is under the SDK's default timeout (60 s), as
+  // the server states it: wait_job's timeoutMs and run_background's yieldMs.
+  const defaults = connect(t, home).then(({ tools }) => tools)
+  defaults.catch(() => {})
+
+  // The waits themselves against a server bounded at 3 s
+  // (PROC_MANAGER_MCP_WAIT_MS), the same code as the 45 s default; a 4 s
+  // client timeout stands for the usual 60 s: the job runs longer than it.
+  const BOUND = 3_000
+  const { call } = await connect(t, home, { PROC_MANAGER_MCP_WAIT_MS: String(BOUND) })
+  const long = started(t, await call('run_background', { command: 'echo step one; sleep 6; echo all done' }))
   const endless = started(t, await call('run_background', { command: 'echo forever; sleep 120' }))
 
-  // Without progress: the default wait (45 s) answers before the SDK's default timeout (60 s).
+  // Without progress: the bound answers before the client's timeout.
   const bounded = (async () => {
     const began = Date.now()
     const result = await call('wait_job', { jobId: endless })
     return { result, took: Date.now() - began }
   })()
   bounded.catch(() => {})
+  // A longer timeoutMs is held to the bound too, and says why.
+  const capped = call('wait_job', { jobId: endless, timeoutMs: 50_000 })
+  capped.catch(() => {})
 
   const progress = []
   const began = Date.now()
@@ -320,10 +344,20 @@ test('wait_job past the client timeout: through progress notifications, or answe
 
   const { result, took } = await bounded
   console.log(`wait_job without timeoutMs answered after ${took} ms`)
-  assert.ok(took >= 45_000 && took < 60_000, `answered after ${took} ms`)
+  assert.ok(took >= BOUND && took < 60_000, `answered after ${took} ms`)
   assert.equal(result.structuredContent.timedOut, true)
-  assert.match(text(result), /^still running after 45s — call wait_job again\n/)
+  assert.match(text(result), /^still running after 3s — call wait_job again\n/)
   assert.match(text(result), /forever/)
+
+  const schemaOf = async (tool, field) => (await defaults).find((x) => x.name === tool).inputSchema.properties[field]
+  assert.match((await schemaOf('wait_job', 'timeoutMs')).description, /^Default and max 45000; /)
+  assert.equal((await schemaOf('run_background', 'yieldMs')).maximum, 45_000)
+  for (const { bad, code, stderr } of await Promise.all(refusals)) {
+    assert.equal(code, 2, `${bad}: ${stderr}`)
+    assert.equal(stderr, `proc-manager-mcp: PROC_MANAGER_MCP_WAIT_MS="${bad}" is not a wait: give whole milliseconds from 1 to 3600000 (unset: 45000)\n`)
+  }
+  assert.equal((await capped).structuredContent.timedOut, true)
+  assert.match(text(await capped), /^still running after 3s \(the longest wait without a progressToken\) — call wait_job again\n/)
 })
 
 test('a cancelled wait ends at once: its native thread and its progress stop, the server serves on', async (t) => {

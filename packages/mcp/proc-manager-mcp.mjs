@@ -13,14 +13,23 @@ const pm = createRequire(import.meta.url)('proc-manager')
 
 /** Longest answer text, in characters: a 100,000-line check is 1.8 MB otherwise. */
 const CAP = 16_000
+/** With a progressToken, a client that resets its timeout on progress can wait this long. */
+const WAIT_WITH_PROGRESS_MS = 3_600_000
 /**
  * The longest a call waits without progress notifications. The TypeScript
  * SDK's client gives up on a request after 60 s by default (and then cancels
  * it); 45 s leaves room for the answer to be built and sent on a busy host.
+ * A client whose own timeout is shorter (or longer) sets
+ * PROC_MANAGER_MCP_WAIT_MS to fit it.
  */
-const WAIT_MS = 45_000
-/** With a progressToken, a client that resets its timeout on progress can wait this long. */
-const WAIT_WITH_PROGRESS_MS = 3_600_000
+const WAIT_MS = waitBound(process.env.PROC_MANAGER_MCP_WAIT_MS)
+
+function waitBound(value) {
+  if (value === undefined || value === '') return 45_000
+  if (/^\d+$/.test(value) && Number(value) >= 1 && Number(value) <= WAIT_WITH_PROGRESS_MS) return Number(value)
+  process.stderr.write(`proc-manager-mcp: PROC_MANAGER_MCP_WAIT_MS=${JSON.stringify(value)} is not a wait: give whole milliseconds from 1 to ${WAIT_WITH_PROGRESS_MS} (unset: 45000)\n`)
+  process.exit(2)
+}
 /** Well under any client timeout a progress notification is meant to reset. */
 const PROGRESS_EVERY_MS = 2_000
 
