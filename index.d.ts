@@ -64,8 +64,13 @@ export type JobStatus = 'running' | 'paused' | 'success' | 'failed' | 'killed' |
  */
 export declare function followLog(jobId: string, options?: FollowOptions | undefined | null): LogLines
 
+// Generated from the core's logs options by scripts/options-dts.mjs: edit crates/core/src/verbs/verb_options.rs, not this.
 export interface FollowOptions {
-  /** Start with the last `lines` lines instead of the whole log kept. */
+  /**
+   * How many lines (default 100). Following, the last lines to start
+   * with: `followLog` starts with the whole log kept when not given,
+   * `followLogs` with 10 of each job (0: only what is written from now on).
+   */
   lines?: number
   /** Stops following at once when aborted; the pending `next()` rejects with an `AbortError`. */
   signal?: AbortSignal
@@ -97,10 +102,15 @@ export declare class LogLines implements AsyncIterableIterator<string> {
  */
 export declare function followLogs(options?: FollowLogsOptions | undefined | null): JobLogLines
 
+// Generated from the core's logs options by scripts/options-dts.mjs: edit crates/core/src/verbs/verb_options.rs, not this.
 export interface FollowLogsOptions {
-  /** Only the jobs started with this `owner`. */
+  /** Only the jobs started with this `owner` (every job's lines: `followLogs`). */
   owner?: string
-  /** Start with the last `lines` lines of each job (default 10; 0: only what is written from now on). */
+  /**
+   * How many lines (default 100). Following, the last lines to start
+   * with: `followLog` starts with the whole log kept when not given,
+   * `followLogs` with 10 of each job (0: only what is written from now on).
+   */
   lines?: number
   /** Stops following at once when aborted; the pending `next()` rejects with an `AbortError`. */
   signal?: AbortSignal
@@ -138,6 +148,7 @@ export declare class JobLogLines implements AsyncIterableIterator<JobLogLine> {
  */
 export declare function watchJobs(options?: WatchJobsOptions | undefined | null): JobEnds
 
+// Generated from the core's watch options by scripts/options-dts.mjs: edit crates/core/src/verbs/verb_options.rs, not this.
 export interface WatchJobsOptions {
   /** Only the jobs started with this `owner`. */
   owner?: string
@@ -586,16 +597,18 @@ export interface ProcessSnapshot {
 }
 
 /**
- * Stops a running job's whole process tree (SIGSTOP) and its `timeoutMs`
- * clock until `resumeJob`. Resolves once its supervisor has stopped the tree
- * and recorded `paused`; `changed` is false for a job already paused.
- * Rejects for a job that does not run (queued, ended, orphaned), and on Windows.
+ * Stops a running job's whole process tree (SIGSTOP; on Windows every
+ * process of its Job Object suspended) and its `timeoutMs` clock until
+ * `resumeJob`. Resolves once its supervisor has stopped the tree and
+ * recorded `paused`; `changed` is false for a job already paused. Rejects
+ * for a job that does not run (queued, ended, orphaned).
  */
 export declare function pauseJob(jobId: string): Promise<PauseResult>
 
 /**
- * Continues a paused job's tree (SIGCONT) and its `timeoutMs` clock from
- * where the pause stopped it; `changed` is false for a job not paused.
+ * Continues a paused job's tree (SIGCONT; on Windows, its processes
+ * resumed) and its `timeoutMs` clock from where the pause stopped it;
+ * `changed` is false for a job not paused.
  */
 export declare function resumeJob(jobId: string): Promise<PauseResult>
 
@@ -621,9 +634,16 @@ export interface PauseResult {
 
 /**
  * Forgets finished jobs (that ended over `olderThanMs` ago, when given) and
- * deletes their logs. Returns the ids removed.
+ * deletes their logs. Returns the ids removed. `olderThanMs` may be given
+ * as the number itself.
  */
-export declare function pruneJobs(olderThanMs?: number | undefined | null): Array<string>
+export declare function pruneJobs(options?: PruneOptions | number | undefined | null): Array<string>
+
+// Generated from the core's prune options by scripts/options-dts.mjs: edit crates/core/src/verbs/verb_options.rs, not this.
+export interface PruneOptions {
+  /** Only the jobs that ended more than this many milliseconds ago. */
+  olderThanMs?: number
+}
 
 /**
  * A range of a job's log lines (`fromLine`, `lines`), or the lines written
@@ -632,6 +652,7 @@ export declare function pruneJobs(olderThanMs?: number | undefined | null): Arra
  */
 export declare function readLog(jobId: string, options?: ReadLogOptions | undefined | null): LogRead
 
+// Generated from the core's logs options by scripts/options-dts.mjs: edit crates/core/src/verbs/verb_options.rs, not this.
 export interface ReadLogOptions {
   /**
    * The first line to show, counted from 1 (the oldest line the log still
@@ -643,7 +664,11 @@ export interface ReadLogOptions {
    * written after it, the oldest first. Not with `fromLine`.
    */
   since?: number
-  /** How many lines (default 100). */
+  /**
+   * How many lines (default 100). Following, the last lines to start
+   * with: `followLog` starts with the whole log kept when not given,
+   * `followLogs` with 10 of each job (0: only what is written from now on).
+   */
   lines?: number
   /**
    * At most this many characters of lines (as JavaScript counts a string's
@@ -813,6 +838,7 @@ export interface WakeOptions {
  */
 export declare function sendInput(jobId: string, text: string, options?: SendInputOptions | undefined | null): Promise<SendResult>
 
+// Generated from the core's send options by scripts/options-dts.mjs: edit crates/core/src/verbs/verb_options.rs, not this.
 export interface SendInputOptions {
   /** `false`: send the text as it is (default true: a newline follows). */
   newline?: boolean
@@ -877,13 +903,16 @@ export declare function startOptionsSchema(): Record<string, any>
  */
 export declare function summary(options?: SummaryOptions | undefined | null): string
 
+// Generated from the core's summary options by scripts/options-dts.mjs: edit crates/core/src/verbs/verb_options.rs, not this.
 export interface SummaryOptions {
+  /** Only jobs of this owner. */
   owner?: string
   /** Only this agent session's jobs; `current`: the session the caller runs in. */
   session?: string
 }
 
 /** Overrides of `diagnostics.resource_tracking` from config.json. */
+// Generated from the core's tracker options by scripts/options-dts.mjs: edit crates/core/src/verbs/verb_options.rs, not this.
 export interface TrackerOptions {
   /** `false`: the tracker does nothing and logs nothing. */
   enabled?: boolean
@@ -906,10 +935,16 @@ export interface TrackerOptions {
  */
 export declare function up(file?: string | undefined | null, options?: UpOptions | undefined | null): Promise<StackUpResult>
 
+// Generated from the core's up options by scripts/options-dts.mjs: edit crates/core/src/verbs/verb_options.rs, not this.
 export interface UpOptions {
   /** Owner of the stack's jobs (default: the file's directory name). */
   owner?: string
-  /** Wait up to this many milliseconds for every process to be up. */
+  /** `true`: the stack keeps running when the agent session that starts it ends. */
+  outliveSession?: boolean
+  /**
+   * Wait up to this many milliseconds for every process to be up (ready,
+   * running, or a task that ended with exit 0), or one cannot be: `ready`, `problems`.
+   */
   yieldMs?: number
   /** Stops the wait of `yieldMs` (an `AbortError`); what started runs on. */
   signal?: AbortSignal
@@ -949,6 +984,7 @@ export interface StackProcess {
  */
 export declare function down(file?: string | undefined | null, options?: DownOptions | undefined | null): Promise<StackDownResult>
 
+// Generated from the core's down options by scripts/options-dts.mjs: edit crates/core/src/verbs/verb_options.rs, not this.
 export interface DownOptions {
   /** Owner of the stack's jobs (default: the file's directory name). */
   owner?: string
@@ -967,11 +1003,14 @@ export interface StackKillResult extends KillResult {
 }
 
 /**
- * The JSON Schemas of the options of `checkJob`, `listJobs`, `waitJob` and
- * `killJob`/`killAll`, by verb (`check`, `list`, `wait`, `kill`), from their
- * one definition in the core, as `startOptionsSchema` gives the start's;
- * `x-all` marks the kill options only `killAll` takes. The MCP server builds
- * its tools' inputs from them.
+ * The JSON Schemas of the verbs' options, by verb (`check`, `list`,
+ * `wait`, `kill`, `orphans`, `logs`, `send`, `prune`, `summary`, `up`,
+ * `down`, and the JS API's own `watch` and `tracker`), from their one definition in the core, as `startOptionsSchema`
+ * gives the start's: `x-all` marks the kill options only `killAll` takes,
+ * `x-calls` the calls that take each of `logs` (`readLog`, `followLog`,
+ * `followLogs`), `x-cli-omit` why `run-bg` leaves one out. The MCP server
+ * builds its tools' inputs from them, scripts/options-dts.mjs the option
+ * interfaces of index.d.ts.
  */
 export declare function verbOptionsSchema(): Record<string, any>
 
@@ -986,8 +1025,9 @@ export declare function verbOptionsSchema(): Record<string, any>
 export declare function resultSchemas(): Record<string, any>
 
 /**
- * Resolves when the job ends (or `timeoutMs` passes: `timedOut: true`);
- * rejects with an `AbortError` at once when `signal` aborts (the job runs on).
+ * Resolves when the job ends (with `ready: true`, once it is ready), or
+ * `timeoutMs` passes (`timedOut: true`); rejects with an `AbortError` at
+ * once when `signal` aborts (the job runs on).
  */
 export declare function waitJob(jobId: string, options?: WaitOptions | undefined | null): Promise<JobResult>
 

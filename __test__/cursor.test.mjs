@@ -124,7 +124,7 @@ test('check, then only what came after, through the CLI, JS and MCP, across rota
   const bad = runBg(home, ['logs', id, '--since', String(cursors.cli + 1)])
   assert.equal(bad.code, 2)
   assert.match(bad.stderr, new RegExp(`bad since: ${cursors.cli + 1}; this job's log ends at ${cursors.cli}`))
-  assert.throws(() => pm.readLog(id, { since: 1, fromLine: 1 }), /give either fromLine or since, not both/)
+  assert.throws(() => pm.readLog(id, { since: 1, fromLine: 1 }), /fromLine and since: give one, not both/)
   assert.throws(() => pm.readLog(id, { since: -1 }), /bad since: -1; give a whole number/)
 })
 

@@ -87,7 +87,7 @@ test('JS options of the wrong type are refused, naming the value and what is acc
   await rejectsWith(() => pm.killJob(null), /bad jobId: null; give a string/)
   await rejectsWith(() => pm.killAll('agent-1'), /bad options for killAll: "agent-1"; give an object with any of: owner, session, graceMs, force/)
   await rejectsWith(() => pm.cleanupOrphans({ graceMs: -1 }), /bad graceMs: -1; give a number of milliseconds/)
-  await rejectsWith(() => pm.runYield('true'), /runYield needs options with yieldMs/)
+  await rejectsWith(() => pm.runYield('true'), /yieldMs is required: how long to wait for the job to end/)
   await rejectsWith(() => pm.runYield('true', { yieldMs: '10s' }), /bad yieldMs: "10s"; give a number of milliseconds/)
   await rejectsWith(() => pm.runYield('true', { yieldMs: 10, env: 5 }), /bad env: 5; give an object of strings/)
   // Labels and owners are names shown on one line: no control characters.

@@ -1,6 +1,7 @@
 // The start options are defined once, in the core (StartOptions,
 // crates/core/src/verbs/start_options.rs), and so are the options of check,
-// list, wait, kill and orphans (crates/core/src/verbs/verb_options.rs); every face
+// list, wait, kill, orphans, logs, send, prune, summary, up and down
+// (crates/core/src/verbs/verb_options.rs); every face
 // must carry each of them: the CLI a flag, the JS API the key (read and
 // checked, not ignored), the MCP tool a property or a stated reason to leave
 // it out, index.d.ts the member with the core's doc. A face that lacks one
@@ -10,7 +11,7 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import { makeHome, connectMcp, runBg, readRegistry, root, pm } from './helpers.mjs'
-import { rewritten } from '../scripts/options-dts.mjs'
+import { rewritten, napiFunctions } from '../scripts/options-dts.mjs'
 
 const schema = pm.startOptionsSchema()
 const verbs = pm.verbOptionsSchema()
@@ -113,7 +114,7 @@ test('index.d.ts declares every start option with the core\'s doc, as scripts/op
     return inner === undefined ? !run.has(outer) : !members(`${outer[0].toUpperCase()}${outer.slice(1)}Options`).has(inner)
   }).map(([name]) => name)
   assert.deepEqual(missing, [], 'options index.d.ts does not declare')
-  assert.ok(dts === rewritten(dts, schema, verbs), 'index.d.ts is what `node scripts/options-dts.mjs` writes from the core (run it)')
+  assert.ok(dts === rewritten(dts, schema, verbs, napiFunctions()), 'index.d.ts is what `node scripts/options-dts.mjs` writes from the core (run it)')
 })
 
 /**
@@ -122,24 +123,47 @@ test('index.d.ts declares every start option with the core\'s doc, as scripts/op
  * MCP tool, and the index.d.ts interfaces.
  */
 const notAll = (option) => !option['x-all']
+const all = () => true
+/** The options a JS call takes where the core lists which (`x-calls`). */
+const takenBy = (call) => (option) => option['x-calls'] === undefined || option['x-calls'].includes(call)
 const VERBS = {
   check: { cli: 'check', js: [['checkJob', () => true], ['checkJobText', () => true]], mcp: 'check_job', dts: [['CheckOptions', () => true]] },
   list: { cli: 'list', js: [['listJobs', () => true], ['listJobsText', () => true]], mcp: 'list_jobs', dts: [['ListOptions', () => true]] },
   wait: { cli: 'wait', js: [['waitJob', () => true]], mcp: 'wait_job', dts: [['WaitOptions', () => true]] },
   kill: { cli: 'kill', js: [['killJob', notAll], ['killAll', () => true]], mcp: 'kill_job', dts: [['KillOptions', notAll], ['KillAllOptions', () => true]] },
   orphans: { cli: 'orphans', js: [['cleanupOrphans', () => true]], mcp: 'cleanup_orphans', dts: [['CleanupOptions', () => true]] },
+  logs: {
+    cli: 'logs',
+    js: [['readLog', takenBy('readLog')], ['followLog', takenBy('followLog')], ['followLogs', takenBy('followLogs')]],
+    mcp: 'read_log',
+    dts: [['ReadLogOptions', takenBy('readLog')], ['FollowOptions', takenBy('followLog')], ['FollowLogsOptions', takenBy('followLogs')]],
+  },
+  send: { cli: 'send', js: [['sendInput', all]], mcp: 'control_job', dts: [['SendInputOptions', all]] },
+  prune: { cli: 'prune', js: [['pruneJobs', all]], dts: [['PruneOptions', all]] },
+  summary: { cli: 'summary', js: [['summary', all]], dts: [['SummaryOptions', all]] },
+  up: { cli: 'up', js: [['up', all]], dts: [['UpOptions', all]] },
+  down: { cli: 'down', js: [['down', all]], dts: [['DownOptions', all]] },
+  // The JS API's alone: every option says why run-bg and MCP leave it out.
+  watch: { js: [['watchJobs', all]], dts: [['WatchJobsOptions', all]] },
+  tracker: { js: [['ResourceTracker', all]], dts: [['TrackerOptions', all]] },
 }
+/** The classes whose constructor takes the options. */
+const CONSTRUCTORS = new Set(['ResourceTracker'])
 /** The JS functions that take only options, no job id first. */
-const OPTIONS_ONLY = new Set(['killAll', 'cleanupOrphans'])
+const OPTIONS_ONLY = new Set(['killAll', 'cleanupOrphans', 'followLogs', 'pruneJobs', 'summary', 'watchJobs', 'ResourceTracker'])
+/** The JS functions whose options follow other arguments than a job id. */
+const ARGS_BEFORE = { sendInput: ['no-such-job-1', 'text'], up: [undefined], down: [undefined] }
 /** What an MCP tool says otherwise than the core's MCP line (verbShape's `narrowed`). */
 const MCP_OWN_LINE = new Set(['wait_job.timeoutMs'])
 const verbOptions = (verb, keep = () => true) => verbs[verb]['x-order'].filter((name) => keep(verbs[verb].properties[name]))
 
 /** Calls `fn` with `options`; its refusal's message, thrown or as a rejection. */
 async function refusal(fn, options) {
-  const args = OPTIONS_ONLY.has(fn) || fn.startsWith('list') ? [options] : ['no-such-job-1', options]
+  const before = ARGS_BEFORE[fn] ?? (OPTIONS_ONLY.has(fn) || fn.startsWith('list') ? [] : ['no-such-job-1'])
+  const args = [...before, options]
   try {
-    await pm[fn](...args)
+    if (CONSTRUCTORS.has(fn)) new pm[fn](...args)
+    else await pm[fn](...args)
   } catch (e) {
     return e.message
   }
@@ -157,6 +181,9 @@ test('the core exports every verb option with a doc, and a one-line MCP descript
       assert.ok((mcp === undefined) !== (omitted === undefined), `${verb}.${name}: x-mcp or x-mcp-omit, one of them`)
       if (mcp !== undefined) assert.ok(mcp.length <= 80, `${verb}.${name}: the MCP line is one short line`)
       if (omitted !== undefined) assert.ok(omitted.length > 20, `${verb}.${name}: says why MCP leaves it out`)
+      if (option['x-cli-omit'] !== undefined) assert.ok(option['x-cli-omit'].length > 20, `${verb}.${name}: says why run-bg leaves it out`)
+      if (!VERBS[verb].mcp) assert.ok(omitted !== undefined, `${verb}.${name}: no MCP tool has the verb, so MCP leaves it out, saying why`)
+      if (!VERBS[verb].cli) assert.ok(option['x-cli-omit'] !== undefined, `${verb}.${name}: run-bg has no command for the verb, so it says why it leaves it out`)
     }
   }
 })
@@ -165,9 +192,11 @@ test('each run-bg subcommand has a flag for every option of its verb', (t) => {
   const { home } = makeHome(t)
   const missing = []
   for (const [verb, { cli }] of Object.entries(VERBS)) {
+    if (!cli) continue
     const help = runBg(home, [cli, '--help']).stdout
     const flags = new Set([...help.matchAll(/^\s+(?:-\w, )?(--[a-z-]+)/gm)].map((m) => m[1]))
-    for (const name of verbOptions(verb)) {
+    // An option run-bg does not take says why (`x-cli-omit`).
+    for (const name of verbOptions(verb, (option) => option['x-cli-omit'] === undefined)) {
       const flag = flagOf(name, verbs[verb].properties[name])
       if (!flags.has(flag)) missing.push([`${verb}.${name}`, flag])
     }
@@ -199,6 +228,7 @@ test('the MCP tools of the verbs have every option the core does not say MCP lea
   const { tools } = await client.listTools()
   const missing = []
   for (const [verb, { mcp }] of Object.entries(VERBS)) {
+    if (!mcp) continue
     const input = tools.find((x) => x.name === mcp).inputSchema.properties
     for (const name of verbOptions(verb, (option) => option['x-mcp-omit'] === undefined)) {
       const option = verbs[verb].properties[name]

@@ -35,6 +35,7 @@ let root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 /** The Node suites macOS runs: platform-neutral, driving the real addon and run-bg. */
 export const DARWIN = [
   'docs.test.mjs',
+  'dts.test.mjs',
   'handoff.test.mjs',
   'hostile-views.test.mjs',
   'launcher.test.mjs',

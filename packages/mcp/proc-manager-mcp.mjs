@@ -417,9 +417,8 @@ server.registerTool('read_log', {
   description: 'A job\'s output lines by number or after a cursor, cleaned, not folded.',
   inputSchema: z.object({
     jobId,
-    fromLine: whole(1).optional().describe('First line, 1 = oldest kept (default: last lines)'),
-    since: whole(0).optional().describe('A cursor: only the lines after it'),
-    lines: whole(1).optional().describe('How many lines (default 100)'),
+    // Line 0 and 0 lines would answer with no line at all.
+    ...verbShape('logs', { fromLine: { minimum: 1 }, lines: { minimum: 1 } }),
   }).strict(),
   // lineCount: how many of the read's lines the text shows.
   outputSchema: {
@@ -580,8 +579,7 @@ server.registerTool('control_job', {
     jobId,
     action: z.enum(Object.keys(ACTIONS)).describe('What to do'),
     text: z.string().optional().describe('send: to a job started with stdin: pipe'),
-    newline: z.boolean().optional().describe('send: add a newline (default true)'),
-    eof: z.boolean().optional().describe('send: then close its stdin'),
+    ...verbShape('send'),
   }).strict(),
   // pause/resume answer {jobId, status, changed}, rerun the new job's {jobId, status, pid}, send {jobId, bytes, closed}.
   outputSchema: {

@@ -7,7 +7,10 @@ use clap::{Args, Parser, Subcommand};
 use proc_manager_core::model::os_text::bytes_of;
 use proc_manager_core::model::text::visible;
 use proc_manager_core::verbs::start_options::StartOptions;
-use proc_manager_core::verbs::verb_options::{CheckOptions, KillOptions, ListOptions, OrphansOptions, WaitOptions};
+use proc_manager_core::verbs::verb_options::{
+    CheckOptions, DownOptions, KillOptions, ListOptions, LogsOptions, OrphansOptions, PruneOptions, SendOptions, SummaryOptions, UpOptions,
+    WaitOptions, YieldOptions,
+};
 use proc_manager_core::{Error, Result};
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
@@ -94,10 +97,9 @@ pub struct StartCli {
     /// core (verbs/start_options.rs), flags and help lines included.
     #[command(flatten)]
     pub options: StartOptions,
-    /// Stay in the foreground up to DUR: if the job ends by then, print what
-    /// `check` prints and exit with its code; else print the ack
-    #[arg(long = "yield", value_name = "DUR", display_order = 9)]
-    pub yield_for: Option<String>,
+    /// `--yield`: the core's `YieldOptions`, as `runYield` has it.
+    #[command(flatten)]
+    pub yield_for: YieldOptions,
     /// Machine-readable output
     #[arg(long, display_order = 14)]
     pub json: bool,
@@ -134,23 +136,16 @@ pub enum Sub {
     /// A job's output, or every job's (--all without an id)
     Logs {
         id: Option<String>,
-        /// How many lines from the end (default 100; without an id, 10 a job)
-        #[arg(short = 'n', long = "lines")]
-        lines: Option<usize>,
+        /// Defined once for every face in the core (verbs/verb_options.rs).
+        #[command(flatten)]
+        options: LogsOptions,
         /// With an id: the whole log, rotated files included. Without: every
         /// job's output, each line after its job's name
         #[arg(long)]
         all: bool,
-        /// Without an id: only jobs of this owner
-        #[arg(long, value_name = "NAME")]
-        owner: Option<String>,
         /// Keep printing new output until the job ends
         #[arg(long, short = 'f', conflicts_with = "json")]
         follow: bool,
-        /// Only the lines written after this cursor (from `check --json` or an
-        /// earlier `logs --since`), cleaned as `check` shows them; -n caps them
-        #[arg(long, value_name = "CURSOR", conflicts_with_all = ["all", "follow"])]
-        since: Option<u64>,
         /// The lines as a JSON array (lossy UTF-8)
         #[arg(long)]
         json: bool,
@@ -217,12 +212,8 @@ pub enum Sub {
     },
     /// A few lines for an agent's context: running jobs, ended jobs not looked at yet
     Summary {
-        /// Only jobs of this owner
-        #[arg(long, value_name = "NAME")]
-        owner: Option<String>,
-        /// Only jobs of this agent session (without ID, or `current`: the session run-bg runs in)
-        #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "current")]
-        session: Option<String>,
+        #[command(flatten)]
+        options: SummaryOptions,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -236,9 +227,8 @@ pub enum Sub {
     },
     /// Forget finished jobs and delete their logs
     Prune {
-        /// Only jobs that ended longer ago than this
-        #[arg(long, value_name = "DUR")]
-        older_than: Option<String>,
+        #[command(flatten)]
+        options: PruneOptions,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -259,12 +249,8 @@ pub enum Sub {
         /// The text; a newline is added unless --no-newline
         #[arg(required_unless_present = "eof", allow_hyphen_values = true)]
         text: Option<OsString>,
-        /// Send the text as it is, without a newline
-        #[arg(long)]
-        no_newline: bool,
-        /// Then close the job's stdin (it reads end-of-file)
-        #[arg(long)]
-        eof: bool,
+        #[command(flatten)]
+        options: SendOptions,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -272,10 +258,8 @@ pub enum Sub {
     Up {
         #[command(flatten)]
         stack: StackArgs,
-        /// Return once every process is up (ready, running, or a task that ended
-        /// well), or one cannot be; waits at most DUR (default 2m)
-        #[arg(long = "yield", value_name = "DUR", num_args = 0..=1, default_missing_value = "2m")]
-        yield_for: Option<String>,
+        #[command(flatten)]
+        options: UpOptions,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -283,6 +267,8 @@ pub enum Sub {
     Down {
         #[command(flatten)]
         stack: StackArgs,
+        #[command(flatten)]
+        options: DownOptions,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -341,18 +327,13 @@ pub struct HooksTarget {
     pub dry_run: bool,
 }
 
-/// Which stack file `up` and `down` read, and how.
+/// Which stack file `up` and `down` read (the JS API's first argument);
+/// their options are the core's (`UpOptions`, `DownOptions`).
 #[derive(Args, Debug)]
 pub struct StackArgs {
     /// The stack file (default: run-bg.json in the current directory, else Procfile)
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     pub file: Option<PathBuf>,
-    /// Owner of the stack's jobs (default: the file's directory name)
-    #[arg(long, value_name = "NAME")]
-    pub owner: Option<String>,
-    /// `up`: keep the stack running when the agent session that starts it ends
-    #[arg(long = "outlive-session")]
-    pub outlive_session: bool,
 }
 
 /// clap's usage errors quote the argument they refuse, which may carry escape

@@ -21,7 +21,7 @@ use args::{HooksAction, Parsed, Sub};
 use face::CommandLine;
 use proc_manager_core::model::protocol::HiddenMode;
 use proc_manager_core::model::text::visible;
-use proc_manager_core::verbs::verb_options::OrphansOptions;
+use proc_manager_core::verbs::verb_options::{LogsOptions, OrphansOptions};
 use proc_manager_core::{Error, Result};
 use std::ffi::OsString;
 use std::io::Write;
@@ -94,14 +94,16 @@ fn run_sub(command: Sub) -> Result<i32> {
         Sub::Logs { id: None, all: false, .. } => {
             Err(Error::Usage("give a job id (run-bg logs <id>), or --all for every job's output".into()))
         }
-        Sub::Logs { id: None, lines, owner, follow, since, json, raw, .. } => cmd::logs::all_jobs(&context, owner, lines, follow, since, json, raw),
+        Sub::Logs { id: None, options: LogsOptions { owner, lines, since, .. }, follow, json, raw, .. } => {
+            cmd::logs::all_jobs(&context, owner, lines, follow, since, json, raw)
+        }
         Sub::Logs { id: Some(_), raw: true, .. } => {
             Err(Error::Usage("--raw is for `logs --all` on a terminal (a job's own `logs <id>` prints its bytes as written)".into()))
         }
-        Sub::Logs { id: Some(_), owner: Some(_), .. } => Err(Error::Usage(
+        Sub::Logs { id: Some(_), options: LogsOptions { owner: Some(_), .. }, .. } => Err(Error::Usage(
             "--owner picks jobs for `logs --all` without an id; give a job id or --owner, not both".into(),
         )),
-        Sub::Logs { id: Some(id), lines, all, follow, since, json, .. } => match since {
+        Sub::Logs { id: Some(id), options: LogsOptions { lines, since, .. }, all, follow, json, .. } => match since {
             Some(since) => cmd::logs::since(&context, &id, since, lines, json),
             None => cmd::logs::run(&context, &id, lines, all, follow, json),
         },
@@ -118,13 +120,13 @@ fn run_sub(command: Sub) -> Result<i32> {
         Sub::Resume { ids, json } => cmd::pause::run(&context, &ids, false, json.json),
         Sub::Rerun { id, json } => cmd::rerun::run(&context, &id, json.json),
         Sub::Orphans { options, json } => cmd::orphans::run(&context, options, json.json),
-        Sub::Summary { owner, session, json } => cmd::summary::run(&context, owner.as_deref(), session.as_deref(), json.json),
+        Sub::Summary { options, json } => cmd::summary::run(&context, &options, json.json),
         Sub::Ps { mcp, json } => cmd::ps::run(&context, mcp, json.json),
-        Sub::Prune { older_than, json } => cmd::prune::run(&context, older_than, json.json),
+        Sub::Prune { options, json } => cmd::prune::run(&context, &options, json.json),
         Sub::Reconcile { json } => cmd::reconcile::run(&context, json.json),
-        Sub::Send { id, text, no_newline, eof, json } => cmd::send::run(&context, &id, text, no_newline, eof, json.json),
-        Sub::Up { stack, yield_for, json } => cmd::stack::up(&context, &stack, yield_for, json.json),
-        Sub::Down { stack, json } => cmd::stack::down(&context, &stack, json.json),
+        Sub::Send { id, text, options, json } => cmd::send::run(&context, &id, text, &options, json.json),
+        Sub::Up { stack, options, json } => cmd::stack::up(&context, &stack, &options, json.json),
+        Sub::Down { stack, options, json } => cmd::stack::down(&context, &stack, &options, json.json),
         Sub::Top { .. } | Sub::Hook { .. } | Sub::Hooks { .. } => unreachable!("run before the context is loaded"),
     }
 }

@@ -17,6 +17,7 @@ use proc_manager_core::verbs::follow::Followed;
 use proc_manager_core::model::job::Job;
 use proc_manager_core::present::view::StreamLineView;
 use proc_manager_core::verbs::logs_all::{StreamJob, StreamQuery, StreamSink};
+use proc_manager_core::verbs::verb_options::LogsOptions;
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
@@ -70,16 +71,21 @@ stream_iterator!(
     "The next line; `{ done: true }` once the job has ended and every line was given; rejects with an `AbortError` once the signal aborted."
 );
 
-/// A job's output lines as they are written, across log rotations: the
-/// whole log kept (or its last `lines` lines), then each new line, ending
-/// after the last line once the job has ended. `break` out of the loop, or an
-/// aborted `signal`, stops the native thread that follows the log at once;
-/// with the signal, the pending `next()` rejects with an `AbortError`.
+/// A job's output lines as they are written, across log rotations, as an
+/// async iterator: the whole log kept (or its last `lines` lines), then each
+/// new line; it ends after the last line once the job has ended. `break`
+/// (the iterator's `return()`) or an aborted `signal` stops the native thread
+/// that follows the log at once; with the signal, the pending `next()`
+/// rejects with an `AbortError`.
+///
+/// ```js
+/// for await (const line of pm.followLog(jobId, { signal })) console.log(line)
+/// ```
 #[napi(ts_args_type = "jobId: string, options?: FollowOptions | undefined | null", ts_return_type = "LogLines")]
 pub fn follow_log<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>) -> Result<Object<'env>> {
     let job_id = string_arg("jobId", job_id)?;
     let mut o = Options::new("followLog", options)?;
-    let lines = o.count("lines", "lines")?;
+    let lines = o.serde_without::<LogsOptions>(&LogsOptions::left_out("followLog"))?.lines;
     let signal = o.signal("signal")?;
     o.finish()?;
     let context = context()?;
@@ -94,7 +100,7 @@ pub fn follow_log<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown
         let mut follower = match lines {
             None => LogFollower::from_start(&log),
             Some(n) => {
-                let (tail, follower) = logs::tail_then_follow(&log, n as usize);
+                let (tail, follower) = logs::tail_then_follow(&log, n);
                 for line in &tail {
                     if sink.hand_over(line).is_err() {
                         break;
@@ -157,16 +163,22 @@ stream_iterator!(
     "The next line of any job; rejects with an `AbortError` once the signal aborted."
 );
 
-/// Every job's output lines (of `owner`), as `run-bg logs --all --follow`
-/// gives them: the last `lines` lines of each job `listJobs` shows (10 by
-/// default), then each new line as it is written, jobs started meanwhile
-/// joining from their first line. It never ends by itself: `break`, or an
-/// aborted `signal`, stops the one native thread that follows every log.
+/// Every job's output lines (of `owner`), one stream, as `run-bg logs --all
+/// --follow` gives them: the last `lines` lines of each job `listJobs` shows,
+/// then each new line as it is written, jobs started meanwhile joining from
+/// their first line. Each job's lines come once and in order, across log
+/// rotations; lines of different jobs in the order the follower reads them.
+/// It never ends by itself: `break` or an aborted `signal` stops the one
+/// native thread that follows every log; with the signal, the pending
+/// `next()` rejects with an `AbortError`.
+///
+/// ```js
+/// for await (const { label, line } of pm.followLogs({ owner: 'stack', signal })) console.log(`${label} | ${line}`)
+/// ```
 #[napi(ts_args_type = "options?: FollowLogsOptions | undefined | null", ts_return_type = "JobLogLines")]
 pub fn follow_logs<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object<'env>> {
     let mut o = Options::new("followLogs", options)?;
-    let owner = o.string("owner")?;
-    let lines = o.count("lines", "lines")?.map(|n| n as usize);
+    let LogsOptions { owner, lines, .. } = o.serde_without(&LogsOptions::left_out("followLogs"))?;
     let signal = o.signal("signal")?;
     o.finish()?;
     let context = context()?;

@@ -1,10 +1,11 @@
-//! Reading the JS arguments by hand. napi's own conversion takes `env: 5` for
-//! no environment, truncates `lines: 1.5` to 1, ignores a misspelt option name
-//! and throws (instead of rejecting) from a promise-returning function; here a
-//! wrong type or an unknown name is refused with a message that names it and
-//! says what is accepted.
+//! Reading the JS arguments: the positional ones, and each options object
+//! through the serde reading of the core type that defines it (js_serde.rs),
+//! the core checking the values. napi's own conversion takes `env: 5` for no
+//! environment, truncates `lines: 1.5` to 1, ignores a misspelt option name
+//! and throws (instead of rejecting) from a promise-returning function; here
+//! a wrong type or an unknown name is refused with a message that names it
+//! and says what is accepted.
 
-use proc_manager_core::model::duration::MAX_DURATION_MS;
 use proc_manager_core::model::text::visible;
 use napi::bindgen_prelude::*;
 use napi::ValueType;
@@ -26,31 +27,10 @@ pub fn string_arg(name: &str, value: Unknown) -> Result<String> {
     Err(bad(format!("bad {name}: {}; give a string", describe(&value))))
 }
 
-/// `ms` milliseconds, checked: a whole or fractional number from `min` up to
-/// a year (`MAX_DURATION_MS`), as the CLI's durations are.
-fn millis_value(name: &str, value: &Unknown, min: u64) -> Result<u64> {
-    let refuse = || {
-        bad(format!(
-            "bad {name}: {}; give a number of milliseconds >= {min}, at most {MAX_DURATION_MS} (365 days)",
-            describe(value)
-        ))
-    };
-    if kind_of(value)? != ValueType::Number {
-        return Err(refuse());
-    }
-    let ms = f64::from_unknown(*value)?;
-    if !ms.is_finite() || ms < min as f64 || ms > MAX_DURATION_MS as f64 {
-        return Err(refuse());
-    }
-    Ok(ms as u64)
-}
-
-/// An optional number of milliseconds given as a plain argument (`pruneJobs`).
-pub fn millis_arg(name: &str, value: Option<Unknown>) -> Result<Option<u64>> {
-    match value {
-        Some(v) => millis_value(name, &v, 0).map(Some),
-        None => Ok(None),
-    }
+/// A plain argument that stands for option `name` of `T` (`pruneJobs(3600000)`:
+/// its `olderThanMs`), read by `T`'s serde reading as if given by that name.
+pub fn o_value<T: serde::de::DeserializeOwned>(name: &'static str, value: Unknown) -> Result<T> {
+    T::deserialize(crate::js_serde::JsInput::field(name, value)).map_err(crate::js_serde::Refusal::into_napi)
 }
 
 /// One JS options object being read. Each getter records the name it reads,
@@ -91,52 +71,12 @@ impl<'env> Options<'env> {
         }
     }
 
-    pub fn string(&mut self, name: &'static str) -> Result<Option<String>> {
-        match self.get(name)? {
-            None => Ok(None),
-            Some(value) => string_arg(name, value).map(Some),
-        }
-    }
-
     pub fn boolean(&mut self, name: &'static str) -> Result<Option<bool>> {
         match self.get(name)? {
             None => Ok(None),
             Some(value) if kind_of(&value)? == ValueType::Boolean => bool::from_unknown(value).map(Some),
             Some(value) => Err(bad(format!("bad {name}: {}; give true or false", describe(&value)))),
         }
-    }
-
-    /// Milliseconds from `min` to a year.
-    pub fn millis(&mut self, name: &'static str, min: u64) -> Result<Option<u64>> {
-        match self.get(name)? {
-            None => Ok(None),
-            Some(value) => millis_value(name, &value, min).map(Some),
-        }
-    }
-
-    /// A whole number >= 0 of `unit` (`lines`).
-    pub fn count(&mut self, name: &'static str, unit: &str) -> Result<Option<u64>> {
-        let Some(value) = self.get(name)? else { return Ok(None) };
-        if kind_of(&value)? == ValueType::Number {
-            let n = f64::from_unknown(value)?;
-            // Beyond 2^53 a double no longer holds every whole number.
-            if n.is_finite() && n >= 0.0 && n.fract() == 0.0 && n <= 9_007_199_254_740_991.0 {
-                return Ok(Some(n as u64));
-            }
-        }
-        Err(bad(format!("bad {name}: {}; give a whole number of {unit} >= 0", describe(&value))))
-    }
-
-    /// A finite number >= 0 of `unit` (`memoryThresholdMb`).
-    pub fn amount(&mut self, name: &'static str, unit: &str) -> Result<Option<f64>> {
-        let Some(value) = self.get(name)? else { return Ok(None) };
-        if kind_of(&value)? == ValueType::Number {
-            let n = f64::from_unknown(value)?;
-            if n.is_finite() && n >= 0.0 {
-                return Ok(Some(n));
-            }
-        }
-        Err(bad(format!("bad {name}: {}; give a number of {unit} >= 0", describe(&value))))
     }
 
     pub fn strings(&mut self, name: &'static str) -> Result<Option<Vec<String>>> {

@@ -102,6 +102,11 @@ impl<'env> JsInput<'env> {
         JsInput { value, path: String::new() }
     }
 
+    /// An options object holding only `value`, as option `name`.
+    pub fn field(name: &'static str, value: Unknown<'env>) -> OneField<'env> {
+        OneField(name, JsInput { value: Some(value), path: name.to_string() })
+    }
+
     /// `undefined` and `null` are not given, as everywhere in the JS API.
     fn given(value: &Unknown) -> Outcome<bool> {
         Ok(!matches!(value.get_type().map_err(napi_failed)?, ValueType::Undefined | ValueType::Null))
@@ -183,6 +188,22 @@ impl<'env> JsInput<'env> {
             }
         }
         Ok(read)
+    }
+}
+
+/// See `JsInput::field`.
+pub struct OneField<'env>(&'static str, JsInput<'env>);
+
+impl<'de> Deserializer<'de> for OneField<'_> {
+    type Error = Refusal;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Outcome<V::Value> {
+        visitor.visit_map(Entries::of(vec![(self.0.to_string(), self.1)]))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option unit
+        unit_struct newtype_struct seq tuple tuple_struct map struct enum identifier ignored_any
     }
 }
 

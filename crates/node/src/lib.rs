@@ -25,7 +25,7 @@ use abort::{cancel_for, refuse_aborted};
 use binary::supervisor_exe;
 use call_options::{list_filter, read_tail_query, tail_query, JsApi, RunOptions};
 use core_calls::{context, context_for_kill, napi_to_core, shape, to_js_error};
-use js_args::{millis_arg, string_arg, Options};
+use js_args::{o_value, string_arg, Options};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use promise::{rejecting, spawn_promise, Settle, Settled};
@@ -33,12 +33,12 @@ use proc_manager_core::present::view::{
     CheckView, JobResultView, JobView, KillView, LogReadView, OrphanReportView, PauseView, ReconcileView, StartView, WaitView, YieldView,
 };
 use proc_manager_core::verbs::cancel::Cancel;
-use proc_manager_core::verbs::logs::LogRange;
 use proc_manager_core::verbs::request::StartRequest;
 use proc_manager_core::verbs::start::start_job;
-use proc_manager_core::verbs::verb_options::{KillOptions, OrphansOptions, WaitOptions};
+use proc_manager_core::verbs::verb_options::{
+    KillOptions, LogsOptions, OrphansOptions, PruneOptions, RerunOptions, SendOptions, SummaryOptions, WaitOptions, YieldOptions,
+};
 use proc_manager_core::verbs::yielding::Yielded;
-use std::time::Duration;
 
 /// Starts `command` in the background under its own supervisor. Returns once
 /// the main process has started; throws if it cannot (then recorded as a
@@ -52,76 +52,64 @@ pub fn run_background(command: Unknown, options: Option<Unknown>) -> Result<serd
     shape(&StartView::from(&start(command, options)?))
 }
 
-/// Starts an ended job again as a new job: the command, cwd, `env`
-/// additions and options it was started with (`rerunOf` names it in the new
-/// job). Throws for a job still running (kill it first), an unknown one, and
-/// a record that keeps no command. `overrides` is for later: only an empty
-/// object is taken now.
+/// Starts an ended job again as a new job: the command, cwd, `env` additions
+/// and options it was started with; the new job's `rerunOf` names the old one.
+/// Throws for a job still running (kill it first), an unknown one, and a
+/// record that keeps no command. `overrides`: only an empty object for now.
 #[napi(ts_args_type = "jobId: string, overrides?: Record<string, never> | undefined | null", ts_return_type = "RunResult")]
 pub fn rerun_job(job_id: Unknown, overrides: Option<Unknown>) -> Result<serde_json::Value> {
     let job_id = string_arg("jobId", job_id)?;
-    Options::new("rerunJob", overrides)?.finish().map_err(|_| {
-        napi::Error::from_reason(
-            "rerunJob takes no overrides yet: it starts the job as it was started; to change its options, start it anew with runBackground",
-        )
-    })?;
+    let mut o = Options::new("rerunJob", overrides)?;
+    let RerunOptions {} = o.serde()?;
+    o.finish()?;
     proc_manager_core::model::ids::validate_job_id(&job_id).map_err(to_js_error)?;
     let started = context()?.rerun(&job_id, &JsApi, &supervisor_exe()?).map_err(to_js_error)?;
     shape(&StartView::from(&started))
 }
 
 fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verbs::request::Started> {
-    let request = match options.args {
-        Some(args) => {
-            // JS strings are text; the core takes any bytes.
-            let argv = std::iter::once(command).chain(args).map(std::ffi::OsString::from).collect();
-            StartRequest::program(argv)
-        }
-        None => {
-            if command.trim().is_empty() {
-                return Err(napi::Error::from_reason("empty command: give the command line to run"));
-            }
-            StartRequest::shell(&command)
-        }
-    };
+    let request = StartRequest::command_line(command, options.args).map_err(to_js_error)?;
     let request = options.start.into_request(request, &JsApi).map_err(to_js_error)?;
     let context = context()?;
     start_job(&context, request, &supervisor_exe()?).map_err(to_js_error)
 }
 
-/// The JSON Schema of `runBackground`'s options beyond `args` (the core's
-/// `StartOptions`): what the MCP server builds `run_background`'s input
-/// from, and index.d.ts's `RunOptions` is generated from
-/// (scripts/options-dts.mjs). Each property has its doc (`description`),
-/// its MCP line (`x-mcp`) or why MCP leaves it out (`x-mcp-omit`);
-/// `x-order` lists them in the order they are read.
+/// The JSON Schema of `runBackground`'s options beyond `args`, from their one
+/// definition in the core: each property with its doc (`description`), its
+/// MCP line (`x-mcp`) or why the MCP tool leaves it out (`x-mcp-omit`);
+/// `x-order` lists them in the order they are read. The MCP server builds
+/// `run_background`'s input from it.
 #[napi(ts_return_type = "Record<string, any>")]
 pub fn start_options_schema() -> serde_json::Value {
     proc_manager_core::verbs::start_options::schema()
 }
 
-/// The JSON Schema of the verbs' options by verb (`check`, `list`, `wait`,
-/// `kill`, `orphans`; the core's verb_options.rs), as `startOptionsSchema` gives the
-/// start's: what the MCP tools' inputs and index.d.ts's `CheckOptions`,
-/// `ListOptions`, `WaitOptions`, `KillOptions`, `KillAllOptions` and `CleanupOptions` are built
-/// from. `x-all` marks the kill options only `killAll` takes.
+/// The JSON Schemas of the verbs' options, by verb (`check`, `list`,
+/// `wait`, `kill`, `orphans`, `logs`, `send`, `prune`, `summary`, `up`,
+/// `down`, and the JS API's own `watch` and `tracker`), from their one definition in the core, as `startOptionsSchema`
+/// gives the start's: `x-all` marks the kill options only `killAll` takes,
+/// `x-calls` the calls that take each of `logs` (`readLog`, `followLog`,
+/// `followLogs`), `x-cli-omit` why `run-bg` leaves one out. The MCP server
+/// builds its tools' inputs from them, scripts/options-dts.mjs the option
+/// interfaces of index.d.ts.
 #[napi(ts_return_type = "Record<string, any>")]
 pub fn verb_options_schema() -> serde_json::Value {
     proc_manager_core::verbs::verb_options::schema()
 }
 
-/// The JSON Schema of the results (`CheckResult`, `RunResult`, `JobSummary`,
-/// …, keyed by their index.d.ts names), derived from the core's result
-/// views (present/view.rs): as serialized, a field left out when empty not
-/// `required`. The MCP server builds its tools' output schemas from it.
+/// The JSON Schemas of the results (`RunResult`, `CheckResult`, `LogRead`,
+/// `JobSummary`, `CorruptJob`, `JobResult`, `KillResult`, `PauseResult`,
+/// `SendResult`, `CleanupReport`, and `Summary`: the lines `summary()`
+/// joins), keyed by these names, derived from the core's one definition of
+/// each: as serialized, a field that is left out when it has no value is not
+/// `required`. The MCP server builds its tools' output schemas from them.
 #[napi(ts_return_type = "Record<string, any>")]
 pub fn result_schemas() -> serde_json::Value {
     proc_manager_core::present::schema::schema()
 }
 
 /// Status, exit code, runtime and the last lines of a job's output; with
-/// `text: true` also `checkJobText`'s text of this same check, so that the
-/// two never describe different moments (the MCP server shows both).
+/// `text: true` also `checkJobText`'s text of this same check.
 #[napi(ts_args_type = "jobId: string, options?: CheckJobOptions | undefined | null", ts_return_type = "CheckResult")]
 pub fn check_job(job_id: Unknown, options: Option<Unknown>) -> Result<serde_json::Value> {
     let job_id = string_arg("jobId", job_id)?;
@@ -138,7 +126,8 @@ pub fn check_job(job_id: Unknown, options: Option<Unknown>) -> Result<serde_json
 }
 
 /// Jobs in the registry: running ones and those that ended within the hour,
-/// or every job with `all: true`.
+/// or every job with `all: true`; then any job whose record cannot be read
+/// (`CorruptJob`, without a `status` or `owner` filter).
 #[napi(ts_args_type = "options?: ListOptions | undefined | null", ts_return_type = "Array<JobSummary | CorruptJob>")]
 pub fn list_jobs(options: Option<Unknown>) -> Result<serde_json::Value> {
     let filter = list_filter("listJobs", options)?;
@@ -178,17 +167,19 @@ pub fn kill_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>)
     })
 }
 
-/// Stops a running job's whole process tree (SIGSTOP) and its `timeoutMs`
-/// clock until `resumeJob`. Resolves once its supervisor has stopped the
-/// tree and recorded `paused`; `changed` is false for a job already paused.
-/// Rejects for a job that does not run (queued, ended, orphaned), and on Windows.
+/// Stops a running job's whole process tree (SIGSTOP; on Windows every
+/// process of its Job Object suspended) and its `timeoutMs` clock until
+/// `resumeJob`. Resolves once its supervisor has stopped the tree and
+/// recorded `paused`; `changed` is false for a job already paused. Rejects
+/// for a job that does not run (queued, ended, orphaned).
 #[napi(ts_args_type = "jobId: string", ts_return_type = "Promise<PauseResult>")]
 pub fn pause_job<'env>(env: &'env Env, job_id: Unknown) -> Result<Object<'env>> {
     pause_or_resume(env, job_id, true)
 }
 
-/// Continues a paused job's tree (SIGCONT) and its `timeoutMs` clock from
-/// where the pause stopped it; `changed` is false for a job not paused.
+/// Continues a paused job's tree (SIGCONT; on Windows, its processes
+/// resumed) and its `timeoutMs` clock from where the pause stopped it;
+/// `changed` is false for a job not paused.
 #[napi(ts_args_type = "jobId: string", ts_return_type = "Promise<PauseResult>")]
 pub fn resume_job<'env>(env: &'env Env, job_id: Unknown) -> Result<Object<'env>> {
     pause_or_resume(env, job_id, false)
@@ -206,8 +197,8 @@ fn pause_or_resume<'env>(env: &'env Env, job_id: Unknown, pause: bool) -> Result
     })
 }
 
-/// Kills every running job (of `owner`, when given; started over
-/// `olderThanMs` ago, when given), all at once.
+/// Kills every running job, and every ended one whose processes live on (of
+/// `owner`, when given; started over `olderThanMs` ago, when given), all at once.
 #[napi(ts_args_type = "options?: KillAllOptions | undefined | null", ts_return_type = "Promise<KillResult[]>")]
 pub fn kill_all<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
@@ -236,7 +227,7 @@ pub fn kill_all<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object
 
 /// Resolves when the job ends (with `ready: true`, once it is ready), or
 /// `timeoutMs` passes (`timedOut: true`); rejects with an `AbortError` at
-/// once when `signal` aborts.
+/// once when `signal` aborts (the job runs on).
 #[napi(ts_args_type = "jobId: string, options?: WaitOptions | undefined | null", ts_return_type = "Promise<JobResult>")]
 pub fn wait_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
@@ -272,11 +263,23 @@ pub fn reconcile() -> Result<serde_json::Value> {
 }
 
 /// Forgets finished jobs (that ended over `olderThanMs` ago, when given) and
-/// deletes their logs. Returns the ids removed.
-#[napi(ts_args_type = "olderThanMs?: number | undefined | null")]
-pub fn prune_jobs(older_than_ms: Option<Unknown>) -> Result<Vec<String>> {
-    let older_than = millis_arg("olderThanMs", older_than_ms)?.map(Duration::from_millis);
-    context()?.prune(older_than).map_err(to_js_error)
+/// deletes their logs. Returns the ids removed. `olderThanMs` may be given
+/// as the number itself.
+#[napi(ts_args_type = "options?: PruneOptions | number | undefined | null")]
+pub fn prune_jobs(options: Option<Unknown>) -> Result<Vec<String>> {
+    let prune: PruneOptions = match options {
+        // Anything but an options object is `olderThanMs` itself, read and checked as that option.
+        Some(value) if !matches!(value.get_type()?, napi::ValueType::Object | napi::ValueType::Undefined | napi::ValueType::Null) => {
+            o_value("olderThanMs", value)?
+        }
+        options => {
+            let mut o = Options::new("pruneJobs", options)?;
+            let prune = o.serde()?;
+            o.finish()?;
+            prune
+        }
+    };
+    context()?.prune(prune.older_than(&JsApi).map_err(to_js_error)?).map_err(to_js_error)
 }
 
 /// Finds orphaned jobs and processes left behind by ended jobs; with
@@ -303,14 +306,10 @@ pub fn cleanup_orphans<'env>(env: &'env Env, options: Option<Unknown>) -> Result
 #[napi(ts_args_type = "options?: SummaryOptions | undefined | null")]
 pub fn summary(options: Option<Unknown>) -> Result<String> {
     let mut o = Options::new("summary", options)?;
-    let owner = o.string("owner")?;
-    let session = o.string("session")?;
+    let summary: SummaryOptions = o.serde()?;
     o.finish()?;
-    let session = session
-        .map(|text| proc_manager_core::verbs::list::SessionFilter::parse("session", &text))
-        .transpose()
-        .map_err(to_js_error)?;
-    Ok(context()?.summary(owner.as_deref(), session.as_ref()).map_err(to_js_error)?.join("\n"))
+    let session = summary.session(&JsApi).map_err(to_js_error)?;
+    Ok(context()?.summary(summary.owner.as_deref(), session.as_ref()).map_err(to_js_error)?.join("\n"))
 }
 
 /// Starts `command` like `runBackground` (the same options), then waits up
@@ -323,15 +322,11 @@ pub fn run_yield<'env>(env: &'env Env, command: Unknown, options: Option<Unknown
     rejecting(env, || {
         let command = string_arg("command", command)?;
         let mut o = Options::new("runYield", options)?;
-        let yield_ms = o.millis("yieldMs", 0)?;
+        let wait: YieldOptions = o.serde()?;
         let run = RunOptions::read(&mut o)?;
         let signal = o.signal("signal")?;
         o.finish()?;
-        let Some(yield_ms) = yield_ms else {
-            return Err(napi::Error::from_reason(
-                "runYield needs options with yieldMs: how long to wait for the job to end, in milliseconds",
-            ));
-        };
+        let yield_for = wait.required(&JsApi).map_err(to_js_error)?;
         // Refused before the job starts; the listener is added after, so a
         // start that fails leaves neither a listener nor a cancel pipe.
         refuse_aborted(env, signal.as_ref())?;
@@ -343,7 +338,7 @@ pub fn run_yield<'env>(env: &'env Env, command: Unknown, options: Option<Unknown
         let waiting = cancel.0.clone();
         spawn_promise(env, cancel, move || {
             let job_id = started.job_id;
-            let view = match context.yield_to(&job_id, Duration::from_millis(yield_ms), &waiting)? {
+            let view = match context.yield_to(&job_id, yield_for, &waiting)? {
                 Yielded::Cancelled => return Ok(Settled::Aborted(Some(job_id))),
                 Yielded::Running => YieldView { job_id, done: false, ready: false, check: None },
                 Yielded::Ended(check) => {
@@ -399,40 +394,28 @@ pub fn list_jobs_text(options: Option<Unknown>) -> Result<String> {
 pub fn read_log(job_id: Unknown, options: Option<Unknown>) -> Result<serde_json::Value> {
     let job_id = string_arg("jobId", job_id)?;
     let mut o = Options::new("readLog", options)?;
-    let from = o.count("fromLine", "line number")?.map(|n| n as usize);
-    let since = o.count("since", "bytes (a cursor)")?;
-    let count = o.count("lines", "lines")?.map_or(100, |n| n as usize);
-    let budget = o.count("maxChars", "characters")?.map(|n| n as usize);
+    let read: LogsOptions = o.serde_without(&LogsOptions::left_out("readLog"))?;
     o.finish()?;
-    let range = match (from, since) {
-        (Some(_), Some(_)) => {
-            return Err(napi::Error::from_reason("give either fromLine or since, not both"));
-        }
-        (_, Some(since)) => LogRange::Since { since, count },
-        (from, None) => LogRange::Lines { from, count },
-    };
-    let (job, read) = context()?.read_log_within(&job_id, range, budget).map_err(to_js_error)?;
+    let range = read.range(&JsApi).map_err(to_js_error)?;
+    let (job, read) = context()?.read_log_within(&job_id, range, read.max_chars).map_err(to_js_error)?;
     shape(&LogReadView::new(&job.id, &read))
 }
 
-/// Writes `text` (and a newline, unless `newline: false`) to the stdin of a
-/// job started with `stdin: 'pipe'`; `eof: true` then closes it. Resolves
-/// once written; against a job that does not read its stdin that takes up to
-/// 5 s, spent on a worker thread so that the event loop runs on meanwhile.
-/// Calls to one job are written one at a time, in the order they were made.
+/// Writes `text` and a newline (unless `newline: false`) to the stdin of a
+/// job started with `stdin: 'pipe'`; `eof: true` then closes it. Rejects for
+/// a job without a stdin pipe, one that has ended, or one that does not read
+/// its stdin for 5 s (more than the pipe's 64 KiB waiting); that wait runs on
+/// a worker thread, not on the event loop. Calls to one job are written one at
+/// a time, in the order they were made.
 #[napi(ts_args_type = "jobId: string, text: string, options?: SendInputOptions | undefined | null", ts_return_type = "Promise<SendResult>")]
 pub fn send_input<'env>(env: &'env Env, job_id: Unknown, text: Unknown, options: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
         let job_id = string_arg("jobId", job_id)?;
         let text = string_arg("text", text)?;
         let mut o = Options::new("sendInput", options)?;
-        let newline = o.boolean("newline")?.unwrap_or(true);
-        let eof = o.boolean("eof")?.unwrap_or(false);
+        let send: SendOptions = o.serde()?;
         o.finish()?;
-        let mut data = text.into_bytes();
-        if newline {
-            data.push(b'\n');
-        }
+        let (data, eof) = (send.data(Some(text.into_bytes())), send.eof);
         let context = context()?;
         let (deferred, promise) = env.create_deferred::<serde_json::Value, Settle>()?;
         let job = job_id.clone();

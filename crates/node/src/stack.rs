@@ -3,7 +3,8 @@
 
 use crate::abort::{cancel_for, refuse_aborted};
 use crate::binary::supervisor_exe;
-use crate::core_calls::{context, context_for_kill, napi_to_core, shape};
+use crate::call_options::JsApi;
+use crate::core_calls::{context, context_for_kill, napi_to_core, shape, to_js_error};
 use crate::js_args::{string_arg, Options};
 use crate::promise::{rejecting, spawn_promise, Settled};
 use napi::bindgen_prelude::*;
@@ -12,8 +13,8 @@ use napi_derive::napi;
 use proc_manager_core::present::view::{StackDownView, StackUpView};
 use proc_manager_core::verbs::cancel::Cancel;
 use proc_manager_core::verbs::stack;
+use proc_manager_core::verbs::verb_options::{DownOptions, UpOptions};
 use std::path::PathBuf;
-use std::time::Duration;
 
 /// The stack file given, `undefined`/`null` for the default one.
 fn file_arg(file: Option<Unknown>) -> Result<Option<PathBuf>> {
@@ -30,20 +31,23 @@ fn read(file: Option<PathBuf>) -> proc_manager_core::Result<stack::StackFile> {
     stack::read(&stack::locate(file.as_deref(), &cwd)?)
 }
 
-/// Starts every process of a stack file (`run-bg.json`, else `Procfile`,
-/// in the current directory when `file` is not given) that does not run
-/// yet, as jobs labelled by name and owned by the stack (`owner`, else the
-/// file's directory name), each after the processes of its `after`. With
-/// `yieldMs`, resolves once every process is up (ready, running, or a task
-/// that ended well) or one cannot be: `ready`, `problems`.
+/// Starts every process of a stack file that does not run yet: `file`, or
+/// `run-bg.json` in the current directory, else its `Procfile`. Each process
+/// is a job labelled by its name and owned by the stack (`owner`, else the
+/// file's directory name); one with `after` starts once each process it runs
+/// after is ready (one with a readiness check) or ended with exit 0 (one
+/// without). The file is checked whole before anything starts. With
+/// `yieldMs`, resolves once every process is up or one cannot be (`ready`,
+/// `problems`); an aborted `signal` rejects with an `AbortError`, what
+/// started runs on.
 #[napi(ts_args_type = "file?: string | undefined | null, options?: UpOptions | undefined | null", ts_return_type = "Promise<StackUpResult>")]
 pub fn up<'env>(env: &'env Env, file: Option<Unknown>, options: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
         let mut o = Options::new("up", options)?;
-        let owner = o.string("owner")?;
-        let yield_ms = o.millis("yieldMs", 0)?;
+        let options: UpOptions = o.serde()?;
         let signal = o.signal("signal")?;
         o.finish()?;
+        let bound = options.yield_for(&JsApi).map_err(to_js_error)?;
         let file = file_arg(file)?;
         refuse_aborted(env, signal.as_ref())?;
         let context = context()?;
@@ -51,11 +55,11 @@ pub fn up<'env>(env: &'env Env, file: Option<Unknown>, options: Option<Unknown>)
         let cancel = cancel_for(env, signal)?;
         let waiting = cancel.0.clone();
         spawn_promise(env, cancel, move || {
-            let file = read(file)?;
-            let mut up = context.stack_up(&file, owner.as_deref(), &runner)?;
-            if let Some(ms) = yield_ms {
+            let file = options.file(read(file)?);
+            let mut up = context.stack_up(&file, options.owner.as_deref(), &runner)?;
+            if let Some(bound) = bound {
                 // Aborted: what started runs on, as `runYield` leaves its job.
-                if context.stack_settle(&mut up, Duration::from_millis(ms), &waiting)?.is_none() {
+                if context.stack_settle(&mut up, bound, &waiting)?.is_none() {
                     return Ok(Settled::Aborted(None));
                 }
             }
@@ -66,12 +70,12 @@ pub fn up<'env>(env: &'env Env, file: Option<Unknown>, options: Option<Unknown>)
 
 /// Kills the jobs of a stack file's processes (of `owner`, else the file's
 /// directory name), what runs after others first; resolves once their trees
-/// are gone, with what was killed.
+/// are gone.
 #[napi(ts_args_type = "file?: string | undefined | null, options?: DownOptions | undefined | null", ts_return_type = "Promise<StackDownResult>")]
 pub fn down<'env>(env: &'env Env, file: Option<Unknown>, options: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
         let mut o = Options::new("down", options)?;
-        let owner = o.string("owner")?;
+        let DownOptions { owner } = o.serde()?;
         o.finish()?;
         let file = file_arg(file)?;
         let context = context_for_kill()?;

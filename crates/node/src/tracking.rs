@@ -7,7 +7,8 @@ use crate::js_args::Options;
 use crate::logging;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use proc_manager_core::present::view::{PhaseView, ProcessInfoView, SnapshotView};
+use proc_manager_core::present::view::{processes_from_json, PhaseView, ProcessInfoView, SnapshotView};
+use proc_manager_core::verbs::verb_options::TrackerOptions;
 use proc_manager_core::verbs::context::Context;
 use proc_manager_core::verbs::{left_behind, resource_tracker};
 use std::collections::HashMap;
@@ -20,28 +21,6 @@ pub fn snapshot() -> Result<serde_json::Value> {
     shape(&SnapshotView::new(&left_behind::snapshot(&patterns), |_| true))
 }
 
-/// A snapshot or a process list as `snapshot()` gives them.
-#[derive(serde::Deserialize)]
-#[serde(untagged)]
-enum Processes {
-    Snapshot(SnapshotView),
-    List(Vec<ProcessInfoView>),
-}
-
-fn processes_arg(name: &str, value: serde_json::Value) -> Result<Vec<left_behind::ProcessInfo>> {
-    let processes = match serde_json::from_value::<Processes>(value) {
-        Ok(Processes::Snapshot(s)) => s.processes,
-        Ok(Processes::List(list)) => list,
-        Err(_) => {
-            return Err(napi::Error::from_reason(format!(
-                "bad {name}: give a snapshot() result or an array of its processes \
-                 ({{ pid, ppid, command, memoryMb, startTime, isMcp }})"
-            )))
-        }
-    };
-    Ok(processes.iter().map(left_behind::ProcessInfo::from).collect())
-}
-
 /// Processes in `after` that were not in `before` (by pid and start time) and
 /// lost their parent: it is gone, is init, or is a subreaper above this
 /// process that adopted them. MCP processes first.
@@ -50,7 +29,8 @@ fn processes_arg(name: &str, value: serde_json::Value) -> Result<Vec<left_behind
     ts_return_type = "Array<ProcessInfo>"
 )]
 pub fn detect_orphans(before: serde_json::Value, after: serde_json::Value) -> Result<serde_json::Value> {
-    let (before, after) = (processes_arg("before", before)?, processes_arg("after", after)?);
+    let before = processes_from_json("before", before).map_err(to_js_error)?;
+    let after = processes_from_json("after", after).map_err(to_js_error)?;
     let orphans = left_behind::detect_orphans(&before, &after, std::process::id());
     shape(&orphans.iter().map(ProcessInfoView::from).collect::<Vec<_>>())
 }
@@ -67,20 +47,9 @@ impl ResourceTracker {
     #[napi(constructor, ts_args_type = "options?: TrackerOptions | undefined | null")]
     pub fn new(options: Option<Unknown>) -> Result<ResourceTracker> {
         let mut o = Options::new("ResourceTracker", options)?;
-        let enabled = o.boolean("enabled")?;
-        let threshold = o.amount("memoryThresholdMb", "MiB")?;
-        let patterns = o.strings("mcpPatterns")?;
+        let overrides: TrackerOptions = o.serde()?;
         o.finish()?;
-        let mut config = Context::load().map_err(to_js_error)?.config.diagnostics.resource_tracking;
-        if let Some(enabled) = enabled {
-            config.enabled = enabled;
-        }
-        if let Some(threshold) = threshold {
-            config.memory_threshold_mb = threshold;
-        }
-        if let Some(patterns) = patterns {
-            config.mcp_patterns = patterns;
-        }
+        let config = overrides.over(Context::load().map_err(to_js_error)?.config.diagnostics.resource_tracking);
         if config.enabled {
             logging::init();
         }

@@ -9,6 +9,7 @@ use crate::js_args::Options;
 use crate::stream::{spawn_producer, stream_iterator, End, Stream};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
+use proc_manager_core::verbs::verb_options::WatchOptions;
 use std::io::Write;
 use std::sync::Mutex;
 
@@ -20,14 +21,20 @@ stream_iterator!(
     "The next job end (the `data` of its notification); waits for one."
 );
 
-/// Each job end from now on, from any process of the user (the same `data`
-/// as the exit notification's POST), as it happens; `owner` keeps only that
-/// owner's jobs. `break` out of the loop, or an aborted `signal`, stops the
-/// native thread at once.
+/// Each job end from now on, from any process of the user (a job started by
+/// the CLI, another Node process or this one), as it happens: an async
+/// iterator of the same `data` the exit notification POSTs. A native thread
+/// waits on inotify for the home's job records, so nothing polls on the JS
+/// thread; `break` (the iterator's `return()`) or an aborted `signal` stops it
+/// at once. A job that ends while nobody iterates is kept for the next `next()`.
+///
+/// ```js
+/// for await (const end of pm.watchJobs({ owner: 'agent-a' })) console.log(end.message)
+/// ```
 #[napi(ts_args_type = "options?: WatchJobsOptions | undefined | null", ts_return_type = "JobEnds")]
 pub fn watch_jobs<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object<'env>> {
     let mut o = Options::new("watchJobs", options)?;
-    let owner = o.string("owner")?;
+    let WatchOptions { owner } = o.serde()?;
     let signal = o.signal("signal")?;
     o.finish()?;
     let context = context()?;

@@ -2,7 +2,7 @@
 //! the stack, or killed.
 
 use crate::args::StackArgs;
-use crate::face::parse_dur;
+use crate::face::CommandLine;
 use crate::print::print_json;
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::format;
@@ -10,6 +10,7 @@ use proc_manager_core::present::view::{StackDownView, StackUpView};
 use proc_manager_core::verbs::cancel::Cancel;
 use proc_manager_core::verbs::context::Context;
 use proc_manager_core::verbs::stack::{self, StackFile};
+use proc_manager_core::verbs::verb_options::{DownOptions, UpOptions};
 use proc_manager_core::{Error, Result};
 
 fn read(args: &StackArgs) -> Result<StackFile> {
@@ -17,12 +18,11 @@ fn read(args: &StackArgs) -> Result<StackFile> {
     stack::read(&stack::locate(args.file.as_deref(), &cwd)?)
 }
 
-pub fn up(context: &Context, args: &StackArgs, yield_for: Option<String>, json: bool) -> Result<i32> {
-    let bound = parse_dur("--yield", &yield_for)?;
-    let file = read(args)?;
-    let file = if args.outlive_session { file.outliving_sessions() } else { file };
+pub fn up(context: &Context, args: &StackArgs, options: &UpOptions, json: bool) -> Result<i32> {
+    let bound = options.yield_for(&CommandLine)?;
+    let file = options.file(read(args)?);
     let runner = context.runner.clone().expect("load_context sets the runner");
-    let mut up = context.stack_up(&file, args.owner.as_deref(), &runner)?;
+    let mut up = context.stack_up(&file, options.owner.as_deref(), &runner)?;
     if let Some(bound) = bound {
         context.stack_settle(&mut up, bound, &Cancel::never())?;
     }
@@ -41,9 +41,9 @@ pub fn up(context: &Context, args: &StackArgs, yield_for: Option<String>, json: 
     Ok(if failed { 1 } else { 0 })
 }
 
-pub fn down(context: &Context, args: &StackArgs, json: bool) -> Result<i32> {
+pub fn down(context: &Context, args: &StackArgs, options: &DownOptions, json: bool) -> Result<i32> {
     let file = read(args)?;
-    let view = StackDownView::from(&context.stack_down(&file, args.owner.as_deref())?);
+    let view = StackDownView::from(&context.stack_down(&file, options.owner.as_deref())?);
     if json {
         print_json(&view);
     } else {

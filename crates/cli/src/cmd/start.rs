@@ -2,7 +2,7 @@
 //! stays up to a while and prints what `check` prints if it ended by then.
 
 use crate::args::StartCli;
-use crate::face::{parse_dur, CommandLine};
+use crate::face::CommandLine;
 use crate::print::print_json;
 use proc_manager_core::model::text::visible;
 use proc_manager_core::present::format;
@@ -15,7 +15,7 @@ use proc_manager_core::{Error, Result};
 
 pub fn run(cli: StartCli) -> Result<i32> {
     let request = cli.options.into_request(StartRequest::program(cli.command), &CommandLine)?;
-    let yield_for = parse_dur("--yield", &cli.yield_for)?;
+    let yield_for = cli.yield_for.bound(&CommandLine)?;
 
     let context = crate::context::load()?;
     let exe = context.runner.clone().expect("load_context sets the runner");

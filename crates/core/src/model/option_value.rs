@@ -263,6 +263,11 @@ pub mod read {
         whole(d, what.into(), 0.0, SAFE_WHOLE)
     }
 
+    /// Any finite number >= 0, fractions kept (`memoryThresholdMb`), refused in `what`'s words.
+    pub fn amount<'de, D: Deserializer<'de>>(d: D, what: &str) -> std::result::Result<f64, D::Error> {
+        d.deserialize_any(NumberIn { what: what.into(), min: 0.0, max: f64::MAX, whole: false })
+    }
+
     pub fn restarts<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<u32>, D::Error> {
         let what = format!("a whole number of restarts from 0 to {}", u32::MAX);
         whole(d, what, 0.0, u32::MAX as f64).map(|n| Some(n as u32))

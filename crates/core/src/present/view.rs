@@ -18,5 +18,5 @@ pub use job::{
     WakeView,
 };
 pub use logs::{LogReadView, LogsView, StreamLineView, StreamLinesView};
-pub use orphans::{OrphanReportView, OrphanView, PhaseView, ProcessInfoView, ReconcileView, SnapshotView};
+pub use orphans::{processes_from_json, OrphanReportView, OrphanView, PhaseView, ProcessInfoView, ReconcileView, SnapshotView};
 pub use stack::{StackDownView, StackKillView, StackProcessView, StackUpView};

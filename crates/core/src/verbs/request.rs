@@ -87,6 +87,19 @@ impl StartRequest {
     pub fn program(argv: Vec<OsString>) -> StartRequest {
         StartRequest { argv, notify: true, ..Default::default() }
     }
+
+    /// A command as the JS API and MCP give it: with `args`, the program
+    /// and its argv (JS strings are text; the core takes any bytes); without,
+    /// a shell line, which must say something.
+    pub fn command_line(command: String, args: Option<Vec<String>>) -> crate::Result<StartRequest> {
+        match args {
+            Some(args) => Ok(StartRequest::program(std::iter::once(command).chain(args).map(OsString::from).collect())),
+            None if command.trim().is_empty() => {
+                Err(crate::Error::Usage("empty command: give the command line to run".into()))
+            }
+            None => Ok(StartRequest::shell(&command)),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -159,6 +159,30 @@ impl SnapshotView {
     }
 }
 
+/// A snapshot or a process list as `snapshot()` gives them.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Processes {
+    Snapshot(SnapshotView),
+    List(Vec<ProcessInfoView>),
+}
+
+/// What `detectOrphans` takes as `name` (`before`, `after`): a `snapshot()`
+/// result or an array of its processes; anything else refused saying so.
+pub fn processes_from_json(name: &str, value: serde_json::Value) -> crate::Result<Vec<left_behind::ProcessInfo>> {
+    let processes = match serde_json::from_value::<Processes>(value) {
+        Ok(Processes::Snapshot(s)) => s.processes,
+        Ok(Processes::List(list)) => list,
+        Err(_) => {
+            return Err(crate::Error::Usage(format!(
+                "bad {name}: give a snapshot() result or an array of its processes \
+                 ({{ pid, ppid, command, memoryMb, startTime, isMcp }})"
+            )))
+        }
+    };
+    Ok(processes.iter().map(left_behind::ProcessInfo::from).collect())
+}
+
 /// `ResourceTracker.snapshotAfter`: what a phase left behind.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
