@@ -47,6 +47,20 @@ test('kill --all over the registry cap exits 0 and reports each job once, evicte
   for (const id of ids) assert.deepEqual(cookieProcesses(id), [], `${id} left nothing`)
 })
 
+test('kill --all over the cap: the directories of the jobs it forgets are deleted after it, in the background', async (t) => {
+  // 20 jobs, a cap of 2: 18 forgotten at once, more than a write deletes itself.
+  const { home } = makeHome(t, { registry: { max_jobs: 2 } })
+  const ids = startSleeps(home, 20)
+  const r = runBg(home, ['kill', '--all', '--json'])
+  assert.equal(r.code, 0, r.stderr)
+  assert.deepEqual(JSON.parse(r.stdout).map((v) => v.jobId).sort(), [...ids].sort(), 'each job once')
+  // Out of readers' sight at once; deleted by a detached `run-bg __sweep`.
+  assert.equal(JSON.parse(runBg(home, ['list', '--json']).stdout).length, 2)
+  const left = () => fs.readdirSync(path.join(home, 'jobs')).sort()
+  await waitFor(() => left().length === 2, { what: 'only the 2 kept jobs\' directories', timeout: 30_000 })
+  assert.ok(left().every((name) => ids.includes(name)), left().join(' '))
+})
+
 test('kill --all writes the registry a fixed number of times, not once per job', async (t) => {
   const { home } = makeHome(t)
   const n = 20

@@ -108,9 +108,15 @@ async function startPueue(kit, tools, dir, n) {
     if (now() > deadline) throw new Error('pueued did not answer within 20 s')
     await sleep(50)
   }
+  // Its tasks outlive a daemon killed with SIGKILL: on any failure here they go first.
+  const fail = (why) => {
+    cli('kill', '--all')
+    daemon.kill('SIGKILL')
+    throw new Error(why)
+  }
   cli('parallel', String(n))
   const failed = await startMany(tools.pueue, () => ['-c', config, 'add', '--', 'sleep', '600'], process.env, n, 8)
-  if (failed) throw new Error(`pueue add failed ${failed} times`)
+  if (failed) fail(`pueue add failed ${failed} times`)
   const running = () => {
     const r = cli('status', '--json')
     try {
@@ -119,8 +125,9 @@ async function startPueue(kit, tools, dir, n) {
       return 0
     }
   }
-  while (running() < n) {
-    if (now() > deadline + 60_000) throw new Error(`pueue: only ${running()} of ${n} tasks running`)
+  // 1,000 adds on a loaded 2-core host took over a minute.
+  for (let seen = running(); seen < n; seen = running()) {
+    if (now() > deadline + 60_000 + 120 * n) fail(`pueue: only ${seen} of ${n} tasks running`)
     await sleep(100)
   }
   return { config, daemon, cli, argv: (...args) => [tools.pueue, ['-c', config, ...args]] }
@@ -147,6 +154,7 @@ function timed(file, args, env) {
 /** Rows: the read calls, interleaved, then one kill each. */
 async function fleetAt(kit, n, tools, reps) {
   const variants = []
+  const samples = {}
   let pueue = null
   try {
     for (const build of kit.builds) variants.push({ name: build.name, build, ...(await startOurs(kit, build, n)) })
@@ -162,7 +170,6 @@ async function fleetAt(kit, n, tools, reps) {
       calls.push([v.name, 'summary', v.build.runBg, ['summary'], v.env])
     }
     if (pueue) calls.push(['pueue', 'status', ...pueue.argv('status'), process.env])
-    const samples = {}
     for (let rep = -1; rep < reps; rep++) {
       const order = calls.map((_, i) => calls[(i + rep + calls.length) % calls.length])
       for (const [variant, what, file, args, env] of order) {
@@ -211,7 +218,11 @@ async function fleetAt(kit, n, tools, reps) {
     return samples
   } finally {
     for (const v of variants) kit.removeDir(v.home)
-    if (pueue) pueue.daemon.kill('SIGKILL')
+    if (pueue) {
+      // Its tasks outlive a daemon killed with SIGKILL, when an error came before its kill --all.
+      if (!samples['pueue.kill']) pueue.cli('kill', '--all')
+      pueue.daemon.kill('SIGKILL')
+    }
   }
 }
 

@@ -16,6 +16,7 @@ pub fn run(errand: proc_manager_core::Result<Errand>) -> i32 {
         Ok(Errand::Announce { job_id, claimed }) => announce::run(&context, &job_id, claimed),
         Ok(Errand::Deliver) => deliver::run(&context),
         Ok(Errand::Watch { job_id }) => watch::run(context, &job_id),
+        Ok(Errand::Sweep { folder }) => i32::from(context.registry().sweep_forgotten(&folder).is_err()),
         Err(_) => 2,
     }
 }

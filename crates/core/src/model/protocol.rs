@@ -104,11 +104,15 @@ pub enum Errand {
     Deliver,
     /// `__watch <id>`: stay with an orphaned job until its processes end.
     Watch { job_id: String },
+    /// `__sweep <folder>`: delete a folder of job directories a registry
+    /// write forgot (`jobs/.gone-<pid>-<hex>`), off that writer's path.
+    Sweep { folder: String },
 }
 
 const ANNOUNCE: &str = "__announce";
 const DELIVER: &str = "__deliver";
 const WATCH: &str = "__watch";
+const SWEEP: &str = "__sweep";
 
 impl Errand {
     /// The arguments to give `run-bg` for this errand.
@@ -121,6 +125,7 @@ impl Errand {
             }
             Errand::Deliver => vec![DELIVER.to_string()],
             Errand::Watch { job_id } => vec![WATCH.to_string(), job_id.clone()],
+            Errand::Sweep { folder } => vec![SWEEP.to_string(), folder.clone()],
         }
     }
 
@@ -139,6 +144,10 @@ impl Errand {
             DELIVER => Ok(Errand::Deliver),
             WATCH => job_id(WATCH)
                 .and_then(|job_id| crate::model::ids::validate_job_id(&job_id).map(|()| Errand::Watch { job_id })),
+            SWEEP => match args.get(1) {
+                Some(folder) if folder.starts_with(".gone-") && !folder.contains(['/', '\\']) => Ok(Errand::Sweep { folder: folder.clone() }),
+                _ => Err(crate::Error::Usage(format!("{SWEEP} needs a folder named .gone-<pid>-<hex>"))),
+            },
             _ => return None,
         })
     }
@@ -178,6 +187,7 @@ mod tests {
             Errand::Announce { job_id: "build-3f2a1c".into(), claimed: None },
             Errand::Deliver,
             Errand::Watch { job_id: "build-3f2a1c".into() },
+            Errand::Sweep { folder: ".gone-4242-0a1b2c3d".into() },
         ] {
             assert_eq!(Errand::parse(&errand.args()).map(Result::unwrap), Some(errand.clone()), "{:?}", errand.args());
         }
@@ -211,6 +221,9 @@ mod tests {
         assert_eq!(refused(&["__announce"]), "__announce needs a job id");
         assert_eq!(refused(&["__watch"]), "__watch needs a job id");
         assert!(Errand::parse(&words(&["__watch", "../etc"])).unwrap().is_err(), "a watcher's id names a directory");
+        for folder in [&["__sweep"][..], &["__sweep", "../jobs"], &["__sweep", ".gone-1/../.."], &["__sweep", "f1-0a1b2c"]] {
+            assert!(Errand::parse(&words(folder)).unwrap().is_err(), "{folder:?}: a sweeper deletes only a folder of forgotten jobs");
+        }
         assert_eq!(
             Errand::parse(&words(&["__announce", "x-1", "done"])).map(Result::unwrap),
             Some(Errand::Announce { job_id: "x-1".into(), claimed: None }),

@@ -597,22 +597,6 @@ pub fn fill_random(buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(filled)
 }
 
-/// The pid holding a flock on `path`, from /proc/locks.
-pub fn flock_holder(path: &std::path::Path) -> Option<u32> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).ok()?;
-    let dev = meta.dev();
-    let id = format!("{:02x}:{:02x}:{}", libc::major(dev), libc::minor(dev), meta.ino());
-    let table = std::fs::read_to_string("/proc/locks").ok()?;
-    table.lines().filter(|line| !line.contains("->")).find_map(|line| {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        // "1: FLOCK  ADVISORY  WRITE 4242 00:2d:1234 0 EOF"
-        (fields.get(1) == Some(&"FLOCK") && fields.get(5) == Some(&id.as_str()))
-            .then(|| fields.get(4).and_then(|p| p.parse::<u32>().ok()).filter(|&p| p > 0))
-            .flatten()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

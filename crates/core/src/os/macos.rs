@@ -365,8 +365,3 @@ pub fn reopen_read_write(_fd: &OwnedFd) -> Option<OwnedFd> {
 pub fn fill_random(_buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(0)
 }
-
-/// The pid holding a flock on `path`: unknown here (no /proc/locks).
-pub fn flock_holder(_path: &std::path::Path) -> Option<u32> {
-    None
-}

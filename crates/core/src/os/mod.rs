@@ -58,6 +58,17 @@ pub(crate) mod platform;
 #[cfg(windows)]
 #[path = "windows.rs"]
 pub(crate) mod platform;
+/// Who holds the registry's lock, and what it is doing: for the message a
+/// waiter that gave up gets.
+#[cfg(target_os = "linux")]
+#[path = "lock_holder_linux.rs"]
+pub mod lock_holder;
+#[cfg(target_os = "macos")]
+#[path = "lock_holder_macos.rs"]
+pub mod lock_holder;
+#[cfg(windows)]
+#[path = "lock_holder_windows.rs"]
+pub mod lock_holder;
 /// Who holds a TCP port (`--ready-port`): the same API on each platform.
 #[cfg(target_os = "linux")]
 #[path = "ports_linux.rs"]

@@ -300,10 +300,3 @@ pub fn children_peak_rss_kb() -> Option<u64> {
 pub fn fill_random(_buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(0)
 }
-
-/// The holder of a lock on `path`: unknown here.
-pub fn flock_holder(_path: &std::path::Path) -> Option<u32> {
-    None
-}
-
-

@@ -102,7 +102,13 @@ impl Context {
     }
 
     pub fn registry(&self) -> Registry {
-        Registry::for_config(&self.home, &self.config)
+        let registry = Registry::for_config(&self.home, &self.config);
+        let Some(runner) = self.runner.clone() else { return registry };
+        let home = self.home.clone();
+        // Forgotten job directories are deleted by a detached `__sweep`.
+        registry.with_sweeper(std::sync::Arc::new(move |folder: &str| {
+            spawn::spawn_detached(&runner, &home, &Errand::Sweep { folder: folder.to_string() }.args()).is_ok()
+        }))
     }
 
     /// Job directories whose job.json cannot be read (see `Registry::corrupt_records`).

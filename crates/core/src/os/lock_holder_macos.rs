@@ -1,0 +1,12 @@
+//! Who holds the registry's lock: macOS has no lock table to ask, so the
+//! waiter's message names the pid the holder wrote into the lock file.
+
+/// The pid holding a flock on `path`: unknown here (no /proc/locks).
+pub fn flock_holder(_path: &std::path::Path) -> Option<u32> {
+    None
+}
+
+/// What the process is doing: not told here.
+pub fn run_state(_pid: u32) -> Option<&'static str> {
+    None
+}
