@@ -348,9 +348,6 @@ impl Supervisor {
     }
 
     fn restart_failed(&mut self, why: &str) -> bool {
-        let number = self.job.restart.as_ref().map_or(0, |r| r.count);
-        self.note_error(&format!("restart {number} could not start: {why}"));
-        let _ = self.log.write_separator(&format!("--- run-bg: restart {number} could not start: {why} ---\n"));
-        false
+        crate::supervise::restart::failed_to_start(self, why)
     }
 }

@@ -35,7 +35,7 @@ use crate::store::logs::RotatingWriter;
 use crate::store::paths::Home;
 use crate::store::registry::{Patience, Registry};
 use crate::supervise::matchers::{self, MatchEvent};
-use crate::supervise::restart::{self, Decision, Restarter};
+use crate::supervise::restart::{self, BetweenRuns, Restarter};
 use crate::supervise::spec::AFTER_END;
 use crate::supervise::{notify, ready};
 use std::io::Read;
@@ -170,20 +170,15 @@ enum Tied {
     Gone,
 }
 
-/// Where a job that restarts is between the end of one run and the next.
-#[derive(Debug, Clone)]
-enum Between {
-    /// The run ended while the job was paused (something ended its
-    /// suspended main process): restart `number` is decided, but what the
-    /// run left stays suspended, and its clean-up and the next run wait for
-    /// the resume, as on Unix.
-    Held { number: u32, delay: Duration, exit: Exit },
-    /// What the ended run left in the Job Object is being ended (asked by
-    /// CTRL_BREAK, the Job Object ended at `terminate_at`), then its output
-    /// copied to its end; then restart `number` is recorded.
-    Cleaning { number: u32, delay: Duration, exit: Exit, terminate_at: Instant, gone_at: Option<Instant> },
-    /// The next run starts at `until`.
-    Waiting { until: Instant },
+/// Where a job that restarts is between two runs (supervise/restart.rs).
+type Between = restart::Between<Cleanup>;
+
+/// What the ended run left in the Job Object, being ended before a restart:
+/// asked by CTRL_BREAK, the Job Object ended at `terminate_at`; gone at
+/// `gone_at`, its output then copied to its end.
+struct Cleanup {
+    terminate_at: Instant,
+    gone_at: Option<Instant>,
 }
 
 /// The job's output: each run's stdout and stderr (one pipe per run) copied
@@ -761,83 +756,12 @@ impl Supervisor {
 /// run would need a name per run, which `kill` would have to learn.
 impl Supervisor {
     /// After a run of a job started with `--restart` has ended (and no kill
-    /// is under way): whether the job goes on, between runs or in a new run.
-    /// `false`: the job ends now and its end is to be recorded (no policy, an
-    /// exit the policy does not restart after, too many restarts in a row, a
-    /// run that could not start).
+    /// is under way): whether the job goes on (`restart::step`).
     fn restart_step(&mut self) -> bool {
-        let Some(restarter) = self.restarter.as_mut() else { return false };
-        let now = Instant::now();
-        match self.between.take() {
-            None => {
-                let Some(code) = self.last_exit else { return false };
-                let exit = Exit::Code(code);
-                let count = self.job.restart.as_ref().map_or(0, |r| r.count);
-                match restarter.after_run(&exit, self.run_started.elapsed(), count) {
-                    Decision::Restart { number, delay } => {
-                        // The job goes on: an end between runs (a kill, the
-                        // timeout) is when it happens, not this run's end.
-                        self.main_ended_at = None;
-                        if self.paused.is_some() {
-                            self.between = Some(Between::Held { number, delay, exit });
-                            return true;
-                        }
-                        let terminate_at = self.ask_leftovers_to_stop(now);
-                        self.between = Some(Between::Cleaning { number, delay, exit, terminate_at, gone_at: None });
-                        self.restart_step()
-                    }
-                    Decision::Done | Decision::GiveUp => false,
-                }
-            }
-            Some(Between::Cleaning { number, delay, exit, mut terminate_at, mut gone_at }) => {
-                if windows_job::active_processes(&self.job_object).unwrap_or(0) > 0 {
-                    if now >= terminate_at {
-                        let _ = windows_job::terminate_job(&self.job_object, platform::exit_code_for(crate::model::signals::SIGKILL));
-                        terminate_at = now + TERMINATE_WAIT;
-                    }
-                    self.between = Some(Between::Cleaning { number, delay, exit, terminate_at, gone_at });
-                    return true;
-                }
-                // The run's processes held its pipe's only writers: its copy
-                // ends now, and the separator goes after all of it.
-                let gone_at = *gone_at.get_or_insert(now);
-                if !self.output.all_copied() && now < gone_at + OUTPUT_END_WAIT {
-                    self.between = Some(Between::Cleaning { number, delay, exit, terminate_at, gone_at: Some(gone_at) });
-                    return true;
-                }
-                self.take_output_news();
-                let reason = restart::reason(&exit);
-                if let Err(e) = self.output.write_separator(&restart::separator(number, &reason, delay)) {
-                    tracing::error!("run-bg supervisor {}: cannot mark restart {number} in the log: {e}", self.job.id);
-                }
-                if let Some(record) = &mut self.job.restart {
-                    record.count = number;
-                    record.last_reason = Some(reason);
-                    record.last_at = Some(now_ms());
-                }
-                self.save_run();
-                if self.config.notify.on_restart {
-                    self.announce_restart(number, &exit, delay);
-                }
-                self.between = Some(Between::Waiting { until: now + delay });
-                self.restart_step()
-            }
-            Some(Between::Held { number, delay, exit }) => {
-                if self.paused.is_none() {
-                    let terminate_at = self.ask_leftovers_to_stop(now);
-                    self.between = Some(Between::Cleaning { number, delay, exit, terminate_at, gone_at: None });
-                    return self.restart_step();
-                }
-                self.between = Some(Between::Held { number, delay, exit });
-                true
-            }
-            // A paused job starts no new run until it is resumed.
-            Some(Between::Waiting { until }) if now < until || self.paused.is_some() => {
-                self.between = Some(Between::Waiting { until });
-                true
-            }
-            Some(Between::Waiting { .. }) => self.relaunch(),
+        if self.restarter.is_none() {
+            return false;
         }
+        restart::step(self, self.last_exit.map(Exit::Code))
     }
 
     /// Asks what the ended run left in the Job Object to stop (CTRL_BREAK to
@@ -860,7 +784,7 @@ impl Supervisor {
         }
         let (main, identity) = match launch_run(&self.job, &self.job_object, &mut self.output, self.stdin.as_ref().map(|s| &s.child_end)) {
             Ok(started) => started,
-            Err(why) => return self.restart_failed(&why),
+            Err(why) => return restart::failed_to_start(self, &why),
         };
         self.group = main.id();
         self.main = Some(main);
@@ -878,29 +802,87 @@ impl Supervisor {
         true
     }
 
-    fn restart_failed(&mut self, why: &str) -> bool {
-        let number = self.job.restart.as_ref().map_or(0, |r| r.count);
-        tracing::error!("run-bg supervisor {}: restart {number} could not start: {why}", self.job.id);
-        let _ = self.output.write_separator(&format!("--- run-bg: restart {number} could not start: {why} ---\n"));
-        false
-    }
-
     /// `restart::save_run`, its error logged.
     fn save_run(&mut self) {
         if let Err(e) = restart::save_run(&self.registry, &self.job) {
             tracing::error!("run-bg supervisor {}: cannot record the restart in its job.json: {e}", self.job.id);
         }
     }
+}
 
-    /// `notify.on_restart`: one POST of the restart's event, never retried
-    /// nor spooled: the final end is the announcement that must arrive.
-    fn announce_restart(&mut self, number: u32, exit: &Exit, delay: Duration) {
-        let Some(url) = self.config.notify.url.clone().filter(|_| self.job.notify) else { return };
-        let body = restart::restart_event(&self.home, &self.config.notify, &self.job, number, exit, delay).to_string();
-        let timeout = Duration::from_millis(self.config.notify.timeout_ms);
-        self.errand("restart announcer", move || {
-            let _ = crate::supervise::service::post(&url, body.as_bytes(), timeout);
-        });
+/// Between two runs (`--restart`): what Windows does its own way.
+impl BetweenRuns for Supervisor {
+    type Cleanup = Cleanup;
+
+    fn between(&mut self) -> &mut Option<Between> {
+        &mut self.between
+    }
+
+    fn restarter(&mut self) -> Option<&mut Restarter> {
+        self.restarter.as_mut()
+    }
+
+    fn job_mut(&mut self) -> &mut Job {
+        &mut self.job
+    }
+
+    fn ran_for(&self) -> Duration {
+        self.run_started.elapsed()
+    }
+
+    fn is_paused(&self) -> bool {
+        self.paused.is_some()
+    }
+
+    fn going_on(&mut self) {
+        self.main_ended_at = None;
+    }
+
+    fn start_cleaning(&mut self, now: Instant) -> (Cleanup, bool) {
+        (Cleanup { terminate_at: self.ask_leftovers_to_stop(now), gone_at: None }, false)
+    }
+
+    fn cleaned(&mut self, cleanup: &mut Cleanup, now: Instant) -> bool {
+        if windows_job::active_processes(&self.job_object).unwrap_or(0) > 0 {
+            if now >= cleanup.terminate_at {
+                let _ = windows_job::terminate_job(&self.job_object, platform::exit_code_for(crate::model::signals::SIGKILL));
+                cleanup.terminate_at = now + TERMINATE_WAIT;
+            }
+            return false;
+        }
+        // The run's processes held its pipe's only writers: its copy
+        // ends now, and the separator goes after all of it.
+        let gone_at = *cleanup.gone_at.get_or_insert(now);
+        if !self.output.all_copied() && now < gone_at + OUTPUT_END_WAIT {
+            return false;
+        }
+        self.take_output_news();
+        true
+    }
+
+    fn write_separator(&mut self, line: &str) -> crate::Result<()> {
+        self.output.write_separator(line)
+    }
+
+    fn save_run(&mut self) {
+        Supervisor::save_run(self);
+    }
+
+    /// From a thread, joined before we exit.
+    fn announce(&mut self, announcement: restart::Announcement) {
+        self.errand("restart announcer", move || announcement.send());
+    }
+
+    fn note_error(&self, message: &str) {
+        tracing::error!("run-bg supervisor {}: {message}", self.job.id);
+    }
+
+    fn context(&self) -> (&Home, &crate::store::config::Config, &Job) {
+        (&self.home, &self.config, &self.job)
+    }
+
+    fn relaunch(&mut self) -> bool {
+        Supervisor::relaunch(self)
     }
 }
 
