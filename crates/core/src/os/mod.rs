@@ -24,6 +24,9 @@ mod timed_dir_watch;
 /// The snapshot's answers where there is no child subreaper.
 #[cfg(not(target_os = "linux"))]
 mod no_subreaper;
+/// `pause` on Unix: a job's tree stopped whole with SIGSTOP.
+#[cfg(unix)]
+pub mod pause_unix;
 /// Windows's Job Objects, console control events and process handles: the
 /// job's tree and its kill there.
 #[cfg(windows)]

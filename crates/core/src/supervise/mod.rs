@@ -12,6 +12,7 @@ pub mod spec;
 pub mod ready;
 pub mod matchers;
 pub mod restart;
+pub mod pause;
 pub mod service;
 pub mod wake;
 pub mod tie;
@@ -34,8 +35,6 @@ pub mod start;
 pub mod outcome;
 #[cfg(unix)]
 pub mod stdin;
-#[cfg(unix)]
-pub mod pause;
 
 /// The supervisor on Windows: `supervise_main`, as `start` has it on Unix.
 #[cfg(windows)]

@@ -25,6 +25,7 @@ use crate::{supervise::notify, now_ms, supervise::outpipe};
 use crate::supervise::memory::CodePages;
 use crate::supervise::output_copy::{copy_once, new_splicer, Copied, Splicer};
 use crate::supervise::phase::{MainExit, Phase};
+use crate::supervise::pause::{self, Clocks, Paused, Pausing};
 use crate::supervise::ready;
 use crate::supervise::signals::{Signals, HANDLED};
 use crate::supervise::restart::{self, BetweenRuns, Restarter};
@@ -145,12 +146,6 @@ pub(super) struct Supervisor {
     /// `SUPERVISOR_LOCK_FILE`, held until the end is recorded (let go with
     /// the job); a forked errand closes its copy, which keeps the lock ours.
     pub(super) alive_lock: Option<std::fs::File>,
-}
-
-/// A pause in force (supervise/pause.rs): what was left of the `--timeout`
-/// when it began, to go on from at the resume.
-pub(super) struct Paused {
-    pub(super) timeout_left: Option<Duration>,
 }
 
 /// An end that could not be written yet, and when to try again.
@@ -389,7 +384,9 @@ impl Supervisor {
                 self.begin_kill(KillReason::Requested, request);
             }
             // `pause` and `resume` ring it too.
-            self.take_pause_request();
+            if let Some(request) = pause::take_request(&self.home, &self.job.id) {
+                pause::act_on(self, request);
+            }
         }
         if self.signals.stop.swap(false, Ordering::Relaxed) {
             // Nothing left to stop: only an end we could not write keeps us.
@@ -795,6 +792,59 @@ impl BetweenRuns for Supervisor {
 
     fn relaunch(&mut self) -> bool {
         Supervisor::relaunch(self)
+    }
+}
+
+/// `pause` and `resume` (supervise/pause.rs): SIGSTOP and SIGCONT to every
+/// process a kill would signal (os/pause_unix.rs).
+impl Pausing for Supervisor {
+    fn clocks(&mut self) -> Clocks<'_> {
+        Clocks { paused: &mut self.paused, timeout_at: &mut self.timeout_at, watch: self.watch.as_mut(), job: &mut self.job }
+    }
+
+    fn ending(&self) -> bool {
+        let killed = self.kill.as_ref().is_some_and(|k| !matches!(k.reason, KillReason::Restart));
+        killed || (!self.phase.main_running() && self.between.is_none())
+    }
+
+    fn hold_tree(&mut self) {
+        crate::os::pause_unix::stop_tree(
+            |signal| self.signal_everything(signal).into_iter().map(|(who, _)| who).collect(),
+            || self.adopted_children(),
+        );
+    }
+
+    fn release_tree(&mut self) {
+        self.signal_everything(libc::SIGCONT);
+    }
+
+    fn record(&mut self) -> (&Registry, &Job) {
+        self.held.refresh();
+        (&self.registry, &self.job)
+    }
+
+    fn note_error(&self, message: &str) {
+        Supervisor::note_error(self, message);
+    }
+}
+
+impl Supervisor {
+    /// A kill of a paused job: its tree, just sent SIGTERM (`signalled`),
+    /// gets SIGCONT so it can act on it (a stopped process only takes
+    /// SIGKILL); the pause is over, and the kill's end is recorded without it.
+    pub(super) fn end_pause_for_kill(&mut self, signalled: bool) {
+        if self.paused.take().is_none() {
+            return;
+        }
+        if signalled {
+            self.signal_everything(libc::SIGCONT);
+        }
+        self.job.paused_at = None;
+    }
+
+    /// Whether a pause holds the job (a restart waits for the resume).
+    pub(super) fn is_paused(&self) -> bool {
+        self.paused.is_some()
     }
 }
 

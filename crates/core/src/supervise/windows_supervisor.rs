@@ -26,7 +26,7 @@
 //! supervisor does.
 
 use crate::model::job::{EndedBy, Exit, Job, JobState, ProcessIdentity};
-use crate::model::protocol::{KillRequest, PauseRequest, JOB_COOKIE, KILL_REQUEST_FILE, PAUSE_REQUEST_FILE, READY_ERR, READY_OK, SUPERVISOR_MARK};
+use crate::model::protocol::{KillRequest, JOB_COOKIE, KILL_REQUEST_FILE, READY_ERR, READY_OK, SUPERVISOR_MARK};
 use crate::now_ms;
 use crate::os::job_watch_windows::JobMembers;
 use crate::os::windows_job::{self, Woken};
@@ -37,6 +37,7 @@ use crate::store::registry::{Patience, Registry};
 use crate::supervise::matchers::{self, MatchEvent};
 use crate::supervise::restart::{self, BetweenRuns, Restarter};
 use crate::supervise::spec::AFTER_END;
+use crate::supervise::pause::{self, Clocks, Paused, Pausing};
 use crate::supervise::{notify, ready};
 use std::io::Read;
 use std::os::windows::io::{AsHandle, OwnedHandle};
@@ -131,17 +132,12 @@ struct Supervisor {
     _held: crate::store::paths::HeldHome,
     /// The Job Object's members: held while paused, given `--nice`'s class.
     members: JobMembers,
-    /// `pause`: what was left of the `--timeout` when it began.
+    /// `pause`: what was left of the `--timeout` when it began (supervise/pause.rs).
     paused: Option<Paused>,
     /// `--stdin pipe`: the read end each run gets (a thread of ours holds the write end).
     stdin: Option<crate::os::stdin_pipe_windows::JobStdin>,
     /// `--wake`: the rule's registration, joined before the end is recorded.
     wake_thread: Option<JoinHandle<Option<crate::model::job::Wake>>>,
-}
-
-/// A pause in force: the timeout left when it began.
-struct Paused {
-    timeout_left: Option<Duration>,
 }
 
 /// A kill (or a timeout, or a fired tie) under way.
@@ -566,10 +562,10 @@ impl Supervisor {
     fn on_doorbell(&mut self) {
         let path = self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE);
         let request: Option<KillRequest> = std::fs::read(&path).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok());
-        let pause = self.take_pause_request();
+        let pause = pause::take_request(&self.home, &self.job.id);
         if request.is_none() && !path.exists() {
             if let Some(pause) = pause {
-                self.on_pause_request(pause);
+                pause::act_on(self, pause);
                 return;
             }
         }
@@ -886,57 +882,35 @@ impl BetweenRuns for Supervisor {
     }
 }
 
-/// `pause` and `resume` (the suspending is os/pause_windows.rs; the
-/// request and the answer are Unix's, supervise/pause.rs).
-impl Supervisor {
-    /// The pause or resume request left beside the job, if any (taken away).
-    fn take_pause_request(&self) -> Option<PauseRequest> {
-        let path = self.home.job_dir(&self.job.id).join(PAUSE_REQUEST_FILE);
-        let bytes = crate::store::paths::read_file(&path).ok()?;
-        let _ = std::fs::remove_file(&path);
-        serde_json::from_slice(&bytes).ok()
+/// `pause` and `resume` (supervise/pause.rs): every member of the Job
+/// Object suspended, and each that joins it while paused (os/pause_windows.rs).
+impl Pausing for Supervisor {
+    fn clocks(&mut self) -> Clocks<'_> {
+        Clocks { paused: &mut self.paused, timeout_at: &mut self.timeout_at, watch: self.watch.as_mut(), job: &mut self.job }
     }
 
-    fn on_pause_request(&mut self, request: PauseRequest) {
-        if !request.pause {
-            self.resume();
-            return;
-        }
-        // A job being killed, or whose main process ended for good, is not
-        // paused: its end comes next. One between two runs is.
-        if self.kill.is_none() && (self.main.is_some() || self.between.is_some()) {
-            self.pause();
-        }
+    fn ending(&self) -> bool {
+        self.kill.is_some() || (self.main.is_none() && self.between.is_none())
     }
 
-    fn pause(&mut self) {
+    fn hold_tree(&mut self) {
         self.members.pause(&self.job_object);
-        if self.paused.is_none() {
-            let now = Instant::now();
-            let timeout_left = self.timeout_at.take().map(|at| at.saturating_duration_since(now));
-            if let Some(watch) = &mut self.watch {
-                watch.pause(now);
-            }
-            self.paused = Some(Paused { timeout_left });
-            self.job.paused_at = Some(now_ms());
-        }
-        self.save_pause();
     }
 
-    fn resume(&mut self) {
+    fn release_tree(&mut self) {
         self.members.resume();
-        if let Some(paused) = self.paused.take() {
-            // The clocks go on from where the pause stopped them.
-            let now = Instant::now();
-            self.timeout_at = paused.timeout_left.map(|left| now + left);
-            if let Some(watch) = &mut self.watch {
-                watch.resume(now);
-            }
-        }
-        self.job.end_pause(now_ms());
-        self.save_pause();
     }
 
+    fn record(&mut self) -> (&Registry, &Job) {
+        (&self.registry, &self.job)
+    }
+
+    fn note_error(&self, message: &str) {
+        tracing::error!("run-bg supervisor {}: {message}", self.job.id);
+    }
+}
+
+impl Supervisor {
     /// A kill of a paused job: its processes are resumed (to take the
     /// break, or already ended), and its end is recorded without the pause.
     fn end_pause_for_kill(&mut self) {
@@ -944,18 +918,5 @@ impl Supervisor {
             self.members.resume();
             self.job.paused_at = None;
         }
-    }
-
-    /// In job.json at once (no lock), which the caller waits for; in the
-    /// registry too if its lock is free now (the caller writes it otherwise).
-    fn save_pause(&mut self) {
-        if let Err(e) = self.registry.write_job_file(&self.job, false) {
-            tracing::error!("run-bg supervisor {}: cannot record the pause or resume in its job.json: {e}", self.job.id);
-        }
-        let (paused_at, paused_ms) = (self.job.paused_at, self.job.paused_ms);
-        let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| {
-            job.paused_at = paused_at;
-            job.paused_ms = paused_ms;
-        });
     }
 }
