@@ -39,6 +39,12 @@ pub mod pause_windows;
 /// paused, its priority class), told by the Job Object's completion port.
 #[cfg(windows)]
 pub mod job_watch_windows;
+/// A run of a job's main process on Windows (CreateProcess into the Job Object).
+#[cfg(windows)]
+pub mod launch_windows;
+/// The job's output pipe on Windows: nothing named, nothing to reopen.
+#[cfg(windows)]
+pub mod outpipe_windows;
 /// `--nice` on Windows: a niceness mapped onto a priority class.
 #[cfg(windows)]
 pub mod nice_windows;

@@ -41,7 +41,6 @@ pub mod stdin;
 #[path = "windows_supervisor.rs"]
 pub mod start;
 /// No named output pipe on Windows: the job's output dies with its
-/// supervisor there, and nothing reopens it.
+/// supervisor there, and nothing reopens it (os/outpipe_windows.rs).
 #[cfg(windows)]
-#[path = "outpipe_windows.rs"]
-pub mod outpipe;
+pub use crate::os::outpipe_windows as outpipe;

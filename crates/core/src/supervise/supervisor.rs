@@ -13,20 +13,20 @@
 //! in `memory.rs`.
 
 use crate::store::config::Config;
-use crate::model::job::{Exit, Job, JobState, ProcessIdentity};
+use crate::model::job::{Exit, Job, ProcessIdentity};
 use crate::store::logs::RotatingWriter;
 use crate::store::paths::{HeldHome, Home};
 use crate::os::procinfo;
 use crate::supervise::tie;
 use crate::model::protocol::{KillRequest, KILL_REQUEST_FILE, SUPERVISOR_MARK};
-use crate::store::registry::{Patience, Registry};
+use crate::store::registry::Registry;
 use crate::os::tree::{self, Tree};
 use crate::{supervise::notify, now_ms, supervise::outpipe};
 use crate::supervise::memory::CodePages;
 use crate::supervise::output_copy::{copy_once, new_splicer, Copied, Splicer};
 use crate::supervise::phase::{MainExit, Phase};
 use crate::supervise::pause::{self, Clocks, Paused, Pausing};
-use crate::supervise::ready;
+use crate::supervise::ready::{self, Watching};
 use crate::supervise::signals::{Signals, HANDLED};
 use crate::supervise::restart::{self, BetweenRuns, Restarter};
 use crate::supervise::stdin;
@@ -848,55 +848,47 @@ impl Supervisor {
     }
 }
 
-/// Readiness and `--notify-on` (issue 15; the checks are in supervise/ready.rs).
-impl Supervisor {
-    fn on_watch_events(&mut self, events: Vec<ready::Event>) {
-        for event in events {
-            match event {
-                // Not once the end is recorded: it was judged not ready then.
-                ready::Event::Ready if self.job.state == JobState::Running => self.record_ready(),
-                ready::Event::Ready => {}
-                ready::Event::Matched(matched) => self.spawn_match_notifier(&matched),
-                ready::Event::Blocked(why) if self.job.state == JobState::Running => self.record_ready_blocked(why),
-                ready::Event::Blocked(_) => {}
-            }
-        }
-        // Once nothing needs the lines any more, the output is spliced again.
-        if self.watch.as_mut().is_some_and(ready::Watch::release_lines) {
-            self.splice = new_splicer();
-        }
+/// What Unix does with readiness and `--notify-on` (ready::on_events).
+impl Watching for Supervisor {
+    fn record(&mut self) -> (&Registry, &mut Job) {
+        (&self.registry, &mut self.job)
     }
 
-    /// In job.json at once (no lock), which every reader merges in; in the
-    /// registry too if its lock is free now.
-    fn record_ready(&mut self) {
+    fn before_ready(&mut self) {
         self.held.refresh();
-        let at = now_ms();
-        self.job.ready_at = Some(at);
-        self.job.ready_blocked = None;
-        if let Err(e) = self.registry.write_job_file(&self.job, false) {
-            self.note_error(&format!("cannot record that the job is ready: {e}"));
-        }
-        let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| {
-            job.ready_at = Some(at);
-            job.ready_blocked = None;
-        });
-        // Jobs queued to start once this one is ready (a stack's `after`)
-        // may start now: the hand-on an end makes (one stat when nothing is
-        // queued). Its moment without the subreaper is as at the end.
+    }
+
+    fn matched(&mut self, matched: crate::supervise::matchers::MatchEvent) {
+        self.spawn_match_notifier(&matched);
+    }
+
+    fn release_lines(&mut self) -> bool {
+        self.watch.as_mut().is_some_and(ready::Watch::release_lines)
+    }
+
+    /// The output is spliced again.
+    fn lines_released(&mut self) {
+        self.splice = new_splicer();
+    }
+
+    /// Jobs queued to start once this one is ready (a stack's `after`) may
+    /// start now: the hand-on an end makes (one stat when nothing is
+    /// queued). Its moment without the subreaper is as at the end.
+    fn ready_recorded(&mut self) {
         if let Some(hook) = crate::supervise::spec::AFTER_END.get() {
             hook(&self.home, &self.config);
         }
     }
 
-    /// What keeps the job from being ready (a stranger holding its port), or
-    /// that it no longer does: recorded as `record_ready` records readiness.
-    fn record_ready_blocked(&mut self, why: Option<String>) {
-        self.job.ready_blocked = why.clone();
-        if let Err(e) = self.registry.write_job_file(&self.job, false) {
-            self.note_error(&format!("cannot record what keeps the job from being ready: {e}"));
-        }
-        let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| job.ready_blocked = why);
+    fn note_error(&self, message: &str) {
+        Supervisor::note_error(self, message);
+    }
+}
+
+/// Readiness and `--notify-on` (issue 15; the checks are in supervise/ready.rs).
+impl Supervisor {
+    fn on_watch_events(&mut self, events: Vec<ready::Event>) {
+        ready::on_events(self, events);
     }
 
     /// The job's live processes, as a kill finds them (`signal_everything`).

@@ -25,12 +25,12 @@
 //! (os/nice_windows.rs); `--wake` registers its rule on a thread, as Unix's
 //! supervisor does.
 
-use crate::model::job::{EndedBy, Exit, Job, JobState, ProcessIdentity};
-use crate::model::protocol::{KillRequest, JOB_COOKIE, KILL_REQUEST_FILE, READY_ERR, READY_OK, SUPERVISOR_MARK};
+use crate::model::job::{EndedBy, Exit, Job, JobState};
+use crate::model::protocol::{KillRequest, KILL_REQUEST_FILE, READY_ERR, READY_OK};
 use crate::now_ms;
 use crate::os::job_watch_windows::JobMembers;
 use crate::os::windows_job::{self, Woken};
-use crate::os::{platform, procinfo};
+use crate::os::{launch_windows, platform, procinfo};
 use crate::store::logs::RotatingWriter;
 use crate::store::paths::Home;
 use crate::store::registry::{Patience, Registry};
@@ -41,7 +41,6 @@ use crate::supervise::pause::{self, Clocks, Paused, Pausing};
 use crate::supervise::{notify, ready};
 use std::io::Read;
 use std::os::windows::io::{AsHandle, OwnedHandle};
-use std::os::windows::process::CommandExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
@@ -49,12 +48,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use crate::supervise::spec::SupervisorSpec;
-
-/// CREATE_SUSPENDED: the main process runs only once it is in the Job Object.
-const CREATE_SUSPENDED: u32 = 0x0000_0004;
-/// CREATE_NEW_PROCESS_GROUP: the main process leads a console process group,
-/// the target of the kill's CTRL_BREAK_EVENT.
-const CREATE_NEW_PROCESS_GROUP: u32 = 0x0000_0200;
 
 /// How long the main process has to end after the Job Object was ended
 /// before the supervisor stops waiting for it.
@@ -250,72 +243,6 @@ fn copy_output(mut reader: std::io::PipeReader, log: &Mutex<RotatingWriter>, new
     windows_job::set(wake);
 }
 
-/// Starts one run of the job's main process: suspended, put in the Job
-/// Object, given `--nice`'s priority class, resumed, its stdout and stderr a
-/// pipe of its own copied into the log, its stdin `stdin` (`--stdin pipe`)
-/// or empty. Gives the process and its identity; on a failure, why.
-fn launch_run(job: &Job, job_object: &OwnedHandle, output: &mut Output, stdin: Option<&OwnedHandle>) -> Result<(std::process::Child, ProcessIdentity), String> {
-    let (reader, writer) = std::io::pipe().map_err(|e| format!("cannot create the output pipe: {e}"))?;
-    let Some((program, args)) = job.argv.split_first() else { return Err("no command to run".into()) };
-    let mut command = std::process::Command::new(program);
-    match crate::os::sys::shell_command_line(&job.argv) {
-        Some(line) => command.raw_arg(line),
-        None => command.args(args),
-    };
-    command
-        .current_dir(&job.cwd)
-        .envs(job.env.iter())
-        .env(JOB_COOKIE, &job.id)
-        .env_remove(SUPERVISOR_MARK)
-        .creation_flags(CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP);
-    match stdin {
-        Some(pipe) => command.stdin(pipe.try_clone().map_err(|e| format!("cannot share the stdin pipe: {e}"))?),
-        None => command.stdin(std::process::Stdio::null()),
-    };
-    let second = writer.try_clone().map_err(|e| format!("cannot share the output pipe: {e}"))?;
-    command.stdout(writer).stderr(second);
-    // The job holds the pipe's read end too (inherited, then ours made
-    // private again): should this supervisor die, the job's writes go on
-    // into the pipe instead of failing, as Unix's named pipe the job
-    // holds keeps them (a job that fills it then waits, still killable).
-    let shared = crate::os::sys::set_inheritable(&reader, true);
-    let main = command.spawn();
-    if shared.is_ok() {
-        let _ = crate::os::sys::set_inheritable(&reader, false);
-    }
-    // Our copies of the pipe's write end go with the command: the pipe
-    // ends when the run's last process closes it.
-    drop(command);
-    let mut main = main.map_err(|e| crate::model::text::visible(&format!("cannot start {}: {e}", program.to_string_lossy())).into_owned())?;
-    if let Err(e) = windows_job::assign(job_object, &main) {
-        let _ = windows_job::terminate_job(job_object, 1);
-        let _ = main.kill();
-        return Err(format!("cannot put the job's process in its Job Object: {e}"));
-    }
-    // Before it first runs; what it starts gets the class as it joins the Job Object.
-    if let Some(nice) = job.nice {
-        let class = crate::os::nice_windows::priority_class(nice);
-        if let Err(e) = crate::os::nice_windows::set_class(&main, class) {
-            let _ = windows_job::terminate_job(job_object, 1);
-            return Err(format!("cannot give the job --nice {nice} ({}): {e}", crate::os::nice_windows::class_name(class)));
-        }
-    }
-    if let Err(e) = windows_job::resume(main.id()) {
-        let _ = windows_job::terminate_job(job_object, 1);
-        let _ = main.kill();
-        return Err(format!("cannot start the job's process in its Job Object: {e}"));
-    }
-    // Our suspended child: its pid cannot have been reused yet, so its
-    // identity is read now or the start fails (a made-up one would
-    // never match, and the job would look ended while it runs).
-    let Some(identity) = procinfo::identify_exactly(main.id()) else {
-        let _ = windows_job::terminate_job(job_object, 1);
-        return Err(format!("cannot read the identity of the job's process {}", main.id()));
-    };
-    output.copy(reader);
-    Ok((main, identity))
-}
-
 impl Supervisor {
     fn start(spec: SupervisorSpec) -> Result<Supervisor, String> {
         let (home, held) = Home::hold(spec.home.clone()).map_err(|e| e.to_string())?;
@@ -365,8 +292,11 @@ impl Supervisor {
         // Before the run starts: a ready line it prints at once is seen.
         let watch = ready::Watch::new(&job, &spec.config);
         output.want_lines(watch.as_ref().is_some_and(ready::Watch::needs_lines));
-        let (main, identity) = match launch_run(&job, &job_object, &mut output, stdin.as_ref().map(|s| &s.child_end)) {
-            Ok(started) => started,
+        let (main, identity) = match launch_windows::launch_run(&job, &job_object, stdin.as_ref().map(|s| &s.child_end)) {
+            Ok((main, identity, reader)) => {
+                output.copy(reader);
+                (main, identity)
+            }
             Err(message) => return Err(fail(job, message)),
         };
         job.main = Some(identity);
@@ -388,16 +318,7 @@ impl Supervisor {
         let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
         let restarter = job.restart.as_ref().map(Restarter::new);
         // After the ready line: the job's start waits for no service.
-        let wake_thread = job.wake.as_ref().and_then(|_| {
-            let (registry, notify, for_thread) = (registry.clone(), spec.config.notify.clone(), job.clone());
-            let spawned = std::thread::Builder::new()
-                .name("wake".into())
-                .spawn(move || crate::supervise::wake::register(&registry, &notify, &for_thread));
-            if let Err(e) = &spawned {
-                tracing::warn!("run-bg supervisor {}: cannot start the wake rule's registration: {e}", job.id);
-            }
-            spawned.ok()
-        });
+        let wake_thread = crate::supervise::wake::spawn_registration(&registry, &spec.config.notify, &job);
         Ok(Supervisor {
             home,
             registry,
@@ -693,45 +614,7 @@ impl Supervisor {
     }
 
     fn on_watch_events(&mut self, events: Vec<ready::Event>) {
-        for event in events {
-            match event {
-                // Not once the end is recorded: it was judged not ready then.
-                ready::Event::Ready if self.job.state == JobState::Running => self.record_ready(),
-                ready::Event::Ready => {}
-                ready::Event::Matched(matched) => self.announce_match(matched),
-                ready::Event::Blocked(why) if self.job.state == JobState::Running => self.record_ready_blocked(why),
-                ready::Event::Blocked(_) => {}
-            }
-        }
-        // Once nothing needs the lines any more, the copying threads keep them.
-        if self.watch.as_mut().is_some_and(ready::Watch::release_lines) {
-            self.output.want_lines(false);
-        }
-    }
-
-    /// In job.json at once (no lock), which every reader merges in; in the
-    /// registry too if its lock is free now.
-    fn record_ready(&mut self) {
-        let at = now_ms();
-        self.job.ready_at = Some(at);
-        self.job.ready_blocked = None;
-        if let Err(e) = self.registry.write_job_file(&self.job, false) {
-            tracing::error!("run-bg supervisor {}: cannot record that the job is ready: {e}", self.job.id);
-        }
-        let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| {
-            job.ready_at = Some(at);
-            job.ready_blocked = None;
-        });
-    }
-
-    /// What keeps the job from being ready (a stranger holding its port), or
-    /// that it no longer does: recorded as `record_ready` records readiness.
-    fn record_ready_blocked(&mut self, why: Option<String>) {
-        self.job.ready_blocked = why.clone();
-        if let Err(e) = self.registry.write_job_file(&self.job, false) {
-            tracing::error!("run-bg supervisor {}: cannot record what keeps the job from being ready: {e}", self.job.id);
-        }
-        let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| job.ready_blocked = why);
+        ready::on_events(self, events);
     }
 
     /// Sends a `matched` event from a thread, so a slow service never holds
@@ -742,6 +625,30 @@ impl Supervisor {
         }
         let (home, config, job) = (self.home.clone(), self.config.clone(), self.job.clone());
         self.errand("match notifier", move || matchers::announce_match(&home, &config, &job, &matched));
+    }
+}
+
+/// What Windows does with readiness and `--notify-on` (ready::on_events).
+impl ready::Watching for Supervisor {
+    fn record(&mut self) -> (&Registry, &mut Job) {
+        (&self.registry, &mut self.job)
+    }
+
+    fn matched(&mut self, matched: MatchEvent) {
+        self.announce_match(matched);
+    }
+
+    fn release_lines(&mut self) -> bool {
+        self.watch.as_mut().is_some_and(ready::Watch::release_lines)
+    }
+
+    /// The copying threads keep the output to themselves again.
+    fn lines_released(&mut self) {
+        self.output.want_lines(false);
+    }
+
+    fn note_error(&self, message: &str) {
+        tracing::error!("run-bg supervisor {}: {message}", self.job.id);
     }
 }
 
@@ -778,8 +685,11 @@ impl Supervisor {
         if self.job.ready.is_some() {
             self.output.want_lines(true);
         }
-        let (main, identity) = match launch_run(&self.job, &self.job_object, &mut self.output, self.stdin.as_ref().map(|s| &s.child_end)) {
-            Ok(started) => started,
+        let (main, identity) = match launch_windows::launch_run(&self.job, &self.job_object, self.stdin.as_ref().map(|s| &s.child_end)) {
+            Ok((main, identity, reader)) => {
+                self.output.copy(reader);
+                (main, identity)
+            }
             Err(why) => return restart::failed_to_start(self, &why),
         };
         self.group = main.id();
