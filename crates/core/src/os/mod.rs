@@ -24,6 +24,9 @@ mod timed_dir_watch;
 /// The snapshot's answers where there is no child subreaper.
 #[cfg(not(target_os = "linux"))]
 mod no_subreaper;
+/// `pause` on Unix: a job's tree stopped whole with SIGSTOP.
+#[cfg(unix)]
+pub mod pause_unix;
 /// Windows's Job Objects, console control events and process handles: the
 /// job's tree and its kill there.
 #[cfg(windows)]
@@ -36,6 +39,12 @@ pub mod pause_windows;
 /// paused, its priority class), told by the Job Object's completion port.
 #[cfg(windows)]
 pub mod job_watch_windows;
+/// A run of a job's main process on Windows (CreateProcess into the Job Object).
+#[cfg(windows)]
+pub mod launch_windows;
+/// The job's output pipe on Windows: nothing named, nothing to reopen.
+#[cfg(windows)]
+pub mod outpipe_windows;
 /// `--nice` on Windows: a niceness mapped onto a priority class.
 #[cfg(windows)]
 pub mod nice_windows;

@@ -12,6 +12,7 @@ pub mod spec;
 pub mod ready;
 pub mod matchers;
 pub mod restart;
+pub mod pause;
 pub mod service;
 pub mod wake;
 pub mod tie;
@@ -34,15 +35,12 @@ pub mod start;
 pub mod outcome;
 #[cfg(unix)]
 pub mod stdin;
-#[cfg(unix)]
-pub mod pause;
 
 /// The supervisor on Windows: `supervise_main`, as `start` has it on Unix.
 #[cfg(windows)]
 #[path = "windows_supervisor.rs"]
 pub mod start;
 /// No named output pipe on Windows: the job's output dies with its
-/// supervisor there, and nothing reopens it.
+/// supervisor there, and nothing reopens it (os/outpipe_windows.rs).
 #[cfg(windows)]
-#[path = "outpipe_windows.rs"]
-pub mod outpipe;
+pub use crate::os::outpipe_windows as outpipe;

@@ -373,6 +373,81 @@ pub fn judge_end(job: &Job, state: JobState) -> JobState {
     }
 }
 
+/// What a supervisor does with the watch's events its own way, for
+/// `on_events`: each platform's supervisor implements it; what is recorded,
+/// and when, is `on_events`'s.
+pub trait Watching {
+    /// The registry and the job, to record readiness in.
+    fn record(&mut self) -> (&crate::store::registry::Registry, &mut Job);
+    /// Before readiness is recorded (Unix refreshes its hold of the home).
+    fn before_ready(&mut self) {}
+    /// Sends a `matched` event without holding up the loop.
+    fn matched(&mut self, matched: MatchEvent);
+    /// Whether the watch no longer needs the output's lines, now that it
+    /// has seen these (taking the news: `Watch::release_lines`).
+    fn release_lines(&mut self) -> bool;
+    /// The output need not be handed over line by line any more.
+    fn lines_released(&mut self);
+    /// Readiness is recorded: what the platform does then (Unix hands a
+    /// queued job's slot on, as at an end).
+    fn ready_recorded(&mut self) {}
+    fn note_error(&self, message: &str);
+}
+
+/// Records what the watch saw: readiness, what keeps the job from it, a
+/// `--notify-on` match; then lets go of the output's lines if nothing
+/// needs them any more.
+pub fn on_events<S: Watching + ?Sized>(s: &mut S, events: Vec<Event>) {
+    for event in events {
+        match event {
+            // Not once the end is recorded: it was judged not ready then.
+            Event::Ready => record_ready(s),
+            Event::Matched(matched) => s.matched(matched),
+            Event::Blocked(why) => record_blocked(s, why),
+        }
+    }
+    if s.release_lines() {
+        s.lines_released();
+    }
+}
+
+/// In job.json at once (no lock), which every reader merges in; in the
+/// registry too if its lock is free now.
+fn record_ready<S: Watching + ?Sized>(s: &mut S) {
+    if s.record().1.state != JobState::Running {
+        return;
+    }
+    s.before_ready();
+    let (registry, job) = s.record();
+    let at = crate::now_ms();
+    job.ready_at = Some(at);
+    job.ready_blocked = None;
+    let written = registry.write_job_file(job, false);
+    let _ = registry.modify_with(crate::store::registry::Patience::Immediate, &job.id, |job| {
+        job.ready_at = Some(at);
+        job.ready_blocked = None;
+    });
+    if let Err(e) = written {
+        s.note_error(&format!("cannot record that the job is ready: {e}"));
+    }
+    s.ready_recorded();
+}
+
+/// What keeps the job from being ready (a stranger holding its port), or
+/// that it no longer does: recorded as `record_ready` records readiness.
+fn record_blocked<S: Watching + ?Sized>(s: &mut S, why: Option<String>) {
+    let (registry, job) = s.record();
+    if job.state != JobState::Running {
+        return;
+    }
+    job.ready_blocked = why.clone();
+    let written = registry.write_job_file(job, false);
+    let _ = registry.modify_with(crate::store::registry::Patience::Immediate, &job.id, |job| job.ready_blocked = why);
+    if let Err(e) = written {
+        s.note_error(&format!("cannot record what keeps the job from being ready: {e}"));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

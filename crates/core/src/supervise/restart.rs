@@ -15,7 +15,7 @@
 use crate::model::job::{Exit, Job, Restart, RestartPolicy};
 use crate::store::config::NotifyConfig;
 use crate::supervise::notify;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The longest a restart ever waits, unless the first delay is longer.
 pub const BACKOFF_CAP: Duration = Duration::from_secs(30);
@@ -82,6 +82,174 @@ impl Restarter {
         }
         self.in_a_row += 1;
         Decision::Restart { number: restarts_so_far + 1, delay: backoff(self.delay, self.in_a_row) }
+    }
+}
+
+/// The restart that comes next: its number (of all the job's), the wait
+/// before it, and how the run before it ended.
+#[derive(Debug, Clone)]
+pub struct Next {
+    pub number: u32,
+    pub delay: Duration,
+    pub exit: Exit,
+}
+
+/// Where a job that restarts is between the end of one run and the next.
+/// `C` is what the platform keeps while it ends what the ended run left
+/// (nothing on Unix, where a kill in progress does it; the Job Object's
+/// deadlines on Windows).
+#[derive(Debug, Clone)]
+pub enum Between<C> {
+    /// The run ended while the job was paused (on Unix only SIGKILL ends a
+    /// stopped process; on Windows something ended its suspended main
+    /// process): the restart is decided, but what the run left stays held,
+    /// and its clean-up and the next run wait for the resume, so a pause
+    /// holds the whole job.
+    Held { next: Next },
+    /// What is left of the ended run is being ended; then the restart is recorded.
+    Cleaning { next: Next, cleanup: C },
+    /// The next run starts at `until`.
+    Waiting { until: Instant },
+}
+
+/// What a supervisor does between two runs its own way, for `step`: each
+/// platform's supervisor implements it; the schedule, the order of the
+/// steps and what is recorded are `step`'s, the same on every platform.
+pub trait BetweenRuns {
+    /// What the platform keeps while it ends what the ended run left.
+    type Cleanup;
+    fn between(&mut self) -> &mut Option<Between<Self::Cleanup>>;
+    fn restarter(&mut self) -> Option<&mut Restarter>;
+    fn job_mut(&mut self) -> &mut Job;
+    /// How long the run that ended ran.
+    fn ran_for(&self) -> Duration;
+    /// A pause holds the job: no clean-up, no new run until the resume.
+    fn is_paused(&self) -> bool;
+    /// The job goes on after its main process ended: an end between runs
+    /// (a kill, the timeout) is when it happens, not that run's end.
+    fn going_on(&mut self);
+    /// Begins ending what the ended run left (as a kill would): what to
+    /// keep meanwhile, and whether to wait before the first look.
+    fn start_cleaning(&mut self, now: Instant) -> (Self::Cleanup, bool);
+    /// Whether what the ended run left is gone and its output copied to
+    /// its end, so that the separator goes after all of it.
+    fn cleaned(&mut self, cleanup: &mut Self::Cleanup, now: Instant) -> bool;
+    fn write_separator(&mut self, line: &str) -> crate::Result<()>;
+    /// `save_run`, its error noted in the platform's way.
+    fn save_run(&mut self);
+    /// Sends `notify.on_restart`'s event without holding up the loop (a
+    /// forked child on Unix, a thread on Windows).
+    fn announce(&mut self, announcement: Announcement);
+    fn note_error(&self, message: &str);
+    /// The home, the config and the job, for the restart's announcement.
+    fn context(&self) -> (&crate::store::paths::Home, &crate::store::config::Config, &Job);
+    /// Starts the next run; `false` (the job ends) when it cannot start,
+    /// after `failed_to_start`.
+    fn relaunch(&mut self) -> bool;
+}
+
+/// After a run of a job started with `--restart` has ended (and no kill of
+/// the job is under way): whether the job goes on, between runs or in a new
+/// run. `false`: the job ends now and its end is to be recorded (no policy,
+/// an exit the policy does not restart after, too many restarts in a row, a
+/// run that could not start). `exit`: how the run ended, when known.
+pub fn step<S: BetweenRuns + ?Sized>(s: &mut S, exit: Option<Exit>) -> bool {
+    let now = Instant::now();
+    match s.between().take() {
+        None => {
+            let Some(exit) = exit else { return false };
+            let count = s.job_mut().restart.as_ref().map_or(0, |r| r.count);
+            let ran_for = s.ran_for();
+            let decision = s.restarter().map_or(Decision::Done, |r| r.after_run(&exit, ran_for, count));
+            let Decision::Restart { number, delay } = decision else { return false };
+            s.going_on();
+            let next = Next { number, delay, exit };
+            if s.is_paused() {
+                *s.between() = Some(Between::Held { next });
+                return true;
+            }
+            clean(s, next, now)
+        }
+        Some(Between::Held { next }) if s.is_paused() => {
+            *s.between() = Some(Between::Held { next });
+            true
+        }
+        Some(Between::Held { next }) => clean(s, next, now),
+        Some(Between::Cleaning { next, mut cleanup }) => {
+            if !s.cleaned(&mut cleanup, now) {
+                *s.between() = Some(Between::Cleaning { next, cleanup });
+                return true;
+            }
+            record_restart(s, &next);
+            *s.between() = Some(Between::Waiting { until: Instant::now() + next.delay });
+            step(s, None)
+        }
+        // A paused job starts no new run until it is resumed.
+        Some(Between::Waiting { until }) if s.is_paused() || now < until => {
+            *s.between() = Some(Between::Waiting { until });
+            true
+        }
+        Some(Between::Waiting { .. }) => s.relaunch(),
+    }
+}
+
+/// What the ended run left goes first, as a kill takes it; then the restart.
+fn clean<S: BetweenRuns + ?Sized>(s: &mut S, next: Next, now: Instant) -> bool {
+    let (cleanup, wait) = s.start_cleaning(now);
+    *s.between() = Some(Between::Cleaning { next, cleanup });
+    wait || step(s, None)
+}
+
+/// The restart in the log (its separator line), in the job's record, and
+/// announced when `notify.on_restart` asks for it.
+fn record_restart<S: BetweenRuns + ?Sized>(s: &mut S, next: &Next) {
+    let Next { number, delay, exit } = next;
+    let reason = reason(exit);
+    if let Err(e) = s.write_separator(&separator(*number, &reason, *delay)) {
+        s.note_error(&format!("cannot mark restart {number} in the log: {e}"));
+    }
+    if let Some(record) = &mut s.job_mut().restart {
+        record.count = *number;
+        record.last_reason = Some(reason);
+        record.last_at = Some(crate::now_ms());
+    }
+    s.save_run();
+    let (home, config, job) = s.context();
+    if let Some(announcement) = Announcement::of(home, config, job, next) {
+        s.announce(announcement);
+    }
+}
+
+/// A run that could not start: said in the supervisor's log and the job's
+/// (the separator line); the job then ends.
+pub fn failed_to_start<S: BetweenRuns + ?Sized>(s: &mut S, why: &str) -> bool {
+    let number = s.job_mut().restart.as_ref().map_or(0, |r| r.count);
+    s.note_error(&format!("restart {number} could not start: {why}"));
+    let _ = s.write_separator(&format!("--- run-bg: restart {number} could not start: {why} ---\n"));
+    false
+}
+
+/// `notify.on_restart`'s one POST of a restart's event, never retried nor
+/// spooled: the final end is the announcement that must arrive.
+pub struct Announcement {
+    url: String,
+    body: String,
+    timeout: Duration,
+}
+
+impl Announcement {
+    /// The announcement of restart `next`, if the job and the config ask for one.
+    pub fn of(home: &crate::store::paths::Home, config: &crate::store::config::Config, job: &Job, next: &Next) -> Option<Announcement> {
+        if !config.notify.on_restart {
+            return None;
+        }
+        let url = config.notify.url.clone().filter(|_| job.notify)?;
+        let body = restart_event(home, &config.notify, job, next.number, &next.exit, next.delay).to_string();
+        Some(Announcement { url, body, timeout: Duration::from_millis(config.notify.timeout_ms) })
+    }
+
+    pub fn send(self) {
+        let _ = crate::supervise::service::post(&self.url, self.body.as_bytes(), self.timeout);
     }
 }
 

@@ -261,16 +261,7 @@ impl Supervisor {
         let splice = if watch.as_ref().is_some_and(ready::Watch::needs_lines) { None } else { new_splicer() };
         let job_restarter = job.restart.as_ref().map(Restarter::new);
         // After the ready line: the job's start waits for no service.
-        let wake_thread = job.wake.as_ref().and_then(|_| {
-            let (registry, notify, for_thread) = (registry.clone(), spec.config.notify.clone(), job.clone());
-            let spawned = std::thread::Builder::new()
-                .name("wake".into())
-                .spawn(move || crate::supervise::wake::register(&registry, &notify, &for_thread));
-            if let Err(e) = &spawned {
-                tracing::warn!("run-bg supervisor {}: cannot start the wake rule's registration: {e}", job.id);
-            }
-            spawned.ok()
-        });
+        let wake_thread = crate::supervise::wake::spawn_registration(&registry, &spec.config.notify, &job);
         let tie = tie::Watch::open(job.tie.as_ref());
         let home_for_record = home.job_dir(&job.id);
         Ok(Supervisor {
@@ -348,9 +339,6 @@ impl Supervisor {
     }
 
     fn restart_failed(&mut self, why: &str) -> bool {
-        let number = self.job.restart.as_ref().map_or(0, |r| r.count);
-        self.note_error(&format!("restart {number} could not start: {why}"));
-        let _ = self.log.write_separator(&format!("--- run-bg: restart {number} could not start: {why} ---\n"));
-        false
+        crate::supervise::restart::failed_to_start(self, why)
     }
 }

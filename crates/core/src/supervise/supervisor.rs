@@ -13,21 +13,22 @@
 //! in `memory.rs`.
 
 use crate::store::config::Config;
-use crate::model::job::{Exit, Job, JobState, ProcessIdentity};
+use crate::model::job::{Exit, Job, ProcessIdentity};
 use crate::store::logs::RotatingWriter;
 use crate::store::paths::{HeldHome, Home};
 use crate::os::procinfo;
 use crate::supervise::tie;
 use crate::model::protocol::{KillRequest, KILL_REQUEST_FILE, SUPERVISOR_MARK};
-use crate::store::registry::{Patience, Registry};
+use crate::store::registry::Registry;
 use crate::os::tree::{self, Tree};
 use crate::{supervise::notify, now_ms, supervise::outpipe};
 use crate::supervise::memory::CodePages;
 use crate::supervise::output_copy::{copy_once, new_splicer, Copied, Splicer};
 use crate::supervise::phase::{MainExit, Phase};
-use crate::supervise::ready;
+use crate::supervise::pause::{self, Clocks, Paused, Pausing};
+use crate::supervise::ready::{self, Watching};
 use crate::supervise::signals::{Signals, HANDLED};
-use crate::supervise::restart::{self, Decision, Restarter};
+use crate::supervise::restart::{self, BetweenRuns, Restarter};
 use crate::supervise::stdin;
 use rustix::event::{PollFd, PollFlags};
 use std::os::fd::{AsFd, OwnedFd};
@@ -147,12 +148,6 @@ pub(super) struct Supervisor {
     pub(super) alive_lock: Option<std::fs::File>,
 }
 
-/// A pause in force (supervise/pause.rs): what was left of the `--timeout`
-/// when it began, to go on from at the resume.
-pub(super) struct Paused {
-    pub(super) timeout_left: Option<Duration>,
-}
-
 /// An end that could not be written yet, and when to try again.
 pub(super) struct Unrecorded {
     pub(super) error: String,
@@ -164,19 +159,9 @@ pub(super) struct Unrecorded {
     pub(super) _shown: Option<OwnedFd>,
 }
 
-/// Where a job that restarts is between the end of one run and the next.
-#[derive(Debug, Clone)]
-pub(super) enum Between {
-    /// The run ended while the job was paused (only SIGKILL ends a stopped
-    /// process: the OOM killer, someone's `kill -9`): restart `number` is
-    /// decided, but what the run left stays stopped, and its clean-up and
-    /// the next run wait for the resume, so a pause holds the whole job.
-    Held { number: u32, delay: Duration, exit: Exit },
-    /// Killing what is left of the ended run's tree; then restart `number`.
-    Cleaning { number: u32, delay: Duration, exit: Exit },
-    /// The next run starts at `until`.
-    Waiting { until: Instant },
-}
+/// Where a job that restarts is between two runs (supervise/restart.rs):
+/// a kill in progress ends what the ended run left, so nothing is kept.
+pub(super) type Between = restart::Between<()>;
 
 impl Supervisor {
     pub(super) fn run(&mut self) {
@@ -399,7 +384,9 @@ impl Supervisor {
                 self.begin_kill(KillReason::Requested, request);
             }
             // `pause` and `resume` ring it too.
-            self.take_pause_request();
+            if let Some(request) = pause::take_request(&self.home, &self.job.id) {
+                pause::act_on(self, request);
+            }
         }
         if self.signals.stop.swap(false, Ordering::Relaxed) {
             // Nothing left to stop: only an end we could not write keeps us.
@@ -617,10 +604,11 @@ impl Supervisor {
     }
 
     /// After a run of a job started with `--restart` has ended (and any kill
-    /// has settled): whether the job goes on, between runs or in a new run.
-    /// `false`: the job ends now and its end is to be recorded (no policy,
-    /// a kill, its tie, the timeout, an exit the policy does not restart after, too
-    /// many restarts in a row, a run that could not start).
+    /// has settled): whether the job goes on, between runs or in a new run
+    /// (`restart::step`). `false`: the job ends now and its end is to be
+    /// recorded (no policy, a kill, its tie, the timeout, an exit the policy
+    /// does not restart after, too many restarts in a row, a run that could
+    /// not start).
     fn restart_step(&mut self) -> bool {
         let Some(exit) = self.phase.main_exit() else { return false };
         if self.restarter.is_none() {
@@ -629,64 +617,7 @@ impl Supervisor {
         if matches!(self.kill, Some(KillInProgress { reason: KillReason::Requested | KillReason::Timeout | KillReason::AfterExit | KillReason::Tie, .. })) {
             return false;
         }
-        match self.between.clone() {
-            None => {
-                let exit = Exit::from(exit);
-                let count = self.job.restart.as_ref().map_or(0, |r| r.count);
-                let ran_for = self.run_started.elapsed();
-                match self.restarter.as_mut().map_or(Decision::Done, |r| r.after_run(&exit, ran_for, count)) {
-                    Decision::Restart { number, delay } => {
-                        // The job goes on: an end between runs (a kill, the
-                        // timeout) is when it happens, not this run's reap.
-                        self.main_ended_at = None;
-                        if self.is_paused() {
-                            self.between = Some(Between::Held { number, delay, exit });
-                            return true;
-                        }
-                        self.clean_before_restart(number, delay, exit)
-                    }
-                    Decision::Done | Decision::GiveUp => false,
-                }
-            }
-            Some(Between::Held { .. }) if self.is_paused() => true,
-            Some(Between::Held { number, delay, exit }) => self.clean_before_restart(number, delay, exit),
-            Some(Between::Cleaning { number, delay, exit }) => {
-                let reason = restart::reason(&exit);
-                // Here only once that kill has settled: the old tree is gone.
-                self.kill = None;
-                self.drain_output_nonblocking();
-                if let Err(e) = self.log.write_separator(&restart::separator(number, &reason, delay)) {
-                    self.note_error(&format!("cannot mark restart {number} in the log: {e}"));
-                }
-                if let Some(record) = &mut self.job.restart {
-                    record.count = number;
-                    record.last_reason = Some(reason);
-                    record.last_at = Some(now_ms());
-                }
-                self.save_run();
-                if self.config.notify.on_restart {
-                    self.announce_restart(number, &exit, delay);
-                }
-                self.between = Some(Between::Waiting { until: Instant::now() + delay });
-                self.restart_step()
-            }
-            // A paused job starts no new run until it is resumed.
-            Some(Between::Waiting { .. }) if self.is_paused() => true,
-            Some(Between::Waiting { until }) if Instant::now() < until => true,
-            Some(Between::Waiting { .. }) => self.relaunch(),
-        }
-    }
-
-    /// What the ended run left (`sleep 600 &`) goes first, as a kill takes
-    /// it: SIGTERM, then SIGKILL after the grace; then restart `number`.
-    fn clean_before_restart(&mut self, number: u32, delay: Duration, exit: Exit) -> bool {
-        self.between = Some(Between::Cleaning { number, delay, exit });
-        if self.anything_left() {
-            let grace_ms = self.config.kill.grace_ms;
-            self.begin_kill(KillReason::Restart, KillRequest { grace_ms, force: false, caller_sweeps: false });
-            return true;
-        }
-        self.restart_step()
+        restart::step(self, Some(Exit::from(exit)))
     }
 
     /// `restart::save_run`, with the home's hold refreshed first.
@@ -695,18 +626,6 @@ impl Supervisor {
         if let Err(e) = restart::save_run(&self.registry, &self.job) {
             self.note_error(&format!("cannot record the restart in its job.json: {e}"));
         }
-    }
-
-    /// `notify.on_restart`: one POST of the restart's event from a forked
-    /// child (reaped as any child of ours), never retried nor spooled: the
-    /// final end is the announcement that must arrive; this one is extra.
-    fn announce_restart(&mut self, number: u32, exit: &Exit, delay: Duration) {
-        let Some(url) = self.config.notify.url.clone().filter(|_| self.job.notify) else { return };
-        let body = restart::restart_event(&self.home, &self.config.notify, &self.job, number, exit, delay).to_string();
-        let timeout = Duration::from_millis(self.config.notify.timeout_ms);
-        self.fork_errand("restart announcer", |_| {
-            let _ = crate::supervise::service::post(&url, body.as_bytes(), timeout);
-        });
     }
 
     /// The job ends for good: the ends of its pipes kept for another run
@@ -804,55 +723,172 @@ impl Supervisor {
     }
 }
 
-/// Readiness and `--notify-on` (issue 15; the checks are in supervise/ready.rs).
-impl Supervisor {
-    fn on_watch_events(&mut self, events: Vec<ready::Event>) {
-        for event in events {
-            match event {
-                // Not once the end is recorded: it was judged not ready then.
-                ready::Event::Ready if self.job.state == JobState::Running => self.record_ready(),
-                ready::Event::Ready => {}
-                ready::Event::Matched(matched) => self.spawn_match_notifier(&matched),
-                ready::Event::Blocked(why) if self.job.state == JobState::Running => self.record_ready_blocked(why),
-                ready::Event::Blocked(_) => {}
-            }
-        }
-        // Once nothing needs the lines any more, the output is spliced again.
-        if self.watch.as_mut().is_some_and(ready::Watch::release_lines) {
-            self.splice = new_splicer();
-        }
+/// Between two runs (`--restart`): what Unix does its own way. What the
+/// ended run left (`sleep 600 &`) goes as a kill takes it: SIGTERM, then
+/// SIGKILL after the grace; the loop steps on once that kill has settled.
+impl BetweenRuns for Supervisor {
+    type Cleanup = ();
+
+    fn between(&mut self) -> &mut Option<Between> {
+        &mut self.between
     }
 
-    /// In job.json at once (no lock), which every reader merges in; in the
-    /// registry too if its lock is free now.
-    fn record_ready(&mut self) {
-        self.held.refresh();
-        let at = now_ms();
-        self.job.ready_at = Some(at);
-        self.job.ready_blocked = None;
-        if let Err(e) = self.registry.write_job_file(&self.job, false) {
-            self.note_error(&format!("cannot record that the job is ready: {e}"));
+    fn restarter(&mut self) -> Option<&mut Restarter> {
+        self.restarter.as_mut()
+    }
+
+    fn job_mut(&mut self) -> &mut Job {
+        &mut self.job
+    }
+
+    fn ran_for(&self) -> Duration {
+        self.run_started.elapsed()
+    }
+
+    fn is_paused(&self) -> bool {
+        Supervisor::is_paused(self)
+    }
+
+    fn going_on(&mut self) {
+        self.main_ended_at = None;
+    }
+
+    fn start_cleaning(&mut self, _now: Instant) -> ((), bool) {
+        if !self.anything_left() {
+            return ((), false);
         }
-        let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| {
-            job.ready_at = Some(at);
-            job.ready_blocked = None;
-        });
-        // Jobs queued to start once this one is ready (a stack's `after`)
-        // may start now: the hand-on an end makes (one stat when nothing is
-        // queued). Its moment without the subreaper is as at the end.
+        let grace_ms = self.config.kill.grace_ms;
+        self.begin_kill(KillReason::Restart, KillRequest { grace_ms, force: false, caller_sweeps: false });
+        ((), true)
+    }
+
+    fn cleaned(&mut self, _cleanup: &mut (), _now: Instant) -> bool {
+        // Here only once that kill has settled: the old tree is gone.
+        self.kill = None;
+        self.drain_output_nonblocking();
+        true
+    }
+
+    fn write_separator(&mut self, line: &str) -> crate::Result<()> {
+        self.log.write_separator(line)
+    }
+
+    fn save_run(&mut self) {
+        Supervisor::save_run(self);
+    }
+
+    /// From a forked child (reaped as any child of ours).
+    fn announce(&mut self, announcement: restart::Announcement) {
+        self.fork_errand("restart announcer", |_| announcement.send());
+    }
+
+    fn note_error(&self, message: &str) {
+        Supervisor::note_error(self, message);
+    }
+
+    fn context(&self) -> (&Home, &Config, &Job) {
+        (&self.home, &self.config, &self.job)
+    }
+
+    fn relaunch(&mut self) -> bool {
+        Supervisor::relaunch(self)
+    }
+}
+
+/// `pause` and `resume` (supervise/pause.rs): SIGSTOP and SIGCONT to every
+/// process a kill would signal (os/pause_unix.rs).
+impl Pausing for Supervisor {
+    fn clocks(&mut self) -> Clocks<'_> {
+        Clocks { paused: &mut self.paused, timeout_at: &mut self.timeout_at, watch: self.watch.as_mut(), job: &mut self.job }
+    }
+
+    fn ending(&self) -> bool {
+        let killed = self.kill.as_ref().is_some_and(|k| !matches!(k.reason, KillReason::Restart));
+        killed || (!self.phase.main_running() && self.between.is_none())
+    }
+
+    fn hold_tree(&mut self) {
+        crate::os::pause_unix::stop_tree(
+            |signal| self.signal_everything(signal).into_iter().map(|(who, _)| who).collect(),
+            || self.adopted_children(),
+        );
+    }
+
+    fn release_tree(&mut self) {
+        self.signal_everything(libc::SIGCONT);
+    }
+
+    fn record(&mut self) -> (&Registry, &Job) {
+        self.held.refresh();
+        (&self.registry, &self.job)
+    }
+
+    fn note_error(&self, message: &str) {
+        Supervisor::note_error(self, message);
+    }
+}
+
+impl Supervisor {
+    /// A kill of a paused job: its tree, just sent SIGTERM (`signalled`),
+    /// gets SIGCONT so it can act on it (a stopped process only takes
+    /// SIGKILL); the pause is over, and the kill's end is recorded without it.
+    pub(super) fn end_pause_for_kill(&mut self, signalled: bool) {
+        if self.paused.take().is_none() {
+            return;
+        }
+        if signalled {
+            self.signal_everything(libc::SIGCONT);
+        }
+        self.job.paused_at = None;
+    }
+
+    /// Whether a pause holds the job (a restart waits for the resume).
+    pub(super) fn is_paused(&self) -> bool {
+        self.paused.is_some()
+    }
+}
+
+/// What Unix does with readiness and `--notify-on` (ready::on_events).
+impl Watching for Supervisor {
+    fn record(&mut self) -> (&Registry, &mut Job) {
+        (&self.registry, &mut self.job)
+    }
+
+    fn before_ready(&mut self) {
+        self.held.refresh();
+    }
+
+    fn matched(&mut self, matched: crate::supervise::matchers::MatchEvent) {
+        self.spawn_match_notifier(&matched);
+    }
+
+    fn release_lines(&mut self) -> bool {
+        self.watch.as_mut().is_some_and(ready::Watch::release_lines)
+    }
+
+    /// The output is spliced again.
+    fn lines_released(&mut self) {
+        self.splice = new_splicer();
+    }
+
+    /// Jobs queued to start once this one is ready (a stack's `after`) may
+    /// start now: the hand-on an end makes (one stat when nothing is
+    /// queued). Its moment without the subreaper is as at the end.
+    fn ready_recorded(&mut self) {
         if let Some(hook) = crate::supervise::spec::AFTER_END.get() {
             hook(&self.home, &self.config);
         }
     }
 
-    /// What keeps the job from being ready (a stranger holding its port), or
-    /// that it no longer does: recorded as `record_ready` records readiness.
-    fn record_ready_blocked(&mut self, why: Option<String>) {
-        self.job.ready_blocked = why.clone();
-        if let Err(e) = self.registry.write_job_file(&self.job, false) {
-            self.note_error(&format!("cannot record what keeps the job from being ready: {e}"));
-        }
-        let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| job.ready_blocked = why);
+    fn note_error(&self, message: &str) {
+        Supervisor::note_error(self, message);
+    }
+}
+
+/// Readiness and `--notify-on` (issue 15; the checks are in supervise/ready.rs).
+impl Supervisor {
+    fn on_watch_events(&mut self, events: Vec<ready::Event>) {
+        ready::on_events(self, events);
     }
 
     /// The job's live processes, as a kill finds them (`signal_everything`).

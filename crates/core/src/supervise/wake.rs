@@ -416,6 +416,19 @@ pub fn parse_action(text: &str) -> crate::Result<WakeAction> {
     WakeAction::parse(text).map_err(crate::Error::Usage)
 }
 
+/// Registers the job's wake rule (`--wake`) on a thread of its own, so the
+/// job's start waits for no service; joined before the end is recorded, so
+/// the end's event goes after the rule. None: no rule, or no thread (said).
+pub fn spawn_registration(registry: &Registry, notify: &NotifyConfig, job: &Job) -> Option<std::thread::JoinHandle<Option<Wake>>> {
+    job.wake.as_ref()?;
+    let (registry, notify, for_thread) = (registry.clone(), notify.clone(), job.clone());
+    let spawned = std::thread::Builder::new().name("wake".into()).spawn(move || register(&registry, &notify, &for_thread));
+    if let Err(e) = &spawned {
+        tracing::warn!("run-bg supervisor {}: cannot start the wake rule's registration: {e}", job.id);
+    }
+    spawned.ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,22 +25,22 @@
 //! (os/nice_windows.rs); `--wake` registers its rule on a thread, as Unix's
 //! supervisor does.
 
-use crate::model::job::{EndedBy, Exit, Job, JobState, ProcessIdentity};
-use crate::model::protocol::{KillRequest, PauseRequest, JOB_COOKIE, KILL_REQUEST_FILE, PAUSE_REQUEST_FILE, READY_ERR, READY_OK, SUPERVISOR_MARK};
+use crate::model::job::{EndedBy, Exit, Job, JobState};
+use crate::model::protocol::{KillRequest, KILL_REQUEST_FILE, READY_ERR, READY_OK};
 use crate::now_ms;
 use crate::os::job_watch_windows::JobMembers;
 use crate::os::windows_job::{self, Woken};
-use crate::os::{platform, procinfo};
+use crate::os::{launch_windows, platform, procinfo};
 use crate::store::logs::RotatingWriter;
 use crate::store::paths::Home;
 use crate::store::registry::{Patience, Registry};
 use crate::supervise::matchers::{self, MatchEvent};
-use crate::supervise::restart::{self, Decision, Restarter};
+use crate::supervise::restart::{self, BetweenRuns, Restarter};
 use crate::supervise::spec::AFTER_END;
+use crate::supervise::pause::{self, Clocks, Paused, Pausing};
 use crate::supervise::{notify, ready};
 use std::io::Read;
 use std::os::windows::io::{AsHandle, OwnedHandle};
-use std::os::windows::process::CommandExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
@@ -48,12 +48,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use crate::supervise::spec::SupervisorSpec;
-
-/// CREATE_SUSPENDED: the main process runs only once it is in the Job Object.
-const CREATE_SUSPENDED: u32 = 0x0000_0004;
-/// CREATE_NEW_PROCESS_GROUP: the main process leads a console process group,
-/// the target of the kill's CTRL_BREAK_EVENT.
-const CREATE_NEW_PROCESS_GROUP: u32 = 0x0000_0200;
 
 /// How long the main process has to end after the Job Object was ended
 /// before the supervisor stops waiting for it.
@@ -131,17 +125,12 @@ struct Supervisor {
     _held: crate::store::paths::HeldHome,
     /// The Job Object's members: held while paused, given `--nice`'s class.
     members: JobMembers,
-    /// `pause`: what was left of the `--timeout` when it began.
+    /// `pause`: what was left of the `--timeout` when it began (supervise/pause.rs).
     paused: Option<Paused>,
     /// `--stdin pipe`: the read end each run gets (a thread of ours holds the write end).
     stdin: Option<crate::os::stdin_pipe_windows::JobStdin>,
     /// `--wake`: the rule's registration, joined before the end is recorded.
     wake_thread: Option<JoinHandle<Option<crate::model::job::Wake>>>,
-}
-
-/// A pause in force: the timeout left when it began.
-struct Paused {
-    timeout_left: Option<Duration>,
 }
 
 /// A kill (or a timeout, or a fired tie) under way.
@@ -170,20 +159,15 @@ enum Tied {
     Gone,
 }
 
-/// Where a job that restarts is between the end of one run and the next.
-#[derive(Debug, Clone)]
-enum Between {
-    /// The run ended while the job was paused (something ended its
-    /// suspended main process): restart `number` is decided, but what the
-    /// run left stays suspended, and its clean-up and the next run wait for
-    /// the resume, as on Unix.
-    Held { number: u32, delay: Duration, exit: Exit },
-    /// What the ended run left in the Job Object is being ended (asked by
-    /// CTRL_BREAK, the Job Object ended at `terminate_at`), then its output
-    /// copied to its end; then restart `number` is recorded.
-    Cleaning { number: u32, delay: Duration, exit: Exit, terminate_at: Instant, gone_at: Option<Instant> },
-    /// The next run starts at `until`.
-    Waiting { until: Instant },
+/// Where a job that restarts is between two runs (supervise/restart.rs).
+type Between = restart::Between<Cleanup>;
+
+/// What the ended run left in the Job Object, being ended before a restart:
+/// asked by CTRL_BREAK, the Job Object ended at `terminate_at`; gone at
+/// `gone_at`, its output then copied to its end.
+struct Cleanup {
+    terminate_at: Instant,
+    gone_at: Option<Instant>,
 }
 
 /// The job's output: each run's stdout and stderr (one pipe per run) copied
@@ -259,72 +243,6 @@ fn copy_output(mut reader: std::io::PipeReader, log: &Mutex<RotatingWriter>, new
     windows_job::set(wake);
 }
 
-/// Starts one run of the job's main process: suspended, put in the Job
-/// Object, given `--nice`'s priority class, resumed, its stdout and stderr a
-/// pipe of its own copied into the log, its stdin `stdin` (`--stdin pipe`)
-/// or empty. Gives the process and its identity; on a failure, why.
-fn launch_run(job: &Job, job_object: &OwnedHandle, output: &mut Output, stdin: Option<&OwnedHandle>) -> Result<(std::process::Child, ProcessIdentity), String> {
-    let (reader, writer) = std::io::pipe().map_err(|e| format!("cannot create the output pipe: {e}"))?;
-    let Some((program, args)) = job.argv.split_first() else { return Err("no command to run".into()) };
-    let mut command = std::process::Command::new(program);
-    match crate::os::sys::shell_command_line(&job.argv) {
-        Some(line) => command.raw_arg(line),
-        None => command.args(args),
-    };
-    command
-        .current_dir(&job.cwd)
-        .envs(job.env.iter())
-        .env(JOB_COOKIE, &job.id)
-        .env_remove(SUPERVISOR_MARK)
-        .creation_flags(CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP);
-    match stdin {
-        Some(pipe) => command.stdin(pipe.try_clone().map_err(|e| format!("cannot share the stdin pipe: {e}"))?),
-        None => command.stdin(std::process::Stdio::null()),
-    };
-    let second = writer.try_clone().map_err(|e| format!("cannot share the output pipe: {e}"))?;
-    command.stdout(writer).stderr(second);
-    // The job holds the pipe's read end too (inherited, then ours made
-    // private again): should this supervisor die, the job's writes go on
-    // into the pipe instead of failing, as Unix's named pipe the job
-    // holds keeps them (a job that fills it then waits, still killable).
-    let shared = crate::os::sys::set_inheritable(&reader, true);
-    let main = command.spawn();
-    if shared.is_ok() {
-        let _ = crate::os::sys::set_inheritable(&reader, false);
-    }
-    // Our copies of the pipe's write end go with the command: the pipe
-    // ends when the run's last process closes it.
-    drop(command);
-    let mut main = main.map_err(|e| crate::model::text::visible(&format!("cannot start {}: {e}", program.to_string_lossy())).into_owned())?;
-    if let Err(e) = windows_job::assign(job_object, &main) {
-        let _ = windows_job::terminate_job(job_object, 1);
-        let _ = main.kill();
-        return Err(format!("cannot put the job's process in its Job Object: {e}"));
-    }
-    // Before it first runs; what it starts gets the class as it joins the Job Object.
-    if let Some(nice) = job.nice {
-        let class = crate::os::nice_windows::priority_class(nice);
-        if let Err(e) = crate::os::nice_windows::set_class(&main, class) {
-            let _ = windows_job::terminate_job(job_object, 1);
-            return Err(format!("cannot give the job --nice {nice} ({}): {e}", crate::os::nice_windows::class_name(class)));
-        }
-    }
-    if let Err(e) = windows_job::resume(main.id()) {
-        let _ = windows_job::terminate_job(job_object, 1);
-        let _ = main.kill();
-        return Err(format!("cannot start the job's process in its Job Object: {e}"));
-    }
-    // Our suspended child: its pid cannot have been reused yet, so its
-    // identity is read now or the start fails (a made-up one would
-    // never match, and the job would look ended while it runs).
-    let Some(identity) = procinfo::identify_exactly(main.id()) else {
-        let _ = windows_job::terminate_job(job_object, 1);
-        return Err(format!("cannot read the identity of the job's process {}", main.id()));
-    };
-    output.copy(reader);
-    Ok((main, identity))
-}
-
 impl Supervisor {
     fn start(spec: SupervisorSpec) -> Result<Supervisor, String> {
         let (home, held) = Home::hold(spec.home.clone()).map_err(|e| e.to_string())?;
@@ -374,8 +292,11 @@ impl Supervisor {
         // Before the run starts: a ready line it prints at once is seen.
         let watch = ready::Watch::new(&job, &spec.config);
         output.want_lines(watch.as_ref().is_some_and(ready::Watch::needs_lines));
-        let (main, identity) = match launch_run(&job, &job_object, &mut output, stdin.as_ref().map(|s| &s.child_end)) {
-            Ok(started) => started,
+        let (main, identity) = match launch_windows::launch_run(&job, &job_object, stdin.as_ref().map(|s| &s.child_end)) {
+            Ok((main, identity, reader)) => {
+                output.copy(reader);
+                (main, identity)
+            }
             Err(message) => return Err(fail(job, message)),
         };
         job.main = Some(identity);
@@ -397,16 +318,7 @@ impl Supervisor {
         let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
         let restarter = job.restart.as_ref().map(Restarter::new);
         // After the ready line: the job's start waits for no service.
-        let wake_thread = job.wake.as_ref().and_then(|_| {
-            let (registry, notify, for_thread) = (registry.clone(), spec.config.notify.clone(), job.clone());
-            let spawned = std::thread::Builder::new()
-                .name("wake".into())
-                .spawn(move || crate::supervise::wake::register(&registry, &notify, &for_thread));
-            if let Err(e) = &spawned {
-                tracing::warn!("run-bg supervisor {}: cannot start the wake rule's registration: {e}", job.id);
-            }
-            spawned.ok()
-        });
+        let wake_thread = crate::supervise::wake::spawn_registration(&registry, &spec.config.notify, &job);
         Ok(Supervisor {
             home,
             registry,
@@ -571,10 +483,10 @@ impl Supervisor {
     fn on_doorbell(&mut self) {
         let path = self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE);
         let request: Option<KillRequest> = std::fs::read(&path).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok());
-        let pause = self.take_pause_request();
+        let pause = pause::take_request(&self.home, &self.job.id);
         if request.is_none() && !path.exists() {
             if let Some(pause) = pause {
-                self.on_pause_request(pause);
+                pause::act_on(self, pause);
                 return;
             }
         }
@@ -702,45 +614,7 @@ impl Supervisor {
     }
 
     fn on_watch_events(&mut self, events: Vec<ready::Event>) {
-        for event in events {
-            match event {
-                // Not once the end is recorded: it was judged not ready then.
-                ready::Event::Ready if self.job.state == JobState::Running => self.record_ready(),
-                ready::Event::Ready => {}
-                ready::Event::Matched(matched) => self.announce_match(matched),
-                ready::Event::Blocked(why) if self.job.state == JobState::Running => self.record_ready_blocked(why),
-                ready::Event::Blocked(_) => {}
-            }
-        }
-        // Once nothing needs the lines any more, the copying threads keep them.
-        if self.watch.as_mut().is_some_and(ready::Watch::release_lines) {
-            self.output.want_lines(false);
-        }
-    }
-
-    /// In job.json at once (no lock), which every reader merges in; in the
-    /// registry too if its lock is free now.
-    fn record_ready(&mut self) {
-        let at = now_ms();
-        self.job.ready_at = Some(at);
-        self.job.ready_blocked = None;
-        if let Err(e) = self.registry.write_job_file(&self.job, false) {
-            tracing::error!("run-bg supervisor {}: cannot record that the job is ready: {e}", self.job.id);
-        }
-        let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| {
-            job.ready_at = Some(at);
-            job.ready_blocked = None;
-        });
-    }
-
-    /// What keeps the job from being ready (a stranger holding its port), or
-    /// that it no longer does: recorded as `record_ready` records readiness.
-    fn record_ready_blocked(&mut self, why: Option<String>) {
-        self.job.ready_blocked = why.clone();
-        if let Err(e) = self.registry.write_job_file(&self.job, false) {
-            tracing::error!("run-bg supervisor {}: cannot record what keeps the job from being ready: {e}", self.job.id);
-        }
-        let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| job.ready_blocked = why);
+        ready::on_events(self, events);
     }
 
     /// Sends a `matched` event from a thread, so a slow service never holds
@@ -754,6 +628,30 @@ impl Supervisor {
     }
 }
 
+/// What Windows does with readiness and `--notify-on` (ready::on_events).
+impl ready::Watching for Supervisor {
+    fn record(&mut self) -> (&Registry, &mut Job) {
+        (&self.registry, &mut self.job)
+    }
+
+    fn matched(&mut self, matched: MatchEvent) {
+        self.announce_match(matched);
+    }
+
+    fn release_lines(&mut self) -> bool {
+        self.watch.as_mut().is_some_and(ready::Watch::release_lines)
+    }
+
+    /// The copying threads keep the output to themselves again.
+    fn lines_released(&mut self) {
+        self.output.want_lines(false);
+    }
+
+    fn note_error(&self, message: &str) {
+        tracing::error!("run-bg supervisor {}: {message}", self.job.id);
+    }
+}
+
 /// Restart on failure (`--restart`; the schedule is in supervise/restart.rs).
 /// Each run is a fresh process in the same Job Object: `kill` and `check`
 /// find it by the one name the job has, and the Job Object says when what
@@ -761,83 +659,12 @@ impl Supervisor {
 /// run would need a name per run, which `kill` would have to learn.
 impl Supervisor {
     /// After a run of a job started with `--restart` has ended (and no kill
-    /// is under way): whether the job goes on, between runs or in a new run.
-    /// `false`: the job ends now and its end is to be recorded (no policy, an
-    /// exit the policy does not restart after, too many restarts in a row, a
-    /// run that could not start).
+    /// is under way): whether the job goes on (`restart::step`).
     fn restart_step(&mut self) -> bool {
-        let Some(restarter) = self.restarter.as_mut() else { return false };
-        let now = Instant::now();
-        match self.between.take() {
-            None => {
-                let Some(code) = self.last_exit else { return false };
-                let exit = Exit::Code(code);
-                let count = self.job.restart.as_ref().map_or(0, |r| r.count);
-                match restarter.after_run(&exit, self.run_started.elapsed(), count) {
-                    Decision::Restart { number, delay } => {
-                        // The job goes on: an end between runs (a kill, the
-                        // timeout) is when it happens, not this run's end.
-                        self.main_ended_at = None;
-                        if self.paused.is_some() {
-                            self.between = Some(Between::Held { number, delay, exit });
-                            return true;
-                        }
-                        let terminate_at = self.ask_leftovers_to_stop(now);
-                        self.between = Some(Between::Cleaning { number, delay, exit, terminate_at, gone_at: None });
-                        self.restart_step()
-                    }
-                    Decision::Done | Decision::GiveUp => false,
-                }
-            }
-            Some(Between::Cleaning { number, delay, exit, mut terminate_at, mut gone_at }) => {
-                if windows_job::active_processes(&self.job_object).unwrap_or(0) > 0 {
-                    if now >= terminate_at {
-                        let _ = windows_job::terminate_job(&self.job_object, platform::exit_code_for(crate::model::signals::SIGKILL));
-                        terminate_at = now + TERMINATE_WAIT;
-                    }
-                    self.between = Some(Between::Cleaning { number, delay, exit, terminate_at, gone_at });
-                    return true;
-                }
-                // The run's processes held its pipe's only writers: its copy
-                // ends now, and the separator goes after all of it.
-                let gone_at = *gone_at.get_or_insert(now);
-                if !self.output.all_copied() && now < gone_at + OUTPUT_END_WAIT {
-                    self.between = Some(Between::Cleaning { number, delay, exit, terminate_at, gone_at: Some(gone_at) });
-                    return true;
-                }
-                self.take_output_news();
-                let reason = restart::reason(&exit);
-                if let Err(e) = self.output.write_separator(&restart::separator(number, &reason, delay)) {
-                    tracing::error!("run-bg supervisor {}: cannot mark restart {number} in the log: {e}", self.job.id);
-                }
-                if let Some(record) = &mut self.job.restart {
-                    record.count = number;
-                    record.last_reason = Some(reason);
-                    record.last_at = Some(now_ms());
-                }
-                self.save_run();
-                if self.config.notify.on_restart {
-                    self.announce_restart(number, &exit, delay);
-                }
-                self.between = Some(Between::Waiting { until: now + delay });
-                self.restart_step()
-            }
-            Some(Between::Held { number, delay, exit }) => {
-                if self.paused.is_none() {
-                    let terminate_at = self.ask_leftovers_to_stop(now);
-                    self.between = Some(Between::Cleaning { number, delay, exit, terminate_at, gone_at: None });
-                    return self.restart_step();
-                }
-                self.between = Some(Between::Held { number, delay, exit });
-                true
-            }
-            // A paused job starts no new run until it is resumed.
-            Some(Between::Waiting { until }) if now < until || self.paused.is_some() => {
-                self.between = Some(Between::Waiting { until });
-                true
-            }
-            Some(Between::Waiting { .. }) => self.relaunch(),
+        if self.restarter.is_none() {
+            return false;
         }
+        restart::step(self, self.last_exit.map(Exit::Code))
     }
 
     /// Asks what the ended run left in the Job Object to stop (CTRL_BREAK to
@@ -858,9 +685,12 @@ impl Supervisor {
         if self.job.ready.is_some() {
             self.output.want_lines(true);
         }
-        let (main, identity) = match launch_run(&self.job, &self.job_object, &mut self.output, self.stdin.as_ref().map(|s| &s.child_end)) {
-            Ok(started) => started,
-            Err(why) => return self.restart_failed(&why),
+        let (main, identity) = match launch_windows::launch_run(&self.job, &self.job_object, self.stdin.as_ref().map(|s| &s.child_end)) {
+            Ok((main, identity, reader)) => {
+                self.output.copy(reader);
+                (main, identity)
+            }
+            Err(why) => return restart::failed_to_start(self, &why),
         };
         self.group = main.id();
         self.main = Some(main);
@@ -878,83 +708,119 @@ impl Supervisor {
         true
     }
 
-    fn restart_failed(&mut self, why: &str) -> bool {
-        let number = self.job.restart.as_ref().map_or(0, |r| r.count);
-        tracing::error!("run-bg supervisor {}: restart {number} could not start: {why}", self.job.id);
-        let _ = self.output.write_separator(&format!("--- run-bg: restart {number} could not start: {why} ---\n"));
-        false
-    }
-
     /// `restart::save_run`, its error logged.
     fn save_run(&mut self) {
         if let Err(e) = restart::save_run(&self.registry, &self.job) {
             tracing::error!("run-bg supervisor {}: cannot record the restart in its job.json: {e}", self.job.id);
         }
     }
+}
 
-    /// `notify.on_restart`: one POST of the restart's event, never retried
-    /// nor spooled: the final end is the announcement that must arrive.
-    fn announce_restart(&mut self, number: u32, exit: &Exit, delay: Duration) {
-        let Some(url) = self.config.notify.url.clone().filter(|_| self.job.notify) else { return };
-        let body = restart::restart_event(&self.home, &self.config.notify, &self.job, number, exit, delay).to_string();
-        let timeout = Duration::from_millis(self.config.notify.timeout_ms);
-        self.errand("restart announcer", move || {
-            let _ = crate::supervise::service::post(&url, body.as_bytes(), timeout);
-        });
+/// Between two runs (`--restart`): what Windows does its own way.
+impl BetweenRuns for Supervisor {
+    type Cleanup = Cleanup;
+
+    fn between(&mut self) -> &mut Option<Between> {
+        &mut self.between
+    }
+
+    fn restarter(&mut self) -> Option<&mut Restarter> {
+        self.restarter.as_mut()
+    }
+
+    fn job_mut(&mut self) -> &mut Job {
+        &mut self.job
+    }
+
+    fn ran_for(&self) -> Duration {
+        self.run_started.elapsed()
+    }
+
+    fn is_paused(&self) -> bool {
+        self.paused.is_some()
+    }
+
+    fn going_on(&mut self) {
+        self.main_ended_at = None;
+    }
+
+    fn start_cleaning(&mut self, now: Instant) -> (Cleanup, bool) {
+        (Cleanup { terminate_at: self.ask_leftovers_to_stop(now), gone_at: None }, false)
+    }
+
+    fn cleaned(&mut self, cleanup: &mut Cleanup, now: Instant) -> bool {
+        if windows_job::active_processes(&self.job_object).unwrap_or(0) > 0 {
+            if now >= cleanup.terminate_at {
+                let _ = windows_job::terminate_job(&self.job_object, platform::exit_code_for(crate::model::signals::SIGKILL));
+                cleanup.terminate_at = now + TERMINATE_WAIT;
+            }
+            return false;
+        }
+        // The run's processes held its pipe's only writers: its copy
+        // ends now, and the separator goes after all of it.
+        let gone_at = *cleanup.gone_at.get_or_insert(now);
+        if !self.output.all_copied() && now < gone_at + OUTPUT_END_WAIT {
+            return false;
+        }
+        self.take_output_news();
+        true
+    }
+
+    fn write_separator(&mut self, line: &str) -> crate::Result<()> {
+        self.output.write_separator(line)
+    }
+
+    fn save_run(&mut self) {
+        Supervisor::save_run(self);
+    }
+
+    /// From a thread, joined before we exit.
+    fn announce(&mut self, announcement: restart::Announcement) {
+        self.errand("restart announcer", move || announcement.send());
+    }
+
+    fn note_error(&self, message: &str) {
+        tracing::error!("run-bg supervisor {}: {message}", self.job.id);
+    }
+
+    fn context(&self) -> (&Home, &crate::store::config::Config, &Job) {
+        (&self.home, &self.config, &self.job)
+    }
+
+    fn relaunch(&mut self) -> bool {
+        Supervisor::relaunch(self)
     }
 }
 
-/// `pause` and `resume` (the suspending is os/pause_windows.rs; the
-/// request and the answer are Unix's, supervise/pause.rs).
-impl Supervisor {
-    /// The pause or resume request left beside the job, if any (taken away).
-    fn take_pause_request(&self) -> Option<PauseRequest> {
-        let path = self.home.job_dir(&self.job.id).join(PAUSE_REQUEST_FILE);
-        let bytes = crate::store::paths::read_file(&path).ok()?;
-        let _ = std::fs::remove_file(&path);
-        serde_json::from_slice(&bytes).ok()
+/// `pause` and `resume` (supervise/pause.rs): every member of the Job
+/// Object suspended, and each that joins it while paused (os/pause_windows.rs).
+impl Pausing for Supervisor {
+    fn clocks(&mut self) -> Clocks<'_> {
+        Clocks { paused: &mut self.paused, timeout_at: &mut self.timeout_at, watch: self.watch.as_mut(), job: &mut self.job }
     }
 
-    fn on_pause_request(&mut self, request: PauseRequest) {
-        if !request.pause {
-            self.resume();
-            return;
-        }
-        // A job being killed, or whose main process ended for good, is not
-        // paused: its end comes next. One between two runs is.
-        if self.kill.is_none() && (self.main.is_some() || self.between.is_some()) {
-            self.pause();
-        }
+    fn ending(&self) -> bool {
+        self.kill.is_some() || (self.main.is_none() && self.between.is_none())
     }
 
-    fn pause(&mut self) {
+    fn hold_tree(&mut self) {
         self.members.pause(&self.job_object);
-        if self.paused.is_none() {
-            let now = Instant::now();
-            let timeout_left = self.timeout_at.take().map(|at| at.saturating_duration_since(now));
-            if let Some(watch) = &mut self.watch {
-                watch.pause(now);
-            }
-            self.paused = Some(Paused { timeout_left });
-            self.job.paused_at = Some(now_ms());
-        }
-        self.save_pause();
     }
 
-    fn resume(&mut self) {
+    fn release_tree(&mut self) {
         self.members.resume();
-        if let Some(paused) = self.paused.take() {
-            // The clocks go on from where the pause stopped them.
-            let now = Instant::now();
-            self.timeout_at = paused.timeout_left.map(|left| now + left);
-            if let Some(watch) = &mut self.watch {
-                watch.resume(now);
-            }
-        }
-        self.job.end_pause(now_ms());
-        self.save_pause();
     }
 
+    fn record(&mut self) -> (&Registry, &Job) {
+        (&self.registry, &self.job)
+    }
+
+    fn note_error(&self, message: &str) {
+        tracing::error!("run-bg supervisor {}: {message}", self.job.id);
+    }
+}
+
+impl Supervisor {
     /// A kill of a paused job: its processes are resumed (to take the
     /// break, or already ended), and its end is recorded without the pause.
     fn end_pause_for_kill(&mut self) {
@@ -962,18 +828,5 @@ impl Supervisor {
             self.members.resume();
             self.job.paused_at = None;
         }
-    }
-
-    /// In job.json at once (no lock), which the caller waits for; in the
-    /// registry too if its lock is free now (the caller writes it otherwise).
-    fn save_pause(&mut self) {
-        if let Err(e) = self.registry.write_job_file(&self.job, false) {
-            tracing::error!("run-bg supervisor {}: cannot record the pause or resume in its job.json: {e}", self.job.id);
-        }
-        let (paused_at, paused_ms) = (self.job.paused_at, self.job.paused_ms);
-        let _ = self.registry.modify_with(Patience::Immediate, &self.job.id, |job| {
-            job.paused_at = paused_at;
-            job.paused_ms = paused_ms;
-        });
     }
 }

@@ -1,8 +1,8 @@
 //! The job's output pipe on Windows: an anonymous pipe the supervisor holds
 //! alone, so there is no name to reopen and no watcher to hand it to when
 //! the supervisor dies (an orphan's later output is not logged there; the
-//! Platforms table says so). The same functions as `outpipe.rs`, each
-//! saying there is nothing.
+//! Platforms table says so). The same functions as supervise/outpipe.rs
+//! (which is this file on Windows), each saying there is nothing.
 
 use std::path::Path;
 
@@ -25,11 +25,13 @@ pub fn remove(_job_dir: &Path) {}
 pub struct Reattached(std::convert::Infallible);
 
 impl Reattached {
-    pub fn open(
+    /// `logs` is the home's logs config, as Unix's takes it (a type of the
+    /// store, above this layer: nothing of it is read here).
+    pub fn open<L>(
         _job_dir: &Path,
         _inherited: Option<std::os::windows::io::OwnedHandle>,
         _log_path: &Path,
-        _logs: &crate::store::config::LogsConfig,
+        _logs: &L,
     ) -> Option<Reattached> {
         None
     }
