@@ -1,0 +1,216 @@
+//! What the machines every platform shares (restart.rs, pause.rs, ready.rs)
+//! ask of Unix's supervisor, and its readiness notifications: a child of
+//! supervisor.rs, so it reaches the supervisor's fields as the loop does.
+
+use super::*;
+
+/// Between two runs (`--restart`): what Unix does its own way. What the
+/// ended run left (`sleep 600 &`) goes as a kill takes it: SIGTERM, then
+/// SIGKILL after the grace; the loop steps on once that kill has settled.
+impl BetweenRuns for Supervisor {
+    type Cleanup = ();
+
+    fn between(&mut self) -> &mut Option<Between> {
+        &mut self.between
+    }
+
+    fn restarter(&mut self) -> Option<&mut Restarter> {
+        self.restarter.as_mut()
+    }
+
+    fn job_mut(&mut self) -> &mut Job {
+        &mut self.job
+    }
+
+    fn ran_for(&self) -> Duration {
+        self.run_started.elapsed()
+    }
+
+    fn is_paused(&self) -> bool {
+        Supervisor::is_paused(self)
+    }
+
+    fn going_on(&mut self) {
+        self.main_ended_at = None;
+    }
+
+    fn start_cleaning(&mut self, _now: Instant) -> ((), bool) {
+        if !self.anything_left() {
+            return ((), false);
+        }
+        let grace_ms = self.config.kill.grace_ms;
+        self.begin_kill(KillReason::Restart, KillRequest { grace_ms, force: false, caller_sweeps: false });
+        ((), true)
+    }
+
+    fn cleaned(&mut self, _cleanup: &mut (), _now: Instant) -> bool {
+        // Here only once that kill has settled: the old tree is gone.
+        self.kill = None;
+        self.drain_output_nonblocking();
+        true
+    }
+
+    fn write_separator(&mut self, line: &str) -> crate::Result<()> {
+        self.log.write_separator(line)
+    }
+
+    fn save_run(&mut self) {
+        Supervisor::save_run(self);
+    }
+
+    /// From a forked child (reaped as any child of ours).
+    fn announce(&mut self, announcement: restart::Announcement) {
+        self.fork_errand("restart announcer", |_| announcement.send());
+    }
+
+    fn note_error(&self, message: &str) {
+        Supervisor::note_error(self, message);
+    }
+
+    fn context(&self) -> (&Home, &Config, &Job) {
+        (&self.home, &self.config, &self.job)
+    }
+
+    fn relaunch(&mut self) -> bool {
+        Supervisor::relaunch(self)
+    }
+}
+
+/// `pause` and `resume` (supervise/pause.rs): SIGSTOP and SIGCONT to every
+/// process a kill would signal (os/pause_unix.rs).
+impl Pausing for Supervisor {
+    fn clocks(&mut self) -> Clocks<'_> {
+        Clocks { paused: &mut self.paused, timeout_at: &mut self.timeout_at, watch: self.watch.as_mut(), job: &mut self.job }
+    }
+
+    fn ending(&self) -> bool {
+        let killed = self.kill.as_ref().is_some_and(|k| !matches!(k.reason, KillReason::Restart));
+        killed || (!self.phase.main_running() && self.between.is_none())
+    }
+
+    fn hold_tree(&mut self) {
+        crate::os::pause_unix::stop_tree(
+            |signal| self.signal_everything(signal).into_iter().map(|(who, _)| who).collect(),
+            || self.adopted_children(),
+        );
+    }
+
+    fn release_tree(&mut self) {
+        self.signal_everything(libc::SIGCONT);
+    }
+
+    fn record(&mut self) -> (&Registry, &Job) {
+        self.held.refresh();
+        (&self.registry, &self.job)
+    }
+
+    fn note_error(&self, message: &str) {
+        Supervisor::note_error(self, message);
+    }
+}
+
+impl Supervisor {
+    /// A kill of a paused job: its tree, just sent SIGTERM (`signalled`),
+    /// gets SIGCONT so it can act on it (a stopped process only takes
+    /// SIGKILL); the pause is over, and the kill's end is recorded without it.
+    pub(in crate::supervise) fn end_pause_for_kill(&mut self, signalled: bool) {
+        if self.paused.take().is_none() {
+            return;
+        }
+        if signalled {
+            self.signal_everything(libc::SIGCONT);
+        }
+        self.job.paused_at = None;
+    }
+
+    /// Whether a pause holds the job (a restart waits for the resume).
+    pub(in crate::supervise) fn is_paused(&self) -> bool {
+        self.paused.is_some()
+    }
+}
+
+/// What Unix does with readiness and `--notify-on` (ready::on_events).
+impl Watching for Supervisor {
+    fn record(&mut self) -> (&Registry, &mut Job) {
+        (&self.registry, &mut self.job)
+    }
+
+    fn before_ready(&mut self) {
+        self.held.refresh();
+    }
+
+    fn matched(&mut self, matched: crate::supervise::matchers::MatchEvent) {
+        self.spawn_match_notifier(&matched);
+    }
+
+    fn release_lines(&mut self) -> bool {
+        self.watch.as_mut().is_some_and(ready::Watch::release_lines)
+    }
+
+    /// The output is spliced again.
+    fn lines_released(&mut self) {
+        self.splice = new_splicer();
+    }
+
+    /// Jobs queued to start once this one is ready (a stack's `after`) may
+    /// start now: the hand-on an end makes (one stat when nothing is
+    /// queued). Its moment without the subreaper is as at the end.
+    fn ready_recorded(&mut self) {
+        if let Some(hook) = crate::supervise::spec::AFTER_END.get() {
+            hook(&self.home, &self.config);
+        }
+    }
+
+    fn note_error(&self, message: &str) {
+        Supervisor::note_error(self, message);
+    }
+}
+
+/// Readiness and `--notify-on` (issue 15; the checks are in supervise/ready.rs).
+impl Supervisor {
+    pub(super) fn on_watch_events(&mut self, events: Vec<ready::Event>) {
+        ready::on_events(self, events);
+    }
+
+    /// The job's live processes, as a kill finds them (`signal_everything`).
+    pub(super) fn job_pids(&self) -> Vec<u32> {
+        let tree = Tree::of(&self.job).with_recorded(self.procset.recorder.recorded());
+        let mut pids: Vec<u32> = tree::job_tree(tree).0.iter().map(|p| p.identity.pid).collect();
+        pids.extend(self.adopted_children().iter().map(|p| p.pid));
+        pids
+    }
+
+    /// The matches held back while the wake rule was being registered, once
+    /// it is done.
+    pub(in crate::supervise) fn flush_deferred_matches(&mut self) {
+        if self.deferred_matches.is_empty() || self.wake_thread.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        for matched in std::mem::take(&mut self.deferred_matches) {
+            self.spawn_match_notifier(&matched);
+        }
+    }
+
+    /// Sends a `matched` event from a forked child, as the end's notifier
+    /// does, so a slow service never holds up the job's output.
+    pub(super) fn spawn_match_notifier(&mut self, matched: &crate::supervise::matchers::MatchEvent) {
+        if self.config.notify.url.is_none() {
+            return;
+        }
+        // Not beside the wake rule's registration thread (the child could
+        // inherit a lock it holds, the allocator's, and hang), nor waiting
+        // for it here (a slow service would stall the job's output): sent
+        // once it has finished.
+        if self.wake_thread.as_ref().is_some_and(|t| !t.is_finished()) {
+            self.deferred_matches.push(matched.clone());
+            return;
+        }
+        if self.fork_errand("match notifier", |supervisor| {
+            crate::supervise::matchers::announce_match(&supervisor.home, &supervisor.config, &supervisor.job, matched);
+        })
+        .is_some()
+        {
+            self.phase = self.phase.child_started();
+        }
+    }
+}
