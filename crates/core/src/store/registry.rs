@@ -77,6 +77,10 @@ pub type Sweeper = std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>;
 /// the discard on a `discard`-mounted disk), against 0.2 s for the kill.
 const FORGET_INLINE: usize = 16;
 
+/// How long a folder of forgotten job directories may sit untouched before
+/// a later sweeper takes it for one a killed sweeper left.
+const STALE_FORGOTTEN: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// How long to wait for the registry lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Patience {
@@ -415,9 +419,28 @@ impl Registry {
             return Err(Error::Usage(format!("`{name}` names no folder of forgotten job directories (.gone-<pid>-<hex>)")));
         }
         let folder = self.home.jobs_dir().join(name);
-        match std::fs::remove_dir_all(&folder) {
+        let removed = match std::fs::remove_dir_all(&folder) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io("remove", folder, e)),
             _ => Ok(()),
+        };
+        self.sweep_stale_forgotten();
+        removed
+    }
+
+    /// Deletes what an earlier sweeper left when it was killed midway: a
+    /// `.gone-*` folder untouched for `STALE_FORGOTTEN` (every rename into
+    /// one and every delete from it touches it, so a live sweep's never is).
+    /// Off the writer's path, like the sweep itself.
+    fn sweep_stale_forgotten(&self) {
+        let Ok(entries) = std::fs::read_dir(self.home.jobs_dir()) else { return };
+        for entry in entries.flatten() {
+            let stale = entry.file_name().to_str().is_some_and(|n| n.starts_with(".gone-"))
+                && entry.metadata().ok().filter(std::fs::Metadata::is_dir).and_then(|m| m.modified().ok())
+                    .and_then(|at| at.elapsed().ok())
+                    .is_some_and(|age| age > STALE_FORGOTTEN);
+            if stale {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
         }
     }
 

@@ -597,3 +597,30 @@ fn jobs_forgotten_in_bulk_go_to_a_sweeper_and_a_few_are_deleted_at_once() {
     let left: Vec<String> = std::fs::read_dir(home.jobs_dir()).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(left, ["few-1"], "nothing set aside is left behind");
 }
+
+/// A sweeper killed midway leaves its `.gone-*` folder: the next sweep
+/// deletes it once it has sat untouched for an hour, and leaves a recent
+/// one (another sweeper's, still at work) alone. Unix only: Windows opens
+/// no directory as a file to set its time.
+#[cfg(unix)]
+#[test]
+fn a_sweep_deletes_what_a_killed_sweeper_left_and_not_a_live_one() {
+    let (_dir, home) = home();
+    let registry = Registry::new(&home, 1);
+    let folder = |name: &str| {
+        let dir = home.jobs_dir().join(name);
+        std::fs::create_dir_all(dir.join("ended-0")).unwrap();
+        std::fs::write(dir.join("ended-0").join("output.log"), b"x").unwrap();
+        dir
+    };
+    let left = folder(".gone-7-00aa11bb");
+    let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+    std::fs::File::open(&left).unwrap().set_modified(two_hours_ago).unwrap();
+    let live = folder(".gone-8-00cc22dd");
+    let mine = folder(".gone-9-00ee33ff");
+    registry.sweep_forgotten(".gone-9-00ee33ff").unwrap();
+    assert!(!mine.exists(), "its own folder");
+    assert!(!left.exists(), "the one a killed sweeper left, untouched for two hours");
+    assert!(live.join("ended-0").join("output.log").exists(), "a recent one is another sweeper's: left alone");
+    assert!(home.jobs_dir().exists());
+}
