@@ -70,7 +70,7 @@ pub struct ListOptions {
     /// Only jobs with this status (of any age).
     #[cfg_attr(feature = "cli", arg(long, value_name = "STATUS", help = "Only jobs with this status"))]
     #[cfg_attr(feature = "schema", schemars(schema_with = "status_schema", extend("x-mcp" = "Only jobs in this state")))]
-    #[serde(default, deserialize_with = "read_status")]
+    #[serde(default, deserialize_with = "read_explained")]
     pub status: Option<Given<JobStatus>>,
 
     /// Only jobs of this owner.
@@ -102,17 +102,29 @@ impl ListOptions {
     }
 }
 
-impl FromText for JobStatus {
-    fn from_text(name: &dyn Fn() -> String, text: &str) -> Result<Self> {
-        JobStatus::parse_or_explain(text).map_err(|e| Error::Usage(format!("{}: {e}", name())))
+/// A value read from text whose refusal already says what was wrong and
+/// what is accepted (`bad status `x`: expected one of …`): given as it is to
+/// serde, and after the option's name to the other faces.
+trait Explained: Sized {
+    fn explained(text: &str) -> std::result::Result<Self, String>;
+}
+
+impl Explained for JobStatus {
+    fn explained(text: &str) -> std::result::Result<Self, String> {
+        JobStatus::parse_or_explain(text).map_err(|e| e.to_string())
     }
 }
 
-/// Read as text and refused in `parse_or_explain`'s words, which name the
-/// option already (`bad status `x`: expected one of …`).
-fn read_status<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<Given<JobStatus>>, D::Error> {
+impl FromText for JobStatus {
+    fn from_text(name: &dyn Fn() -> String, text: &str) -> Result<Self> {
+        JobStatus::explained(text).map_err(|e| Error::Usage(format!("{}: {e}", name())))
+    }
+}
+
+/// Read as text and refused in the type's own words.
+fn read_explained<'de, D: serde::Deserializer<'de>, T: Explained>(d: D) -> std::result::Result<Option<Given<T>>, D::Error> {
     let text = String::deserialize(d)?;
-    JobStatus::parse_or_explain(&text).map(|s| Some(Given::Value(s))).map_err(serde::de::Error::custom)
+    T::explained(&text).map(|v| Some(Given::Value(v))).map_err(serde::de::Error::custom)
 }
 
 #[cfg(feature = "schema")]
@@ -226,7 +238,7 @@ pub struct OrphansOptions {
     #[cfg_attr(feature = "cli", arg(id = "mode", long = "kill", num_args = 0, default_missing_value = "kill",
         help = "SIGTERM them, then SIGKILL what is left after the grace period"))]
     #[cfg_attr(feature = "schema", schemars(schema_with = "mode_schema", extend("x-mcp" = "Default list", "x-flag" = "--kill")))]
-    #[serde(default, deserialize_with = "read_mode")]
+    #[serde(default, deserialize_with = "read_explained")]
     pub mode: Option<Given<OrphanMode>>,
 
     /// Only jobs of this owner.
@@ -258,8 +270,8 @@ pub enum OrphanMode {
     Kill,
 }
 
-impl OrphanMode {
-    fn parse(text: &str) -> std::result::Result<Self, String> {
+impl Explained for OrphanMode {
+    fn explained(text: &str) -> std::result::Result<Self, String> {
         match text {
             "list" => Ok(OrphanMode::List),
             "kill" => Ok(OrphanMode::Kill),
@@ -270,14 +282,8 @@ impl OrphanMode {
 
 impl FromText for OrphanMode {
     fn from_text(name: &dyn Fn() -> String, text: &str) -> Result<Self> {
-        OrphanMode::parse(text).map_err(|e| Error::Usage(format!("{}: {e}", name())))
+        OrphanMode::explained(text).map_err(|e| Error::Usage(format!("{}: {e}", name())))
     }
-}
-
-/// Read as text and refused in `parse`'s words, which name the option.
-fn read_mode<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<Given<OrphanMode>>, D::Error> {
-    let text = String::deserialize(d)?;
-    OrphanMode::parse(&text).map(|m| Some(Given::Value(m))).map_err(serde::de::Error::custom)
 }
 
 #[cfg(feature = "schema")]
