@@ -157,3 +157,60 @@ test('an orphan keeps up to a pipe\'s worth (1 MiB) of output with no reader, an
   assert.equal(ended.status, 'lost')
   await waitFor(() => !fs.existsSync(path.join(home, 'jobs', job.jobId, 'pipes', 'output')), { what: 'the pipe to go with the job\'s last process' })
 })
+
+test('a supervisor SIGKILLed right after the CLI start answered: no start record made yet, and the log read and taken up with every position right', async (t) => {
+  // Files of 4,096 bytes, two kept: the watcher rotates and drops while the job writes.
+  const { home } = makeHome(t, { logs: { max_bytes: 4096, keep: 2 } })
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-lazy-record-'))
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const line = (n) => `line ${String(n).padStart(5, '0')}`
+  const BYTES = line(0).length + 1
+  const COUNT = 2000
+  // Two lines, then (once `go` appears) COUNT - 2 more, then it waits for `stop`.
+  const script = [
+    `printf '%s\\n' '${line(0)}' '${line(1)}'`,
+    'while [ ! -e go ]; do sleep 0.02; done',
+    `n=2; while [ $n -lt ${COUNT} ]; do printf 'line %05d\\n' $n; n=$((n+1)); done`,
+    'while [ ! -e stop ]; do sleep 0.05; done',
+  ].join('\n')
+  const job = startJob(home, ['sh', '-c', script], ['--cwd', dir])
+  t.after(() => killPid(job.pid))
+  const supervisor = readRegistry(home).find((j) => j.id === job.jobId).supervisor
+  process.kill(supervisor.pid, 'SIGKILL')
+  await waitFor(() => !isAlive(supervisor.pid), { what: 'supervisor death' })
+  const jobDir = path.join(home, 'jobs', job.jobId)
+  // The record is made at the first rotation only: a new log without one starts at 0.
+  assert.equal(fs.existsSync(path.join(jobDir, '.output.log.start')), false, 'no start record before any rotation')
+
+  const read = () => {
+    const r = runBg(home, ['logs', job.jobId, '--since', '0', '-n', String(COUNT), '--json'])
+    assert.equal(r.code, 0, r.stderr)
+    return JSON.parse(r.stdout)
+  }
+  // A reader of the log as the killed supervisor left it (the lines may still wait in the pipe).
+  const early = read()
+  assert.ok(early.lines.every((l, i) => l === line(i)), JSON.stringify(early))
+  assert.equal(early.cursor, early.lines.length * BYTES)
+  // The look finds it orphaned and starts a watcher, which rotates from here on.
+  assert.equal(checkJson(home, job.jobId).status, 'orphaned')
+  fs.writeFileSync(path.join(dir, 'go'), '')
+  const last = await waitFor(() => {
+    const r = read()
+    return r.lines.at(-1) === line(COUNT - 1) ? r : null
+  }, { what: 'the last line in the log' })
+  assert.ok(fs.existsSync(path.join(jobDir, '.output.log.start')), 'the first rotation made the record')
+  // Positions count everything written: the cursor is the whole output, and
+  // what was dropped plus what is kept is all of it, the kept lines the last ones in order.
+  assert.equal(last.cursor, COUNT * BYTES)
+  assert.ok(last.rotatedAwayBytes > 0, 'files were dropped')
+  assert.equal(last.rotatedAwayBytes + last.lines.length * BYTES, COUNT * BYTES)
+  const first = COUNT - last.lines.length
+  assert.deepEqual(last.lines, Array.from({ length: last.lines.length }, (_, i) => line(first + i)))
+  // Read on from a cursor taken before the rotations: said rotated away, never repeated.
+  const since = runBg(home, ['logs', job.jobId, '--since', String(early.cursor), '-n', String(COUNT), '--json'])
+  assert.equal(since.code, 0, since.stderr)
+  const after = JSON.parse(since.stdout)
+  assert.equal(after.cursor, COUNT * BYTES)
+  assert.equal(after.rotatedAwayBytes + after.lines.length * BYTES + early.cursor, COUNT * BYTES)
+  fs.writeFileSync(path.join(dir, 'stop'), '')
+})

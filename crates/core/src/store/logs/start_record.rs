@@ -41,6 +41,15 @@ impl StartRecord {
         options.open(Self::path(log)).ok()
     }
 
+    /// A record file already there, emptied (read as absent until written);
+    /// `None` when there is none (or it cannot be opened): a new log makes
+    /// its record only when it first rotates (see `RotatingWriter`).
+    pub(super) fn open_existing_emptied(log: &Path) -> Option<File> {
+        let mut options = crate::store::paths::options_nofollow();
+        options.write(true).truncate(true);
+        options.open(Self::path(log)).ok()
+    }
+
     /// The checksum of format `pm1`, still read (a supervisor of an earlier
     /// version may be writing the log). It misses some one-bit changes (the
     /// `| 1` hides bit 0 of the product): a flipped bit there went unseen.

@@ -40,6 +40,11 @@ pub struct RotatingWriter {
     base: u64,
     /// `.output.log.start`, which says that (see `StartRecord`).
     record: Option<File>,
+    /// No record yet, and none needed until the first rotation: a log whose
+    /// record is absent starts at 0, which a new log's first file does. Not
+    /// making it at the start saves creating a file (an inode) on the way to
+    /// the job's exec; `rotate` makes it before the first file moves.
+    record_later: bool,
     dropped: u64,
     /// The unlink of the last dropped file, running aside (see `drop_oldest`).
     deleter: Option<std::thread::JoinHandle<()>>,
@@ -64,8 +69,13 @@ impl RotatingWriter {
         let written = if truncate { 0 } else { file.metadata().map_err(|e| Error::io("open log", path, e))?.len() };
         let written = written.min(max_bytes);
         // Resumed: the current file goes on from where the reader places it.
-        let (base, record) = if truncate {
-            (0, StartRecord::open(path, true))
+        let (base, record, record_later) = if truncate {
+            // A record left from an earlier log under this name is emptied
+            // (read as absent: start at 0); none is made.
+            match StartRecord::open_existing_emptied(path) {
+                Some(record) => (0, Some(record), false),
+                None => (0, None, true),
+            }
         } else {
             let id = file_id(&file);
             let files = LogFiles::open(path);
@@ -73,7 +83,7 @@ impl RotatingWriter {
             // Where the log stands is unknown: a record written now would
             // place it wrongly and hide that, so the corrupt one stays, said.
             let record = if files.record_problem.is_some() { None } else { StartRecord::open(path, false) };
-            (base, record)
+            (base, record, false)
         };
         let mut writer = RotatingWriter {
             path: path.to_path_buf(),
@@ -83,6 +93,7 @@ impl RotatingWriter {
             written,
             base,
             record,
+            record_later,
             dropped: 0,
             deleter: None,
             seams: Seams::default(),

@@ -3,6 +3,7 @@
 
 use super::{open_log, RotatingWriter};
 use crate::store::logs::files::rotated_path;
+use crate::store::logs::start_record::StartRecord;
 use crate::{Error, Result};
 use std::fs::File;
 use std::io::{Seek, SeekFrom};
@@ -23,6 +24,15 @@ impl RotatingWriter {
     /// ext4 both a rename over a file and a truncate to zero force the data to
     /// disk (auto_da_alloc), which made rotation cost a disk flush per file.
     pub(super) fn rotate(&mut self) -> Result<()> {
+        if self.record_later {
+            // The first rotation: the record is made now, naming the file
+            // about to move, so that a reader never places the files after
+            // it by an absent record (which says "nothing dropped"; with
+            // `keep` 0 this rotation drops the first file).
+            self.record_later = false;
+            self.record = StartRecord::open(&self.path, true);
+            self.record_start();
+        }
         let renamed = self.shift_files();
         // If the files cannot be shifted (the job's directory was deleted
         // under it), start the current file over rather than grow without bound.
