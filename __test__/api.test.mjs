@@ -200,3 +200,28 @@ test('cleanupOrphans lists, then kills, what an ended job left behind; checkJob 
   assert.deepEqual(killed.failed, [])
   assert.ok(!isAlive(lingering[0].pid))
 })
+
+test('runBackground leaves no zombie in its long-lived caller: its supervisor is never the caller\'s child', async (t) => {
+  const { home } = useHome(t)
+  const job = pm.runBackground('exit 0')
+  await waitFor(() => pm.checkJob(job.jobId).status === 'success', { what: 'the job to end' })
+  const supervisor = readRegistry(home).find((j) => j.id === job.jobId).supervisor.pid
+  /** [state, parent] from /proc/<pid>/stat; null once the pid is gone (reaped). */
+  const stat = (pid) => {
+    try {
+      const raw = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+      const fields = raw.slice(raw.lastIndexOf(')') + 2).split(' ')
+      return [fields[0], Number(fields[1])]
+    } catch {
+      return null
+    }
+  }
+  // Gone, or a zombie: a supervisor that stayed our child (as a CLI start's
+  // does, which exits at once) would stay a zombie, as Node reaps no child it did not spawn.
+  const end = await waitFor(() => {
+    const s = stat(supervisor)
+    return s === null || s[0] === 'Z' ? { s } : null
+  }, { what: `supervisor ${supervisor} to exit` })
+  // A zombie of another parent (init, about to reap it) is not ours to reap.
+  assert.ok(end.s === null || end.s[1] !== process.pid, `supervisor ${supervisor} left as our zombie (we are ${process.pid})`)
+})

@@ -91,7 +91,12 @@ pub fn supervise_main() -> i32 {
         }
     };
 
-    if let Err(e) = crate::os::fork::detach() {
+    let detached = match spec.stay_child {
+        // Our caller exits without waiting for us (see `SupervisorSpec::stay_child`).
+        true => rustix::process::setsid().map(drop).map_err(std::io::Error::from),
+        false => crate::os::fork::detach(),
+    };
+    if let Err(e) = detached {
         report_ready(&format!("{READY_ERR}cannot detach the supervisor: {e}"));
         return 1;
     }

@@ -396,7 +396,7 @@ fn start_now(context: &Context, runner: &Path, queued: Job) -> Job {
         Ok(environ) => environ,
         Err(e) => return failed(job, format!("cannot read its launch spec {}: {e}", context.home.shown(&dir.join(SPEC_FILE)).display())),
     };
-    let spec = SupervisorSpec { home: context.home.root.clone(), job: job.clone(), config: context.config.clone() };
+    let spec = SupervisorSpec { home: context.home.root.clone(), job: job.clone(), config: context.config.clone(), stay_child: false };
     let launched = spawn::launch_queued(&context.home, &spec, runner, &environ);
     // The supervisor wrote job.json before it answered.
     let own = registry.job_file(&job.id).filter(|own| own.status() != JobStatus::Queued);

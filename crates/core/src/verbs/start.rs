@@ -82,6 +82,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         home: context.home.root.clone(),
         job: job.clone(),
         config: context.config.clone(),
+        stay_child: crate::verbs::spawn::CALLER_EXITS_AFTER_START.load(std::sync::atomic::Ordering::Relaxed),
     };
     match run_supervisor(&context.home, &spec, supervisor_exe, None) {
         Ok(pid) => Ok(Started { job_id, pid: Some(pid), log_path: job.log_path, label, command, warnings, queued: None }),
