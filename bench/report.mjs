@@ -116,10 +116,13 @@ export function rowsFor({ start, idle, footprint, top, bin, throughput, tail, ki
       row(`log ${size} zero: no rotation`, 's', secs('zero.oursUnbounded'), secs('zero.shell')),
       row(`log ${size} yes: rotating`, 's', secs('yes.ours'), secs('yes.shell'), '≤ 1.0x base', (o, r) => r <= 1.0),
       row(`log ${size} yes: no rotation`, 's', secs('yes.oursUnbounded'), secs('yes.shell')),
+      row(`log ${size} yes: rotating vs cat + rm`, 's', secs('yes.ours'), secs('yes.shellRm')),
+      row(`log ${size} zero: rotating vs cat + rm`, 's', secs('zero.ours'), secs('zero.shellRm')),
       row('log: `run-bg wait` lag after end', 'ms', ['zero.ours', 'yes.ours', 'zero.oursUnbounded', 'yes.oursUnbounded'].flatMap((k) => throughput[k].map((r) => (r.waitSeconds - r.seconds) * 1000))),
       row('log: disk use after (rotating)', 'MiB', [...throughput['zero.ours'], ...throughput['yes.ours']].map((r) => r.retained / MiB), null, `≤ ${bound / MiB} MiB`, (o) => o.max <= bound / MiB),
     )
-    notes.push('log = sh -c "<producer> | cat > FILE"')
+    notes.push('log = sh -c "<producer> | cat > FILE"; cat + rm = the same, then `rm FILE` timed too (freeing its page cache,')
+    notes.push('      which a rotating log pays for the files it drops while the job writes)')
   }
   if (tail) {
     rows.push(
