@@ -1,16 +1,14 @@
 #!/usr/bin/env node
-// Writes index.d.ts's `RunOptions` and `WakeOptions` from the start options'
-// one definition (crates/core/src/verbs/start_options.rs), through the JSON
-// Schema the addon exports (startOptionsSchema): each option's doc, type,
-// enum and order. Likewise `CheckOptions`, `ListOptions`, `WaitOptions`,
-// `KillOptions`, `KillAllOptions` and `CleanupOptions` from the verbs' options
-// (crates/core/src/verbs/verb_options.rs, verbOptionsSchema), each in its
-// place, and those of readLog, followLog, followLogs, sendInput, pruneJobs,
-// summary, up, down, watchJobs and ResourceTracker; and every function's
-// declaration and doc from its #[napi] item in crates/node/src. Run after changing an option and building the addon:
+// Writes index.d.ts whole: the option interfaces from the core's option types
+// (startOptionsSchema, verbOptionsSchema: crates/core/src/verbs/start_options.rs
+// and verb_options.rs), the result interfaces and string unions from the
+// core's views (resultTypes: crates/core/src/present/view), every function
+// and class with its doc from its #[napi] item in crates/node/src, and only a
+// fixed header and the JS face's own parts (HEADER, JS_FACE) from here. Run
+// after changing any of them and building the addon:
 //   npm run build && node scripts/options-dts.mjs
 // `--check` writes nothing and exits 1 when index.d.ts is not what it would
-// write (__test__/options-parity.test.mjs runs that check).
+// write (__test__/dts.test.mjs runs that check).
 import fs from 'node:fs'
 import path from 'node:path'
 import { createRequire } from 'node:module'
