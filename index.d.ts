@@ -968,7 +968,11 @@ export declare class JobEnds implements AsyncIterableIterator<JobEnd> {
   [Symbol.asyncIterator](): JobEnds
 }
 
-/** A job end as `watchJobs` yields it: the `data` of its exit notification. */
+/**
+ * A job's end as its exit notification's `data` says it, and as
+ * `watchJobs` yields it. No value is null: the service leaves a rule's
+ * `{{key}}` literal for a null.
+ */
 export interface JobEnd {
   /** `<jobId>:<status>` */
   eventId: string
@@ -990,7 +994,7 @@ export interface JobEnd {
   /** One line for an agent; a failed job's ends with its first error line. */
   message: string
   /** The last 5 lines of output, cleaned. */
-  lastLines: string[]
+  lastLines: Array<string>
 }
 
 /**

@@ -344,9 +344,8 @@ export type JsonValue = string | number | boolean | null | JsonValue[] | { [key:
 
 /**
  * What the JS face adds itself, each declared after the function it goes
- * with: \`jobEvents\` (written in JS, job-events.js), the options that are no
- * core option (\`checkJob\`'s \`text\`, \`runYield\`'s own), and \`JobEnd\`, the
- * exit notification's \`data\` (built as JSON by the supervisor, no view).
+ * with: `jobEvents` (written in JS, job-events.js) and the options that are
+ * no core option (`checkJob`'s `text`, `runYield`'s own).
  */
 export const JS_FACE = {
   checkJob: `export interface CheckJobOptions extends CheckOptions {
@@ -362,32 +361,7 @@ export interface YieldOptions extends RunOptions {
   signal?: AbortSignal
 }
 `,
-  watchJobs: `/** A job end as \`watchJobs\` yields it: the \`data\` of its exit notification. */
-export interface JobEnd {
-  /** \`<jobId>:<status>\` */
-  eventId: string
-  jobId: string
-  label: string
-  command: string
-  /** success | failed | killed | timeout | orphaned | lost */
-  status: string
-  /** The exit code; 128 + the signal's number for a death by signal; -1 when none is known. */
-  exitCode: number
-  /** The signal's name, or \`""\`. */
-  signal: string
-  /** \`exit 1\`, \`signal SIGSEGV\`, \`killed (signal SIGTERM)\`, \`timeout after 10m\`, \`orphaned\`, \`lost\`. */
-  outcome: string
-  durationMs: number
-  logPath: string
-  /** \`""\` when none was given. */
-  owner: string
-  /** One line for an agent; a failed job's ends with its first error line. */
-  message: string
-  /** The last 5 lines of output, cleaned. */
-  lastLines: string[]
-}
-
-/**
+  watchJobs: `/**
  * \`watchJobs\` as an EventEmitter: emits \`'end'\` with each job end (the same
  * \`JobEnd\`), \`'error'\` if watching fails (an \`AbortError\` when \`signal\`
  * aborts), then \`'close'\`. It keeps the process alive until \`close()\` (or the
@@ -416,7 +390,7 @@ export interface JobEvents extends EventEmitter {
 }
 
 /** The names the JS face declares itself (JS_FACE), which no generated part must declare again. */
-const JS_FACE_NAMES = ['CheckJobOptions', 'YieldOptions', 'JobEnd', 'JobEvents', 'jobEvents']
+const JS_FACE_NAMES = ['CheckJobOptions', 'YieldOptions', 'JobEvents', 'jobEvents']
 
 /**
  * index.d.ts, whole: the header, then each function (in the order of

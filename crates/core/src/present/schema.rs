@@ -55,6 +55,8 @@ pub fn typescript() -> serde_json::Value {
     generator.subschema_for::<ProcessInfoView>();
     generator.subschema_for::<StackUpView>();
     generator.subschema_for::<StackDownView>();
+    // `watchJobs`' items: the exit notification's `data`.
+    generator.subschema_for::<crate::supervise::notify::JobEnd>();
     let mut definitions = serde_json::Value::Object(generator.take_definitions(true));
     crate::verbs::start_options::without_null(&mut definitions);
     definitions
@@ -192,5 +194,23 @@ mod tests {
         let report = &results["CleanupReport"]["properties"];
         assert_eq!(report["orphanedJobs"]["items"]["properties"]["jobId"]["type"], "string");
         assert_eq!(report["killed"]["items"]["properties"]["pid"]["type"], "integer");
+    }
+
+    #[test]
+    fn typescript_names_each_result_and_keeps_declaration_order() {
+        let types = typescript();
+        let job = &types["JobSummary"];
+        let order: Vec<&String> = job["properties"].as_object().unwrap().keys().collect();
+        // The view's order (jobId, label, command, status, …), not the alphabet's.
+        assert_eq!(order[..4], ["jobId", "label", "command", "status"]);
+        assert_eq!(job["properties"]["status"]["x-ts"], "JobStatus");
+        assert_eq!(job["properties"]["status"]["enum"][0], "running");
+        // Nested results by reference, under their index.d.ts names.
+        assert_eq!(types["CleanupReport"]["properties"]["orphanedJobs"]["items"]["$ref"], "#/$defs/JobSummary");
+        assert_eq!(types["CheckResult"]["x-ts-extends"], "JobSummary");
+        for name in ["RunResult", "YieldResult", "KillResult", "StackKillResult", "PhaseResult", "JobEnd", "JobLogLine", "ProcessSnapshot"] {
+            assert_eq!(types[name]["type"], "object", "{name}");
+        }
+        assert!(!types.to_string().contains("View\""), "no Rust view name leaks: {types}");
     }
 }
