@@ -11,6 +11,8 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { spawnSync } from 'node:child_process'
+import { createRequire } from 'node:module'
 import { root, pm } from './helpers.mjs'
 import { generate, sources, napiFunctions, napiClasses, HEADER, JS_FACE } from '../scripts/options-dts.mjs'
 
@@ -106,4 +108,55 @@ test('a stale index.d.ts is caught: a result, a class, an option or a function c
     assert.notEqual(stale, dts, `plant ${i} took`)
     assert.notEqual(generate(fresh()), stale, `plant ${i}: the check would fail`)
   })
+})
+
+/**
+ * `tsc --strict --noEmit` of the README's and docs/js-api.md's examples
+ * (fixtures/dts-usage/usage.ts) against the package in `pkg`: its errors, or
+ * '' when it compiles. TypeScript is the one in node_modules (@napi-rs/cli
+ * brings it, so no network); Node's types are @types/node where installed,
+ * else a shim of the one thing index.d.ts takes from them.
+ */
+function tscErrors(t, pkg) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-tsc-'))
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+  fs.mkdirSync(path.join(dir, 'node_modules'))
+  fs.symlinkSync(pkg, path.join(dir, 'node_modules', 'proc-manager'), 'dir')
+  const fixtures = path.join(root, '__test__', 'fixtures', 'dts-usage')
+  fs.copyFileSync(path.join(fixtures, 'usage.ts'), path.join(dir, 'usage.ts'))
+  const files = ['usage.ts']
+  let types = []
+  if (fs.existsSync(path.join(root, 'node_modules', '@types', 'node'))) {
+    fs.symlinkSync(path.join(root, 'node_modules', '@types'), path.join(dir, 'node_modules', '@types'), 'dir')
+    types = ['node']
+  } else {
+    fs.copyFileSync(path.join(fixtures, 'node-shim.d.ts'), path.join(dir, 'node-shim.d.ts'))
+    files.push('node-shim.d.ts')
+  }
+  fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({
+    compilerOptions: { strict: true, noEmit: true, target: 'es2022', module: 'nodenext', moduleResolution: 'nodenext', lib: ['es2022', 'dom'], types },
+    files,
+  }))
+  const tsc = path.join(path.dirname(createRequire(import.meta.url).resolve('typescript/package.json')), 'bin', 'tsc')
+  const r = spawnSync(process.execPath, [tsc, '-p', dir], { encoding: 'utf8' })
+  return r.status === 0 ? '' : `${r.stdout}${r.stderr}`.trim()
+}
+
+test('the README\'s and docs/js-api.md\'s JS examples compile against index.d.ts (tsc --strict), and a renamed result would not', (t) => {
+  let typescript
+  try {
+    typescript = createRequire(import.meta.url)('typescript/package.json').version
+  } catch {
+    t.skip('no typescript in node_modules (npm install brings it with @napi-rs/cli)')
+    return
+  }
+  assert.equal(tscErrors(t, root), '', `TypeScript ${typescript}: the examples do not compile against index.d.ts`)
+  // Planted: a result renamed, as a generator change could, breaks what users wrote.
+  const pkg = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-tsc-pkg-'))
+  t.after(() => fs.rmSync(pkg, { recursive: true, force: true }))
+  fs.copyFileSync(path.join(root, 'package.json'), path.join(pkg, 'package.json'))
+  fs.writeFileSync(path.join(pkg, 'index.js'), '')
+  const dts = fs.readFileSync(path.join(root, 'index.d.ts'), 'utf8')
+  fs.writeFileSync(path.join(pkg, 'index.d.ts'), dts.replaceAll(/\bCheckResult\b/g, 'CheckReport'))
+  assert.match(tscErrors(t, pkg), /CheckResult/, 'a renamed result fails the compile')
 })
