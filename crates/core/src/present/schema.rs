@@ -3,12 +3,10 @@
 //! server builds its tools' output schemas from (the addon's
 //! `resultSchemas()`), keyed by the name index.d.ts gives each result.
 
-use crate::model::job::{DeliveryState, JobStatus, WakeAction, WakeState};
 use crate::present::view::{
     CheckView, CorruptJobView, JobResultView, JobView, KillView, LogReadView, OrphanReportView, PauseView, PhaseView, ProcessInfoView,
     ReconcileView, SendView, SnapshotView, StackDownView, StackUpView, StartView, StreamLineView, SummaryView, YieldView,
 };
-use schemars::{json_schema, Schema, SchemaGenerator};
 
 /// Every result the MCP tools answer from, by its index.d.ts name (`Summary`:
 /// the CLI's, whose lines the JS `summary()` joins).
@@ -60,103 +58,6 @@ pub fn typescript() -> serde_json::Value {
     let mut definitions = serde_json::Value::Object(generator.take_definitions(true));
     crate::verbs::start_options::without_null(&mut definitions);
     definitions
-}
-
-/// A string of one of `values`; `ts`: the TypeScript index.d.ts writes for
-/// it (a name it declares once as the union of `values`, or a type of its own).
-fn strings(values: &[&str], ts: Option<&str>) -> Schema {
-    match ts {
-        Some(ts) => json_schema!({ "type": "string", "enum": values, "x-ts": ts }),
-        None => json_schema!({ "type": "string", "enum": values }),
-    }
-}
-
-fn statuses() -> Vec<&'static str> {
-    JobStatus::ALL.iter().map(|s| s.as_str()).collect()
-}
-
-/// A job's status: index.d.ts's `JobStatus`.
-pub(crate) fn job_status(_: &mut SchemaGenerator) -> Schema {
-    let mut schema = strings(&statuses(), Some("JobStatus"));
-    schema.insert("x-ts-doc".into(), "A job's status, verified against the OS.".into());
-    schema
-}
-
-/// A kill's status: the job's, or `unknown` where it could not be killed.
-pub(crate) fn kill_status(_: &mut SchemaGenerator) -> Schema {
-    let mut values = statuses();
-    values.push("unknown");
-    strings(&values, Some("JobStatus | 'unknown'"))
-}
-
-/// A start's status: running, or queued for a slot.
-pub(crate) fn start_status(_: &mut SchemaGenerator) -> Schema {
-    strings(&[JobStatus::Running.as_str(), JobStatus::Queued.as_str()], None)
-}
-
-/// A notification's state: index.d.ts's `NotificationState`.
-pub(crate) fn delivery_state(_: &mut SchemaGenerator) -> Schema {
-    use DeliveryState::*;
-    let all = [Pending, Queued, Ignored, Failed, NoListener, Delivered];
-    // No wildcard: a state added to the enum fails to build here until listed above.
-    let values: Vec<&str> = all.iter().map(|s| match s { Pending | Queued | Ignored | Failed | NoListener | Delivered => s.as_str() }).collect();
-    let mut schema = strings(&values, Some("NotificationState"));
-    schema.insert(
-        "x-ts-doc".into(),
-        "What became of an exit notification, as the receiver answered it:
-`pending` (being retried: refused connection, timeout, 5xx), `queued` (the
-interrupt service queued it for the agent), `ignored` (it took it and
-passes it to no one, e.g. `info` matching no rule), `failed` (a 4xx, 3
-server errors, or a day of retries), `no-listener` (nothing listens at the
-default address: no service installed), `delivered` (a 2xx from a receiver
-that is not the interrupt service; also older records)."
-            .into(),
-    );
-    schema
-}
-
-/// The interrupt service's levels.
-pub(crate) fn level(_: &mut SchemaGenerator) -> Schema {
-    strings(&crate::store::config::LEVELS, None)
-}
-
-pub(crate) fn wake_state(_: &mut SchemaGenerator) -> Schema {
-    use WakeState::*;
-    let all = [Pending, Registered, Failed, Queued, Fired, NotFired, Removed];
-    // No wildcard: a state added to the enum fails to build here until listed above.
-    let values: Vec<&str> =
-        all.iter().map(|s| match s { Pending | Registered | Failed | Queued | Fired | NotFired | Removed => s.as_str() }).collect();
-    strings(&values, None)
-}
-
-pub(crate) fn wake_action(_: &mut SchemaGenerator) -> Schema {
-    use WakeAction::*;
-    let values: Vec<&str> = [Message, Subagent].iter().map(|a| match a { Message | Subagent => a.as_str() }).collect();
-    strings(&values, None)
-}
-
-/// A job's `stdin`, shown only when it is a pipe.
-pub(crate) fn stdin_pipe(_: &mut SchemaGenerator) -> Schema {
-    strings(&["pipe"], None)
-}
-
-/// A corrupt record's status.
-pub(crate) fn corrupt(_: &mut SchemaGenerator) -> Schema {
-    strings(&["corrupt"], None)
-}
-
-pub(crate) fn up_action(_: &mut SchemaGenerator) -> Schema {
-    use crate::verbs::stack::UpAction::*;
-    let all = [Started, Queued, AlreadyRunning, Failed, Skipped];
-    let values: Vec<&str> =
-        all.iter().map(|a| match a { Started | Queued | AlreadyRunning | Failed | Skipped => a.as_str() }).collect();
-    strings(&values, None)
-}
-
-pub(crate) fn memory_source(_: &mut SchemaGenerator) -> Schema {
-    use crate::verbs::resource_tracker::MemorySource::*;
-    let values: Vec<&str> = [Pss, Rss].iter().map(|m| match m { Pss | Rss => m.as_str() }).collect();
-    strings(&values, None)
 }
 
 /// One result as it is serialized: a field skipped when empty is not

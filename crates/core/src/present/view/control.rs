@@ -19,7 +19,7 @@ pub struct StartView {
     pub log_path: String,
     pub label: String,
     /// `running` once the main process runs; `queued` while it waits (`queue`, `after`).
-    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::schema::start_status"))]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::start_status"))]
     pub status: String,
     /// Said about the request without refusing it (a wake template's unknown `{{key}}`s).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -130,7 +130,7 @@ impl From<&WaitOutcome> for WaitView {
 pub struct KillView {
     pub job_id: String,
     /// The job's status after the kill; `unknown` when it could not be killed.
-    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::schema::kill_status"))]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::kill_status"))]
     pub status: String,
     /// Whether a signal was sent (false when the job had already ended).
     pub signalled: bool,
@@ -160,7 +160,7 @@ impl From<&KillOutcome> for KillView {
 pub struct PauseView {
     pub job_id: String,
     /// `paused`, or `running` after a resume (`orphaned` for an orphan resumed).
-    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::schema::job_status"))]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::job_status"))]
     pub status: String,
     /// While paused: since when (ms since the epoch).
     #[serde(skip_serializing_if = "Option::is_none")]

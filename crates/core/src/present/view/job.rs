@@ -15,7 +15,7 @@ pub struct JobView {
     pub label: String,
     pub command: String,
     /// running | paused | success | failed | killed | timeout | orphaned | lost | queued | skipped
-    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::schema::job_status"))]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::job_status"))]
     pub status: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
@@ -62,7 +62,7 @@ pub struct JobView {
     pub last_restart_at: Option<u64>,
     /// `pipe` when started with `stdin: 'pipe'` (`sendInput` writes to it).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::schema::stdin_pipe"))]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::stdin_pipe"))]
     pub stdin: Option<String>,
     /// The job's wake rule at the interrupt service (`wake` / `--wake`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -120,9 +120,9 @@ impl JobView {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "WakeInfo"))]
 #[serde(rename_all = "camelCase")]
 pub struct WakeView {
-    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::schema::wake_state"))]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::wake_state"))]
     pub state: String,
-    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::schema::wake_action"))]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::wake_action"))]
     pub action: String,
     /// `run-bg-<jobId>`
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -157,7 +157,7 @@ pub struct NotificationView {
     /// for the agent), `ignored` (it took it and passes it to no one),
     /// `failed` (refused, or given up on), `no-listener` (no service at the
     /// default address), `delivered` (a 2xx from another kind of receiver).
-    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::schema::delivery_state"))]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::delivery_state"))]
     pub state: String,
     pub attempts: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -173,7 +173,7 @@ pub struct NotificationView {
     pub reason: Option<String>,
     /// The interrupt service's level it was sent at: `info`, `warn` or `alert`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::schema::level"))]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::level"))]
     pub level: Option<String>,
 }
 
@@ -338,7 +338,7 @@ impl From<&ProcessEntry> for ProcessView {
 #[serde(rename_all = "camelCase")]
 pub struct CorruptJobView {
     pub job_id: String,
-    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::schema::corrupt"))]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::corrupt"))]
     pub status: String,
     /// The `job.json` that cannot be read.
     pub record_file: String,

@@ -28,7 +28,7 @@ impl ReconcileView {
 #[serde(rename_all = "camelCase")]
 pub struct OrphanView {
     pub job_id: String,
-    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::schema::job_status"))]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::job_status"))]
     pub job_status: String,
     pub pid: u32,
     pub command: String,
@@ -211,7 +211,7 @@ pub struct PhaseView {
     /// Memory of the processes left behind (`orphans`), in MiB.
     pub orphan_memory_mb: f64,
     /// `pss` (proportional set size from /proc/<pid>/smaps_rollup, for every process) or `rss`.
-    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::schema::memory_source"))]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::memory_source"))]
     pub memory_source: String,
 }
 

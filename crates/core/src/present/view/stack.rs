@@ -34,7 +34,7 @@ pub struct StackProcessView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
     /// `already running`: a job of the stack with this label runs (or waits in its queue).
-    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::schema::up_action"))]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::up_action"))]
     pub action: String,
     /// Queued: the processes it waits for.
     #[serde(skip_serializing_if = "Vec::is_empty")]
