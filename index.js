@@ -849,6 +849,7 @@ module.exports.readLog = nativeBinding.readLog
 module.exports.reconcile = nativeBinding.reconcile
 module.exports.rerunJob = nativeBinding.rerunJob
 module.exports.resultSchemas = nativeBinding.resultSchemas
+module.exports.resultTypes = nativeBinding.resultTypes
 module.exports.resumeJob = nativeBinding.resumeJob
 module.exports.runBackground = nativeBinding.runBackground
 module.exports.runYield = nativeBinding.runYield

@@ -1,16 +1,14 @@
 #!/usr/bin/env node
-// Writes index.d.ts's `RunOptions` and `WakeOptions` from the start options'
-// one definition (crates/core/src/verbs/start_options.rs), through the JSON
-// Schema the addon exports (startOptionsSchema): each option's doc, type,
-// enum and order. Likewise `CheckOptions`, `ListOptions`, `WaitOptions`,
-// `KillOptions`, `KillAllOptions` and `CleanupOptions` from the verbs' options
-// (crates/core/src/verbs/verb_options.rs, verbOptionsSchema), each in its
-// place, and those of readLog, followLog, followLogs, sendInput, pruneJobs,
-// summary, up, down, watchJobs and ResourceTracker; and every function's
-// declaration and doc from its #[napi] item in crates/node/src. Run after changing an option and building the addon:
+// Writes index.d.ts whole: the option interfaces from the core's option types
+// (startOptionsSchema, verbOptionsSchema: crates/core/src/verbs/start_options.rs
+// and verb_options.rs), the result interfaces and string unions from the
+// core's views (resultTypes: crates/core/src/present/view), every function
+// and class with its doc from its #[napi] item in crates/node/src, and only a
+// fixed header and the JS face's own parts (HEADER, JS_FACE) from here. Run
+// after changing any of them and building the addon:
 //   npm run build && node scripts/options-dts.mjs
 // `--check` writes nothing and exits 1 when index.d.ts is not what it would
-// write (__test__/options-parity.test.mjs runs that check).
+// write (__test__/dts.test.mjs runs that check).
 import fs from 'node:fs'
 import path from 'node:path'
 import { createRequire } from 'node:module'
@@ -183,30 +181,306 @@ export function withFunctions(dts, functions) {
   return dts
 }
 
+
+/** The TypeScript of a Rust type napi converts itself, in a class's methods. */
+const RUST_TYPES = { bool: 'boolean', String: 'string', '&str': 'string', u32: 'number', i32: 'number', f64: 'number', 'HashMap<String,String>': 'Record<string, string>' }
+
+/** A `///` block's lines, without the slashes. */
+const docLines = (block) => block.trimEnd().split('\n').map((l) => l.trim().replace(/^\/\/\/ ?/, ''))
+
 /**
- * index.d.ts with its generated block replaced, the verbs' interfaces when
- * `verbs` is given, and the functions' declarations when `functions` is.
+ * The addon's classes, from their `#[napi]` items in crates/node/src: a
+ * `#[napi] pub struct` with its `#[napi] impl` (constructor, getters,
+ * methods, each with its doc), and each async iterator `stream_iterator!`
+ * defines (stream.rs: `next()`, `return()`, `[Symbol.asyncIterator]`).
  */
-export function rewritten(dts, schema, verbs, functions) {
-  const begin = dts.indexOf(BEGIN)
-  const end = dts.indexOf(END)
-  if (begin < 0 || end < begin) throw new Error(`index.d.ts: the generated block's markers are missing (${BEGIN} … ${END})`)
-  let next = dts.slice(0, begin) + generated(schema) + dts.slice(end + END.length + 1)
-  if (verbs) next = withVerbs(next, verbs)
-  return functions ? withFunctions(next, functions) : next
+export function napiClasses(dir = path.join(root, 'crates', 'node', 'src')) {
+  const classes = new Map()
+  const files = fs.readdirSync(dir).filter((f) => f.endsWith('.rs')).sort()
+  const read = (file) => fs.readFileSync(path.join(dir, file), 'utf8')
+  // The doc of `return()`, written once in the macro.
+  const stream = read('stream.rs')
+  const returnDoc = stream.match(/((?:^ *\/\/\/.*\n)+) *#\[napi\(js_name = "return"/m)
+  if (!returnDoc) throw new Error('options-dts: stream.rs: no `return()` with its doc in stream_iterator!')
+  for (const file of files) {
+    const text = read(file)
+    const iterators = /stream_iterator!\(\n((?: *\/\/\/.*\n)+) *(\w+),\n *[^\n]+,\n *"([^"]+)",\n *"((?:[^"\\]|\\.)*)"\n\);/g
+    for (const [, docs, name, ts, nextDoc] of text.matchAll(iterators)) {
+      const item = ts.match(/^Promise<IteratorResult<(.+), undefined>>$/)?.[1]
+      if (!item) throw new Error(`options-dts: ${file}: ${name}'s next() type ${ts} is no Promise<IteratorResult<T, undefined>>`)
+      classes.set(name, {
+        doc: docLines(docs),
+        head: `export declare class ${name} implements AsyncIterableIterator<${item}>`,
+        members: [
+          { declaration: 'private constructor()' },
+          { doc: [nextDoc.replace(/\\(.)/g, '$1')], declaration: `next(): ${ts}` },
+          { doc: docLines(returnDoc[1]), declaration: `return(): ${ts}` },
+          { declaration: `[Symbol.asyncIterator](): ${name}` },
+        ],
+      })
+    }
+    for (const [, docs, name] of text.matchAll(/((?:^\/\/\/.*\n)+)#\[napi\]\npub struct (\w+)/gm)) {
+      const body = text.match(new RegExp(`#\\[napi\\]\\nimpl ${name} \\{\\n([\\s\\S]*?)\\n\\}\\n`))
+      if (!body) throw new Error(`options-dts: ${file}: no #[napi] impl ${name}`)
+      const members = []
+      const method = /((?:^ {4}\/\/\/.*\n)*) {4}#\[napi(?:\(([\s\S]*?)\))?\]\n {4}pub fn (\w+)(?:<[^>]*>)?\(([^)]*)\)\s*(?:->\s*([^{]+?))?\s*\{/gm
+      for (const [, mdocs, attrs = '', rust, params, returns = '()'] of body[1].matchAll(method)) {
+        const attr = (key) => attrs.match(new RegExp(`${key}\\s*=\\s*"([^"]*)"`))?.[1]
+        const rustType = (t) => RUST_TYPES[t.replace(/\s+/g, '')] ?? RUST_TYPES[t.replace(/\s+/g, '').replace(/^Result<(.*)>$/, '$1')]
+        const args = attr('ts_args_type') ?? params.split(',').map((p) => p.trim()).filter((p) => p && !/self$/.test(p) && !/^\w+: &?(?:'\w+ )?Env$/.test(p))
+          .map((p) => {
+            const [arg, type] = p.split(/:\s*/)
+            const ts = rustType(type)
+            if (!ts) throw new Error(`options-dts: ${file}: ${name}.${rust}: no TypeScript for the argument type ${type} (give ts_args_type)`)
+            return `${camel(arg)}: ${ts}`
+          }).join(', ')
+        const ts = attr('ts_return_type') ?? rustType(returns)
+        const doc = mdocs ? docLines(mdocs) : undefined
+        if (/\bconstructor\b/.test(attrs)) members.push({ doc, declaration: `constructor(${args})` })
+        else if (ts === undefined) throw new Error(`options-dts: ${file}: ${name}.${rust} needs ts_return_type (what index.d.ts declares)`)
+        else if (/\bgetter\b/.test(attrs)) members.push({ doc, declaration: `get ${camel(rust)}(): ${ts}` })
+        else members.push({ doc, declaration: `${attr('js_name') ?? camel(rust)}(${args}): ${ts}` })
+      }
+      classes.set(name, { doc: docLines(docs), head: `export declare class ${name}`, members })
+    }
+  }
+  return classes
+}
+
+/** A JSDoc block at `indent`: one line when the doc is one line. */
+function jsdoc(lines, indent = '') {
+  if (!lines || lines.length === 0 || (lines.length === 1 && lines[0] === '')) return ''
+  if (lines.length === 1) return `${indent}/** ${lines[0]} */\n`
+  return `${indent}/**\n${lines.map((l) => `${indent} * ${l}`.trimEnd()).join('\n')}\n${indent} */\n`
+}
+
+function declaredClass({ doc, head, members }) {
+  const body = members.map((m) => `${jsdoc(m.doc, '  ')}  ${m.declaration}\n`).join('')
+  return `${jsdoc(doc)}${head} {\n${body}}\n`
+}
+
+/**
+ * The TypeScript of a result's JSON Schema (resultTypes(): the core's views);
+ * `aliases` collects the string unions index.d.ts declares by name (`x-ts`).
+ */
+function resultType(schema, aliases, at) {
+  if (schema === true || (typeof schema === 'object' && Object.keys(schema).filter((k) => k !== 'description').length === 0)) return 'JsonValue'
+  if (schema['x-ts']) {
+    if (/^\w+$/.test(schema['x-ts']) && schema.enum && !aliases.get(schema['x-ts'])?.doc) aliases.set(schema['x-ts'], { enum: schema.enum, doc: schema['x-ts-doc'] })
+    return schema['x-ts']
+  }
+  if (schema.$ref) return schema.$ref.replace('#/$defs/', '')
+  if (schema.anyOf) {
+    const kept = schema.anyOf.filter((s) => s.type !== 'null')
+    return kept.map((s) => resultType(s, aliases, at)).join(' | ')
+  }
+  if (schema.enum) return schema.enum.map((v) => `'${v}'`).join(' | ')
+  switch (schema.type) {
+    case 'string': return 'string'
+    case 'boolean': return 'boolean'
+    case 'integer': case 'number': return 'number'
+    case 'array': return `Array<${resultType(schema.items, aliases, at)}>`
+    case 'object':
+      if (schema.additionalProperties) return `Record<string, ${resultType(schema.additionalProperties, aliases, at)}>`
+  }
+  throw new Error(`options-dts: no TypeScript type for ${at}: ${JSON.stringify(schema)}`)
+}
+
+/**
+ * A result interface from its schema: each property with its doc, optional
+ * where the core leaves it out when it has no value. `x-ts-extends`: the
+ * result it flattens in first, whose properties it must hold unchanged.
+ */
+function resultInterface(name, types, aliases) {
+  const schema = types[name]
+  const parent = schema['x-ts-extends']
+  let own = Object.keys(schema.properties)
+  if (parent) {
+    const base = types[parent]
+    if (!base) throw new Error(`options-dts: ${name} extends ${parent}, which is no result`)
+    for (const key of Object.keys(base.properties)) {
+      if (JSON.stringify(base.properties[key]) !== JSON.stringify(schema.properties[key]) || base.required?.includes(key) !== schema.required?.includes(key)) {
+        throw new Error(`options-dts: ${name} extends ${parent} but its ${key} differs`)
+      }
+    }
+    own = own.filter((key) => !(key in base.properties))
+  }
+  const body = own.map((key) => {
+    const field = schema.properties[key]
+    const optional = schema.required?.includes(key) ? '' : '?'
+    return `${doc(field.description)}  ${key}${optional}: ${resultType(field, aliases, `${name}.${key}`)}\n`.replace(/^ {2}\/\*\* {2}\*\/\n/, '')
+  }).join('')
+  return `${jsdoc(schema.description?.split('\n'))}export interface ${name}${parent ? ` extends ${parent}` : ''} {\n${body}}\n`
+}
+
+/** The names of index.d.ts types a TypeScript text refers to. */
+const BUILTIN = new Set(['Promise', 'Array', 'Record', 'IteratorResult', 'AsyncIterableIterator', 'AbortSignal', 'Symbol', 'EventEmitter', 'Error', 'JsonValue'])
+const referenced = (text) => [...new Set([...text.matchAll(/\b[A-Z]\w*\b/g)].map((m) => m[0]))].filter((n) => !BUILTIN.has(n))
+
+/**
+ * What index.d.ts says before the generated part: the lint comment, the
+ * import its JS-written parts need, the loader's own export (napi's loader
+ * adds `__napiBindingTarget`; scripts/patch-loader.mjs) and JSON data.
+ */
+export const HEADER = `/* eslint-disable */
+// Generated whole by scripts/options-dts.mjs (\`npm run build && node scripts/options-dts.mjs\`):
+// the functions and classes from the #[napi] items of crates/node/src, the
+// options from the core's option types, the results from the core's views
+// (crates/core/src/present/view), each with its doc. Edit those, not this;
+// __test__/dts.test.mjs fails when this file differs from what it writes.
+import { EventEmitter } from 'node:events'
+
+/**
+ * Which binding artifact the generated loader actually loaded: \`'native'\` for
+ * a native addon, otherwise the \`platformArchABI\` of the WASI flavor. Every
+ * flavor napi-rs can build is listed, because \`NAPI_RS_NATIVE_LIBRARY_PATH\`
+ * can point the loader at a WASI artifact this package does not build itself.
+ */
+export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
+
+/** JSON data, as kept in a job's \`context\`. */
+export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue }
+`
+
+/**
+ * What the JS face adds itself, each declared after the function it goes
+ * with: `jobEvents` (written in JS, job-events.js) and the options that are
+ * no core option (`checkJob`'s `text`, `runYield`'s own).
+ */
+export const JS_FACE = {
+  checkJob: `export interface CheckJobOptions extends CheckOptions {
+  /** Also \`text\`: the answer as \`checkJobText\` gives it, from this same check (default false). */
+  text?: boolean
+}
+`,
+  runYield: `/** \`runBackground\`'s options, and how long to wait. */
+export interface YieldOptions extends RunOptions {
+  /** How long to wait for the job to end before leaving it running. */
+  yieldMs: number
+  /** Stops the wait at once when aborted (the job runs on): the promise rejects with an \`AbortError\`. */
+  signal?: AbortSignal
+}
+`,
+  watchJobs: `/**
+ * \`watchJobs\` as an EventEmitter: emits \`'end'\` with each job end (the same
+ * \`JobEnd\`), \`'error'\` if watching fails (an \`AbortError\` when \`signal\`
+ * aborts), then \`'close'\`. It keeps the process alive until \`close()\` (or the
+ * abort). Bad options throw here, as \`watchJobs\`' do.
+ *
+ * \`\`\`js
+ * const events = pm.jobEvents({ owner: 'agent-a' })
+ * events.on('end', (end) => console.log(end.message))
+ * // later: events.close()
+ * \`\`\`
+ */
+export declare function jobEvents(options?: WatchJobsOptions | undefined | null): JobEvents
+
+/** What \`jobEvents\` returns (not exported: made by \`jobEvents\` only). */
+export interface JobEvents extends EventEmitter {
+  /** Stops watching; the native thread ends at once, then \`'close'\` is emitted. */
+  close(): void
+  on(event: 'end', listener: (end: JobEnd) => void): this
+  on(event: 'error', listener: (error: Error) => void): this
+  on(event: 'close', listener: () => void): this
+  once(event: 'end', listener: (end: JobEnd) => void): this
+  once(event: 'error', listener: (error: Error) => void): this
+  once(event: 'close', listener: () => void): this
+}
+`,
+}
+
+/** The names the JS face declares itself (JS_FACE), which no generated part must declare again. */
+const JS_FACE_NAMES = ['CheckJobOptions', 'YieldOptions', 'JobEvents', 'jobEvents']
+
+/**
+ * index.d.ts, whole: the header, then each function (in the order of
+ * crates/node/src, file by file) followed by what it names that is not
+ * declared yet: its options, its iterator class, its results and what they
+ * hold; the classes no function returns at the end. Every option interface,
+ * result and class is declared once.
+ */
+export function generate({ start, verbs, results, functions, classes }) {
+  const optionBlocks = new Map()
+  const nested = start['x-order'].filter((n) => start.properties[n].type === 'object' && start.properties[n].properties)
+  optionBlocks.set('RunOptions', `/** Options of \`runBackground\`; they mirror the CLI's flags. */\nexport interface RunOptions {\n${ARGS}${members(start)}}\n`)
+  for (const name of nested) optionBlocks.set(interfaceOf(name), `export interface ${interfaceOf(name)} {\n${members(start.properties[name])}}\n`)
+  for (const name of Object.keys(VERB_INTERFACES)) optionBlocks.set(name, verbInterface(name, verbs).replace(/^\/\/ Generated[^\n]*\n/, ''))
+  for (const name of JS_FACE_NAMES) {
+    if (optionBlocks.has(name) || results[name] || classes.has(name) || functions.has(name)) throw new Error(`options-dts: ${name} is declared by the JS face and generated too`)
+  }
+  const aliases = new Map()
+  const done = new Set(['JsonValue', ...JS_FACE_NAMES])
+  const parts = []
+  const aliasesOut = new Set()
+  /** Declares `name` and, depth first, what it refers to that is not declared yet. */
+  const declare = (name) => {
+    if (done.has(name)) return
+    done.add(name)
+    let text
+    if (optionBlocks.has(name)) text = optionBlocks.get(name)
+    else if (results[name]) text = resultInterface(name, results, aliases)
+    else if (classes.has(name)) text = declaredClass(classes.get(name))
+    else if (aliases.has(name)) {
+      const { enum: values, doc: aliasDoc } = aliases.get(name)
+      text = `${jsdoc(aliasDoc?.split('\n'))}export type ${name} = ${values.map((v) => `'${v}'`).join(' | ')}\n`
+      aliasesOut.add(name)
+    } else throw new Error(`options-dts: index.d.ts refers to ${name}, which no option type, result, class or alias declares`)
+    parts.push(text)
+    // Aliases first found in this part (the options' `x-ts` too).
+    for (const m of text.matchAll(/\b(\w+)\??: (\w+)\b/g)) {
+      const schemaAlias = m[2]
+      if (!aliases.has(schemaAlias) && /^[A-Z]/.test(schemaAlias) && !done.has(schemaAlias) && !results[schemaAlias] && !optionBlocks.has(schemaAlias) && !classes.has(schemaAlias)) {
+        const fromOptions = findAlias(schemaAlias, start, verbs)
+        if (fromOptions) aliases.set(schemaAlias, fromOptions)
+      }
+    }
+    const body = text.replace(/\/\*\*[\s\S]*?\*\//g, '')
+    for (const ref of referenced(body)) if (ref !== name) declare(ref)
+  }
+  const jsAfter = new Map(Object.entries(JS_FACE))
+  for (const [name, fn] of functions) {
+    parts.push(declared(fn))
+    for (const ref of referenced(fn.declaration.replace(/^export declare function \w+/, ''))) declare(ref)
+    if (jsAfter.has(name)) {
+      const text = jsAfter.get(name)
+      parts.push(text)
+      jsAfter.delete(name)
+      for (const ref of referenced(text.replace(/\/\*\*[\s\S]*?\*\//g, ''))) declare(ref)
+    }
+  }
+  if (jsAfter.size) throw new Error(`options-dts: the JS face's parts for ${[...jsAfter.keys()].join(', ')} follow no function`)
+  for (const name of [...classes.keys()]) declare(name)
+  const unused = [...optionBlocks.keys(), ...Object.keys(results)].filter((n) => !done.has(n))
+  if (unused.length) throw new Error(`options-dts: no function or class refers to ${unused.join(', ')}`)
+  return `${HEADER}\n${parts.join('\n')}`
+}
+
+/** The string union an option's schema names with `x-ts` (ListOptions' `status`: `JobStatus`). */
+function findAlias(name, start, verbs) {
+  for (const schema of [start, ...Object.values(verbs)]) {
+    for (const option of Object.values(schema.properties ?? {})) {
+      if (option['x-ts'] === name && option.enum) return { enum: option.enum, doc: option['x-ts-doc'] }
+    }
+  }
+  return undefined
+}
+
+/** What the addon gives the generator: every schema and #[napi] item it writes from. */
+export function sources(pm) {
+  return { start: pm.startOptionsSchema(), verbs: pm.verbOptionsSchema(), results: pm.resultTypes(), functions: napiFunctions(), classes: napiClasses() }
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
   const pm = createRequire(import.meta.url)(root)
   const dts = fs.readFileSync(dtsPath, 'utf8')
-  const next = rewritten(dts, pm.startOptionsSchema(), pm.verbOptionsSchema(), napiFunctions())
+  const next = generate(sources(pm))
   if (process.argv.includes('--check')) {
     if (next !== dts) {
-      console.error('index.d.ts is not what scripts/options-dts.mjs writes from the core\'s options: run it')
+      console.error('index.d.ts is not what scripts/options-dts.mjs writes: run it')
       process.exit(1)
     }
   } else if (next !== dts) {
     fs.writeFileSync(dtsPath, next)
-    console.log('index.d.ts: the option interfaces rewritten from the core\'s options')
+    console.log('index.d.ts written')
   }
 }

@@ -64,7 +64,7 @@ impl Write for LineSink {
 }
 
 stream_iterator!(
-    /// The iterator `followLog` returns. `[Symbol.asyncIterator]` returns itself.
+    /// What `followLog` returns: an async iterator (and iterable) of lines.
     LogLines,
     String,
     "Promise<IteratorResult<string, undefined>>",
@@ -156,7 +156,7 @@ impl StreamSink for StreamLines {
 }
 
 stream_iterator!(
-    /// The iterator `followLogs` returns. `[Symbol.asyncIterator]` returns itself.
+    /// What `followLogs` returns: an async iterator (and iterable) of every job's lines.
     JobLogLines,
     StreamLineView,
     "Promise<IteratorResult<JobLogLine, undefined>>",

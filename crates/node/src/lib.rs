@@ -108,6 +108,16 @@ pub fn result_schemas() -> serde_json::Value {
     proc_manager_core::present::schema::schema()
 }
 
+/// The JSON Schemas of every result the functions return, keyed by its
+/// index.d.ts name, from the core's one definition of each (its view): the
+/// results nested in another referenced (`$ref`), properties in their
+/// declaration order, `x-ts` naming a string union's type. What
+/// scripts/options-dts.mjs writes index.d.ts's result interfaces from.
+#[napi(ts_return_type = "Record<string, any>")]
+pub fn result_types() -> serde_json::Value {
+    proc_manager_core::present::schema::typescript()
+}
+
 /// Status, exit code, runtime and the last lines of a job's output; with
 /// `text: true` also `checkJobText`'s text of this same check.
 #[napi(ts_args_type = "jobId: string, options?: CheckJobOptions | undefined | null", ts_return_type = "CheckResult")]
@@ -118,11 +128,11 @@ pub fn check_job(job_id: Unknown, options: Option<Unknown>) -> Result<serde_json
     let with_text = o.boolean("text")?.unwrap_or(false);
     o.finish()?;
     let check = context()?.check(&job_id, &query).map_err(to_js_error)?;
-    let mut value = shape(&CheckView::from(&check))?;
-    if let (true, Some(fields)) = (with_text, value.as_object_mut()) {
-        fields.insert("text".into(), proc_manager_core::present::format::check_text(&check).into());
+    let mut view = CheckView::from(&check);
+    if with_text {
+        view.text = Some(proc_manager_core::present::format::check_text(&check));
     }
-    Ok(value)
+    shape(&view)
 }
 
 /// Jobs in the registry: running ones and those that ended within the hour,

@@ -56,20 +56,26 @@ impl ResourceTracker {
         Ok(ResourceTracker { inner: resource_tracker::ResourceTracker::new(config) })
     }
 
+    /// Whether it tracks: `false` when `enabled: false` or config.json's
+    /// `diagnostics.resource_tracking.enabled` turned it off.
     #[napi(getter)]
     pub fn enabled(&self) -> bool {
         self.inner.enabled()
     }
 
     /// The environment to start tracked work with (`{ PROC_MANAGER_TRACKER: token }`);
-    /// once handed out, processes carrying it count as left behind too.
+    /// once handed out, processes carrying it count as left behind too, and
+    /// new processes this process started itself that run on do not.
     #[napi]
     pub fn env(&mut self) -> HashMap<String, String> {
         let (key, value) = self.inner.env();
         HashMap::from([(key, value)])
     }
 
-    /// Takes the snapshot a phase starts from. `null` when disabled.
+    /// Takes the snapshot a phase starts from, and makes this process a child
+    /// subreaper (Linux) until the last open phase's `snapshotAfter`, so what
+    /// the task orphans is re-parented here and found by ancestry even when a
+    /// launcher stripped the cookie. `null` when disabled.
     #[napi(ts_return_type = "ProcessSnapshot | null")]
     pub fn snapshot_before(&mut self, label: String) -> Result<serde_json::Value> {
         match self.inner.snapshot_before(&label) {
@@ -78,7 +84,12 @@ impl ResourceTracker {
         }
     }
 
-    /// Compares with the snapshot taken before `label`: orphans, memory delta, warnings.
+    /// Compares with the snapshot taken before `label`: orphans, memory delta,
+    /// warnings. A child this process killed just before is first waited for
+    /// (up to 1 s) until its exit has handed its processes here. Reaps the
+    /// zombies it adopted that provably are not children this process started
+    /// (never the exit status of a `child_process`), and stops being a
+    /// subreaper if it was not one before.
     #[napi(ts_return_type = "PhaseResult")]
     pub fn snapshot_after(&mut self, env: Env, label: String) -> Result<serde_json::Value> {
         // A live child this thread's loop still tracks was started here

@@ -14,7 +14,7 @@ use std::io::Write;
 use std::sync::Mutex;
 
 stream_iterator!(
-    /// The iterator `watchJobs` returns. `[Symbol.asyncIterator]` returns itself.
+    /// What `watchJobs` returns: an async iterator (and iterable) of job ends.
     JobEnds,
     serde_json::Value,
     "Promise<IteratorResult<JobEnd, undefined>>",

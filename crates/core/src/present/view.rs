@@ -11,6 +11,8 @@ mod orphans;
 mod stack;
 #[cfg(test)]
 mod tests;
+#[cfg(feature = "schema")]
+pub(crate) mod unions;
 
 pub use control::{wait_exit_code, JobResultView, KillView, PauseView, SendView, StartFailedView, StartView, WaitView, YieldView};
 pub use job::{

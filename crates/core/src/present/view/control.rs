@@ -9,7 +9,7 @@ use serde::Serialize;
 
 /// `runBackground`, `run-bg --json`: the job just started.
 #[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "RunResult"))]
 #[serde(rename_all = "camelCase")]
 pub struct StartView {
     pub job_id: String,
@@ -18,9 +18,10 @@ pub struct StartView {
     pub pid: Option<u32>,
     pub log_path: String,
     pub label: String,
-    /// `running` (the call returns once the main process runs), or `queued`.
+    /// `running` once the main process runs; `queued` while it waits (`queue`, `after`).
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::start_status"))]
     pub status: String,
-    /// Said about the request without refusing it (a wake template's unknown keys).
+    /// Said about the request without refusing it (a wake template's unknown `{{key}}`s).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
     /// Queued: its place, 1 = next to start (in its queue).
@@ -70,30 +71,31 @@ impl StartFailedView {
 
 /// `runYield`: whether the job ended within the time given, and if so its check.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "YieldResult"))]
 #[serde(rename_all = "camelCase")]
 pub struct YieldView {
     pub job_id: String,
-    /// True when the job ended in time; then `check` holds its outcome.
+    /// True when the job ended within `yieldMs`; then `check` holds its outcome.
     pub done: bool,
-    /// True when the job has a readiness check and was seen ready in time;
-    /// then `check` holds it, still running. (Its readiness timeout passing
-    /// first also returns `check`, with `ready` false.)
+    /// True when the job has a readiness check and was ready within `yieldMs`
+    /// (then `check` holds it, still running). Its readiness timeout passing
+    /// first also gives `check`, with `ready` false.
     pub ready: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub check: Option<CheckView>,
 }
 
-/// `waitJob`, and each job of `run-bg wait --json`: the job and how the wait ended.
+/// `waitJob`'s answer (each of `run-bg wait --json`'s `jobs`): the job and how the wait ended.
 #[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "JobResult", extend("x-ts-extends" = "JobSummary")))]
 #[serde(rename_all = "camelCase")]
 pub struct JobResultView {
     #[serde(flatten)]
     pub job: JobView,
-    /// The wait's time limit passed while this job still ran.
+    /// `timeoutMs` passed while the job still ran.
     pub timed_out: bool,
-    /// The exit status a shell would report (`shell_exit_code`), 124 when
-    /// the wait's time limit passed first.
+    /// The exit status a shell would report (128+signal for a signal), or
+    /// 124 when `timeoutMs` passed first, as `run-bg wait` exits.
     pub shell_exit_code: i32,
 }
 
@@ -123,16 +125,18 @@ impl From<&WaitOutcome> for WaitView {
 
 /// `killJob`, each entry of `killAll` and of `run-bg kill --json`.
 #[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "KillResult"))]
 #[serde(rename_all = "camelCase")]
 pub struct KillView {
     pub job_id: String,
+    /// The job's status after the kill; `unknown` when it could not be killed.
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::kill_status"))]
     pub status: String,
     /// Whether a signal was sent (false when the job had already ended).
     pub signalled: bool,
-    /// What happened, to show: control characters of user text written out.
+    /// What happened, to show (control characters of user text written out).
     pub message: String,
-    /// Why this job could not be killed.
+    /// In `killAll` results: why this job could not be killed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -151,11 +155,12 @@ impl From<&KillOutcome> for KillView {
 
 /// `pauseJob` / `resumeJob`, `run-bg pause|resume --json`.
 #[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "PauseResult"))]
 #[serde(rename_all = "camelCase")]
 pub struct PauseView {
     pub job_id: String,
     /// `paused`, or `running` after a resume (`orphaned` for an orphan resumed).
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::job_status"))]
     pub status: String,
     /// While paused: since when (ms since the epoch).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -180,13 +185,13 @@ impl From<&crate::verbs::pause::PauseOutcome> for PauseView {
 
 /// `sendInput`, `run-bg send --json`: what went to the job's stdin.
 #[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "SendResult"))]
 #[serde(rename_all = "camelCase")]
 pub struct SendView {
     pub job_id: String,
-    /// Bytes written (the newline included).
+    /// Bytes written, the newline included.
     pub bytes: usize,
-    /// Whether the job's stdin was closed after them (`eof`).
+    /// Whether its stdin was closed (`eof`).
     pub closed: bool,
 }
 

@@ -6,16 +6,16 @@ use crate::verbs::check::CheckResult;
 use crate::now_ms;
 use serde::Serialize;
 
-/// A job as recorded, with its status verified against the OS (`listJobs`,
-/// `run-bg list --json`; the head of every other job shape).
+/// A job as recorded, with its status verified against the OS.
 #[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "JobSummary"))]
 #[serde(rename_all = "camelCase")]
 pub struct JobView {
     pub job_id: String,
     pub label: String,
     pub command: String,
     /// running | paused | success | failed | killed | timeout | orphaned | lost | queued | skipped
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::job_status"))]
     pub status: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
@@ -37,23 +37,21 @@ pub struct JobView {
     /// Why the job could not start, or what went wrong around it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// The announcement of the job's end: `eventId`, `state` (pending,
-    /// queued, ignored, failed, no-listener, delivered), `attempts`, `lastError`,
-    /// `matched`, `reason`, `level`.
+    /// The announcement of the job's end to the interrupt service.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notification: Option<NotificationView>,
+    /// Command hooks run when the job ended.
     pub hooks: Vec<HookView>,
-    /// Peak RSS of the job's largest process, once it has ended.
+    /// Peak RSS of the job's largest process in MiB, once it has ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_rss_mb: Option<f64>,
-    /// When the job was seen ready (`--ready-log/-port/-url`), ms since the epoch.
+    /// When the job was seen ready (`readyLog`/`readyPort`/`readyUrl`), ms since the epoch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ready_at: Option<u64>,
-    /// What kept it from being ready, while it was not: `port 3000 is held
-    /// by pid 812 (nginx), not by this job`.
+    /// Not ready yet (or never was): what stands in the way, e.g. `port 3000 is held by pid 812 (nginx), not by this job`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ready_blocked: Option<String>,
-    /// `--restart`: how many times the main process was started again (0 so far).
+    /// With `restart`: how many times its main process was started again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub restarts: Option<u32>,
     /// How the run before the last restart ended (`exit 1`, `signal SIGSEGV`).
@@ -62,40 +60,41 @@ pub struct JobView {
     /// When that run ended (ms since the epoch).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_restart_at: Option<u64>,
-    /// `pipe` for a job started with `--stdin pipe` (`send` writes to it).
+    /// `pipe` when started with `stdin: 'pipe'` (`sendInput` writes to it).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::stdin_pipe"))]
     pub stdin: Option<String>,
-    /// The job's wake rule at the interrupt service (`--wake`).
+    /// The job's wake rule at the interrupt service (`wake` / `--wake`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wake: Option<WakeView>,
-    /// Its queue (`--queue`, or `default`), for a job that waited or waits.
+    /// Its queue (`queue`, or `default`), for a job that waited or waits for a slot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
-    /// `--priority`, when not 0.
+    /// Its `priority`, when not 0.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub priority: Option<i64>,
-    /// `--after`: the jobs it runs after.
+    /// The jobs it runs `after`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub after: Option<Vec<String>>,
-    /// Queued: its place, 1 = next to start (in its queue).
+    /// `listJobs`, queued: its place, 1 = next to start (in its queue).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub position: Option<usize>,
-    /// Queued: the jobs of `after` that have not ended yet.
+    /// `listJobs`, queued: the jobs of `after` that have not ended yet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting_for: Option<Vec<String>>,
-    /// `--tie`: the process whose end kills the job.
+    /// `tie`/`tiePid`: the process whose exit kills the job's tree.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tie: Option<TieView>,
-    /// When `pause` stopped its tree (ms since the epoch), while it is paused.
+    /// While `pauseJob` holds it (status `paused`): since when, ms since the epoch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paused_at: Option<u64>,
-    /// The job this one is a rerun of (`rerun`).
+    /// `rerunJob`: the job this one starts again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rerun_of: Option<String>,
-    /// The agent harness session it belongs to.
+    /// The agent harness session it belongs to (`session`, `RUN_BG_SESSION`, or the harness that started it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
-    /// `--outlive-session`: its session's end leaves it running.
+    /// `outliveSession`: its session's end leaves it running.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub outlive_session: bool,
 }
@@ -111,15 +110,21 @@ impl JobView {
     }
 }
 
-/// `pending` (being registered), `registered`, `failed` (`reason`), `fired`
-/// (the end event matched it; the service removes it), `removed` (by us: the
-/// end event did not go through it; `reason`).
+/// `pending` (being registered), `registered`, `failed` (`reason`), `queued`
+/// (the end event matched it; the service has not dispatched it yet), `fired`
+/// (the service dispatched it and removed the one-off rule), `not-fired` (the
+/// service still had it after its batch window and dispatch: its `openclaw`
+/// call failed or it restarted and lost its queue; removed by us, `reason`),
+/// `removed` (by us, with DELETE: the end event did not go through it; `reason`).
 #[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "WakeInfo"))]
 #[serde(rename_all = "camelCase")]
 pub struct WakeView {
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::wake_state"))]
     pub state: String,
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::wake_action"))]
     pub action: String,
+    /// `run-bg-<jobId>`
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -129,52 +134,57 @@ pub struct WakeView {
 }
 
 #[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "TieInfo"))]
 #[serde(rename_all = "camelCase")]
 pub struct TieView {
     /// The process watched.
     pub pid: u32,
-    /// When it ended and the job was killed for it (ms since the epoch).
+    /// When it exited and the job was killed for it (ms since the epoch).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fired_at: Option<u64>,
-    /// `its caller (pid N) exited`, once it fired.
+    /// Once it fired: `its caller (pid N) exited` (`tie: true`), `the process it was tied to (pid N) exited` (`tiePid`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "NotificationInfo"))]
 #[serde(rename_all = "camelCase")]
 pub struct NotificationView {
+    /// `<jobId>:<status>`, stable across retries.
     pub event_id: String,
     /// `pending` (being retried), `queued` (the interrupt service queued it
     /// for the agent), `ignored` (it took it and passes it to no one),
     /// `failed` (refused, or given up on), `no-listener` (no service at the
     /// default address), `delivered` (a 2xx from another kind of receiver).
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::delivery_state"))]
     pub state: String,
     pub attempts: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// When the receiver took it (queued, ignored, delivered).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delivered_at: Option<u64>,
-    /// `queued`: how many of the service's rules matched.
+    /// `queued`: how many of the service's rules matched (0: its default action for the level).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub matched: Option<u32>,
     /// `ignored`: the service's reason; `failed`: what the refusal said.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// The interrupt service's level it was sent at.
+    /// The interrupt service's level it was sent at: `info`, `warn` or `alert`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::level"))]
     pub level: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "HookInfo"))]
 #[serde(rename_all = "camelCase")]
 pub struct HookView {
     pub command: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// Why it failed (exited non-zero, timed out, could not start).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub duration_ms: u64,
@@ -255,28 +265,38 @@ pub fn kb_to_mb(kb: u64) -> f64 {
     (kb as f64 / 1024.0 * 10.0).round() / 10.0
 }
 
-/// `checkJob`, `run-bg check --json`: the job plus the last lines of its output.
+/// `checkJob`'s answer (`run-bg check --json`): the job plus the last lines of its output.
 #[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "CheckResult", extend("x-ts-extends" = "JobSummary")))]
 #[serde(rename_all = "camelCase")]
 pub struct CheckView {
     #[serde(flatten)]
     pub job: JobView,
-    /// Last lines of output, oldest first.
+    /// Last lines of output, oldest first, cleaned and folded as `run-bg check`
+    /// shows them (`same [×3]`). With `errors`, groups are parted by `--`, and
+    /// where the look stopped at its bound (200,000 lines or 64 MiB) the first
+    /// line says so: `[none in the last N lines; earlier lines not searched]` or
+    /// `[only the last N lines were searched]`.
     pub tail: Vec<String>,
-    /// Where the log stood after the last complete line read: `readLog` with
-    /// `since` gives only what came after.
+    /// Where the log stood after its last complete line when the tail was read:
+    /// `readLog(jobId, { since: cursor })` gives only what came after.
     pub cursor: u64,
-    /// Why `cursor` is not to be used: the log's start record is corrupt.
+    /// Present when `cursor` is not to be used: the log's start record
+    /// (`.output.log.start`) is corrupt, so where the kept lines lie in
+    /// everything written is unknown; reads by cursor are refused saying so.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log_problem: Option<String>,
-    /// Processes still running although the main process ended.
+    /// Processes still running although the main process ended (or its supervisor died).
     pub lingering: Vec<ProcessView>,
-    /// How many of the job's processes run now, and their resident memory.
+    /// How many of the job's processes run now (running or lingering).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub processes: Option<usize>,
+    /// Their resident memory now, in MiB.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rss_mb: Option<f64>,
+    /// With `text: true`: this check as `checkJobText` writes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
 }
 
 impl From<&CheckResult> for CheckView {
@@ -289,13 +309,14 @@ impl From<&CheckResult> for CheckView {
             lingering: check.lingering.iter().map(ProcessView::from).collect(),
             processes: check.usage.map(|u| u.processes),
             rss_mb: check.usage.map(|u| kb_to_mb(u.rss_kb)),
+            text: None,
         }
     }
 }
 
 /// One of a job's processes.
 #[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "JobProcess"))]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessView {
     pub pid: u32,
@@ -309,16 +330,19 @@ impl From<&ProcessEntry> for ProcessView {
     }
 }
 
-/// A job directory whose record cannot be read, as `list` shows it beside
-/// the jobs: `status` is `corrupt`, `error` says why and what removes it.
+/// A job directory whose `job.json` cannot be read: listed (without a
+/// `status` or `owner` filter) so that it does not vanish; `killJob` or
+/// `prune` removes its directory.
 #[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "CorruptJob"))]
 #[serde(rename_all = "camelCase")]
 pub struct CorruptJobView {
     pub job_id: String,
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::corrupt"))]
     pub status: String,
-    /// The job.json that cannot be read.
+    /// The `job.json` that cannot be read.
     pub record_file: String,
+    /// Why, and what removes it.
     pub error: String,
 }
 
@@ -342,7 +366,7 @@ pub struct PruneView {
 
 /// `run-bg summary --json` (`summary` returns the lines joined).
 #[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "Summary"))]
 #[serde(rename_all = "camelCase")]
 pub struct SummaryView {
     pub lines: Vec<String>,

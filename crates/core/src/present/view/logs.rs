@@ -11,10 +11,12 @@ pub struct LogsView {
     pub lines: Vec<String>,
 }
 
-/// One line of `run-bg logs --all --json` and of `followLogs` (lossy UTF-8).
+/// One line of `followLogs` (lossy UTF-8, without its newline).
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "JobLogLine"))]
 #[serde(rename_all = "camelCase")]
 pub struct StreamLineView {
+    /// The job's id.
     pub id: String,
     pub label: String,
     pub line: String,
@@ -27,35 +29,34 @@ pub struct StreamLinesView {
     pub lines: Vec<StreamLineView>,
 }
 
-/// `readLog`, `run-bg logs --since … --json` and MCP `read_log`: lines by
-/// number (`fromLine`, `totalLines`) or the lines after a cursor
-/// (`rotatedAwayBytes`, `more`), cleaned as `check` shows them, never folded.
+/// `readLog`'s answer: lines as `check` cleans them, never folded.
 #[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "LogRead"))]
 #[serde(rename_all = "camelCase")]
 pub struct LogReadView {
     pub job_id: String,
-    /// The number of the first line in `lines` (1 = the oldest line kept).
+    /// The number of the first line in `lines` (not with `since`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from_line: Option<usize>,
     pub lines: Vec<String>,
-    /// How many lines the log holds now (rotated files included).
+    /// How many lines the log holds now, rotated files included (not with `since`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub total_lines: Option<usize>,
-    /// Where the last line in `lines` ends: give it as `since` for what comes next.
+    /// Where the last line in `lines` ends in everything ever written to the
+    /// log: give it as `since` for only what comes next. An unfinished last
+    /// line counts as read only once the job has ended.
     pub cursor: u64,
-    /// Why `cursor` is not to be used: the log's start record is corrupt.
+    /// As `CheckResult.logProblem`: `cursor` is not to be used.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log_problem: Option<String>,
-    /// Bytes after the cursor given that were rotated away and deleted; the
-    /// lines start at the oldest line kept.
+    /// With `since`: bytes after it that were rotated away and deleted before
+    /// this read; `lines` then start at the oldest line kept.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rotated_away_bytes: Option<u64>,
-    /// With `since`: more lines follow `cursor` than were asked for.
+    /// With `since`: more lines follow `cursor` than `lines` asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub more: Option<bool>,
-    /// With a budget of characters: lines asked for that were left out to
-    /// keep within it; they start at `cursor`.
+    /// With `maxChars`: lines asked for that were left out to keep within it; they start at `cursor`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_shown: Option<usize>,
 }

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// `reconcile`, `run-bg reconcile --json`.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "ReconcileResult"))]
 #[serde(rename_all = "camelCase")]
 pub struct ReconcileView {
     pub orphaned: Vec<JobView>,
@@ -23,10 +24,11 @@ impl ReconcileView {
 
 /// A process left behind by an ended (or orphaned) job.
 #[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "OrphanInfo"))]
 #[serde(rename_all = "camelCase")]
 pub struct OrphanView {
     pub job_id: String,
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::job_status"))]
     pub job_status: String,
     pub pid: u32,
     pub command: String,
@@ -49,16 +51,16 @@ impl OrphanView {
 
 /// `cleanupOrphans`, `run-bg orphans --json`.
 #[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "CleanupReport"))]
 #[serde(rename_all = "camelCase")]
 pub struct OrphanReportView {
     /// Jobs whose supervisor is gone while their processes run.
     pub orphaned_jobs: Vec<JobView>,
     /// Every process found that belongs to an ended or orphaned job.
     pub processes: Vec<OrphanView>,
-    /// With kill: the processes removed.
+    /// With `mode: 'kill'`: the processes removed.
     pub killed: Vec<OrphanView>,
-    /// With kill: the processes that could not be removed, with `reason`.
+    /// With `mode: 'kill'`: the processes that could not be removed, with `reason`.
     pub failed: Vec<OrphanView>,
 }
 
@@ -73,9 +75,9 @@ impl From<&OrphanReport> for OrphanReportView {
     }
 }
 
-/// A process in a snapshot (`snapshot`, `run-bg ps --json`); also what
-/// `detectOrphans` reads back.
+/// A process in a snapshot.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "ProcessInfo"))]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessInfoView {
     pub pid: u32,
@@ -87,10 +89,11 @@ pub struct ProcessInfoView {
     /// Start time, milliseconds since the epoch: with the pid it identifies the process.
     #[serde(deserialize_with = "whole_number")]
     pub start_time: u64,
-    /// The program (argv[0], its executable, or the script an interpreter
-    /// runs) matches one of `diagnostics.resource_tracking.mcp_patterns`.
+    /// The program (argv[0]'s or the executable's base name, or the script an
+    /// interpreter such as node or npx runs) matches one of
+    /// `diagnostics.resource_tracking.mcp_patterns`.
     pub is_mcp: bool,
-    /// The job that owns the process (`run-bg ps`), where one does.
+    /// The job that owns the process (`run-bg ps --json` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_id: Option<String>,
 }
@@ -137,13 +140,14 @@ fn whole_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::resul
 
 /// `snapshot`, `run-bg ps --json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "ProcessSnapshot"))]
 #[serde(rename_all = "camelCase")]
 pub struct SnapshotView {
     /// Milliseconds since the epoch.
     #[serde(deserialize_with = "whole_number")]
     pub timestamp: u64,
     pub processes: Vec<ProcessInfoView>,
-    /// Sum of the resident memory of every process in the snapshot, in MiB.
+    /// Sum of the resident memory of the processes, in MiB.
     pub total_memory_mb: f64,
 }
 
@@ -185,23 +189,29 @@ pub fn processes_from_json(name: &str, value: serde_json::Value) -> crate::Resul
 
 /// `ResourceTracker.snapshotAfter`: what a phase left behind.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "PhaseResult"))]
 #[serde(rename_all = "camelCase")]
 pub struct PhaseView {
     pub label: String,
     /// Processes the phase left behind, MCP ones first.
     pub orphans: Vec<ProcessInfoView>,
-    /// `cookie`, `ancestry`, or `disabled`.
+    /// `ancestry` (the tracking process is a child subreaper during the phase:
+    /// new processes orphaned below it, with their descendants), `cookie`
+    /// (`tracker.env()` was handed out: new carriers of it too), or `disabled`.
+    /// Never run-bg supervisors, processes of other jobs, or this process's
+    /// own live children.
     pub rule: String,
-    /// Memory of the tracked processes (below the tracking process, and
-    /// carriers of its cookie) when the phase began, in MiB.
+    /// Memory of the tracked processes (below this process, and cookie carriers) at `snapshotBefore`, in MiB.
     pub memory_before_mb: f64,
+    /// The same at `snapshotAfter`.
     pub memory_after_mb: f64,
     pub memory_delta_mb: f64,
-    /// The warnings also logged.
+    /// The warnings also logged (orphans found, memory growth or memory left over the threshold).
     pub warnings: Vec<String>,
     /// Memory of the processes left behind (`orphans`), in MiB.
     pub orphan_memory_mb: f64,
-    /// `pss` (/proc/<pid>/smaps_rollup, every process) or `rss`.
+    /// `pss` (proportional set size from /proc/<pid>/smaps_rollup, for every process) or `rss`.
+    #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::memory_source"))]
     pub memory_source: String,
 }
 

@@ -104,26 +104,61 @@ fn last_lines(home: &Home, job: &Job) -> Vec<String> {
         .collect()
 }
 
-/// The request body: `{"source", "level", "data": {...}}`. No value in
-/// `data` is null: the service leaves a rule's `{{key}}` literal for a null.
+/// A job's end as its exit notification's `data` says it, and as
+/// `watchJobs` yields it. No value is null: the service leaves a rule's
+/// `{{key}}` literal for a null.
+#[derive(Debug, Clone, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(rename = "JobEnd"))]
+#[serde(rename_all = "camelCase")]
+pub struct JobEnd {
+    /// `<jobId>:<status>`
+    pub event_id: String,
+    pub job_id: String,
+    pub label: String,
+    pub command: String,
+    /// success | failed | killed | timeout | orphaned | lost
+    pub status: String,
+    /// The exit code; 128 + the signal's number for a death by signal; -1 when none is known.
+    pub exit_code: i32,
+    /// The signal's name, or `""`.
+    pub signal: String,
+    /// `exit 1`, `signal SIGSEGV`, `killed (signal SIGTERM)`, `timeout after 10m`, `orphaned`, `lost`.
+    pub outcome: String,
+    pub duration_ms: u64,
+    pub log_path: String,
+    /// `""` when none was given.
+    pub owner: String,
+    /// One line for an agent; a failed job's ends with its first error line.
+    pub message: String,
+    /// The last 5 lines of output, cleaned.
+    pub last_lines: Vec<String>,
+}
+
+impl JobEnd {
+    pub fn new(home: &Home, job: &Job) -> JobEnd {
+        JobEnd {
+            event_id: job.event_id(),
+            job_id: job.id.clone(),
+            label: job.label.clone(),
+            command: job.command.clone(),
+            status: job.status().as_str().to_string(),
+            exit_code: exit_code_for_event(job),
+            signal: job.signal().unwrap_or_default(),
+            outcome: outcome(job),
+            duration_ms: job.duration_ms(now_ms()),
+            log_path: crate::model::os_text::escaped(job.log_path.as_os_str()).into_owned(),
+            owner: job.owner.clone().unwrap_or_default(),
+            message: event_message(home, job),
+            last_lines: last_lines(home, job),
+        }
+    }
+}
+
+/// The request body: `{"source", "level", "data": {...}}`, `data` a `JobEnd`.
 pub fn event_body(home: &Home, config: &NotifyConfig, job: &Job) -> serde_json::Value {
     serde_json::json!({
         "source": config.source,
         "level": config.level_for(job.status().as_str()),
-        "data": {
-            "eventId": job.event_id(),
-            "jobId": job.id,
-            "label": job.label,
-            "command": job.command,
-            "status": job.status().as_str(),
-            "exitCode": exit_code_for_event(job),
-            "signal": job.signal().unwrap_or_default(),
-            "outcome": outcome(job),
-            "durationMs": job.duration_ms(now_ms()),
-            "logPath": crate::model::os_text::escaped(job.log_path.as_os_str()),
-            "owner": job.owner.clone().unwrap_or_default(),
-            "message": event_message(home, job),
-            "lastLines": last_lines(home, job),
-        }
+        "data": JobEnd::new(home, job),
     })
 }
