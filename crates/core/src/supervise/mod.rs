@@ -16,6 +16,7 @@ pub mod pause;
 pub mod service;
 pub mod wake;
 pub mod tie;
+pub mod ending;
 
 #[cfg(unix)]
 pub mod outpipe;

@@ -36,9 +36,8 @@ use crate::store::paths::Home;
 use crate::store::registry::{Patience, Registry};
 use crate::supervise::matchers::{self, MatchEvent};
 use crate::supervise::restart::{self, BetweenRuns, Restarter};
-use crate::supervise::spec::AFTER_END;
 use crate::supervise::pause::{self, Clocks, Paused, Pausing};
-use crate::supervise::{notify, ready};
+use crate::supervise::{ending, notify, ready};
 use std::io::Read;
 use std::os::windows::io::{AsHandle, OwnedHandle};
 use std::path::Path;
@@ -435,7 +434,11 @@ impl Supervisor {
                 self.job.wake = Some(wake);
             }
         }
-        self.record_end(self.last_exit, ended_at);
+        let end = ending::End { by: self.kill.map_or(EndedBy::Itself, Kill::by), exit: self.last_exit.map(Exit::Code), ended_at, caller_records: false };
+        if let ending::Recorded::Nowhere(error) = ending::record_end(self, end) {
+            // No reader is shown an end kept here (Unix's `publish_unrecorded`).
+            tracing::error!("run-bg supervisor {}: cannot record the job's end: {error}", self.job.id);
+        }
         // The output ends when the last process holding the pipe does.
         for copier in std::mem::take(&mut self.output.copiers) {
             let _ = copier.join();
@@ -529,45 +532,6 @@ impl Supervisor {
         self.kill = Some(Kill::Grace { by, until: now + grace });
     }
 
-    fn record_end(&mut self, code: Option<i32>, ended_at: u64) {
-        let by = self.kill.map_or(EndedBy::Itself, Kill::by);
-        let exit = code.map(Exit::Code);
-        let state = ready::judge_end(&self.job, JobState::ended(by, exit, ended_at));
-        // An end recorded by someone else first (a kill that acted without us) stands.
-        if let Some(stored) = self.registry.own_record(&self.job.id).filter(|j| j.status().is_final()) {
-            self.job = stored;
-            let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
-            return;
-        }
-        self.job.state = state.clone();
-        // Ended, it is no longer paused (a kill resumed its tree).
-        self.job.paused_at = None;
-        self.job.notification = notify::claim(&self.config.notify, &self.job);
-        let kept = self.registry.write_job_file(&self.job, true);
-        if let Err(e) = &kept {
-            tracing::error!("run-bg supervisor {}: cannot record the job's end in its job.json: {e}", self.job.id);
-        }
-        let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
-        if let Some(hook) = AFTER_END.get() {
-            hook(&self.home, &self.config);
-        }
-        let job = self.job.clone();
-        let result = match self.registry.modify(&job.id, |stored| {
-            if stored.state != state {
-                *stored = Job { seen_at: stored.seen_at, ..job.clone() };
-            }
-        }) {
-            Err(crate::Error::UnknownJob(_)) => self.registry.upsert(&job),
-            other => other.map(|_| ()),
-        };
-        if let Err(e) = result {
-            tracing::error!("run-bg supervisor {}: cannot record the job's end in the registry: {e}; it is kept in its job.json", job.id);
-        }
-        if notify::has_work(&self.config.notify, &self.job) {
-            notify::announce(&self.home, &self.config, &self.job);
-        }
-    }
-
     /// Runs `errand` on a thread of its own (a notification the loop must
     /// not wait for), joined before we exit.
     fn errand(&mut self, name: &str, errand: impl FnOnce() + Send + 'static) {
@@ -628,6 +592,23 @@ impl Supervisor {
     }
 }
 
+/// What Windows does its own way when an end is recorded (ending::record_end).
+impl ending::Ending for Supervisor {
+    fn record(&mut self) -> (&Home, &crate::store::config::Config, &Registry, &mut Job) {
+        (&self.home, &self.config, &self.registry, &mut self.job)
+    }
+
+    /// From a thread, joined before we exit.
+    fn announce(&mut self) {
+        let (home, config, job) = (self.home.clone(), self.config.clone(), self.job.clone());
+        self.errand("notifier", move || notify::announce(&home, &config, &job));
+    }
+
+    fn note_error(&self, message: &str) {
+        tracing::error!("run-bg supervisor {}: {message}", self.job.id);
+    }
+}
+
 /// What Windows does with readiness and `--notify-on` (ready::on_events).
 impl ready::Watching for Supervisor {
     fn record(&mut self) -> (&Registry, &mut Job) {
@@ -645,6 +626,10 @@ impl ready::Watching for Supervisor {
     /// The copying threads keep the output to themselves again.
     fn lines_released(&mut self) {
         self.output.want_lines(false);
+    }
+
+    fn ready_recorded(&mut self) {
+        ending::hand_on_slot(&self.home, &self.config);
     }
 
     fn note_error(&self, message: &str) {
