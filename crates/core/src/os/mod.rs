@@ -27,6 +27,12 @@ mod no_subreaper;
 /// `pause` on Unix: a job's tree stopped whole with SIGSTOP.
 #[cfg(unix)]
 pub mod pause_unix;
+/// A kill on Unix: SIGTERM, then SIGKILL, to a job's tree and what was re-parented to its supervisor.
+#[cfg(unix)]
+pub mod kill_unix;
+/// A kill on Windows: CTRL_BREAK to the job's console group, then its Job Object ended.
+#[cfg(windows)]
+pub mod kill_windows;
 /// Windows's Job Objects, console control events and process handles: the
 /// job's tree and its kill there.
 #[cfg(windows)]

@@ -17,6 +17,7 @@ pub mod service;
 pub mod wake;
 pub mod tie;
 pub mod ending;
+pub mod kill;
 
 #[cfg(unix)]
 pub mod outpipe;

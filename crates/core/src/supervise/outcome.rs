@@ -8,7 +8,7 @@ use crate::now_ms;
 use crate::store::config::Config;
 use crate::store::paths::Home;
 use crate::store::registry::{Patience, Registry};
-use crate::supervise::supervisor::{KillInProgress, KillReason, Supervisor, Unrecorded};
+use crate::supervise::supervisor::{Supervisor, Unrecorded};
 use crate::supervise::{ending, notify};
 use std::time::{Duration, Instant};
 
@@ -31,11 +31,7 @@ impl Supervisor {
         self.flush_deferred_matches();
         self.phase = self.phase.recorded();
         self.held.refresh();
-        let by = match &self.kill {
-            Some(KillInProgress { reason: KillReason::Timeout, .. }) => EndedBy::Timeout,
-            Some(KillInProgress { reason: KillReason::Requested | KillReason::Tie, .. }) => EndedBy::Kill,
-            _ => EndedBy::Itself,
-        };
+        let by = self.kill.as_ref().map_or(EndedBy::Itself, |kill| kill.reason.ended_by());
         // A sweeping caller records the end in the registry for us, and
         // the registry is then not read (all of it) for an earlier end.
         let caller_records = self.kill_looks_below_only();

@@ -37,7 +37,9 @@ use crate::store::registry::{Patience, Registry};
 use crate::supervise::matchers::{self, MatchEvent};
 use crate::supervise::restart::{self, BetweenRuns, Restarter};
 use crate::supervise::pause::{self, Clocks, Paused, Pausing};
+use crate::supervise::kill::KillReason;
 use crate::supervise::{ending, notify, ready};
+use crate::os::kill_windows;
 use std::io::Read;
 use std::os::windows::io::{AsHandle, OwnedHandle};
 use std::path::Path;
@@ -104,6 +106,7 @@ struct Supervisor {
     tie: Tied,
     output: Output,
     timeout_at: Option<Instant>,
+    /// A kill (or a timeout, or a fired tie) under way (supervise/kill.rs).
     kill: Option<Kill>,
     /// The job's readiness check and `--notify-on` patterns (supervise/ready.rs).
     watch: Option<ready::Watch>,
@@ -132,23 +135,7 @@ struct Supervisor {
     wake_thread: Option<JoinHandle<Option<crate::model::job::Wake>>>,
 }
 
-/// A kill (or a timeout, or a fired tie) under way.
-#[derive(Clone, Copy)]
-enum Kill {
-    /// The job was asked (CTRL_BREAK) and has until then to end.
-    Grace { by: EndedBy, until: Instant },
-    /// The Job Object was ended then: past TERMINATE_WAIT with the main
-    /// process still there, it is ended again, itself too.
-    Ended { by: EndedBy, at: Instant },
-}
-
-impl Kill {
-    fn by(self) -> EndedBy {
-        match self {
-            Kill::Grace { by, .. } | Kill::Ended { by, .. } => by,
-        }
-    }
-}
+type Kill = crate::supervise::kill::Kill;
 
 /// The process the job is tied to (`--tie`).
 enum Tied {
@@ -357,25 +344,25 @@ impl Supervisor {
                 break;
             }
             let now = Instant::now();
-            match self.kill {
+            match self.kill.as_ref().map(|kill| (kill.forced_at, kill.force_due(now))) {
                 None if self.timeout_at.is_some_and(|at| now >= at) => {
-                    self.begin_kill(EndedBy::Timeout, Duration::from_millis(self.config.kill.grace_ms), false);
+                    self.begin_kill(KillReason::Timeout, self.default_kill());
                     continue;
                 }
-                Some(Kill::Grace { by, until }) if now >= until => self.terminate(by, crate::model::signals::SIGKILL),
-                Some(Kill::Ended { by, at }) if now >= at + TERMINATE_WAIT => {
+                Some((None, true)) => self.terminate(crate::model::signals::SIGKILL),
+                Some((Some(at), _)) if now >= at + TERMINATE_WAIT => {
                     // Still there after the Job Object was ended: again, and the main process itself.
                     if let Some(main) = &mut self.main {
                         let _ = main.kill();
                     }
-                    self.terminate(by, crate::model::signals::SIGKILL);
+                    self.terminate(crate::model::signals::SIGKILL);
                 }
                 _ => {}
             }
-            let deadline = match self.kill {
-                Some(Kill::Grace { until, .. }) => Some(until),
+            let deadline = match &self.kill {
+                Some(Kill { forced_at: None, hard_deadline, .. }) => Some(*hard_deadline),
                 // Ended: the main process goes within moments.
-                Some(Kill::Ended { at, .. }) => Some(at + TERMINATE_WAIT),
+                Some(Kill { forced_at: Some(at), .. }) => Some(*at + TERMINATE_WAIT),
                 None => self.timeout_at,
             };
             let between = match &self.between {
@@ -426,7 +413,7 @@ impl Supervisor {
         // a timeout ended the job; a job that ended itself may leave a
         // daemon running, as on Unix, still in the Job Object for a kill.
         if self.kill.is_some() {
-            let _ = windows_job::terminate_job(&self.job_object, 1);
+            let _ = kill_windows::force(&self.job_object, None, crate::model::signals::SIGKILL);
         }
         self.take_output_news();
         if let Some(registering) = self.wake_thread.take() {
@@ -434,7 +421,7 @@ impl Supervisor {
                 self.job.wake = Some(wake);
             }
         }
-        let end = ending::End { by: self.kill.map_or(EndedBy::Itself, Kill::by), exit: self.last_exit.map(Exit::Code), ended_at, caller_records: false };
+        let end = ending::End { by: self.kill.as_ref().map_or(EndedBy::Itself, |kill| kill.reason.ended_by()), exit: self.last_exit.map(Exit::Code), ended_at, caller_records: false };
         if let ending::Recorded::Nowhere(error) = ending::record_end(self, end) {
             // No reader is shown an end kept here (Unix's `publish_unrecorded`).
             tracing::error!("run-bg supervisor {}: cannot record the job's end: {error}", self.job.id);
@@ -466,18 +453,22 @@ impl Supervisor {
         if let Some(tie) = &mut self.job.tie {
             tie.fired_at.get_or_insert_with(now_ms);
         }
-        self.begin_kill(EndedBy::Kill, Duration::from_millis(self.config.kill.grace_ms), false);
+        self.begin_kill(KillReason::Tie, self.default_kill());
+    }
+
+    /// A kill with the configured grace period.
+    fn default_kill(&self) -> KillRequest {
+        KillRequest { grace_ms: self.config.kill.grace_ms, force: false, caller_sweeps: false }
     }
 
     /// Ends the whole Job Object now.
-    fn terminate(&mut self, by: EndedBy, signal: i32) {
-        if let Err(e) = windows_job::terminate_job(&self.job_object, platform::exit_code_for(signal)) {
-            tracing::warn!("run-bg supervisor {}: cannot end the job's Job Object ({e}); ending its process", self.job.id);
-            if let Some(main) = &mut self.main {
-                let _ = main.kill();
-            }
+    fn terminate(&mut self, signal: i32) {
+        if let Err(e) = kill_windows::force(&self.job_object, self.main.as_mut(), signal) {
+            tracing::warn!("run-bg supervisor {}: cannot end the job's Job Object ({e}); ended its main process", self.job.id);
         }
-        self.kill = Some(Kill::Ended { by, at: Instant::now() });
+        if let Some(kill) = &mut self.kill {
+            kill.forced_at = Some(Instant::now());
+        }
     }
 
     /// `kill`, `pause` and `resume` ring the doorbell after leaving their
@@ -493,43 +484,39 @@ impl Supervisor {
                 return;
             }
         }
-        let grace = request.as_ref().map_or(Duration::from_millis(self.config.kill.grace_ms), |r| Duration::from_millis(r.grace_ms));
-        let force = request.as_ref().is_some_and(|r| r.force);
-        self.begin_kill(EndedBy::Kill, grace, force);
+        // Windows's supervisor looks at its Job Object alone: no caller sweeps for it.
+        let request = request.map_or_else(|| self.default_kill(), |r| KillRequest { caller_sweeps: false, ..r });
+        self.begin_kill(KillReason::Requested, request);
     }
 
     /// A kill's start; a later request can only bring the end forward (a
     /// `kill --force` during the grace period ends the job now).
-    fn begin_kill(&mut self, by: EndedBy, grace: Duration, force: bool) {
+    fn begin_kill(&mut self, reason: KillReason, request: KillRequest) {
         let now = Instant::now();
-        match self.kill {
-            Some(Kill::Ended { .. }) => return,
-            Some(Kill::Grace { by: first, until }) => {
-                if force || grace.is_zero() {
-                    self.terminate(first, crate::model::signals::SIGKILL);
-                } else {
-                    self.kill = Some(Kill::Grace { by: first, until: until.min(now + grace) });
+        if let Some(kill) = &mut self.kill {
+            if !kill.forced() {
+                kill.again(reason, &request, now);
+                if kill.force_due(now) {
+                    self.terminate(crate::model::signals::SIGKILL);
                 }
-                return;
             }
-            None => {}
+            return;
         }
+        self.kill = Some(Kill::begin(reason, &request, now));
         // Between two runs no run is left to ask: the job ends now, and
         // what the ended run left (being ended before a restart) with it.
-        if force || grace.is_zero() || self.main.is_none() {
-            self.terminate(by, crate::model::signals::SIGKILL);
+        if request.force || request.grace_ms == 0 || self.main.is_none() {
+            self.terminate(crate::model::signals::SIGKILL);
             self.end_pause_for_kill();
             return;
         }
         // A suspended process cannot take the break: resumed first, as
         // Unix continues a paused tree after its SIGTERM.
         self.end_pause_for_kill();
-        if let Err(e) = windows_job::break_group(self.group) {
+        if let Err(e) = kill_windows::ask_to_stop(self.group) {
             tracing::warn!("run-bg supervisor {}: cannot send CTRL_BREAK to the job ({e}); ending it now", self.job.id);
-            self.terminate(by, crate::model::signals::SIGTERM);
-            return;
+            self.terminate(crate::model::signals::SIGTERM);
         }
-        self.kill = Some(Kill::Grace { by, until: now + grace });
     }
 
     /// Runs `errand` on a thread of its own (a notification the loop must
@@ -655,10 +642,10 @@ impl Supervisor {
     /// Asks what the ended run left in the Job Object to stop (CTRL_BREAK to
     /// its console group, as a kill does): when to end it if it has not.
     fn ask_leftovers_to_stop(&self, now: Instant) -> Instant {
-        if windows_job::active_processes(&self.job_object).unwrap_or(0) == 0 {
+        if !kill_windows::anything_left(&self.job_object) {
             return now;
         }
-        match windows_job::break_group(self.group) {
+        match kill_windows::ask_to_stop(self.group) {
             Ok(()) => now + Duration::from_millis(self.config.kill.grace_ms),
             Err(_) => now,
         }
@@ -734,9 +721,9 @@ impl BetweenRuns for Supervisor {
     }
 
     fn cleaned(&mut self, cleanup: &mut Cleanup, now: Instant) -> bool {
-        if windows_job::active_processes(&self.job_object).unwrap_or(0) > 0 {
+        if kill_windows::anything_left(&self.job_object) {
             if now >= cleanup.terminate_at {
-                let _ = windows_job::terminate_job(&self.job_object, platform::exit_code_for(crate::model::signals::SIGKILL));
+                let _ = kill_windows::force(&self.job_object, None, crate::model::signals::SIGKILL);
                 cleanup.terminate_at = now + TERMINATE_WAIT;
             }
             return false;

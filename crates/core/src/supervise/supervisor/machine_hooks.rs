@@ -84,7 +84,7 @@ impl Pausing for Supervisor {
     }
 
     fn ending(&self) -> bool {
-        let killed = self.kill.as_ref().is_some_and(|k| !matches!(k.reason, KillReason::Restart));
+        let killed = self.kill.as_ref().is_some_and(KillInProgress::ends_the_job);
         killed || (!self.phase.main_running() && self.between.is_none())
     }
 
