@@ -33,6 +33,9 @@ pub mod kill_unix;
 /// A kill on Windows: CTRL_BREAK to the job's console group, then its Job Object ended.
 #[cfg(windows)]
 pub mod kill_windows;
+/// The job's output copied into the log on Windows, by a thread per run.
+#[cfg(windows)]
+pub mod output_copy_windows;
 /// Windows's Job Objects, console control events and process handles: the
 /// job's tree and its kill there.
 #[cfg(windows)]

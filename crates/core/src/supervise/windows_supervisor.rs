@@ -39,12 +39,9 @@ use crate::supervise::restart::{self, BetweenRuns, Restarter};
 use crate::supervise::pause::{self, Clocks, Paused, Pausing};
 use crate::supervise::kill::KillReason;
 use crate::supervise::{ending, notify, ready};
-use crate::os::kill_windows;
-use std::io::Read;
+use crate::os::{kill_windows, output_copy_windows};
 use std::os::windows::io::{AsHandle, OwnedHandle};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -156,77 +153,13 @@ struct Cleanup {
     gone_at: Option<Instant>,
 }
 
-/// The job's output: each run's stdout and stderr (one pipe per run) copied
-/// into the log by a thread of its own, which hands what it wrote to the
-/// supervisor's loop while a watch needs the lines.
-struct Output {
-    log: Arc<Mutex<RotatingWriter>>,
-    sender: mpsc::Sender<Vec<u8>>,
-    news: mpsc::Receiver<Vec<u8>>,
-    /// Set by a copying thread when it sent bytes or ended: wakes the loop.
-    wake: Arc<OwnedHandle>,
-    /// Whether the loop wants the bytes (a watch looks at the lines).
-    lines_wanted: Arc<AtomicBool>,
-    /// The copying threads of every run, the current one's last.
-    copiers: Vec<JoinHandle<()>>,
-}
+/// The job's output, copied into its log (os/output_copy_windows.rs).
+type Output = output_copy_windows::Output<RotatingWriter>;
 
-impl Output {
-    fn new(log: RotatingWriter) -> std::io::Result<Output> {
-        let (sender, news) = mpsc::channel();
-        Ok(Output {
-            log: Arc::new(Mutex::new(log)),
-            sender,
-            news,
-            wake: Arc::new(windows_job::create_private_event()?),
-            lines_wanted: Arc::new(AtomicBool::new(false)),
-            copiers: Vec::new(),
-        })
+impl output_copy_windows::Sink for RotatingWriter {
+    fn take(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.write_all(bytes).map_err(|e| e.to_string())
     }
-
-    fn want_lines(&self, wanted: bool) {
-        self.lines_wanted.store(wanted, Ordering::Relaxed);
-    }
-
-    /// Copies what `reader` gives into the log, on a thread of its own, until
-    /// every process holding the pipe has closed it.
-    fn copy(&mut self, reader: std::io::PipeReader) {
-        let (log, sender, wake, wanted) = (self.log.clone(), self.sender.clone(), self.wake.clone(), self.lines_wanted.clone());
-        match std::thread::Builder::new().name("output".into()).spawn(move || copy_output(reader, &log, &sender, &wake, &wanted)) {
-            Ok(copier) => self.copiers.push(copier),
-            Err(e) => tracing::warn!("run-bg supervisor: cannot start copying the job's output: {e}"),
-        }
-    }
-
-    /// Every run's output has ended.
-    fn all_copied(&self) -> bool {
-        self.copiers.iter().all(JoinHandle::is_finished)
-    }
-
-    fn write_separator(&self, line: &str) -> crate::Result<()> {
-        self.log.lock().unwrap_or_else(PoisonError::into_inner).write_separator(line)
-    }
-}
-
-/// Copies the job's output into its log until every process holding the
-/// pipe has closed it, handing each piece to the loop too while it wants them.
-fn copy_output(mut reader: std::io::PipeReader, log: &Mutex<RotatingWriter>, news: &mpsc::Sender<Vec<u8>>, wake: &OwnedHandle, wanted: &AtomicBool) {
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        match reader.read(&mut buffer) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if let Err(e) = log.lock().unwrap_or_else(PoisonError::into_inner).write_all(&buffer[..n]) {
-                    tracing::warn!("run-bg supervisor: cannot write the job's log: {e}");
-                }
-                // After the log: what the watch sees (a ready line) is in the log already.
-                if wanted.load(Ordering::Relaxed) && news.send(buffer[..n].to_vec()).is_ok() {
-                    windows_job::set(wake);
-                }
-            }
-        }
-    }
-    windows_job::set(wake);
 }
 
 impl Supervisor {
@@ -427,16 +360,14 @@ impl Supervisor {
             tracing::error!("run-bg supervisor {}: cannot record the job's end: {error}", self.job.id);
         }
         // The output ends when the last process holding the pipe does.
-        for copier in std::mem::take(&mut self.output.copiers) {
-            let _ = copier.join();
-        }
+        self.output.join();
         self.take_output_news();
         if let Some(watch) = &mut self.watch {
             let mut events = Vec::new();
             watch.output_ended(&mut events);
             self.on_watch_events(events);
         }
-        self.output.log.lock().unwrap_or_else(PoisonError::into_inner).join_deleter();
+        self.output.with_sink(RotatingWriter::join_deleter);
         for errand in std::mem::take(&mut self.errands) {
             let _ = errand.join();
         }
@@ -546,7 +477,7 @@ impl Supervisor {
     /// Hands the watch what the copying threads wrote into the log.
     fn take_output_news(&mut self) {
         let mut events = Vec::new();
-        while let Ok(bytes) = self.output.news.try_recv() {
+        while let Some(bytes) = self.output.news() {
             if let Some(watch) = &mut self.watch {
                 watch.feed(&bytes, &mut events);
             }
@@ -739,7 +670,7 @@ impl BetweenRuns for Supervisor {
     }
 
     fn write_separator(&mut self, line: &str) -> crate::Result<()> {
-        self.output.write_separator(line)
+        self.output.with_sink(|log| log.write_separator(line))
     }
 
     fn save_run(&mut self) {
