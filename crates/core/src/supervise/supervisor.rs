@@ -32,7 +32,7 @@ use crate::supervise::restart::{self, BetweenRuns, Restarter};
 use crate::supervise::stdin;
 use crate::supervise::kill::{self, KillReason};
 use crate::os::kill_unix::{self, Termed};
-use rustix::event::{PollFd, PollFlags};
+use crate::os::wait_unix;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -178,35 +178,17 @@ impl Supervisor {
                 self.leave_done_mark();
                 return;
             }
-            let timeout = self.poll_timeout().map(timespec);
-            let (signalled, output_ready, tie_ended) = {
-                // On the stack: this runs once per step of the output's copy.
-                let wake = PollFd::new(&self.signals.wake, PollFlags::IN);
-                let mut fds = [wake.clone(), wake.clone(), wake];
-                let watched = match &self.output {
-                    Some(output) => {
-                        fds[1] = PollFd::new(output, PollFlags::IN);
-                        2
-                    }
-                    None => 1,
-                };
-                // The tied process's pidfd, after the others (issue 14).
+            let woken = {
                 let tie_fd = self.tie.as_ref().and_then(tie::Watch::fd);
-                let tie_slot = tie_fd.as_ref().map(|fd| {
-                    fds[watched] = PollFd::new(*fd, PollFlags::IN);
-                    watched
-                });
-                let watched = watched + usize::from(tie_slot.is_some());
-                if let Err(e) = rustix::event::poll(&mut fds[..watched], timeout.as_ref()) {
-                    if e != rustix::io::Errno::INTR {
-                        // Should not happen; avoid a busy loop if it does.
-                        std::thread::sleep(Duration::from_millis(50));
-                    }
-                }
-                let tie_readable = tie_slot.is_some_and(|i| !fds[i].revents().is_empty());
-                let output_ready = self.output.is_some() && !fds[1].revents().is_empty();
-                (!fds[0].revents().is_empty(), output_ready, self.tie.as_ref().is_some_and(|w| w.ended(tie_readable)))
+                let output = self.output.as_ref().map(AsFd::as_fd);
+                wait_unix::wait(self.signals.wake.as_fd(), output, tie_fd.map(AsFd::as_fd), self.poll_timeout())
             };
+            if woken.failed {
+                // Should not happen; avoid a busy loop if it does.
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let (signalled, output_ready) = (woken.doorbell, woken.output && self.output.is_some());
+            let tie_ended = self.tie.as_ref().is_some_and(|w| w.ended(woken.tie));
             if output_ready {
                 let moved = self.read_output_once();
                 if (1..GATHER_BELOW).contains(&moved) {
@@ -322,10 +304,9 @@ impl Supervisor {
     /// with the pause, ~155k and 0.87× (medians of 8, 2 cores at load 2).
     /// The log is behind by at most the pause.
     fn let_output_gather(&self) {
-        let mut fds = [PollFd::new(&self.signals.wake, PollFlags::IN)];
         // Whatever it returns, the pause is over, and the loop then polls
         // the signal pipe itself.
-        let _ = rustix::event::poll(&mut fds, Some(&timespec(GATHER_PAUSE)));
+        wait_unix::doorbell_or(self.signals.wake.as_fd(), GATHER_PAUSE);
     }
 
     /// Takes whatever the main process wrote before it exited, without waiting
@@ -682,8 +663,4 @@ impl ProcessRecord {
     fn look_soon(&mut self) {
         self.next_look = self.next_look.min(Instant::now() + RECORD_FIRST_PAUSE);
     }
-}
-
-pub(super) fn timespec(d: Duration) -> rustix::event::Timespec {
-    rustix::event::Timespec { tv_sec: d.as_secs().min(i64::MAX as u64) as i64, tv_nsec: d.subsec_nanos() as _ }
 }

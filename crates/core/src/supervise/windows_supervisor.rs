@@ -29,7 +29,7 @@ use crate::model::job::{EndedBy, Exit, Job, JobState};
 use crate::model::protocol::{KillRequest, KILL_REQUEST_FILE, READY_ERR, READY_OK};
 use crate::now_ms;
 use crate::os::job_watch_windows::JobMembers;
-use crate::os::windows_job::{self, Woken};
+use crate::os::windows_job;
 use crate::os::{launch_windows, platform, procinfo};
 use crate::store::logs::RotatingWriter;
 use crate::store::paths::Home;
@@ -39,7 +39,7 @@ use crate::supervise::restart::{self, BetweenRuns, Restarter};
 use crate::supervise::pause::{self, Clocks, Paused, Pausing};
 use crate::supervise::kill::KillReason;
 use crate::supervise::{ending, notify, ready};
-use crate::os::{kill_windows, output_copy_windows};
+use crate::os::{kill_windows, output_copy_windows, wait_windows};
 use std::os::windows::io::{AsHandle, OwnedHandle};
 use std::path::Path;
 use std::thread::JoinHandle;
@@ -308,36 +308,29 @@ impl Supervisor {
             let next = [deadline, between, watch].into_iter().flatten().min();
             // A millisecond more so we wake after a deadline, not a hair before it.
             let limit = next.map_or(Duration::from_secs(3600), |at| at.saturating_duration_since(now) + Duration::from_millis(1));
-            let woke = {
-                let mut handles = vec![self.doorbell.as_handle(), self.output.wake.as_handle()];
-                if let Some(main) = &self.main {
-                    handles.push(main.as_handle());
-                }
-                if let Tied::Watching(tie) = &self.tie {
-                    handles.push(tie.as_handle());
-                }
-                match windows_job::wait_any(&handles, limit) {
-                    Woken::Handle(0) => Woke::Doorbell,
-                    Woken::Handle(1) => Woke::Output,
-                    Woken::Handle(2) if self.main.is_some() => Woke::MainEnded,
-                    Woken::Handle(_) => Woke::Tie,
-                    Woken::TimedOut => Woke::Timer,
-                    Woken::Failed => Woke::Failed,
-                }
-            };
-            match woke {
-                Woke::Doorbell => self.on_doorbell(),
-                Woke::MainEnded => self.main_ended(),
-                Woke::Tie => self.fire_tie(),
-                // Output's news are taken at the top of the loop.
-                Woke::Output | Woke::Timer => {}
-                Woke::Failed => {
-                    // A handle went bad (the tie's, most likely): stop
-                    // watching it, and never spin on a failing wait.
-                    tracing::warn!("run-bg supervisor {}: a wait failed: {}", self.job.id, std::io::Error::last_os_error());
-                    self.tie = Tied::No;
-                    std::thread::sleep(Duration::from_millis(100));
-                }
+            let woken = wait_windows::wait(
+                self.doorbell.as_handle(),
+                self.output.wake.as_handle(),
+                self.main.as_ref().map(AsHandle::as_handle),
+                match &self.tie {
+                    Tied::Watching(tie) => Some(tie.as_handle()),
+                    Tied::No | Tied::Gone => None,
+                },
+                limit,
+            );
+            // Output's news are taken at the top of the loop; a timer is looked at there too.
+            if woken.doorbell {
+                self.on_doorbell();
+            } else if woken.main_ended {
+                self.main_ended();
+            } else if woken.tie {
+                self.fire_tie();
+            } else if woken.failed {
+                // A handle went bad (the tie's, most likely): stop
+                // watching it, and never spin on a failing wait.
+                tracing::warn!("run-bg supervisor {}: a wait failed: {}", self.job.id, std::io::Error::last_os_error());
+                self.tie = Tied::No;
+                std::thread::sleep(Duration::from_millis(100));
             }
             self.tick_watch();
         }
@@ -459,16 +452,6 @@ impl Supervisor {
             Err(e) => tracing::warn!("run-bg supervisor {}: cannot start the {name}: {e}", self.job.id),
         }
     }
-}
-
-/// What woke the loop's wait.
-enum Woke {
-    Doorbell,
-    Output,
-    MainEnded,
-    Tie,
-    Timer,
-    Failed,
 }
 
 /// Readiness and `--notify-on` (the checks are in supervise/ready.rs), as
