@@ -484,3 +484,32 @@ test('--restart: a kill during the restart delay ends the job at once, no run af
   assert.equal(fileLines(path.join(dir, 'runs')).length, 1, 'a run started after the kill')
   assert.deepEqual(alive(fileLines(path.join(dir, 'pids')).map(Number)), [], 'survivors')
 })
+
+test('a job that turns ready hands its queue slot on, as on Unix: a stack\'s next process starts while it runs', { skip }, async (t) => {
+  // No interrupt service: nothing to announce.
+  const home = freshHome({ notify: { url: null } })
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-win-stack-'))
+  fs.writeFileSync(path.join(dir, 'run-bg.json'), JSON.stringify({
+    processes: {
+      first: { command: 'echo up & ping -n 120 127.0.0.1 > nul', 'ready-log': 'up' },
+      second: { command: 'ping -n 120 127.0.0.1 > nul', after: ['first'] },
+    },
+  }))
+  const up = spawnSync(runBg, ['up'], { cwd: dir, encoding: 'utf8', env: { ...process.env, PROC_MANAGER_HOME: home } })
+  t.after(() => spawnSync(runBg, ['down'], { cwd: dir, encoding: 'utf8', env: { ...process.env, PROC_MANAGER_HOME: home } }))
+  assert.equal(up.status, 0, up.stdout + up.stderr)
+  const ids = Object.fromEntries(up.stdout.trim().split(/\r?\n/).map((line) => line.trim().split(/\s+/).slice(0, 2)))
+  assert.match(up.stdout, /second\s+\S+\s+queued \(after first\)/)
+  // No run-bg runs meanwhile (any invocation fills the queues): only first's
+  // supervisor, when it records first ready, can start second.
+  await until('second started by first\'s readiness', () => {
+    try {
+      return jobRecord(home, ids.second).status === 'running'
+    } catch {
+      return false
+    }
+  })
+  const first = jobRecord(home, ids.first)
+  assert.ok(first.ready_at, 'first was ready')
+  assert.equal(first.status, 'running', 'second started while first still runs')
+})

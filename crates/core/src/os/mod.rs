@@ -27,6 +27,21 @@ mod no_subreaper;
 /// `pause` on Unix: a job's tree stopped whole with SIGSTOP.
 #[cfg(unix)]
 pub mod pause_unix;
+/// A kill on Unix: SIGTERM, then SIGKILL, to a job's tree and what was re-parented to its supervisor.
+#[cfg(unix)]
+pub mod kill_unix;
+/// What woke a supervisor's loop (wait.rs), and each platform's wait.
+pub mod wait;
+#[cfg(unix)]
+pub mod wait_unix;
+#[cfg(windows)]
+pub mod wait_windows;
+/// A kill on Windows: CTRL_BREAK to the job's console group, then its Job Object ended.
+#[cfg(windows)]
+pub mod kill_windows;
+/// The job's output copied into the log on Windows, by a thread per run.
+#[cfg(windows)]
+pub mod output_copy_windows;
 /// Windows's Job Objects, console control events and process handles: the
 /// job's tree and its kill there.
 #[cfg(windows)]

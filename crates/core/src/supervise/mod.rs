@@ -16,6 +16,8 @@ pub mod pause;
 pub mod service;
 pub mod wake;
 pub mod tie;
+pub mod ending;
+pub mod kill;
 
 #[cfg(unix)]
 pub mod outpipe;

@@ -2,17 +2,15 @@
 //! then the registry), announcing it, and keeping an end that cannot be
 //! written yet until it can.
 
-use crate::model::job::{EndedBy, Job, JobState};
+use crate::model::job::{EndedBy, Job};
 use crate::model::protocol::KILL_REQUEST_FILE;
 use crate::now_ms;
-use crate::os::procinfo;
-use crate::store::registry::Patience;
-use crate::supervise::supervisor::{KillInProgress, KillReason, Supervisor, Unrecorded};
-use crate::supervise::{notify, ready};
-use crate::Error;
+use crate::store::config::Config;
+use crate::store::paths::Home;
+use crate::store::registry::{Patience, Registry};
+use crate::supervise::supervisor::{Supervisor, Unrecorded};
+use crate::supervise::{ending, notify};
 use std::time::{Duration, Instant};
-
-use crate::supervise::spec::AFTER_END;
 
 /// The first retry of an unrecorded end comes this soon, then ever less
 /// often, up to `RETRY_LONGEST_PAUSE`: a disk remounted writable is noticed
@@ -33,90 +31,15 @@ impl Supervisor {
         self.flush_deferred_matches();
         self.phase = self.phase.recorded();
         self.held.refresh();
-        // An end recorded by someone else first (`kill` acting without this
-        // supervisor while it was stopped) stands, and was announced by them.
-        // They write it into job.json too; the registry is read (all of it)
-        // only when no sweeping caller records the end for us.
+        let by = self.kill.as_ref().map_or(EndedBy::Itself, |kill| kill.reason.ended_by());
+        // A sweeping caller records the end in the registry for us, and
+        // the registry is then not read (all of it) for an earlier end.
         let caller_records = self.kill_looks_below_only();
-        let recorded_first = self.registry.own_record(&self.job.id).filter(|j| j.status().is_final()).or_else(|| {
-            (!caller_records).then(|| self.registry.get(&self.job.id).ok()).flatten().filter(|j| j.status().is_final())
-        });
-        if let Some(stored) = recorded_first {
-            self.job = stored;
-            let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
-            self.report_record_failure();
-            return;
-        }
-        let by = match &self.kill {
-            Some(KillInProgress { reason: KillReason::Timeout, .. }) => EndedBy::Timeout,
-            Some(KillInProgress { reason: KillReason::Requested | KillReason::Tie, .. }) => EndedBy::Kill,
-            _ => EndedBy::Itself,
-        };
         let ended_at = self.main_ended_at.unwrap_or_else(now_ms);
-        let state = ready::judge_end(&self.job, JobState::ended(by, Some(exit.into()), ended_at));
-        let notify_config = self.config.notify.clone();
-        // The announcement is claimed with the status change: whoever records
-        // an outcome announces it, so it is announced once.
-        let peak_rss_kb = procinfo::children_peak_rss_kb();
-        let wake = self.job.wake.clone();
-        let tie = self.job.tie.clone();
-        let apply = |job: &mut Job| {
-            job.tie = tie.clone();
-            job.state = state.clone();
-            job.peak_rss_kb = peak_rss_kb;
-            job.notification = notify::claim(&notify_config, job);
-            job.wake = wake.clone();
-            // Ended, it is no longer paused (a kill continued its tree).
-            job.paused_at = None;
-        };
-        apply(&mut self.job);
-        // The job's own job.json first: it needs no lock, and its room was
-        // reserved at the start, so it is written even on a full disk. Readers
-        // prefer it to a registry that could not be written, or that we are
-        // killed before writing.
-        let kept = self.registry.write_job_file(&self.job, true);
-        if let Err(e) = &kept {
-            self.note_error(&format!("cannot record the job's end in its job.json: {e}"));
+        let end = ending::End { by, exit: Some(exit.into()), ended_at, caller_records };
+        if let ending::Recorded::Nowhere(error) = ending::record_end(self, end) {
+            self.keep_unrecorded(error);
         }
-        let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
-        // Announced before the registry wait: the announcement is claimed in
-        // job.json, which only we write while we live, and goes out even if
-        // the registry is held up or we are killed waiting for it.
-        if notify::has_work(&self.config.notify, &self.job) {
-            self.spawn_notifier();
-        }
-        // The slot is free once the end is in job.json, which the registry's
-        // locked reads take in: the next job need not wait for our registry write.
-        if let Some(hook) = AFTER_END.get() {
-            hook(&self.home, &self.config);
-        }
-        // The notifier may have recorded its delivery (taking our end from
-        // job.json) before we get the lock: an end already there stays as it is.
-        let registry_apply = |job: &mut Job| {
-            if job.state != state {
-                apply(job);
-            }
-        };
-        if caller_records && kept.is_ok() {
-            // The killer takes every end it waited for into the registry at
-            // once; should it die first, any later write does.
-            self.report_record_failure();
-            return;
-        }
-        let result = match self.registry.modify(&self.job.id, registry_apply) {
-            Err(Error::UnknownJob(_)) => self.registry.upsert(&self.job),
-            other => other.map(|_| ()),
-        };
-        match (kept, result) {
-            // The first error says it: the registry's is the same refusal again.
-            (Err(in_job_file), Err(_)) => self.keep_unrecorded(in_job_file.to_string()),
-            (Ok(()), Err(e)) => {
-                self.note_error(&format!("cannot record the job's end in the registry: {e}; it is kept in its job.json, which readers prefer"))
-            }
-            _ => {}
-        }
-        // The registry was read whole: what that took goes back.
-        procinfo::release_free_heap();
         self.report_record_failure();
     }
 
@@ -204,20 +127,30 @@ impl Supervisor {
             );
         }
         let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
-        if let Some(hook) = AFTER_END.get() {
-            hook(&self.home, &self.config);
-        }
+        ending::hand_on_slot(&self.home, &self.config);
     }
 
-    /// Announces the end from a forked child, so retries and hooks never hold
-    /// up the loop that drains lingering output. The supervisor stays until it
-    /// is done, as it stays for any child.
-    fn spawn_notifier(&mut self) {
+}
+
+/// What Unix does its own way when an end is recorded (ending::record_end).
+impl ending::Ending for Supervisor {
+    fn record(&mut self) -> (&Home, &Config, &Registry, &mut Job) {
+        (&self.home, &self.config, &self.registry, &mut self.job)
+    }
+
+    /// From a forked child, so retries and hooks never hold up the loop
+    /// that drains lingering output. The supervisor stays until it is
+    /// done, as it stays for any child.
+    fn announce(&mut self) {
         if let Some(pid) = self.fork_errand("notifier", |supervisor| {
             notify::announce(&supervisor.home, &supervisor.config, &supervisor.job);
         }) {
             self.notifier = Some(pid);
             self.phase = self.phase.child_started();
         }
+    }
+
+    fn note_error(&self, message: &str) {
+        Supervisor::note_error(self, message);
     }
 }

@@ -177,7 +177,7 @@ fn splice_once(
 mod tests {
     use super::*;
     use crate::store::logs::rotated_path;
-    use crate::supervise::supervisor::timespec;
+    use crate::os::wait_unix::timespec;
     use rustix::event::{PollFd, PollFlags};
     use std::io::Write;
     use std::path::Path;

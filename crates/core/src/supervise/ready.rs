@@ -388,9 +388,9 @@ pub trait Watching {
     fn release_lines(&mut self) -> bool;
     /// The output need not be handed over line by line any more.
     fn lines_released(&mut self);
-    /// Readiness is recorded: what the platform does then (Unix hands a
-    /// queued job's slot on, as at an end).
-    fn ready_recorded(&mut self) {}
+    /// Readiness is recorded: jobs queued to start once this one is ready
+    /// may start now (`ending::hand_on_slot`, as at an end), on every platform.
+    fn ready_recorded(&mut self);
     fn note_error(&self, message: &str);
 }
 

@@ -30,7 +30,9 @@ use crate::supervise::ready::{self, Watching};
 use crate::supervise::signals::{Signals, HANDLED};
 use crate::supervise::restart::{self, BetweenRuns, Restarter};
 use crate::supervise::stdin;
-use rustix::event::{PollFd, PollFlags};
+use crate::supervise::kill::{self, KillReason};
+use crate::os::kill_unix::{self, Termed};
+use crate::os::wait_unix;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -38,37 +40,8 @@ use std::time::{Duration, Instant};
 
 mod machine_hooks;
 
-pub(super) enum KillReason {
-    Requested,
-    Timeout,
-    /// Asked for after the main process had exited: its exit decides the status.
-    AfterExit,
-    /// What is left of an ended run's tree, before a restart (`--restart`).
-    Restart,
-    /// The process the job is tied to ended (`--tie`).
-    Tie,
-}
-
-pub(super) struct KillInProgress {
-    pub(super) reason: KillReason,
-    pub(super) started: Instant,
-    /// When SIGKILL goes to whatever is left.
-    pub(super) hard_deadline: Instant,
-    pub(super) hard_sent: bool,
-    pub(super) tree_gone: bool,
-    /// When to look at the tree next: each look is a pass over /proc, so it
-    /// is paced by time, not by how often output wakes the loop.
-    pub(super) next_look: Instant,
-    /// See `KillRequest::caller_sweeps`: looks cover our subtree only.
-    pub(super) caller_sweeps: bool,
-    /// Every process SIGTERM was sent to (pid, start time, command line):
-    /// one forked after a look gets it at the next one, and none gets it
-    /// twice. The command line counts: a child signalled between its fork
-    /// and its exec may take the signal into its parent's handler (a shell's
-    /// trap, reset only after the fork) and then run the new program
-    /// without it, with the same pid and start time.
-    pub(super) termed: std::collections::HashSet<(u32, u64, String)>,
-}
+/// A kill under way (supervise/kill.rs), with who was sent SIGTERM.
+pub(super) type KillInProgress = kill::Kill<Termed>;
 
 /// A step that moved less than this left the pipe empty with the job
 /// writing slower than we copy: the loop pauses for `GATHER_PAUSE` before
@@ -205,35 +178,17 @@ impl Supervisor {
                 self.leave_done_mark();
                 return;
             }
-            let timeout = self.poll_timeout().map(timespec);
-            let (signalled, output_ready, tie_ended) = {
-                // On the stack: this runs once per step of the output's copy.
-                let wake = PollFd::new(&self.signals.wake, PollFlags::IN);
-                let mut fds = [wake.clone(), wake.clone(), wake];
-                let watched = match &self.output {
-                    Some(output) => {
-                        fds[1] = PollFd::new(output, PollFlags::IN);
-                        2
-                    }
-                    None => 1,
-                };
-                // The tied process's pidfd, after the others (issue 14).
+            let woken = {
                 let tie_fd = self.tie.as_ref().and_then(tie::Watch::fd);
-                let tie_slot = tie_fd.as_ref().map(|fd| {
-                    fds[watched] = PollFd::new(*fd, PollFlags::IN);
-                    watched
-                });
-                let watched = watched + usize::from(tie_slot.is_some());
-                if let Err(e) = rustix::event::poll(&mut fds[..watched], timeout.as_ref()) {
-                    if e != rustix::io::Errno::INTR {
-                        // Should not happen; avoid a busy loop if it does.
-                        std::thread::sleep(Duration::from_millis(50));
-                    }
-                }
-                let tie_readable = tie_slot.is_some_and(|i| !fds[i].revents().is_empty());
-                let output_ready = self.output.is_some() && !fds[1].revents().is_empty();
-                (!fds[0].revents().is_empty(), output_ready, self.tie.as_ref().is_some_and(|w| w.ended(tie_readable)))
+                let output = self.output.as_ref().map(AsFd::as_fd);
+                wait_unix::wait(self.signals.wake.as_fd(), output, tie_fd.map(AsFd::as_fd), self.poll_timeout())
             };
+            if woken.failed {
+                // Should not happen; avoid a busy loop if it does.
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let (signalled, output_ready) = (woken.doorbell, woken.output && self.output.is_some());
+            let tie_ended = self.tie.as_ref().is_some_and(|w| w.ended(woken.tie));
             if output_ready {
                 let moved = self.read_output_once();
                 if (1..GATHER_BELOW).contains(&moved) {
@@ -299,7 +254,7 @@ impl Supervisor {
         // A tree found gone needs neither deadline: the SIGKILL deadline, once
         // past, would wake us every millisecond while our notifier runs.
         if let Some(kill) = self.kill.as_ref().filter(|k| !k.tree_gone) {
-            if !kill.hard_sent {
+            if !kill.forced() {
                 consider(kill.hard_deadline);
             }
             consider(kill.next_look);
@@ -349,10 +304,9 @@ impl Supervisor {
     /// with the pause, ~155k and 0.87× (medians of 8, 2 cores at load 2).
     /// The log is behind by at most the pause.
     fn let_output_gather(&self) {
-        let mut fds = [PollFd::new(&self.signals.wake, PollFlags::IN)];
         // Whatever it returns, the pause is over, and the loop then polls
         // the signal pipe itself.
-        let _ = rustix::event::poll(&mut fds, Some(&timespec(GATHER_PAUSE)));
+        wait_unix::doorbell_or(self.signals.wake.as_fd(), GATHER_PAUSE);
     }
 
     /// Takes whatever the main process wrote before it exited, without waiting
@@ -431,22 +385,11 @@ impl Supervisor {
 
     fn begin_kill(&mut self, reason: KillReason, request: KillRequest) {
         let now = Instant::now();
-        let deadline = if request.force { now } else { now + Duration::from_millis(request.grace_ms) };
         match &mut self.kill {
-            // A second request can only make the kill sooner; a kill or the
-            // timeout during a restart's clean-up ends the job.
             Some(kill) => {
-                kill.hard_deadline = kill.hard_deadline.min(deadline);
-                let now_ends_the_job = matches!(kill.reason, KillReason::Restart) && !matches!(reason, KillReason::Restart);
-                if matches!(kill.reason, KillReason::Restart) {
-                    kill.reason = reason;
-                }
-                // Only a sweeping caller may narrow our looks; any other
-                // kill (a timeout, a plain SIGTERM) widens them again.
-                kill.caller_sweeps &= request.caller_sweeps;
                 // Paused while the ended run's leftovers were being cleaned:
                 // they had their SIGTERM, and now the kill ends the pause.
-                if now_ends_the_job {
+                if kill.again(reason, &request, now) {
                     self.end_pause_for_kill(true);
                 }
             }
@@ -455,68 +398,31 @@ impl Supervisor {
                 // outcome; a job that restarts runs on after an exit, so a
                 // kill then is a kill.
                 let reason = if self.phase.main_running() || self.restarter.is_some() { reason } else { KillReason::AfterExit };
-                self.kill = Some(KillInProgress {
-                    reason,
-                    started: now,
-                    hard_deadline: deadline,
-                    hard_sent: false,
-                    tree_gone: false,
-                    next_look: now,
-                    caller_sweeps: request.caller_sweeps,
-                    termed: std::collections::HashSet::new(),
-                });
+                let mut kill = KillInProgress::begin(reason, &request, now);
                 if !request.force {
-                    let sent = self.signal_everything(libc::SIGTERM);
-                    if let Some(kill) = &mut self.kill {
-                        kill.termed.extend(sent.into_iter().map(|(who, command)| (who.pid, who.start_ticks, command)));
-                    }
+                    kill_unix::ask_to_stop(&self.reach(request.caller_sweeps), &mut kill.asked);
                 }
+                self.kill = Some(kill);
                 self.end_pause_for_kill(!request.force);
             }
         }
         self.advance_timers();
     }
 
-    /// The job's tree (group and cookie) plus the descendants re-parented to
-    /// us that carry no cookie (started with `env -u`, or dying: their
-    /// environment is gone already). Another job's supervisor, started from
-    /// inside this job and adopted by us, and our notifier are left alone.
-    /// Returns who got the signal, with their command lines (empty: nothing was left).
-    pub(super) fn signal_everything(&self, signal: i32) -> Vec<(ProcessIdentity, String)> {
+    /// What a kill reaches (os/kill_unix.rs); `below_only`: see `KillRequest::caller_sweeps`.
+    fn reach(&self, below_only: bool) -> kill_unix::Reach<'_> {
         let tree = Tree::of(&self.job).with_recorded(self.procset.recorder.recorded());
-        let found = if self.kill_looks_below_only() { tree::job_subtree(tree, std::process::id()) } else { tree::job_tree(tree) };
-        let mut sent: Vec<(ProcessIdentity, String)> =
-            tree::signal_found(tree, found, signal).sent.into_iter().map(|p| (p.identity, p.command)).collect();
-        for child in self.adopted_children() {
-            if matches!(procinfo::signal_process(&child, signal), procinfo::SignalOutcome::Sent) {
-                sent.push((child, procinfo::command_line(child.pid)));
-            }
-        }
-        sent
+        kill_unix::Reach { tree, below_only, notifier: self.notifier }
+    }
+
+    /// `kill_unix::signal_everything`, as far as the kill in progress looks.
+    pub(super) fn signal_everything(&self, signal: i32) -> Vec<(ProcessIdentity, String)> {
+        kill_unix::signal_everything(&self.reach(self.kill_looks_below_only()), signal)
     }
 
     /// A kill whose caller sweeps the rest of the table (see `KillRequest::caller_sweeps`).
     pub(super) fn kill_looks_below_only(&self) -> bool {
         self.kill.as_ref().is_some_and(|k| k.caller_sweeps)
-    }
-
-    /// During the grace period: SIGTERM to every process of the job not
-    /// sent one yet. The first pass cannot reach what is forked after it
-    /// (a shell's TERM trap starting a clean-up, a pool replacing a worker);
-    /// without this it lived until the SIGKILL at the deadline. Returns
-    /// whether anything of the job is left.
-    fn signal_newcomers(&mut self) -> bool {
-        let tree = Tree::of(&self.job).with_recorded(self.procset.recorder.recorded());
-        let found = if self.kill_looks_below_only() { tree::job_subtree(tree, std::process::id()).0 } else { tree::job_tree(tree).0 };
-        let adopted: Vec<(ProcessIdentity, String)> =
-            self.adopted_children().into_iter().map(|who| (who, procinfo::command_line(who.pid))).collect();
-        let Some(kill) = &mut self.kill else { return false };
-        for (who, command) in found.iter().map(|p| (p.identity, p.command.clone())).chain(adopted.iter().cloned()) {
-            if kill.termed.insert((who.pid, who.start_ticks, command)) {
-                procinfo::signal_process(&who, libc::SIGTERM);
-            }
-        }
-        !found.is_empty() || !adopted.is_empty()
     }
 
     /// The notification deliverer our notifier started is re-parented to us
@@ -533,18 +439,11 @@ impl Supervisor {
     }
 
     pub(super) fn adopted_children(&self) -> Vec<ProcessIdentity> {
-        procinfo::live_children(std::process::id())
-            .into_iter()
-            .filter(|&pid| Some(pid as libc::pid_t) != self.notifier)
-            .filter(|&pid| procinfo::environ_value(pid, SUPERVISOR_MARK).is_none())
-            .filter_map(procinfo::identify)
-            .collect()
+        kill_unix::adopted_children(self.notifier)
     }
 
-    /// Whether any process of the job is left: its tree, or a descendant
-    /// re-parented to us (see `signal_everything`).
     fn anything_left(&self) -> bool {
-        tree::tree_alive(Tree::of(&self.job).with_recorded(self.procset.recorder.recorded())) || !self.adopted_children().is_empty()
+        kill_unix::anything_left(Tree::of(&self.job).with_recorded(self.procset.recorder.recorded()), self.notifier)
     }
 
     fn advance_timers(&mut self) {
@@ -561,7 +460,7 @@ impl Supervisor {
                 self.timeout_at = None;
                 // At the deadline the tree goes, even what outlived the main
                 // process; a job between two runs ends too.
-                let cleaning = matches!(self.kill, Some(KillInProgress { reason: KillReason::Restart, .. }));
+                let cleaning = self.kill.as_ref().is_some_and(|k| !k.ends_the_job());
                 if (self.kill.is_none() || cleaning) && (self.phase.main_running() || self.between.is_some() || self.anything_left()) {
                     let grace_ms = self.config.kill.grace_ms;
                     self.begin_kill(KillReason::Timeout, KillRequest { grace_ms, force: false, caller_sweeps: false });
@@ -569,20 +468,20 @@ impl Supervisor {
                 }
             }
         }
-        if let Some(kill) = &self.kill {
-            let hard_due = now >= kill.hard_deadline;
-            let first_hard = hard_due && !kill.hard_sent;
-            if !kill.tree_gone && (now >= kill.next_look || first_hard) {
-                // Often at first, so a kill ends as soon as the tree is gone, then
-                // less often. After the deadline SIGKILL is repeated each look: a
-                // process may fork between one pass over /proc and the signal.
-                let tick = (now - kill.started).div_f32(4.0).clamp(Duration::from_millis(5), Duration::from_millis(100));
-                let remaining = if hard_due { !self.signal_everything(libc::SIGKILL).is_empty() } else { self.signal_newcomers() };
-                if let Some(kill) = &mut self.kill {
-                    kill.hard_sent |= hard_due;
-                    kill.tree_gone = !remaining;
-                    kill.next_look = now + tick;
-                }
+        if self.kill.as_ref().is_some_and(|kill| kill.look_due(now)) {
+            // After the deadline SIGKILL is repeated each look: a process
+            // may fork between one pass over /proc and the signal.
+            let below_only = self.kill_looks_below_only();
+            let tree = Tree::of(&self.job).with_recorded(self.procset.recorder.recorded());
+            let reach = kill_unix::Reach { tree, below_only, notifier: self.notifier };
+            if let Some(kill) = &mut self.kill {
+                let hard_due = kill.force_due(now);
+                let remaining = if hard_due {
+                    !kill_unix::signal_everything(&reach, libc::SIGKILL).is_empty()
+                } else {
+                    kill_unix::signal_newcomers(&reach, &mut kill.asked)
+                };
+                kill.looked(now, hard_due, remaining);
             }
         }
         // Children may have exited without our SIGCHLD byte being seen yet.
@@ -601,7 +500,7 @@ impl Supervisor {
     fn kill_settled(&self) -> bool {
         match &self.kill {
             None => true,
-            Some(kill) => kill.tree_gone || (kill.hard_sent && kill.hard_deadline.elapsed() > AFTER_SIGKILL_PATIENCE),
+            Some(kill) => kill.settled(AFTER_SIGKILL_PATIENCE),
         }
     }
 
@@ -616,7 +515,7 @@ impl Supervisor {
         if self.restarter.is_none() {
             return false;
         }
-        if matches!(self.kill, Some(KillInProgress { reason: KillReason::Requested | KillReason::Timeout | KillReason::AfterExit | KillReason::Tie, .. })) {
+        if self.kill.as_ref().is_some_and(KillInProgress::ends_the_job) {
             return false;
         }
         restart::step(self, Some(Exit::from(exit)))
@@ -764,8 +663,4 @@ impl ProcessRecord {
     fn look_soon(&mut self) {
         self.next_look = self.next_look.min(Instant::now() + RECORD_FIRST_PAUSE);
     }
-}
-
-pub(super) fn timespec(d: Duration) -> rustix::event::Timespec {
-    rustix::event::Timespec { tv_sec: d.as_secs().min(i64::MAX as u64) as i64, tv_nsec: d.subsec_nanos() as _ }
 }

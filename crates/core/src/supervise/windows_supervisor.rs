@@ -29,21 +29,19 @@ use crate::model::job::{EndedBy, Exit, Job, JobState};
 use crate::model::protocol::{KillRequest, KILL_REQUEST_FILE, READY_ERR, READY_OK};
 use crate::now_ms;
 use crate::os::job_watch_windows::JobMembers;
-use crate::os::windows_job::{self, Woken};
+use crate::os::windows_job;
 use crate::os::{launch_windows, platform, procinfo};
 use crate::store::logs::RotatingWriter;
 use crate::store::paths::Home;
 use crate::store::registry::{Patience, Registry};
 use crate::supervise::matchers::{self, MatchEvent};
 use crate::supervise::restart::{self, BetweenRuns, Restarter};
-use crate::supervise::spec::AFTER_END;
 use crate::supervise::pause::{self, Clocks, Paused, Pausing};
-use crate::supervise::{notify, ready};
-use std::io::Read;
+use crate::supervise::kill::KillReason;
+use crate::supervise::{ending, notify, ready};
+use crate::os::{kill_windows, output_copy_windows, wait_windows};
 use std::os::windows::io::{AsHandle, OwnedHandle};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -105,6 +103,7 @@ struct Supervisor {
     tie: Tied,
     output: Output,
     timeout_at: Option<Instant>,
+    /// A kill (or a timeout, or a fired tie) under way (supervise/kill.rs).
     kill: Option<Kill>,
     /// The job's readiness check and `--notify-on` patterns (supervise/ready.rs).
     watch: Option<ready::Watch>,
@@ -133,23 +132,7 @@ struct Supervisor {
     wake_thread: Option<JoinHandle<Option<crate::model::job::Wake>>>,
 }
 
-/// A kill (or a timeout, or a fired tie) under way.
-#[derive(Clone, Copy)]
-enum Kill {
-    /// The job was asked (CTRL_BREAK) and has until then to end.
-    Grace { by: EndedBy, until: Instant },
-    /// The Job Object was ended then: past TERMINATE_WAIT with the main
-    /// process still there, it is ended again, itself too.
-    Ended { by: EndedBy, at: Instant },
-}
-
-impl Kill {
-    fn by(self) -> EndedBy {
-        match self {
-            Kill::Grace { by, .. } | Kill::Ended { by, .. } => by,
-        }
-    }
-}
+type Kill = crate::supervise::kill::Kill;
 
 /// The process the job is tied to (`--tie`).
 enum Tied {
@@ -170,77 +153,13 @@ struct Cleanup {
     gone_at: Option<Instant>,
 }
 
-/// The job's output: each run's stdout and stderr (one pipe per run) copied
-/// into the log by a thread of its own, which hands what it wrote to the
-/// supervisor's loop while a watch needs the lines.
-struct Output {
-    log: Arc<Mutex<RotatingWriter>>,
-    sender: mpsc::Sender<Vec<u8>>,
-    news: mpsc::Receiver<Vec<u8>>,
-    /// Set by a copying thread when it sent bytes or ended: wakes the loop.
-    wake: Arc<OwnedHandle>,
-    /// Whether the loop wants the bytes (a watch looks at the lines).
-    lines_wanted: Arc<AtomicBool>,
-    /// The copying threads of every run, the current one's last.
-    copiers: Vec<JoinHandle<()>>,
-}
+/// The job's output, copied into its log (os/output_copy_windows.rs).
+type Output = output_copy_windows::Output<RotatingWriter>;
 
-impl Output {
-    fn new(log: RotatingWriter) -> std::io::Result<Output> {
-        let (sender, news) = mpsc::channel();
-        Ok(Output {
-            log: Arc::new(Mutex::new(log)),
-            sender,
-            news,
-            wake: Arc::new(windows_job::create_private_event()?),
-            lines_wanted: Arc::new(AtomicBool::new(false)),
-            copiers: Vec::new(),
-        })
+impl output_copy_windows::Sink for RotatingWriter {
+    fn take(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.write_all(bytes).map_err(|e| e.to_string())
     }
-
-    fn want_lines(&self, wanted: bool) {
-        self.lines_wanted.store(wanted, Ordering::Relaxed);
-    }
-
-    /// Copies what `reader` gives into the log, on a thread of its own, until
-    /// every process holding the pipe has closed it.
-    fn copy(&mut self, reader: std::io::PipeReader) {
-        let (log, sender, wake, wanted) = (self.log.clone(), self.sender.clone(), self.wake.clone(), self.lines_wanted.clone());
-        match std::thread::Builder::new().name("output".into()).spawn(move || copy_output(reader, &log, &sender, &wake, &wanted)) {
-            Ok(copier) => self.copiers.push(copier),
-            Err(e) => tracing::warn!("run-bg supervisor: cannot start copying the job's output: {e}"),
-        }
-    }
-
-    /// Every run's output has ended.
-    fn all_copied(&self) -> bool {
-        self.copiers.iter().all(JoinHandle::is_finished)
-    }
-
-    fn write_separator(&self, line: &str) -> crate::Result<()> {
-        self.log.lock().unwrap_or_else(PoisonError::into_inner).write_separator(line)
-    }
-}
-
-/// Copies the job's output into its log until every process holding the
-/// pipe has closed it, handing each piece to the loop too while it wants them.
-fn copy_output(mut reader: std::io::PipeReader, log: &Mutex<RotatingWriter>, news: &mpsc::Sender<Vec<u8>>, wake: &OwnedHandle, wanted: &AtomicBool) {
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        match reader.read(&mut buffer) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if let Err(e) = log.lock().unwrap_or_else(PoisonError::into_inner).write_all(&buffer[..n]) {
-                    tracing::warn!("run-bg supervisor: cannot write the job's log: {e}");
-                }
-                // After the log: what the watch sees (a ready line) is in the log already.
-                if wanted.load(Ordering::Relaxed) && news.send(buffer[..n].to_vec()).is_ok() {
-                    windows_job::set(wake);
-                }
-            }
-        }
-    }
-    windows_job::set(wake);
 }
 
 impl Supervisor {
@@ -358,25 +277,25 @@ impl Supervisor {
                 break;
             }
             let now = Instant::now();
-            match self.kill {
+            match self.kill.as_ref().map(|kill| (kill.forced_at, kill.force_due(now))) {
                 None if self.timeout_at.is_some_and(|at| now >= at) => {
-                    self.begin_kill(EndedBy::Timeout, Duration::from_millis(self.config.kill.grace_ms), false);
+                    self.begin_kill(KillReason::Timeout, self.default_kill());
                     continue;
                 }
-                Some(Kill::Grace { by, until }) if now >= until => self.terminate(by, crate::model::signals::SIGKILL),
-                Some(Kill::Ended { by, at }) if now >= at + TERMINATE_WAIT => {
+                Some((None, true)) => self.terminate(crate::model::signals::SIGKILL),
+                Some((Some(at), _)) if now >= at + TERMINATE_WAIT => {
                     // Still there after the Job Object was ended: again, and the main process itself.
                     if let Some(main) = &mut self.main {
                         let _ = main.kill();
                     }
-                    self.terminate(by, crate::model::signals::SIGKILL);
+                    self.terminate(crate::model::signals::SIGKILL);
                 }
                 _ => {}
             }
-            let deadline = match self.kill {
-                Some(Kill::Grace { until, .. }) => Some(until),
+            let deadline = match &self.kill {
+                Some(Kill { forced_at: None, hard_deadline, .. }) => Some(*hard_deadline),
                 // Ended: the main process goes within moments.
-                Some(Kill::Ended { at, .. }) => Some(at + TERMINATE_WAIT),
+                Some(Kill { forced_at: Some(at), .. }) => Some(*at + TERMINATE_WAIT),
                 None => self.timeout_at,
             };
             let between = match &self.between {
@@ -389,36 +308,29 @@ impl Supervisor {
             let next = [deadline, between, watch].into_iter().flatten().min();
             // A millisecond more so we wake after a deadline, not a hair before it.
             let limit = next.map_or(Duration::from_secs(3600), |at| at.saturating_duration_since(now) + Duration::from_millis(1));
-            let woke = {
-                let mut handles = vec![self.doorbell.as_handle(), self.output.wake.as_handle()];
-                if let Some(main) = &self.main {
-                    handles.push(main.as_handle());
-                }
-                if let Tied::Watching(tie) = &self.tie {
-                    handles.push(tie.as_handle());
-                }
-                match windows_job::wait_any(&handles, limit) {
-                    Woken::Handle(0) => Woke::Doorbell,
-                    Woken::Handle(1) => Woke::Output,
-                    Woken::Handle(2) if self.main.is_some() => Woke::MainEnded,
-                    Woken::Handle(_) => Woke::Tie,
-                    Woken::TimedOut => Woke::Timer,
-                    Woken::Failed => Woke::Failed,
-                }
-            };
-            match woke {
-                Woke::Doorbell => self.on_doorbell(),
-                Woke::MainEnded => self.main_ended(),
-                Woke::Tie => self.fire_tie(),
-                // Output's news are taken at the top of the loop.
-                Woke::Output | Woke::Timer => {}
-                Woke::Failed => {
-                    // A handle went bad (the tie's, most likely): stop
-                    // watching it, and never spin on a failing wait.
-                    tracing::warn!("run-bg supervisor {}: a wait failed: {}", self.job.id, std::io::Error::last_os_error());
-                    self.tie = Tied::No;
-                    std::thread::sleep(Duration::from_millis(100));
-                }
+            let woken = wait_windows::wait(
+                self.doorbell.as_handle(),
+                self.output.wake.as_handle(),
+                self.main.as_ref().map(AsHandle::as_handle),
+                match &self.tie {
+                    Tied::Watching(tie) => Some(tie.as_handle()),
+                    Tied::No | Tied::Gone => None,
+                },
+                limit,
+            );
+            // Output's news are taken at the top of the loop; a timer is looked at there too.
+            if woken.doorbell {
+                self.on_doorbell();
+            } else if woken.main_ended {
+                self.main_ended();
+            } else if woken.tie {
+                self.fire_tie();
+            } else if woken.failed {
+                // A handle went bad (the tie's, most likely): stop
+                // watching it, and never spin on a failing wait.
+                tracing::warn!("run-bg supervisor {}: a wait failed: {}", self.job.id, std::io::Error::last_os_error());
+                self.tie = Tied::No;
+                std::thread::sleep(Duration::from_millis(100));
             }
             self.tick_watch();
         }
@@ -427,7 +339,7 @@ impl Supervisor {
         // a timeout ended the job; a job that ended itself may leave a
         // daemon running, as on Unix, still in the Job Object for a kill.
         if self.kill.is_some() {
-            let _ = windows_job::terminate_job(&self.job_object, 1);
+            let _ = kill_windows::force(&self.job_object, None, crate::model::signals::SIGKILL);
         }
         self.take_output_news();
         if let Some(registering) = self.wake_thread.take() {
@@ -435,18 +347,20 @@ impl Supervisor {
                 self.job.wake = Some(wake);
             }
         }
-        self.record_end(self.last_exit, ended_at);
-        // The output ends when the last process holding the pipe does.
-        for copier in std::mem::take(&mut self.output.copiers) {
-            let _ = copier.join();
+        let end = ending::End { by: self.kill.as_ref().map_or(EndedBy::Itself, |kill| kill.reason.ended_by()), exit: self.last_exit.map(Exit::Code), ended_at, caller_records: false };
+        if let ending::Recorded::Nowhere(error) = ending::record_end(self, end) {
+            // No reader is shown an end kept here (Unix's `publish_unrecorded`).
+            tracing::error!("run-bg supervisor {}: cannot record the job's end: {error}", self.job.id);
         }
+        // The output ends when the last process holding the pipe does.
+        self.output.join();
         self.take_output_news();
         if let Some(watch) = &mut self.watch {
             let mut events = Vec::new();
             watch.output_ended(&mut events);
             self.on_watch_events(events);
         }
-        self.output.log.lock().unwrap_or_else(PoisonError::into_inner).join_deleter();
+        self.output.with_sink(RotatingWriter::join_deleter);
         for errand in std::mem::take(&mut self.errands) {
             let _ = errand.join();
         }
@@ -463,18 +377,22 @@ impl Supervisor {
         if let Some(tie) = &mut self.job.tie {
             tie.fired_at.get_or_insert_with(now_ms);
         }
-        self.begin_kill(EndedBy::Kill, Duration::from_millis(self.config.kill.grace_ms), false);
+        self.begin_kill(KillReason::Tie, self.default_kill());
+    }
+
+    /// A kill with the configured grace period.
+    fn default_kill(&self) -> KillRequest {
+        KillRequest { grace_ms: self.config.kill.grace_ms, force: false, caller_sweeps: false }
     }
 
     /// Ends the whole Job Object now.
-    fn terminate(&mut self, by: EndedBy, signal: i32) {
-        if let Err(e) = windows_job::terminate_job(&self.job_object, platform::exit_code_for(signal)) {
-            tracing::warn!("run-bg supervisor {}: cannot end the job's Job Object ({e}); ending its process", self.job.id);
-            if let Some(main) = &mut self.main {
-                let _ = main.kill();
-            }
+    fn terminate(&mut self, signal: i32) {
+        if let Err(e) = kill_windows::force(&self.job_object, self.main.as_mut(), signal) {
+            tracing::warn!("run-bg supervisor {}: cannot end the job's Job Object ({e}); ended its main process", self.job.id);
         }
-        self.kill = Some(Kill::Ended { by, at: Instant::now() });
+        if let Some(kill) = &mut self.kill {
+            kill.forced_at = Some(Instant::now());
+        }
     }
 
     /// `kill`, `pause` and `resume` ring the doorbell after leaving their
@@ -490,81 +408,38 @@ impl Supervisor {
                 return;
             }
         }
-        let grace = request.as_ref().map_or(Duration::from_millis(self.config.kill.grace_ms), |r| Duration::from_millis(r.grace_ms));
-        let force = request.as_ref().is_some_and(|r| r.force);
-        self.begin_kill(EndedBy::Kill, grace, force);
+        // Windows's supervisor looks at its Job Object alone: no caller sweeps for it.
+        let request = request.map_or_else(|| self.default_kill(), |r| KillRequest { caller_sweeps: false, ..r });
+        self.begin_kill(KillReason::Requested, request);
     }
 
     /// A kill's start; a later request can only bring the end forward (a
     /// `kill --force` during the grace period ends the job now).
-    fn begin_kill(&mut self, by: EndedBy, grace: Duration, force: bool) {
+    fn begin_kill(&mut self, reason: KillReason, request: KillRequest) {
         let now = Instant::now();
-        match self.kill {
-            Some(Kill::Ended { .. }) => return,
-            Some(Kill::Grace { by: first, until }) => {
-                if force || grace.is_zero() {
-                    self.terminate(first, crate::model::signals::SIGKILL);
-                } else {
-                    self.kill = Some(Kill::Grace { by: first, until: until.min(now + grace) });
+        if let Some(kill) = &mut self.kill {
+            if !kill.forced() {
+                kill.again(reason, &request, now);
+                if kill.force_due(now) {
+                    self.terminate(crate::model::signals::SIGKILL);
                 }
-                return;
             }
-            None => {}
+            return;
         }
+        self.kill = Some(Kill::begin(reason, &request, now));
         // Between two runs no run is left to ask: the job ends now, and
         // what the ended run left (being ended before a restart) with it.
-        if force || grace.is_zero() || self.main.is_none() {
-            self.terminate(by, crate::model::signals::SIGKILL);
+        if request.force || request.grace_ms == 0 || self.main.is_none() {
+            self.terminate(crate::model::signals::SIGKILL);
             self.end_pause_for_kill();
             return;
         }
         // A suspended process cannot take the break: resumed first, as
         // Unix continues a paused tree after its SIGTERM.
         self.end_pause_for_kill();
-        if let Err(e) = windows_job::break_group(self.group) {
+        if let Err(e) = kill_windows::ask_to_stop(self.group) {
             tracing::warn!("run-bg supervisor {}: cannot send CTRL_BREAK to the job ({e}); ending it now", self.job.id);
-            self.terminate(by, crate::model::signals::SIGTERM);
-            return;
-        }
-        self.kill = Some(Kill::Grace { by, until: now + grace });
-    }
-
-    fn record_end(&mut self, code: Option<i32>, ended_at: u64) {
-        let by = self.kill.map_or(EndedBy::Itself, Kill::by);
-        let exit = code.map(Exit::Code);
-        let state = ready::judge_end(&self.job, JobState::ended(by, exit, ended_at));
-        // An end recorded by someone else first (a kill that acted without us) stands.
-        if let Some(stored) = self.registry.own_record(&self.job.id).filter(|j| j.status().is_final()) {
-            self.job = stored;
-            let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
-            return;
-        }
-        self.job.state = state.clone();
-        // Ended, it is no longer paused (a kill resumed its tree).
-        self.job.paused_at = None;
-        self.job.notification = notify::claim(&self.config.notify, &self.job);
-        let kept = self.registry.write_job_file(&self.job, true);
-        if let Err(e) = &kept {
-            tracing::error!("run-bg supervisor {}: cannot record the job's end in its job.json: {e}", self.job.id);
-        }
-        let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
-        if let Some(hook) = AFTER_END.get() {
-            hook(&self.home, &self.config);
-        }
-        let job = self.job.clone();
-        let result = match self.registry.modify(&job.id, |stored| {
-            if stored.state != state {
-                *stored = Job { seen_at: stored.seen_at, ..job.clone() };
-            }
-        }) {
-            Err(crate::Error::UnknownJob(_)) => self.registry.upsert(&job),
-            other => other.map(|_| ()),
-        };
-        if let Err(e) = result {
-            tracing::error!("run-bg supervisor {}: cannot record the job's end in the registry: {e}; it is kept in its job.json", job.id);
-        }
-        if notify::has_work(&self.config.notify, &self.job) {
-            notify::announce(&self.home, &self.config, &self.job);
+            self.terminate(crate::model::signals::SIGTERM);
         }
     }
 
@@ -579,23 +454,13 @@ impl Supervisor {
     }
 }
 
-/// What woke the loop's wait.
-enum Woke {
-    Doorbell,
-    Output,
-    MainEnded,
-    Tie,
-    Timer,
-    Failed,
-}
-
 /// Readiness and `--notify-on` (the checks are in supervise/ready.rs), as
 /// Unix's supervisor records them.
 impl Supervisor {
     /// Hands the watch what the copying threads wrote into the log.
     fn take_output_news(&mut self) {
         let mut events = Vec::new();
-        while let Ok(bytes) = self.output.news.try_recv() {
+        while let Some(bytes) = self.output.news() {
             if let Some(watch) = &mut self.watch {
                 watch.feed(&bytes, &mut events);
             }
@@ -628,6 +493,23 @@ impl Supervisor {
     }
 }
 
+/// What Windows does its own way when an end is recorded (ending::record_end).
+impl ending::Ending for Supervisor {
+    fn record(&mut self) -> (&Home, &crate::store::config::Config, &Registry, &mut Job) {
+        (&self.home, &self.config, &self.registry, &mut self.job)
+    }
+
+    /// From a thread, joined before we exit.
+    fn announce(&mut self) {
+        let (home, config, job) = (self.home.clone(), self.config.clone(), self.job.clone());
+        self.errand("notifier", move || notify::announce(&home, &config, &job));
+    }
+
+    fn note_error(&self, message: &str) {
+        tracing::error!("run-bg supervisor {}: {message}", self.job.id);
+    }
+}
+
 /// What Windows does with readiness and `--notify-on` (ready::on_events).
 impl ready::Watching for Supervisor {
     fn record(&mut self) -> (&Registry, &mut Job) {
@@ -645,6 +527,10 @@ impl ready::Watching for Supervisor {
     /// The copying threads keep the output to themselves again.
     fn lines_released(&mut self) {
         self.output.want_lines(false);
+    }
+
+    fn ready_recorded(&mut self) {
+        ending::hand_on_slot(&self.home, &self.config);
     }
 
     fn note_error(&self, message: &str) {
@@ -670,10 +556,10 @@ impl Supervisor {
     /// Asks what the ended run left in the Job Object to stop (CTRL_BREAK to
     /// its console group, as a kill does): when to end it if it has not.
     fn ask_leftovers_to_stop(&self, now: Instant) -> Instant {
-        if windows_job::active_processes(&self.job_object).unwrap_or(0) == 0 {
+        if !kill_windows::anything_left(&self.job_object) {
             return now;
         }
-        match windows_job::break_group(self.group) {
+        match kill_windows::ask_to_stop(self.group) {
             Ok(()) => now + Duration::from_millis(self.config.kill.grace_ms),
             Err(_) => now,
         }
@@ -749,9 +635,9 @@ impl BetweenRuns for Supervisor {
     }
 
     fn cleaned(&mut self, cleanup: &mut Cleanup, now: Instant) -> bool {
-        if windows_job::active_processes(&self.job_object).unwrap_or(0) > 0 {
+        if kill_windows::anything_left(&self.job_object) {
             if now >= cleanup.terminate_at {
-                let _ = windows_job::terminate_job(&self.job_object, platform::exit_code_for(crate::model::signals::SIGKILL));
+                let _ = kill_windows::force(&self.job_object, None, crate::model::signals::SIGKILL);
                 cleanup.terminate_at = now + TERMINATE_WAIT;
             }
             return false;
@@ -767,7 +653,7 @@ impl BetweenRuns for Supervisor {
     }
 
     fn write_separator(&mut self, line: &str) -> crate::Result<()> {
-        self.output.write_separator(line)
+        self.output.with_sink(|log| log.write_separator(line))
     }
 
     fn save_run(&mut self) {

@@ -84,7 +84,7 @@ impl Pausing for Supervisor {
     }
 
     fn ending(&self) -> bool {
-        let killed = self.kill.as_ref().is_some_and(|k| !matches!(k.reason, KillReason::Restart));
+        let killed = self.kill.as_ref().is_some_and(KillInProgress::ends_the_job);
         killed || (!self.phase.main_running() && self.between.is_none())
     }
 
@@ -156,9 +156,7 @@ impl Watching for Supervisor {
     /// start now: the hand-on an end makes (one stat when nothing is
     /// queued). Its moment without the subreaper is as at the end.
     fn ready_recorded(&mut self) {
-        if let Some(hook) = crate::supervise::spec::AFTER_END.get() {
-            hook(&self.home, &self.config);
-        }
+        crate::supervise::ending::hand_on_slot(&self.home, &self.config);
     }
 
     fn note_error(&self, message: &str) {
