@@ -257,6 +257,12 @@ impl Supervisor {
     fn leave_done_mark(&self) {
         use crate::os::sys::OpenOptionsExt;
         let dir = self.home.job_dir(&self.job.id);
+        // The lock let go of (holding the old record, see `write_end_record`)
+        // is renamed into the mark: a new file costs an inode.
+        let lock = dir.join(crate::model::protocol::SUPERVISOR_LOCK_FILE);
+        if self.alive_lock.is_none() && std::fs::rename(lock, dir.join(crate::model::protocol::SUPERVISOR_DONE_FILE)).is_ok() {
+            return;
+        }
         let _ = crate::store::paths::options_nofollow()
             .write(true)
             .create(true)
