@@ -61,6 +61,12 @@ pub(super) struct KillInProgress {
     pub(super) next_look: Instant,
     /// See `KillRequest::caller_sweeps`: looks cover our subtree only.
     pub(super) caller_sweeps: bool,
+    /// See `KillRequest::caller_signalled_since`: SIGTERM goes only to what
+    /// started since.
+    pub(super) caller_signalled_since: Option<u64>,
+    /// We are a child subreaper: once no child of ours is left, nothing of
+    /// the job is left below us (see `nothing_left_below`).
+    pub(super) subreaper: bool,
     /// Every process SIGTERM was sent to (pid, start time, command line):
     /// one forked after a look gets it at the next one, and none gets it
     /// twice. The command line counts: a child signalled between its fork
@@ -276,7 +282,7 @@ impl Supervisor {
         self.tie = None;
         if let Some(reason) = tie::fire(&mut self.job.tie) {
             tracing::info!("run-bg supervisor {}: killing the job: {reason}", self.job.id);
-            let request = KillRequest { grace_ms: self.config.kill.grace_ms, force: false, caller_sweeps: false };
+            let request = KillRequest { grace_ms: self.config.kill.grace_ms, force: false, caller_sweeps: false, caller_signalled_since: None };
             self.begin_kill(KillReason::Tie, request);
         }
     }
@@ -373,6 +379,15 @@ impl Supervisor {
         let mut bytes = [0u8; 64];
         while matches!(rustix::io::read(&self.signals.wake, &mut bytes), Ok(n) if n > 0) {}
         if self.signals.child.swap(false, Ordering::Relaxed) {
+            // A kill whose caller signals the job itself may end the main
+            // process before our doorbell is heard: its request, written
+            // before any signal, is taken before that death is reaped, so
+            // that the end is recorded as the kill it is.
+            if self.kill.is_none() && self.phase.main_running() {
+                if let Some(request) = self.read_kill_request().filter(|r| r.caller_signalled_since.is_some()) {
+                    self.begin_kill(KillReason::Requested, request);
+                }
+            }
             self.reap();
             // A child's end is when a daemon's parent exits and leaves it to us.
             self.procset.look_soon();
@@ -386,9 +401,7 @@ impl Supervisor {
             }
             // Only a request left by `kill` counts: a job may well send SIGUSR1
             // to its parent (a readiness signal) without meaning to be killed.
-            let path = self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE);
-            let request = crate::store::paths::read_file(&path).ok().and_then(|b| serde_json::from_slice::<KillRequest>(&b).ok());
-            if let Some(request) = request {
+            if let Some(request) = self.read_kill_request() {
                 self.begin_kill(KillReason::Requested, request);
             }
             // `pause` and `resume` ring it too.
@@ -402,9 +415,15 @@ impl Supervisor {
                 self.give_up_unrecorded("asked to stop (SIGTERM, SIGINT or SIGHUP)");
                 return;
             }
-            let request = KillRequest { grace_ms: self.config.kill.grace_ms, force: false, caller_sweeps: false };
+            let request = KillRequest { grace_ms: self.config.kill.grace_ms, force: false, caller_sweeps: false, caller_signalled_since: None };
             self.begin_kill(KillReason::Requested, request);
         }
+    }
+
+    /// The request `kill` left in the job's directory, if any.
+    fn read_kill_request(&self) -> Option<KillRequest> {
+        let path = self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE);
+        crate::store::paths::read_file(&path).ok().and_then(|b| serde_json::from_slice::<KillRequest>(&b).ok())
     }
 
     /// Reaps every exited child: the main process and any adopted descendant.
@@ -450,6 +469,7 @@ impl Supervisor {
                 // Only a sweeping caller may narrow our looks; any other
                 // kill (a timeout, a plain SIGTERM) widens them again.
                 kill.caller_sweeps &= request.caller_sweeps;
+                kill.caller_signalled_since = kill.caller_signalled_since.and(request.caller_signalled_since);
                 // Paused while the ended run's leftovers were being cleaned:
                 // they had their SIGTERM, and now the kill ends the pause.
                 if now_ends_the_job {
@@ -467,11 +487,14 @@ impl Supervisor {
                     hard_deadline: deadline,
                     hard_sent: false,
                     tree_gone: false,
-                    next_look: now,
+                    // A caller that signalled leaves us nothing to look for at once.
+                    next_look: if request.caller_signalled_since.is_some() { now + Duration::from_millis(5) } else { now },
                     caller_sweeps: request.caller_sweeps,
+                    caller_signalled_since: request.caller_signalled_since,
+                    subreaper: crate::os::snapshot::CHILD_SUBREAPERS && crate::os::snapshot::is_child_subreaper(),
                     termed: std::collections::HashSet::new(),
                 });
-                if !request.force {
+                if !request.force && request.caller_signalled_since.is_none() {
                     let sent = self.signal_everything(libc::SIGTERM);
                     if let Some(kill) = &mut self.kill {
                         kill.termed.extend(sent.into_iter().map(|(who, command)| (who.pid, who.start_ticks, command)));
@@ -517,7 +540,10 @@ impl Supervisor {
         let adopted: Vec<(ProcessIdentity, String)> =
             self.adopted_children().into_iter().map(|who| (who, procinfo::command_line(who.pid))).collect();
         let Some(kill) = &mut self.kill else { return false };
-        for (who, command) in found.iter().map(|p| (p.identity, p.command.clone())).chain(adopted.iter().cloned()) {
+        // What started before the caller's pass had its SIGTERM from it.
+        let since = kill.caller_signalled_since.unwrap_or(0);
+        let all = found.iter().map(|p| (p.identity, p.command.clone())).chain(adopted.iter().cloned());
+        for (who, command) in all.filter(|(who, _)| who.start_ticks >= since) {
             if kill.termed.insert((who.pid, who.start_ticks, command)) {
                 procinfo::signal_process(&who, libc::SIGTERM);
             }
@@ -570,9 +596,14 @@ impl Supervisor {
                 let cleaning = matches!(self.kill, Some(KillInProgress { reason: KillReason::Restart, .. }));
                 if (self.kill.is_none() || cleaning) && (self.phase.main_running() || self.between.is_some() || self.anything_left()) {
                     let grace_ms = self.config.kill.grace_ms;
-                    self.begin_kill(KillReason::Timeout, KillRequest { grace_ms, force: false, caller_sweeps: false });
+                    self.begin_kill(KillReason::Timeout, KillRequest { grace_ms, force: false, caller_sweeps: false, caller_signalled_since: None });
                     return;
                 }
+            }
+        }
+        if self.nothing_left_below() {
+            if let Some(kill) = &mut self.kill {
+                kill.tree_gone = true;
             }
         }
         if let Some(kill) = &self.kill {
@@ -607,8 +638,19 @@ impl Supervisor {
     fn kill_settled(&self) -> bool {
         match &self.kill {
             None => true,
-            Some(kill) => kill.tree_gone || (kill.hard_sent && kill.hard_deadline.elapsed() > AFTER_SIGKILL_PATIENCE),
+            Some(kill) => {
+                kill.tree_gone || self.nothing_left_below() || (kill.hard_sent && kill.hard_deadline.elapsed() > AFTER_SIGKILL_PATIENCE)
+            }
         }
+    }
+
+    /// A sweeping caller's kill (what lies outside our subtree is the
+    /// caller's), we are a child subreaper (every descendant that outlives
+    /// its parent is re-parented to us), and no child of ours is left: so
+    /// nothing of the job is left below us, known without a look at /proc.
+    fn nothing_left_below(&self) -> bool {
+        self.kill.as_ref().is_some_and(|k| k.caller_sweeps && k.subreaper)
+            && matches!(self.phase, Phase::MainExited { children: false, .. })
     }
 
     /// After a run of a job started with `--restart` has ended (and any kill

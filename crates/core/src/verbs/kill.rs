@@ -157,12 +157,15 @@ impl Context {
         let mut results: Vec<KillResult> = Vec::new();
         // Processes outside a supervisor's subtree that we signal ourselves.
         let mut strays = Strays::default();
+        // Taken before the pass over the table: what starts later may have
+        // been missed by it, and is the supervisor's to signal.
+        let since = if force { None } else { crate::os::platform::boot_ticks_now() };
         let rows = procinfo::table();
         let index = tree::TableIndex::new(&rows);
         // Every request is written before any supervisor is woken: a woken
         // supervisor's kill work competes for the CPU with ours, and asking
         // 1,000 of them one after the other took 6 to 10 s of a 2-core host.
-        let request = KillRequest { grace_ms: grace.as_millis() as u64, force, caller_sweeps: true };
+        let request = KillRequest { grace_ms: grace.as_millis() as u64, force, caller_sweeps: true, caller_signalled_since: since };
         let shared = (jobs.len() > 1).then(|| SharedRequest::write(&self.home, &request)).flatten();
         let mut asked = Vec::with_capacity(jobs.len());
         for (job, supervisor) in jobs {
@@ -184,7 +187,16 @@ impl Context {
         let mut rung = Vec::with_capacity(asked.len());
         for (job, supervisor, recorded, members, main_was_running, doorbell) in asked {
             match procinfo::signal_process(&supervisor, doorbell) {
-                SignalOutcome::Sent => rung.push((job, supervisor, recorded, members, main_was_running)),
+                SignalOutcome::Sent => {
+                    // Its tree at once after its doorbell: rung long before
+                    // (all first, then all trees), a supervisor looked at its
+                    // tree again and again until our signal came. Its request
+                    // tells it that the deaths that follow are a kill.
+                    if since.is_some() {
+                        strays.signal_whole_job(&members, job.main, job.paused_at.is_some());
+                    }
+                    rung.push((job, supervisor, recorded, members, main_was_running));
+                }
                 // It ended meanwhile: the job is now ended, orphaned or lost.
                 SignalOutcome::Gone | SignalOutcome::Replaced => {
                     results.push(self.kill(&job.id, Some(grace), force).map_err(|e| (job.id.clone(), e)));
@@ -201,7 +213,9 @@ impl Context {
             recorded.push(job_recorded);
             let mut seen = Seen::default();
             seen.add_identities(members.rows.iter().map(|r| r.identity));
-            if let Some(signal) = stray_signal(force) {
+            if since.is_some() {
+                // Signalled as its supervisor was rung, above.
+            } else if let Some(signal) = stray_signal(force) {
                 strays.signal(&members, signal, job.paused_at.is_some());
             }
             let ended_before = job.status().is_final();
@@ -432,7 +446,7 @@ impl Context {
     /// Leaves word beside the job that it is being killed: its supervisor acts
     /// on it, and an orphan's watcher records `killed` rather than `lost`.
     pub(crate) fn note_kill_request(&self, id: &str, grace: Duration, force: bool) -> Result<()> {
-        self.write_kill_request(id, KillRequest { grace_ms: grace.as_millis() as u64, force, caller_sweeps: false })
+        self.write_kill_request(id, KillRequest { grace_ms: grace.as_millis() as u64, force, caller_sweeps: false, caller_signalled_since: None })
     }
 
     fn write_kill_request(&self, id: &str, request: KillRequest) -> Result<()> {
@@ -684,6 +698,33 @@ impl Strays {
                 procinfo::signal_process(&who, signal);
                 if paused && signal != crate::model::signals::SIGKILL {
                     procinfo::signal_process(&who, crate::model::signals::SIGCONT);
+                }
+            }
+        }
+    }
+
+    /// SIGTERM to every process of a job, which its supervisor would
+    /// otherwise send below itself (`KillRequest::caller_signalled_since`):
+    /// one to its process group while that is provably the job's (a member
+    /// forked since the pass gets it too), each other process by identity;
+    /// SIGCONT after it to a paused job's. Those outside the supervisor's
+    /// subtree are followed as strays (`signal`).
+    fn signal_whole_job(&mut self, members: &tree::Members, main: Option<ProcessIdentity>, paused: bool) {
+        use crate::model::signals::{SIGCONT, SIGTERM};
+        let group = main.filter(ProcessIdentity::is_possible_job_process).map(|m| m.pid).filter(|_| members.group_is_ours);
+        let signals: &[i32] = if paused { &[SIGTERM, SIGCONT] } else { &[SIGTERM] };
+        for &signal in signals {
+            let group_sent = group.is_some_and(|pgid| procinfo::signal_group(pgid, signal) == SignalOutcome::Sent);
+            for row in &members.rows {
+                let who = row.identity;
+                if !members.below_supervisor.contains(&who.pid) && signal == SIGTERM {
+                    let key = (who.pid, who.start_ticks);
+                    if self.termed.insert(key) && !self.killed.contains(&key) {
+                        self.all.push(who);
+                    }
+                }
+                if !(group_sent && Some(row.pgid) == group) {
+                    procinfo::signal_process(&who, signal);
                 }
             }
         }
