@@ -175,8 +175,12 @@ impl Context {
             // that is gone by the time a slow supervisor would have answered
             // was most likely killed by it (issue 25).
             let main_was_running = job.main.is_some_and(|m| index.is_alive(&m));
-            let linked = shared.as_ref().is_some_and(|shared| shared.link_into(&self.home.job_dir(&job.id)));
-            let doorbell = if linked || self.write_kill_request(&job.id, request).is_ok() {
+            // A main process that had exited already (a zombie its supervisor
+            // has not reaped yet) ended the job on its own: that supervisor
+            // is asked the old way, and its exit stays the outcome.
+            let own = if main_was_running { request } else { KillRequest { caller_signalled_since: None, ..request } };
+            let linked = main_was_running && shared.as_ref().is_some_and(|shared| shared.link_into(&self.home.job_dir(&job.id)));
+            let doorbell = if linked || self.write_kill_request(&job.id, own).is_ok() {
                 crate::model::signals::SIGUSR1
             } else {
                 crate::os::sys::DOORBELL_FALLBACK
@@ -185,15 +189,19 @@ impl Context {
         }
         drop(shared);
         let mut rung = Vec::with_capacity(asked.len());
+        let mut signalled_by_us = std::collections::HashSet::new();
         for (job, supervisor, recorded, members, main_was_running, doorbell) in asked {
             match procinfo::signal_process(&supervisor, doorbell) {
                 SignalOutcome::Sent => {
                     // Its tree at once after its doorbell: rung long before
                     // (all first, then all trees), a supervisor looked at its
                     // tree again and again until our signal came. Its request
-                    // tells it that the deaths that follow are a kill.
-                    if since.is_some() {
+                    // tells it that the deaths that follow are a kill; with
+                    // none written (a full or read-only disk) it is rung with
+                    // its stop signal instead and sends its own.
+                    if since.is_some() && main_was_running && doorbell == crate::model::signals::SIGUSR1 {
                         strays.signal_whole_job(&members, job.main, job.paused_at.is_some());
+                        signalled_by_us.insert(job.id.clone());
                     }
                     rung.push((job, supervisor, recorded, members, main_was_running));
                 }
@@ -213,7 +221,7 @@ impl Context {
             recorded.push(job_recorded);
             let mut seen = Seen::default();
             seen.add_identities(members.rows.iter().map(|r| r.identity));
-            if since.is_some() {
+            if since.is_some() && signalled_by_us.contains(&job.id) {
                 // Signalled as its supervisor was rung, above.
             } else if let Some(signal) = stray_signal(force) {
                 strays.signal(&members, signal, job.paused_at.is_some());
