@@ -297,3 +297,37 @@ test('kill --all of jobs started at once returns only once every one of their pr
   for (const v of views) assert.equal(v.status, 'killed', JSON.stringify(v))
   assert.deepEqual(alive, [], 'no main process or supervisor alive as kill --all returned')
 })
+
+test('kill --all of process trees, a job that ignores SIGTERM and one whose supervisor is SIGKILLed mid-kill: each killed, nothing left', async (t) => {
+  // The kill sends each tree its SIGTERM itself (its supervisor only records
+  // the end): every tree must still go, the stubborn one after the grace
+  // period, and a job whose supervisor dies meanwhile is killed without it.
+  const { home, extraPids } = makeHome(t)
+  const ids = []
+  for (let i = 0; i < 6; i++) ids.push(startJob(home, ['sh', '-c', 'sleep 300 & sleep 301']).jobId)
+  const stubborn = startJob(home, ['sh', '-c', 'trap "" TERM; sleep 302']).jobId
+  const orphaned = startJob(home, ['sh', '-c', 'trap "" TERM; sleep 303']).jobId
+  ids.push(stubborn, orphaned)
+  await waitFor(() => ids.every((id, i) => cookieProcesses(id).length >= (i < 6 ? 3 : 2)), { what: 'every tree to run' })
+  const supervisor = readRegistry(home).find((j) => j.id === orphaned).supervisor
+  assert.ok(supervisor?.pid > 1)
+  extraPids.push(supervisor.pid)
+  const started = Date.now()
+  const kill = runBgAsync(home, ['kill', '--all', '--grace', '1500ms', '--json'])
+  // During the grace period the stubborn trees live on; its supervisor goes.
+  await waitFor(() => fs.existsSync(path.join(home, 'jobs', orphaned, 'kill-request.json')), { what: 'the kill request', timeout: 10_000 })
+  if (processStart(supervisor.pid) === String(supervisor.start_ticks)) process.kill(supervisor.pid, 'SIGKILL')
+  const r = await kill
+  assert.equal(r.code, 0, r.stderr)
+  assert.ok(Date.now() - started >= 1500, 'the stubborn job had its grace period')
+  const views = JSON.parse(r.stdout)
+  assert.deepEqual(views.map((v) => v.jobId).sort(), [...ids].sort(), 'each job once')
+  for (const v of views) assert.equal(v.status, 'killed', JSON.stringify(v))
+  for (const id of ids) {
+    assert.deepEqual(cookieProcesses(id), [], `${id} left nothing`)
+    assert.equal(checkJson(home, id).status, 'killed', id)
+  }
+  // Those whose supervisor recorded the end: by the signal that ended the main process.
+  for (const id of ids.slice(0, 6)) assert.equal(checkJson(home, id).signal, 'SIGTERM', id)
+  assert.equal(checkJson(home, stubborn).signal, 'SIGKILL')
+})

@@ -22,6 +22,15 @@ pub struct KillRequest {
     /// N registry rewrites made a kill of N jobs cost N² (issue 25).
     #[serde(default)]
     pub caller_sweeps: bool,
+    /// Set by `kill` (Linux) when it sent SIGTERM itself to every process of
+    /// the job it found in a pass over the table begun at this time (clock
+    /// ticks since boot, as a process's start time): the supervisor then
+    /// sends none of its own but to what started since (what a TERM trap
+    /// forks), and SIGKILL at the end of the grace period as always. Its
+    /// own pass over its subtree, the reads of each process's environment
+    /// and command line, was the most of what a supervisor spent on a kill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller_signalled_since: Option<u64>,
 }
 
 pub const KILL_REQUEST_FILE: &str = "kill-request.json";

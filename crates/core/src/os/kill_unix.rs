@@ -63,12 +63,14 @@ pub fn ask_to_stop(reach: &Reach, termed: &mut Termed) {
 /// one yet. The first pass cannot reach what is forked after it (a shell's
 /// TERM trap starting a clean-up, a pool replacing a worker); without this
 /// it lived until the SIGKILL at the deadline. Returns whether anything of
-/// the job is left.
-pub fn signal_newcomers(reach: &Reach, termed: &mut Termed) -> bool {
+/// the job is left. Only what started at or after `started_since` (start
+/// ticks) is asked: a caller that signalled the tree itself asked the rest.
+pub fn signal_newcomers(reach: &Reach, termed: &mut Termed, started_since: u64) -> bool {
     let found = reach.found().0;
     let adopted: Vec<(ProcessIdentity, String)> =
         adopted_children(reach.notifier).into_iter().map(|who| (who, procinfo::command_line(who.pid))).collect();
-    for (who, command) in found.iter().map(|p| (p.identity, p.command.clone())).chain(adopted.iter().cloned()) {
+    let all = found.iter().map(|p| (p.identity, p.command.clone())).chain(adopted.iter().cloned());
+    for (who, command) in all.filter(|(who, _)| who.start_ticks >= started_since) {
         if termed.insert((who.pid, who.start_ticks, command)) {
             procinfo::signal_process(&who, libc::SIGTERM);
         }

@@ -597,6 +597,21 @@ pub fn fill_random(buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(filled)
 }
 
+/// Now, in the units of a process's start time (`/proc/<pid>/stat` field
+/// 22: clock ticks since boot, on the same boot-time clock): a process
+/// whose start time is below this started before now.
+pub fn boot_ticks_now() -> Option<u64> {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a live, correctly typed out-parameter of clock_gettime.
+    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut now) } != 0 {
+        return None;
+    }
+    // SAFETY: sysconf takes an integer name and touches no memory of ours.
+    let ticks_per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let ns = (now.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(now.tv_nsec as u64);
+    Some(ns / (1_000_000_000 / ticks_per_second))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -668,3 +683,4 @@ mod tests {
         assert_eq!(cookie_in(b"XPROC_MANAGER_JOB=x\0").as_deref(), None);
     }
 }
+

@@ -325,3 +325,11 @@ pub const DOORBELL_FALLBACK: i32 = crate::model::signals::SIGTERM;
 /// Whether a process's parent pid can name a dead parent (whose pid may be
 /// reused): not here, orphans are re-parented.
 pub const PARENT_PIDS_GO_STALE: bool = false;
+
+/// Swaps what two names in the same filesystem name, in one step (Linux's
+/// `renameat2(RENAME_EXCHANGE)`, macOS's `renamex_np(RENAME_SWAP)`): a
+/// reader of either name sees the old file or the new, never neither.
+pub fn exchange_names(a: &std::path::Path, b: &std::path::Path) -> std::io::Result<()> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    Ok(renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE)?)
+}

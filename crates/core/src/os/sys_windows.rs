@@ -493,3 +493,8 @@ pub const DOORBELL_FALLBACK: i32 = crate::model::signals::SIGUSR1;
 /// Whether a process's parent pid can name a dead parent (whose pid may be
 /// reused): yes, Windows keeps the creator's pid.
 pub const PARENT_PIDS_GO_STALE: bool = true;
+
+/// No atomic swap of two names here: callers write the usual way instead.
+pub fn exchange_names(_a: &std::path::Path, _b: &std::path::Path) -> std::io::Result<()> {
+    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+}

@@ -51,6 +51,9 @@ pub struct Kill<Asked = ()> {
     pub next_look: Instant,
     /// See `KillRequest::caller_sweeps`: looks cover our subtree only.
     pub caller_sweeps: bool,
+    /// See `KillRequest::caller_signalled_since`: the caller asked what
+    /// started before then to stop, so only what started since is asked.
+    pub caller_signalled_since: Option<u64>,
     pub asked: Asked,
 }
 
@@ -64,8 +67,10 @@ impl<Asked: Default> Kill<Asked> {
             hard_deadline: deadline(request, now),
             forced_at: None,
             tree_gone: false,
-            next_look: now,
+            // A caller that signalled leaves us nothing to look for at once.
+            next_look: if request.caller_signalled_since.is_some() { now + Duration::from_millis(5) } else { now },
             caller_sweeps: request.caller_sweeps,
+            caller_signalled_since: request.caller_signalled_since,
             asked: Asked::default(),
         }
     }
@@ -84,6 +89,7 @@ impl<Asked> Kill<Asked> {
             self.reason = reason;
         }
         self.caller_sweeps &= request.caller_sweeps;
+        self.caller_signalled_since = self.caller_signalled_since.and(request.caller_signalled_since);
         now_ends_the_job
     }
 
@@ -139,7 +145,7 @@ mod tests {
     use super::*;
 
     fn request(grace_ms: u64, force: bool) -> KillRequest {
-        KillRequest { grace_ms, force, caller_sweeps: false }
+        KillRequest { grace_ms, force, caller_sweeps: false, caller_signalled_since: None }
     }
 
     #[test]

@@ -212,6 +212,12 @@ impl Supervisor {
     fn leave_done_mark(&self) {
         use crate::os::sys::OpenOptionsExt;
         let dir = self.home.job_dir(&self.job.id);
+        // The lock let go of (holding the old record, see `write_end_record`)
+        // is renamed into the mark: a new file costs an inode.
+        let lock = dir.join(crate::model::protocol::SUPERVISOR_LOCK_FILE);
+        if self.alive_lock.is_none() && std::fs::rename(lock, dir.join(crate::model::protocol::SUPERVISOR_DONE_FILE)).is_ok() {
+            return;
+        }
         let _ = crate::store::paths::options_nofollow()
             .write(true)
             .create(true)
@@ -225,7 +231,7 @@ impl Supervisor {
         self.tie = None;
         if let Some(reason) = tie::fire(&mut self.job.tie) {
             tracing::info!("run-bg supervisor {}: killing the job: {reason}", self.job.id);
-            let request = KillRequest { grace_ms: self.config.kill.grace_ms, force: false, caller_sweeps: false };
+            let request = KillRequest { grace_ms: self.config.kill.grace_ms, force: false, caller_sweeps: false, caller_signalled_since: None };
             self.begin_kill(KillReason::Tie, request);
         }
     }
@@ -321,6 +327,15 @@ impl Supervisor {
         let mut bytes = [0u8; 64];
         while matches!(rustix::io::read(&self.signals.wake, &mut bytes), Ok(n) if n > 0) {}
         if self.signals.child.swap(false, Ordering::Relaxed) {
+            // A kill whose caller signals the job itself may end the main
+            // process before our doorbell is heard: its request, written
+            // before any signal, is taken before that death is reaped, so
+            // that the end is recorded as the kill it is.
+            if self.kill.is_none() && self.phase.main_running() {
+                if let Some(request) = self.read_kill_request().filter(|r| r.caller_signalled_since.is_some()) {
+                    self.begin_kill(KillReason::Requested, request);
+                }
+            }
             self.reap();
             // A child's end is when a daemon's parent exits and leaves it to us.
             self.procset.look_soon();
@@ -334,9 +349,7 @@ impl Supervisor {
             }
             // Only a request left by `kill` counts: a job may well send SIGUSR1
             // to its parent (a readiness signal) without meaning to be killed.
-            let path = self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE);
-            let request = crate::store::paths::read_file(&path).ok().and_then(|b| serde_json::from_slice::<KillRequest>(&b).ok());
-            if let Some(request) = request {
+            if let Some(request) = self.read_kill_request() {
                 self.begin_kill(KillReason::Requested, request);
             }
             // `pause` and `resume` ring it too.
@@ -350,9 +363,15 @@ impl Supervisor {
                 self.give_up_unrecorded("asked to stop (SIGTERM, SIGINT or SIGHUP)");
                 return;
             }
-            let request = KillRequest { grace_ms: self.config.kill.grace_ms, force: false, caller_sweeps: false };
+            let request = KillRequest { grace_ms: self.config.kill.grace_ms, force: false, caller_sweeps: false, caller_signalled_since: None };
             self.begin_kill(KillReason::Requested, request);
         }
+    }
+
+    /// The request `kill` left in the job's directory, if any.
+    fn read_kill_request(&self) -> Option<KillRequest> {
+        let path = self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE);
+        crate::store::paths::read_file(&path).ok().and_then(|b| serde_json::from_slice::<KillRequest>(&b).ok())
     }
 
     /// Reaps every exited child: the main process and any adopted descendant.
@@ -399,7 +418,8 @@ impl Supervisor {
                 // kill then is a kill.
                 let reason = if self.phase.main_running() || self.restarter.is_some() { reason } else { KillReason::AfterExit };
                 let mut kill = KillInProgress::begin(reason, &request, now);
-                if !request.force {
+                // A caller that signalled the tree itself has made the first pass.
+                if !request.force && request.caller_signalled_since.is_none() {
                     kill_unix::ask_to_stop(&self.reach(request.caller_sweeps), &mut kill.asked);
                 }
                 self.kill = Some(kill);
@@ -463,9 +483,14 @@ impl Supervisor {
                 let cleaning = self.kill.as_ref().is_some_and(|k| !k.ends_the_job());
                 if (self.kill.is_none() || cleaning) && (self.phase.main_running() || self.between.is_some() || self.anything_left()) {
                     let grace_ms = self.config.kill.grace_ms;
-                    self.begin_kill(KillReason::Timeout, KillRequest { grace_ms, force: false, caller_sweeps: false });
+                    self.begin_kill(KillReason::Timeout, KillRequest { grace_ms, force: false, caller_sweeps: false, caller_signalled_since: None });
                     return;
                 }
+            }
+        }
+        if self.nothing_left_below() {
+            if let Some(kill) = &mut self.kill {
+                kill.tree_gone = true;
             }
         }
         if self.kill.as_ref().is_some_and(|kill| kill.look_due(now)) {
@@ -479,7 +504,9 @@ impl Supervisor {
                 let remaining = if hard_due {
                     !kill_unix::signal_everything(&reach, libc::SIGKILL).is_empty()
                 } else {
-                    kill_unix::signal_newcomers(&reach, &mut kill.asked)
+                    // What started before the caller's pass had its SIGTERM from it.
+                    let since = kill.caller_signalled_since.unwrap_or(0);
+                    kill_unix::signal_newcomers(&reach, &mut kill.asked, since)
                 };
                 kill.looked(now, hard_due, remaining);
             }
@@ -500,8 +527,19 @@ impl Supervisor {
     fn kill_settled(&self) -> bool {
         match &self.kill {
             None => true,
-            Some(kill) => kill.settled(AFTER_SIGKILL_PATIENCE),
+            Some(kill) => kill.settled(AFTER_SIGKILL_PATIENCE) || self.nothing_left_below(),
         }
+    }
+
+    /// A sweeping caller's kill (what lies outside our subtree is the
+    /// caller's), we are a child subreaper (every descendant that outlives
+    /// its parent is re-parented to us), and no child of ours is left: so
+    /// nothing of the job is left below us, known without a look at /proc.
+    fn nothing_left_below(&self) -> bool {
+        self.kill.as_ref().is_some_and(|k| k.caller_sweeps)
+            && matches!(self.phase, Phase::MainExited { children: false, .. })
+            && crate::os::snapshot::CHILD_SUBREAPERS
+            && crate::os::snapshot::is_child_subreaper()
     }
 
     /// After a run of a job started with `--restart` has ended (and any kill

@@ -382,7 +382,7 @@ impl Supervisor {
 
     /// A kill with the configured grace period.
     fn default_kill(&self) -> KillRequest {
-        KillRequest { grace_ms: self.config.kill.grace_ms, force: false, caller_sweeps: false }
+        KillRequest { grace_ms: self.config.kill.grace_ms, force: false, caller_sweeps: false, caller_signalled_since: None }
     }
 
     /// Ends the whole Job Object now.
@@ -409,7 +409,7 @@ impl Supervisor {
             }
         }
         // Windows's supervisor looks at its Job Object alone: no caller sweeps for it.
-        let request = request.map_or_else(|| self.default_kill(), |r| KillRequest { caller_sweeps: false, ..r });
+        let request = request.map_or_else(|| self.default_kill(), |r| KillRequest { caller_sweeps: false, caller_signalled_since: None, ..r });
         self.begin_kill(KillReason::Requested, request);
     }
 

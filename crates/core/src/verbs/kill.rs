@@ -157,12 +157,15 @@ impl Context {
         let mut results: Vec<KillResult> = Vec::new();
         // Processes outside a supervisor's subtree that we signal ourselves.
         let mut strays = Strays::default();
+        // Taken before the pass over the table: what starts later may have
+        // been missed by it, and is the supervisor's to signal.
+        let since = if force { None } else { crate::os::platform::boot_ticks_now() };
         let rows = procinfo::table();
         let index = tree::TableIndex::new(&rows);
         // Every request is written before any supervisor is woken: a woken
         // supervisor's kill work competes for the CPU with ours, and asking
         // 1,000 of them one after the other took 6 to 10 s of a 2-core host.
-        let request = KillRequest { grace_ms: grace.as_millis() as u64, force, caller_sweeps: true };
+        let request = KillRequest { grace_ms: grace.as_millis() as u64, force, caller_sweeps: true, caller_signalled_since: since };
         let shared = (jobs.len() > 1).then(|| SharedRequest::write(&self.home, &request)).flatten();
         let mut asked = Vec::with_capacity(jobs.len());
         for (job, supervisor) in jobs {
@@ -172,8 +175,12 @@ impl Context {
             // that is gone by the time a slow supervisor would have answered
             // was most likely killed by it (issue 25).
             let main_was_running = job.main.is_some_and(|m| index.is_alive(&m));
-            let linked = shared.as_ref().is_some_and(|shared| shared.link_into(&self.home.job_dir(&job.id)));
-            let doorbell = if linked || self.write_kill_request(&job.id, request).is_ok() {
+            // A main process that had exited already (a zombie its supervisor
+            // has not reaped yet) ended the job on its own: that supervisor
+            // is asked the old way, and its exit stays the outcome.
+            let own = if main_was_running { request } else { KillRequest { caller_signalled_since: None, ..request } };
+            let linked = main_was_running && shared.as_ref().is_some_and(|shared| shared.link_into(&self.home.job_dir(&job.id)));
+            let doorbell = if linked || self.write_kill_request(&job.id, own).is_ok() {
                 crate::model::signals::SIGUSR1
             } else {
                 crate::os::sys::DOORBELL_FALLBACK
@@ -182,9 +189,22 @@ impl Context {
         }
         drop(shared);
         let mut rung = Vec::with_capacity(asked.len());
+        let mut signalled_by_us = std::collections::HashSet::new();
         for (job, supervisor, recorded, members, main_was_running, doorbell) in asked {
             match procinfo::signal_process(&supervisor, doorbell) {
-                SignalOutcome::Sent => rung.push((job, supervisor, recorded, members, main_was_running)),
+                SignalOutcome::Sent => {
+                    // Its tree at once after its doorbell: rung long before
+                    // (all first, then all trees), a supervisor looked at its
+                    // tree again and again until our signal came. Its request
+                    // tells it that the deaths that follow are a kill; with
+                    // none written (a full or read-only disk) it is rung with
+                    // its stop signal instead and sends its own.
+                    if since.is_some() && main_was_running && doorbell == crate::model::signals::SIGUSR1 {
+                        strays.signal_whole_job(&members, job.main, job.paused_at.is_some());
+                        signalled_by_us.insert(job.id.clone());
+                    }
+                    rung.push((job, supervisor, recorded, members, main_was_running));
+                }
                 // It ended meanwhile: the job is now ended, orphaned or lost.
                 SignalOutcome::Gone | SignalOutcome::Replaced => {
                     results.push(self.kill(&job.id, Some(grace), force).map_err(|e| (job.id.clone(), e)));
@@ -201,7 +221,9 @@ impl Context {
             recorded.push(job_recorded);
             let mut seen = Seen::default();
             seen.add_identities(members.rows.iter().map(|r| r.identity));
-            if let Some(signal) = stray_signal(force) {
+            if since.is_some() && signalled_by_us.contains(&job.id) {
+                // Signalled as its supervisor was rung, above.
+            } else if let Some(signal) = stray_signal(force) {
                 strays.signal(&members, signal, job.paused_at.is_some());
             }
             let ended_before = job.status().is_final();
@@ -432,7 +454,7 @@ impl Context {
     /// Leaves word beside the job that it is being killed: its supervisor acts
     /// on it, and an orphan's watcher records `killed` rather than `lost`.
     pub(crate) fn note_kill_request(&self, id: &str, grace: Duration, force: bool) -> Result<()> {
-        self.write_kill_request(id, KillRequest { grace_ms: grace.as_millis() as u64, force, caller_sweeps: false })
+        self.write_kill_request(id, KillRequest { grace_ms: grace.as_millis() as u64, force, caller_sweeps: false, caller_signalled_since: None })
     }
 
     fn write_kill_request(&self, id: &str, request: KillRequest) -> Result<()> {
@@ -684,6 +706,33 @@ impl Strays {
                 procinfo::signal_process(&who, signal);
                 if paused && signal != crate::model::signals::SIGKILL {
                     procinfo::signal_process(&who, crate::model::signals::SIGCONT);
+                }
+            }
+        }
+    }
+
+    /// SIGTERM to every process of a job, which its supervisor would
+    /// otherwise send below itself (`KillRequest::caller_signalled_since`):
+    /// one to its process group while that is provably the job's (a member
+    /// forked since the pass gets it too), each other process by identity;
+    /// SIGCONT after it to a paused job's. Those outside the supervisor's
+    /// subtree are followed as strays (`signal`).
+    fn signal_whole_job(&mut self, members: &tree::Members, main: Option<ProcessIdentity>, paused: bool) {
+        use crate::model::signals::{SIGCONT, SIGTERM};
+        let group = main.filter(ProcessIdentity::is_possible_job_process).map(|m| m.pid).filter(|_| members.group_is_ours);
+        let signals: &[i32] = if paused { &[SIGTERM, SIGCONT] } else { &[SIGTERM] };
+        for &signal in signals {
+            let group_sent = group.is_some_and(|pgid| procinfo::signal_group(pgid, signal) == SignalOutcome::Sent);
+            for row in &members.rows {
+                let who = row.identity;
+                if !members.below_supervisor.contains(&who.pid) && signal == SIGTERM {
+                    let key = (who.pid, who.start_ticks);
+                    if self.termed.insert(key) && !self.killed.contains(&key) {
+                        self.all.push(who);
+                    }
+                }
+                if !(group_sent && Some(row.pgid) == group) {
+                    procinfo::signal_process(&who, signal);
                 }
             }
         }

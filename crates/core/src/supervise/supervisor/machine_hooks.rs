@@ -39,7 +39,7 @@ impl BetweenRuns for Supervisor {
             return ((), false);
         }
         let grace_ms = self.config.kill.grace_ms;
-        self.begin_kill(KillReason::Restart, KillRequest { grace_ms, force: false, caller_sweeps: false });
+        self.begin_kill(KillReason::Restart, KillRequest { grace_ms, force: false, caller_sweeps: false, caller_signalled_since: None });
         ((), true)
     }
 
