@@ -329,7 +329,7 @@ export function readCrate(crateDir, rootFile) {
   const refs = [] // { file, module, segs | name, form, line, text }
   const macros = new Map() // macro_rules! name -> Set of files
   const exportedMacros = new Map() // #[macro_export] name -> file
-  const skipped = [] // test items left out: { file, line }
+  const skipped = [] // test items left out: { file, line, from, end } (from: its first attribute's line; end: its last)
 
   /** The file of `mod name;` declared in `frame` (`#[path]` relative to the declaring file's directory, or the inline module's). */
   const childFile = (frame, name, pathAttr) => {
@@ -368,7 +368,8 @@ export function readCrate(crateDir, rootFile) {
         i = attr.next
         if (attr.inner && attr.test) {
           // `#![cfg(test)]`: the whole module is test code.
-          skipped.push({ file: rel, line: attr.line })
+          const item = { file: rel, line: attr.line, end: attr.line }
+          skipped.push(item)
           if (frames.length === 1) {
             files.get(rel).test = true
             return
@@ -377,6 +378,7 @@ export function readCrate(crateDir, rootFile) {
             if (is(toks[i], '{')) depth++
             if (is(toks[i], '}')) depth--
           }
+          item.end = toks[i - 1]?.line ?? item.end
           frames.pop()
           continue
         }
@@ -407,13 +409,16 @@ export function readCrate(crateDir, rootFile) {
       }
       const modDecl = is(toks[k], 'mod') && isId(toks[k + 1]) && is(toks[k + 2], ';')
       if (attrs.some((a) => a.test)) {
-        skipped.push({ file: rel, line: t.line })
+        // From its first attribute to its last token: what `long` leaves out.
+        const item = { file: rel, line: t.line, from: Math.min(t.line, ...attrs.map((a) => a.line)), end: t.line }
+        skipped.push(item)
         // `#[cfg(test)] mod x;`: x's file is test code, read no further.
         if (modDecl) {
           const file = childFile(scope(), toks[k + 1].v, attrs.find((a) => a.path)?.path)
           if (!files.has(file)) files.set(file, { module: null, test: true, platformPath: false })
         }
         i = itemEnd(toks, i)
+        item.end = toks[i - 1]?.line ?? item.end
         continue
       }
       const cfgs = attrs.filter((a) => a.cfg).map((a) => a.cfg)
@@ -695,6 +700,15 @@ export function checkCrate(repo, spec) {
     }
   }
   const readable = [...crate.files].filter(([, f]) => !f.test).map(([file]) => file)
+  // A room a newcomer can read: tests may sit beside the code, or in a
+  // sibling file, and are not counted (issue 39: no file over 800 lines of
+  // non-test code).
+  for (const file of readable) {
+    const abs = path.join(crateDir, file)
+    if (!fs.existsSync(abs)) continue
+    const lines = nonTestLines(fs.readFileSync(abs, 'utf8'), crate.skipped.filter((s) => s.file === file))
+    if (lines > MAX_ROOM_LINES) flag('long', `long ${name(file)}`, { line: lines, form: 'lines of non-test code', text: `${lines} > ${MAX_ROOM_LINES}` })
+  }
   if (spec.layers) {
     for (const file of readable) if (file !== spec.root && !spec.layers.includes(layerOf(file))) flag('loose', `loose ${name(file)}`)
   }
@@ -723,6 +737,17 @@ export function checkCrate(repo, spec) {
     }
   }
   return { violations: [...found.values()], files: crate.files, edges, skipped: crate.skipped }
+}
+
+/** The most lines of non-test code a source file may hold. */
+export const MAX_ROOM_LINES = 800
+
+/** A file's lines less those of its test items (each from its first attribute to its end), nested ones counted once. */
+export function nonTestLines(src, testItems) {
+  const total = src.endsWith('\n') ? src.split('\n').length - 1 : src.split('\n').length
+  const inTest = new Set()
+  for (const item of testItems) for (let l = item.from ?? item.line; l <= item.end; l++) inTest.add(l)
+  return total - inTest.size
 }
 
 /** Every crate of CRATES (or those named in `only`) checked under `repo`. */

@@ -2,7 +2,8 @@
 // which is which) and the CLI's (print, args, face, context, cmd, then
 // main.rs) import only downward; no module takes an item of its crate root
 // (which declares it: a circle through the root); no circle among the files
-// of a crate, on any platform; platform code lives in os/. The reading is
+// of a crate, on any platform; platform code lives in os/; no file holds
+// over 800 lines of non-test code. The reading is
 // layer-check.mjs's: every import form, test code left out by parsing.
 // Each form is planted in a copy of the tree below, and must fail there.
 import test from 'node:test'
@@ -218,6 +219,21 @@ const PLANTS = [
     'os/planted_a_windows.rs': 'pub fn y() {}\n',
     'os/planted_b_windows.rs': 'use super::planted_a::y;\npub fn x() {}\n',
   }, []],
+  // No room over 800 lines of non-test code; a test module beside the
+  // code, or an item #[test] or #[cfg(test)] marks, does not count.
+  ['a file over 800 lines of non-test code', 'core', inModel('long', Array.from({ length: 801 }, (_, i) => `pub fn f${i}() {}`).join('\n') + '\n'), [
+    { key: 'long core:model/planted_long.rs', lines: [801] },
+  ]],
+  ['a file long only with its tests', 'core', inModel('tested', [
+    ...Array.from({ length: 790 }, (_, i) => `pub fn f${i}() {}`),
+    '#[cfg(test)]',
+    'mod tests {',
+    ...Array.from({ length: 300 }, (_, i) => `    fn t${i}() { let _ = "}"; }`),
+    '}',
+    '#[test]',
+    'fn lone() {}',
+    ...Array.from({ length: 10 }, (_, i) => `pub fn g${i}() {}`),
+  ].join('\n') + '\n'), []],
   ['cli: a verb taking an item of main.rs', 'cli', {
     'main.rs': { append: 'fn planted_root() {}\nstruct PlantedCli;' },
     'cmd/mod.rs': { append: 'pub mod planted;' },
