@@ -38,9 +38,15 @@ function serverScript(t) {
   return file
 }
 
-/** When the server says it listened (its clock), from the job's log. */
-function listenedAt(logPath) {
-  const match = fs.readFileSync(logPath, 'utf8').match(/listening on \d+ at (\d+)/)
+/**
+ * When the server says it listened (its clock), from the job's log. The
+ * line may trail the readiness a little: the port is open once listen(2)
+ * returns, before the server's callback prints and the supervisor copies
+ * the line, so it is waited for (null if it never comes).
+ */
+async function listenedAt(logPath) {
+  const said = () => fs.readFileSync(logPath, 'utf8').match(/listening on \d+ at (\d+)/)
+  const match = await waitFor(said, { timeout: 5_000, what: 'the server\'s "listening" line' }).catch(() => null)
   return match ? Number(match[1]) : null
 }
 
@@ -71,7 +77,7 @@ for (const [name, flags] of [
     const { r, out, before, returned } = yieldStart(t, home, port, flags(port))
     assert.equal(r.code, 0, r.stderr)
     assert.equal(out.status, 'running', r.stdout)
-    const listened = listenedAt(out.logPath)
+    const listened = await listenedAt(out.logPath)
     assert.ok(listened, `the server never said it listened; run-bg answered after ${returned - before} ms: ${r.stdout}`)
     assert.ok(returned - listened < 200, `run-bg returned ${returned - listened} ms after the port opened (readyAt ${out.readyAt - listened} ms after)`)
     assert.ok(out.readyAt >= listened - 5 && out.readyAt <= returned, `readyAt ${out.readyAt}, listened ${listened}`)
@@ -266,7 +272,7 @@ test('wait --ready waits for readiness and exits 0; a job without a readiness ch
   const r = runBg(home, ['wait', started.jobId, '--ready', '--timeout', '30s', '--json'])
   const returned = Date.now()
   assert.equal(r.code, 0, `${r.stdout}${r.stderr}`)
-  const listened = listenedAt(started.logPath)
+  const listened = await listenedAt(started.logPath)
   assert.ok(listened && returned - listened < 1000, `wait returned ${returned - listened} ms after the port opened`)
   const view = JSON.parse(r.stdout)
   assert.equal(view.jobs[0].status, 'running')
@@ -292,7 +298,7 @@ test('runYield with readyPort resolves once the server is ready, the job running
   assert.equal(result.done, false)
   assert.equal(result.ready, true)
   assert.equal(result.check.status, 'running')
-  const listened = listenedAt(result.check.logPath)
+  const listened = await listenedAt(result.check.logPath)
   assert.ok(listened && returned - listened < 200, `runYield resolved ${returned - listened} ms after the port opened`)
   assert.ok(result.check.readyAt >= listened - 5)
   assert.throws(() => pm.runBackground('true', { readyLog: '(' }), /bad readyLog `\(`: not a valid regular expression/)
@@ -312,7 +318,7 @@ test('waitJob with ready: true resolves once the server is ready, the job runnin
   const returned = Date.now()
   assert.equal(result.timedOut, false)
   assert.equal(result.status, 'running')
-  const listened = listenedAt(result.logPath)
+  const listened = await listenedAt(result.logPath)
   assert.ok(listened && returned - listened < 500, `waitJob resolved ${returned - listened} ms after the port opened`)
   assert.ok(result.readyAt >= listened - 5, `readyAt ${result.readyAt}, listened ${listened}`)
   const plain = pm.runBackground('sleep 30')
@@ -380,6 +386,6 @@ test('MCP run_background with yieldMs and readyPort answers with the check once 
   t.after(() => killJob(home, jobId))
   const text = answer.content[0].text
   assert.match(text, /running for [\d.ms]+ \(ready after [\d.]+s\)/, text)
-  const listened = listenedAt(checkJson(home, jobId).logPath)
+  const listened = await listenedAt(checkJson(home, jobId).logPath)
   assert.ok(listened && returned - listened < 1000, `answered ${returned - listened} ms after the port opened`)
 })
