@@ -294,7 +294,10 @@ test('inside a user namespace (bubblewrap, unshare -r) a home under / and /tmp o
   const home = path.join(mine, 'pm')
   const [cmd, ...prefixArgs] = userNamespace.prefix
   // Started and waited for in the namespace: the job's end is recorded before it is left.
-  const script = 'set -e; id=$("$0" --json -- sh -c "exit 4" | sed -n \'s/.*"jobId":"\\([^"]*\\)".*/\\1/p\'); "$0" wait "$id" >/dev/null || true; "$0" check "$id" --json'
+  // The home and its config are made in there too (the notifier off: with
+  // the default URL it would retry, its supervisor waiting, into the clean-up;
+  // the config is also what the clean-up finds the home by).
+  const script = 'set -e; mkdir -m 700 "$PROC_MANAGER_HOME"; echo \'{"notify":{"url":null}}\' > "$PROC_MANAGER_HOME/config.json"; id=$("$0" --json -- sh -c "exit 4" | sed -n \'s/.*"jobId":"\\([^"]*\\)".*/\\1/p\'); "$0" wait "$id" >/dev/null || true; "$0" check "$id" --json'
   const r = spawnSync(cmd, [...prefixArgs, 'sh', '-c', script, RUN_BG], {
     encoding: 'utf8',
     env: { ...process.env, PROC_MANAGER_HOME: home },
