@@ -142,6 +142,16 @@ pub(crate) fn gone_dir_abandoned(name: &str) -> bool {
     pid.is_none_or(|pid| !procinfo::pid_alive(pid))
 }
 
+/// A job's job.json text (ending in a newline) and the size the file is
+/// padded to: `JOB_FILE_SLACK` more than the text, in whole blocks, so an
+/// outcome written later fits in the blocks it holds.
+pub(crate) fn job_file_bytes(job: &Job) -> serde_json::Result<(Vec<u8>, usize)> {
+    let mut bytes = serde_json::to_vec_pretty(job)?;
+    bytes.push(b'\n');
+    let reserved = (bytes.len() + JOB_FILE_SLACK).div_ceil(JOB_FILE_BLOCK) * JOB_FILE_BLOCK;
+    Ok((bytes, reserved))
+}
+
 /// `bytes` (ending in a newline) padded with spaces to `len`, newline last.
 pub(crate) fn padded(bytes: &[u8], len: usize) -> Vec<u8> {
     let mut out = bytes.to_vec();

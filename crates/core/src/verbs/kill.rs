@@ -189,7 +189,6 @@ impl Context {
         }
         drop(shared);
         let mut rung = Vec::with_capacity(asked.len());
-        let mut signalled_by_us = std::collections::HashSet::new();
         for (job, supervisor, recorded, members, main_was_running, doorbell) in asked {
             match procinfo::signal_process(&supervisor, doorbell) {
                 SignalOutcome::Sent => {
@@ -199,11 +198,11 @@ impl Context {
                     // tells it that the deaths that follow are a kill; with
                     // none written (a full or read-only disk) it is rung with
                     // its stop signal instead and sends its own.
-                    if since.is_some() && main_was_running && doorbell == crate::model::signals::SIGUSR1 {
+                    let signalled = since.is_some() && main_was_running && doorbell == crate::model::signals::SIGUSR1;
+                    if signalled {
                         strays.signal_whole_job(&members, job.main, job.paused_at.is_some());
-                        signalled_by_us.insert(job.id.clone());
                     }
-                    rung.push((job, supervisor, recorded, members, main_was_running));
+                    rung.push((job, supervisor, recorded, members, main_was_running, signalled));
                 }
                 // It ended meanwhile: the job is now ended, orphaned or lost.
                 SignalOutcome::Gone | SignalOutcome::Replaced => {
@@ -217,13 +216,12 @@ impl Context {
         }
         // What each target's supervisor recorded, in the targets' order.
         let mut recorded: Vec<Vec<ProcessIdentity>> = Vec::with_capacity(rung.len());
-        for (job, supervisor, job_recorded, members, main_was_running) in rung {
+        for (job, supervisor, job_recorded, members, main_was_running, signalled) in rung {
             recorded.push(job_recorded);
             let mut seen = Seen::default();
             seen.add_identities(members.rows.iter().map(|r| r.identity));
-            if since.is_some() && signalled_by_us.contains(&job.id) {
-                // Signalled as its supervisor was rung, above.
-            } else if let Some(signal) = stray_signal(force) {
+            // One signalled as its supervisor was rung (above) is left be.
+            if let Some(signal) = stray_signal(force).filter(|_| !signalled) {
                 strays.signal(&members, signal, job.paused_at.is_some());
             }
             let ended_before = job.status().is_final();

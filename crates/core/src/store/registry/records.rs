@@ -6,7 +6,7 @@ use super::{Patience, Registry};
 use crate::model::ids::validate_job_id;
 use crate::model::job::Job;
 use crate::store::atomic::write_file_atomically;
-use crate::store::job_file::{corrupt_record, overwrite_in_place, padded, read_job_file, CorruptRecord, JOB_FILE_BLOCK, JOB_FILE_SLACK};
+use crate::store::job_file::{corrupt_record, job_file_bytes, overwrite_in_place, padded, read_job_file, CorruptRecord};
 use crate::store::paths;
 use crate::{Error, Result};
 use std::collections::HashSet;
@@ -31,9 +31,7 @@ impl Registry {
     /// fits. (On a copy-on-write filesystem an overwrite needs new blocks too.)
     pub fn write_job_file(&self, job: &Job, durable: bool) -> Result<()> {
         let path = self.home.job_dir(&job.id).join("job.json");
-        let mut bytes = serde_json::to_vec_pretty(job).map_err(|e| Error::Other(e.to_string()))?;
-        bytes.push(b'\n');
-        let reserved = (bytes.len() + JOB_FILE_SLACK).div_ceil(JOB_FILE_BLOCK) * JOB_FILE_BLOCK;
+        let (bytes, reserved) = job_file_bytes(job).map_err(|e| Error::Other(e.to_string()))?;
         match write_file_atomically(&path, &padded(&bytes, reserved), durable) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(self.home.explain(Error::io("write", path, e))),
@@ -54,9 +52,7 @@ impl Registry {
     pub fn write_job_file_through(&self, job: &Job, durable: bool, spare: &std::path::Path) -> std::io::Result<()> {
         use std::io::{Seek, Write};
         let path = self.home.job_dir(&job.id).join("job.json");
-        let mut bytes = serde_json::to_vec_pretty(job).map_err(std::io::Error::other)?;
-        bytes.push(b'\n');
-        let reserved = (bytes.len() + JOB_FILE_SLACK).div_ceil(JOB_FILE_BLOCK) * JOB_FILE_BLOCK;
+        let (bytes, reserved) = job_file_bytes(job).map_err(std::io::Error::other)?;
         let mut file = paths::open_write(spare)?;
         let meta = file.metadata()?;
         // A name with another link (planted, or a file of ours linked there)
