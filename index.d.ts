@@ -287,6 +287,20 @@ export declare function resultTypes(): Record<string, any>
  */
 export declare function checkJob(jobId: string, options?: CheckJobOptions | undefined | null): CheckResult
 
+export interface CheckJobOptions extends CheckOptions {
+  /** Also `text`: the answer as `checkJobText` gives it, from this same check (default false). */
+  text?: boolean
+}
+
+export interface CheckOptions {
+  /** How many lines (default 20). */
+  lines?: number
+  /** Only lines matching this regular expression. */
+  grep?: string
+  /** Only lines that look like errors, each with a line of context. */
+  errors?: boolean
+}
+
 /** `checkJob`'s answer (`run-bg check --json`): the job plus the last lines of its output. */
 export interface CheckResult extends JobSummary {
   /**
@@ -455,20 +469,6 @@ export interface JobProcess {
   pid: number
   /** argv joined with spaces. */
   command: string
-}
-
-export interface CheckJobOptions extends CheckOptions {
-  /** Also `text`: the answer as `checkJobText` gives it, from this same check (default false). */
-  text?: boolean
-}
-
-export interface CheckOptions {
-  /** How many lines (default 20). */
-  lines?: number
-  /** Only lines matching this regular expression. */
-  grep?: string
-  /** Only lines that look like errors, each with a line of context. */
-  errors?: boolean
 }
 
 /**
@@ -694,6 +694,13 @@ export interface SummaryOptions {
  */
 export declare function runYield(command: string, options: YieldOptions): Promise<YieldResult>
 
+export interface YieldOptions extends RunOptions {
+  /** How long to wait for the job to end before leaving it running. */
+  yieldMs: number
+  /** Stops the wait at once when aborted (the job runs on): the promise rejects with an `AbortError`. */
+  signal?: AbortSignal
+}
+
 /** `runYield`: whether the job ended within the time given, and if so its check. */
 export interface YieldResult {
   jobId: string
@@ -706,14 +713,6 @@ export interface YieldResult {
    */
   ready: boolean
   check?: CheckResult
-}
-
-/** `runBackground`'s options, and how long to wait. */
-export interface YieldOptions extends RunOptions {
-  /** How long to wait for the job to end before leaving it running. */
-  yieldMs: number
-  /** Stops the wait at once when aborted (the job runs on): the promise rejects with an `AbortError`. */
-  signal?: AbortSignal
 }
 
 /**

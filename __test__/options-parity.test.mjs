@@ -1,7 +1,6 @@
 // The start options are defined once, in the core (StartOptions,
-// crates/core/src/verbs/start_options.rs), and so are the options of check,
-// list, wait, kill, orphans, logs, send, prune, summary, up and down
-// (crates/core/src/verbs/verb_options.rs); every face
+// crates/core/src/verbs/start_options.rs), and so are the options of every
+// verb (crates/core/src/verbs/verb_options.rs, verbOptionsSchema()); every face
 // must carry each of them: the CLI a flag, the JS API the key (read and
 // checked, not ignored), the MCP tool a property or a stated reason to leave
 // it out, index.d.ts the member with the core's doc. A face that lacks one
@@ -106,8 +105,8 @@ test('MCP run_background has every start option the core does not say it leaves 
 
 test('index.d.ts declares every start option with the core\'s doc, as scripts/options-dts.mjs writes it', () => {
   const dts = fs.readFileSync(path.join(root, 'index.d.ts'), 'utf8')
-  const body = (name) => dts.match(new RegExp(`export interface ${name} \\{\\n([\\s\\S]*?)\\n\\}`))?.[1] ?? ''
-  const members = (name) => new Set([...body(name).matchAll(/^ {2}(\w+)\?:/gm)].map((m) => m[1]))
+  const body = (name) => dts.match(new RegExp(`export interface ${name}(?: extends \\w+)? \\{\\n([\\s\\S]*?)\\n\\}`))?.[1] ?? ''
+  const members = (name) => new Set([...body(name).matchAll(/^ {2}(\w+)\??:/gm)].map((m) => m[1]))
   const run = members('RunOptions')
   const missing = leaves.filter(([name]) => {
     const [outer, inner] = name.split('.')
@@ -146,6 +145,9 @@ const VERBS = {
   // The JS API's alone: every option says why run-bg and MCP leave it out.
   watch: { js: [['watchJobs', all]], dts: [['WatchJobsOptions', all]] },
   tracker: { js: [['ResourceTracker', all]], dts: [['TrackerOptions', all]] },
+  checkText: { js: [['checkJob', all]], dts: [['CheckJobOptions', all]] },
+  // The start's own flags: `run-bg --help` lists them.
+  yield: { cli: [], js: [['runYield', all]], mcp: 'run_background', dts: [['YieldOptions', all]] },
 }
 /** The classes whose constructor takes the options. */
 const CONSTRUCTORS = new Set(['ResourceTracker'])
@@ -193,7 +195,7 @@ test('each run-bg subcommand has a flag for every option of its verb', (t) => {
   const missing = []
   for (const [verb, { cli }] of Object.entries(VERBS)) {
     if (!cli) continue
-    const help = runBg(home, [cli, '--help']).stdout
+    const help = runBg(home, [...[cli].flat(), '--help']).stdout
     const flags = new Set([...help.matchAll(/^\s+(?:-\w, )?(--[a-z-]+)/gm)].map((m) => m[1]))
     // An option run-bg does not take says why (`x-cli-omit`).
     for (const name of verbOptions(verb, (option) => option['x-cli-omit'] === undefined)) {
@@ -243,8 +245,8 @@ test('the MCP tools of the verbs have every option the core does not say MCP lea
 
 test('index.d.ts declares every verb option in its interfaces with the core\'s doc', () => {
   const dts = fs.readFileSync(path.join(root, 'index.d.ts'), 'utf8')
-  const body = (name) => dts.match(new RegExp(`export interface ${name} \\{\\n([\\s\\S]*?)\\n\\}`))?.[1] ?? ''
-  const members = (name) => new Set([...body(name).matchAll(/^ {2}(\w+)\?:/gm)].map((m) => m[1]))
+  const body = (name) => dts.match(new RegExp(`export interface ${name}(?: extends \\w+)? \\{\\n([\\s\\S]*?)\\n\\}`))?.[1] ?? ''
+  const members = (name) => new Set([...body(name).matchAll(/^ {2}(\w+)\??:/gm)].map((m) => m[1]))
   const missing = []
   for (const [verb, { dts: interfaces }] of Object.entries(VERBS)) {
     for (const [name, keep] of interfaces) {

@@ -16,8 +16,6 @@ import { fileURLToPath } from 'node:url'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const dtsPath = path.join(root, 'index.d.ts')
-export const BEGIN = '// Generated from the core\'s StartOptions by scripts/options-dts.mjs: edit crates/core/src/verbs/start_options.rs, not this.'
-export const END = '// End of the generated StartOptions.'
 
 /** The JS face's own option, before the core's: the program's arguments. */
 const ARGS = '  /** When given, `command` is a program and `args` its argv (no shell). */\n  args?: Array<string>\n'
@@ -46,9 +44,9 @@ function doc(text) {
   return `  /**\n${lines.map((l) => `   * ${l}`.trimEnd()).join('\n')}\n   */\n`
 }
 
-function members(schema, keep = () => true) {
+function members(schema, keep = () => true, required = []) {
   return schema['x-order'].filter((name) => keep(schema.properties[name]))
-    .map((name) => `${doc(schema.properties[name].description)}  ${name}?: ${typeOf(name, schema.properties[name])}\n`).join('')
+    .map((name) => `${doc(schema.properties[name].description)}  ${name}${required.includes(name) ? '' : '?'}: ${typeOf(name, schema.properties[name])}\n`).join('')
 }
 
 /** The options a JS call takes where the core lists which (`x-calls`): `readLog`, `followLog`, `followLogs`. */
@@ -59,8 +57,10 @@ const SIGNAL = (doc) => `  /** ${doc} */\n  signal?: AbortSignal\n`
 
 /**
  * The verbs' option interfaces: the verb whose options each declares, which
- * of them (`killJob` takes no `x-all` option), and the JS face's own members
- * with the option they follow (`signal`, an AbortSignal, is no option of the core's).
+ * of them (`killJob` takes no `x-all` option), the JS face's own members
+ * with the option they follow (`signal`, an AbortSignal, is no option of the
+ * core's), the interface it extends, and which options the JS call needs
+ * (`runYield` its `yieldMs`, which `run-bg --yield` leaves optional).
  */
 export const VERB_INTERFACES = {
   CheckOptions: { verb: 'check' },
@@ -82,43 +82,28 @@ export const VERB_INTERFACES = {
   DownOptions: { verb: 'down' },
   WatchJobsOptions: { verb: 'watch', own: { after: 'owner', members: SIGNAL('Stops watching at once when aborted; the pending `next()` rejects with an `AbortError`.') } },
   TrackerOptions: { verb: 'tracker' },
+  CheckJobOptions: { verb: 'checkText', extends: 'CheckOptions' },
+  YieldOptions: {
+    verb: 'yield',
+    extends: 'RunOptions',
+    required: ['yieldMs'],
+    own: { after: 'yieldMs', members: SIGNAL('Stops the wait at once when aborted (the job runs on): the promise rejects with an `AbortError`.') },
+  },
 }
 
-const verbMarker = (verb) => `// Generated from the core's ${verb} options by scripts/options-dts.mjs: edit crates/core/src/verbs/verb_options.rs, not this.`
-
-/** One verb interface, its marker line first. */
+/** One verb interface. */
 export function verbInterface(name, verbs) {
-  const { verb, keep, own } = VERB_INTERFACES[name]
+  const { verb, keep, own, required } = VERB_INTERFACES[name]
   const schema = verbs[verb]
-  let body = members(schema, keep)
+  let body = members(schema, keep, required)
   if (own) {
     const at = schema['x-order'].indexOf(own.after)
     const before = { ...schema, 'x-order': schema['x-order'].slice(0, at + 1) }
     const after = { ...schema, 'x-order': schema['x-order'].slice(at + 1) }
-    body = members(before, keep) + own.members + members(after, keep)
+    body = members(before, keep, required) + own.members + members(after, keep, required)
   }
-  return `${verbMarker(verb)}\nexport interface ${name} {\n${body}}\n`
-}
-
-/** index.d.ts with each verb interface (and the marker above it) replaced in its place. */
-function withVerbs(dts, verbs) {
-  for (const name of Object.keys(VERB_INTERFACES)) {
-    const start = dts.indexOf(`export interface ${name} {\n`)
-    if (start < 0) throw new Error(`index.d.ts: no interface ${name}`)
-    const end = dts.indexOf('\n}\n', start) + 3
-    const marker = verbMarker(VERB_INTERFACES[name].verb)
-    const from = dts.lastIndexOf(`${marker}\n`, start) === start - marker.length - 1 ? start - marker.length - 1 : start
-    dts = dts.slice(0, from) + verbInterface(name, verbs) + dts.slice(end)
-  }
-  return dts
-}
-
-/** The generated block, from the schema the addon exports. */
-export function generated(schema) {
-  const nested = schema['x-order'].filter((n) => schema.properties[n].type === 'object' && schema.properties[n].properties)
-  let out = `${BEGIN}\n/** Options of \`runBackground\`; they mirror the CLI's flags. */\nexport interface RunOptions {\n${ARGS}${members(schema)}}\n`
-  for (const name of nested) out += `\nexport interface ${interfaceOf(name)} {\n${members(schema.properties[name])}}\n`
-  return `${out}${END}\n`
+  const parent = VERB_INTERFACES[name].extends ? ` extends ${VERB_INTERFACES[name].extends}` : ''
+  return `export interface ${name}${parent} {\n${body}}\n`
 }
 
 /** The functions index.d.ts declares that are no #[napi] item: written in JS (job-events.js). */
@@ -344,23 +329,9 @@ export type JsonValue = string | number | boolean | null | JsonValue[] | { [key:
 
 /**
  * What the JS face adds itself, each declared after the function it goes
- * with: `jobEvents` (written in JS, job-events.js) and the options that are
- * no core option (`checkJob`'s `text`, `runYield`'s own).
+ * with: `jobEvents` (written in JS, job-events.js) and what it returns.
  */
 export const JS_FACE = {
-  checkJob: `export interface CheckJobOptions extends CheckOptions {
-  /** Also \`text\`: the answer as \`checkJobText\` gives it, from this same check (default false). */
-  text?: boolean
-}
-`,
-  runYield: `/** \`runBackground\`'s options, and how long to wait. */
-export interface YieldOptions extends RunOptions {
-  /** How long to wait for the job to end before leaving it running. */
-  yieldMs: number
-  /** Stops the wait at once when aborted (the job runs on): the promise rejects with an \`AbortError\`. */
-  signal?: AbortSignal
-}
-`,
   watchJobs: `/**
  * \`watchJobs\` as an EventEmitter: emits \`'end'\` with each job end (the same
  * \`JobEnd\`), \`'error'\` if watching fails (an \`AbortError\` when \`signal\`
@@ -390,7 +361,7 @@ export interface JobEvents extends EventEmitter {
 }
 
 /** The names the JS face declares itself (JS_FACE), which no generated part must declare again. */
-const JS_FACE_NAMES = ['CheckJobOptions', 'YieldOptions', 'JobEvents', 'jobEvents']
+const JS_FACE_NAMES = ['JobEvents', 'jobEvents']
 
 /**
  * index.d.ts, whole: the header, then each function (in the order of
@@ -404,7 +375,7 @@ export function generate({ start, verbs, results, functions, classes }) {
   const nested = start['x-order'].filter((n) => start.properties[n].type === 'object' && start.properties[n].properties)
   optionBlocks.set('RunOptions', `/** Options of \`runBackground\`; they mirror the CLI's flags. */\nexport interface RunOptions {\n${ARGS}${members(start)}}\n`)
   for (const name of nested) optionBlocks.set(interfaceOf(name), `export interface ${interfaceOf(name)} {\n${members(start.properties[name])}}\n`)
-  for (const name of Object.keys(VERB_INTERFACES)) optionBlocks.set(name, verbInterface(name, verbs).replace(/^\/\/ Generated[^\n]*\n/, ''))
+  for (const name of Object.keys(VERB_INTERFACES)) optionBlocks.set(name, verbInterface(name, verbs))
   for (const name of JS_FACE_NAMES) {
     if (optionBlocks.has(name) || results[name] || classes.has(name) || functions.has(name)) throw new Error(`options-dts: ${name} is declared by the JS face and generated too`)
   }

@@ -362,7 +362,7 @@ server.registerTool('run_background', {
   inputSchema: z.object({
     command: z.string().describe('Shell line (/bin/sh -c); with args, the program'),
     args: z.array(z.string()).optional().describe('Argv, no shell'),
-    yieldMs: whole(1).max(WAIT_MS).optional().describe('Answer as check_job if done or ready by then (default 0)'),
+    ...verbShape('yield', { yieldMs: { minimum: 1, maximum: WAIT_MS } }),
     ...startShape(),
   }).strict(),
   // The start's; with yieldMs, the check's once the job ended or is ready.

@@ -71,14 +71,6 @@ impl<'env> Options<'env> {
         }
     }
 
-    pub fn boolean(&mut self, name: &'static str) -> Result<Option<bool>> {
-        match self.get(name)? {
-            None => Ok(None),
-            Some(value) if kind_of(&value)? == ValueType::Boolean => bool::from_unknown(value).map(Some),
-            Some(value) => Err(bad(format!("bad {name}: {}; give true or false", describe(&value)))),
-        }
-    }
-
     pub fn strings(&mut self, name: &'static str) -> Result<Option<Vec<String>>> {
         let Some(value) = self.get(name)? else { return Ok(None) };
         if kind_of(&value)? != ValueType::Object || !value.is_array()? {

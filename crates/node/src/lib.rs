@@ -36,7 +36,7 @@ use proc_manager_core::verbs::cancel::Cancel;
 use proc_manager_core::verbs::request::StartRequest;
 use proc_manager_core::verbs::start::start_job;
 use proc_manager_core::verbs::verb_options::{
-    KillOptions, LogsOptions, OrphansOptions, PruneOptions, RerunOptions, SendOptions, SummaryOptions, WaitOptions, YieldOptions,
+    CheckTextOptions, KillOptions, LogsOptions, OrphansOptions, PruneOptions, RerunOptions, SendOptions, SummaryOptions, WaitOptions, YieldOptions,
 };
 use proc_manager_core::verbs::yielding::Yielded;
 
@@ -125,7 +125,7 @@ pub fn check_job(job_id: Unknown, options: Option<Unknown>) -> Result<serde_json
     let job_id = string_arg("jobId", job_id)?;
     let mut o = Options::new("checkJob", options)?;
     let query = read_tail_query(&mut o)?;
-    let with_text = o.boolean("text")?.unwrap_or(false);
+    let with_text = o.serde::<CheckTextOptions>()?.text;
     o.finish()?;
     let check = context()?.check(&job_id, &query).map_err(to_js_error)?;
     let mut view = CheckView::from(&check);

@@ -565,13 +565,29 @@ impl<'de> Deserialize<'de> for RerunOptions {
 /// long to wait for the started job to end (or be ready) before leaving it running.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[cfg_attr(feature = "cli", derive(clap::Args))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct YieldOptions {
     /// How long to wait for the job to end before leaving it running.
     #[cfg_attr(feature = "cli", arg(long = "yield", value_name = "DUR", display_order = 9,
         help = "Stay in the foreground up to DUR: if the job ends by then, print what `check` prints and exit with its code; else print the ack"))]
+    #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "Answer as check_job if done or ready by then (default 0)")))]
     #[serde(default)]
     pub yield_ms: Option<Given<Millis<0>>>,
+}
+
+/// `checkJob`'s own option beside the check's: the JS API's alone, since
+/// run-bg prints the text and MCP answers in it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct CheckTextOptions {
+    /// Also `text`: the answer as `checkJobText` gives it, from this same check (default false).
+    #[cfg_attr(feature = "schema", schemars(extend(
+        "x-mcp-omit" = "check_job answers in that text already",
+        "x-cli-omit" = "run-bg check prints that text already (--json for the record)")))]
+    #[serde(default, deserialize_with = "read::flag")]
+    pub text: bool,
 }
 
 impl YieldOptions {
@@ -657,13 +673,14 @@ fn millis<const MIN: u64>(given: &Option<Given<Millis<MIN>>>, face: &dyn Face, o
 }
 
 /// The JSON Schema of each verb's options, by the verb's name (`check`,
-/// `list`, `wait`, `kill`, `orphans`, `logs`, `send`, `prune`, `summary`,
-/// `up`, `down`, `watch`, `tracker`), as `start_options::schema` gives the start's.
+/// `checkText`, `list`, `wait`, `kill`, `orphans`, `logs`, `send`, `prune`,
+/// `summary`, `up`, `down`, `watch`, `tracker`, `yield`), as `start_options::schema` gives the start's.
 #[cfg(feature = "schema")]
 pub fn schema() -> serde_json::Value {
     use crate::verbs::start_options::schema_of;
     serde_json::json!({
         "check": schema_of::<CheckOptions>(),
+        "checkText": schema_of::<CheckTextOptions>(),
         "list": schema_of::<ListOptions>(),
         "wait": schema_of::<WaitOptions>(),
         "kill": schema_of::<KillOptions>(),
@@ -676,6 +693,7 @@ pub fn schema() -> serde_json::Value {
         "down": schema_of::<DownOptions>(),
         "watch": schema_of::<WatchOptions>(),
         "tracker": schema_of::<TrackerOptions>(),
+        "yield": schema_of::<YieldOptions>(),
     })
 }
 
