@@ -51,7 +51,7 @@ impl Context {
         seen.add(&tree::job_tree(tree).0);
         let nothing_left = job.status().is_final() && seen.is_empty();
         if let (Some(supervisor), false) = (supervised, nothing_left) {
-            let outcome = self.kill_supervised(vec![(job, supervisor)], grace, force).pop();
+            let outcome = self.kill_supervised(vec![(job, supervisor)], grace, force, None).pop();
             return outcome.expect("one outcome for one job").map_err(|(_, e)| e);
         }
         if job.status() == JobStatus::Orphaned {
@@ -113,21 +113,31 @@ impl Context {
     /// thread, so that every grace period overlaps.
     pub fn kill_jobs(&self, jobs: Vec<Job>, grace: Option<Duration>, force: bool) -> Vec<KillResult> {
         let order: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
-        // Each supervisor told apart once (its identity and its mark), here.
-        let mut supervised: Vec<(Job, ProcessIdentity)> = Vec::new();
-        let mut others: Vec<Job> = Vec::new();
-        for job in jobs {
-            match (job.status() != JobStatus::Queued).then(|| tree::live_supervisor(&job)).flatten() {
-                Some(supervisor) => supervised.push((job, supervisor)),
-                None => others.push(job),
-            }
-        }
         let mut results: std::collections::HashMap<String, KillResult> = std::thread::scope(|scope| {
-            let handles: Vec<_> =
-                others.iter().map(|job| (job.id.clone(), scope.spawn(move || self.kill(&job.id, grace, force)))).collect();
+            // The pass over the table `kill_supervised` needs runs on a thread
+            // of its own meanwhile (the time of the first is taken first):
+            // the two are each a twentieth of a kill of 1,000 jobs, on a
+            // host whose other cores are idle until supervisors are rung.
+            let since = if force { None } else { crate::os::platform::boot_ticks_now() };
+            let many = jobs.iter().filter(|j| j.status() != JobStatus::Queued).nth(1).is_some();
+            let table = many.then(|| scope.spawn(procinfo::table));
+            // Each supervisor told apart once (its identity and its mark), here.
+            let mut supervised: Vec<(Job, ProcessIdentity)> = Vec::new();
+            let mut others: Vec<Job> = Vec::new();
+            for job in jobs {
+                match (job.status() != JobStatus::Queued).then(|| tree::live_supervisor(&job)).flatten() {
+                    Some(supervisor) => supervised.push((job, supervisor)),
+                    None => others.push(job),
+                }
+            }
+            let table = table.and_then(|t| t.join().ok()).map(|rows| (since, rows));
+            let handles: Vec<_> = others
+                .into_iter()
+                .map(|job| (job.id.clone(), scope.spawn(move || self.kill(&job.id, grace, force))))
+                .collect();
             let grace = grace.unwrap_or(Duration::from_millis(self.config.kill.grace_ms));
             let mut results: std::collections::HashMap<String, KillResult> =
-                self.kill_supervised(supervised, grace, force).into_iter().map(|r| (result_id(&r), r)).collect();
+                self.kill_supervised(supervised, grace, force, table).into_iter().map(|r| (result_id(&r), r)).collect();
             for (id, handle) in handles {
                 let result = match handle.join() {
                     Ok(Ok(outcome)) => Ok(outcome),
@@ -150,7 +160,15 @@ impl Context {
     /// and the registry is written once for them all. Asking one job at a
     /// time, each waiting on the registry and on its own passes over the
     /// table, made `kill --all` of 1,000 jobs take 75 s (issue 25).
-    fn kill_supervised(&self, jobs: Vec<(Job, ProcessIdentity)>, grace: Duration, force: bool) -> Vec<KillResult> {
+    /// `table`: the start time and rows of a pass over the table begun
+    /// after that time, if the caller made one.
+    fn kill_supervised(
+        &self,
+        jobs: Vec<(Job, ProcessIdentity)>,
+        grace: Duration,
+        force: bool,
+        table: Option<(Option<u64>, Vec<procinfo::Row>)>,
+    ) -> Vec<KillResult> {
         if jobs.is_empty() {
             return Vec::new();
         }
@@ -162,15 +180,16 @@ impl Context {
         let mut strays = Strays::default();
         // Taken before the pass over the table: what starts later may have
         // been missed by it, and is the supervisor's to signal.
-        let since = if force { None } else { crate::os::platform::boot_ticks_now() };
-        let rows = procinfo::table();
+        let (since, rows) =
+            table.unwrap_or_else(|| (if force { None } else { crate::os::platform::boot_ticks_now() }, procinfo::table()));
         let index = tree::TableIndex::new(&rows);
-        // Every request is written before any supervisor is woken: a woken
-        // supervisor's kill work competes for the CPU with ours, and asking
-        // 1,000 of them one after the other took 6 to 10 s of a 2-core host.
+        // Each supervisor is rung as soon as its request is written: its kill
+        // work, a wake, an end recorded and an exit, is most of a kill of
+        // many jobs, and runs on the other cores while we go on (all
+        // requests first left them idle for a tenth of the kill of 1,000).
         let request = KillRequest { grace_ms: grace.as_millis() as u64, force, caller_sweeps: true, caller_signalled_since: since };
         let shared = (jobs.len() > 1).then(|| SharedRequest::write(&self.home, &request)).flatten();
-        let mut asked = Vec::with_capacity(jobs.len());
+        let mut rung = Vec::with_capacity(jobs.len());
         for (job, supervisor) in jobs {
             let recorded = self.recorded_processes(&job);
             let members = index.members(Tree::of(&job).with_recorded(&recorded));
@@ -188,11 +207,6 @@ impl Context {
             } else {
                 crate::os::sys::DOORBELL_FALLBACK
             };
-            asked.push((job, supervisor, recorded, members, main_was_running, doorbell));
-        }
-        drop(shared);
-        let mut rung = Vec::with_capacity(asked.len());
-        for (job, supervisor, recorded, members, main_was_running, doorbell) in asked {
             match procinfo::signal_process(&supervisor, doorbell) {
                 SignalOutcome::Sent => {
                     // Its tree at once after its doorbell: rung long before
@@ -217,6 +231,7 @@ impl Context {
                 }
             }
         }
+        drop(shared);
         // What each target's supervisor recorded, in the targets' order.
         let mut recorded: Vec<Vec<ProcessIdentity>> = Vec::with_capacity(rung.len());
         for (job, supervisor, job_recorded, members, main_was_running, signalled) in rung {
