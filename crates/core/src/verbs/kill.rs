@@ -207,20 +207,26 @@ impl Context {
             } else {
                 crate::os::sys::DOORBELL_FALLBACK
             };
-            match procinfo::signal_process(&supervisor, doorbell) {
-                SignalOutcome::Sent => {
-                    // Its tree at once after its doorbell: rung long before
-                    // (all first, then all trees), a supervisor looked at its
-                    // tree again and again until our signal came. Its request
-                    // tells it that the deaths that follow are a kill; with
-                    // none written (a full or read-only disk) it is rung with
-                    // its stop signal instead and sends its own.
-                    let signalled = since.is_some() && main_was_running && doorbell == crate::model::signals::SIGUSR1;
-                    if signalled {
-                        strays.signal_whole_job(&members, job.main, job.paused_at.is_some());
-                    }
-                    rung.push((job, supervisor, recorded, members, main_was_running, signalled));
+            // Its tree first, then its doorbell, each job's in turn (rung all
+            // first, a supervisor looked at its tree again and again until
+            // our signal came; rung before its tree, it woke twice and looked
+            // once). Its request, written before either, tells it that the
+            // deaths are a kill, should it see them first; with none written
+            // (a full or read-only disk) it is rung with its stop signal
+            // instead and sends its own.
+            let signalled = since.is_some() && main_was_running && doorbell == crate::model::signals::SIGUSR1;
+            if signalled {
+                strays.signal_whole_job(&members, job.main, job.paused_at.is_some());
+            }
+            let outcome = match procinfo::signal_process(&supervisor, doorbell) {
+                // Gone after it recorded the end our signals brought, before its doorbell.
+                SignalOutcome::Gone if signalled && self.registry().own_record(&job.id).is_some_and(|j| j.status().is_final()) => {
+                    SignalOutcome::Sent
                 }
+                other => other,
+            };
+            match outcome {
+                SignalOutcome::Sent => rung.push((job, supervisor, recorded, members, main_was_running, signalled)),
                 // It ended meanwhile: the job is now ended, orphaned or lost.
                 SignalOutcome::Gone | SignalOutcome::Replaced => {
                     results.push(self.kill(&job.id, Some(grace), force).map_err(|e| (job.id.clone(), e)));
