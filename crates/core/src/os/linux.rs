@@ -148,15 +148,31 @@ pub(crate) fn page_kb() -> u64 {
 
 pub fn table() -> Vec<Row> {
     let me = std::process::id();
-    let mut environ = Vec::with_capacity(8192);
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
+    let pids: Vec<u32> = entries
         .flatten()
         .filter_map(|entry| entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
         .filter(|&pid| pid != me)
-        .filter_map(|pid| row(pid, &mut environ))
-        .collect()
+        .collect();
+    // Two stat and environ reads a process: 0.1 s for the 4,000 processes of
+    // a host running 2,000 jobs. Split over two threads when there are that
+    // many and a second core to run them (`kill --all` reads the table
+    // before it can ask any supervisor to stop, while the other cores idle).
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    if pids.len() < TABLE_SPLIT_FROM || cores < 2 {
+        return rows(&pids);
+    }
+    let (first, second) = pids.split_at(pids.len() / 2);
+    std::thread::scope(|scope| {
+        let later = scope.spawn(|| rows(second));
+        let mut found = rows(first);
+        found.extend(later.join().unwrap_or_else(|_| rows(second)));
+        found
+    })
 }
+
+/// From how many processes `table` reads on two threads.
+const TABLE_SPLIT_FROM: usize = 512;
 
 /// `table`'s rows for these pids only (those alive; the caller's own too).
 pub fn rows(pids: &[u32]) -> Vec<Row> {

@@ -612,16 +612,28 @@ impl Registry {
             return;
         }
         let mut evict = vec![false; jobs.len()];
-        // One pass over /proc for all candidates.
-        let rows = procinfo::table();
-        let live = crate::os::tree::TableIndex::new(&rows);
+        // One pass over /proc for all candidates that need it, if any does:
+        // a job whose supervisor saw everything below it end and left its
+        // mark can have only what it recorded left (`Context::reach`), which
+        // is read alone. After `kill --all` of 1,000 jobs every one is such,
+        // and the pass read the 2,000 or more processes of the rest.
+        let rows = std::cell::OnceCell::new();
+        let table = std::cell::OnceCell::new();
         for i in order {
             if excess == 0 {
                 break;
             }
             let job = &jobs[i];
-            let recorded = crate::store::procset::load(&self.home.job_dir(&job.id));
-            if !crate::os::tree::has_live_processes(job, &recorded, &live) {
+            let dir = self.home.job_dir(&job.id);
+            let recorded = crate::store::procset::load(&dir);
+            let done = std::fs::symlink_metadata(dir.join(crate::model::protocol::SUPERVISOR_DONE_FILE)).is_ok_and(|m| m.is_file());
+            let lives = if done {
+                !crate::os::tree::job_recorded(crate::os::tree::Tree::of(job).with_recorded(&recorded)).0.is_empty()
+            } else {
+                let table = table.get_or_init(|| crate::os::tree::TableIndex::new(rows.get_or_init(procinfo::table)));
+                crate::os::tree::has_live_processes(job, &recorded, table)
+            };
+            if !lives {
                 evict[i] = true;
                 excess -= 1;
             }

@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 use crate::verbs::context::{wait_until, Context};
 use crate::verbs::list::ListFilter;
 
+mod sweep;
+use sweep::{SharedRequest, Strays, STILL_EXITING_PATIENCE};
+
 #[derive(Debug, Clone)]
 pub struct KillOutcome {
     pub job: Job,
@@ -48,7 +51,7 @@ impl Context {
         seen.add(&tree::job_tree(tree).0);
         let nothing_left = job.status().is_final() && seen.is_empty();
         if let (Some(supervisor), false) = (supervised, nothing_left) {
-            let outcome = self.kill_supervised(vec![(job, supervisor)], grace, force).pop();
+            let outcome = self.kill_supervised(vec![(job, supervisor)], grace, force, None).pop();
             return outcome.expect("one outcome for one job").map_err(|(_, e)| e);
         }
         if job.status() == JobStatus::Orphaned {
@@ -110,21 +113,31 @@ impl Context {
     /// thread, so that every grace period overlaps.
     pub fn kill_jobs(&self, jobs: Vec<Job>, grace: Option<Duration>, force: bool) -> Vec<KillResult> {
         let order: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
-        // Each supervisor told apart once (its identity and its mark), here.
-        let mut supervised: Vec<(Job, ProcessIdentity)> = Vec::new();
-        let mut others: Vec<Job> = Vec::new();
-        for job in jobs {
-            match (job.status() != JobStatus::Queued).then(|| tree::live_supervisor(&job)).flatten() {
-                Some(supervisor) => supervised.push((job, supervisor)),
-                None => others.push(job),
-            }
-        }
         let mut results: std::collections::HashMap<String, KillResult> = std::thread::scope(|scope| {
-            let handles: Vec<_> =
-                others.iter().map(|job| (job.id.clone(), scope.spawn(move || self.kill(&job.id, grace, force)))).collect();
+            // The pass over the table `kill_supervised` needs runs on a thread
+            // of its own meanwhile (the time of the first is taken first):
+            // the two are each a twentieth of a kill of 1,000 jobs, on a
+            // host whose other cores are idle until supervisors are rung.
+            let since = if force { None } else { crate::os::platform::boot_ticks_now() };
+            let many = jobs.iter().filter(|j| j.status() != JobStatus::Queued).nth(1).is_some();
+            let table = many.then(|| scope.spawn(procinfo::table));
+            // Each supervisor told apart once (its identity and its mark), here.
+            let mut supervised: Vec<(Job, ProcessIdentity)> = Vec::new();
+            let mut others: Vec<Job> = Vec::new();
+            for job in jobs {
+                match (job.status() != JobStatus::Queued).then(|| tree::live_supervisor(&job)).flatten() {
+                    Some(supervisor) => supervised.push((job, supervisor)),
+                    None => others.push(job),
+                }
+            }
+            let table = table.and_then(|t| t.join().ok()).map(|rows| (since, rows));
+            let handles: Vec<_> = others
+                .into_iter()
+                .map(|job| (job.id.clone(), scope.spawn(move || self.kill(&job.id, grace, force))))
+                .collect();
             let grace = grace.unwrap_or(Duration::from_millis(self.config.kill.grace_ms));
             let mut results: std::collections::HashMap<String, KillResult> =
-                self.kill_supervised(supervised, grace, force).into_iter().map(|r| (result_id(&r), r)).collect();
+                self.kill_supervised(supervised, grace, force, table).into_iter().map(|r| (result_id(&r), r)).collect();
             for (id, handle) in handles {
                 let result = match handle.join() {
                     Ok(Ok(outcome)) => Ok(outcome),
@@ -147,7 +160,15 @@ impl Context {
     /// and the registry is written once for them all. Asking one job at a
     /// time, each waiting on the registry and on its own passes over the
     /// table, made `kill --all` of 1,000 jobs take 75 s (issue 25).
-    fn kill_supervised(&self, jobs: Vec<(Job, ProcessIdentity)>, grace: Duration, force: bool) -> Vec<KillResult> {
+    /// `table`: the start time and rows of a pass over the table begun
+    /// after that time, if the caller made one.
+    fn kill_supervised(
+        &self,
+        jobs: Vec<(Job, ProcessIdentity)>,
+        grace: Duration,
+        force: bool,
+        table: Option<(Option<u64>, Vec<procinfo::Row>)>,
+    ) -> Vec<KillResult> {
         if jobs.is_empty() {
             return Vec::new();
         }
@@ -159,15 +180,16 @@ impl Context {
         let mut strays = Strays::default();
         // Taken before the pass over the table: what starts later may have
         // been missed by it, and is the supervisor's to signal.
-        let since = if force { None } else { crate::os::platform::boot_ticks_now() };
-        let rows = procinfo::table();
+        let (since, rows) =
+            table.unwrap_or_else(|| (if force { None } else { crate::os::platform::boot_ticks_now() }, procinfo::table()));
         let index = tree::TableIndex::new(&rows);
-        // Every request is written before any supervisor is woken: a woken
-        // supervisor's kill work competes for the CPU with ours, and asking
-        // 1,000 of them one after the other took 6 to 10 s of a 2-core host.
+        // Each supervisor is rung as soon as its request is written: its kill
+        // work, a wake, an end recorded and an exit, is most of a kill of
+        // many jobs, and runs on the other cores while we go on (all
+        // requests first left them idle for a tenth of the kill of 1,000).
         let request = KillRequest { grace_ms: grace.as_millis() as u64, force, caller_sweeps: true, caller_signalled_since: since };
         let shared = (jobs.len() > 1).then(|| SharedRequest::write(&self.home, &request)).flatten();
-        let mut asked = Vec::with_capacity(jobs.len());
+        let mut rung = Vec::with_capacity(jobs.len());
         for (job, supervisor) in jobs {
             let recorded = self.recorded_processes(&job);
             let members = index.members(Tree::of(&job).with_recorded(&recorded));
@@ -185,25 +207,26 @@ impl Context {
             } else {
                 crate::os::sys::DOORBELL_FALLBACK
             };
-            asked.push((job, supervisor, recorded, members, main_was_running, doorbell));
-        }
-        drop(shared);
-        let mut rung = Vec::with_capacity(asked.len());
-        for (job, supervisor, recorded, members, main_was_running, doorbell) in asked {
-            match procinfo::signal_process(&supervisor, doorbell) {
-                SignalOutcome::Sent => {
-                    // Its tree at once after its doorbell: rung long before
-                    // (all first, then all trees), a supervisor looked at its
-                    // tree again and again until our signal came. Its request
-                    // tells it that the deaths that follow are a kill; with
-                    // none written (a full or read-only disk) it is rung with
-                    // its stop signal instead and sends its own.
-                    let signalled = since.is_some() && main_was_running && doorbell == crate::model::signals::SIGUSR1;
-                    if signalled {
-                        strays.signal_whole_job(&members, job.main, job.paused_at.is_some());
-                    }
-                    rung.push((job, supervisor, recorded, members, main_was_running, signalled));
+            // Its tree first, then its doorbell, each job's in turn (rung all
+            // first, a supervisor looked at its tree again and again until
+            // our signal came; rung before its tree, it woke twice and looked
+            // once). Its request, written before either, tells it that the
+            // deaths are a kill, should it see them first; with none written
+            // (a full or read-only disk) it is rung with its stop signal
+            // instead and sends its own.
+            let signalled = since.is_some() && main_was_running && doorbell == crate::model::signals::SIGUSR1;
+            if signalled {
+                strays.signal_whole_job(&members, job.main, job.paused_at.is_some());
+            }
+            let outcome = match procinfo::signal_process(&supervisor, doorbell) {
+                // Gone after it recorded the end our signals brought, before its doorbell.
+                SignalOutcome::Gone if signalled && self.registry().own_record(&job.id).is_some_and(|j| j.status().is_final()) => {
+                    SignalOutcome::Sent
                 }
+                other => other,
+            };
+            match outcome {
+                SignalOutcome::Sent => rung.push((job, supervisor, recorded, members, main_was_running, signalled)),
                 // It ended meanwhile: the job is now ended, orphaned or lost.
                 SignalOutcome::Gone | SignalOutcome::Replaced => {
                     results.push(self.kill(&job.id, Some(grace), force).map_err(|e| (job.id.clone(), e)));
@@ -214,6 +237,7 @@ impl Context {
                 }
             }
         }
+        drop(shared);
         // What each target's supervisor recorded, in the targets' order.
         let mut recorded: Vec<Vec<ProcessIdentity>> = Vec::with_capacity(rung.len());
         for (job, supervisor, job_recorded, members, main_was_running, signalled) in rung {
@@ -380,6 +404,7 @@ impl Context {
         results
     }
 
+
     /// A supervisor that does not answer its doorbell cannot be waited for:
     /// the job's tree (which still includes everything below the supervisor)
     /// is signalled here, each process by identity, and the kill recorded. The
@@ -527,10 +552,6 @@ fn terminate_tree(tree: Tree, grace: Duration, force: bool, paused: bool) -> (us
     (signalled.len(), exiting)
 }
 
-/// After the tree was signalled and SIGKILL had its chance, how long `kill`
-/// still waits for the last of it to be gone before it says how many are
-/// still exiting (a process in uninterruptible sleep cannot be hurried).
-const STILL_EXITING_PATIENCE: Duration = Duration::from_secs(2);
 
 /// What `kill` says of an ended job whose left-over processes it removed.
 fn left_running_removed(job: &Job, count: usize, exiting: &str) -> String {
@@ -609,32 +630,6 @@ fn result_id(result: &KillResult) -> String {
     }
 }
 
-/// One kill request for many jobs, written once and hard-linked into each
-/// job's directory as its `kill-request.json`: a link is a name, where a
-/// file of its own per job is an inode to allocate (a third of a 1,000-job
-/// `kill --all`'s time, on a disk where many files were just deleted) and a
-/// rename. The shared file goes once every link is made.
-struct SharedRequest(std::path::PathBuf);
-
-impl SharedRequest {
-    fn write(home: &crate::store::paths::Home, request: &KillRequest) -> Option<SharedRequest> {
-        let bytes = serde_json::to_vec(request).ok()?;
-        crate::store::registry::write_temp_beside(&home.registry_path(), &bytes).ok().map(SharedRequest)
-    }
-
-    /// False when the name is taken (a request left before) or no link can
-    /// be made there: the caller then writes a file of the job's own.
-    fn link_into(&self, job_dir: &std::path::Path) -> bool {
-        std::fs::hard_link(&self.0, job_dir.join(KILL_REQUEST_FILE)).is_ok()
-    }
-}
-
-impl Drop for SharedRequest {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 /// A job `kill_supervised` is killing.
 struct Target {
     job: Job,
@@ -675,78 +670,6 @@ impl RecordStamp {
 impl Target {
     fn pending(&self) -> bool {
         self.ended.is_none() && !self.late
-    }
-}
-
-/// Processes of jobs that lie outside their live supervisor's subtree
-/// (a cookie carrier started through another process's hands, a recorded
-/// one adopted elsewhere): the supervisor of a sweeping kill does not look
-/// for them, so they are signalled here, each by identity, each newcomer
-/// at the next look, SIGKILL once the grace period is over.
-#[derive(Default)]
-struct Strays {
-    termed: std::collections::HashSet<(u32, u64)>,
-    killed: std::collections::HashSet<(u32, u64)>,
-    all: Vec<ProcessIdentity>,
-}
-
-impl Strays {
-    /// `paused`: a stray first sent SIGTERM gets SIGCONT after it, to act on it.
-    fn signal(&mut self, members: &tree::Members, signal: i32, paused: bool) {
-        for row in members.rows.iter().filter(|r| !members.below_supervisor.contains(&r.identity.pid)) {
-            let who = row.identity;
-            let key = (who.pid, who.start_ticks);
-            if !self.termed.contains(&key) && !self.killed.contains(&key) {
-                self.all.push(who);
-            }
-            let first = if signal == crate::model::signals::SIGKILL { self.killed.insert(key) } else { self.termed.insert(key) };
-            if first {
-                procinfo::signal_process(&who, signal);
-                if paused && signal != crate::model::signals::SIGKILL {
-                    procinfo::signal_process(&who, crate::model::signals::SIGCONT);
-                }
-            }
-        }
-    }
-
-    /// SIGTERM to every process of a job, which its supervisor would
-    /// otherwise send below itself (`KillRequest::caller_signalled_since`):
-    /// one to its process group while that is provably the job's (a member
-    /// forked since the pass gets it too), each other process by identity;
-    /// SIGCONT after it to a paused job's. Those outside the supervisor's
-    /// subtree are followed as strays (`signal`).
-    fn signal_whole_job(&mut self, members: &tree::Members, main: Option<ProcessIdentity>, paused: bool) {
-        use crate::model::signals::{SIGCONT, SIGTERM};
-        let group = main.filter(ProcessIdentity::is_possible_job_process).map(|m| m.pid).filter(|_| members.group_is_ours);
-        let signals: &[i32] = if paused { &[SIGTERM, SIGCONT] } else { &[SIGTERM] };
-        for &signal in signals {
-            let group_sent = group.is_some_and(|pgid| procinfo::signal_group(pgid, signal) == SignalOutcome::Sent);
-            for row in &members.rows {
-                let who = row.identity;
-                if !members.below_supervisor.contains(&who.pid) && signal == SIGTERM {
-                    let key = (who.pid, who.start_ticks);
-                    if self.termed.insert(key) && !self.killed.contains(&key) {
-                        self.all.push(who);
-                    }
-                }
-                if !(group_sent && Some(row.pgid) == group) {
-                    procinfo::signal_process(&who, signal);
-                }
-            }
-        }
-    }
-
-    /// Those still alive get SIGKILL once the grace period is over.
-    fn finish(&mut self, grace_ends: Instant) {
-        let alive = |all: &[ProcessIdentity]| all.iter().copied().filter(procinfo::is_same_process_alive).collect::<Vec<_>>();
-        if alive(&self.all).is_empty() {
-            return;
-        }
-        wait_until(grace_ends.saturating_duration_since(Instant::now()), Duration::from_millis(20), || alive(&self.all).is_empty());
-        for who in alive(&self.all) {
-            procinfo::signal_process(&who, crate::model::signals::SIGKILL);
-        }
-        wait_until(STILL_EXITING_PATIENCE, Duration::from_millis(20), || alive(&self.all).is_empty());
     }
 }
 

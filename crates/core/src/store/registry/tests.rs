@@ -92,6 +92,34 @@ fn finished_job_whose_processes_live_on_is_kept() {
     assert_eq!(ids, vec!["lingering"]);
 }
 
+/// A job whose supervisor left its done mark is judged by what it recorded,
+/// without a pass over the table: one recorded process alive keeps it.
+#[test]
+fn finished_job_with_its_done_mark_is_kept_while_a_recorded_process_lives() {
+    let (_dir, home) = home();
+    let registry = Registry::new(&home, 1);
+    let mut daemon = crate::os::sys::waiting_command()
+        .env(crate::model::protocol::JOB_COOKIE, "marked")
+        .spawn()
+        .unwrap();
+    let who = procinfo::identify(daemon.id()).unwrap();
+    for id in ["marked", "gone"] {
+        std::fs::create_dir_all(home.job_dir(id)).unwrap();
+        std::fs::write(home.job_dir(id).join(crate::model::protocol::SUPERVISOR_DONE_FILE), b"").unwrap();
+    }
+    let _ = crate::store::procset::Recorder::new(&home.job_dir("marked")).add(&[who]);
+    // Recorded, and gone: its pid now names another process.
+    let stale = ProcessIdentity::from_stat(who.pid, who.start_ticks + 1);
+    let _ = crate::store::procset::Recorder::new(&home.job_dir("gone")).add(&[stale]);
+    registry.upsert(&job("marked", JobStatus::Success, 1)).unwrap();
+    registry.upsert(&job("gone", JobStatus::Success, 2)).unwrap();
+    registry.upsert(&job("newer", JobStatus::Success, 3)).unwrap();
+    let ids: Vec<String> = registry.load().unwrap().into_iter().map(|j| j.id).collect();
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    assert_eq!(ids, vec!["marked"]);
+}
+
 #[test]
 fn corrupt_registry_is_moved_aside_and_rebuilt_from_job_copies() {
     let (_dir, home) = home();
