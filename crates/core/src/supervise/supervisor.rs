@@ -28,7 +28,7 @@ use crate::supervise::phase::{MainExit, Phase};
 use crate::supervise::pause::{self, Clocks, Paused, Pausing};
 use crate::supervise::ready::{self, Watching};
 use crate::supervise::signals::{Signals, HANDLED};
-use crate::supervise::restart::{self, BetweenRuns, Restarter};
+use crate::supervise::restart::{self, BetweenRuns};
 use crate::supervise::stdin;
 use crate::supervise::kill::{self, KillReason};
 use crate::os::kill_unix::{self, Termed};
@@ -86,11 +86,9 @@ pub(super) struct Supervisor {
     pub(super) pipes_removed: bool,
     /// The job's readiness check and `--notify-on` patterns (supervise/ready.rs).
     pub(super) watch: Option<ready::Watch>,
-    /// `--restart`: the schedule (supervise/restart.rs), where the job is
-    /// between two runs, and when the current run started.
-    pub(super) restarter: Option<Restarter>,
-    pub(super) between: Option<Between>,
-    pub(super) run_started: Instant,
+    /// `--restart`: the schedule, where the job is between two runs, and
+    /// when the current run started (supervise/restart.rs).
+    pub(super) runs: Runs,
     /// When the main process was reaped (ms since the epoch): the job's
     /// `endedAt`, whatever the recording waits for after it (a wake rule's
     /// registration, a kill of what it left).
@@ -136,7 +134,7 @@ pub(super) struct Unrecorded {
 
 /// Where a job that restarts is between two runs (supervise/restart.rs):
 /// a kill in progress ends what the ended run left, so nothing is kept.
-pub(super) type Between = restart::Between<()>;
+pub(super) type Runs = restart::Runs<()>;
 
 impl Supervisor {
     pub(super) fn run(&mut self) {
@@ -250,8 +248,8 @@ impl Supervisor {
         if let Some(at) = self.watch.as_ref().and_then(ready::Watch::next_wake) {
             consider(at);
         }
-        if let Some(Between::Waiting { until }) = self.between.as_ref().filter(|_| !self.is_paused()) {
-            consider(*until);
+        if let Some(until) = self.runs.waiting_until().filter(|_| !self.is_paused()) {
+            consider(until);
         }
         // The registration thread announces no end: looked at now and then.
         if !self.deferred_matches.is_empty() {
@@ -416,7 +414,7 @@ impl Supervisor {
                 // The main process's own exit, if it came first, decides the
                 // outcome; a job that restarts runs on after an exit, so a
                 // kill then is a kill.
-                let reason = if self.phase.main_running() || self.restarter.is_some() { reason } else { KillReason::AfterExit };
+                let reason = if self.phase.main_running() || self.runs.restarter.is_some() { reason } else { KillReason::AfterExit };
                 let mut kill = KillInProgress::begin(reason, &request, now);
                 // A caller that signalled the tree itself has made the first pass.
                 if !request.force && request.caller_signalled_since.is_none() {
@@ -481,7 +479,7 @@ impl Supervisor {
                 // At the deadline the tree goes, even what outlived the main
                 // process; a job between two runs ends too.
                 let cleaning = self.kill.as_ref().is_some_and(|k| !k.ends_the_job());
-                if (self.kill.is_none() || cleaning) && (self.phase.main_running() || self.between.is_some() || self.anything_left()) {
+                if (self.kill.is_none() || cleaning) && (self.phase.main_running() || self.runs.between.is_some() || self.anything_left()) {
                     let grace_ms = self.config.kill.grace_ms;
                     self.begin_kill(KillReason::Timeout, KillRequest { grace_ms, force: false, caller_sweeps: false, caller_signalled_since: None });
                     return;
@@ -550,7 +548,7 @@ impl Supervisor {
     /// not start).
     fn restart_step(&mut self) -> bool {
         let Some(exit) = self.phase.main_exit() else { return false };
-        if self.restarter.is_none() {
+        if self.runs.restarter.is_none() {
             return false;
         }
         if self.kill.as_ref().is_some_and(KillInProgress::ends_the_job) {
@@ -571,8 +569,7 @@ impl Supervisor {
     /// are let go, so its output can end, and its stdin reads EOF.
     fn let_go_of_the_job(&mut self) {
         self.alive_lock = None;
-        self.between = None;
-        self.restarter = None;
+        self.runs.end();
         self.output_child_end = None;
         self.stdin_child_end = None;
         self.stdin_writer = None;

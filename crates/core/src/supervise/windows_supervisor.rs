@@ -35,7 +35,7 @@ use crate::store::logs::RotatingWriter;
 use crate::store::paths::Home;
 use crate::store::registry::{Patience, Registry};
 use crate::supervise::matchers::{self, MatchEvent};
-use crate::supervise::restart::{self, BetweenRuns, Restarter};
+use crate::supervise::restart::{self, BetweenRuns};
 use crate::supervise::pause::{self, Clocks, Paused, Pausing};
 use crate::supervise::kill::KillReason;
 use crate::supervise::{ending, notify, ready};
@@ -107,11 +107,9 @@ struct Supervisor {
     kill: Option<Kill>,
     /// The job's readiness check and `--notify-on` patterns (supervise/ready.rs).
     watch: Option<ready::Watch>,
-    /// `--restart`: the schedule (supervise/restart.rs), where the job is
-    /// between two runs, and when the current run started.
-    restarter: Option<Restarter>,
-    between: Option<Between>,
-    run_started: Instant,
+    /// `--restart`: the schedule, where the job is between two runs, and
+    /// when the current run started (supervise/restart.rs).
+    runs: restart::Runs<Cleanup>,
     /// The last run's exit code, once it has ended.
     last_exit: Option<i32>,
     /// When the main process ended (ms since the epoch): the job's `endedAt`;
@@ -235,7 +233,7 @@ impl Supervisor {
             },
         };
         let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
-        let restarter = job.restart.as_ref().map(Restarter::new);
+        let runs = restart::Runs::new(&job);
         // After the ready line: the job's start waits for no service.
         let wake_thread = crate::supervise::wake::spawn_registration(&registry, &spec.config.notify, &job);
         Ok(Supervisor {
@@ -252,9 +250,7 @@ impl Supervisor {
             timeout_at,
             kill: None,
             watch,
-            restarter,
-            between: None,
-            run_started: Instant::now(),
+            runs,
             last_exit: None,
             main_ended_at: None,
             errands: Vec::new(),
@@ -298,7 +294,7 @@ impl Supervisor {
                 Some(Kill { forced_at: Some(at), .. }) => Some(*at + TERMINATE_WAIT),
                 None => self.timeout_at,
             };
-            let between = match &self.between {
+            let between = match &self.runs.between {
                 Some(Between::Cleaning { .. }) => Some(now + CLEANING_LOOK),
                 // Paused, the next run waits for the resume (a doorbell).
                 Some(Between::Waiting { until }) if self.paused.is_none() => Some(*until),
@@ -547,7 +543,7 @@ impl Supervisor {
     /// After a run of a job started with `--restart` has ended (and no kill
     /// is under way): whether the job goes on (`restart::step`).
     fn restart_step(&mut self) -> bool {
-        if self.restarter.is_none() {
+        if self.runs.restarter.is_none() {
             return false;
         }
         restart::step(self, self.last_exit.map(Exit::Code))
@@ -581,7 +577,7 @@ impl Supervisor {
         self.group = main.id();
         self.main = Some(main);
         self.job.main = Some(identity);
-        self.run_started = Instant::now();
+        self.runs.run_started();
         if self.job.ready.is_some() {
             // A new run serves only once it says so again: readiness is
             // watched afresh (and `wait --ready` waits again).
@@ -606,20 +602,12 @@ impl Supervisor {
 impl BetweenRuns for Supervisor {
     type Cleanup = Cleanup;
 
-    fn between(&mut self) -> &mut Option<Between> {
-        &mut self.between
-    }
-
-    fn restarter(&mut self) -> Option<&mut Restarter> {
-        self.restarter.as_mut()
+    fn runs(&mut self) -> &mut restart::Runs<Cleanup> {
+        &mut self.runs
     }
 
     fn job_mut(&mut self) -> &mut Job {
         &mut self.job
-    }
-
-    fn ran_for(&self) -> Duration {
-        self.run_started.elapsed()
     }
 
     fn is_paused(&self) -> bool {
@@ -686,7 +674,7 @@ impl Pausing for Supervisor {
     }
 
     fn ending(&self) -> bool {
-        self.kill.is_some() || (self.main.is_none() && self.between.is_none())
+        self.kill.is_some() || (self.main.is_none() && self.runs.between.is_none())
     }
 
     fn hold_tree(&mut self) {
