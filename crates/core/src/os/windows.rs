@@ -275,9 +275,7 @@ pub fn pidfd_inode(_handle: &OwnedHandle) -> Option<u64> {
     None
 }
 
-pub fn read_unrecorded(_pid: u32) -> Option<Vec<u8>> {
-    None
-}
+pub use crate::os::unrecorded_windows::{publish_unrecorded, read_unrecorded, UnrecordedShown};
 
 pub use crate::os::timed_dir_watch::DirWatcher;
 

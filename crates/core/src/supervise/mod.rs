@@ -18,6 +18,7 @@ pub mod wake;
 pub mod tie;
 pub mod ending;
 pub mod kill;
+pub mod unrecorded;
 
 #[cfg(unix)]
 pub mod outpipe;

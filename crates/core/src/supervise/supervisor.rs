@@ -62,7 +62,7 @@ pub(super) struct Supervisor {
     pub(super) held: HeldHome,
     /// The job's end when it could not be written (a read-only or full
     /// disk): kept here, shown to readers, and written once it can be.
-    pub(super) unrecorded: Option<Unrecorded>,
+    pub(super) unrecorded: Option<crate::supervise::unrecorded::Unrecorded>,
     pub(super) log: RotatingWriter,
     pub(super) output: Option<OwnedFd>,
     pub(super) signals: Signals,
@@ -119,17 +119,6 @@ pub(super) struct Supervisor {
     /// `SUPERVISOR_LOCK_FILE`, held until the end is recorded (let go with
     /// the job); a forked errand closes its copy, which keeps the lock ours.
     pub(super) alive_lock: Option<std::fs::File>,
-}
-
-/// An end that could not be written yet, and when to try again.
-pub(super) struct Unrecorded {
-    pub(super) error: String,
-    pub(super) since: Instant,
-    pub(super) next_try: Instant,
-    pub(super) pause: Duration,
-    /// Where readers find it meanwhile (`os::platform::publish_unrecorded`);
-    /// dropping it takes it away.
-    pub(super) _shown: Option<OwnedFd>,
 }
 
 /// Where a job that restarts is between two runs (supervise/restart.rs):
@@ -358,7 +347,7 @@ impl Supervisor {
         if self.signals.stop.swap(false, Ordering::Relaxed) {
             // Nothing left to stop: only an end we could not write keeps us.
             if self.unrecorded.is_some() && matches!(self.phase, Phase::Recorded { .. } | Phase::Done) {
-                self.give_up_unrecorded("asked to stop (SIGTERM, SIGINT or SIGHUP)");
+                crate::supervise::unrecorded::give_up(self, "asked to stop (SIGTERM, SIGINT or SIGHUP)");
                 return;
             }
             let request = KillRequest { grace_ms: self.config.kill.grace_ms, force: false, caller_sweeps: false, caller_signalled_since: None };
@@ -466,7 +455,7 @@ impl Supervisor {
 
     fn advance_timers(&mut self) {
         self.flush_deferred_matches();
-        self.retry_unrecorded();
+        crate::supervise::unrecorded::retry(self);
         let now = Instant::now();
         if now >= self.procset.next_look {
             self.record_processes(false);

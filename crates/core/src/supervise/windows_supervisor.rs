@@ -38,6 +38,7 @@ use crate::supervise::matchers::{self, MatchEvent};
 use crate::supervise::restart::{self, BetweenRuns};
 use crate::supervise::pause::{self, Clocks, Paused, Pausing};
 use crate::supervise::kill::KillReason;
+use crate::supervise::unrecorded::{self, Unrecorded};
 use crate::supervise::{ending, notify, ready};
 use crate::os::{kill_windows, output_copy_windows, wait_windows};
 use std::os::windows::io::{AsHandle, OwnedHandle};
@@ -119,7 +120,10 @@ struct Supervisor {
     /// match, a restart): joined before we exit, so each is sent.
     errands: Vec<JoinHandle<()>>,
     /// Held for the job's life: the home this supervisor checked.
-    _held: crate::store::paths::HeldHome,
+    held: crate::store::paths::HeldHome,
+    /// The job's end when it could not be written (a read-only or full
+    /// disk): kept here, shown to readers, and written once it can be.
+    unrecorded: Option<Unrecorded>,
     /// The Job Object's members: held while paused, given `--nice`'s class.
     members: JobMembers,
     /// `pause`: what was left of the `--timeout` when it began (supervise/pause.rs).
@@ -254,7 +258,8 @@ impl Supervisor {
             last_exit: None,
             main_ended_at: None,
             errands: Vec::new(),
-            _held: held,
+            held,
+            unrecorded: None,
             members,
             paused: None,
             stdin,
@@ -345,9 +350,9 @@ impl Supervisor {
         }
         let end = ending::End { by: self.kill.as_ref().map_or(EndedBy::Itself, |kill| kill.reason.ended_by()), exit: self.last_exit.map(Exit::Code), ended_at, caller_records: false };
         if let ending::Recorded::Nowhere(error) = ending::record_end(self, end) {
-            // No reader is shown an end kept here (Unix's `publish_unrecorded`).
-            tracing::error!("run-bg supervisor {}: cannot record the job's end: {error}", self.job.id);
+            unrecorded::keep(self, error);
         }
+        self.keep_trying_unrecorded();
         // The output ends when the last process holding the pipe does.
         self.output.join();
         self.take_output_news();
@@ -503,6 +508,34 @@ impl ending::Ending for Supervisor {
 
     fn note_error(&self, message: &str) {
         tracing::error!("run-bg supervisor {}: {message}", self.job.id);
+    }
+}
+
+/// An end Windows could write nowhere is kept here (supervise/unrecorded.rs).
+impl unrecorded::Keeping for Supervisor {
+    fn kept(&mut self) -> &mut Option<Unrecorded> {
+        &mut self.unrecorded
+    }
+
+    fn held(&self) -> &crate::store::paths::HeldHome {
+        &self.held
+    }
+}
+
+impl Supervisor {
+    /// While an end could not be written, the supervisor stays, tries
+    /// again now and then, and copies the job's output meanwhile: it exits
+    /// once the end is written or can never be (supervise/unrecorded.rs).
+    fn keep_trying_unrecorded(&mut self) {
+        while let Some(next_try) = self.unrecorded.as_ref().map(|u| u.next_try) {
+            let limit = next_try.saturating_duration_since(Instant::now()) + Duration::from_millis(1);
+            // The doorbell is heard (a kill has nothing left to end), so a ring never spins the wait.
+            if wait_windows::wait(self.doorbell.as_handle(), self.output.wake.as_handle(), None, None, limit).failed {
+                std::thread::sleep(limit);
+            }
+            self.take_output_news();
+            unrecorded::retry(self);
+        }
     }
 }
 
