@@ -19,13 +19,12 @@ pub mod tie;
 pub mod ending;
 pub mod kill;
 pub mod unrecorded;
+pub mod phase;
 
 #[cfg(unix)]
 pub mod outpipe;
 #[cfg(unix)]
 pub mod supervisor;
-#[cfg(unix)]
-pub mod phase;
 #[cfg(unix)]
 pub mod output_copy;
 #[cfg(unix)]

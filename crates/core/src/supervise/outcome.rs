@@ -29,7 +29,7 @@ impl Supervisor {
         // the registry is then not read (all of it) for an earlier end.
         let caller_records = self.kill_looks_below_only();
         let ended_at = self.main_ended_at.unwrap_or_else(now_ms);
-        let end = ending::End { by, exit: Some(exit.into()), ended_at, caller_records };
+        let end = ending::End { by, exit: exit.recorded(), ended_at, caller_records };
         if let ending::Recorded::Nowhere(error) = ending::record_end(self, end) {
             unrecorded::keep(self, error);
         }

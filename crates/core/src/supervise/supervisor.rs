@@ -13,7 +13,7 @@
 //! in `memory.rs`.
 
 use crate::store::config::Config;
-use crate::model::job::{Exit, Job, ProcessIdentity};
+use crate::model::job::{Job, ProcessIdentity};
 use crate::store::logs::RotatingWriter;
 use crate::store::paths::{HeldHome, Home};
 use crate::os::procinfo;
@@ -543,7 +543,7 @@ impl Supervisor {
         if self.kill.as_ref().is_some_and(KillInProgress::ends_the_job) {
             return false;
         }
-        restart::step(self, Some(Exit::from(exit)))
+        restart::step(self, exit.recorded())
     }
 
     /// `restart::save_run`, with the home's hold refreshed first.

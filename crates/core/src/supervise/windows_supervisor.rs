@@ -25,7 +25,7 @@
 //! (os/nice_windows.rs); `--wake` registers its rule on a thread, as Unix's
 //! supervisor does.
 
-use crate::model::job::{EndedBy, Exit, Job, JobState};
+use crate::model::job::{EndedBy, Job, JobState};
 use crate::model::protocol::{KillRequest, KILL_REQUEST_FILE, READY_ERR, READY_OK};
 use crate::now_ms;
 use crate::os::job_watch_windows::JobMembers;
@@ -38,6 +38,7 @@ use crate::supervise::matchers::{self, MatchEvent};
 use crate::supervise::restart::{self, BetweenRuns};
 use crate::supervise::pause::{self, Clocks, Paused, Pausing};
 use crate::supervise::kill::KillReason;
+use crate::supervise::phase::{MainExit, Phase};
 use crate::supervise::unrecorded::{self, Unrecorded};
 use crate::supervise::{ending, notify, ready};
 use crate::os::{kill_windows, output_copy_windows, wait_windows};
@@ -96,6 +97,9 @@ struct Supervisor {
     job: Job,
     /// The current run's main process; none between two runs (`--restart`).
     main: Option<std::process::Child>,
+    /// Where the job is in its life: its main process running, ended (and
+    /// how), its end recorded (supervise/phase.rs).
+    phase: Phase,
     /// The console process group of the current (or the last) run: its main
     /// process's pid, which what that run left still belongs to.
     group: u32,
@@ -111,8 +115,6 @@ struct Supervisor {
     /// `--restart`: the schedule, where the job is between two runs, and
     /// when the current run started (supervise/restart.rs).
     runs: restart::Runs<Cleanup>,
-    /// The last run's exit code, once it has ended.
-    last_exit: Option<i32>,
     /// When the main process ended (ms since the epoch): the job's `endedAt`;
     /// cleared when a restart follows (an end between runs is when it happens).
     main_ended_at: Option<u64>,
@@ -255,7 +257,7 @@ impl Supervisor {
             kill: None,
             watch,
             runs,
-            last_exit: None,
+            phase: Phase::Running,
             main_ended_at: None,
             errands: Vec::new(),
             held,
@@ -274,7 +276,7 @@ impl Supervisor {
         loop {
             self.take_output_news();
             // A run has ended: the job ends with it, or runs again (`--restart`).
-            if self.main.is_none() && (self.kill.is_some() || !self.restart_step()) {
+            if !self.phase.main_running() && (self.kill.is_some() || !self.restart_step()) {
                 break;
             }
             let now = Instant::now();
@@ -348,7 +350,8 @@ impl Supervisor {
                 self.job.wake = Some(wake);
             }
         }
-        let end = ending::End { by: self.kill.as_ref().map_or(EndedBy::Itself, |kill| kill.reason.ended_by()), exit: self.last_exit.map(Exit::Code), ended_at, caller_records: false };
+        let end = ending::End { by: self.kill.as_ref().map_or(EndedBy::Itself, |kill| kill.reason.ended_by()), exit: self.phase.main_exit().and_then(MainExit::recorded), ended_at, caller_records: false };
+        self.phase = self.phase.recorded();
         if let ending::Recorded::Nowhere(error) = ending::record_end(self, end) {
             unrecorded::keep(self, error);
         }
@@ -362,6 +365,8 @@ impl Supervisor {
             self.on_watch_events(events);
         }
         self.output.with_sink(RotatingWriter::join_deleter);
+        // Nothing of the job writes any more, and no child of ours is left.
+        self.phase = self.phase.settle(false);
         for errand in std::mem::take(&mut self.errands) {
             let _ = errand.join();
         }
@@ -369,7 +374,9 @@ impl Supervisor {
 
     fn main_ended(&mut self) {
         let Some(mut main) = self.main.take() else { return };
-        self.last_exit = main.wait().ok().and_then(|s| s.code());
+        let exit = MainExit::from_wait(main.wait().ok().and_then(|s| s.code()), None).unwrap_or(MainExit::Unread);
+        // No child of ours to reap: what the run left is in the Job Object.
+        self.phase = self.phase.main_reaped(exit).no_children();
         self.main_ended_at = Some(now_ms());
     }
 
@@ -430,7 +437,7 @@ impl Supervisor {
         self.kill = Some(Kill::begin(reason, &request, now));
         // Between two runs no run is left to ask: the job ends now, and
         // what the ended run left (being ended before a restart) with it.
-        if request.force || request.grace_ms == 0 || self.main.is_none() {
+        if request.force || request.grace_ms == 0 || !self.phase.main_running() {
             self.terminate(crate::model::signals::SIGKILL);
             self.end_pause_for_kill();
             return;
@@ -474,7 +481,7 @@ impl Supervisor {
         let Some(mut watch) = self.watch.take() else { return };
         let mut events = Vec::new();
         let job_object = &self.job_object;
-        watch.tick(self.main.is_some(), &|| windows_job::process_ids(job_object), &mut events);
+        watch.tick(self.phase.main_running(), &|| windows_job::process_ids(job_object), &mut events);
         self.watch = Some(watch);
         self.on_watch_events(events);
     }
@@ -579,7 +586,7 @@ impl Supervisor {
         if self.runs.restarter.is_none() {
             return false;
         }
-        restart::step(self, self.last_exit.map(Exit::Code))
+        restart::step(self, self.phase.main_exit().and_then(MainExit::recorded))
     }
 
     /// Asks what the ended run left in the Job Object to stop (CTRL_BREAK to
@@ -609,6 +616,7 @@ impl Supervisor {
         };
         self.group = main.id();
         self.main = Some(main);
+        self.phase = self.phase.restarted();
         self.job.main = Some(identity);
         self.runs.run_started();
         if self.job.ready.is_some() {
@@ -707,7 +715,7 @@ impl Pausing for Supervisor {
     }
 
     fn ending(&self) -> bool {
-        self.kill.is_some() || (self.main.is_none() && self.runs.between.is_none())
+        self.kill.is_some() || (!self.phase.main_running() && self.runs.between.is_none())
     }
 
     fn hold_tree(&mut self) {
