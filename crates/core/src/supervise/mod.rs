@@ -19,6 +19,7 @@ pub mod tie;
 pub mod ending;
 pub mod kill;
 pub mod unrecorded;
+pub mod requests;
 pub mod phase;
 
 #[cfg(unix)]

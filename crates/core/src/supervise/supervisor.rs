@@ -18,7 +18,7 @@ use crate::store::logs::RotatingWriter;
 use crate::store::paths::{HeldHome, Home};
 use crate::os::procinfo;
 use crate::supervise::tie;
-use crate::model::protocol::{KillRequest, KILL_REQUEST_FILE, SUPERVISOR_MARK};
+use crate::model::protocol::{KillRequest, SUPERVISOR_MARK};
 use crate::store::registry::Registry;
 use crate::os::tree::{self, Tree};
 use crate::{supervise::notify, now_ms, supervise::outpipe};
@@ -357,8 +357,7 @@ impl Supervisor {
 
     /// The request `kill` left in the job's directory, if any.
     fn read_kill_request(&self) -> Option<KillRequest> {
-        let path = self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE);
-        crate::store::paths::read_file(&path).ok().and_then(|b| serde_json::from_slice::<KillRequest>(&b).ok())
+        crate::supervise::requests::kill_request(&self.home, &self.job.id)
     }
 
     /// Reaps every exited child: the main process and any adopted descendant.

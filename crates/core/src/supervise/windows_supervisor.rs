@@ -26,7 +26,7 @@
 //! supervisor does.
 
 use crate::model::job::{EndedBy, Job, JobState};
-use crate::model::protocol::{KillRequest, KILL_REQUEST_FILE, READY_ERR, READY_OK};
+use crate::model::protocol::{KillRequest, READY_ERR, READY_OK};
 use crate::now_ms;
 use crate::os::job_watch_windows::JobMembers;
 use crate::os::windows_job;
@@ -104,7 +104,10 @@ struct Supervisor {
     /// process's pid, which what that run left still belongs to.
     group: u32,
     job_object: OwnedHandle,
+    /// Rung after a request is left beside the job (`kill`, `pause`, `resume`).
     doorbell: OwnedHandle,
+    /// Rung for a stop (Unix's SIGTERM to the supervisor: os/windows.rs).
+    stop_bell: OwnedHandle,
     tie: Tied,
     output: Output,
     timeout_at: Option<Instant>,
@@ -196,6 +199,10 @@ impl Supervisor {
             Ok(handle) => handle,
             Err(e) => return Err(fail(job, format!("cannot create the kill doorbell: {e}"))),
         };
+        let stop_bell = match windows_job::create_manual_event(&windows_job::stop_bell_name(&supervisor)) {
+            Ok(handle) => handle,
+            Err(e) => return Err(fail(job, format!("cannot create the stop bell: {e}"))),
+        };
         let mut output = match Output::new(log) {
             Ok(output) => output,
             Err(e) => return Err(fail(job, format!("cannot create the output's wake-up event: {e}"))),
@@ -251,6 +258,7 @@ impl Supervisor {
             main: Some(main),
             job_object,
             doorbell,
+            stop_bell,
             tie,
             output,
             timeout_at,
@@ -312,7 +320,7 @@ impl Supervisor {
             // A millisecond more so we wake after a deadline, not a hair before it.
             let limit = next.map_or(Duration::from_secs(3600), |at| at.saturating_duration_since(now) + Duration::from_millis(1));
             let woken = wait_windows::wait(
-                self.doorbell.as_handle(),
+                self.doorbells(),
                 self.output.wake.as_handle(),
                 self.main.as_ref().map(AsHandle::as_handle),
                 match &self.tie {
@@ -403,22 +411,28 @@ impl Supervisor {
         }
     }
 
+    /// Both doorbells (`wait_windows::wait`).
+    fn doorbells(&self) -> [std::os::windows::io::BorrowedHandle<'_>; 2] {
+        [self.doorbell.as_handle(), self.stop_bell.as_handle()]
+    }
+
     /// `kill`, `pause` and `resume` ring the doorbell after leaving their
-    /// request beside the job. A ring with neither request is a kill (one
-    /// whose request could not be written), and a kill goes first.
+    /// request beside the job, and only a request left counts, as on Unix
+    /// (a ring that finds none, one that came after its request was taken
+    /// at an earlier ring, is nothing); the stop bell is a kill with the
+    /// configured grace (`kill` rings it when it could not write its request).
     fn on_doorbell(&mut self) {
-        let path = self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE);
-        let request: Option<KillRequest> = std::fs::read(&path).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok());
-        let pause = pause::take_request(&self.home, &self.job.id);
-        if request.is_none() && !path.exists() {
-            if let Some(pause) = pause {
-                pause::act_on(self, pause);
-                return;
-            }
+        self.held.refresh();
+        if let Some(request) = crate::supervise::requests::kill_request(&self.home, &self.job.id) {
+            // Windows's supervisor looks at its Job Object alone: no caller sweeps for it.
+            self.begin_kill(KillReason::Requested, KillRequest { caller_sweeps: false, caller_signalled_since: None, ..request });
         }
-        // Windows's supervisor looks at its Job Object alone: no caller sweeps for it.
-        let request = request.map_or_else(|| self.default_kill(), |r| KillRequest { caller_sweeps: false, caller_signalled_since: None, ..r });
-        self.begin_kill(KillReason::Requested, request);
+        if let Some(request) = pause::take_request(&self.home, &self.job.id) {
+            pause::act_on(self, request);
+        }
+        if windows_job::take(&self.stop_bell) {
+            self.begin_kill(KillReason::Requested, self.default_kill());
+        }
     }
 
     /// A kill's start; a later request can only bring the end forward (a
@@ -537,8 +551,14 @@ impl Supervisor {
         while let Some(next_try) = self.unrecorded.as_ref().map(|u| u.next_try) {
             let limit = next_try.saturating_duration_since(Instant::now()) + Duration::from_millis(1);
             // The doorbell is heard (a kill has nothing left to end), so a ring never spins the wait.
-            if wait_windows::wait(self.doorbell.as_handle(), self.output.wake.as_handle(), None, None, limit).failed {
+            let woken = wait_windows::wait(self.doorbells(), self.output.wake.as_handle(), None, None, limit);
+            if woken.failed {
                 std::thread::sleep(limit);
+            }
+            // Asked to stop: only this end keeps us, as on Unix.
+            if woken.doorbell && windows_job::take(&self.stop_bell) {
+                unrecorded::give_up(self, "asked to stop (its stop bell)");
+                return;
             }
             self.take_output_news();
             unrecorded::retry(self);
