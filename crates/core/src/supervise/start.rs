@@ -327,15 +327,8 @@ impl Supervisor {
         self.job.main = Some(procinfo::identify_exactly(pid as u32).unwrap_or(ProcessIdentity::from_stat(pid as u32, 0)));
         self.phase = self.phase.restarted();
         self.runs.run_started();
-        if self.job.ready.is_some() {
-            // A new run serves only once it says so again: readiness is
-            // watched afresh (and `wait --ready` waits again).
-            self.job.ready_at = None;
-            self.job.ready_blocked = None;
-            self.watch = ready::Watch::new(&self.job, &self.config);
-            if self.watch.as_ref().is_some_and(ready::Watch::needs_lines) {
-                self.splice = None;
-            }
+        if ready::new_run(&mut self.job, &self.config, &mut self.watch) && self.watch.as_ref().is_some_and(ready::Watch::needs_lines) {
+            self.splice = None;
         }
         self.save_run();
         true

@@ -566,11 +566,7 @@ impl Supervisor {
     /// Waits for the wake rule's registration, if it still runs: bounded by
     /// notify.timeout_ms (and a brief registry wait).
     pub(super) fn join_wake_registration(&mut self) {
-        if let Some(registering) = self.wake_thread.take() {
-            if let Ok(Some(wake)) = registering.join() {
-                self.job.wake = Some(wake);
-            }
-        }
+        crate::supervise::wake::join_registration(&mut self.wake_thread, &mut self.job);
     }
 
     /// Before any fork whose child runs ordinary Rust code (a launch, a

@@ -353,11 +353,7 @@ impl Supervisor {
             let _ = kill_windows::force(&self.job_object, None, crate::model::signals::SIGKILL);
         }
         self.take_output_news();
-        if let Some(registering) = self.wake_thread.take() {
-            if let Ok(Some(wake)) = registering.join() {
-                self.job.wake = Some(wake);
-            }
-        }
+        crate::supervise::wake::join_registration(&mut self.wake_thread, &mut self.job);
         let end = ending::End { by: self.kill.as_ref().map_or(EndedBy::Itself, |kill| kill.reason.ended_by()), exit: self.phase.main_exit().and_then(MainExit::recorded), ended_at, caller_records: false };
         self.phase = self.phase.recorded();
         if let ending::Recorded::Nowhere(error) = ending::record_end(self, end) {
@@ -388,12 +384,13 @@ impl Supervisor {
         self.main_ended_at = Some(now_ms());
     }
 
+    /// The process the job is tied to ended: the tree goes, as on `kill`.
     fn fire_tie(&mut self) {
         self.tie = Tied::No;
-        if let Some(tie) = &mut self.job.tie {
-            tie.fired_at.get_or_insert_with(now_ms);
+        if let Some(reason) = crate::supervise::tie::fire(&mut self.job.tie) {
+            tracing::info!("run-bg supervisor {}: killing the job: {reason}", self.job.id);
+            self.begin_kill(KillReason::Tie, self.default_kill());
         }
-        self.begin_kill(KillReason::Tie, self.default_kill());
     }
 
     /// A kill with the configured grace period.
@@ -639,12 +636,7 @@ impl Supervisor {
         self.phase = self.phase.restarted();
         self.job.main = Some(identity);
         self.runs.run_started();
-        if self.job.ready.is_some() {
-            // A new run serves only once it says so again: readiness is
-            // watched afresh (and `wait --ready` waits again).
-            self.job.ready_at = None;
-            self.job.ready_blocked = None;
-            self.watch = ready::Watch::new(&self.job, &self.config);
+        if ready::new_run(&mut self.job, &self.config, &mut self.watch) {
             self.output.want_lines(self.watch.as_ref().is_some_and(ready::Watch::needs_lines));
         }
         self.save_run();
