@@ -373,6 +373,9 @@ fn pidfd_send_signal(fd: &OwnedFd, signal: i32) -> libc::c_long {
     unsafe { libc::syscall(libc::SYS_pidfd_send_signal, fd.as_raw_fd(), signal, std::ptr::null::<libc::siginfo_t>(), 0) }
 }
 
+/// What `publish_unrecorded` holds: the memory file, there while it is open.
+pub type UnrecordedShown = OwnedFd;
+
 /// The name of the memory file a supervisor keeps an unrecorded end in.
 const UNRECORDED_NAME: &str = "proc-manager-unrecorded-end";
 
@@ -381,7 +384,7 @@ const UNRECORDED_NAME: &str = "proc-manager-unrecorded-end";
 /// open by the supervisor, read through `/proc/<pid>/fd` (`read_unrecorded`).
 /// Nobody else can place a file among another process's descriptors, so
 /// what is found there is the supervisor's. Gone when the fd is dropped.
-pub fn publish_unrecorded(bytes: &[u8]) -> std::io::Result<Option<OwnedFd>> {
+pub fn publish_unrecorded(bytes: &[u8]) -> std::io::Result<Option<UnrecordedShown>> {
     let fd = rustix::fs::memfd_create(UNRECORDED_NAME, rustix::fs::MemfdFlags::CLOEXEC)?;
     let mut written = 0;
     while written < bytes.len() {

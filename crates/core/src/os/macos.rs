@@ -263,9 +263,12 @@ pub fn pidfd_inode(_fd: &OwnedFd) -> Option<u64> {
     None
 }
 
+/// Never made here (`publish_unrecorded`).
+pub type UnrecordedShown = OwnedFd;
+
 /// No memory file to show an unrecorded end through here: readers see the
 /// job running until its supervisor can write the end.
-pub fn publish_unrecorded(_bytes: &[u8]) -> std::io::Result<Option<OwnedFd>> {
+pub fn publish_unrecorded(_bytes: &[u8]) -> std::io::Result<Option<UnrecordedShown>> {
     Ok(None)
 }
 

@@ -66,6 +66,9 @@ pub mod nice_windows;
 /// `--stdin pipe` and `send` on Windows: a named pipe in place of the FIFO.
 #[cfg(windows)]
 pub mod stdin_pipe_windows;
+/// An end its supervisor could not write, shown to readers on Windows (a named section).
+#[cfg(windows)]
+pub mod unrecorded_windows;
 /// Windows's process table read with Toolhelp32 and a least-rights handle
 /// per process.
 #[cfg(windows)]

@@ -486,9 +486,9 @@ pub fn polite_stray_signal() -> Option<i32> {
 }
 
 /// How `kill` rings a supervisor whose kill request could not be written:
-/// the doorbell still (the supervisor then uses its configured grace); any
-/// other "signal" here would terminate the supervisor and leave its job.
-pub const DOORBELL_FALLBACK: i32 = crate::model::signals::SIGUSR1;
+/// SIGTERM, its stop bell (`signal_pinned`), which it takes as a kill with
+/// the configured grace, as on Unix.
+pub const DOORBELL_FALLBACK: i32 = crate::model::signals::SIGTERM;
 
 /// Whether a process's parent pid can name a dead parent (whose pid may be
 /// reused): yes, Windows keeps the creator's pid.

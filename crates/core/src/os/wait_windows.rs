@@ -1,7 +1,8 @@
 //! Windows's wait for a supervisor's loop (what woke it: os/wait.rs): one
-//! `WaitForMultipleObjects` on the kill doorbell (a named event), the
-//! output's news (an event its copying threads set), the main process and
-//! the tied process.
+//! `WaitForMultipleObjects` on the doorbells (two named events: requests
+//! left beside the job, and the stop bell, told apart by the supervisor as
+//! Unix's tells its signal flags apart), the output's news (an event its
+//! copying threads set), the main process and the tied process.
 
 use crate::os::wait::Woken;
 use crate::os::windows_job::{self, Woken as Handle};
@@ -9,13 +10,14 @@ use std::os::windows::io::BorrowedHandle;
 use std::time::Duration;
 
 /// Sleeps until one handle is signalled or `limit` has passed; says which.
-pub fn wait(doorbell: BorrowedHandle, output: BorrowedHandle, main: Option<BorrowedHandle>, tie: Option<BorrowedHandle>, limit: Duration) -> Woken {
+pub fn wait(doorbells: [BorrowedHandle; 2], output: BorrowedHandle, main: Option<BorrowedHandle>, tie: Option<BorrowedHandle>, limit: Duration) -> Woken {
     let has_main = main.is_some();
-    let handles: Vec<BorrowedHandle> = [Some(doorbell), Some(output), main, tie].into_iter().flatten().collect();
+    let [doorbell, stop] = doorbells;
+    let handles: Vec<BorrowedHandle> = [Some(doorbell), Some(stop), Some(output), main, tie].into_iter().flatten().collect();
     match windows_job::wait_any(&handles, limit) {
-        Handle::Handle(0) => Woken { doorbell: true, ..Woken::default() },
-        Handle::Handle(1) => Woken { output: true, ..Woken::default() },
-        Handle::Handle(2) if has_main => Woken { main_ended: true, ..Woken::default() },
+        Handle::Handle(0 | 1) => Woken { doorbell: true, ..Woken::default() },
+        Handle::Handle(2) => Woken { output: true, ..Woken::default() },
+        Handle::Handle(3) if has_main => Woken { main_ended: true, ..Woken::default() },
         Handle::Handle(_) => Woken { tie: true, ..Woken::default() },
         Handle::TimedOut => Woken::default(),
         Handle::Failed => Woken { failed: true, ..Woken::default() },

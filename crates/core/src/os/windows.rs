@@ -195,7 +195,8 @@ pub fn wait_handle(handle: &OwnedHandle, limit: std::time::Duration) -> bool {
 
 /// Signals the recorded process through a handle opened first and an
 /// identity checked after, so a reused pid is never hit. Windows has no
-/// signals: a check (0) is a check, SIGUSR1 rings a supervisor's doorbell,
+/// signals: a check (0) is a check, SIGUSR1 rings a supervisor's doorbell
+/// and SIGTERM, SIGINT and SIGHUP its stop bell,
 /// SIGSTOP and SIGCONT suspend and resume the process (`resume` of a job
 /// paused when its supervisor died), and everything else ends the process,
 /// as only a console's control events (sent to a job's group by its
@@ -224,6 +225,12 @@ pub fn signal_pinned(who: &ProcessIdentity, signal: i32) -> Option<SignalOutcome
             true => SignalOutcome::Sent,
             false => SignalOutcome::Failed("it has no kill doorbell (not a run-bg supervisor)".into()),
         });
+    }
+    // A supervisor's stop bell, where Unix would send it SIGTERM; any other
+    // process has none and is ended below.
+    let stops = [sig::SIGTERM, sig::SIGINT, sig::SIGHUP].contains(&signal);
+    if stops && crate::os::windows_job::set_event(&crate::os::windows_job::stop_bell_name(who)) {
+        return Some(SignalOutcome::Sent);
     }
     if signal == sig::SIGSTOP || signal == sig::SIGCONT {
         let done = match signal == sig::SIGSTOP {
@@ -275,9 +282,7 @@ pub fn pidfd_inode(_handle: &OwnedHandle) -> Option<u64> {
     None
 }
 
-pub fn read_unrecorded(_pid: u32) -> Option<Vec<u8>> {
-    None
-}
+pub use crate::os::unrecorded_windows::{publish_unrecorded, read_unrecorded, UnrecordedShown};
 
 pub use crate::os::timed_dir_watch::DirWatcher;
 

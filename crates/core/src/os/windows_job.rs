@@ -11,7 +11,7 @@
 //! found by its recorded processes and their descendants instead (see
 //! `verbs::kill`), which is what a dead supervisor leaves on Unix too.
 
-use std::os::windows::io::{AsRawHandle, BorrowedHandle, FromRawHandle, OwnedHandle};
+use std::os::windows::io::{AsHandle, AsRawHandle, BorrowedHandle, FromRawHandle, OwnedHandle};
 use windows_sys::Win32::Foundation::{GetLastError, HANDLE, WAIT_OBJECT_0};
 use windows_sys::Win32::System::Console::{GenerateConsoleCtrlEvent, CTRL_BREAK_EVENT};
 use windows_sys::Win32::System::JobObjects::{
@@ -19,7 +19,7 @@ use windows_sys::Win32::System::JobObjects::{
     JobObjectBasicAccountingInformation, JobObjectBasicProcessIdList, JOBOBJECT_BASIC_ACCOUNTING_INFORMATION,
 };
 use windows_sys::Win32::System::SystemServices::{JOB_OBJECT_QUERY, JOB_OBJECT_TERMINATE};
-use windows_sys::Win32::System::Threading::{CreateEventW, OpenEventW, SetEvent, WaitForMultipleObjects, EVENT_MODIFY_STATE};
+use windows_sys::Win32::System::Threading::{CreateEventW, OpenEventW, ResetEvent, SetEvent, WaitForMultipleObjects, EVENT_MODIFY_STATE};
 
 fn wide(text: &str) -> Vec<u16> {
     text.encode_utf16().chain(std::iter::once(0)).collect()
@@ -155,6 +155,14 @@ pub fn create_event(name: &str) -> std::io::Result<OwnedHandle> {
     owned(unsafe { CreateEventW(std::ptr::null(), 0, 0, name.as_ptr()) })
 }
 
+/// A manual-reset event named `name`: a wait that wakes on it among others
+/// leaves it set, so the waiter can tell it was this one (`take`).
+pub fn create_manual_event(name: &str) -> std::io::Result<OwnedHandle> {
+    let name = wide(name);
+    // SAFETY: a NUL-terminated name that lives across the call; default security.
+    owned(unsafe { CreateEventW(std::ptr::null(), 1, 0, name.as_ptr()) })
+}
+
 /// An auto-reset event of this process's own, unnamed: a thread of ours
 /// sets it (`set`) to wake a wait on it.
 pub fn create_private_event() -> std::io::Result<OwnedHandle> {
@@ -243,6 +251,27 @@ pub fn doorbell_name(supervisor: &crate::model::job::ProcessIdentity) -> String 
     format!("Local\\proc-manager-supervisor-{}-{}-kill", supervisor.pid, supervisor.start_ticks)
 }
 
+/// The name of a supervisor's stop bell, Unix's SIGTERM to it: a kill with
+/// the configured grace, or, once the job's end is recorded, giving up an
+/// end that cannot be written. Rung by `signal_pinned` for SIGTERM, SIGINT
+/// and SIGHUP, so that `kill`, when it could not write its request, rings
+/// it as it signals a Unix supervisor (`sys::DOORBELL_FALLBACK`).
+pub fn stop_bell_name(supervisor: &crate::model::job::ProcessIdentity) -> String {
+    format!("Local\\proc-manager-supervisor-{}-{}-stop", supervisor.pid, supervisor.start_ticks)
+}
+
+/// Whether `event` (manual-reset, ours: `create_manual_event`) is set,
+/// resetting it: how a wait that woke on one of several events tells that
+/// it was this one (a wait resets the auto-reset event that woke it).
+pub fn take(event: &OwnedHandle) -> bool {
+    if !matches!(wait_any(&[event.as_handle()], std::time::Duration::ZERO), Woken::Handle(0)) {
+        return false;
+    }
+    // SAFETY: a live event handle of ours (created with every access).
+    unsafe { ResetEvent(event.as_raw_handle() as HANDLE) };
+    true
+}
+
 /// Keeps console control events (Ctrl+C, Ctrl+Break, a console's close)
 /// from ending this process: the supervisor sends CTRL_BREAK_EVENT to its
 /// job's group on the console they share, and must outlive it. Handlers are
@@ -277,5 +306,28 @@ mod tests {
         }
         assert_eq!(active_processes(&job), Some(0));
         assert_eq!(process_ids(&job), Vec::<u32>::new());
+    }
+
+    /// A supervisor's two bells: SIGUSR1 rings the doorbell and SIGTERM the
+    /// stop bell (`signal_pinned`), and a wait woken by either can tell the
+    /// stop bell rang. Before the stop bell, SIGTERM ended the process: here,
+    /// the test's own.
+    #[test]
+    fn a_stop_is_told_apart_from_a_ring_of_the_doorbell() {
+        use crate::model::signals::{SIGTERM, SIGUSR1};
+        use crate::os::procinfo::SignalOutcome;
+        use std::time::Duration;
+        let me = crate::os::platform::identify(std::process::id()).expect("our own identity");
+        let doorbell = create_event(&doorbell_name(&me)).unwrap();
+        let stop = create_manual_event(&stop_bell_name(&me)).unwrap();
+        let bells = [doorbell.as_handle(), stop.as_handle()];
+        assert!(matches!(crate::os::platform::signal_pinned(&me, SIGUSR1), Some(SignalOutcome::Sent)));
+        assert!(matches!(wait_any(&bells, Duration::from_secs(5)), Woken::Handle(0)));
+        assert!(!take(&stop), "a ring of the doorbell is no stop");
+        assert!(matches!(crate::os::platform::signal_pinned(&me, SIGTERM), Some(SignalOutcome::Sent)), "SIGTERM rings the stop bell");
+        assert!(matches!(wait_any(&bells, Duration::from_secs(5)), Woken::Handle(1)));
+        assert!(take(&stop), "the wait left the stop bell set, for the waiter to see");
+        assert!(!take(&stop), "taken once");
+        assert!(matches!(wait_any(&bells, Duration::ZERO), Woken::TimedOut));
     }
 }

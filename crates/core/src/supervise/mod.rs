@@ -18,13 +18,14 @@ pub mod wake;
 pub mod tie;
 pub mod ending;
 pub mod kill;
+pub mod unrecorded;
+pub mod requests;
+pub mod phase;
 
 #[cfg(unix)]
 pub mod outpipe;
 #[cfg(unix)]
 pub mod supervisor;
-#[cfg(unix)]
-pub mod phase;
 #[cfg(unix)]
 pub mod output_copy;
 #[cfg(unix)]

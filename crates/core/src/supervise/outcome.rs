@@ -1,22 +1,15 @@
 //! The supervisor's end of a job: recording its outcome (in its job.json,
-//! then the registry), announcing it, and keeping an end that cannot be
-//! written yet until it can.
+//! then the registry) and announcing it; an end that cannot be written yet
+//! is kept until it can (supervise/unrecorded.rs).
 
 use crate::model::job::{EndedBy, Job};
-use crate::model::protocol::KILL_REQUEST_FILE;
 use crate::now_ms;
 use crate::store::config::Config;
-use crate::store::paths::Home;
-use crate::store::registry::{Patience, Registry};
-use crate::supervise::supervisor::{Supervisor, Unrecorded};
+use crate::store::paths::{HeldHome, Home};
+use crate::store::registry::Registry;
+use crate::supervise::supervisor::Supervisor;
+use crate::supervise::unrecorded::{self, Unrecorded};
 use crate::supervise::{ending, notify};
-use std::time::{Duration, Instant};
-
-/// The first retry of an unrecorded end comes this soon, then ever less
-/// often, up to `RETRY_LONGEST_PAUSE`: a disk remounted writable is noticed
-/// within seconds, at the cost of two failed opens per try meanwhile.
-const RETRY_FIRST_PAUSE: Duration = Duration::from_millis(100);
-const RETRY_LONGEST_PAUSE: Duration = Duration::from_secs(2);
 
 impl Supervisor {
     pub(super) fn record_end(&mut self) {
@@ -36,101 +29,12 @@ impl Supervisor {
         // the registry is then not read (all of it) for an earlier end.
         let caller_records = self.kill_looks_below_only();
         let ended_at = self.main_ended_at.unwrap_or_else(now_ms);
-        let end = ending::End { by, exit: Some(exit.into()), ended_at, caller_records };
+        let end = ending::End { by, exit: exit.recorded(), ended_at, caller_records };
         if let ending::Recorded::Nowhere(error) = ending::record_end(self, end) {
-            self.keep_unrecorded(error);
+            unrecorded::keep(self, error);
         }
         self.report_record_failure();
     }
-
-
-    /// Keeps the end that could be written nowhere (a read-only home, a full
-    /// disk without the room job.json reserved), shows it to readers, and
-    /// tries again now and then (`retry_unrecorded`): the same path as the
-    /// first write, whatever the error was.
-    fn keep_unrecorded(&mut self, error: String) {
-        self.note_error(&format!("cannot record the job's end ({error}); keeping it here and trying again until it can be written"));
-        let shown = crate::model::protocol::UnrecordedEnd { job: self.job.clone(), error: error.clone() };
-        let shown = serde_json::to_vec(&shown).ok().and_then(|bytes| match crate::os::platform::publish_unrecorded(&bytes) {
-            Ok(fd) => fd,
-            Err(e) => {
-                self.note_error(&format!("cannot show the unrecorded end to readers: {e}"));
-                None
-            }
-        });
-        let now = Instant::now();
-        self.unrecorded = Some(Unrecorded { error, since: now, next_try: now + RETRY_FIRST_PAUSE, pause: RETRY_FIRST_PAUSE, _shown: shown });
-    }
-
-    /// Why an end kept unwritten can never be written, if it cannot: the home
-    /// we hold was removed (no name leads to it any more), or the job's
-    /// directory was and the registry no longer knows the job. Retrying for
-    /// ever would keep us alive for nothing.
-    fn end_has_nowhere_to_go(&self) -> Option<String> {
-        if self.held.removed() {
-            return Some(format!("the home {} was removed", self.home.root.display()));
-        }
-        let job_dir = self.home.job_dir(&self.job.id);
-        let dir_gone = std::fs::symlink_metadata(&job_dir).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
-        if dir_gone && matches!(self.registry.get(&self.job.id), Err(crate::Error::UnknownJob(_))) {
-            return Some(format!("its directory {} was removed and the registry no longer knows it", self.home.shown(&job_dir).display()));
-        }
-        None
-    }
-
-    /// Lets go of an end that could not be written, saying what it was: we
-    /// then exit as soon as nothing else of the job keeps us.
-    pub(super) fn give_up_unrecorded(&mut self, why: &str) {
-        if let Some(unrecorded) = self.unrecorded.take() {
-            self.note_error(&format!(
-                "giving up recording the job's end ({}, {}), unwritten for {:.1} s ({}): {why}",
-                self.job.status(),
-                crate::model::job::how_it_ended(&self.job),
-                unrecorded.since.elapsed().as_secs_f64(),
-                unrecorded.error
-            ));
-        }
-    }
-
-    /// Writes the kept end when its time to try has come: job.json (which
-    /// readers prefer), else the registry. Once written, the queue's slot is
-    /// handed on, as after any end.
-    pub(super) fn retry_unrecorded(&mut self) {
-        let Some(unrecorded) = &mut self.unrecorded else { return };
-        let now = Instant::now();
-        if now < unrecorded.next_try {
-            return;
-        }
-        unrecorded.pause = (unrecorded.pause * 2).min(RETRY_LONGEST_PAUSE);
-        unrecorded.next_try = now + unrecorded.pause;
-        if let Some(why) = self.end_has_nowhere_to_go() {
-            self.give_up_unrecorded(&why);
-            return;
-        }
-        self.held.refresh();
-        let job = self.job.clone();
-        let in_job_file = self.registry.write_job_file(&job, true);
-        let in_registry = self.registry.modify_with(Patience::Brief, &job.id, |stored| {
-            // An end recorded by someone else meanwhile stands.
-            if !stored.status().is_final() {
-                *stored = Job { seen_at: stored.seen_at, ..job.clone() };
-            }
-        });
-        if in_job_file.is_err() && in_registry.is_err() {
-            return;
-        }
-        if let Some(unrecorded) = self.unrecorded.take() {
-            tracing::info!(
-                "run-bg supervisor {}: recorded the job's end {:.1} s late (it could not be written: {})",
-                self.job.id,
-                unrecorded.since.elapsed().as_secs_f64(),
-                unrecorded.error
-            );
-        }
-        let _ = std::fs::remove_file(self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE));
-        ending::hand_on_slot(&self.home, &self.config);
-    }
-
 }
 
 /// What Unix does its own way when an end is recorded (ending::record_end).
@@ -165,5 +69,16 @@ impl ending::Ending for Supervisor {
             return Ok(());
         }
         self.registry.write_job_file(&self.job, durable)
+    }
+}
+
+/// An end Unix could write nowhere is kept here (supervise/unrecorded.rs).
+impl unrecorded::Keeping for Supervisor {
+    fn kept(&mut self) -> &mut Option<Unrecorded> {
+        &mut self.unrecorded
+    }
+
+    fn held(&self) -> &HeldHome {
+        &self.held
     }
 }

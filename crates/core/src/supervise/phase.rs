@@ -1,13 +1,19 @@
 //! Where the supervisor is in a job's life (`Phase`), and how the main
-//! process ended (`MainExit`): each step only goes forward.
+//! process ended (`MainExit`): each step only goes forward. The same on
+//! every platform; on Windows no child of ours is left to reap once the
+//! main process has ended (what it left is in the Job Object, not ours).
 
 use crate::model::job::{signal_name, Exit};
 
-/// How the main process ended, as `waitpid` reported it.
+/// How the main process ended, as `waitpid` (or Windows's exit code) reported it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum MainExit {
     Code(i32),
     Signal(i32),
+    /// Ended, but how could not be read (Windows: its exit code; `waitpid`
+    /// always says).
+    #[cfg_attr(unix, allow(dead_code))]
+    Unread,
 }
 
 impl MainExit {
@@ -19,12 +25,13 @@ impl MainExit {
 
 }
 
-/// How the job records it: a signal by its name.
-impl From<MainExit> for Exit {
-    fn from(exit: MainExit) -> Exit {
-        match exit {
-            MainExit::Code(code) => Exit::Code(code),
-            MainExit::Signal(signal) => Exit::Signal(signal_name(signal)),
+impl MainExit {
+    /// How the job records it: a signal by its name; `None` when unread.
+    pub(super) fn recorded(self) -> Option<Exit> {
+        match self {
+            MainExit::Code(code) => Some(Exit::Code(code)),
+            MainExit::Signal(signal) => Some(Exit::Signal(signal_name(signal))),
+            MainExit::Unread => None,
         }
     }
 }
@@ -68,7 +75,9 @@ impl Phase {
         }
     }
 
-    /// A child of ours was forked (the notifier).
+    /// A child of ours was forked (the notifier). Windows forks none: its
+    /// notifiers are threads, joined before it exits.
+    #[cfg_attr(windows, allow(dead_code))]
     pub(super) fn child_started(self) -> Phase {
         match self {
             Phase::MainExited { exit, .. } => Phase::MainExited { exit, children: true },
@@ -180,9 +189,11 @@ mod phase_tests {
     fn the_main_process_end_is_read_from_its_wait_status() {
         assert_eq!(MainExit::from_wait(Some(3), None), Some(MainExit::Code(3)));
         assert_eq!(MainExit::from_wait(Some(0), None), Some(MainExit::Code(0)));
-        assert_eq!(MainExit::from_wait(None, Some(libc::SIGKILL)), Some(MainExit::Signal(libc::SIGKILL)));
+        let sigkill = crate::model::signals::SIGKILL;
+        assert_eq!(MainExit::from_wait(None, Some(sigkill)), Some(MainExit::Signal(sigkill)));
         assert_eq!(MainExit::from_wait(None, None), None, "a stop is no end");
-        assert_eq!(Exit::from(MainExit::Code(3)), Exit::Code(3));
-        assert_eq!(Exit::from(MainExit::Signal(15)), Exit::Signal("SIGTERM".into()));
+        assert_eq!(MainExit::Code(3).recorded(), Some(Exit::Code(3)));
+        assert_eq!(MainExit::Signal(15).recorded(), Some(Exit::Signal("SIGTERM".into())));
+        assert_eq!(MainExit::Unread.recorded(), None);
     }
 }

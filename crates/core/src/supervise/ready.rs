@@ -373,6 +373,19 @@ pub fn judge_end(job: &Job, state: JobState) -> JobState {
     }
 }
 
+/// A new run of a job that restarts serves only once it says so again:
+/// its readiness is watched afresh (and `wait --ready` waits again).
+/// Whether the watch was renewed (the job has a readiness check).
+pub fn new_run(job: &mut Job, config: &Config, watch: &mut Option<Watch>) -> bool {
+    if job.ready.is_none() {
+        return false;
+    }
+    job.ready_at = None;
+    job.ready_blocked = None;
+    *watch = Watch::new(job, config);
+    true
+}
+
 /// What a supervisor does with the watch's events its own way, for
 /// `on_events`: each platform's supervisor implements it; what is recorded,
 /// and when, is `on_events`'s.

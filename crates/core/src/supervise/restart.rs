@@ -112,17 +112,52 @@ pub enum Between<C> {
     Waiting { until: Instant },
 }
 
+/// A job's runs, as every platform's supervisor keeps them: the schedule
+/// (none without `--restart`), where the job is between two runs, and when
+/// the current run started.
+#[derive(Debug)]
+pub struct Runs<C> {
+    pub restarter: Option<Restarter>,
+    pub between: Option<Between<C>>,
+    pub started: Instant,
+}
+
+impl<C> Runs<C> {
+    /// The runs of `job`, its first run starting now.
+    pub fn new(job: &Job) -> Runs<C> {
+        Runs { restarter: job.restart.as_ref().map(Restarter::new), between: None, started: Instant::now() }
+    }
+
+    /// The job ends for good: no restart is scheduled or waited for.
+    pub fn end(&mut self) {
+        self.restarter = None;
+        self.between = None;
+    }
+
+    /// The next run is under way.
+    pub fn run_started(&mut self) {
+        self.between = None;
+        self.started = Instant::now();
+    }
+
+    /// When the next run starts, unless a pause holds it.
+    pub fn waiting_until(&self) -> Option<Instant> {
+        match self.between {
+            Some(Between::Waiting { until }) => Some(until),
+            _ => None,
+        }
+    }
+}
+
 /// What a supervisor does between two runs its own way, for `step`: each
 /// platform's supervisor implements it; the schedule, the order of the
 /// steps and what is recorded are `step`'s, the same on every platform.
 pub trait BetweenRuns {
     /// What the platform keeps while it ends what the ended run left.
     type Cleanup;
-    fn between(&mut self) -> &mut Option<Between<Self::Cleanup>>;
-    fn restarter(&mut self) -> Option<&mut Restarter>;
+    /// The job's runs (`Runs`: the schedule, where it is between two runs).
+    fn runs(&mut self) -> &mut Runs<Self::Cleanup>;
     fn job_mut(&mut self) -> &mut Job;
-    /// How long the run that ended ran.
-    fn ran_for(&self) -> Duration;
     /// A pause holds the job: no clean-up, no new run until the resume.
     fn is_paused(&self) -> bool;
     /// The job goes on after its main process ended: an end between runs
@@ -155,38 +190,38 @@ pub trait BetweenRuns {
 /// run that could not start). `exit`: how the run ended, when known.
 pub fn step<S: BetweenRuns + ?Sized>(s: &mut S, exit: Option<Exit>) -> bool {
     let now = Instant::now();
-    match s.between().take() {
+    match s.runs().between.take() {
         None => {
             let Some(exit) = exit else { return false };
             let count = s.job_mut().restart.as_ref().map_or(0, |r| r.count);
-            let ran_for = s.ran_for();
-            let decision = s.restarter().map_or(Decision::Done, |r| r.after_run(&exit, ran_for, count));
+            let ran_for = s.runs().started.elapsed();
+            let decision = s.runs().restarter.as_mut().map_or(Decision::Done, |r| r.after_run(&exit, ran_for, count));
             let Decision::Restart { number, delay } = decision else { return false };
             s.going_on();
             let next = Next { number, delay, exit };
             if s.is_paused() {
-                *s.between() = Some(Between::Held { next });
+                s.runs().between = Some(Between::Held { next });
                 return true;
             }
             clean(s, next, now)
         }
         Some(Between::Held { next }) if s.is_paused() => {
-            *s.between() = Some(Between::Held { next });
+            s.runs().between = Some(Between::Held { next });
             true
         }
         Some(Between::Held { next }) => clean(s, next, now),
         Some(Between::Cleaning { next, mut cleanup }) => {
             if !s.cleaned(&mut cleanup, now) {
-                *s.between() = Some(Between::Cleaning { next, cleanup });
+                s.runs().between = Some(Between::Cleaning { next, cleanup });
                 return true;
             }
             record_restart(s, &next);
-            *s.between() = Some(Between::Waiting { until: Instant::now() + next.delay });
+            s.runs().between = Some(Between::Waiting { until: Instant::now() + next.delay });
             step(s, None)
         }
         // A paused job starts no new run until it is resumed.
         Some(Between::Waiting { until }) if s.is_paused() || now < until => {
-            *s.between() = Some(Between::Waiting { until });
+            s.runs().between = Some(Between::Waiting { until });
             true
         }
         Some(Between::Waiting { .. }) => s.relaunch(),
@@ -196,7 +231,7 @@ pub fn step<S: BetweenRuns + ?Sized>(s: &mut S, exit: Option<Exit>) -> bool {
 /// What the ended run left goes first, as a kill takes it; then the restart.
 fn clean<S: BetweenRuns + ?Sized>(s: &mut S, next: Next, now: Instant) -> bool {
     let (cleanup, wait) = s.start_cleaning(now);
-    *s.between() = Some(Between::Cleaning { next, cleanup });
+    s.runs().between = Some(Between::Cleaning { next, cleanup });
     wait || step(s, None)
 }
 

@@ -14,7 +14,7 @@ use crate::store::registry::{Patience, Registry};
 use crate::supervise::memory::CodePages;
 use crate::supervise::output_copy::new_splicer;
 use crate::supervise::phase::Phase;
-use crate::supervise::restart::Restarter;
+use crate::supervise::restart::Runs;
 use crate::supervise::signals::install_signal_handlers;
 use crate::supervise::supervisor::{ProcessRecord, Supervisor};
 use crate::supervise::{outpipe, ready, stdin, tie};
@@ -264,11 +264,11 @@ impl Supervisor {
         let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
         let watch = ready::Watch::new(&job, &spec.config);
         let splice = if watch.as_ref().is_some_and(ready::Watch::needs_lines) { None } else { new_splicer() };
-        let job_restarter = job.restart.as_ref().map(Restarter::new);
         // After the ready line: the job's start waits for no service.
         let wake_thread = crate::supervise::wake::spawn_registration(&registry, &spec.config.notify, &job);
         let tie = tie::Watch::open(job.tie.as_ref());
         let home_for_record = home.job_dir(&job.id);
+        let runs = Runs::new(&job);
         Ok(Supervisor {
             job,
             registry,
@@ -289,9 +289,7 @@ impl Supervisor {
             splice,
             pipes_removed: false,
             watch,
-            restarter: job_restarter,
-            between: None,
-            run_started: Instant::now(),
+            runs,
             main_ended_at: None,
             output_child_end,
             stdin_writer,
@@ -308,7 +306,7 @@ impl Supervisor {
 
     /// Starts the next run; `false` (the job ends) when it cannot start.
     pub(super) fn relaunch(&mut self) -> bool {
-        self.between = None;
+        self.runs.between = None;
         let Some(output) = self.output_child_end.as_ref().map(|fd| fd.as_raw_fd()) else { return false };
         // launch() forks: no thread of ours may hold a lock then.
         self.single_threaded();
@@ -328,16 +326,9 @@ impl Supervisor {
         // Our unreaped child: its pid cannot have been reused yet.
         self.job.main = Some(procinfo::identify_exactly(pid as u32).unwrap_or(ProcessIdentity::from_stat(pid as u32, 0)));
         self.phase = self.phase.restarted();
-        self.run_started = Instant::now();
-        if self.job.ready.is_some() {
-            // A new run serves only once it says so again: readiness is
-            // watched afresh (and `wait --ready` waits again).
-            self.job.ready_at = None;
-            self.job.ready_blocked = None;
-            self.watch = ready::Watch::new(&self.job, &self.config);
-            if self.watch.as_ref().is_some_and(ready::Watch::needs_lines) {
-                self.splice = None;
-            }
+        self.runs.run_started();
+        if ready::new_run(&mut self.job, &self.config, &mut self.watch) && self.watch.as_ref().is_some_and(ready::Watch::needs_lines) {
+            self.splice = None;
         }
         self.save_run();
         true

@@ -13,12 +13,12 @@
 //! in `memory.rs`.
 
 use crate::store::config::Config;
-use crate::model::job::{Exit, Job, ProcessIdentity};
+use crate::model::job::{Job, ProcessIdentity};
 use crate::store::logs::RotatingWriter;
 use crate::store::paths::{HeldHome, Home};
 use crate::os::procinfo;
 use crate::supervise::tie;
-use crate::model::protocol::{KillRequest, KILL_REQUEST_FILE, SUPERVISOR_MARK};
+use crate::model::protocol::{KillRequest, SUPERVISOR_MARK};
 use crate::store::registry::Registry;
 use crate::os::tree::{self, Tree};
 use crate::{supervise::notify, now_ms, supervise::outpipe};
@@ -28,7 +28,7 @@ use crate::supervise::phase::{MainExit, Phase};
 use crate::supervise::pause::{self, Clocks, Paused, Pausing};
 use crate::supervise::ready::{self, Watching};
 use crate::supervise::signals::{Signals, HANDLED};
-use crate::supervise::restart::{self, BetweenRuns, Restarter};
+use crate::supervise::restart::{self, BetweenRuns};
 use crate::supervise::stdin;
 use crate::supervise::kill::{self, KillReason};
 use crate::os::kill_unix::{self, Termed};
@@ -62,7 +62,7 @@ pub(super) struct Supervisor {
     pub(super) held: HeldHome,
     /// The job's end when it could not be written (a read-only or full
     /// disk): kept here, shown to readers, and written once it can be.
-    pub(super) unrecorded: Option<Unrecorded>,
+    pub(super) unrecorded: Option<crate::supervise::unrecorded::Unrecorded>,
     pub(super) log: RotatingWriter,
     pub(super) output: Option<OwnedFd>,
     pub(super) signals: Signals,
@@ -86,11 +86,9 @@ pub(super) struct Supervisor {
     pub(super) pipes_removed: bool,
     /// The job's readiness check and `--notify-on` patterns (supervise/ready.rs).
     pub(super) watch: Option<ready::Watch>,
-    /// `--restart`: the schedule (supervise/restart.rs), where the job is
-    /// between two runs, and when the current run started.
-    pub(super) restarter: Option<Restarter>,
-    pub(super) between: Option<Between>,
-    pub(super) run_started: Instant,
+    /// `--restart`: the schedule, where the job is between two runs, and
+    /// when the current run started (supervise/restart.rs).
+    pub(super) runs: Runs,
     /// When the main process was reaped (ms since the epoch): the job's
     /// `endedAt`, whatever the recording waits for after it (a wake rule's
     /// registration, a kill of what it left).
@@ -123,20 +121,9 @@ pub(super) struct Supervisor {
     pub(super) alive_lock: Option<std::fs::File>,
 }
 
-/// An end that could not be written yet, and when to try again.
-pub(super) struct Unrecorded {
-    pub(super) error: String,
-    pub(super) since: Instant,
-    pub(super) next_try: Instant,
-    pub(super) pause: Duration,
-    /// Where readers find it meanwhile (`os::platform::publish_unrecorded`);
-    /// dropping it takes it away.
-    pub(super) _shown: Option<OwnedFd>,
-}
-
 /// Where a job that restarts is between two runs (supervise/restart.rs):
 /// a kill in progress ends what the ended run left, so nothing is kept.
-pub(super) type Between = restart::Between<()>;
+pub(super) type Runs = restart::Runs<()>;
 
 impl Supervisor {
     pub(super) fn run(&mut self) {
@@ -250,8 +237,8 @@ impl Supervisor {
         if let Some(at) = self.watch.as_ref().and_then(ready::Watch::next_wake) {
             consider(at);
         }
-        if let Some(Between::Waiting { until }) = self.between.as_ref().filter(|_| !self.is_paused()) {
-            consider(*until);
+        if let Some(until) = self.runs.waiting_until().filter(|_| !self.is_paused()) {
+            consider(until);
         }
         // The registration thread announces no end: looked at now and then.
         if !self.deferred_matches.is_empty() {
@@ -360,7 +347,7 @@ impl Supervisor {
         if self.signals.stop.swap(false, Ordering::Relaxed) {
             // Nothing left to stop: only an end we could not write keeps us.
             if self.unrecorded.is_some() && matches!(self.phase, Phase::Recorded { .. } | Phase::Done) {
-                self.give_up_unrecorded("asked to stop (SIGTERM, SIGINT or SIGHUP)");
+                crate::supervise::unrecorded::give_up(self, "asked to stop (SIGTERM, SIGINT or SIGHUP)");
                 return;
             }
             let request = KillRequest { grace_ms: self.config.kill.grace_ms, force: false, caller_sweeps: false, caller_signalled_since: None };
@@ -370,8 +357,7 @@ impl Supervisor {
 
     /// The request `kill` left in the job's directory, if any.
     fn read_kill_request(&self) -> Option<KillRequest> {
-        let path = self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE);
-        crate::store::paths::read_file(&path).ok().and_then(|b| serde_json::from_slice::<KillRequest>(&b).ok())
+        crate::supervise::requests::kill_request(&self.home, &self.job.id)
     }
 
     /// Reaps every exited child: the main process and any adopted descendant.
@@ -416,7 +402,7 @@ impl Supervisor {
                 // The main process's own exit, if it came first, decides the
                 // outcome; a job that restarts runs on after an exit, so a
                 // kill then is a kill.
-                let reason = if self.phase.main_running() || self.restarter.is_some() { reason } else { KillReason::AfterExit };
+                let reason = if self.phase.main_running() || self.runs.restarter.is_some() { reason } else { KillReason::AfterExit };
                 let mut kill = KillInProgress::begin(reason, &request, now);
                 // A caller that signalled the tree itself has made the first pass.
                 if !request.force && request.caller_signalled_since.is_none() {
@@ -468,7 +454,7 @@ impl Supervisor {
 
     fn advance_timers(&mut self) {
         self.flush_deferred_matches();
-        self.retry_unrecorded();
+        crate::supervise::unrecorded::retry(self);
         let now = Instant::now();
         if now >= self.procset.next_look {
             self.record_processes(false);
@@ -481,7 +467,7 @@ impl Supervisor {
                 // At the deadline the tree goes, even what outlived the main
                 // process; a job between two runs ends too.
                 let cleaning = self.kill.as_ref().is_some_and(|k| !k.ends_the_job());
-                if (self.kill.is_none() || cleaning) && (self.phase.main_running() || self.between.is_some() || self.anything_left()) {
+                if (self.kill.is_none() || cleaning) && (self.phase.main_running() || self.runs.between.is_some() || self.anything_left()) {
                     let grace_ms = self.config.kill.grace_ms;
                     self.begin_kill(KillReason::Timeout, KillRequest { grace_ms, force: false, caller_sweeps: false, caller_signalled_since: None });
                     return;
@@ -550,13 +536,13 @@ impl Supervisor {
     /// not start).
     fn restart_step(&mut self) -> bool {
         let Some(exit) = self.phase.main_exit() else { return false };
-        if self.restarter.is_none() {
+        if self.runs.restarter.is_none() {
             return false;
         }
         if self.kill.as_ref().is_some_and(KillInProgress::ends_the_job) {
             return false;
         }
-        restart::step(self, Some(Exit::from(exit)))
+        restart::step(self, exit.recorded())
     }
 
     /// `restart::save_run`, with the home's hold refreshed first.
@@ -571,8 +557,7 @@ impl Supervisor {
     /// are let go, so its output can end, and its stdin reads EOF.
     fn let_go_of_the_job(&mut self) {
         self.alive_lock = None;
-        self.between = None;
-        self.restarter = None;
+        self.runs.end();
         self.output_child_end = None;
         self.stdin_child_end = None;
         self.stdin_writer = None;
@@ -581,11 +566,7 @@ impl Supervisor {
     /// Waits for the wake rule's registration, if it still runs: bounded by
     /// notify.timeout_ms (and a brief registry wait).
     pub(super) fn join_wake_registration(&mut self) {
-        if let Some(registering) = self.wake_thread.take() {
-            if let Ok(Some(wake)) = registering.join() {
-                self.job.wake = Some(wake);
-            }
-        }
+        crate::supervise::wake::join_registration(&mut self.wake_thread, &mut self.job);
     }
 
     /// Before any fork whose child runs ordinary Rust code (a launch, a

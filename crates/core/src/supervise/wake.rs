@@ -416,6 +416,15 @@ pub fn parse_action(text: &str) -> crate::Result<WakeAction> {
     WakeAction::parse(text).map_err(crate::Error::Usage)
 }
 
+/// Waits for the wake rule's registration (`spawn_registration`), if it
+/// still runs, and keeps what it registered in the job: bounded by
+/// notify.timeout_ms (and a brief registry wait).
+pub fn join_registration(registering: &mut Option<std::thread::JoinHandle<Option<Wake>>>, job: &mut Job) {
+    if let Some(Ok(Some(wake))) = registering.take().map(std::thread::JoinHandle::join) {
+        job.wake = Some(wake);
+    }
+}
+
 /// Registers the job's wake rule (`--wake`) on a thread of its own, so the
 /// job's start waits for no service; joined before the end is recorded, so
 /// the end's event goes after the rule. None: no rule, or no thread (said).

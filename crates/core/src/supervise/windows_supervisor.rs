@@ -25,8 +25,8 @@
 //! (os/nice_windows.rs); `--wake` registers its rule on a thread, as Unix's
 //! supervisor does.
 
-use crate::model::job::{EndedBy, Exit, Job, JobState};
-use crate::model::protocol::{KillRequest, KILL_REQUEST_FILE, READY_ERR, READY_OK};
+use crate::model::job::{EndedBy, Job, JobState};
+use crate::model::protocol::{KillRequest, READY_ERR, READY_OK};
 use crate::now_ms;
 use crate::os::job_watch_windows::JobMembers;
 use crate::os::windows_job;
@@ -35,9 +35,11 @@ use crate::store::logs::RotatingWriter;
 use crate::store::paths::Home;
 use crate::store::registry::{Patience, Registry};
 use crate::supervise::matchers::{self, MatchEvent};
-use crate::supervise::restart::{self, BetweenRuns, Restarter};
+use crate::supervise::restart::{self, BetweenRuns};
 use crate::supervise::pause::{self, Clocks, Paused, Pausing};
 use crate::supervise::kill::KillReason;
+use crate::supervise::phase::{MainExit, Phase};
+use crate::supervise::unrecorded::{self, Unrecorded};
 use crate::supervise::{ending, notify, ready};
 use crate::os::{kill_windows, output_copy_windows, wait_windows};
 use std::os::windows::io::{AsHandle, OwnedHandle};
@@ -95,11 +97,17 @@ struct Supervisor {
     job: Job,
     /// The current run's main process; none between two runs (`--restart`).
     main: Option<std::process::Child>,
+    /// Where the job is in its life: its main process running, ended (and
+    /// how), its end recorded (supervise/phase.rs).
+    phase: Phase,
     /// The console process group of the current (or the last) run: its main
     /// process's pid, which what that run left still belongs to.
     group: u32,
     job_object: OwnedHandle,
+    /// Rung after a request is left beside the job (`kill`, `pause`, `resume`).
     doorbell: OwnedHandle,
+    /// Rung for a stop (Unix's SIGTERM to the supervisor: os/windows.rs).
+    stop_bell: OwnedHandle,
     tie: Tied,
     output: Output,
     timeout_at: Option<Instant>,
@@ -107,13 +115,9 @@ struct Supervisor {
     kill: Option<Kill>,
     /// The job's readiness check and `--notify-on` patterns (supervise/ready.rs).
     watch: Option<ready::Watch>,
-    /// `--restart`: the schedule (supervise/restart.rs), where the job is
-    /// between two runs, and when the current run started.
-    restarter: Option<Restarter>,
-    between: Option<Between>,
-    run_started: Instant,
-    /// The last run's exit code, once it has ended.
-    last_exit: Option<i32>,
+    /// `--restart`: the schedule, where the job is between two runs, and
+    /// when the current run started (supervise/restart.rs).
+    runs: restart::Runs<Cleanup>,
     /// When the main process ended (ms since the epoch): the job's `endedAt`;
     /// cleared when a restart follows (an end between runs is when it happens).
     main_ended_at: Option<u64>,
@@ -121,7 +125,10 @@ struct Supervisor {
     /// match, a restart): joined before we exit, so each is sent.
     errands: Vec<JoinHandle<()>>,
     /// Held for the job's life: the home this supervisor checked.
-    _held: crate::store::paths::HeldHome,
+    held: crate::store::paths::HeldHome,
+    /// The job's end when it could not be written (a read-only or full
+    /// disk): kept here, shown to readers, and written once it can be.
+    unrecorded: Option<Unrecorded>,
     /// The Job Object's members: held while paused, given `--nice`'s class.
     members: JobMembers,
     /// `pause`: what was left of the `--timeout` when it began (supervise/pause.rs).
@@ -192,6 +199,10 @@ impl Supervisor {
             Ok(handle) => handle,
             Err(e) => return Err(fail(job, format!("cannot create the kill doorbell: {e}"))),
         };
+        let stop_bell = match windows_job::create_manual_event(&windows_job::stop_bell_name(&supervisor)) {
+            Ok(handle) => handle,
+            Err(e) => return Err(fail(job, format!("cannot create the stop bell: {e}"))),
+        };
         let mut output = match Output::new(log) {
             Ok(output) => output,
             Err(e) => return Err(fail(job, format!("cannot create the output's wake-up event: {e}"))),
@@ -235,7 +246,7 @@ impl Supervisor {
             },
         };
         let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
-        let restarter = job.restart.as_ref().map(Restarter::new);
+        let runs = restart::Runs::new(&job);
         // After the ready line: the job's start waits for no service.
         let wake_thread = crate::supervise::wake::spawn_registration(&registry, &spec.config.notify, &job);
         Ok(Supervisor {
@@ -247,18 +258,18 @@ impl Supervisor {
             main: Some(main),
             job_object,
             doorbell,
+            stop_bell,
             tie,
             output,
             timeout_at,
             kill: None,
             watch,
-            restarter,
-            between: None,
-            run_started: Instant::now(),
-            last_exit: None,
+            runs,
+            phase: Phase::Running,
             main_ended_at: None,
             errands: Vec::new(),
-            _held: held,
+            held,
+            unrecorded: None,
             members,
             paused: None,
             stdin,
@@ -273,7 +284,7 @@ impl Supervisor {
         loop {
             self.take_output_news();
             // A run has ended: the job ends with it, or runs again (`--restart`).
-            if self.main.is_none() && (self.kill.is_some() || !self.restart_step()) {
+            if !self.phase.main_running() && (self.kill.is_some() || !self.restart_step()) {
                 break;
             }
             let now = Instant::now();
@@ -298,7 +309,7 @@ impl Supervisor {
                 Some(Kill { forced_at: Some(at), .. }) => Some(*at + TERMINATE_WAIT),
                 None => self.timeout_at,
             };
-            let between = match &self.between {
+            let between = match &self.runs.between {
                 Some(Between::Cleaning { .. }) => Some(now + CLEANING_LOOK),
                 // Paused, the next run waits for the resume (a doorbell).
                 Some(Between::Waiting { until }) if self.paused.is_none() => Some(*until),
@@ -309,7 +320,7 @@ impl Supervisor {
             // A millisecond more so we wake after a deadline, not a hair before it.
             let limit = next.map_or(Duration::from_secs(3600), |at| at.saturating_duration_since(now) + Duration::from_millis(1));
             let woken = wait_windows::wait(
-                self.doorbell.as_handle(),
+                self.doorbells(),
                 self.output.wake.as_handle(),
                 self.main.as_ref().map(AsHandle::as_handle),
                 match &self.tie {
@@ -342,16 +353,13 @@ impl Supervisor {
             let _ = kill_windows::force(&self.job_object, None, crate::model::signals::SIGKILL);
         }
         self.take_output_news();
-        if let Some(registering) = self.wake_thread.take() {
-            if let Ok(Some(wake)) = registering.join() {
-                self.job.wake = Some(wake);
-            }
-        }
-        let end = ending::End { by: self.kill.as_ref().map_or(EndedBy::Itself, |kill| kill.reason.ended_by()), exit: self.last_exit.map(Exit::Code), ended_at, caller_records: false };
+        crate::supervise::wake::join_registration(&mut self.wake_thread, &mut self.job);
+        let end = ending::End { by: self.kill.as_ref().map_or(EndedBy::Itself, |kill| kill.reason.ended_by()), exit: self.phase.main_exit().and_then(MainExit::recorded), ended_at, caller_records: false };
+        self.phase = self.phase.recorded();
         if let ending::Recorded::Nowhere(error) = ending::record_end(self, end) {
-            // No reader is shown an end kept here (Unix's `publish_unrecorded`).
-            tracing::error!("run-bg supervisor {}: cannot record the job's end: {error}", self.job.id);
+            unrecorded::keep(self, error);
         }
+        self.keep_trying_unrecorded();
         // The output ends when the last process holding the pipe does.
         self.output.join();
         self.take_output_news();
@@ -361,6 +369,8 @@ impl Supervisor {
             self.on_watch_events(events);
         }
         self.output.with_sink(RotatingWriter::join_deleter);
+        // Nothing of the job writes any more, and no child of ours is left.
+        self.phase = self.phase.settle(false);
         for errand in std::mem::take(&mut self.errands) {
             let _ = errand.join();
         }
@@ -368,16 +378,19 @@ impl Supervisor {
 
     fn main_ended(&mut self) {
         let Some(mut main) = self.main.take() else { return };
-        self.last_exit = main.wait().ok().and_then(|s| s.code());
+        let exit = MainExit::from_wait(main.wait().ok().and_then(|s| s.code()), None).unwrap_or(MainExit::Unread);
+        // No child of ours to reap: what the run left is in the Job Object.
+        self.phase = self.phase.main_reaped(exit).no_children();
         self.main_ended_at = Some(now_ms());
     }
 
+    /// The process the job is tied to ended: the tree goes, as on `kill`.
     fn fire_tie(&mut self) {
         self.tie = Tied::No;
-        if let Some(tie) = &mut self.job.tie {
-            tie.fired_at.get_or_insert_with(now_ms);
+        if let Some(reason) = crate::supervise::tie::fire(&mut self.job.tie) {
+            tracing::info!("run-bg supervisor {}: killing the job: {reason}", self.job.id);
+            self.begin_kill(KillReason::Tie, self.default_kill());
         }
-        self.begin_kill(KillReason::Tie, self.default_kill());
     }
 
     /// A kill with the configured grace period.
@@ -395,22 +408,28 @@ impl Supervisor {
         }
     }
 
+    /// Both doorbells (`wait_windows::wait`).
+    fn doorbells(&self) -> [std::os::windows::io::BorrowedHandle<'_>; 2] {
+        [self.doorbell.as_handle(), self.stop_bell.as_handle()]
+    }
+
     /// `kill`, `pause` and `resume` ring the doorbell after leaving their
-    /// request beside the job. A ring with neither request is a kill (one
-    /// whose request could not be written), and a kill goes first.
+    /// request beside the job, and only a request left counts, as on Unix
+    /// (a ring that finds none, one that came after its request was taken
+    /// at an earlier ring, is nothing); the stop bell is a kill with the
+    /// configured grace (`kill` rings it when it could not write its request).
     fn on_doorbell(&mut self) {
-        let path = self.home.job_dir(&self.job.id).join(KILL_REQUEST_FILE);
-        let request: Option<KillRequest> = std::fs::read(&path).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok());
-        let pause = pause::take_request(&self.home, &self.job.id);
-        if request.is_none() && !path.exists() {
-            if let Some(pause) = pause {
-                pause::act_on(self, pause);
-                return;
-            }
+        self.held.refresh();
+        if let Some(request) = crate::supervise::requests::kill_request(&self.home, &self.job.id) {
+            // Windows's supervisor looks at its Job Object alone: no caller sweeps for it.
+            self.begin_kill(KillReason::Requested, KillRequest { caller_sweeps: false, caller_signalled_since: None, ..request });
         }
-        // Windows's supervisor looks at its Job Object alone: no caller sweeps for it.
-        let request = request.map_or_else(|| self.default_kill(), |r| KillRequest { caller_sweeps: false, caller_signalled_since: None, ..r });
-        self.begin_kill(KillReason::Requested, request);
+        if let Some(request) = pause::take_request(&self.home, &self.job.id) {
+            pause::act_on(self, request);
+        }
+        if windows_job::take(&self.stop_bell) {
+            self.begin_kill(KillReason::Requested, self.default_kill());
+        }
     }
 
     /// A kill's start; a later request can only bring the end forward (a
@@ -429,7 +448,7 @@ impl Supervisor {
         self.kill = Some(Kill::begin(reason, &request, now));
         // Between two runs no run is left to ask: the job ends now, and
         // what the ended run left (being ended before a restart) with it.
-        if request.force || request.grace_ms == 0 || self.main.is_none() {
+        if request.force || request.grace_ms == 0 || !self.phase.main_running() {
             self.terminate(crate::model::signals::SIGKILL);
             self.end_pause_for_kill();
             return;
@@ -473,7 +492,7 @@ impl Supervisor {
         let Some(mut watch) = self.watch.take() else { return };
         let mut events = Vec::new();
         let job_object = &self.job_object;
-        watch.tick(self.main.is_some(), &|| windows_job::process_ids(job_object), &mut events);
+        watch.tick(self.phase.main_running(), &|| windows_job::process_ids(job_object), &mut events);
         self.watch = Some(watch);
         self.on_watch_events(events);
     }
@@ -507,6 +526,40 @@ impl ending::Ending for Supervisor {
 
     fn note_error(&self, message: &str) {
         tracing::error!("run-bg supervisor {}: {message}", self.job.id);
+    }
+}
+
+/// An end Windows could write nowhere is kept here (supervise/unrecorded.rs).
+impl unrecorded::Keeping for Supervisor {
+    fn kept(&mut self) -> &mut Option<Unrecorded> {
+        &mut self.unrecorded
+    }
+
+    fn held(&self) -> &crate::store::paths::HeldHome {
+        &self.held
+    }
+}
+
+impl Supervisor {
+    /// While an end could not be written, the supervisor stays, tries
+    /// again now and then, and copies the job's output meanwhile: it exits
+    /// once the end is written or can never be (supervise/unrecorded.rs).
+    fn keep_trying_unrecorded(&mut self) {
+        while let Some(next_try) = self.unrecorded.as_ref().map(|u| u.next_try) {
+            let limit = next_try.saturating_duration_since(Instant::now()) + Duration::from_millis(1);
+            // The doorbell is heard (a kill has nothing left to end), so a ring never spins the wait.
+            let woken = wait_windows::wait(self.doorbells(), self.output.wake.as_handle(), None, None, limit);
+            if woken.failed {
+                std::thread::sleep(limit);
+            }
+            // Asked to stop: only this end keeps us, as on Unix.
+            if woken.doorbell && windows_job::take(&self.stop_bell) {
+                unrecorded::give_up(self, "asked to stop (its stop bell)");
+                return;
+            }
+            self.take_output_news();
+            unrecorded::retry(self);
+        }
     }
 }
 
@@ -547,10 +600,10 @@ impl Supervisor {
     /// After a run of a job started with `--restart` has ended (and no kill
     /// is under way): whether the job goes on (`restart::step`).
     fn restart_step(&mut self) -> bool {
-        if self.restarter.is_none() {
+        if self.runs.restarter.is_none() {
             return false;
         }
-        restart::step(self, self.last_exit.map(Exit::Code))
+        restart::step(self, self.phase.main_exit().and_then(MainExit::recorded))
     }
 
     /// Asks what the ended run left in the Job Object to stop (CTRL_BREAK to
@@ -580,14 +633,10 @@ impl Supervisor {
         };
         self.group = main.id();
         self.main = Some(main);
+        self.phase = self.phase.restarted();
         self.job.main = Some(identity);
-        self.run_started = Instant::now();
-        if self.job.ready.is_some() {
-            // A new run serves only once it says so again: readiness is
-            // watched afresh (and `wait --ready` waits again).
-            self.job.ready_at = None;
-            self.job.ready_blocked = None;
-            self.watch = ready::Watch::new(&self.job, &self.config);
+        self.runs.run_started();
+        if ready::new_run(&mut self.job, &self.config, &mut self.watch) {
             self.output.want_lines(self.watch.as_ref().is_some_and(ready::Watch::needs_lines));
         }
         self.save_run();
@@ -606,20 +655,12 @@ impl Supervisor {
 impl BetweenRuns for Supervisor {
     type Cleanup = Cleanup;
 
-    fn between(&mut self) -> &mut Option<Between> {
-        &mut self.between
-    }
-
-    fn restarter(&mut self) -> Option<&mut Restarter> {
-        self.restarter.as_mut()
+    fn runs(&mut self) -> &mut restart::Runs<Cleanup> {
+        &mut self.runs
     }
 
     fn job_mut(&mut self) -> &mut Job {
         &mut self.job
-    }
-
-    fn ran_for(&self) -> Duration {
-        self.run_started.elapsed()
     }
 
     fn is_paused(&self) -> bool {
@@ -686,7 +727,7 @@ impl Pausing for Supervisor {
     }
 
     fn ending(&self) -> bool {
-        self.kill.is_some() || (self.main.is_none() && self.between.is_none())
+        self.kill.is_some() || (!self.phase.main_running() && self.runs.between.is_none())
     }
 
     fn hold_tree(&mut self) {

@@ -10,20 +10,12 @@ use super::*;
 impl BetweenRuns for Supervisor {
     type Cleanup = ();
 
-    fn between(&mut self) -> &mut Option<Between> {
-        &mut self.between
-    }
-
-    fn restarter(&mut self) -> Option<&mut Restarter> {
-        self.restarter.as_mut()
+    fn runs(&mut self) -> &mut Runs {
+        &mut self.runs
     }
 
     fn job_mut(&mut self) -> &mut Job {
         &mut self.job
-    }
-
-    fn ran_for(&self) -> Duration {
-        self.run_started.elapsed()
     }
 
     fn is_paused(&self) -> bool {
@@ -85,7 +77,7 @@ impl Pausing for Supervisor {
 
     fn ending(&self) -> bool {
         let killed = self.kill.as_ref().is_some_and(KillInProgress::ends_the_job);
-        killed || (!self.phase.main_running() && self.between.is_none())
+        killed || (!self.phase.main_running() && self.runs.between.is_none())
     }
 
     fn hold_tree(&mut self) {
