@@ -489,9 +489,13 @@ test('a job that turns ready hands its queue slot on, as on Unix: a stack\'s nex
   // No interrupt service: nothing to announce.
   const home = freshHome({ notify: { url: null } })
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-win-stack-'))
+  // first turns ready only once the test has seen `up` queue second: a
+  // readiness before `up` reached second would start second at once (a
+  // correct start, but not the hand-off this test is about).
+  const go = path.join(dir, 'go')
   fs.writeFileSync(path.join(dir, 'run-bg.json'), JSON.stringify({
     processes: {
-      first: { command: 'echo up & ping -n 120 127.0.0.1 > nul', 'ready-log': 'up' },
+      first: { command: `for /l %i in (1,1,600) do @if exist "${go}" (echo up & ping -n 120 127.0.0.1 > nul & exit) else ping -n 2 127.0.0.1 > nul`, 'ready-log': 'up' },
       second: { command: 'ping -n 120 127.0.0.1 > nul', after: ['first'] },
     },
   }))
@@ -500,6 +504,7 @@ test('a job that turns ready hands its queue slot on, as on Unix: a stack\'s nex
   assert.equal(up.status, 0, up.stdout + up.stderr)
   const ids = Object.fromEntries(up.stdout.trim().split(/\r?\n/).map((line) => line.trim().split(/\s+/).slice(0, 2)))
   assert.match(up.stdout, /second\s+\S+\s+queued \(after first\)/)
+  fs.writeFileSync(go, '')
   // No run-bg runs meanwhile (any invocation fills the queues): only first's
   // supervisor, when it records first ready, can start second.
   await until('second started by first\'s readiness', () => {
