@@ -258,8 +258,8 @@ impl Supervisor {
         if let Some(why) = output.unnamed_because {
             tracing::warn!("run-bg supervisor {}: {why}; the job's output cannot be taken up if this supervisor dies", job.id);
         }
-        // What start-up parsed (the spec, the config) is freed: give it back.
-        procinfo::release_free_heap();
+        // What start-up parsed (the spec, the config) is given back with the
+        // first release of code pages (`CodePages::new`), once the job runs.
 
         let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
         let watch = ready::Watch::new(&job, &spec.config);
