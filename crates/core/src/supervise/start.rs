@@ -196,8 +196,6 @@ impl Supervisor {
             },
             false => None,
         };
-        // Before the launch: a reader that finds the job running finds it held.
-        let alive_lock = hold_alive_lock(&home.job_dir(&job.id));
         let launched = launch_main(&job, output.child_end.as_raw_fd(), job_stdin.as_ref().map(|s| s.child_end.as_raw_fd()));
         // Our copy of the job's end: EOF then means "every process of the job
         // closed it". A job that restarts keeps it for its next run until it
@@ -222,6 +220,12 @@ impl Supervisor {
             procinfo::identify_exactly(main_pid as u32).unwrap_or(ProcessIdentity::from_stat(main_pid as u32, 0)),
         );
         job.state = JobState::Running;
+        // Before the record that says the job runs: a reader that finds it
+        // running finds the lock held. Taken after the fork, not before: the
+        // file's creation (an inode, up to a millisecond on a busy disk) then
+        // overlaps the job's exec instead of delaying it; nothing of the job
+        // can hold it (close-on-exec, opened after the fork).
+        let alive_lock = hold_alive_lock(&home.job_dir(&job.id));
         // Recorded while the child execs (the write and the exec overlap), in
         // the job's own job.json: it needs no lock, so a registry held by
         // another process delays neither the caller nor the job, and it
