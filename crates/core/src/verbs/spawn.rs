@@ -10,20 +10,6 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// Set by a caller that starts one job and exits right after the answer
-/// (the CLI's `run-bg -- …` without `--yield`): its supervisor then skips
-/// the fork that keeps a long-lived caller from holding a zombie, and the
-/// caller does not wait for it. The job runs one process hand-over sooner:
-/// on 2 loaded cores a CLI start reached the job's command about 3 ms
-/// sooner (medians of 100).
-pub static CALLER_EXITS_AFTER_START: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// See `CALLER_EXITS_AFTER_START`; call it only in a process that exits
-/// once its one start has answered.
-pub fn caller_exits_after_start() {
-    CALLER_EXITS_AFTER_START.store(true, std::sync::atomic::Ordering::Relaxed);
-}
-
 /// Hands a queued job to a fresh supervisor, in the environment its
 /// submitter had (`environ`, from its spec.json); returns the main pid.
 pub(crate) fn launch_queued(
