@@ -14,12 +14,10 @@ use proc_manager_core::verbs::start::start_job;
 use proc_manager_core::{Error, Result};
 
 pub fn run(cli: StartCli) -> Result<i32> {
-    let request = cli.options.into_request(StartRequest::program(cli.command), &CommandLine)?;
+    let mut request = cli.options.into_request(StartRequest::program(cli.command), &CommandLine)?;
     let yield_for = cli.yield_for.bound(&CommandLine)?;
-    if yield_for.is_none() {
-        // One start, then we print its answer and exit.
-        proc_manager_core::verbs::spawn::caller_exits_after_start();
-    }
+    // Without --yield: one start, then we print its answer and exit.
+    request.caller_exits = yield_for.is_none();
 
     let context = crate::context::load()?;
     let exe = context.runner.clone().expect("load_context sets the runner");

@@ -19,9 +19,13 @@ pub(super) struct CodePages {
 }
 
 impl CodePages {
-    /// Stamped by the first release, in `run`.
+    /// Made as the job starts, with the first release owed: what start-up
+    /// brought in (parsing, the spawn, the start's heap and stack) goes
+    /// `CODE_RELEASE_GAP` later, not at once. Released at once, it read
+    /// smaps and faulted pages while the job's first processes exec'd, on
+    /// the same cores: CPU taken from the start the caller waits on.
     pub(super) fn new() -> CodePages {
-        CodePages { released: Instant::now(), owed: false }
+        CodePages { released: Instant::now(), owed: true }
     }
 
     /// `release_code_pages`, now.

@@ -136,8 +136,11 @@ pub fn create(job_dir: &Path) -> std::io::Result<JobOutput> {
     let reader = match open(&path, OFlags::RDONLY | OFlags::NONBLOCK) {
         Ok(reader) => reader,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if let Err(why) = make(job_dir) {
-                return anonymous(format!("cannot make {}: {why}", path.display()));
+            match make(job_dir) {
+                Ok(()) => {}
+                // The caller made it meanwhile: the two run side by side.
+                Err(why) if why.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(why) => return anonymous(format!("cannot make {}: {why}", path.display())),
             }
             open(&path, OFlags::RDONLY | OFlags::NONBLOCK)?
         }

@@ -16,7 +16,7 @@ pub struct SupervisorSpec {
     pub config: Config,
     /// The caller exits right after our answer and never waits for us (the
     /// CLI's start): we stay its child, and with no second fork the job
-    /// starts one process hand-over sooner (see `verbs::spawn::caller_exits_after_start`).
+    /// starts one process hand-over sooner (see `StartRequest::caller_exits`).
     /// A caller that lives on (the addon, `--yield`, a supervisor handing on
     /// a queued job) leaves it false, so it never holds a zombie of ours.
     #[serde(default)]

@@ -78,6 +78,21 @@ fn hold_alive_lock(dir: &Path) -> Option<std::fs::File> {
     None
 }
 
+/// Kills and reaps the job's main process we just started and could not
+/// record.
+fn stop_unrecorded(main: rustix::process::Pid) -> rustix::io::Result<()> {
+    // Our own child, just started in its own session and process group
+    // (pgid == its pid) and not yet reaped, so the pid cannot have been
+    // reused; no group yet (ESRCH) while it has not made its session, and
+    // then nothing but the child to kill.
+    rustix::process::kill_process_group(main, rustix::process::Signal::KILL)
+        .or_else(|e| match e {
+            rustix::io::Errno::SRCH => rustix::process::kill_process(main, rustix::process::Signal::KILL),
+            e => Err(e),
+        })
+        .and_then(|()| rustix::process::waitpid(Some(main), rustix::process::WaitOptions::empty()).map(drop))
+}
+
 /// Entry point of `run-bg __supervise`. Never returns to the CLI's parser.
 pub fn supervise_main() -> i32 {
     // First: what a supervisor holds for its job's life must not depend on
@@ -174,11 +189,6 @@ impl Supervisor {
             }
         };
 
-        let log_path = home.job_log(&job.id, Path::new(&job.log_path));
-        let log = match RotatingWriter::create(&log_path, spec.config.logs.max_bytes, spec.config.logs.keep) {
-            Ok(log) => log,
-            Err(e) => return Err(fail(job, home.explain(e).to_string())),
-        };
         if let Err(e) = crate::supervise::spec::check_cwd(Path::new(&job.cwd)) {
             return Err(fail(job, e.to_string()));
         }
@@ -196,8 +206,6 @@ impl Supervisor {
             },
             false => None,
         };
-        // Before the launch: a reader that finds the job running finds it held.
-        let alive_lock = hold_alive_lock(&home.job_dir(&job.id));
         let launched = launch_main(&job, output.child_end.as_raw_fd(), job_stdin.as_ref().map(|s| s.child_end.as_raw_fd()));
         // Our copy of the job's end: EOF then means "every process of the job
         // closed it". A job that restarts keeps it for its next run until it
@@ -222,23 +230,36 @@ impl Supervisor {
             procinfo::identify_exactly(main_pid as u32).unwrap_or(ProcessIdentity::from_stat(main_pid as u32, 0)),
         );
         job.state = JobState::Running;
-        // Recorded while the child execs (the write and the exec overlap), in
+        // Before the record that says the job runs: a reader that finds it
+        // running finds the lock held. Taken after the launch, not before:
+        // the file's creation (an inode, up to a millisecond on a busy disk)
+        // then overlaps the job's start instead of delaying it; nothing of
+        // the job can hold it (close-on-exec, opened after the launch).
+        let alive_lock = hold_alive_lock(&home.job_dir(&job.id));
+        // The log too (always in the job's directory, as the record is):
+        // made while the job starts up, for the same reason. It takes what the
+        // job writes from the pipe only once we read it, and a job whose log
+        // cannot be made is stopped before it is recorded as running, as one
+        // that cannot be recorded is.
+        let log_path = home.job_log(&job.id, Path::new(&job.log_path));
+        let log = match RotatingWriter::create(&log_path, spec.config.logs.max_bytes, spec.config.logs.keep) {
+            Ok(log) => log,
+            Err(e) => {
+                let message = home.explain(e).to_string();
+                if let Err(kill) = stop_unrecorded(main) {
+                    return Err(format!("{message} (and its process {main_pid} could not be stopped: {kill})").into());
+                }
+                job.main = None;
+                return Err(fail(job, message));
+            }
+        };
+        // Recorded while the job starts up (the write and its start overlap), in
         // the job's own job.json: it needs no lock, so a registry held by
         // another process delays neither the caller nor the job, and it
         // reserves the room the outcome needs. A job that cannot be recorded
         // (a full disk) is not started: its end could not be kept.
         if let Err(e) = registry.write_job_file(&job, false) {
-            // Our own child, just forked into its own session and process
-            // group (pgid == its pid) and not yet reaped, so the pid cannot
-            // have been reused; no group yet (ESRCH) while it has not made its
-            // session, and then nothing but the child to kill.
-            let killed = rustix::process::kill_process_group(main, rustix::process::Signal::KILL)
-                .or_else(|e| match e {
-                    rustix::io::Errno::SRCH => rustix::process::kill_process(main, rustix::process::Signal::KILL),
-                    e => Err(e),
-                })
-                .and_then(|()| rustix::process::waitpid(Some(main), rustix::process::WaitOptions::empty()).map(drop));
-            if let Err(kill) = killed {
+            if let Err(kill) = stop_unrecorded(main) {
                 return Err(format!("cannot record the job: {e} (and its process {main_pid} could not be stopped: {kill})").into());
             }
             outpipe::remove(&home.job_dir(&job.id));
@@ -258,8 +279,8 @@ impl Supervisor {
         if let Some(why) = output.unnamed_because {
             tracing::warn!("run-bg supervisor {}: {why}; the job's output cannot be taken up if this supervisor dies", job.id);
         }
-        // What start-up parsed (the spec, the config) is freed: give it back.
-        procinfo::release_free_heap();
+        // What start-up parsed (the spec, the config) is given back with the
+        // first release of code pages (`CodePages::new`), once the job runs.
 
         let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
         let watch = ready::Watch::new(&job, &spec.config);

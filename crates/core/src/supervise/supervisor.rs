@@ -127,7 +127,6 @@ pub(super) type Runs = restart::Runs<()>;
 
 impl Supervisor {
     pub(super) fn run(&mut self) {
-        self.code_pages.release();
         // A tied process gone before the watch began has no pidfd to wake
         // the poll below: act on it now, or an idle job would outlive it.
         if self.tie.as_ref().is_some_and(|w| w.ended(false)) {

@@ -99,6 +99,8 @@ fn request_for(job: &Job, face: &dyn Face) -> Result<StartRequest> {
         // Found anew: the rerun belongs to whoever starts it.
         session: None,
         outlive_session: job.outlive_session,
+        // `run-bg rerun` waits for its answer like any start; the caller decides.
+        caller_exits: false,
     })
 }
 

@@ -10,20 +10,6 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// Set by a caller that starts one job and exits right after the answer
-/// (the CLI's `run-bg -- …` without `--yield`): its supervisor then skips
-/// the fork that keeps a long-lived caller from holding a zombie, and the
-/// caller does not wait for it. The job runs one process hand-over sooner:
-/// on 2 loaded cores a CLI start reached the job's command about 3 ms
-/// sooner (medians of 100).
-pub static CALLER_EXITS_AFTER_START: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// See `CALLER_EXITS_AFTER_START`; call it only in a process that exits
-/// once its one start has answered.
-pub fn caller_exits_after_start() {
-    CALLER_EXITS_AFTER_START.store(true, std::sync::atomic::Ordering::Relaxed);
-}
-
 /// Hands a queued job to a fresh supervisor, in the environment its
 /// submitter had (`environ`, from its spec.json); returns the main pid.
 pub(crate) fn launch_queued(
@@ -51,6 +37,11 @@ pub(crate) fn run_supervisor(
         .open(job_dir.join("supervisor.log"))
         .map(Stdio::from)
         .unwrap_or_else(|_| Stdio::null());
+    let payload = serde_json::to_vec(spec).map_err(|e| HandOffError::Encode(e.to_string()))?;
+    let (stdin, prefilled) = match prefill(&payload) {
+        Some((stdin, ours)) => (stdin, Some(ours)),
+        None => (Stdio::piped(), None),
+    };
     let mut command = Command::new(exe);
     if let Some(environ) = environ {
         command.env_clear().envs(environ.iter().map(|(k, v)| (k, v)));
@@ -61,17 +52,20 @@ pub(crate) fn run_supervisor(
         // Started from inside another job, the supervisor is not part of it.
         .env_remove(JOB_COOKIE)
         .env(SUPERVISOR_MARK, &spec.job.id)
-        .stdin(Stdio::piped())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(stderr);
     let mut child = crate::os::sys::spawn_detached(&mut command)
         .map_err(|source| HandOffError::CannotStart { exe: exe.to_path_buf(), source })?;
-    // While the supervisor starts up; it makes the pipe itself if this fails.
+    // While the supervisor starts up; it makes the pipe itself if this fails
+    // or comes later.
     let _ = crate::supervise::outpipe::make(&job_dir);
-    let payload = serde_json::to_vec(spec).map_err(|e| HandOffError::Encode(e.to_string()))?;
     // A supervisor that died before reading (a binary that cannot run here)
     // must not take the caller down with SIGPIPE: the write fails instead.
-    let write_result = child.stdin.take().map(|mut stdin| without_sigpipe(|| stdin.write_all(&payload)));
+    let write_result = match prefilled {
+        Some(_) => None,
+        None => child.stdin.take().map(|mut stdin| without_sigpipe(|| stdin.write_all(&payload))),
+    };
     // One line: the supervisor's answer. On Unix the pipe ends with it (the
     // supervisor lets go of it); on Windows the supervisor keeps its stdout.
     let mut ready = String::new();
@@ -81,7 +75,14 @@ pub(crate) fn run_supervisor(
     if ready.is_empty() {
         // No answer: the supervisor ended; how, if the hand-off failed too.
         let status = child.wait();
-        if let Some(Err(e)) = write_result {
+        let unread = match write_result {
+            Some(Err(e)) => Some(e),
+            // The request still in its stdin: it ended before reading, as a
+            // failed write says when we write after the spawn.
+            _ if prefilled.as_ref().is_some_and(Prefilled::unread) => Some(std::io::ErrorKind::BrokenPipe.into()),
+            _ => None,
+        };
+        if let Some(e) = unread {
             let log = job_dir.join("supervisor.log");
             return Err(HandOffError::CannotHandOver(exited_unread(e, status, &log, &home.shown(&log))));
         }
@@ -92,6 +93,49 @@ pub(crate) fn run_supervisor(
     // waiting and it passes to init (or the nearest subreaper), as the
     // process its fork would have left does.
     parse_ready_line(ready.lines().next().unwrap_or(""))
+}
+
+/// Our own read end of a supervisor's prefilled stdin (see `prefill`), to
+/// tell whether it read its request.
+#[cfg(target_os = "linux")]
+struct Prefilled(std::os::fd::OwnedFd);
+
+/// Never made where `prefill` is not.
+#[cfg(not(target_os = "linux"))]
+struct Prefilled;
+
+impl Prefilled {
+    /// Whether the request is still (partly) in the pipe.
+    fn unread(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        return rustix::io::ioctl_fionread(&self.0).is_ok_and(|left| left > 0);
+        #[cfg(not(target_os = "linux"))]
+        false
+    }
+}
+
+/// The supervisor's stdin with the whole start request already in it, and
+/// closed behind it, when one pipe holds it all (Linux, whose pipes say how
+/// much they hold): the supervisor reads it the moment it starts, instead of
+/// waiting for this process to run again and write it, which on busy cores
+/// took a wait for a CPU on the way to the job's start. `None`: write it
+/// after the spawn, as for a request bigger than the pipe.
+#[cfg(target_os = "linux")]
+fn prefill(payload: &[u8]) -> Option<(Stdio, Prefilled)> {
+    let (reader, writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok()?;
+    if rustix::pipe::fcntl_getpipe_size(&writer).ok()? < payload.len() {
+        return None;
+    }
+    let ours = rustix::io::fcntl_dupfd_cloexec(&reader, 0).ok()?;
+    // Into an empty pipe that holds it all the write does not block, and our
+    // read end is open (no SIGPIPE). The writer closes here: end of request.
+    std::fs::File::from(writer).write_all(payload).ok()?;
+    Some((Stdio::from(reader), Prefilled(ours)))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn prefill(_payload: &[u8]) -> Option<(Stdio, Prefilled)> {
+    None
 }
 
 /// A hand-off write that failed because the supervisor was gone (EPIPE):

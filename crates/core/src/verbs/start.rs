@@ -26,6 +26,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
     };
     let tie = request.tie_pid.map(|pid| crate::supervise::tie::tie_to(pid, request.tie_to_caller)).transpose()?;
     let label = request.label.clone().unwrap_or_else(|| default_label(&request));
+    let stay_child = request.caller_exits;
     let waits = crate::verbs::queue::waits_for_request(context, &request)?;
     let job_id = allocate_job_dir(context, &label)?;
     let log_path = context.home.log_path(&job_id);
@@ -82,7 +83,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
         home: context.home.root.clone(),
         job: job.clone(),
         config: context.config.clone(),
-        stay_child: crate::verbs::spawn::CALLER_EXITS_AFTER_START.load(std::sync::atomic::Ordering::Relaxed),
+        stay_child,
     };
     match run_supervisor(&context.home, &spec, supervisor_exe, None) {
         Ok(pid) => Ok(Started { job_id, pid: Some(pid), log_path: job.log_path, label, command, warnings, queued: None }),
