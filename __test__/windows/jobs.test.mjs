@@ -7,6 +7,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
 import fs from 'node:fs'
+import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
 import { createRequire } from 'node:module'
@@ -225,7 +226,10 @@ async function serviceListener(t) {
     })
   })
   await new Promise((r) => server.listen(0, '127.0.0.1', r))
-  t.after(() => server.close())
+  t.after(() => {
+    server.closeAllConnections()
+    server.close()
+  })
   return { bodies, url: `http://127.0.0.1:${server.address().port}/trigger` }
 }
 
@@ -489,13 +493,20 @@ test('a job that turns ready hands its queue slot on, as on Unix: a stack\'s nex
   // No interrupt service: nothing to announce.
   const home = freshHome({ notify: { url: null } })
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-win-stack-'))
-  // first turns ready only once the test has seen `up` queue second: a
-  // readiness before `up` reached second would start second at once (a
-  // correct start, but not the hand-off this test is about).
-  const go = path.join(dir, 'go')
+  // first is ready once this server answers 200, which it does only after the
+  // test has seen `up` queue second: a readiness before `up` reached second
+  // would start second at once (correct, but not the hand-off tested here).
+  let ready = false
+  const server = http.createServer((req, res) => res.writeHead(ready ? 200 : 503).end())
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(() => {
+    server.closeAllConnections()
+    server.close()
+  })
+  const url = `http://127.0.0.1:${server.address().port}/`
   fs.writeFileSync(path.join(dir, 'run-bg.json'), JSON.stringify({
     processes: {
-      first: { command: `for /l %i in (1,1,600) do @if exist "${go}" (echo up & ping -n 120 127.0.0.1 > nul & exit) else ping -n 2 127.0.0.1 > nul`, 'ready-log': 'up' },
+      first: { command: 'ping -n 120 127.0.0.1 > nul', 'ready-url': url },
       second: { command: 'ping -n 120 127.0.0.1 > nul', after: ['first'] },
     },
   }))
@@ -504,7 +515,7 @@ test('a job that turns ready hands its queue slot on, as on Unix: a stack\'s nex
   assert.equal(up.status, 0, up.stdout + up.stderr)
   const ids = Object.fromEntries(up.stdout.trim().split(/\r?\n/).map((line) => line.trim().split(/\s+/).slice(0, 2)))
   assert.match(up.stdout, /second\s+\S+\s+queued \(after first\)/)
-  fs.writeFileSync(go, '')
+  ready = true
   // No run-bg runs meanwhile (any invocation fills the queues): only first's
   // supervisor, when it records first ready, can start second.
   await until('second started by first\'s readiness', () => {
