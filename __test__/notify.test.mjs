@@ -114,8 +114,11 @@ test('the job\'s pipes go with its end, while its supervisor still waits on the 
   try {
     assert.equal(runBg(home, ['wait', jobId, '--timeout', '5s']).code, 0)
     const supervisor = readRegistry(home).find((j) => j.id === jobId).supervisor
-    const pipes = path.join(home, 'jobs', jobId, 'pipes')
-    await waitFor(() => !fs.existsSync(pipes), { what: 'the pipes to go' })
+    // In the home's shared pipes/ directory (docs/configuration.md), which stays.
+    const pipes = [path.join(home, 'pipes', `${jobId}.output`), path.join(home, 'pipes', `${jobId}.stdin`)]
+    await waitFor(() => !pipes.some((p) => fs.existsSync(p)), { what: 'the pipes to go' })
+    assert.ok(fs.statSync(path.join(home, 'pipes')).isDirectory())
+    assert.ok(!fs.existsSync(path.join(home, 'jobs', jobId, 'pipes')), 'no directory of the job\'s own')
     assert.ok(isAlive(supervisor.pid), 'the supervisor was still waiting on its notifier when the pipes went')
   } finally {
     // Pass or fail: the event's deliverer would retry this configured

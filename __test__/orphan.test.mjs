@@ -149,13 +149,14 @@ test('an orphan keeps up to a pipe\'s worth (1 MiB) of output with no reader, an
   assert.equal(checkJson(home, job.jobId).status, 'orphaned')
   await waitFor(() => logged().includes('after-the-second-watcher\n'), { what: 'output taken up by a new watcher' })
   assert.ok(!watchers(job.jobId).includes(first))
+  assert.ok(fs.existsSync(path.join(home, 'pipes', `${job.jobId}.output`)), 'the pipe is there while the job runs')
   fs.writeFileSync(path.join(dir, 'stop'), '')
   const ended = await waitFor(() => {
     const c = checkJson(home, job.jobId)
     return c.status !== 'orphaned' ? c : null
   }, { what: 'the end' })
   assert.equal(ended.status, 'lost')
-  await waitFor(() => !fs.existsSync(path.join(home, 'jobs', job.jobId, 'pipes', 'output')), { what: 'the pipe to go with the job\'s last process' })
+  await waitFor(() => !fs.existsSync(path.join(home, 'pipes', `${job.jobId}.output`)), { what: 'the pipe to go with the job\'s last process' })
 })
 
 test('a supervisor SIGKILLed right after the CLI start answered: no start record made yet, and the log read and taken up with every position right', async (t) => {

@@ -79,7 +79,7 @@ pub struct Job {
     pub notify_on: Vec<String>,
     /// `--restart`: the policy it was started with and how its restarts went.
     pub restart: Option<Restart>,
-    /// `--stdin pipe`: its stdin is `jobs/<id>/pipes/stdin`, written by `send`.
+    /// `--stdin pipe`: its stdin is `pipes/<id>.stdin`, written by `send`.
     pub stdin_pipe: bool,
     /// The one-off rule registered with the interrupt service for this job (`--wake`).
     pub wake: Option<Wake>,

@@ -394,6 +394,11 @@ impl Registry {
             let from = self.home.job_dir(id);
             let to = folder.join(id);
             if std::fs::rename(&from, &to).is_ok() {
+                // Its pipes are in the home's shared directory, not in the
+                // folder: left by a supervisor that was killed, they would
+                // outlast it.
+                #[cfg(unix)]
+                crate::supervise::outpipe::remove_shared(&from);
                 aside.moved.push((from, to));
             }
         }

@@ -204,12 +204,15 @@ mod tests {
     /// pieces, as a job does; returns the bytes spliced and the bytes read.
     /// After each step the file being written must hold at most `max` bytes.
     fn copy_through_a_pipe(data: &[u8], log: &mut RotatingWriter, path: &Path, max: u64, splice: &mut Option<Splicer>) -> (usize, usize) {
-        let dir = tempfile::tempdir().unwrap();
-        let output = outpipe::create(dir.path()).unwrap();
+        let home = tempfile::tempdir().unwrap();
+        // As a job's: the pipes are made beside `jobs/`, in the home.
+        let job_dir = home.path().join("jobs").join("job-1");
+        std::fs::create_dir_all(&job_dir).unwrap();
+        let output = outpipe::create(&job_dir).unwrap();
         // Write-only, unlike the job's read-write end: if this test fails
         // half-way, its writer gets EPIPE instead of waiting for ever.
         drop(output.child_end);
-        let mut end = std::fs::OpenOptions::new().write(true).open(outpipe::fifo_path(dir.path())).unwrap();
+        let mut end = std::fs::OpenOptions::new().write(true).open(outpipe::fifo_path(&job_dir)).unwrap();
         let writer = std::thread::spawn({
             let data = data.to_vec();
             move || {

@@ -1,4 +1,4 @@
-//! `--stdin pipe`: the job's stdin is a named pipe, `jobs/<id>/pipes/stdin`
+//! `--stdin pipe`: the job's stdin is a named pipe, `pipes/<id>.stdin`
 //! (beside the output's, see `outpipe::PIPES_DIR`), that `run-bg send` /
 //! `sendInput` open and write.
 //!
@@ -13,8 +13,8 @@ use std::os::fd::OwnedFd;
 use crate::supervise::outpipe;
 use std::path::{Path, PathBuf};
 
-/// The FIFO's name in `outpipe::PIPES_DIR`.
-const FIFO_NAME: &str = "stdin";
+/// The FIFO's name in `outpipe::PIPES_DIR`, after the job's id and a dot.
+pub(crate) const FIFO_NAME: &str = "stdin";
 
 /// Where jobs started before the pipes had a directory keep it.
 const EARLIER_PATH: &str = "stdin.pipe";
@@ -55,8 +55,6 @@ pub fn create(job_dir: &Path) -> std::io::Result<JobStdin> {
 
 /// Removes the FIFO and any request left for it, once the job has ended.
 pub fn remove(job_dir: &Path) {
-    let _ = std::fs::remove_file(outpipe::pipe_path(job_dir, FIFO_NAME));
-    let _ = std::fs::remove_file(job_dir.join(EARLIER_PATH));
+    outpipe::remove_pipe(job_dir, FIFO_NAME, EARLIER_PATH);
     let _ = std::fs::remove_file(job_dir.join(CLOSE_REQUEST));
-    outpipe::remove_pipes_dir(job_dir);
 }
