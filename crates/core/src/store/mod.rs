@@ -8,6 +8,9 @@ pub mod job_file;
 pub mod log_read;
 pub mod logs;
 pub mod paths;
+/// Named pipes are Unix's; Windows's are in the kernel's pipe namespace.
+#[cfg(unix)]
+pub mod pipes;
 pub mod procset;
 pub mod registry;
 pub mod schedule;

@@ -398,7 +398,7 @@ impl Registry {
                 // folder: left by a supervisor that was killed, they would
                 // outlast it.
                 #[cfg(unix)]
-                crate::supervise::outpipe::remove_shared(&from);
+                crate::store::pipes::remove_shared(&from);
                 aside.moved.push((from, to));
             }
         }

@@ -1,5 +1,5 @@
 //! `--stdin pipe`: the job's stdin is a named pipe, `pipes/<id>.stdin`
-//! (beside the output's, see `outpipe::PIPES_DIR`), that `run-bg send` /
+//! (beside the output's, see `store::pipes`), that `run-bg send` /
 //! `sendInput` open and write.
 //!
 //! The supervisor holds a write end for as long as the job runs, so the job
@@ -10,11 +10,11 @@
 
 use rustix::fs::{Mode, OFlags};
 use std::os::fd::OwnedFd;
-use crate::supervise::outpipe;
+use crate::store::pipes;
 use std::path::{Path, PathBuf};
 
-/// The FIFO's name in `outpipe::PIPES_DIR`, after the job's id and a dot.
-pub(crate) const FIFO_NAME: &str = "stdin";
+/// The FIFO's name in `pipes::PIPES_DIR`, after the job's id and a dot.
+const FIFO_NAME: &str = pipes::STDIN;
 
 /// Where jobs started before the pipes had a directory keep it.
 const EARLIER_PATH: &str = "stdin.pipe";
@@ -22,7 +22,7 @@ const EARLIER_PATH: &str = "stdin.pipe";
 /// The job's stdin pipe where it is: for a job started by an earlier
 /// version, its old place (the new one when neither exists).
 pub fn fifo_path(job_dir: &Path) -> PathBuf {
-    outpipe::existing_pipe(job_dir, FIFO_NAME, EARLIER_PATH)
+    pipes::existing_pipe(job_dir, FIFO_NAME, EARLIER_PATH)
 }
 
 
@@ -40,8 +40,8 @@ pub struct JobStdin {
 /// Makes the FIFO (mode 0600) and opens both ends; close-on-exec until the
 /// launch installs the child's end as its stdin.
 pub fn create(job_dir: &Path) -> std::io::Result<JobStdin> {
-    outpipe::make_pipes_dir(job_dir)?;
-    let path = outpipe::pipe_path(job_dir, FIFO_NAME);
+    pipes::make_pipes_dir(job_dir)?;
+    let path = pipes::pipe_path(job_dir, FIFO_NAME);
     crate::os::platform::make_fifo(&path)?;
     let open = |flags: OFlags| rustix::fs::open(&path, flags | OFlags::CLOEXEC | OFlags::NOFOLLOW, Mode::empty());
     // Non-blocking: an open for reading would otherwise wait for a writer.
@@ -55,6 +55,6 @@ pub fn create(job_dir: &Path) -> std::io::Result<JobStdin> {
 
 /// Removes the FIFO and any request left for it, once the job has ended.
 pub fn remove(job_dir: &Path) {
-    outpipe::remove_pipe(job_dir, FIFO_NAME, EARLIER_PATH);
+    pipes::remove_pipe(job_dir, FIFO_NAME, EARLIER_PATH);
     let _ = std::fs::remove_file(job_dir.join(CLOSE_REQUEST));
 }

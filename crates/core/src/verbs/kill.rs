@@ -214,6 +214,10 @@ impl Context {
             // deaths are a kill, should it see them first; with none written
             // (a full or read-only disk) it is rung with its stop signal
             // instead and sends its own.
+            // Whether it can act at all, as it was when the kill began: looked
+            // at after our signals, a supervisor stopped meanwhile (its job's
+            // processes already gone) would read as stopped from the start.
+            let stopped = procinfo::is_stopped(supervisor.pid);
             let signalled = since.is_some() && main_was_running && doorbell == crate::model::signals::SIGUSR1;
             if signalled {
                 strays.signal_whole_job(&members, job.main, job.paused_at.is_some());
@@ -226,13 +230,14 @@ impl Context {
                 other => other,
             };
             match outcome {
-                SignalOutcome::Sent => rung.push((job, supervisor, recorded, members, main_was_running, signalled)),
+                SignalOutcome::Sent => rung.push((job, supervisor, recorded, members, main_was_running, signalled, stopped)),
                 // It ended meanwhile: the job is now ended, orphaned or lost.
                 SignalOutcome::Gone | SignalOutcome::Replaced => {
                     results.push(self.kill(&job.id, Some(grace), force).map_err(|e| (job.id.clone(), e)));
                 }
                 SignalOutcome::Failed(why) => {
-                    let error = Error::Other(format!("cannot signal the supervisor of {} (pid {}): {why}", job.id, supervisor.pid));
+                    let tree = if signalled { "; its processes were sent SIGTERM" } else { "" };
+                    let error = Error::Other(format!("cannot signal the supervisor of {} (pid {}): {why}{tree}", job.id, supervisor.pid));
                     results.push(Err((job.id.clone(), error)));
                 }
             }
@@ -240,7 +245,7 @@ impl Context {
         drop(shared);
         // What each target's supervisor recorded, in the targets' order.
         let mut recorded: Vec<Vec<ProcessIdentity>> = Vec::with_capacity(rung.len());
-        for (job, supervisor, job_recorded, members, main_was_running, signalled) in rung {
+        for (job, supervisor, job_recorded, members, main_was_running, signalled, stopped) in rung {
             recorded.push(job_recorded);
             let mut seen = Seen::default();
             seen.add_identities(members.rows.iter().map(|r| r.identity));
@@ -249,7 +254,6 @@ impl Context {
                 strays.signal(&members, signal, job.paused_at.is_some());
             }
             let ended_before = job.status().is_final();
-            let stopped = procinfo::is_stopped(supervisor.pid);
             let answer_by = if stopped { Instant::now() } else { started + grace + SUPERVISOR_ANSWER };
             let record = RecordStamp::default();
             targets.push(Target { job, supervisor, stopped, main_was_running, ended_before, seen, answer_by, ended: None, late: false, main_gone: !main_was_running, record, unrecorded: None });
