@@ -263,6 +263,7 @@ impl Supervisor {
                 return Err(format!("cannot record the job: {e} (and its process {main_pid} could not be stopped: {kill})").into());
             }
             outpipe::remove(&home.job_dir(&job.id));
+            stdin::remove(&home.job_dir(&job.id));
             return Err(format!("cannot record the job: {e}").into());
         }
         // Not in jobs.json: readers list the job from its job.json, and the

@@ -104,7 +104,10 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
                     Err(Error::StartFailed { job_id, message })
                 }
                 Err(e) => {
-                    // Nothing could be kept (a full disk): leave nothing behind either.
+                    // Nothing could be kept (a full disk): leave nothing behind
+                    // either, its pipes (beside jobs/, not in its folder) too.
+                    #[cfg(unix)]
+                    crate::store::pipes::remove_shared(&context.home.job_dir(&job_id));
                     let _ = std::fs::remove_dir_all(context.home.job_dir(&job_id));
                     // The supervisor's message says so already when recording was what failed.
                     let message = if message.contains("record the job") {
