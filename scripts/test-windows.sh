@@ -167,6 +167,10 @@ else
   node_args=(${PM_WINDOWS_NODE_TEST_ARGS:-} --test --test-concurrency=1 "$@" "${tests[@]}")
   step "node.exe ${node_args[*]} (wine; log: ${log#"$root"/})"
   t=$(now)
+  # Emptied here, not only by pm_wine_node in the background: the loop below
+  # could otherwise read the last run's summary in it before that ran, take
+  # node.exe for hung and end it a minute later (seen once: 61 s, at test 21).
+  : >"$log"
   PM_WINE_NODE_LOG=$log PM_WINE_TIMEOUT=${PM_WINE_TIMEOUT:-1800} pm_wine_node "${node_args[@]}" &
   node_job=$!
   # node.exe has been seen (rarely) to stay in a wineserver call after
