@@ -92,7 +92,11 @@ pub fn remove_shared(job_dir: &Path) {
 /// previous version's per-job directory once it is empty (not before: its
 /// other pipe may still be in use).
 pub fn remove_pipe(job_dir: &Path, name: &str, earlier: &str) {
-    let _ = std::fs::remove_file(pipe_path(job_dir, name));
+    // A job has its pipes in one place: found in the new one, the old
+    // places are not probed (two failing unlinks at every job's end).
+    if std::fs::remove_file(pipe_path(job_dir, name)).is_ok() {
+        return;
+    }
     let per_job = per_job_path(job_dir, name);
     if std::fs::remove_file(&per_job).is_ok() {
         let _ = std::fs::remove_dir(job_dir.join(PIPES_DIR));
