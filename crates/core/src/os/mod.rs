@@ -76,6 +76,14 @@ pub mod toolhelp;
 
 // The platform's own ways to the same facts: one file per platform, each
 // with the same functions, and no `cfg` anywhere else in `os`.
+/// The supervisor's platform half (supervise/supervisor.rs is the rest).
+#[cfg(unix)]
+#[path = "supervision_unix.rs"]
+pub mod supervision;
+#[cfg(windows)]
+#[path = "supervision_windows.rs"]
+pub mod supervision;
+
 #[cfg(target_os = "linux")]
 #[path = "linux.rs"]
 pub(crate) mod platform;

@@ -28,6 +28,17 @@ pub struct Output<S> {
     lines_wanted: Arc<AtomicBool>,
     /// The copying threads of every run, the current one's last.
     copiers: Vec<JoinHandle<()>>,
+    /// No run comes after the current one (the job ends for good).
+    last_run: bool,
+    /// Its end has been handed to the loop.
+    ended: bool,
+}
+
+/// A piece of what the job wrote, as the loop is handed it while a watch
+/// needs the lines, or its end.
+pub enum Piece<'a> {
+    Bytes(&'a [u8]),
+    Ended,
 }
 
 impl<S: Sink> Output<S> {
@@ -40,16 +51,18 @@ impl<S: Sink> Output<S> {
             wake: Arc::new(windows_job::create_private_event()?),
             lines_wanted: Arc::new(AtomicBool::new(false)),
             copiers: Vec::new(),
+            last_run: false,
+            ended: false,
         })
     }
 
-    pub fn want_lines(&self, wanted: bool) {
+    pub fn want_lines(&mut self, wanted: bool) {
         self.lines_wanted.store(wanted, Ordering::Relaxed);
     }
 
-    /// Copies what `reader` gives into the sink, on a thread of its own,
-    /// until every process holding the pipe has closed it.
-    pub fn copy(&mut self, reader: std::io::PipeReader) {
+    /// Copies what a new run's `reader` gives into the sink, on a thread of
+    /// its own, until every process holding the pipe has closed it.
+    pub fn new_run(&mut self, reader: std::io::PipeReader) {
         let (sink, sender, wake, wanted) = (self.sink.clone(), self.sender.clone(), self.wake.clone(), self.lines_wanted.clone());
         match std::thread::Builder::new().name("output".into()).spawn(move || copy_output(reader, &sink, &sender, &wake, &wanted)) {
             Ok(copier) => self.copiers.push(copier),
@@ -57,25 +70,56 @@ impl<S: Sink> Output<S> {
         }
     }
 
-    /// Every run's output has ended.
-    pub fn all_copied(&self) -> bool {
+    /// Every run's output has ended (its copy with it).
+    pub fn runs_copied(&self) -> bool {
         self.copiers.iter().all(JoinHandle::is_finished)
     }
 
-    /// Waits for every run's output to end (the last process holding a pipe).
-    pub fn join(&mut self) {
-        for copier in std::mem::take(&mut self.copiers) {
-            let _ = copier.join();
-        }
+    /// No run comes after the current one: once its copy ends, the output has.
+    pub fn no_more_runs(&mut self) {
+        self.last_run = true;
     }
 
-    /// The next piece handed over, if one is waiting.
-    pub fn news(&self) -> Option<Vec<u8>> {
-        self.news.try_recv().ok()
+    /// What the loop's wait watches (the copying threads' event); `None`
+    /// once the output has ended.
+    pub fn waitable(&self) -> Option<std::os::windows::io::BorrowedHandle<'_>> {
+        use std::os::windows::io::AsHandle;
+        (!self.ended).then(|| self.wake.as_handle())
     }
+
+    pub fn is_open(&self) -> bool {
+        !self.ended
+    }
+
+    /// Hands `seen` what the copying threads handed over, then the output's
+    /// end once the last run's copy has ended; how many bytes it was handed.
+    pub fn copy(&mut self, seen: &mut dyn FnMut(Piece)) -> usize {
+        let mut handed = 0;
+        while let Ok(bytes) = self.news.try_recv() {
+            handed += bytes.len();
+            seen(Piece::Bytes(&bytes));
+        }
+        if self.last_run && !self.ended && self.runs_copied() {
+            // Sent before each thread ended: nothing is left in the channel.
+            while let Ok(bytes) = self.news.try_recv() {
+                seen(Piece::Bytes(&bytes));
+            }
+            self.ended = true;
+            seen(Piece::Ended);
+        }
+        handed
+    }
+
+    /// The copying threads say their failures themselves.
+    pub fn take_failure(&mut self) -> Option<String> {
+        None
+    }
+
+    /// The threads hold the pipes: nothing of ours to close.
+    pub fn close(&mut self) {}
 
     /// The sink itself, between two pieces of the copy.
-    pub fn with_sink<R>(&self, f: impl FnOnce(&mut S) -> R) -> R {
+    pub fn with_log<R>(&mut self, f: impl FnOnce(&mut S) -> R) -> R {
         f(&mut self.sink.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }

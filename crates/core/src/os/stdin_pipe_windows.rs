@@ -278,6 +278,13 @@ fn connect(name: &str) -> Result<File, SendRefused> {
     }
 }
 
+/// As on Unix (supervise/stdin.rs, which is this file on Windows): `send
+/// --eof` goes through the pipe here, so no request is ever left.
+pub const CLOSE_REQUEST: &str = "stdin-close";
+
+/// The named pipe goes with the supervisor's thread: nothing to remove.
+pub fn remove(_job_dir: &Path) {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,3 +319,4 @@ mod tests {
         assert!(serve(&home, "relay").is_err());
     }
 }
+

@@ -10,14 +10,17 @@ use std::os::windows::io::BorrowedHandle;
 use std::time::Duration;
 
 /// Sleeps until one handle is signalled or `limit` has passed; says which.
-pub fn wait(doorbells: [BorrowedHandle; 2], output: BorrowedHandle, main: Option<BorrowedHandle>, tie: Option<BorrowedHandle>, limit: Duration) -> Woken {
-    let has_main = main.is_some();
+pub fn wait(doorbells: [BorrowedHandle; 2], output: Option<BorrowedHandle>, main: Option<BorrowedHandle>, tie: Option<BorrowedHandle>, limit: Duration) -> Woken {
     let [doorbell, stop] = doorbells;
-    let handles: Vec<BorrowedHandle> = [Some(doorbell), Some(stop), Some(output), main, tie].into_iter().flatten().collect();
+    // Each handle's place among those waited on: the bells, then the output, the main process, the tie.
+    let (has_output, has_main) = (output.is_some(), main.is_some());
+    let output_slot = has_output.then_some(2);
+    let main_slot = has_main.then_some(2 + usize::from(has_output));
+    let handles: Vec<BorrowedHandle> = [Some(doorbell), Some(stop), output, main, tie].into_iter().flatten().collect();
     match windows_job::wait_any(&handles, limit) {
         Handle::Handle(0 | 1) => Woken { doorbell: true, ..Woken::default() },
-        Handle::Handle(2) => Woken { output: true, ..Woken::default() },
-        Handle::Handle(3) if has_main => Woken { main_ended: true, ..Woken::default() },
+        Handle::Handle(i) if Some(i) == output_slot => Woken { output: true, ..Woken::default() },
+        Handle::Handle(i) if Some(i) == main_slot => Woken { main_ended: true, ..Woken::default() },
         Handle::Handle(_) => Woken { tie: true, ..Woken::default() },
         Handle::TimedOut => Woken::default(),
         Handle::Failed => Woken { failed: true, ..Woken::default() },

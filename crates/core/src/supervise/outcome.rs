@@ -37,21 +37,19 @@ impl Supervisor {
     }
 }
 
-/// What Unix does its own way when an end is recorded (ending::record_end).
+/// What the supervisor does when an end is recorded (ending::record_end).
 impl ending::Ending for Supervisor {
     fn record(&mut self) -> (&Home, &Config, &Registry, &mut Job) {
         (&self.home, &self.config, &self.registry, &mut self.job)
     }
 
-    /// From a forked child, so retries and hooks never hold up the loop
-    /// that drains lingering output. The supervisor stays until it is
-    /// done, as it stays for any child.
+    /// Beside the loop (a forked child, a thread), so retries and hooks
+    /// never hold up the loop that drains lingering output. The supervisor
+    /// stays until it is done, as it stays for any child and errand.
     fn announce(&mut self) {
-        if let Some(pid) = self.fork_errand("notifier", |supervisor| {
-            notify::announce(&supervisor.home, &supervisor.config, &supervisor.job);
-        }) {
-            self.notifier = Some(pid);
-            self.phase = self.phase.child_started();
+        let (home, config, job) = (self.home.clone(), self.config.clone(), self.job.clone());
+        if let Some(pid) = self.errand("notifier", move || notify::announce(&home, &config, &job)) {
+            self.host.notifier_started(pid);
         }
     }
 
@@ -65,14 +63,15 @@ impl ending::Ending for Supervisor {
     /// record, and becomes our done mark (`leave_done_mark`).
     fn write_end_record(&mut self, durable: bool) -> crate::Result<()> {
         let spare = self.home.job_dir(&self.job.id).join(crate::model::protocol::SUPERVISOR_LOCK_FILE);
-        if self.alive_lock.is_none() && self.registry.write_job_file_through(&self.job, durable, &spare).is_ok() {
+        // Only where the lock is taken (`supervision::FORKS`: Unix).
+        if crate::os::supervision::FORKS && self.alive_lock.is_none() && self.registry.write_job_file_through(&self.job, durable, &spare).is_ok() {
             return Ok(());
         }
         self.registry.write_job_file(&self.job, durable)
     }
 }
 
-/// An end Unix could write nowhere is kept here (supervise/unrecorded.rs).
+/// An end that could be written nowhere is kept here (supervise/unrecorded.rs).
 impl unrecorded::Keeping for Supervisor {
     fn kept(&mut self) -> &mut Option<Unrecorded> {
         &mut self.unrecorded

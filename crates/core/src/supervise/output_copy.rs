@@ -310,3 +310,100 @@ mod tests {
     }
 }
 
+
+/// A piece of what the job wrote, as the loop is handed it while a watch
+/// needs the lines (`--ready-log`, `--notify-on`), or its end.
+pub(super) enum Piece<'a> {
+    Bytes(&'a [u8]),
+    Ended,
+}
+
+/// The job's output on Unix: one named pipe every run writes into, copied
+/// into the log by the loop itself (os/output_copy_windows.rs is Windows's,
+/// with the same face).
+pub(super) struct JobOutput {
+    /// The pipe's read end; gone once every writer closed it.
+    pipe: Option<OwnedFd>,
+    log: RotatingWriter,
+    buffer: Vec<u8>,
+    /// There while the output goes into the log by `splice(2)`, never seen
+    /// by us (see `copy_once`); gone once the kernel refused it for this log.
+    /// A feature that must see the output's lines (issue 15's `--ready-log`
+    /// and `--notify-on`) leaves it out while it scans them: read and write
+    /// then hand it every byte.
+    splice: Option<Splicer>,
+    /// A failure to write the log, not said yet (said once: the same
+    /// failure would repeat for every chunk).
+    failure: Option<Error>,
+    failed: bool,
+}
+
+impl JobOutput {
+    pub(super) fn new(pipe: OwnedFd, log: RotatingWriter, lines_wanted: bool) -> JobOutput {
+        JobOutput { pipe: Some(pipe), log, buffer: vec![0u8; 256 * 1024], splice: if lines_wanted { None } else { new_splicer() }, failure: None, failed: false }
+    }
+
+    /// What the loop's wait watches; `None` once the output has ended.
+    pub(super) fn waitable(&self) -> Option<BorrowedFd<'_>> {
+        self.pipe.as_ref().map(AsFd::as_fd)
+    }
+
+    pub(super) fn is_open(&self) -> bool {
+        self.pipe.is_some()
+    }
+
+    /// Moves what the pipe holds into the log once, handing `seen` what it
+    /// read (while the lines are wanted) or the end; how many bytes moved.
+    pub(super) fn copy(&mut self, seen: &mut dyn FnMut(Piece)) -> usize {
+        let Some(pipe) = &self.pipe else { return 0 };
+        let (copied, error) = copy_once(pipe.as_fd(), &mut self.log, &mut self.buffer, &mut self.splice);
+        if let Some(e) = error.filter(|_| !std::mem::replace(&mut self.failed, true)) {
+            self.failure = Some(e);
+        }
+        match copied {
+            Copied::Read(n) => seen(Piece::Bytes(&self.buffer[..n])),
+            Copied::Closed => {
+                self.pipe = None;
+                seen(Piece::Ended);
+            }
+            Copied::Spliced(_) | Copied::Empty => {}
+        }
+        copied.bytes()
+    }
+
+    /// A failure to write the log, once.
+    pub(super) fn take_failure(&mut self) -> Option<Error> {
+        self.failure.take()
+    }
+
+    /// Whether the loop is handed what the job writes; the output is spliced otherwise.
+    pub(super) fn want_lines(&mut self, wanted: bool) {
+        if wanted {
+            self.splice = None;
+        } else if self.splice.is_none() {
+            self.splice = new_splicer();
+        }
+    }
+
+    /// A new run writes into the same pipe.
+    pub(super) fn new_run(&mut self, _run: ()) {}
+
+    /// Everything the ended runs wrote is in the log: on Unix what is in
+    /// the pipe is taken by a drain, without waiting for its writers.
+    pub(super) fn runs_copied(&self) -> bool {
+        true
+    }
+
+    /// Our read end goes (a forked errand must not hold it open).
+    pub(super) fn close(&mut self) {
+        self.pipe = None;
+    }
+
+    pub(super) fn with_log<R>(&mut self, f: impl FnOnce(&mut RotatingWriter) -> R) -> R {
+        f(&mut self.log)
+    }
+
+    /// No run comes after the current one: the pipe ends once its last
+    /// writer closes it (the ends kept for a restart are let go of).
+    pub(super) fn no_more_runs(&mut self) {}
+}

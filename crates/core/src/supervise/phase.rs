@@ -3,38 +3,9 @@
 //! every platform; on Windows no child of ours is left to reap once the
 //! main process has ended (what it left is in the Job Object, not ours).
 
-use crate::model::job::{signal_name, Exit};
 
-/// How the main process ended, as `waitpid` (or Windows's exit code) reported it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum MainExit {
-    Code(i32),
-    Signal(i32),
-    /// Ended, but how could not be read (Windows: its exit code; `waitpid`
-    /// always says).
-    #[cfg_attr(unix, allow(dead_code))]
-    Unread,
-}
-
-impl MainExit {
-    /// From a wait status's exit status and terminating signal; `None` for
-    /// a report that is no end (a stop or a continue, never asked for).
-    pub(super) fn from_wait(exit_status: Option<i32>, terminating_signal: Option<i32>) -> Option<MainExit> {
-        exit_status.map(MainExit::Code).or(terminating_signal.map(MainExit::Signal))
-    }
-
-}
-
-impl MainExit {
-    /// How the job records it: a signal by its name; `None` when unread.
-    pub(super) fn recorded(self) -> Option<Exit> {
-        match self {
-            MainExit::Code(code) => Some(Exit::Code(code)),
-            MainExit::Signal(signal) => Some(Exit::Signal(signal_name(signal))),
-            MainExit::Unread => None,
-        }
-    }
-}
+/// How the main process ended (os/wait.rs: what a reap reports).
+pub(super) use crate::os::wait::MainEnd as MainExit;
 
 /// Where the supervisor is in a job's life. Each step only goes forward
 /// (but for a restart, `--restart`, from an exit not yet recorded back to
@@ -126,6 +97,7 @@ impl Phase {
 #[cfg(test)]
 mod phase_tests {
     use super::*;
+    use crate::model::job::Exit;
 
     const EXIT: MainExit = MainExit::Code(3);
 

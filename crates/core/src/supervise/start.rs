@@ -1,103 +1,30 @@
-//! The supervisor's start: `run-bg __supervise` reads its start request,
-//! leaves its caller behind, launches the job's main process (and each run
-//! of a job that restarts), records it and tells the caller how it went.
+//! The supervisor's start, the same on every platform: `run-bg __supervise`
+//! reads its start request, leaves its caller behind, launches the job's
+//! main process, records it and tells the caller how it went. How the first
+//! run is launched and its output taken is each platform's (`first_run`).
 
-use crate::model::error::LaunchError;
-use crate::model::job::{Job, JobState, ProcessIdentity};
-use crate::model::protocol::{JOB_COOKIE, READY_ERR, READY_OK, SUPERVISOR_MARK};
+use crate::model::job::{Job, JobState};
+use crate::model::protocol::{READY_ERR, READY_OK};
 use crate::now_ms;
-use crate::os::launch::{self, LaunchSpec};
 use crate::os::procinfo;
+use crate::os::supervision::{self, Host};
+use crate::store::config::Config;
 use crate::store::logs::RotatingWriter;
 use crate::store::paths::Home;
 use crate::store::registry::{Patience, Registry};
 use crate::supervise::memory::CodePages;
-use crate::supervise::output_copy::new_splicer;
 use crate::supervise::phase::Phase;
 use crate::supervise::restart::Runs;
-use crate::supervise::signals::install_signal_handlers;
 use crate::supervise::supervisor::{ProcessRecord, Supervisor};
-use crate::supervise::{outpipe, ready, stdin, tie};
-
-use std::os::fd::AsRawFd;
+use crate::supervise::{outpipe, ready, stdin, tie, JobOutput};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 pub use crate::supervise::spec::SupervisorSpec;
 
-/// Points our stdin or stdout at /dev/null. A failure leaves it where it was
-/// (the caller's pipe), which only matters to a caller still reading it, so
-/// it is reported, not fatal.
-fn redirect_to_dev_null(which: Stdio) {
-    let redirected = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null").and_then(|null| {
-        match which {
-            Stdio::In => rustix::stdio::dup2_stdin(&null),
-            Stdio::Out => rustix::stdio::dup2_stdout(&null),
-        }
-        .map_err(std::io::Error::from)
-    });
-    if let Err(e) = redirected {
-        tracing::warn!("run-bg supervisor: cannot point {which:?} at /dev/null: {e}");
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Stdio {
-    In,
-    Out,
-}
-
-/// Orphaned descendants are re-parented to us, so we can reap them and see the
-/// tree end. Without it the job still runs and is killed by its group; the
-/// failure is reported so a lingering tree can be explained.
-fn become_subreaper() {
-    if let Err(e) = crate::os::platform::become_subreaper() {
-        tracing::warn!("run-bg supervisor: cannot become a child subreaper: {e}");
-    }
-}
-
-/// Takes `SUPERVISOR_LOCK_FILE` in the job's directory (opened close-on-exec:
-/// the job's processes never hold it). A reader holds it shared for a moment
-/// only, so a few tries get it; without it readers look the full way.
-fn hold_alive_lock(dir: &Path) -> Option<std::fs::File> {
-    use crate::os::sys::OpenOptionsExt;
-    let file = crate::store::paths::options_nofollow()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(dir.join(crate::model::protocol::SUPERVISOR_LOCK_FILE))
-        .ok()?;
-    for _ in 0..20 {
-        if file.try_lock().is_ok() {
-            return Some(file);
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    None
-}
-
-/// Kills and reaps the job's main process we just started and could not
-/// record.
-fn stop_unrecorded(main: rustix::process::Pid) -> rustix::io::Result<()> {
-    // Our own child, just started in its own session and process group
-    // (pgid == its pid) and not yet reaped, so the pid cannot have been
-    // reused; no group yet (ESRCH) while it has not made its session, and
-    // then nothing but the child to kill.
-    rustix::process::kill_process_group(main, rustix::process::Signal::KILL)
-        .or_else(|e| match e {
-            rustix::io::Errno::SRCH => rustix::process::kill_process(main, rustix::process::Signal::KILL),
-            e => Err(e),
-        })
-        .and_then(|()| rustix::process::waitpid(Some(main), rustix::process::WaitOptions::empty()).map(drop))
-}
-
 /// Entry point of `run-bg __supervise`. Never returns to the CLI's parser.
 pub fn supervise_main() -> i32 {
-    // First: what a supervisor holds for its job's life must not depend on
-    // how big a registry it read on the way.
-    procinfo::keep_large_blocks_mapped();
+    supervision::before_start();
     let spec = match SupervisorSpec::read_from_stdin() {
         Ok(spec) => spec,
         Err(e) => {
@@ -105,18 +32,10 @@ pub fn supervise_main() -> i32 {
             return 1;
         }
     };
-
-    let detached = match spec.stay_child {
-        // Our caller exits without waiting for us (see `SupervisorSpec::stay_child`).
-        true => rustix::process::setsid().map(drop).map_err(std::io::Error::from),
-        false => crate::os::fork::detach(),
-    };
-    if let Err(e) = detached {
+    if let Err(e) = supervision::detach(spec.stay_child) {
         report_ready(&format!("{READY_ERR}cannot detach the supervisor: {e}"));
         return 1;
     }
-    redirect_to_dev_null(Stdio::In);
-    become_subreaper();
     match Supervisor::start(spec) {
         Ok(mut supervisor) => {
             supervisor.run();
@@ -136,7 +55,7 @@ pub fn supervise_main() -> i32 {
 
 /// Why a start failed, and the failed job (kept in its job.json) to add to
 /// the registry once the caller has been told.
-struct StartFailure {
+pub(super) struct StartFailure {
     message: String,
     /// Boxed: a failed start is rare and the record large.
     record: Option<Box<(Registry, Job)>>,
@@ -151,21 +70,19 @@ impl From<String> for StartFailure {
 /// Tells the waiting caller how the start went, then lets go of its pipe.
 fn report_ready(line: &str) {
     crate::supervise::spec::write_ready_line(line);
-    redirect_to_dev_null(Stdio::Out);
+    supervision::answered();
 }
 
-/// Starts a run of the job's main process: its argv, cwd and environment
-/// plus the cookie, `output` as its stdout and stderr, `stdin` or /dev/null.
-fn launch_main(job: &Job, output: std::os::fd::RawFd, stdin: Option<std::os::fd::RawFd>) -> std::result::Result<launch::Launched, LaunchError> {
-    launch::launch(&LaunchSpec {
-        argv: &job.argv,
-        cwd: Path::new(&job.cwd),
-        set: job.env.iter().map(|(k, v)| (k.into(), v.into())).chain([(JOB_COOKIE.into(), job.id.clone().into())]).collect(),
-        remove: &[SUPERVISOR_MARK],
-        output,
-        stdin,
-        nice: job.nice,
-    })
+/// The first run, launched: the platform's half, the output going into the
+/// log, the alive lock (Unix), and the main process's pid. The job's
+/// `main` is set. `launched_pending`: Unix's exec outcome, read once the
+/// record is written (the write and the job's start overlap).
+struct FirstRun {
+    host: Host,
+    output: JobOutput,
+    alive_lock: Option<std::fs::File>,
+    pid: u32,
+    exec_outcome: Option<supervision::Pending>,
 }
 
 impl Supervisor {
@@ -192,75 +109,26 @@ impl Supervisor {
         if let Err(e) = crate::supervise::spec::check_cwd(Path::new(&job.cwd)) {
             return Err(fail(job, e.to_string()));
         }
-        let signals = install_signal_handlers().map_err(|e| format!("cannot set up signal handling: {e}"))?;
-        // A named pipe the job holds read-write: our death never ends the job
-        // (see outpipe); a bigger pipe also means fewer wake-ups for chatty jobs.
-        let output = match outpipe::create(&home.job_dir(&job.id)) {
-            Ok(output) => output,
-            Err(e) => return Err(fail(job, format!("cannot create the output pipe: {e}"))),
-        };
-        let job_stdin = match job.stdin_pipe {
-            true => match stdin::create(&home.job_dir(&job.id)) {
-                Ok(pipe) => Some(pipe),
-                Err(e) => return Err(fail(job, format!("cannot create the stdin pipe: {e}"))),
-            },
-            false => None,
-        };
-        let launched = launch_main(&job, output.child_end.as_raw_fd(), job_stdin.as_ref().map(|s| s.child_end.as_raw_fd()));
-        // Our copy of the job's end: EOF then means "every process of the job
-        // closed it". A job that restarts keeps it for its next run until it
-        // ends for good.
-        let restarts = job.restart.is_some();
-        let output_child_end = restarts.then_some(output.child_end);
-        let (stdin_writer, stdin_child_end) = match job_stdin {
-            Some(pipe) => (Some(pipe.writer), restarts.then_some(pipe.child_end)),
-            None => (None, None),
-        };
-        let output_read = output.reader;
-        let launched = match launched {
-            Ok(launched) => launched,
-            Err(e) => return Err(fail(job, e.to_string())),
-        };
-        let main_pid = launched.pid;
-        let Some(main) = rustix::process::Pid::from_raw(main_pid) else {
-            return Err(fail(job, format!("the launch reported pid {main_pid}")));
-        };
-        job.main = Some(
-            // Our unreaped child: its pid cannot have been reused yet.
-            procinfo::identify_exactly(main_pid as u32).unwrap_or(ProcessIdentity::from_stat(main_pid as u32, 0)),
-        );
-        job.state = JobState::Running;
-        // Before the record that says the job runs: a reader that finds it
-        // running finds the lock held. Taken after the launch, not before:
-        // the file's creation (an inode, up to a millisecond on a busy disk)
-        // then overlaps the job's start instead of delaying it; nothing of
-        // the job can hold it (close-on-exec, opened after the launch).
-        let alive_lock = hold_alive_lock(&home.job_dir(&job.id));
-        // The log too (always in the job's directory, as the record is):
-        // made while the job starts up, for the same reason. It takes what the
-        // job writes from the pipe only once we read it, and a job whose log
-        // cannot be made is stopped before it is recorded as running, as one
-        // that cannot be recorded is.
-        let log_path = home.job_log(&job.id, Path::new(&job.log_path));
-        let log = match RotatingWriter::create(&log_path, spec.config.logs.max_bytes, spec.config.logs.keep) {
-            Ok(log) => log,
-            Err(e) => {
-                let message = home.explain(e).to_string();
-                if let Err(kill) = stop_unrecorded(main) {
-                    return Err(format!("{message} (and its process {main_pid} could not be stopped: {kill})").into());
-                }
+        // Before the run starts: a ready line it prints at once is seen.
+        let watch = ready::Watch::new(&job, &spec.config);
+        let lines_wanted = watch.as_ref().is_some_and(ready::Watch::needs_lines);
+        let mut first = match first_run(&home, &spec.config, &mut job, lines_wanted) {
+            Ok(first) => first,
+            Err(Failed::Unrecorded(message)) => return Err(message.into()),
+            Err(Failed::Recorded(message)) => {
                 job.main = None;
                 return Err(fail(job, message));
             }
         };
+        job.state = JobState::Running;
         // Recorded while the job starts up (the write and its start overlap), in
         // the job's own job.json: it needs no lock, so a registry held by
         // another process delays neither the caller nor the job, and it
         // reserves the room the outcome needs. A job that cannot be recorded
         // (a full disk) is not started: its end could not be kept.
         if let Err(e) = registry.write_job_file(&job, false) {
-            if let Err(kill) = stop_unrecorded(main) {
-                return Err(format!("cannot record the job: {e} (and its process {main_pid} could not be stopped: {kill})").into());
+            if let Err(kill) = first.host.stop_unrecorded() {
+                return Err(format!("cannot record the job: {e} (and its process {} could not be stopped: {kill})", first.pid).into());
             }
             outpipe::remove(&home.job_dir(&job.id));
             stdin::remove(&home.job_dir(&job.id));
@@ -272,91 +140,168 @@ impl Supervisor {
         // answer: a start into a home of 1,000 running jobs took 40–56 ms
         // where it takes 10 at 10 jobs, and each supervisor kept that parse's
         // heap.
-        if let Err(e) = launched.exec_outcome() {
+        if let Some(Err(e)) = first.exec_outcome.take().map(supervision::Pending::exec_outcome) {
             job.main = None;
             return Err(fail(job, e.to_string()));
         }
-        report_ready(&format!("{READY_OK}{main_pid}"));
-        if let Some(why) = output.unnamed_because {
-            tracing::warn!("run-bg supervisor {}: {why}; the job's output cannot be taken up if this supervisor dies", job.id);
-        }
+        report_ready(&format!("{READY_OK}{}", first.pid));
         // What start-up parsed (the spec, the config) is given back with the
         // first release of code pages (`CodePages::new`), once the job runs.
 
         let timeout_at = job.timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
-        let watch = ready::Watch::new(&job, &spec.config);
-        let splice = if watch.as_ref().is_some_and(ready::Watch::needs_lines) { None } else { new_splicer() };
         // After the ready line: the job's start waits for no service.
         let wake_thread = crate::supervise::wake::spawn_registration(&registry, &spec.config.notify, &job);
         let tie = tie::Watch::open(job.tie.as_ref());
-        let home_for_record = home.job_dir(&job.id);
+        let procset = ProcessRecord::new(&home.job_dir(&job.id));
         let runs = Runs::new(&job);
         Ok(Supervisor {
             job,
             registry,
             home,
             held,
+            config: spec.config,
             unrecorded: None,
-            log,
-            output: Some(output_read),
-            signals,
-            main_pid: main,
+            output: first.output,
+            host: first.host,
             phase: Phase::Running,
             timeout_at,
-            log_failed: false,
             kill: None,
-            notifier: None,
-            config: spec.config,
-            buffer: vec![0u8; 256 * 1024],
-            splice,
             pipes_removed: false,
             watch,
             runs,
             main_ended_at: None,
-            output_child_end,
-            stdin_writer,
-            stdin_child_end,
             wake_thread,
             deferred_matches: Vec::new(),
             tie,
-            procset: ProcessRecord::new(&home_for_record),
+            procset,
             code_pages: CodePages::new(),
-            alive_lock,
             paused: None,
+            alive_lock: first.alive_lock,
+            errands: Vec::new(),
         })
     }
 
     /// Starts the next run; `false` (the job ends) when it cannot start.
     pub(super) fn relaunch(&mut self) -> bool {
         self.runs.between = None;
-        let Some(output) = self.output_child_end.as_ref().map(|fd| fd.as_raw_fd()) else { return false };
-        // launch() forks: no thread of ours may hold a lock then.
+        // A launch forks on Unix: no thread of ours may hold a lock then.
         self.single_threaded();
-        let stdin = self.stdin_child_end.as_ref().map(|fd| fd.as_raw_fd());
-        let started = launch_main(&self.job, output, stdin).and_then(|launched| {
-            let pid = launched.pid;
-            launched.exec_outcome().map(|()| pid)
-        });
-        let pid = match started.map(|pid| (pid, rustix::process::Pid::from_raw(pid))) {
-            Ok((pid, Some(main))) => {
-                self.main_pid = main;
-                pid
-            }
-            Ok((pid, None)) => return self.restart_failed(&format!("the launch reported pid {pid}")),
-            Err(e) => return self.restart_failed(&e.to_string()),
+        // Wanted from its first byte: a ready line it prints at once is seen.
+        if self.job.ready.is_some() {
+            self.output.want_lines(true);
+        }
+        let (identity, run) = match self.host.launch_run(&self.job) {
+            Ok(launched) => launched,
+            Err(why) => return crate::supervise::restart::failed_to_start(self, &why),
         };
-        // Our unreaped child: its pid cannot have been reused yet.
-        self.job.main = Some(procinfo::identify_exactly(pid as u32).unwrap_or(ProcessIdentity::from_stat(pid as u32, 0)));
+        self.output.new_run(run);
+        self.job.main = Some(identity);
         self.phase = self.phase.restarted();
         self.runs.run_started();
-        if ready::new_run(&mut self.job, &self.config, &mut self.watch) && self.watch.as_ref().is_some_and(ready::Watch::needs_lines) {
-            self.splice = None;
+        if ready::new_run(&mut self.job, &self.config, &mut self.watch) {
+            self.output.want_lines(self.watch.as_ref().is_some_and(ready::Watch::needs_lines));
         }
         self.save_run();
         true
     }
+}
 
-    fn restart_failed(&mut self, why: &str) -> bool {
-        crate::supervise::restart::failed_to_start(self, why)
+/// Why the first run did not start: with the job to record as failed, or
+/// (the job's process could not be stopped) only said.
+enum Failed {
+    Recorded(String),
+    /// Windows ends what it started with its Job Object: always recorded.
+    #[cfg_attr(windows, allow(dead_code))]
+    Unrecorded(String),
+}
+
+/// Takes `SUPERVISOR_LOCK_FILE` in the job's directory (opened close-on-exec:
+/// the job's processes never hold it). A reader holds it shared for a moment
+/// only, so a few tries get it; without it readers look the full way.
+#[cfg(unix)]
+fn hold_alive_lock(dir: &Path) -> Option<std::fs::File> {
+    use crate::os::sys::OpenOptionsExt;
+    let file = crate::store::paths::options_nofollow()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(dir.join(crate::model::protocol::SUPERVISOR_LOCK_FILE))
+        .ok()?;
+    for _ in 0..20 {
+        if file.try_lock().is_ok() {
+            return Some(file);
+        }
+        std::thread::sleep(Duration::from_millis(1));
     }
+    None
+}
+
+/// Unix: the output a named pipe the job holds read-write (our death never
+/// ends the job, see outpipe; a bigger pipe also means fewer wake-ups for
+/// chatty jobs), `--stdin pipe` a FIFO; the job launched first, then the
+/// lock and the log made while it starts up (an inode each, up to a
+/// millisecond on a busy disk, overlapping the job's start instead of
+/// delaying it; nothing of the job can hold them, opened close-on-exec
+/// after the launch).
+#[cfg(unix)]
+fn first_run(home: &Home, config: &Config, job: &mut Job, lines_wanted: bool) -> Result<FirstRun, Failed> {
+    use std::os::fd::AsRawFd;
+    let mut host = Host::prepare().map_err(Failed::Unrecorded)?;
+    let output = outpipe::create(&home.job_dir(&job.id)).map_err(|e| Failed::Recorded(format!("cannot create the output pipe: {e}")))?;
+    let job_stdin = match job.stdin_pipe {
+        true => Some(stdin::create(&home.job_dir(&job.id)).map_err(|e| Failed::Recorded(format!("cannot create the stdin pipe: {e}")))?),
+        false => None,
+    };
+    let launched = Host::launch_with(job, output.child_end.as_raw_fd(), job_stdin.as_ref().map(|s| s.child_end.as_raw_fd()));
+    // Our copy of the job's end: EOF then means "every process of the job
+    // closed it". A job that restarts keeps it for its next run until it
+    // ends for good.
+    let (stdin_child_end, stdin_writer) = job_stdin.map(|pipe| (pipe.child_end, pipe.writer)).unzip();
+    let ends = supervision::RunEnds { output: output.child_end, stdin: stdin_child_end };
+    host.keep_pipes(ends, stdin_writer, job.restart.is_some());
+    let launched = launched.map_err(|e| Failed::Recorded(e.to_string()))?;
+    let pid = launched.pid;
+    job.main = Some(host.launched(pid).ok_or_else(|| Failed::Recorded(format!("the launch reported pid {pid}")))?);
+    // Before the record that says the job runs: a reader that finds it
+    // running finds the lock held.
+    let alive_lock = hold_alive_lock(&home.job_dir(&job.id));
+    // The log too (always in the job's directory, as the record is). It
+    // takes what the job writes from the pipe only once we read it, and a
+    // job whose log cannot be made is stopped before it is recorded as
+    // running, as one that cannot be recorded is.
+    let log_path = home.job_log(&job.id, Path::new(&job.log_path));
+    let log = match RotatingWriter::create(&log_path, config.logs.max_bytes, config.logs.keep) {
+        Ok(log) => log,
+        Err(e) => {
+            let message = home.explain(e).to_string();
+            if let Err(kill) = host.stop_unrecorded() {
+                return Err(Failed::Unrecorded(format!("{message} (and its process {pid} could not be stopped: {kill})")));
+            }
+            return Err(Failed::Recorded(message));
+        }
+    };
+    if let Some(why) = &output.unnamed_because {
+        tracing::warn!("run-bg supervisor {}: {why}; the job's output cannot be taken up if this supervisor dies", job.id);
+    }
+    let output = JobOutput::new(output.reader, log, lines_wanted);
+    Ok(FirstRun { host, output, alive_lock, pid: pid as u32, exec_outcome: Some(launched) })
+}
+
+/// Windows: the Job Object, the bells and the stdin pipe first, the log,
+/// then the run, whose pipe a thread copies into the log.
+#[cfg(windows)]
+fn first_run(home: &Home, config: &Config, job: &mut Job, lines_wanted: bool) -> Result<FirstRun, Failed> {
+    let log_path = home.job_log(&job.id, Path::new(&job.log_path));
+    let log = RotatingWriter::create(&log_path, config.logs.max_bytes, config.logs.keep).map_err(|e| Failed::Recorded(home.explain(e).to_string()))?;
+    let Some(supervisor) = job.supervisor else { return Err(Failed::Recorded("cannot read this supervisor's own identity".into())) };
+    let mut host = Host::prepare(&home.root, job, &supervisor).map_err(Failed::Recorded)?;
+    let mut output = JobOutput::new(log).map_err(|e| Failed::Recorded(format!("cannot create the output's wake-up event: {e}")))?;
+    output.want_lines(lines_wanted);
+    let (identity, run) = host.launch_run(job).map_err(Failed::Recorded)?;
+    output.new_run(run);
+    let pid = identity.pid;
+    job.main = Some(identity);
+    Ok(FirstRun { host, output, alive_lock: None, pid, exec_outcome: None })
 }

@@ -1,47 +1,43 @@
-//! The per-job supervisor: the `run-bg` binary in its hidden `__supervise`
-//! mode. It starts the main process, is the only writer of the job's log,
-//! reaps every descendant (as a child subreaper on Linux), performs kills and
-//! the timeout, and records the outcome in the registry.
+//! The per-job supervisor, the same on every platform: the `run-bg`
+//! binary in its hidden `__supervise` mode. It starts the main process, is
+//! the only writer of the job's log, performs kills and the timeout, runs
+//! restarts, readiness and `--notify-on`, and records the outcome in the
+//! registry. It idles in one wait (for its bells, the job's output, the
+//! main and the tied process), so it costs no CPU while the job runs.
 //!
-//! It idles in `poll(2)` on two pipes (the job's output and a self-pipe fed by
-//! signal handlers), so it costs no CPU while the job runs.
-//!
-//! This module holds the supervisor and its loop; its start is in
-//! `start.rs`, its end (the outcome recorded) in `outcome.rs`, the copy of
-//! the output into the log in `output_copy.rs`, its phases in `phase.rs`,
-//! its signal handlers in `signals.rs`, and what it gives back of its memory
-//! in `memory.rs`.
+//! What differs per platform is behind `os::supervision` (Unix: a forked
+//! child, signal handlers, SIGTERM then SIGKILL to the tree, an adopting
+//! subreaper; Windows: a Job Object, named events, CTRL_BREAK then the Job
+//! Object ended) and the job's output (`JobOutput`: Unix copies a named
+//! pipe itself, by `splice(2)` where it can; Windows's threads copy each
+//! run's pipe). This module holds the loop; its start is in `start.rs`,
+//! its end (the outcome recorded) in `outcome.rs`, its phases in
+//! `phase.rs`, what the shared machines ask of it in
+//! `supervisor/machine_hooks.rs`, and what it gives back of its memory in
+//! `memory.rs`.
 
+use crate::model::job::Job;
+use crate::model::protocol::KillRequest;
+use crate::now_ms;
+use crate::os::supervision::{self, Host, Scope};
 use crate::store::config::Config;
-use crate::model::job::{Job, ProcessIdentity};
-use crate::store::logs::RotatingWriter;
 use crate::store::paths::{HeldHome, Home};
-use crate::os::procinfo;
-use crate::supervise::tie;
-use crate::model::protocol::{KillRequest, SUPERVISOR_MARK};
 use crate::store::registry::Registry;
-use crate::os::tree::{self, Tree};
-use crate::{supervise::notify, now_ms, supervise::outpipe};
-use crate::supervise::memory::CodePages;
-use crate::supervise::output_copy::{copy_once, new_splicer, Copied, Splicer};
-use crate::supervise::phase::{MainExit, Phase};
-use crate::supervise::pause::{self, Clocks, Paused, Pausing};
-use crate::supervise::ready::{self, Watching};
-use crate::supervise::signals::{Signals, HANDLED};
-use crate::supervise::restart::{self, BetweenRuns};
-use crate::supervise::stdin;
 use crate::supervise::kill::{self, KillReason};
-use crate::os::kill_unix::{self, Termed};
-use crate::os::wait_unix;
-use std::os::fd::{AsFd, OwnedFd};
+use crate::supervise::memory::CodePages;
+use crate::supervise::pause::{self, Clocks, Paused, Pausing};
+use crate::supervise::phase::Phase;
+use crate::supervise::ready::{self, Watching};
+use crate::supervise::restart::{self, BetweenRuns};
+use crate::supervise::{notify, outpipe, stdin, tie, JobOutput, Piece};
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 mod machine_hooks;
 
-/// A kill under way (supervise/kill.rs), with who was sent SIGTERM.
-pub(super) type KillInProgress = kill::Kill<Termed>;
+/// A kill under way (supervise/kill.rs), with what the platform keeps of
+/// who was asked to stop.
+pub(super) type KillInProgress = kill::Kill<supervision::Asked>;
 
 /// A step that moved less than this left the pipe empty with the job
 /// writing slower than we copy: the loop pauses for `GATHER_PAUSE` before
@@ -49,39 +45,35 @@ pub(super) type KillInProgress = kill::Kill<Termed>;
 const GATHER_BELOW: usize = 256 * 1024;
 const GATHER_PAUSE: Duration = Duration::from_micros(200);
 
-/// After SIGKILL, how long to wait for the tree to vanish before recording
+/// After the force, how long to wait for the tree to vanish before recording
 /// anyway (a process stuck in uninterruptible sleep cannot be hurried).
 const AFTER_SIGKILL_PATIENCE: Duration = Duration::from_secs(2);
+
+/// Between two looks while an ended run's output is copied to its end
+/// before a restart's separator (Windows: its copying thread ends with the
+/// run's last process); past `OUTPUT_END_WAIT` the separator goes anyway.
+const CLEANING_LOOK: Duration = Duration::from_millis(20);
+const OUTPUT_END_WAIT: Duration = Duration::from_secs(2);
 
 pub(super) struct Supervisor {
     pub(super) job: Job,
     pub(super) registry: Registry,
-    /// Reached through our working directory: the home opened and checked
-    /// at the start (`held`), so a rename of it never redirects a write.
+    /// Reached through our working directory on Unix: the home opened and
+    /// checked at the start (`held`), so a rename of it never redirects a write.
     pub(super) home: Home,
     pub(super) held: HeldHome,
+    pub(super) config: Config,
     /// The job's end when it could not be written (a read-only or full
     /// disk): kept here, shown to readers, and written once it can be.
     pub(super) unrecorded: Option<crate::supervise::unrecorded::Unrecorded>,
-    pub(super) log: RotatingWriter,
-    pub(super) output: Option<OwnedFd>,
-    pub(super) signals: Signals,
-    pub(super) main_pid: rustix::process::Pid,
+    /// The job's output, copied into its log.
+    pub(super) output: JobOutput,
+    /// The platform's half: the main process, the bells, the tree's hold.
+    pub(super) host: Host,
     pub(super) phase: Phase,
     /// Cleared once the deadline has been acted on.
     pub(super) timeout_at: Option<Instant>,
-    pub(super) log_failed: bool,
     pub(super) kill: Option<KillInProgress>,
-    pub(super) config: Config,
-    /// The forked child that announces the end; not part of the job.
-    pub(super) notifier: Option<libc::pid_t>,
-    pub(super) buffer: Vec<u8>,
-    /// There while the output goes into the log by `splice(2)`, never seen
-    /// by us (see `copy_once`); gone once the kernel refused it for this log.
-    /// A feature that must see the output's lines (issue 15's `--ready-log`
-    /// and `--notify-on`) leaves it out while it scans them: read and write
-    /// then hand it every byte.
-    pub(super) splice: Option<Splicer>,
     /// The job's named pipes are gone (see `run`).
     pub(super) pipes_removed: bool,
     /// The job's readiness check and `--notify-on` patterns (supervise/ready.rs).
@@ -93,16 +85,9 @@ pub(super) struct Supervisor {
     /// `endedAt`, whatever the recording waits for after it (a wake rule's
     /// registration, a kill of what it left).
     pub(super) main_ended_at: Option<u64>,
-    /// Each new run's stdout and stderr: kept only while a restart may come,
-    /// so the output pipe then never reads as ended between runs.
-    pub(super) output_child_end: Option<OwnedFd>,
-    /// `--stdin pipe`: our write end, which keeps the job from reading EOF
-    /// until it ends (or `send --eof`), and the read end kept for a restart.
-    pub(super) stdin_writer: Option<OwnedFd>,
-    pub(super) stdin_child_end: Option<OwnedFd>,
     /// Registers the job's wake rule with the interrupt service (`--wake`)
     /// while the job runs; joined before the end is recorded, so the end
-    /// event goes after the rule (and the notifier forks single-threaded).
+    /// event goes after the rule (and a notifier forks single-threaded).
     pub(super) wake_thread: Option<std::thread::JoinHandle<Option<crate::model::job::Wake>>>,
     /// `--notify-on` matches seen while that registration ran: sent once it
     /// has finished (see `spawn_match_notifier`).
@@ -119,16 +104,19 @@ pub(super) struct Supervisor {
     /// `SUPERVISOR_LOCK_FILE`, held until the end is recorded (let go with
     /// the job); a forked errand closes its copy, which keeps the lock ours.
     pub(super) alive_lock: Option<std::fs::File>,
+    /// Errands on threads (where none forks): joined before we exit, so
+    /// each notification is sent.
+    pub(super) errands: Vec<std::thread::JoinHandle<()>>,
 }
 
 /// Where a job that restarts is between two runs (supervise/restart.rs):
-/// a kill in progress ends what the ended run left, so nothing is kept.
-pub(super) type Runs = restart::Runs<()>;
+/// while it ends what the ended run left, when that was found gone.
+pub(super) type Runs = restart::Runs<Option<Instant>>;
 
 impl Supervisor {
     pub(super) fn run(&mut self) {
-        // A tied process gone before the watch began has no pidfd to wake
-        // the poll below: act on it now, or an idle job would outlive it.
+        // A tied process gone before the watch began has nothing to wake
+        // the wait below: act on it now, or an idle job would outlive it.
         if self.tie.as_ref().is_some_and(|w| w.ended(false)) {
             self.tie_ended();
         }
@@ -141,48 +129,50 @@ impl Supervisor {
             // The deliverer our notifier starts becomes our child (we are a
             // subreaper) and may retry for a day: it is not the job's, so it
             // is not waited for.
-            if matches!(self.phase, Phase::Recorded { children: true })
-                && self.output.is_none()
-                && self.only_deliverer_left()
-            {
+            if matches!(self.phase, Phase::Recorded { children: true }) && !self.output.is_open() && self.host.only_deliverer_left(notify::DELIVERER_MARK) {
                 self.phase = self.phase.no_children();
             }
             // Once the end is recorded and every writer has closed the output,
             // nothing of the job writes any more and no watcher will need the
             // pipes: they go now, not when we exit (our notifier may still be
             // retrying for a minute).
-            if matches!(self.phase, Phase::Recorded { .. }) && self.output.is_none() && !self.pipes_removed {
+            if matches!(self.phase, Phase::Recorded { .. }) && !self.output.is_open() && !self.pipes_removed {
                 self.pipes_removed = true;
                 outpipe::remove(&self.home.job_dir(&self.job.id));
                 if self.job.stdin_pipe {
                     stdin::remove(&self.home.job_dir(&self.job.id));
                 }
             }
-            self.phase = self.phase.settle(self.output.is_some());
+            self.phase = self.phase.settle(self.output.is_open());
             // An end not written yet keeps us: it would be lost with us.
             if self.phase == Phase::Done && self.unrecorded.is_none() {
-                self.leave_done_mark();
+                self.finish();
                 return;
             }
             let woken = {
-                let tie_fd = self.tie.as_ref().and_then(tie::Watch::fd);
-                let output = self.output.as_ref().map(AsFd::as_fd);
-                wait_unix::wait(self.signals.wake.as_fd(), output, tie_fd.map(AsFd::as_fd), self.poll_timeout())
+                let tie = self.tie.as_ref().and_then(tie::Watch::fd);
+                self.host.wait(self.output.waitable(), tie, self.poll_timeout())
             };
             if woken.failed {
-                // Should not happen; avoid a busy loop if it does.
+                // A handle went bad (the tie's, most likely): stop watching
+                // it, and never spin on a failing wait.
+                tracing::warn!("run-bg supervisor {}: a wait failed: {}", self.job.id, std::io::Error::last_os_error());
+                if cfg!(windows) {
+                    self.tie = None;
+                }
                 std::thread::sleep(Duration::from_millis(50));
             }
-            let (signalled, output_ready) = (woken.doorbell, woken.output && self.output.is_some());
             let tie_ended = self.tie.as_ref().is_some_and(|w| w.ended(woken.tie));
-            if output_ready {
+            if woken.output || !cfg!(unix) {
+                // Windows's threads hand their news over with their event,
+                // which a wake for anything else may have left unseen.
                 let moved = self.read_output_once();
                 if (1..GATHER_BELOW).contains(&moved) {
                     self.let_output_gather();
                 }
             }
-            if signalled {
-                self.handle_signals();
+            if woken.doorbell || woken.main_ended {
+                self.on_bells(&woken);
             }
             if tie_ended {
                 self.tie_ended();
@@ -191,12 +181,25 @@ impl Supervisor {
         }
     }
 
+    /// Done: the deleter and the errands joined, the done mark left.
+    fn finish(&mut self) {
+        self.output.with_log(crate::store::logs::RotatingWriter::join_deleter);
+        for errand in std::mem::take(&mut self.errands) {
+            let _ = errand.join();
+        }
+        self.leave_done_mark();
+    }
+
     /// Says to readers that everything below us ended after our last look
     /// (`SUPERVISOR_DONE_FILE`): they then look only at what we recorded.
     /// Best effort: without it they read the whole process table, as for a
     /// supervisor that died. Never recreates a directory removed meanwhile.
     fn leave_done_mark(&self) {
         use crate::os::sys::OpenOptionsExt;
+        if !supervision::FORKS {
+            // Windows's readers ask the Job Object.
+            return;
+        }
         let dir = self.home.job_dir(&self.job.id);
         // The lock let go of (holding the old record, see `write_end_record`)
         // is renamed into the mark: a new file costs an inode.
@@ -217,9 +220,13 @@ impl Supervisor {
         self.tie = None;
         if let Some(reason) = tie::fire(&mut self.job.tie) {
             tracing::info!("run-bg supervisor {}: killing the job: {reason}", self.job.id);
-            let request = KillRequest { grace_ms: self.config.kill.grace_ms, force: false, caller_sweeps: false, caller_signalled_since: None };
-            self.begin_kill(KillReason::Tie, request);
+            self.begin_kill(KillReason::Tie, self.default_kill());
         }
+    }
+
+    /// A kill with the configured grace period.
+    pub(super) fn default_kill(&self) -> KillRequest {
+        KillRequest { grace_ms: self.config.kill.grace_ms, force: false, caller_sweeps: false, caller_signalled_since: None }
     }
 
     /// How long the loop may sleep before a deadline needs it; `None`: until woken.
@@ -236,14 +243,17 @@ impl Supervisor {
         if let Some(at) = self.watch.as_ref().and_then(ready::Watch::next_wake) {
             consider(at);
         }
-        if let Some(until) = self.runs.waiting_until().filter(|_| !self.is_paused()) {
-            consider(until);
+        match &self.runs.between {
+            Some(restart::Between::Waiting { until }) if !self.is_paused() => consider(*until),
+            // An ended run's output being copied to its end.
+            Some(restart::Between::Cleaning { .. }) if self.kill.is_none() => consider(now + CLEANING_LOOK),
+            _ => {}
         }
         // The registration thread announces no end: looked at now and then.
         if !self.deferred_matches.is_empty() {
             consider(now + Duration::from_millis(50));
         }
-        // A tree found gone needs neither deadline: the SIGKILL deadline, once
+        // A tree found gone needs neither deadline: the force's deadline, once
         // past, would wake us every millisecond while our notifier runs.
         if let Some(kill) = self.kill.as_ref().filter(|k| !k.tree_gone) {
             if !kill.forced() {
@@ -251,7 +261,9 @@ impl Supervisor {
             }
             consider(kill.next_look);
         }
-        consider(self.procset.next_look);
+        if supervision::FORKS {
+            consider(self.procset.next_look);
+        }
         if let Some(unrecorded) = &self.unrecorded {
             consider(unrecorded.next_try);
         }
@@ -262,30 +274,26 @@ impl Supervisor {
         wait.map(|d| d + Duration::from_millis(1))
     }
 
-    /// Moves what the output pipe holds into the log once; gives how many bytes (0: nothing was there).
+    /// Moves what the output holds into the log once, handing the watch
+    /// what it needs; gives how many bytes (0: nothing was there).
     fn read_output_once(&mut self) -> usize {
-        let Some(output) = &self.output else { return 0 };
-        let (copied, error) = copy_once(output.as_fd(), &mut self.log, &mut self.buffer, &mut self.splice);
-        if let Some(e) = error {
-            // Once is enough: the same failure would repeat for every chunk.
-            if !self.log_failed {
-                self.log_failed = true;
-                self.note_error(&e.to_string());
+        let mut events = Vec::new();
+        let watch = &mut self.watch;
+        let moved = self.output.copy(&mut |piece| {
+            if let Some(watch) = watch.as_mut() {
+                match piece {
+                    Piece::Bytes(bytes) => watch.feed(bytes, &mut events),
+                    Piece::Ended => watch.output_ended(&mut events),
+                }
             }
+        });
+        if let Some(e) = self.output.take_failure() {
+            self.note_error(&e.to_string());
         }
-        if copied == Copied::Closed {
-            self.output = None;
-        }
-        if let Some(watch) = &mut self.watch {
-            let mut events = Vec::new();
-            match copied {
-                Copied::Read(n) => watch.feed(&self.buffer[..n], &mut events),
-                Copied::Closed => watch.output_ended(&mut events),
-                Copied::Spliced(_) | Copied::Empty => {}
-            }
+        if !events.is_empty() {
             self.on_watch_events(events);
         }
-        copied.bytes()
+        moved
     }
 
     /// Gives a job that writes in small pieces a moment to write more before
@@ -296,9 +304,7 @@ impl Supervisor {
     /// with the pause, ~155k and 0.87× (medians of 8, 2 cores at load 2).
     /// The log is behind by at most the pause.
     fn let_output_gather(&self) {
-        // Whatever it returns, the pause is over, and the loop then polls
-        // the signal pipe itself.
-        wait_unix::doorbell_or(self.signals.wake.as_fd(), GATHER_PAUSE);
+        self.host.pause_unless_rung(GATHER_PAUSE);
     }
 
     /// Takes whatever the main process wrote before it exited, without waiting
@@ -307,12 +313,10 @@ impl Supervisor {
         while self.read_output_once() > 0 {}
     }
 
-    fn handle_signals(&mut self) {
-        // Emptied before the flags are read: a signal that comes after this
-        // writes a new byte, so it wakes the loop again.
-        let mut bytes = [0u8; 64];
-        while matches!(rustix::io::read(&self.signals.wake, &mut bytes), Ok(n) if n > 0) {}
-        if self.signals.child.swap(false, Ordering::Relaxed) {
+    /// What rang: a child's end, a request left beside the job, a stop.
+    fn on_bells(&mut self, woken: &crate::os::wait::Woken) {
+        let bells = self.host.bells(woken);
+        if bells.children {
             // A kill whose caller signals the job itself may end the main
             // process before our doorbell is heard: its request, written
             // before any signal, is taken before that death is reaped, so
@@ -326,12 +330,12 @@ impl Supervisor {
             // A child's end is when a daemon's parent exits and leaves it to us.
             self.procset.look_soon();
         }
-        if self.signals.kill_request.swap(false, Ordering::Relaxed) {
+        if bells.requests {
             self.held.refresh();
             // `send --eof` rings the same bell.
             let close = self.home.job_dir(&self.job.id).join(stdin::CLOSE_REQUEST);
             if std::fs::remove_file(&close).is_ok() {
-                self.stdin_writer = None;
+                self.host.close_stdin();
             }
             // Only a request left by `kill` counts: a job may well send SIGUSR1
             // to its parent (a readiness signal) without meaning to be killed.
@@ -343,47 +347,36 @@ impl Supervisor {
                 pause::act_on(self, request);
             }
         }
-        if self.signals.stop.swap(false, Ordering::Relaxed) {
+        if bells.stop {
             // Nothing left to stop: only an end we could not write keeps us.
             if self.unrecorded.is_some() && matches!(self.phase, Phase::Recorded { .. } | Phase::Done) {
-                crate::supervise::unrecorded::give_up(self, "asked to stop (SIGTERM, SIGINT or SIGHUP)");
+                crate::supervise::unrecorded::give_up(self, "asked to stop (SIGTERM, SIGINT, SIGHUP or the stop bell)");
                 return;
             }
-            let request = KillRequest { grace_ms: self.config.kill.grace_ms, force: false, caller_sweeps: false, caller_signalled_since: None };
-            self.begin_kill(KillReason::Requested, request);
+            self.begin_kill(KillReason::Requested, self.default_kill());
         }
     }
 
     /// The request `kill` left in the job's directory, if any.
     fn read_kill_request(&self) -> Option<KillRequest> {
-        crate::supervise::requests::kill_request(&self.home, &self.job.id)
+        let request = crate::supervise::requests::kill_request(&self.home, &self.job.id)?;
+        if supervision::CALLER_SWEEPS {
+            return Some(request);
+        }
+        Some(KillRequest { caller_sweeps: false, caller_signalled_since: None, ..request })
     }
 
     /// Reaps every exited child: the main process and any adopted descendant.
     fn reap(&mut self) {
-        loop {
-            // wait(), not waitpid(None, ..): that is waitpid(0), which waits
-            // only for children in our own process group, and the job has its own.
-            match rustix::process::wait(rustix::process::WaitOptions::NOHANG) {
-                Ok(Some((pid, status))) => {
-                    if pid == self.main_pid {
-                        if let Some(exit) = MainExit::from_wait(status.exit_status(), status.terminating_signal()) {
-                            if self.phase.main_running() {
-                                self.main_ended_at = Some(now_ms());
-                            }
-                            self.phase = self.phase.main_reaped(exit);
-                        }
-                    }
-                }
-                Err(rustix::io::Errno::CHILD) => {
-                    self.phase = self.phase.no_children();
-                    return;
-                }
-                Err(rustix::io::Errno::INTR) => {}
-                // None: children left, none has exited. Any other error
-                // cannot be for these arguments; the next SIGCHLD tries again.
-                Ok(None) | Err(_) => return,
+        let reaped = self.host.reap();
+        if let Some(exit) = reaped.main {
+            if self.phase.main_running() {
+                self.main_ended_at = Some(now_ms());
             }
+            self.phase = self.phase.main_reaped(exit);
+        }
+        if reaped.none_left {
+            self.phase = self.phase.no_children();
         }
     }
 
@@ -405,7 +398,15 @@ impl Supervisor {
                 let mut kill = KillInProgress::begin(reason, &request, now);
                 // A caller that signalled the tree itself has made the first pass.
                 if !request.force && request.caller_signalled_since.is_none() {
-                    kill_unix::ask_to_stop(&self.reach(request.caller_sweeps), &mut kill.asked);
+                    let scope = Scope { job: &self.job, recorded: self.procset.recorder.recorded(), below_only: request.caller_sweeps };
+                    // A suspended process cannot take the break: resumed first.
+                    if !supervision::FORKS {
+                        self.host.release_for_kill(scope, false, false);
+                    }
+                    if let Err(e) = self.host.ask_to_stop(scope, &mut kill.asked) {
+                        tracing::warn!("run-bg supervisor {}: {e}; ending it now", self.job.id);
+                        kill.hard_deadline = now;
+                    }
                 }
                 self.kill = Some(kill);
                 self.end_pause_for_kill(!request.force);
@@ -414,15 +415,9 @@ impl Supervisor {
         self.advance_timers();
     }
 
-    /// What a kill reaches (os/kill_unix.rs); `below_only`: see `KillRequest::caller_sweeps`.
-    fn reach(&self, below_only: bool) -> kill_unix::Reach<'_> {
-        let tree = Tree::of(&self.job).with_recorded(self.procset.recorder.recorded());
-        kill_unix::Reach { tree, below_only, notifier: self.notifier }
-    }
-
-    /// `kill_unix::signal_everything`, as far as the kill in progress looks.
-    pub(super) fn signal_everything(&self, signal: i32) -> Vec<(ProcessIdentity, String)> {
-        kill_unix::signal_everything(&self.reach(self.kill_looks_below_only()), signal)
+    /// What a kill or a pause reaches (`below_only`: see `KillRequest::caller_sweeps`).
+    pub(super) fn scope(&self) -> Scope<'_> {
+        Scope { job: &self.job, recorded: self.procset.recorder.recorded(), below_only: self.kill_looks_below_only() }
     }
 
     /// A kill whose caller sweeps the rest of the table (see `KillRequest::caller_sweeps`).
@@ -430,32 +425,15 @@ impl Supervisor {
         self.kill.as_ref().is_some_and(|k| k.caller_sweeps)
     }
 
-    /// The notification deliverer our notifier started is re-parented to us
-    /// (a subreaper) and may keep at it for a day, for every job of the home:
-    /// not ours to wait for. Once it is all that is left, we are done, and
-    /// whoever adopts it next (init, or a subreaper above us) reaps it.
-    fn only_deliverer_left(&self) -> bool {
-        let children = procinfo::live_children(std::process::id());
-        !children.is_empty()
-            && children.iter().all(|&pid| {
-                Some(pid as libc::pid_t) != self.notifier
-                    && procinfo::environ_value(pid, SUPERVISOR_MARK).as_deref() == Some(notify::DELIVERER_MARK)
-            })
-    }
-
-    pub(super) fn adopted_children(&self) -> Vec<ProcessIdentity> {
-        kill_unix::adopted_children(self.notifier)
-    }
-
     fn anything_left(&self) -> bool {
-        kill_unix::anything_left(Tree::of(&self.job).with_recorded(self.procset.recorder.recorded()), self.notifier)
+        self.host.anything_left(Scope { below_only: false, ..self.scope() })
     }
 
     fn advance_timers(&mut self) {
         self.flush_deferred_matches();
         crate::supervise::unrecorded::retry(self);
         let now = Instant::now();
-        if now >= self.procset.next_look {
+        if supervision::FORKS && now >= self.procset.next_look {
             self.record_processes(false);
             self.code_pages.owe();
         }
@@ -467,8 +445,7 @@ impl Supervisor {
                 // process; a job between two runs ends too.
                 let cleaning = self.kill.as_ref().is_some_and(|k| !k.ends_the_job());
                 if (self.kill.is_none() || cleaning) && (self.phase.main_running() || self.runs.between.is_some() || self.anything_left()) {
-                    let grace_ms = self.config.kill.grace_ms;
-                    self.begin_kill(KillReason::Timeout, KillRequest { grace_ms, force: false, caller_sweeps: false, caller_signalled_since: None });
+                    self.begin_kill(KillReason::Timeout, self.default_kill());
                     return;
                 }
             }
@@ -479,24 +456,18 @@ impl Supervisor {
             }
         }
         if self.kill.as_ref().is_some_and(|kill| kill.look_due(now)) {
-            // After the deadline SIGKILL is repeated each look: a process
+            // After the deadline the force is repeated each look: a process
             // may fork between one pass over /proc and the signal.
-            let below_only = self.kill_looks_below_only();
-            let tree = Tree::of(&self.job).with_recorded(self.procset.recorder.recorded());
-            let reach = kill_unix::Reach { tree, below_only, notifier: self.notifier };
+            let scope = Scope { job: &self.job, recorded: self.procset.recorder.recorded(), below_only: self.kill.as_ref().is_some_and(|k| k.caller_sweeps) };
             if let Some(kill) = &mut self.kill {
                 let hard_due = kill.force_due(now);
-                let remaining = if hard_due {
-                    !kill_unix::signal_everything(&reach, libc::SIGKILL).is_empty()
-                } else {
-                    // What started before the caller's pass had its SIGTERM from it.
-                    let since = kill.caller_signalled_since.unwrap_or(0);
-                    kill_unix::signal_newcomers(&reach, &mut kill.asked, since)
-                };
+                // What started before the caller's pass had its SIGTERM from it.
+                let since = kill.caller_signalled_since.unwrap_or(0);
+                let remaining = self.host.look(scope, &mut kill.asked, since, hard_due);
                 kill.looked(now, hard_due, remaining);
             }
         }
-        // Children may have exited without our SIGCHLD byte being seen yet.
+        // Children may have exited without our bell being seen yet.
         if self.kill.is_some() {
             self.reap();
         }
@@ -508,7 +479,7 @@ impl Supervisor {
         }
     }
 
-    /// A kill is settled when the whole tree is gone (or SIGKILL had its chance).
+    /// A kill is settled when the whole tree is gone (or the force had its chance).
     fn kill_settled(&self) -> bool {
         match &self.kill {
             None => true,
@@ -523,8 +494,7 @@ impl Supervisor {
     fn nothing_left_below(&self) -> bool {
         self.kill.as_ref().is_some_and(|k| k.caller_sweeps)
             && matches!(self.phase, Phase::MainExited { children: false, .. })
-            && crate::os::snapshot::CHILD_SUBREAPERS
-            && crate::os::snapshot::is_child_subreaper()
+            && self.host.reaps_every_orphan()
     }
 
     /// After a run of a job started with `--restart` has ended (and any kill
@@ -553,13 +523,12 @@ impl Supervisor {
     }
 
     /// The job ends for good: the ends of its pipes kept for another run
-    /// are let go, so its output can end, and its stdin reads EOF.
+    /// are let go of, so its output can end, and its stdin reads EOF.
     fn let_go_of_the_job(&mut self) {
         self.alive_lock = None;
         self.runs.end();
-        self.output_child_end = None;
-        self.stdin_child_end = None;
-        self.stdin_writer = None;
+        self.host.let_go();
+        self.output.no_more_runs();
     }
 
     /// Waits for the wake rule's registration, if it still runs: bounded by
@@ -574,28 +543,46 @@ impl Supervisor {
     /// inherits no lock one of them held. The registration is bounded by
     /// notify.timeout_ms.
     pub(super) fn single_threaded(&mut self) {
-        self.log.join_deleter();
-        self.join_wake_registration();
+        if supervision::FORKS {
+            self.output.with_log(crate::store::logs::RotatingWriter::join_deleter);
+            self.join_wake_registration();
+        }
     }
 
-    /// Runs `errand` in a forked child of ours, which then `_exit`s: the
-    /// child's pid, or `None` when the fork failed (noted). An errand is an
-    /// ordinary process: a signal ends it and never reaches the supervisor's
-    /// flags, and it holds none of the job's pipes open.
-    pub(super) fn fork_errand(&mut self, name: &str, errand: impl FnOnce(&mut Supervisor)) -> Option<libc::pid_t> {
-        self.single_threaded();
-        let forked = crate::os::fork::fork_errand(|| {
-            for signal in HANDLED {
-                if let Err(e) = crate::os::fork::restore_default(signal) {
-                    self.note_error(&format!("{name}: cannot restore signal {signal}: {e}"));
+    /// Runs `errand` beside the loop (a notification the loop must not wait
+    /// for): in a forked child of ours where the platform forks (the child's
+    /// pid), else on a thread joined before we exit. `None`: it could not
+    /// start (noted). A forked errand is an ordinary process: a signal ends
+    /// it and never reaches the supervisor's flags, and it holds none of the
+    /// job's pipes open.
+    pub(super) fn errand(&mut self, name: &str, errand: impl FnOnce() + Send + 'static) -> Option<u32> {
+        if !supervision::FORKS {
+            self.errands.retain(|running| !running.is_finished());
+            return match std::thread::Builder::new().name(name.into()).spawn(errand) {
+                Ok(running) => {
+                    self.errands.push(running);
+                    Some(0)
                 }
+                Err(e) => {
+                    self.note_error(&format!("cannot start the {name}: {e}"));
+                    None
+                }
+            };
+        }
+        self.single_threaded();
+        let forked = Host::fork(|| {
+            for error in self.host.in_errand() {
+                self.note_error(&format!("{name}: {error}"));
             }
-            self.output = None;
-            self.let_go_of_the_job();
-            errand(self);
+            self.output.close();
+            self.alive_lock = None;
+            errand();
         });
         match forked {
-            Ok(pid) => Some(pid),
+            Ok(pid) => {
+                self.phase = self.phase.child_started();
+                Some(pid)
+            }
             Err(e) => {
                 self.note_error(&format!("cannot fork the {name}: {e}"));
                 None
@@ -610,12 +597,7 @@ impl Supervisor {
     /// pass over the whole table for the job's group and cookie carriers
     /// (at the end of the main process, where a pass is worth its cost).
     pub(super) fn record_processes(&mut self, full: bool) {
-        let mut found = tree::descendants(std::process::id());
-        if full {
-            let tree = Tree::of(&self.job).with_recorded(self.procset.recorder.recorded());
-            let boot = crate::os::pidfd::boot_tag();
-            found.extend(tree::job_tree(tree).0.iter().map(|p| ProcessIdentity { boot: p.identity.boot.or(boot), ..p.identity }));
-        }
+        let found = self.host.processes(Scope { below_only: false, ..self.scope() }, full);
         let (_, written) = self.procset.recorder.add(&found);
         if let Err(e) = written {
             // Said once, after the end is recorded (`report_record_failure`):
@@ -641,7 +623,6 @@ impl Supervisor {
         tracing::error!("run-bg supervisor {}: {message}", self.job.id);
     }
 }
-
 
 /// The first look for new processes comes this soon after the start, then
 /// ever less often, up to `RECORD_LONGEST_PAUSE`; a child's end (when a

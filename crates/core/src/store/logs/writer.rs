@@ -208,3 +208,11 @@ impl RotatingWriter {
         Ok(())
     }
 }
+
+/// Windows's output threads write into the log (os/output_copy_windows.rs).
+#[cfg(windows)]
+impl crate::os::output_copy_windows::Sink for RotatingWriter {
+    fn take(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.write_all(bytes).map_err(|e| e.to_string())
+    }
+}

@@ -1,14 +1,17 @@
 //! What the machines every platform shares (restart.rs, pause.rs, ready.rs)
-//! ask of Unix's supervisor, and its readiness notifications: a child of
+//! ask of the supervisor, and its readiness notifications: a child of
 //! supervisor.rs, so it reaches the supervisor's fields as the loop does.
 
 use super::*;
 
-/// Between two runs (`--restart`): what Unix does its own way. What the
-/// ended run left (`sleep 600 &`) goes as a kill takes it: SIGTERM, then
-/// SIGKILL after the grace; the loop steps on once that kill has settled.
+/// Between two runs (`--restart`). What the ended run left (`sleep 600 &`)
+/// goes as a kill takes it (SIGTERM then SIGKILL after the grace; CTRL_BREAK
+/// then the Job Object ended); the loop steps on once that kill has settled.
+/// Each run is a fresh process in the same tree (on Windows the same Job
+/// Object: `kill` and `check` find it by the one name the job has).
 impl BetweenRuns for Supervisor {
-    type Cleanup = ();
+    /// When what the ended run left was found gone.
+    type Cleanup = Option<Instant>;
 
     fn runs(&mut self) -> &mut Runs {
         &mut self.runs
@@ -26,33 +29,38 @@ impl BetweenRuns for Supervisor {
         self.main_ended_at = None;
     }
 
-    fn start_cleaning(&mut self, _now: Instant) -> ((), bool) {
+    fn start_cleaning(&mut self, _now: Instant) -> (Option<Instant>, bool) {
         if !self.anything_left() {
-            return ((), false);
+            return (None, false);
         }
-        let grace_ms = self.config.kill.grace_ms;
-        self.begin_kill(KillReason::Restart, KillRequest { grace_ms, force: false, caller_sweeps: false, caller_signalled_since: None });
-        ((), true)
+        self.begin_kill(KillReason::Restart, self.default_kill());
+        (None, true)
     }
 
-    fn cleaned(&mut self, _cleanup: &mut (), _now: Instant) -> bool {
-        // Here only once that kill has settled: the old tree is gone.
+    /// Here only once that kill has settled: the old tree is gone. Its
+    /// output is copied to its end (Windows's copying thread ends with the
+    /// run's last process), so the separator goes after all of it.
+    fn cleaned(&mut self, gone_at: &mut Option<Instant>, now: Instant) -> bool {
         self.kill = None;
+        let gone_at = *gone_at.get_or_insert(now);
+        if !self.output.runs_copied() && now < gone_at + OUTPUT_END_WAIT {
+            return false;
+        }
         self.drain_output_nonblocking();
         true
     }
 
     fn write_separator(&mut self, line: &str) -> crate::Result<()> {
-        self.log.write_separator(line)
+        self.output.with_log(|log| log.write_separator(line))
     }
 
     fn save_run(&mut self) {
         Supervisor::save_run(self);
     }
 
-    /// From a forked child (reaped as any child of ours).
+    /// Beside the loop (a forked child, reaped as any child of ours; a thread).
     fn announce(&mut self, announcement: restart::Announcement) {
-        self.fork_errand("restart announcer", |_| announcement.send());
+        self.errand("restart announcer", move || announcement.send());
     }
 
     fn note_error(&self, message: &str) {
@@ -69,7 +77,8 @@ impl BetweenRuns for Supervisor {
 }
 
 /// `pause` and `resume` (supervise/pause.rs): SIGSTOP and SIGCONT to every
-/// process a kill would signal (os/pause_unix.rs).
+/// process a kill would signal (os/pause_unix.rs); every member of the Job
+/// Object suspended, and each that joins while paused (os/pause_windows.rs).
 impl Pausing for Supervisor {
     fn clocks(&mut self) -> Clocks<'_> {
         Clocks { paused: &mut self.paused, timeout_at: &mut self.timeout_at, watch: self.watch.as_mut(), job: &mut self.job }
@@ -81,14 +90,13 @@ impl Pausing for Supervisor {
     }
 
     fn hold_tree(&mut self) {
-        crate::os::pause_unix::stop_tree(
-            |signal| self.signal_everything(signal).into_iter().map(|(who, _)| who).collect(),
-            || self.adopted_children(),
-        );
+        let scope = Scope { job: &self.job, recorded: self.procset.recorder.recorded(), below_only: self.kill.as_ref().is_some_and(|k| k.caller_sweeps) };
+        self.host.hold_tree(scope);
     }
 
     fn release_tree(&mut self) {
-        self.signal_everything(libc::SIGCONT);
+        let scope = Scope { job: &self.job, recorded: self.procset.recorder.recorded(), below_only: self.kill.as_ref().is_some_and(|k| k.caller_sweeps) };
+        self.host.release_tree(scope);
     }
 
     fn record(&mut self) -> (&Registry, &Job) {
@@ -102,17 +110,15 @@ impl Pausing for Supervisor {
 }
 
 impl Supervisor {
-    /// A kill of a paused job: its tree, just sent SIGTERM (`signalled`),
-    /// gets SIGCONT so it can act on it (a stopped process only takes
+    /// A kill of a paused job: its tree, just asked to stop (`signalled`),
+    /// is let run so it can act on it (a stopped process only takes
     /// SIGKILL); the pause is over, and the kill's end is recorded without it.
     pub(in crate::supervise) fn end_pause_for_kill(&mut self, signalled: bool) {
-        if self.paused.take().is_none() {
-            return;
+        let was_paused = self.paused.take().is_some();
+        let scope = Scope { job: &self.job, recorded: self.procset.recorder.recorded(), below_only: self.kill.as_ref().is_some_and(|k| k.caller_sweeps) };
+        if self.host.release_for_kill(scope, was_paused, signalled) {
+            self.job.paused_at = None;
         }
-        if signalled {
-            self.signal_everything(libc::SIGCONT);
-        }
-        self.job.paused_at = None;
     }
 
     /// Whether a pause holds the job (a restart waits for the resume).
@@ -121,7 +127,7 @@ impl Supervisor {
     }
 }
 
-/// What Unix does with readiness and `--notify-on` (ready::on_events).
+/// What the supervisor does with readiness and `--notify-on` (ready::on_events).
 impl Watching for Supervisor {
     fn record(&mut self) -> (&Registry, &mut Job) {
         (&self.registry, &mut self.job)
@@ -139,9 +145,10 @@ impl Watching for Supervisor {
         self.watch.as_mut().is_some_and(ready::Watch::release_lines)
     }
 
-    /// The output is spliced again.
+    /// The output is spliced again (Unix); the copying threads keep it to
+    /// themselves again (Windows).
     fn lines_released(&mut self) {
-        self.splice = new_splicer();
+        self.output.want_lines(false);
     }
 
     /// Jobs queued to start once this one is ready (a stack's `after`) may
@@ -162,12 +169,9 @@ impl Supervisor {
         ready::on_events(self, events);
     }
 
-    /// The job's live processes, as a kill finds them (`signal_everything`).
+    /// The job's live processes, as a kill finds them.
     pub(super) fn job_pids(&self) -> Vec<u32> {
-        let tree = Tree::of(&self.job).with_recorded(self.procset.recorder.recorded());
-        let mut pids: Vec<u32> = tree::job_tree(tree).0.iter().map(|p| p.identity.pid).collect();
-        pids.extend(self.adopted_children().iter().map(|p| p.pid));
-        pids
+        self.host.pids(Scope { below_only: false, ..self.scope() })
     }
 
     /// The matches held back while the wake rule was being registered, once
@@ -181,8 +185,8 @@ impl Supervisor {
         }
     }
 
-    /// Sends a `matched` event from a forked child, as the end's notifier
-    /// does, so a slow service never holds up the job's output.
+    /// Sends a `matched` event beside the loop, as the end's notifier does,
+    /// so a slow service never holds up the job's output.
     pub(super) fn spawn_match_notifier(&mut self, matched: &crate::supervise::matchers::MatchEvent) {
         if self.config.notify.url.is_none() {
             return;
@@ -195,12 +199,7 @@ impl Supervisor {
             self.deferred_matches.push(matched.clone());
             return;
         }
-        if self.fork_errand("match notifier", |supervisor| {
-            crate::supervise::matchers::announce_match(&supervisor.home, &supervisor.config, &supervisor.job, matched);
-        })
-        .is_some()
-        {
-            self.phase = self.phase.child_started();
-        }
+        let (home, config, job, matched) = (self.home.clone(), self.config.clone(), self.job.clone(), matched.clone());
+        self.errand("match notifier", move || crate::supervise::matchers::announce_match(&home, &config, &job, &matched));
     }
 }
