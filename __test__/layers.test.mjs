@@ -18,11 +18,6 @@ import { CRATES, checkCrate, checkTree, describe } from './layer-check.mjs'
 // list only shrinks: an entry that no longer occurs fails the test as well,
 // to be struck from here.
 const KNOWN = [
-  // Issue 39, item 1 (one supervisor, what differs per platform behind os/):
-  // restart, pause and readiness are shared (supervise/restart.rs, pause.rs,
-  // ready.rs, each with a trait both supervisors implement); the Windows
-  // loop itself is still its own file.
-  { key: 'platform core:supervise/windows_supervisor.rs', why: 'the Windows supervisor, swapped in for supervise/start.rs by #[path]' },
   // The portable faces of os/ (procinfo.rs, pidfd.rs, snapshot.rs, and
   // `sys`) re-export each platform file's functions, while the platform
   // files take the faces' types and helpers back (Row, CpuTime, Stat,

@@ -2,7 +2,7 @@
 //! every process of its Job Object suspended) and continued (SIGCONT;
 //! resumed) by its supervisor, which also stops the `--timeout` clock while
 //! the job is paused (supervise/pause.rs; on Windows the wiring in
-//! supervise/windows_supervisor.rs, the suspending in os/pause_windows.rs). Asked as a kill is
+//! os/supervision_windows.rs, the suspending in os/pause_windows.rs). Asked as a kill is
 //! asked: a request beside the job and the supervisor's doorbell; the answer
 //! is the supervisor's record in job.json.
 
