@@ -139,9 +139,13 @@ impl Host {
         }
     }
 
-    /// CTRL_BREAK to the run's console group; its error says to force now.
+    /// CTRL_BREAK to the run's console group. A group that cannot take it
+    /// is ended now, as a termination (the exit code SIGTERM gives on Unix).
     pub fn ask_to_stop(&mut self, _scope: Scope, _asked: &mut Asked) -> Result<(), String> {
-        kill_windows::ask_to_stop(self.group).map_err(|e| format!("cannot send CTRL_BREAK to the job ({e})"))
+        let Err(e) = kill_windows::ask_to_stop(self.group) else { return Ok(()) };
+        tracing::warn!("run-bg supervisor: cannot send CTRL_BREAK to the job ({e}); ending it now");
+        kill_windows::force(&self.job_object, self.main.as_mut(), crate::model::signals::SIGTERM)
+            .map_err(|e| format!("cannot end the job's Job Object either ({e})"))
     }
 
     /// A look during a kill: the Job Object ended once `force` (again at
