@@ -489,6 +489,29 @@ test('--restart: a kill during the restart delay ends the job at once, no run af
   assert.deepEqual(alive(fileLines(path.join(dir, 'pids')).map(Number)), [], 'survivors')
 })
 
+test('a child that holds the output past the main process: its last line is logged and the supervisor ends once it does, not an hour later', { skip }, async (t) => {
+  // No interrupt service: the supervisor would stay to retry the end's announcement.
+  const home = freshHome({ notify: { url: null } })
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pm-win-late-'))
+  const script = path.join(dir, 'late.cjs')
+  fs.writeFileSync(script, `
+const { spawn } = require('node:child_process')
+const child = spawn(process.execPath, ['-e', "setTimeout(() => console.log('late line'), 2000)"], { stdio: ['ignore', 'inherit', 'inherit'] })
+require('node:fs').writeFileSync(${JSON.stringify(path.join(dir, 'pid'))}, String(child.pid))
+console.log('main done')
+`)
+  t.after(() => endAll(fileLines(path.join(dir, 'pid')).map(Number)))
+  const r = cli(['--json', '--', process.execPath, script], home)
+  assert.equal(r.status, 0, r.stdout + r.stderr)
+  const { jobId, logPath } = JSON.parse(r.stdout)
+  const supervisor = jobRecord(home, jobId).supervisor.pid
+  await until('the end recorded', () => JSON.parse(cli(['check', jobId, '--json'], home).stdout).status === 'success')
+  // The copy of the output ends with the child; the loop must hear of it
+  // then (its wake once missed it, and the supervisor slept for an hour).
+  await until('the supervisor gone once the child is', () => alive([supervisor]).length === 0, 30000)
+  assert.match(fs.readFileSync(logPath, 'utf8'), /main done[\s\S]*late line/)
+})
+
 test('a job that turns ready hands its queue slot on, as on Unix: a stack\'s next process starts while it runs', { skip }, async (t) => {
   // No interrupt service: nothing to announce.
   const home = freshHome({ notify: { url: null } })

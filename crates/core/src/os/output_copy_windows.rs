@@ -7,7 +7,7 @@
 use crate::os::windows_job;
 use std::io::Read;
 use std::os::windows::io::OwnedHandle;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
@@ -28,6 +28,11 @@ pub struct Output<S> {
     lines_wanted: Arc<AtomicBool>,
     /// The copying threads of every run, the current one's last.
     copiers: Vec<JoinHandle<()>>,
+    /// How many copying threads have ended their copy: counted before
+    /// their last wake, so the loop woken by it never finds a thread
+    /// still returning (`JoinHandle::is_finished` could, and the output's
+    /// end then waited for the next wake, up to an hour).
+    copies_ended: Arc<AtomicUsize>,
     /// No run comes after the current one (the job ends for good).
     last_run: bool,
     /// Its end has been handed to the loop.
@@ -51,6 +56,7 @@ impl<S: Sink> Output<S> {
             wake: Arc::new(windows_job::create_private_event()?),
             lines_wanted: Arc::new(AtomicBool::new(false)),
             copiers: Vec::new(),
+            copies_ended: Arc::new(AtomicUsize::new(0)),
             last_run: false,
             ended: false,
         })
@@ -64,7 +70,13 @@ impl<S: Sink> Output<S> {
     /// its own, until every process holding the pipe has closed it.
     pub fn new_run(&mut self, reader: std::io::PipeReader) {
         let (sink, sender, wake, wanted) = (self.sink.clone(), self.sender.clone(), self.wake.clone(), self.lines_wanted.clone());
-        match std::thread::Builder::new().name("output".into()).spawn(move || copy_output(reader, &sink, &sender, &wake, &wanted)) {
+        let ended = self.copies_ended.clone();
+        let copy = move || {
+            copy_output(reader, &sink, &sender, &wake, &wanted);
+            ended.fetch_add(1, Ordering::SeqCst);
+            windows_job::set(&wake);
+        };
+        match std::thread::Builder::new().name("output".into()).spawn(copy) {
             Ok(copier) => self.copiers.push(copier),
             Err(e) => tracing::warn!("run-bg supervisor: cannot start copying the job's output: {e}"),
         }
@@ -72,7 +84,7 @@ impl<S: Sink> Output<S> {
 
     /// Every run's output has ended (its copy with it).
     pub fn runs_copied(&self) -> bool {
-        self.copiers.iter().all(JoinHandle::is_finished)
+        self.copies_ended.load(Ordering::SeqCst) >= self.copiers.len()
     }
 
     /// No run comes after the current one: once its copy ends, the output has.
@@ -125,7 +137,8 @@ impl<S: Sink> Output<S> {
 }
 
 /// Copies the job's output into the sink until every process holding the
-/// pipe has closed it, handing each piece to the loop too while it wants them.
+/// pipe has closed it, handing each piece to the loop too while it wants
+/// them. Its caller counts the copy ended, then wakes the loop.
 fn copy_output<S: Sink>(mut reader: std::io::PipeReader, sink: &Mutex<S>, news: &mpsc::Sender<Vec<u8>>, wake: &OwnedHandle, wanted: &AtomicBool) {
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
@@ -142,5 +155,4 @@ fn copy_output<S: Sink>(mut reader: std::io::PipeReader, sink: &Mutex<S>, news: 
             }
         }
     }
-    windows_job::set(wake);
 }

@@ -130,12 +130,13 @@ impl Host {
     pub fn reap(&mut self) -> Reaped {
         let Some(main) = &mut self.main else { return Reaped { main: None, none_left: true } };
         match main.try_wait() {
-            Ok(None) => Reaped::default(),
-            ended => {
+            Ok(Some(status)) => {
                 self.main = None;
-                let end = ended.ok().flatten().and_then(|status| MainEnd::from_wait(status.code(), None)).unwrap_or(MainEnd::Unread);
+                let end = MainEnd::from_wait(status.code(), None).unwrap_or(MainEnd::Unread);
                 Reaped { main: Some(end), none_left: true }
             }
+            // Not ended, or its handle cannot say: the wait on it says when.
+            Ok(None) | Err(_) => Reaped::default(),
         }
     }
 
@@ -155,6 +156,10 @@ impl Host {
         if force {
             if let Err(e) = kill_windows::force(&self.job_object, self.main.as_mut(), crate::model::signals::SIGKILL) {
                 tracing::warn!("run-bg supervisor: cannot end the job's Job Object ({e}); ended its main process");
+            }
+            // A paused tree forced is ended suspended; what is held goes now.
+            if self.members.is_paused() {
+                self.members.resume();
             }
         }
         kill_windows::anything_left(&self.job_object)
@@ -176,12 +181,14 @@ impl Host {
 
     /// A kill of a paused job: its processes are resumed (to take the
     /// break, or already ended); whether a pause was over.
-    pub fn release_for_kill(&mut self, _scope: Scope, was_paused: bool, _signalled: bool) -> bool {
-        if was_paused || self.members.is_paused() {
+    /// Forced (not `signalled`), it stays suspended until the Job Object
+    /// is ended (`look`): nothing of it runs again first.
+    pub fn release_for_kill(&mut self, _scope: Scope, was_paused: bool, signalled: bool) -> bool {
+        let paused = was_paused || self.members.is_paused();
+        if paused && signalled {
             self.members.resume();
-            return true;
         }
-        false
+        paused
     }
 
     /// The Job Object's live processes.

@@ -195,7 +195,7 @@ impl Supervisor {
         // inherit a lock it holds, the allocator's, and hang), nor waiting
         // for it here (a slow service would stall the job's output): sent
         // once it has finished.
-        if self.wake_thread.as_ref().is_some_and(|t| !t.is_finished()) {
+        if crate::os::supervision::FORKS && self.wake_thread.as_ref().is_some_and(|t| !t.is_finished()) {
             self.deferred_matches.push(matched.clone());
             return;
         }
