@@ -156,3 +156,36 @@ fn copy_output<S: Sink>(mut reader: std::io::PipeReader, sink: &Mutex<S>, news: 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::windows::io::AsHandle;
+    use std::time::Duration;
+
+    struct Discard;
+
+    impl Sink for Discard {
+        fn take(&mut self, _bytes: &[u8]) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    /// The loop sleeps until the copy's event: woken by a copy's end, it
+    /// must find that copy ended, or it sleeps again with nothing left to
+    /// wake it (the supervisor then stayed an hour after the job's output
+    /// ended). The end was read from the thread's handle, which says
+    /// "finished" only once the thread has returned, after its last wake.
+    #[test]
+    fn a_loop_woken_by_a_copy_s_end_finds_it_ended() {
+        for attempt in 0..200 {
+            let mut output = Output::new(Discard).unwrap();
+            let (reader, writer) = std::io::pipe().unwrap();
+            output.new_run(reader);
+            drop(writer);
+            let woken = windows_job::wait_any(&[output.wake.as_handle()], Duration::from_secs(10));
+            assert!(matches!(woken, windows_job::Woken::Handle(0)), "attempt {attempt}: the copy's end woke nobody");
+            assert!(output.runs_copied(), "attempt {attempt}: woken by the copy's end, the loop found it still running");
+        }
+    }
+}
