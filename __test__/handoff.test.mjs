@@ -71,3 +71,46 @@ test('the Node host whose supervisor exits before reading the spec gets an Error
     assert.match(job.error, /supervisor/)
   }
 })
+
+/** [parent, process group, session] of a process, from its /proc/<pid>/stat text. */
+function ids(stat) {
+  const [, ppid, pgrp, session] = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number)
+  return { ppid, pgrp, session }
+}
+
+// The supervisor makes its own session after launching the job (setsid then
+// no longer delays the job's start), but before its answer: whatever the
+// caller or its terminal does to the caller's group or session once the
+// start has returned never reaches the supervisor.
+test('when a start returns, its supervisor and its job each lead a session of their own (CLI and Node host)', { skip: process.platform !== 'linux' && 'reads /proc' }, (t) => {
+  const { home } = makeHome(t)
+  // Read at once, in the process that started the job: the CLI's caller, and the Node host itself.
+  const probe = `
+    const fs = require('node:fs')
+    const { spawnSync } = require('node:child_process')
+    const pm = require(${JSON.stringify(root)})
+    const stat = (pid) => fs.readFileSync('/proc/' + pid + '/stat', 'utf8')
+    const parent = (raw) => Number(raw.slice(raw.lastIndexOf(')') + 2).split(' ')[1])
+    const out = []
+    const look = (via, pid) => { const job = stat(pid); const supervisor = parent(job); out.push({ via, pid, job, supervisor, supervisorStat: stat(supervisor) }) }
+    for (let i = 0; i < 5; i++) {
+      const r = spawnSync(${JSON.stringify(RUN_BG)}, ['--json', '--', 'sleep', '30'], { encoding: 'utf8' })
+      look('cli', JSON.parse(r.stdout).pid)
+      look('host', pm.runBackground('sleep 30').pid)
+    }
+    console.log(JSON.stringify({ session: Number(stat(process.pid).slice(stat(process.pid).lastIndexOf(')') + 2).split(' ')[3]), out }))`
+  const r = spawnSync(process.execPath, ['-e', probe], { env: { ...process.env, PROC_MANAGER_HOME: home }, encoding: 'utf8', timeout: 60_000 })
+  assert.equal(r.status, 0, r.stderr)
+  const { session: callers, out } = JSON.parse(r.stdout)
+  assert.equal(out.length, 10)
+  for (const o of out) {
+    const job = ids(o.job)
+    const supervisor = ids(o.supervisorStat)
+    const said = JSON.stringify({ via: o.via, job: o.pid, ...job, supervisor: o.supervisor, supervisorGroup: supervisor.pgrp, supervisorSession: supervisor.session })
+    assert.equal(job.pgrp, o.pid, `the job leads its group: ${said}`)
+    assert.equal(job.session, o.pid, `the job leads its session: ${said}`)
+    assert.equal(supervisor.pgrp, o.supervisor, `the supervisor leads its group: ${said}`)
+    assert.equal(supervisor.session, o.supervisor, `the supervisor leads its session: ${said}`)
+    assert.notEqual(supervisor.session, callers, said)
+  }
+})
