@@ -7,8 +7,9 @@
 
 // Every unsafe block says why it is sound; clippy keeps it so.
 #![deny(clippy::undocumented_unsafe_blocks)]
-// Linux: our own C `main` (below), without std's runtime start-up.
-#![cfg_attr(target_os = "linux", no_main)]
+// Linux: our own C `main` (below), without std's runtime start-up; unit
+// tests keep the test harness's.
+#![cfg_attr(all(target_os = "linux", not(test)), no_main)]
 
 // First: `outln!` is for every module declared after it.
 #[macro_use]
@@ -37,14 +38,14 @@ use std::io::Write;
 /// to std before main). Unlike std's, this main has no handler for a stack
 /// overflow (it ends in a plain SIGSEGV). A panic ends with exit code 101, as
 /// std's `main` does.
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(test)))]
 #[no_mangle]
 extern "C" fn main(_argc: std::ffi::c_int, _argv: *const *const std::ffi::c_char) -> std::ffi::c_int {
     proc_manager_core::os::sys::start_as_std_does();
     std::process::exit(std::panic::catch_unwind(run_bg).unwrap_or(101))
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(any(not(target_os = "linux"), test))]
 fn main() {
     std::process::exit(run_bg())
 }
