@@ -3,7 +3,8 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
-import { pm, root, makeHome, runNode, waitFor, isAlive, readRegistry } from './helpers.mjs'
+import { spawnSync } from 'node:child_process'
+import { pm, root, makeHome, runNode, waitFor, isAlive, readRegistry, RUN_BG } from './helpers.mjs'
 
 function useHome(t, config) {
   const fixture = makeHome(t, config)
@@ -224,4 +225,47 @@ test('runBackground leaves no zombie in its long-lived caller: its supervisor is
   }, { what: `supervisor ${supervisor} to exit` })
   // A zombie of another parent (init, about to reap it) is not ours to reap.
   assert.ok(end.s === null || end.s[1] !== process.pid, `supervisor ${supervisor} left as our zombie (we are ${process.pid})`)
+})
+
+/** [parent, process group, session] of a process, from its /proc/<pid>/stat text. */
+function ids(stat) {
+  const [, ppid, pgrp, session] = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number)
+  return { ppid, pgrp, session }
+}
+
+// The supervisor makes its own session after launching the job (setsid then
+// no longer delays the job's start), but before its answer: whatever the
+// caller or its terminal does to the caller's group or session once the
+// start has returned never reaches the supervisor.
+test('when a start returns, its supervisor and its job each lead a session of their own (CLI and Node host)', (t) => {
+  const { home } = makeHome(t)
+  // Read at once, in the process that started the job: the CLI's caller, and the Node host itself.
+  const probe = `
+    const fs = require('node:fs')
+    const { spawnSync } = require('node:child_process')
+    const pm = require(${JSON.stringify(root)})
+    const stat = (pid) => fs.readFileSync('/proc/' + pid + '/stat', 'utf8')
+    const parent = (raw) => Number(raw.slice(raw.lastIndexOf(')') + 2).split(' ')[1])
+    const out = []
+    const look = (via, pid) => { const job = stat(pid); const supervisor = parent(job); out.push({ via, pid, job, supervisor, supervisorStat: stat(supervisor) }) }
+    for (let i = 0; i < 5; i++) {
+      const r = spawnSync(${JSON.stringify(RUN_BG)}, ['--json', '--', 'sleep', '30'], { encoding: 'utf8' })
+      look('cli', JSON.parse(r.stdout).pid)
+      look('host', pm.runBackground('sleep 30').pid)
+    }
+    console.log(JSON.stringify({ session: Number(stat(process.pid).slice(stat(process.pid).lastIndexOf(')') + 2).split(' ')[3]), out }))`
+  const r = spawnSync(process.execPath, ['-e', probe], { env: { ...process.env, PROC_MANAGER_HOME: home }, encoding: 'utf8', timeout: 60_000 })
+  assert.equal(r.status, 0, r.stderr)
+  const { session: callers, out } = JSON.parse(r.stdout)
+  assert.equal(out.length, 10)
+  for (const o of out) {
+    const job = ids(o.job)
+    const supervisor = ids(o.supervisorStat)
+    const said = JSON.stringify({ via: o.via, job: o.pid, ...job, supervisor: o.supervisor, supervisorGroup: supervisor.pgrp, supervisorSession: supervisor.session })
+    assert.equal(job.pgrp, o.pid, `the job leads its group: ${said}`)
+    assert.equal(job.session, o.pid, `the job leads its session: ${said}`)
+    assert.equal(supervisor.pgrp, o.supervisor, `the supervisor leads its group: ${said}`)
+    assert.equal(supervisor.session, o.supervisor, `the supervisor leads its session: ${said}`)
+    assert.notEqual(supervisor.session, callers, said)
+  }
 })

@@ -10,6 +10,14 @@ pub fn detach() -> std::io::Result<()> {
     // EPERM: we lead a process group, so a terminal's signals could still
     // reach us; the core never starts us that way.
     rustix::process::setsid()?;
+    leave_parent()
+}
+
+/// `detach` without the new session, which the caller makes later (a
+/// supervisor, once its job runs: see `supervise::start`): the fork only,
+/// so that the caller reaps the intermediate at once. Call only while
+/// single-threaded.
+pub fn leave_parent() -> std::io::Result<()> {
     // SAFETY: the caller guarantees we are single-threaded, so the child
     // inherits no lock held by another thread.
     match unsafe { libc::fork() } {

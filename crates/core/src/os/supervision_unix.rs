@@ -327,14 +327,14 @@ pub fn before_start() {
     procinfo::keep_large_blocks_mapped();
 }
 
-/// Leaves the caller behind: a session of our own (`stay_child`: our caller
-/// exits without waiting for us) or a detached grandchild; stdin at
-/// /dev/null; a child subreaper, so orphaned descendants are re-parented
-/// to us and we see the tree end.
+/// Leaves the caller behind: a detached grandchild (unless `stay_child`:
+/// our caller exits without waiting for us); stdin at /dev/null; a child
+/// subreaper, so orphaned descendants are re-parented to us and we see the
+/// tree end. Our own session comes once the job runs
+/// (`leave_callers_session`).
 pub fn detach(stay_child: bool) -> std::io::Result<()> {
-    match stay_child {
-        true => rustix::process::setsid().map(drop).map_err(std::io::Error::from)?,
-        false => crate::os::fork::detach()?,
+    if !stay_child {
+        crate::os::fork::leave_parent()?;
     }
     redirect_to_dev_null(Stdio::In);
     // Without it the job still runs and is killed by its group; the failure
@@ -343,6 +343,19 @@ pub fn detach(stay_child: bool) -> std::io::Result<()> {
         tracing::warn!("run-bg supervisor: cannot become a child subreaper: {e}");
     }
     Ok(())
+}
+
+/// Our own session, made once the job's launch is done rather than before
+/// it: on Linux setsid(2) also moves us into a new scheduling autogroup, and
+/// the move lets other groups' tasks run first (up to 4 ms on 2 busy
+/// cores), which before the launch delayed the job's start. Still before
+/// the ready line: by the time the caller returns we are out of its session
+/// and process group, so nothing it or its terminal does to them reaches
+/// us. Until then a SIGINT or SIGHUP sent to them finds our handlers
+/// (installed before the launch) and stops the job, as a kill does. Fails
+/// only for a process group leader (we lead a session already).
+pub fn leave_callers_session() -> std::io::Result<()> {
+    rustix::process::setsid().map(drop).map_err(std::io::Error::from)
 }
 
 /// The caller has its answer: its pipe, our stdout, is let go of.

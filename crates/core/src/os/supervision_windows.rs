@@ -227,6 +227,11 @@ pub fn detach(_stay_child: bool) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A console session is not a Unix one: nothing to leave.
+pub fn leave_callers_session() -> std::io::Result<()> {
+    Ok(())
+}
+
 /// Our stdout was kept from the job: nothing to let go of.
 pub fn answered() {}
 

@@ -229,6 +229,29 @@ pub fn redirect_stderr(file: &File) {
     unsafe { libc::dup2(file.as_raw_fd(), 2) };
 }
 
+/// What std's runtime start-up does that run-bg relies on, for a `main` of
+/// its own that skips the rest (Linux: see crates/cli/src/main.rs): fds 0-2
+/// open (on /dev/null when closed, so that no file opened later becomes our
+/// stdout or stderr) and SIGPIPE ignored (a write to a closed pipe fails
+/// instead of killing us). Call first, while single-threaded.
+pub fn start_as_std_does() {
+    let mut fds = [0, 1, 2].map(|fd| libc::pollfd { fd, events: 0, revents: 0 });
+    // SAFETY: poll reads and writes only the three pollfd structs we own;
+    // a zero timeout never blocks.
+    let polled = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+    for pollfd in fds {
+        // A failed poll (it cannot fail on three fds) leaves them as they are.
+        if polled >= 0 && pollfd.revents & libc::POLLNVAL != 0 {
+            // Takes the lowest free descriptor: this one, as those below it are open.
+            // SAFETY: a NUL-terminated constant path; the descriptor is left open on purpose.
+            unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
+        }
+    }
+    // SAFETY: ignoring a signal installs no code of ours; called before any
+    // thread is started. It fails only for an invalid signal, and SIGPIPE is valid.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+}
+
 /// The CLI dies of SIGPIPE on a closed stdout, as Unix tools do (`run-bg
 /// list | head` ends quietly): the default disposition.
 pub fn default_sigpipe() {

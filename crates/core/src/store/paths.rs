@@ -343,7 +343,14 @@ fn check_parents(home: &Path) -> Result<Option<String>> {
     if let Ok(target) = std::fs::canonicalize(home) {
         chains.extend(target.parent().map(Path::to_path_buf));
     }
+    // The two chains share their ancestors unless the home is a symlink
+    // leading elsewhere: each directory is judged once.
+    let mut judged: Vec<&Path> = Vec::new();
     for dir in chains.iter().flat_map(|chain| chain.ancestors()) {
+        if judged.contains(&dir) {
+            continue;
+        }
+        judged.push(dir);
         let meta = std::fs::metadata(dir).map_err(|e| Error::io("inspect", dir, e))?;
         if !trusted_owner(meta.uid()) {
             return problem(
@@ -354,8 +361,10 @@ fn check_parents(home: &Path) -> Result<Option<String>> {
         }
         let sticky = meta.mode() & 0o1000 != 0;
         let others_write = meta.mode() & 0o002 != 0;
-        let stranger_group_writes = meta.mode() & 0o020 != 0 && !group_is_ours_alone(crate::os::sys::group_of(&meta));
-        if (others_write || stranger_group_writes) && !sticky {
+        // A sticky directory (/tmp) is safe whoever writes into it: the user
+        // and group databases are read only for one that is not.
+        let stranger_group_writes = || meta.mode() & 0o020 != 0 && !group_is_ours_alone(crate::os::sys::group_of(&meta));
+        if !sticky && (others_write || stranger_group_writes()) {
             return problem(
                 dir,
                 format!("is writable by its group or others (mode {:o}) and not sticky", meta.mode() & 0o7777),

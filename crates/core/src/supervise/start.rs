@@ -43,6 +43,8 @@ pub fn supervise_main() -> i32 {
         }
         Err(failure) => {
             report_ready(&format!("{READY_ERR}{}", failure.message));
+            // Refused (we lead a session already) once the launch was tried.
+            let _ = supervision::leave_callers_session();
             // The caller has its answer; the failed job is in its job.json and
             // joins the registry now if the lock can be had.
             if let Some((registry, job)) = failure.record.map(|boxed| *boxed) {
@@ -255,6 +257,9 @@ fn first_run(home: &Home, config: &Config, job: &mut Job, lines_wanted: bool) ->
         false => None,
     };
     let launched = Host::launch_with(job, output.child_end.as_raw_fd(), job_stdin.as_ref().map(|s| s.child_end.as_raw_fd()));
+    if let Err(e) = supervision::leave_callers_session() {
+        tracing::warn!("run-bg supervisor: cannot leave its caller's session: {e}");
+    }
     // Our copy of the job's end: EOF then means "every process of the job
     // closed it". A job that restarts keeps it for its next run until it
     // ends for good.
