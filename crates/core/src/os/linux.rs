@@ -187,12 +187,14 @@ fn row(pid: u32, environ: &mut Vec<u8>) -> Option<Row> {
     }
     // Only this user's processes have a readable environment.
     let readable = read_proc_file(&format!("/proc/{pid}/environ"), environ, 1 << 20);
+    let mark = readable.then(|| env_entry(environ, SUPERVISOR_MARK)).flatten();
     Some(Row {
         identity: ProcessIdentity::from_stat(pid, stat.start_ticks),
         ppid: stat.ppid,
         pgid: stat.pgrp,
         cookie: readable.then(|| cookie_in(environ)).flatten(),
-        helper: readable && env_entry(environ, SUPERVISOR_MARK).is_some(),
+        helper: mark.is_some(),
+        mark,
         rss_kb: stat.rss_pages * page_kb(),
     })
 }
@@ -355,10 +357,19 @@ pub fn pidfd_open(pid: u32) -> std::io::Result<OwnedFd> {
 /// anonymous inodes that all share one number, which says nothing: None.
 pub fn pidfd_inode(fd: &OwnedFd) -> Option<u64> {
     const PIDFS_MAGIC: i64 = 0x5049_4446;
-    let fs = rustix::fs::fstatfs(fd).ok()?;
-    // f_type's width and sign differ between targets.
-    #[allow(clippy::unnecessary_cast)]
-    if fs.f_type as i64 != PIDFS_MAGIC {
+    // Where pidfds live is the running kernel's, the same for every pidfd
+    // of this boot: asked once (a kill of 1,000 jobs asked 4,000 times).
+    static ON_PIDFS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on_pidfs = match ON_PIDFS.get() {
+        Some(&known) => known,
+        None => {
+            let fs = rustix::fs::fstatfs(fd).ok()?;
+            // f_type's width and sign differ between targets.
+            #[allow(clippy::unnecessary_cast)]
+            *ON_PIDFS.get_or_init(|| fs.f_type as i64 == PIDFS_MAGIC)
+        }
+    };
+    if !on_pidfs {
         return None;
     }
     #[allow(clippy::unnecessary_cast)]

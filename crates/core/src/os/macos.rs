@@ -225,12 +225,14 @@ fn row(pid: u32, buf: &mut Vec<u8>) -> Option<Row> {
     let info = bsd_info(pid).ok()?;
     // Only this user's processes have a readable environment.
     let args = if read_procargs(pid, buf) { ProcArgs::parse(buf) } else { None };
+    let mark = args.as_ref().and_then(|a| a.env_value(SUPERVISOR_MARK));
     Some(Row {
         identity: identity_of(pid, &info),
         ppid: info.pbi_ppid,
         pgid: info.pbi_pgid,
         cookie: args.as_ref().and_then(|a| a.env_value(JOB_COOKIE)),
-        helper: args.as_ref().is_some_and(|a| a.env_value(SUPERVISOR_MARK).is_some()),
+        helper: mark.is_some(),
+        mark,
         rss_kb: resident_bytes(pid).unwrap_or(0) / 1024,
     })
 }

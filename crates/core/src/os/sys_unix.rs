@@ -110,7 +110,7 @@ pub fn wait_pinned_until(fd: &PinnedProcess, deadline: std::time::Instant) -> bo
 /// none, ESRCH, never equal to ours).
 pub fn in_own_session(pid: u32) -> bool {
     let theirs = rustix::process::Pid::from_raw(pid as i32).and_then(|p| rustix::process::getsid(Some(p)).ok());
-    theirs.is_some() && theirs == rustix::process::getsid(None).ok()
+    theirs.is_some_and(|theirs| theirs.as_raw_nonzero().get() as u32 == crate::os::procinfo::OwnIds::get().session)
 }
 
 /// Makes `dir` (opened from `_path`) our working directory by its inode, so

@@ -112,12 +112,14 @@ pub fn table() -> Vec<Row> {
         .filter_map(|p| {
             let pid = p.pid().as_u32();
             let identity = identity_of(pid, p).filter(|_| pid != me)?;
+            let mark = env_value(p, SUPERVISOR_MARK);
             Some(Row {
                 identity,
                 ppid: p.parent().map_or(0, |pp| pp.as_u32()),
                 pgid: 0,
                 cookie: env_value(p, JOB_COOKIE),
-                helper: env_value(p, SUPERVISOR_MARK).is_some(),
+                helper: mark.is_some(),
+                mark,
                 rss_kb: p.memory() / 1024,
             })
         })
@@ -131,10 +133,10 @@ pub fn rows(pids: &[u32]) -> Vec<Row> {
     let mut found: Vec<Row> = table().into_iter().filter(|r| wanted.contains(&r.identity.pid)).collect();
     if wanted.contains(&me) {
         if let Some(identity) = identify(me) {
-            let helper = std::env::var_os(SUPERVISOR_MARK).is_some();
+            let mark = std::env::var_os(SUPERVISOR_MARK).map(|v| v.to_string_lossy().into_owned());
             let cookie = std::env::var(JOB_COOKIE).ok();
             let ppid = parent_of(me);
-            found.push(Row { identity, ppid, pgid: 0, cookie, helper, rss_kb: 0 });
+            found.push(Row { identity, ppid, pgid: 0, cookie, helper: mark.is_some(), mark, rss_kb: 0 });
         }
     }
     found

@@ -115,12 +115,9 @@ pub(crate) fn read_job_file_stamped(home: &Home, id: &str) -> Option<(Job, index
         return None;
     }
     let path = dir.join("job.json");
-    let read = paths::open_read(&path).and_then(|mut file| {
-        use std::io::Read;
-        let stamp = index::Stamp::of_metadata(&file.metadata()?);
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
-        Ok((bytes, stamp))
+    let read = paths::open_read_with_metadata(&path).and_then(|(file, metadata)| {
+        let stamp = index::Stamp::of_metadata(&metadata);
+        Ok((paths::read_opened(&file, &metadata)?, stamp))
     });
     let (bytes, stamp) = match read {
         Ok(read) => read,

@@ -37,6 +37,20 @@ impl Supervisor {
     }
 }
 
+impl Supervisor {
+    /// Ends the process once `run` is over (the end recorded, every child
+    /// and errand it waits for gone, the log's deleter joined: `finish`),
+    /// without unwinding the supervisor and the runtime. Nothing is left to
+    /// write: the log and the warnings go to their files unbuffered, and
+    /// every record is written. What the drops would free the kernel frees;
+    /// the drops' code, given back while the job ran (supervise/memory.rs),
+    /// would be faulted in again only to do so, on every one of 1,000
+    /// supervisors ending together in a `kill --all`.
+    pub(super) fn exit(self) -> ! {
+        crate::os::supervision::exit_now()
+    }
+}
+
 /// What the supervisor does when an end is recorded (ending::record_end).
 impl ending::Ending for Supervisor {
     fn record(&mut self) -> (&Home, &Config, &Registry, &mut Job) {

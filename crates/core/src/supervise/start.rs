@@ -39,7 +39,7 @@ pub fn supervise_main() -> i32 {
     match Supervisor::start(spec) {
         Ok(mut supervisor) => {
             supervisor.run();
-            0
+            supervisor.exit()
         }
         Err(failure) => {
             report_ready(&format!("{READY_ERR}{}", failure.message));

@@ -437,6 +437,9 @@ impl Supervisor {
             self.record_processes(false);
             self.code_pages.owe();
         }
+        if self.kill.as_ref().is_some_and(KillInProgress::ends_the_job) {
+            self.code_pages.hold();
+        }
         self.code_pages.release_if_due(now);
         if let Some(at) = self.timeout_at {
             if now >= at {

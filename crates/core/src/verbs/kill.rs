@@ -114,23 +114,31 @@ impl Context {
     pub fn kill_jobs(&self, jobs: Vec<Job>, grace: Option<Duration>, force: bool) -> Vec<KillResult> {
         let order: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
         let mut results: std::collections::HashMap<String, KillResult> = std::thread::scope(|scope| {
-            // The pass over the table `kill_supervised` needs runs on a thread
-            // of its own meanwhile (the time of the first is taken first):
-            // the two are each a twentieth of a kill of 1,000 jobs, on a
-            // host whose other cores are idle until supervisors are rung.
+            // With many jobs, the pass over the table `kill_supervised` needs
+            // comes first (the time of it taken before it; it reads on both
+            // cores while the supervisors idle), and tells every supervisor
+            // apart too (its identity and its mark), once: asked of each
+            // supervisor's own stat and environment beside it, the two read
+            // the same files twice, a sixth of a kill of 1,000 jobs.
             let since = if force { None } else { crate::os::platform::boot_ticks_now() };
             let many = jobs.iter().filter(|j| j.status() != JobStatus::Queued).nth(1).is_some();
-            let table = many.then(|| scope.spawn(procinfo::table));
-            // Each supervisor told apart once (its identity and its mark), here.
+            let rows = many.then(procinfo::table);
+            let index = rows.as_deref().map(tree::TableIndex::new);
             let mut supervised: Vec<(Job, ProcessIdentity)> = Vec::new();
             let mut others: Vec<Job> = Vec::new();
             for job in jobs {
-                match (job.status() != JobStatus::Queued).then(|| tree::live_supervisor(&job)).flatten() {
+                let supervisor = match &index {
+                    _ if job.status() == JobStatus::Queued => None,
+                    Some(index) => index.live_supervisor(&job),
+                    None => tree::live_supervisor(&job),
+                };
+                match supervisor {
                     Some(supervisor) => supervised.push((job, supervisor)),
                     None => others.push(job),
                 }
             }
-            let table = table.and_then(|t| t.join().ok()).map(|rows| (since, rows));
+            drop(index);
+            let table = rows.map(|rows| (since, rows));
             let handles: Vec<_> = others
                 .into_iter()
                 .map(|job| (job.id.clone(), scope.spawn(move || self.kill(&job.id, grace, force))))
@@ -163,6 +171,18 @@ impl Context {
     /// `table`: the start time and rows of a pass over the table begun
     /// after that time, if the caller made one.
     fn kill_supervised(
+        &self,
+        jobs: Vec<(Job, ProcessIdentity)>,
+        grace: Duration,
+        force: bool,
+        table: Option<(Option<u64>, Vec<procinfo::Row>)>,
+    ) -> Vec<KillResult> {
+        // Our own pid, group and session, which no signal may reach, asked
+        // once for the thousands of signals and checks (nothing here changes them).
+        procinfo::OwnIds::fixed_while(|| self.kill_supervised_now(jobs, grace, force, table))
+    }
+
+    fn kill_supervised_now(
         &self,
         jobs: Vec<(Job, ProcessIdentity)>,
         grace: Duration,
