@@ -193,7 +193,6 @@ fn row(pid: u32, environ: &mut Vec<u8>) -> Option<Row> {
         ppid: stat.ppid,
         pgid: stat.pgrp,
         cookie: readable.then(|| cookie_in(environ)).flatten(),
-        helper: mark.is_some(),
         mark,
         rss_kb: stat.rss_pages * page_kb(),
     })

@@ -231,7 +231,6 @@ fn row(pid: u32, buf: &mut Vec<u8>) -> Option<Row> {
         ppid: info.pbi_ppid,
         pgid: info.pbi_pgid,
         cookie: args.as_ref().and_then(|a| a.env_value(JOB_COOKIE)),
-        helper: mark.is_some(),
         mark,
         rss_kb: resident_bytes(pid).unwrap_or(0) / 1024,
     })

@@ -112,7 +112,7 @@ impl<S: Sink> Output<S> {
             seen(Piece::Bytes(&bytes));
         }
         if self.last_run && !self.ended && self.runs_copied() {
-            // Sent before each thread ended: nothing is left in the channel.
+            // What a thread sent between the loop above and its count.
             while let Ok(bytes) = self.news.try_recv() {
                 seen(Piece::Bytes(&bytes));
             }

@@ -183,13 +183,18 @@ pub struct Row {
     pub pgid: u32,
     /// The job id from `PROC_MANAGER_JOB`, when the environment was read and carries one.
     pub cookie: Option<String>,
-    /// Carries `PROC_MANAGER_SUPERVISOR`: a supervisor or one of proc-manager's
-    /// helpers (notifier, announcer), never a job's own process.
-    pub helper: bool,
     /// The value of `PROC_MANAGER_SUPERVISOR`: for a supervisor, the id of
     /// the job it supervises (`tree::TableIndex::live_supervisor`).
     pub mark: Option<String>,
     pub rss_kb: u64,
+}
+
+impl Row {
+    /// Carries `PROC_MANAGER_SUPERVISOR`: a supervisor or one of proc-manager's
+    /// helpers (notifier, announcer), never a job's own process.
+    pub fn is_helper(&self) -> bool {
+        self.mark.is_some()
+    }
 }
 
 impl Row {

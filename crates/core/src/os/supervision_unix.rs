@@ -31,6 +31,11 @@ pub const CALLER_SWEEPS: bool = true;
 /// supervisor's other threads are joined first.
 pub const FORKS: bool = true;
 
+/// The supervisor keeps, beside the job, what readers judge its tree by:
+/// the processes it saw below it (looked for now and then), the lock held
+/// while it lives, and the done mark it leaves.
+pub const KEEPS_TREE_RECORD: bool = true;
+
 /// What the job is, as a kill or a pause reaches it: its tree (group,
 /// cookie, the processes recorded for it); `below_only`: our subtree alone.
 #[derive(Clone, Copy)]
@@ -136,8 +141,7 @@ impl Host {
 
     /// The first run's main process, launched by the start: ours to reap.
     pub fn launched(&mut self, pid: libc::pid_t) -> Option<ProcessIdentity> {
-        self.main = rustix::process::Pid::from_raw(pid);
-        self.main?;
+        self.main = Some(rustix::process::Pid::from_raw(pid)?);
         // Our unreaped child: its pid cannot have been reused yet.
         Some(procinfo::identify_exactly(pid as u32).unwrap_or(ProcessIdentity::from_stat(pid as u32, 0)))
     }

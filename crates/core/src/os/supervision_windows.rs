@@ -27,6 +27,10 @@ pub const CALLER_SWEEPS: bool = false;
 /// Errands are threads: nothing to join before one starts.
 pub const FORKS: bool = false;
 
+/// Readers ask the Job Object, which holds the whole tree: no record of
+/// processes, no alive lock, no done mark beside the job.
+pub const KEEPS_TREE_RECORD: bool = false;
+
 /// What a kill or a pause reaches: the Job Object holds the whole tree, so
 /// only the scope's shape is shared with Unix.
 #[derive(Clone, Copy)]
@@ -140,9 +144,14 @@ impl Host {
         }
     }
 
-    /// CTRL_BREAK to the run's console group. A group that cannot take it
-    /// is ended now, as a termination (the exit code SIGTERM gives on Unix).
+    /// CTRL_BREAK to the run's console group. A suspended process cannot
+    /// take the break: a paused tree is resumed first (Unix sends SIGCONT
+    /// after its SIGTERM instead). A group that cannot take it is ended now,
+    /// as a termination (the exit code SIGTERM gives on Unix).
     pub fn ask_to_stop(&mut self, _scope: Scope, _asked: &mut Asked) -> Result<(), String> {
+        if self.members.is_paused() {
+            self.members.resume();
+        }
         let Err(e) = kill_windows::ask_to_stop(self.group) else { return Ok(()) };
         tracing::warn!("run-bg supervisor: cannot send CTRL_BREAK to the job ({e}); ending it now");
         kill_windows::force(&self.job_object, self.main.as_mut(), crate::model::signals::SIGTERM)

@@ -95,7 +95,7 @@ pub fn members_in<'r>(rows: &'r [Row], tree: Tree) -> (Vec<&'r Row>, bool) {
         || rows.iter().any(|r| Some(r.pgid) == pgid && ours(r));
     let mut members: HashSet<u32> = rows
         .iter()
-        .filter(|r| ours(r) || (group_is_ours && Some(r.pgid) == pgid) || (!r.helper && tree.recorded_matches(&r.identity)))
+        .filter(|r| ours(r) || (group_is_ours && Some(r.pgid) == pgid) || (!r.is_helper() && tree.recorded_matches(&r.identity)))
         .map(|r| r.identity.pid)
         .collect();
     members.extend(supervised(rows, tree.supervisor));
@@ -182,7 +182,7 @@ impl<'r> TableIndex<'r> {
         }
         for recorded in tree.recorded {
             if let Some(&i) = self.by_pid.get(&recorded.pid) {
-                if !rows[i].helper && tree.recorded_matches(&rows[i].identity) {
+                if !rows[i].is_helper() && tree.recorded_matches(&rows[i].identity) {
                     found.insert(i);
                 }
             }
@@ -190,10 +190,10 @@ impl<'r> TableIndex<'r> {
         let mut below_supervisor = HashSet::new();
         if let Some(supervisor) = tree.supervisor {
             let alive = supervisor.pid == std::process::id()
-                || self.by_pid.get(&supervisor.pid).is_some_and(|&i| rows[i].identity.matches(&supervisor) && rows[i].helper);
+                || self.by_pid.get(&supervisor.pid).is_some_and(|&i| rows[i].identity.matches(&supervisor) && rows[i].is_helper());
             let mut queue = if alive { vec![(supervisor.pid, supervisor.start_ticks)] } else { Vec::new() };
             while let Some((parent, parent_start)) = queue.pop() {
-                for &child in self.children.get(&parent).into_iter().flatten().filter(|&&c| !rows[c].helper) {
+                for &child in self.children.get(&parent).into_iter().flatten().filter(|&&c| !rows[c].is_helper()) {
                     if is_child_of(&rows[child], parent_start) && below_supervisor.insert(rows[child].identity.pid) {
                         found.insert(child);
                         queue.push((rows[child].identity.pid, rows[child].identity.start_ticks));
@@ -217,7 +217,7 @@ fn supervised(rows: &[Row], supervisor: Option<ProcessIdentity>) -> Vec<u32> {
     // The table leaves out the caller, which may be the supervisor itself.
     // The table leaves out the caller, which may be the supervisor itself;
     // anything else must be a live supervisor (it carries the mark).
-    let alive = supervisor.pid == std::process::id() || rows.iter().any(|r| r.identity.matches(&supervisor) && r.helper);
+    let alive = supervisor.pid == std::process::id() || rows.iter().any(|r| r.identity.matches(&supervisor) && r.is_helper());
     if !alive {
         return Vec::new();
     }
@@ -228,7 +228,7 @@ fn supervised(rows: &[Row], supervisor: Option<ProcessIdentity>) -> Vec<u32> {
     let mut found = Vec::new();
     let mut queue = vec![(supervisor.pid, supervisor.start_ticks)];
     while let Some((parent, parent_start)) = queue.pop() {
-        for child in children.get(&parent).into_iter().flatten().filter(|c| !c.helper && is_child_of(c, parent_start)) {
+        for child in children.get(&parent).into_iter().flatten().filter(|c| !c.is_helper() && is_child_of(c, parent_start)) {
             found.push(child.identity.pid);
             queue.push((child.identity.pid, child.identity.start_ticks));
         }
@@ -435,7 +435,6 @@ mod tests {
             ppid,
             pgid,
             cookie: cookie.map(str::to_string),
-            helper,
             mark: helper.then(|| "a job".to_string()),
             rss_kb: 0,
         };

@@ -118,8 +118,7 @@ pub fn table() -> Vec<Row> {
                 ppid: p.parent().map_or(0, |pp| pp.as_u32()),
                 pgid: 0,
                 cookie: env_value(p, JOB_COOKIE),
-                helper: mark.is_some(),
-                mark,
+                        mark,
                 rss_kb: p.memory() / 1024,
             })
         })
@@ -136,7 +135,7 @@ pub fn rows(pids: &[u32]) -> Vec<Row> {
             let mark = std::env::var_os(SUPERVISOR_MARK).map(|v| v.to_string_lossy().into_owned());
             let cookie = std::env::var(JOB_COOKIE).ok();
             let ppid = parent_of(me);
-            found.push(Row { identity, ppid, pgid: 0, cookie, helper: mark.is_some(), mark, rss_kb: 0 });
+            found.push(Row { identity, ppid, pgid: 0, cookie, mark, rss_kb: 0 });
         }
     }
     found

@@ -77,8 +77,7 @@ impl ending::Ending for Supervisor {
     /// record, and becomes our done mark (`leave_done_mark`).
     fn write_end_record(&mut self, durable: bool) -> crate::Result<()> {
         let spare = self.home.job_dir(&self.job.id).join(crate::model::protocol::SUPERVISOR_LOCK_FILE);
-        // Only where the lock is taken (`supervision::FORKS`: Unix).
-        if crate::os::supervision::FORKS && self.alive_lock.is_none() && self.registry.write_job_file_through(&self.job, durable, &spare).is_ok() {
+        if crate::os::supervision::KEEPS_TREE_RECORD && self.alive_lock.is_none() && self.registry.write_job_file_through(&self.job, durable, &spare).is_ok() {
             return Ok(());
         }
         self.registry.write_job_file(&self.job, durable)

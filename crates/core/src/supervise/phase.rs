@@ -48,7 +48,6 @@ impl Phase {
 
     /// A child of ours was forked (the notifier). Windows forks none: its
     /// notifiers are threads, joined before it exits.
-    #[cfg_attr(windows, allow(dead_code))]
     pub(super) fn child_started(self) -> Phase {
         match self {
             Phase::MainExited { exit, .. } => Phase::MainExited { exit, children: true },

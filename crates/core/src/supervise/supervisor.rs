@@ -163,9 +163,9 @@ impl Supervisor {
                 std::thread::sleep(Duration::from_millis(50));
             }
             let tie_ended = self.tie.as_ref().is_some_and(|w| w.ended(woken.tie));
-            if woken.output || !cfg!(unix) {
-                // Windows's threads hand their news over with their event,
-                // which a wake for anything else may have left unseen.
+            // Windows's wait resets only the event that ended it: the
+            // output's, set beside a bell, wakes the next wait at once.
+            if woken.output {
                 let moved = self.read_output_once();
                 if (1..GATHER_BELOW).contains(&moved) {
                     self.let_output_gather();
@@ -196,8 +196,7 @@ impl Supervisor {
     /// supervisor that died. Never recreates a directory removed meanwhile.
     fn leave_done_mark(&self) {
         use crate::os::sys::OpenOptionsExt;
-        if !supervision::FORKS {
-            // Windows's readers ask the Job Object.
+        if !supervision::KEEPS_TREE_RECORD {
             return;
         }
         let dir = self.home.job_dir(&self.job.id);
@@ -261,7 +260,7 @@ impl Supervisor {
             }
             consider(kill.next_look);
         }
-        if supervision::FORKS {
+        if supervision::KEEPS_TREE_RECORD {
             consider(self.procset.next_look);
         }
         if let Some(unrecorded) = &self.unrecorded {
@@ -399,10 +398,6 @@ impl Supervisor {
                 // A caller that signalled the tree itself has made the first pass.
                 if !request.force && request.caller_signalled_since.is_none() {
                     let scope = Scope { job: &self.job, recorded: self.procset.recorder.recorded(), below_only: request.caller_sweeps };
-                    // A suspended process cannot take the break: resumed first.
-                    if !supervision::FORKS {
-                        self.host.release_for_kill(scope, false, false);
-                    }
                     if let Err(e) = self.host.ask_to_stop(scope, &mut kill.asked) {
                         tracing::warn!("run-bg supervisor {}: {e}; ending it now", self.job.id);
                         kill.hard_deadline = now;
@@ -420,6 +415,13 @@ impl Supervisor {
         Scope { job: &self.job, recorded: self.procset.recorder.recorded(), below_only: self.kill_looks_below_only() }
     }
 
+    /// The platform's half, and `scope` beside it (borrowed apart, for a
+    /// call that changes the host: a pause, its release).
+    pub(super) fn host_and_scope(&mut self) -> (&mut Host, Scope<'_>) {
+        let below_only = self.kill_looks_below_only();
+        (&mut self.host, Scope { job: &self.job, recorded: self.procset.recorder.recorded(), below_only })
+    }
+
     /// A kill whose caller sweeps the rest of the table (see `KillRequest::caller_sweeps`).
     pub(super) fn kill_looks_below_only(&self) -> bool {
         self.kill.as_ref().is_some_and(|k| k.caller_sweeps)
@@ -433,7 +435,7 @@ impl Supervisor {
         self.flush_deferred_matches();
         crate::supervise::unrecorded::retry(self);
         let now = Instant::now();
-        if supervision::FORKS && now >= self.procset.next_look {
+        if supervision::KEEPS_TREE_RECORD && now >= self.procset.next_look {
             self.record_processes(false);
             self.code_pages.owe();
         }
@@ -461,7 +463,7 @@ impl Supervisor {
         if self.kill.as_ref().is_some_and(|kill| kill.look_due(now)) {
             // After the deadline the force is repeated each look: a process
             // may fork between one pass over /proc and the signal.
-            let scope = Scope { job: &self.job, recorded: self.procset.recorder.recorded(), below_only: self.kill.as_ref().is_some_and(|k| k.caller_sweeps) };
+            let scope = Scope { job: &self.job, recorded: self.procset.recorder.recorded(), below_only: self.kill_looks_below_only() };
             if let Some(kill) = &mut self.kill {
                 let hard_due = kill.force_due(now);
                 // What started before the caller's pass had its SIGTERM from it.
@@ -553,9 +555,9 @@ impl Supervisor {
     }
 
     /// Runs `errand` beside the loop (a notification the loop must not wait
-    /// for): in a forked child of ours where the platform forks (the child's
-    /// pid), else on a thread joined before we exit. `None`: it could not
-    /// start (noted). A forked errand is an ordinary process: a signal ends
+    /// for): in a forked child of ours where the platform forks (its pid is
+    /// returned), else on a thread joined before we exit (`None`, as when
+    /// it could not start: noted). A forked errand is an ordinary process: a signal ends
     /// it and never reaches the supervisor's flags, and it holds none of the
     /// job's pipes open.
     pub(super) fn errand(&mut self, name: &str, errand: impl FnOnce() + Send + 'static) -> Option<u32> {
@@ -564,7 +566,7 @@ impl Supervisor {
             return match std::thread::Builder::new().name(name.into()).spawn(errand) {
                 Ok(running) => {
                     self.errands.push(running);
-                    Some(0)
+                    None
                 }
                 Err(e) => {
                     self.note_error(&format!("cannot start the {name}: {e}"));

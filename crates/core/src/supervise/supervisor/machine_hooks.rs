@@ -90,13 +90,13 @@ impl Pausing for Supervisor {
     }
 
     fn hold_tree(&mut self) {
-        let scope = Scope { job: &self.job, recorded: self.procset.recorder.recorded(), below_only: self.kill.as_ref().is_some_and(|k| k.caller_sweeps) };
-        self.host.hold_tree(scope);
+        let (host, scope) = self.host_and_scope();
+        host.hold_tree(scope);
     }
 
     fn release_tree(&mut self) {
-        let scope = Scope { job: &self.job, recorded: self.procset.recorder.recorded(), below_only: self.kill.as_ref().is_some_and(|k| k.caller_sweeps) };
-        self.host.release_tree(scope);
+        let (host, scope) = self.host_and_scope();
+        host.release_tree(scope);
     }
 
     fn record(&mut self) -> (&Registry, &Job) {
@@ -115,8 +115,8 @@ impl Supervisor {
     /// SIGKILL); the pause is over, and the kill's end is recorded without it.
     pub(in crate::supervise) fn end_pause_for_kill(&mut self, signalled: bool) {
         let was_paused = self.paused.take().is_some();
-        let scope = Scope { job: &self.job, recorded: self.procset.recorder.recorded(), below_only: self.kill.as_ref().is_some_and(|k| k.caller_sweeps) };
-        if self.host.release_for_kill(scope, was_paused, signalled) {
+        let (host, scope) = self.host_and_scope();
+        if host.release_for_kill(scope, was_paused, signalled) {
             self.job.paused_at = None;
         }
     }
