@@ -276,14 +276,26 @@ mod tests {
         // uutils, it would pick its tool by the name `exe`.)
         let browser = dir.path().join("chromium");
         std::fs::copy(std::env::current_exe().unwrap(), &browser).unwrap();
-        let mut child = std::process::Command::new(&browser)
-            .arg0("/proc/self/exe")
-            .args(["--ignored", "--exact", "os::snapshot_platform::tests::waits_until_its_stdin_closes", "--test-threads=1"])
-            .env("PM_TEST_WAIT_ON_STDIN", "1")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        // The copy can be "busy" (ETXTBSY) for a moment: another test
+        // thread's fork copied our write descriptor, and its child holds it
+        // until its own exec. That is the harness's threads, so it is waited
+        // out (bounded).
+        let busy_until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut child = loop {
+            let spawned = std::process::Command::new(&browser)
+                .arg0("/proc/self/exe")
+                .args(["--ignored", "--exact", "os::snapshot_platform::tests::waits_until_its_stdin_closes", "--test-threads=1"])
+                .env("PM_TEST_WAIT_ON_STDIN", "1")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .spawn();
+            match spawned {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && std::time::Instant::now() < busy_until => {
+                    std::thread::sleep(std::time::Duration::from_millis(10))
+                }
+                other => break other.unwrap(),
+            }
+        };
         let pid = child.id();
         // Marked where the executable read is the browser's (verbs' MCP
         // matching would say the same of `chromium`).
