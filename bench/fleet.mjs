@@ -37,6 +37,24 @@ function isAlive(who) {
   }
 }
 
+/** Every process below `root` now, with its start ticks: what a kill of them must leave gone. */
+function descendants(root) {
+  const children = new Map()
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const raw = fs.readFileSync(`/proc/${name}/stat`, 'latin1')
+      const f = raw.slice(raw.lastIndexOf(')') + 2).split(' ')
+      const ppid = Number(f[1])
+      if (!children.has(ppid)) children.set(ppid, [])
+      children.get(ppid).push({ pid: Number(name), start_ticks: Number(f[19]) })
+    } catch {}
+  }
+  const out = []
+  for (let todo = [root]; todo.length; ) for (const child of children.get(todo.pop()) ?? []) out.push(child), todo.push(child.pid)
+  return out
+}
+
 /** Each job's own record, as its supervisor wrote it: the identities to look for after a kill. */
 function recordedIdentities(home) {
   const dir = path.join(home, 'jobs')
@@ -192,16 +210,26 @@ async function fleetAt(kit, n, tools, reps) {
         ;(samples[`${variant}.${what}`] ??= []).push(ms)
       }
     }
-    // One kill --all each, the order rotating with N; what was killed must be gone when it returns.
-    const kills = [...variants, ...(pueue ? [pueue] : [])]
+    // One kill --all each. pueue's first: it answers before its tasks are
+    // gone, so it is followed until they are (its row beside ours, which
+    // returns only then), and the next kill starts with none of its
+    // processes left in the table a kill of ours reads (killed after ours,
+    // its 2,000 processes made our read of the table a third longer). Ours
+    // then in an order rotating with N.
     const turn = Math.round(Math.log10(n))
-    for (const v of kills.map((_, i) => kills[(i + turn) % kills.length])) {
-      if (v === pueue) {
-        const { ms, r } = timed(...pueue.argv('kill', '--all'), process.env)
-        kit.check(`fleet ${n} pueue: kill --all exits 0`, r.status === 0, r.stderr.slice(0, 200))
-        samples['pueue.kill'] = [ms]
-        continue
-      }
+    if (pueue) {
+      const tasks = descendants(pueue.daemon.pid)
+      const started = now()
+      const { ms, r } = timed(...pueue.argv('kill', '--all'), process.env)
+      kit.check(`fleet ${n} pueue: kill --all exits 0`, r.status === 0, r.stderr.slice(0, 200))
+      samples['pueue.kill'] = [ms]
+      samples['pueue.killSurvivors'] = [tasks.filter(isAlive).length]
+      const deadline = now() + 60_000
+      while (tasks.some(isAlive) && now() < deadline) await sleep(2)
+      kit.check(`fleet ${n} pueue: every task process gone within 60 s of kill --all`, !tasks.some(isAlive), `${tasks.filter(isAlive).length} of ${tasks.length} alive`)
+      samples['pueue.killGone'] = [now() - started]
+    }
+    for (const v of variants.map((_, i) => variants[(i + turn) % variants.length])) {
       const recorded = recordedIdentities(v.home)
       const { ms, r } = timed(v.build.runBg, ['kill', '--all', '--json'], v.env)
       const alive = recorded.filter(isAlive)
@@ -214,6 +242,8 @@ async function fleetAt(kit, n, tools, reps) {
       kit.check(`fleet ${n} ${v.name}: no main process or supervisor alive when kill --all returns`, alive.length === 0, `${alive.length} alive: ${alive.slice(0, 5).map((w) => `${w.id}:${w.pid}`).join(' ')}`)
       samples[`${v.name}.kill`] = [ms]
       samples[`${v.name}.killSurvivors`] = [alive.length]
+      // It returns once they are gone: the same figure (checked above).
+      samples[`${v.name}.killGone`] = [ms]
     }
     return samples
   } finally {
@@ -248,7 +278,8 @@ export function printFleet(result, builds) {
     ['check', 'check <id>', 'status'],
     ['list', 'list', 'status'],
     ['summary', 'summary', 'status'],
-    ['kill', 'kill --all', 'kill'],
+    ['kill', 'kill --all, until it returns', 'kill'],
+    ['killGone', 'kill --all, until every process is gone', 'killGone'],
   ]
   const fmt = (v) => (v == null ? '—' : v < 10 ? v.toFixed(2) : v < 100 ? v.toFixed(1) : v.toFixed(0))
   const header = ['fleet (ms, medians)', ...ns.flatMap((n) => names.map((name) => `${name}@${n}`)), ...names.filter((x) => x !== 'pueue').map((x) => `${x} µs/job`), ...(result.pueue ? ns.map((n) => `after/pueue@${n}`) : [])]
@@ -264,7 +295,7 @@ export function printFleet(result, builds) {
     if (result.pueue) for (const n of ns) cells.push(med('pueue', n) ? `${(med(builds[0].name, n) / med('pueue', n)).toFixed(2)}x` : '—')
     rows.push(cells)
   }
-  const survivors = ['processes alive as kill --all returned', ...ns.flatMap((n) => names.map((name) => (at[n]?.[`${name}.killSurvivors`] ? String(at[n][`${name}.killSurvivors`][0]) : name === 'pueue' ? '—' : '0')))]
+  const survivors = ['processes alive as kill --all returned', ...ns.flatMap((n) => names.map((name) => String(at[n]?.[`${name}.killSurvivors`]?.[0] ?? '—')))]
   rows.push(survivors)
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)))
   const line = (c) => c.map((x, i) => (i === 0 ? (x ?? '').padEnd(widths[i]) : (x ?? '').padStart(widths[i]))).join('  ')
