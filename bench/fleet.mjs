@@ -7,7 +7,11 @@
 //   run-bg check <id>, list, summary (and pueue status), each call timed from
 //   outside, repetitions interleaved in a rotating order;
 //   run-bg kill --all (and pueue kill --all), timed until it returns; then
-//   whether every job's main process and supervisor is gone at that moment.
+//   whether every job's main process and supervisor is gone at that moment
+//   (pueue's tasks followed until they are);
+//   the floor of a supervisor per job: N minimal C supervisors killed by a
+//   minimal C killer (bench/minisup.c), to tell what the design costs from
+//   what our supervisor and killer add to it.
 //
 // Judged as ratios to pueue in the same run and as per-job slopes (what one
 // more job adds to a call, from the smallest N to the largest).
@@ -15,6 +19,7 @@
 import { spawn, spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
+import { fileURLToPath } from 'node:url'
 
 const now = () => Number(process.hrtime.bigint()) / 1e6
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -162,6 +167,37 @@ async function startOurs(kit, build, n) {
   return { home, env, ids, checkId: ids[Math.floor(ids.length / 2)] }
 }
 
+/** bench/minisup.c built into bench/out, or null (said why) where gcc cannot build it. */
+function buildFloor(kit) {
+  const src = path.join(path.dirname(fileURLToPath(import.meta.url)), 'minisup.c')
+  const out = path.join(path.dirname(fileURLToPath(import.meta.url)), 'out', 'minisup')
+  fs.mkdirSync(path.dirname(out), { recursive: true })
+  const r = spawnSync('gcc', ['-O2', '-o', out, src], { encoding: 'utf8' })
+  if (r.error || r.status !== 0) {
+    kit.log(`fleet: gcc could not build bench/minisup.c (${r.error?.message ?? r.stderr.trim().slice(0, 200)}); the floor's rows are skipped`)
+    return null
+  }
+  return out
+}
+
+/** N minimal C supervisors of a `sleep 600` each (bench/minisup.c): the floor of a supervisor per job. */
+function startFloor(kit, program, n) {
+  const dir = kit.tempDir(`fleet-floor-${n}`)
+  const r = spawnSync(program, ['start', dir, String(n)], { encoding: 'utf8', timeout: 120_000 })
+  kit.check(`fleet ${n} floor: ${n} minimal supervisors started`, r.status === 0, `exit ${r.status}: ${r.stderr?.slice(0, 200)}`)
+  const identities = []
+  for (const name of fs.readdirSync(dir).filter((f) => f.endsWith('.pids'))) {
+    const [supervisor, job] = fs.readFileSync(path.join(dir, name), 'utf8').trim().split(' ').map(Number)
+    for (const pid of [supervisor, job]) {
+      try {
+        const raw = fs.readFileSync(`/proc/${pid}/stat`, 'latin1')
+        identities.push({ pid, start_ticks: Number(raw.slice(raw.lastIndexOf(')') + 2).split(' ')[19]) })
+      } catch {}
+    }
+  }
+  return { name: 'floor', dir, program, identities, killed: false }
+}
+
 /** Times one call of `file args`, returning ms and the child's result. */
 function timed(file, args, env) {
   const t = now()
@@ -174,12 +210,14 @@ async function fleetAt(kit, n, tools, reps) {
   const variants = []
   const samples = {}
   let pueue = null
+  let floor = null
   try {
     for (const build of kit.builds) variants.push({ name: build.name, build, ...(await startOurs(kit, build, n)) })
     if (tools) {
       const dir = kit.tempDir(`fleet-pueue-${n}`)
       pueue = { name: 'pueue', dir, ...(await startPueue(kit, tools, dir, n)) }
     }
+    if (kit.floorProgram) floor = startFloor(kit, kit.floorProgram, n)
     // Each call of each variant once per rep, in an order rotating rep by rep.
     const calls = []
     for (const v of variants) {
@@ -237,6 +275,16 @@ async function fleetAt(kit, n, tools, reps) {
       kit.check(`fleet ${n} pueue: every task process gone within 60 s of kill --all`, left.length === 0, `${left.length} of ${tasks.length} alive`)
       samples['pueue.killGone'] = [gone]
     }
+    // The floor next, alone in the table with ours, as pueue was.
+    if (floor) {
+      const { ms, r } = timed(floor.program, ['kill', floor.dir], process.env)
+      floor.killed = true
+      const left = floor.identities.filter(isAlive)
+      kit.check(`fleet ${n} floor: every minimal supervisor and its job gone as the kill returns`, r.status === 0 && left.length === 0 && r.stdout.includes(`killed=${n}`), `exit ${r.status}, ${left.length} alive, ${r.stdout.trim()}`)
+      samples['floor.kill'] = [ms]
+      samples['floor.killGone'] = [ms]
+      samples['floor.killSurvivors'] = [left.length]
+    }
     for (const v of variants.map((_, i) => variants[(i + turn) % variants.length])) {
       const recorded = recordedIdentities(v.home)
       const { ms, r } = timed(v.build.runBg, ['kill', '--all', '--json'], v.env)
@@ -256,6 +304,10 @@ async function fleetAt(kit, n, tools, reps) {
     return samples
   } finally {
     for (const v of variants) kit.removeDir(v.home)
+    if (floor) {
+      if (!floor.killed) spawnSync(floor.program, ['kill', floor.dir], { timeout: 60_000 })
+      kit.removeDir(floor.dir)
+    }
     if (pueue) {
       // Its tasks outlive a daemon killed with SIGKILL, when an error came before its kill --all.
       if (!samples['pueue.kill']) pueue.cli('kill', '--all')
@@ -269,7 +321,9 @@ export async function benchFleet(kit) {
   const tools = findPueue()
   if (!tools) kit.log('fleet: pueue/pueued are not installed (or PUEUE_DIR names no folder holding both); its rows are skipped')
   const reps = kit.quick ? 5 : 11
-  const out = { ns: kit.ns, pueue: tools?.version ?? null, reps, at: {} }
+  // The floor of a supervisor per job, beside: bench/minisup.c (gcc).
+  kit.floorProgram = buildFloor(kit)
+  const out = { ns: kit.ns, pueue: tools?.version ?? null, floor: Boolean(kit.floorProgram), reps, at: {} }
   for (const n of kit.ns) {
     kit.log(`fleet: ${n} running jobs per variant (${kit.builds.map((b) => b.name).join(', ')}${tools ? ', pueue' : ''}): check, list, summary × ${reps}, then kill --all`)
     out.at[n] = await fleetAt(kit, n, tools, reps)
@@ -281,7 +335,8 @@ export async function benchFleet(kit) {
 export function printFleet(result, builds) {
   if (!result) return
   const { ns, at } = result
-  const names = [...builds.map((b) => b.name), ...(result.pueue ? ['pueue'] : [])]
+  const names = [...builds.map((b) => b.name), ...(result.pueue ? ['pueue'] : []), ...(result.floor ? ['floor'] : [])]
+  const ours = builds.map((b) => b.name)
   const calls = [
     ['check', 'check <id>', 'status'],
     ['list', 'list', 'status'],
@@ -290,24 +345,26 @@ export function printFleet(result, builds) {
     ['killGone', 'kill --all, until every process is gone', 'killGone'],
   ]
   const fmt = (v) => (v == null ? '—' : v < 10 ? v.toFixed(2) : v < 100 ? v.toFixed(1) : v.toFixed(0))
-  const header = ['fleet (ms, medians)', ...ns.flatMap((n) => names.map((name) => `${name}@${n}`)), ...names.filter((x) => x !== 'pueue').map((x) => `${x} µs/job`), ...(result.pueue ? ns.map((n) => `after/pueue@${n}`) : [])]
+  const header = ['fleet (ms, medians)', ...ns.flatMap((n) => names.map((name) => `${name}@${n}`)), ...ours.map((x) => `${x} µs/job`), ...(result.pueue ? ns.map((n) => `after/pueue@${n}`) : []), ...(result.floor ? ns.map((n) => `after/floor@${n}`) : [])]
   const rows = []
   for (const [key, label, pueueKey] of calls) {
     const med = (name, n) => median(at[n]?.[`${name}.${name === 'pueue' ? pueueKey : key}`])
     const cells = [label, ...ns.flatMap((n) => names.map((name) => fmt(med(name, n))))]
     const [lo, hi] = [ns[0], ns[ns.length - 1]]
-    for (const name of names.filter((x) => x !== 'pueue')) {
+    for (const name of ours) {
       const slope = hi > lo && med(name, hi) != null && med(name, lo) != null ? ((med(name, hi) - med(name, lo)) / (hi - lo)) * 1000 : null
       cells.push(slope == null ? '—' : slope.toFixed(1))
     }
-    if (result.pueue) for (const n of ns) cells.push(med('pueue', n) ? `${(med(builds[0].name, n) / med('pueue', n)).toFixed(2)}x` : '—')
+    for (const other of [...(result.pueue ? ['pueue'] : []), ...(result.floor ? ['floor'] : [])]) {
+      for (const n of ns) cells.push(med(other, n) ? `${(med(builds[0].name, n) / med(other, n)).toFixed(2)}x` : '—')
+    }
     rows.push(cells)
   }
   const survivors = ['processes alive as kill --all returned', ...ns.flatMap((n) => names.map((name) => String(at[n]?.[`${name}.killSurvivors`]?.[0] ?? '—')))]
   rows.push(survivors)
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)))
   const line = (c) => c.map((x, i) => (i === 0 ? (x ?? '').padEnd(widths[i]) : (x ?? '').padStart(widths[i]))).join('  ')
-  console.log(`\nfleet: N running \`sleep 600\` jobs per variant${result.pueue ? `, ${result.pueue} beside` : ', pueue not installed'}; ${result.reps} reps of each read, one kill --all`)
+  console.log(`\nfleet: N running \`sleep 600\` jobs per variant${result.pueue ? `, ${result.pueue} beside` : ', pueue not installed'}${result.floor ? '; floor = a minimal C supervisor per job and a minimal killer (bench/minisup.c)' : ''}; ${result.reps} reps of each read, one kill --all`)
   console.log(line(header))
   console.log(widths.map((w) => '-'.repeat(w)).join('  '))
   for (const r of rows) console.log(line(r))
