@@ -95,7 +95,13 @@ pub fn forget(home: &Home) {
 /// does not know are read from their `job.json` (by `read_job`) and added.
 /// `None`: read everything.
 pub fn load(home: &Home, registry_now: Option<Stamp>, read_job: impl Fn(&str) -> Option<Job>) -> Option<Vec<Job>> {
-    let bytes = paths::read_file(&path(home)).ok()?;
+    let file = path(home);
+    // Opened only if a plain file: opening a FIFO planted there waits for a
+    // writer that never comes, and every read of the registry hung on it.
+    if !std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_file()) {
+        return None;
+    }
+    let bytes = paths::read_file(&file).ok()?;
     let index: IndexFile = serde_json::from_slice(&bytes).ok()?;
     if index.version != INDEX_VERSION || index.registry != registry_now {
         return None;
@@ -249,5 +255,39 @@ mod tests {
         let ghost = Entry { job: job("ghost", JobStatus::Running, 1), looked: false, own: None, adopted: false };
         std::fs::write(path(&home), encode(Some(Stamp { ino: 1, size: 2, mtime_ns: 3 }), vec![ghost]).unwrap()).unwrap();
         assert_eq!(registry.load().unwrap(), full, "the ghost is not listed");
+    }
+}
+
+#[cfg(all(test, unix))]
+mod hostile {
+    use super::*;
+    use crate::store::registry::Registry;
+
+    /// A FIFO planted at `jobs.index` (by hand, or a tool that made one by
+    /// mistake): opening it for reading waits for a writer that never comes,
+    /// and every reader of the registry hung on it.
+    #[test]
+    fn a_fifo_at_the_index_is_no_index_not_a_hang() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path().join("home")).unwrap();
+        let registry = Registry::new(&home, 200);
+        let mut job = crate::model::job::sample_job(crate::model::job::JobStatus::Success);
+        (job.id, job.main, job.supervisor) = ("done".into(), None, None);
+        registry.upsert(&job).unwrap();
+        forget(&home);
+        let fifo = path(&home);
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("skipped: mkfifo(1) is needed");
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(registry.load().map(|jobs| jobs.len())).unwrap());
+        let read = rx.recv_timeout(std::time::Duration::from_secs(10));
+        if read.is_err() {
+            // Lets the stuck reader go (a writer opens the FIFO) before failing.
+            let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+        }
+        assert_eq!(read.expect("load returned").unwrap(), 1);
     }
 }

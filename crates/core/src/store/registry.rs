@@ -141,6 +141,8 @@ struct Merge {
     adopted: usize,
     /// The job.json files looked at, with their stamps (for the index).
     stamps: index::OwnStamps,
+    /// A job the registry names unended has no directory (looked for by readers only).
+    vanished: bool,
 }
 
 impl Registry {
@@ -168,6 +170,12 @@ impl Registry {
     /// is one rename): the registry merged with what only the job directories
     /// know (see `merged`).
     pub fn load(&self) -> Result<Vec<Job>> {
+        self.load_at(2)
+    }
+
+    /// `load`, reading again up to `rereads` times when a write was
+    /// forgetting a job that the `jobs.json` read still names (see below).
+    fn load_at(&self, rereads: u8) -> Result<Vec<Job>> {
         let path = self.home.registry_path();
         // Taken before the read: a registry replaced meanwhile is read again next time.
         let stamp = index::Stamp::of(&path);
@@ -190,6 +198,19 @@ impl Registry {
         };
         let registry_ids: HashSet<String> = if missing { HashSet::new() } else { jobs.iter().map(|j| j.id.clone()).collect() };
         let (mut jobs, merge) = self.merged(jobs, false);
+        if merge.vanished && !missing && rereads > 0 {
+            // A job this jobs.json names unended has no directory: a write
+            // forgetting it (over the cap) moves it out of sight before it
+            // writes jobs.json, and its end may be in its job.json alone, so
+            // this read would list it running. Once that write is done, the
+            // jobs.json it wrote is read instead. Never by waiting for the
+            // lock: a reader polling it starves behind a stream of writers
+            // (a list took 95 s so). A directory removed by hand costs a
+            // look at a free lock.
+            if self.registry_replaced_by_writer(&path, stamp) {
+                return self.load_at(rereads - 1);
+            }
+        }
         // For the next reader: only while nobody writes (a writer writes it too).
         if let Ok(_guard) = self.lock(Patience::Immediate, "index the registry") {
             if index::Stamp::of(&path) == stamp {
@@ -544,11 +565,14 @@ impl Registry {
     /// each read would cost more than the next write's repair.
     fn merged(&self, jobs: Vec<Job>, writing: bool) -> (Vec<Job>, Merge) {
         let (mut jobs, duplicates) = dedupe(jobs);
-        let mut merge = Merge { duplicates, adopted: 0, stamps: index::OwnStamps::new() };
+        let mut merge = Merge { duplicates, adopted: 0, stamps: index::OwnStamps::new(), vanished: false };
         let below = if writing { OUTCOME } else { rank_of(JobStatus::Lost) };
         for job in jobs.iter_mut().filter(|j| rank(j) < below) {
             let read = read_job_file_stamped(&self.home, &job.id);
             merge.stamps.insert(job.id.clone(), read.as_ref().map(|(_, stamp)| *stamp));
+            if read.is_none() && !writing && std::fs::symlink_metadata(self.home.job_dir(&job.id)).is_err() {
+                merge.vanished = true;
+            }
             if let Some((mut own, _)) = read {
                 // A version that does not know `waits` wrote this entry without it.
                 if job.waits.is_none() {

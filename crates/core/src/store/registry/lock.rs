@@ -6,12 +6,17 @@
 use crate::store::job_file::padded;
 use super::{Patience, Registry, BRIEF_WAIT};
 use crate::os::lock_holder;
+use crate::store::index;
 use crate::store::paths;
 use crate::{now_ms, Error, Result};
 use crate::os::sys::{FileExt, OpenOptionsExt};
 use std::fs::File;
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+/// How long a reader waits for a write that forgets jobs to replace
+/// `jobs.json` (see `registry_replaced_by_writer`): a write is a fsync.
+const WRITER_WAIT: Duration = Duration::from_secs(2);
 
 /// The lock file holds `<pid> <acquired at, ms> <action>`, padded to this
 /// size and rewritten in place, so that naming the holder needs no new block.
@@ -74,6 +79,32 @@ impl Registry {
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(10));
         }
+    }
+
+    /// Whether `jobs.json` (read with `stamp`) is replaced by the write that
+    /// holds the lock now, if one does: waits, up to `WRITER_WAIT`, until the
+    /// file changes or the lock is free.
+    pub(super) fn registry_replaced_by_writer(&self, path: &Path, stamp: Option<index::Stamp>) -> bool {
+        let deadline = Instant::now() + WRITER_WAIT;
+        loop {
+            if index::Stamp::of(path) != stamp {
+                return true;
+            }
+            if self.lock_is_free() {
+                // Taken and let go: any write that held it is over.
+                return index::Stamp::of(path) != stamp;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Whether the lock is free at this moment (taken and let go at once,
+    /// no holder named): cheap enough to ask again every few milliseconds.
+    fn lock_is_free(&self) -> bool {
+        open_lock(&self.home.lock_path()).is_ok_and(|file| file.try_lock().is_ok())
     }
 
     fn busy_message(&self, file: &File, path: &Path, waited: Duration, patience: Patience) -> String {

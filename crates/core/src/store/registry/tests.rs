@@ -652,3 +652,41 @@ fn a_sweep_deletes_what_a_killed_sweeper_left_and_not_a_live_one() {
     assert!(live.join("ended-0").join("output.log").exists(), "a recent one is another sweeper's: left alone");
     assert!(home.jobs_dir().exists());
 }
+
+/// A write that forgets a job (over the cap) moves its directory out of
+/// sight before it writes jobs.json. A reader that read the jobs.json before
+/// it, which names the job still running (its end was in its job.json
+/// alone), then finds no job.json: it must not list the job as running, an
+/// end already recorded. Seen under load: `list` showed ended jobs running
+/// just before they were forgotten.
+#[test]
+fn a_reader_never_lists_running_a_job_that_a_write_is_forgetting() {
+    let (_dir, home) = home();
+    let registry = Registry::new(&home, 200);
+    let mut ended = job("ended", JobStatus::Running, 1);
+    let before = vec![ended.clone(), job("other", JobStatus::Running, 3)];
+    write_atomically(&home.registry_path(), &RegistryFile { version: FORMAT_VERSION, jobs: before }).unwrap();
+    crate::store::paths::create_private_dir_all(&home.job_dir("ended")).unwrap();
+    ended.state = JobState::Exited { code: 0, ended_at: 2 };
+    registry.write_job_file(&ended, false).unwrap();
+    assert_eq!(registry.load().unwrap()[0].status(), JobStatus::Success, "its job.json tells its end");
+    crate::store::index::forget(&home);
+    // The writer, midway: it holds the lock and has moved the directory aside.
+    let guard = registry.lock(Patience::Full, "forget ended").unwrap();
+    let aside = home.jobs_dir().join(".gone-1-test");
+    crate::store::paths::create_private_dir_all(&aside).unwrap();
+    std::fs::rename(home.job_dir("ended"), aside.join("ended")).unwrap();
+    let writer = {
+        let home = home.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            let kept = vec![job("other", JobStatus::Running, 3)];
+            write_atomically(&home.registry_path(), &RegistryFile { version: FORMAT_VERSION, jobs: kept }).unwrap();
+            drop(guard);
+        })
+    };
+    let jobs = registry.load().unwrap();
+    writer.join().unwrap();
+    let running: Vec<&str> = jobs.iter().filter(|j| j.status() == JobStatus::Running).map(|j| j.id.as_str()).collect();
+    assert_eq!(running, vec!["other"], "the ended job, being forgotten, is not listed running");
+}
