@@ -5,7 +5,7 @@ use std::fs::{File, OpenOptions};
 
 /// The `raw_os_error` numbers the store and the verbs tell apart.
 pub mod errno {
-    pub use libc::{EACCES, EDQUOT, ELOOP, ENOSPC, EROFS, ESRCH};
+    pub use libc::{EACCES, EDQUOT, ELOOP, ENOSPC, ENXIO, EROFS, ESRCH};
 }
 
 /// Owner-only modes, positioned reads and writes, owners and inodes: std's
@@ -15,6 +15,14 @@ pub use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt,
 /// Opening without following a planted symlink.
 pub fn no_follow(options: &mut OpenOptions) -> &mut OpenOptions {
     options.custom_flags(libc::O_NOFOLLOW)
+}
+
+/// `no_follow`, and an open that never waits: a FIFO planted where a home
+/// file belongs opens at once (and is then refused as no plain file)
+/// instead of waiting for a writer that never comes. A plain file reads and
+/// writes the same with it.
+pub fn no_follow_no_wait(options: &mut OpenOptions) -> &mut OpenOptions {
+    options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
 }
 
 /// Opens a directory itself, refusing a symlink in its place.

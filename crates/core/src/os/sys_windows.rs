@@ -16,6 +16,7 @@ pub mod errno {
     pub const EROFS: i32 = 19; // ERROR_WRITE_PROTECT
     pub const ESRCH: i32 = -1_000_003;
     pub const ELOOP: i32 = -1_000_040;
+    pub const ENXIO: i32 = -1_000_006;
 }
 
 /// `mode` on a new file or directory: files are the user's by the home's
@@ -140,6 +141,12 @@ impl MetadataExt for Metadata {
 /// as itself, not followed.
 pub fn no_follow(options: &mut OpenOptions) -> &mut OpenOptions {
     std::os::windows::fs::OpenOptionsExt::custom_flags(options, 0x0020_0000)
+}
+
+/// `no_follow`: no FIFO can be planted in a Windows home (named pipes live
+/// under `\\.\pipe\`), so no open there waits for a writer.
+pub fn no_follow_no_wait(options: &mut OpenOptions) -> &mut OpenOptions {
+    no_follow(options)
 }
 
 /// A directory opens with FILE_FLAG_BACKUP_SEMANTICS.

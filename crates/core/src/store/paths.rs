@@ -408,10 +408,32 @@ fn refuse_foreign(file: File) -> std::io::Result<File> {
     refuse_foreign_with_metadata(file).map(|(file, _)| file)
 }
 
+fn not_a_plain_file() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        "it is not a plain file (a FIFO, a device or a directory); proc-manager reads and writes only plain files in \
+         its home: remove it",
+    )
+}
+
+/// `no_symlinks`, and what opening a FIFO to write without waiting says
+/// when nobody reads it (ENXIO, "no such device or address"): that it is no
+/// plain file.
+fn no_symlinks_nor_fifos(error: std::io::Error) -> std::io::Error {
+    if error.raw_os_error() == Some(crate::os::sys::errno::ENXIO) {
+        return not_a_plain_file();
+    }
+    no_symlinks(error)
+}
+
 /// `refuse_foreign`, giving the metadata it read: callers that need the
 /// size or the time of change ask once, not again.
 fn refuse_foreign_with_metadata(file: File) -> std::io::Result<(File, std::fs::Metadata)> {
     let metadata = file.metadata()?;
+    if !metadata.is_file() {
+        // A FIFO would block its reader, a device or a directory is no record.
+        return Err(not_a_plain_file());
+    }
     let owner = metadata.uid();
     if owner != euid() {
         return Err(std::io::Error::new(
@@ -511,15 +533,23 @@ pub fn options_nofollow() -> OpenOptions {
     options
 }
 
+/// How the home's own files open: never through a symlink, and never
+/// waiting (a FIFO in a file's place is refused by `refuse_foreign`).
+fn home_file_options() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    crate::os::sys::no_follow_no_wait(&mut options);
+    options
+}
+
 /// Opens a file inside the home for reading, never through a symlink, and
-/// only if it is ours (`refuse_foreign`).
+/// only if it is a plain file of ours (`refuse_foreign`).
 pub fn open_read(path: &Path) -> std::io::Result<File> {
-    options_nofollow().read(true).open(path).map_err(no_symlinks).and_then(refuse_foreign)
+    home_file_options().read(true).open(path).map_err(no_symlinks).and_then(refuse_foreign)
 }
 
 /// `open_read`, with the file's metadata (read once, for the check).
 pub fn open_read_with_metadata(path: &Path) -> std::io::Result<(File, std::fs::Metadata)> {
-    options_nofollow().read(true).open(path).map_err(no_symlinks).and_then(refuse_foreign_with_metadata)
+    home_file_options().read(true).open(path).map_err(no_symlinks).and_then(refuse_foreign_with_metadata)
 }
 
 /// Reads `file` to its end into a buffer sized from `metadata` (taken from
@@ -537,7 +567,7 @@ pub fn read_opened(file: &File, metadata: &std::fs::Metadata) -> std::io::Result
 
 /// Opens a file inside the home for writing in place, as `open_read` does.
 pub fn open_write(path: &Path) -> std::io::Result<File> {
-    options_nofollow().write(true).open(path).map_err(no_symlinks).and_then(refuse_foreign)
+    home_file_options().write(true).open(path).map_err(no_symlinks_nor_fifos).and_then(refuse_foreign)
 }
 
 /// How long ago `path` (not what a symlink there names) was last written;
@@ -712,6 +742,34 @@ mod tests {
         let err = Home::for_looking(open.join("new")).expect_err("a home not made yet").to_string();
         assert!(err.contains("refusing to use"), "{err}");
         assert!(!open.join("new").exists());
+    }
+
+    /// A FIFO planted where a home file belongs (a job's job.json, the
+    /// registry, a request) made every reader wait for a writer that never
+    /// comes: `list` hung. It is refused at once, saying what it is.
+    #[test]
+    fn a_fifo_in_place_of_a_home_file_is_refused_not_waited_on() {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("job.json");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `name` is a NUL-terminated path that lives across the call.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo");
+        let (sender, answers) = std::sync::mpsc::channel();
+        let planted = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = sender.send((read_file(&planted).map(|_| ()), open_write(&planted).map(|_| ())));
+        });
+        let answered = answers.recv_timeout(std::time::Duration::from_secs(10));
+        if answered.is_err() {
+            // Lets the stuck reader go (a writer and a reader open the FIFO) before failing.
+            let _ = OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(&fifo);
+            let _ = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&fifo);
+        }
+        let (read, write) = answered.expect("a FIFO is refused at once, not waited on");
+        for err in [read.unwrap_err(), write.unwrap_err()] {
+            assert!(err.to_string().contains("not a plain file"), "{err}");
+        }
     }
 
     #[test]
