@@ -95,13 +95,8 @@ pub fn forget(home: &Home) {
 /// does not know are read from their `job.json` (by `read_job`) and added.
 /// `None`: read everything.
 pub fn load(home: &Home, registry_now: Option<Stamp>, read_job: impl Fn(&str) -> Option<Job>) -> Option<Vec<Job>> {
-    let file = path(home);
-    // Opened only if a plain file: opening a FIFO planted there waits for a
-    // writer that never comes, and every read of the registry hung on it.
-    if !std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_file()) {
-        return None;
-    }
-    let bytes = paths::read_file(&file).ok()?;
+    // A FIFO planted there is refused, not waited on (`paths::read_file`).
+    let bytes = paths::read_file(&path(home)).ok()?;
     let index: IndexFile = serde_json::from_slice(&bytes).ok()?;
     if index.version != INDEX_VERSION || index.registry != registry_now {
         return None;
