@@ -103,8 +103,10 @@ impl Registry {
 
     /// Whether the lock is free at this moment (taken and let go at once,
     /// no holder named): cheap enough to ask again every few milliseconds.
+    /// A lock that cannot even be opened (a read-only home without one) has
+    /// no writer behind it to wait for.
     fn lock_is_free(&self) -> bool {
-        open_lock(&self.home.lock_path()).is_ok_and(|file| file.try_lock().is_ok())
+        open_lock(&self.home.lock_path()).map_or(true, |file| file.try_lock().is_ok())
     }
 
     fn busy_message(&self, file: &File, path: &Path, waited: Duration, patience: Patience) -> String {
