@@ -680,8 +680,21 @@ fn a_reader_never_lists_running_a_job_that_a_write_is_forgetting() {
         let home = home.clone();
         std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(50));
-            let kept = vec![job("other", JobStatus::Running, 3)];
-            write_atomically(&home.registry_path(), &RegistryFile { version: FORMAT_VERSION, jobs: kept }).unwrap();
+            let kept = RegistryFile { version: FORMAT_VERSION, jobs: vec![job("other", JobStatus::Running, 3)] };
+            // Under wine, replacing a file while another thread asks its
+            // metadata (the reader polls it every 2 ms) can be refused
+            // ("Access denied"); Windows's own rename replaces it.
+            let busy_until = std::time::Instant::now() + Duration::from_secs(2);
+            loop {
+                match write_atomically(&home.registry_path(), &kept) {
+                    Err(Error::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::PermissionDenied && std::time::Instant::now() < busy_until =>
+                    {
+                        std::thread::sleep(Duration::from_millis(1))
+                    }
+                    written => break written.unwrap(),
+                }
+            }
             drop(guard);
         })
     };
