@@ -31,29 +31,31 @@ function median(samples) {
   return s[Math.ceil(0.5 * s.length) - 1]
 }
 
+/** The fields of /proc/<pid>/stat after the command's name (f[0] the state, f[1] the parent, f[19] the start ticks), or null when gone. */
+function statFields(pid) {
+  try {
+    const raw = fs.readFileSync(`/proc/${pid}/stat`, 'latin1')
+    return raw.slice(raw.lastIndexOf(')') + 2).split(' ')
+  } catch {
+    return null
+  }
+}
+
 /** /proc/<pid>/stat alive with these start ticks, and no zombie. */
 function isAlive(who) {
-  try {
-    const raw = fs.readFileSync(`/proc/${who.pid}/stat`, 'latin1')
-    const f = raw.slice(raw.lastIndexOf(')') + 2).split(' ')
-    return Number(f[19]) === who.start_ticks && f[0] !== 'Z' && f[0] !== 'X'
-  } catch {
-    return false
-  }
+  const f = statFields(who.pid)
+  return f != null && Number(f[19]) === who.start_ticks && f[0] !== 'Z' && f[0] !== 'X'
 }
 
 /** Every process below `root` now, with its start ticks: what a kill of them must leave gone. */
 function descendants(root) {
   const children = new Map()
   for (const name of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue
-    try {
-      const raw = fs.readFileSync(`/proc/${name}/stat`, 'latin1')
-      const f = raw.slice(raw.lastIndexOf(')') + 2).split(' ')
-      const ppid = Number(f[1])
-      if (!children.has(ppid)) children.set(ppid, [])
-      children.get(ppid).push({ pid: Number(name), start_ticks: Number(f[19]) })
-    } catch {}
+    const f = /^\d+$/.test(name) ? statFields(name) : null
+    if (!f) continue
+    const ppid = Number(f[1])
+    if (!children.has(ppid)) children.set(ppid, [])
+    children.get(ppid).push({ pid: Number(name), start_ticks: Number(f[19]) })
   }
   const out = []
   for (let todo = [root]; todo.length; ) for (const child of children.get(todo.pop()) ?? []) out.push(child), todo.push(child.pid)
@@ -169,8 +171,8 @@ async function startOurs(kit, build, n) {
 
 /** bench/minisup.c built into bench/out, or null (said why) where gcc cannot build it. */
 function buildFloor(kit) {
-  const src = path.join(path.dirname(fileURLToPath(import.meta.url)), 'minisup.c')
-  const out = path.join(path.dirname(fileURLToPath(import.meta.url)), 'out', 'minisup')
+  const bench = path.dirname(fileURLToPath(import.meta.url))
+  const [src, out] = [path.join(bench, 'minisup.c'), path.join(bench, 'out', 'minisup')]
   fs.mkdirSync(path.dirname(out), { recursive: true })
   const r = spawnSync('gcc', ['-O2', '-o', out, src], { encoding: 'utf8' })
   if (r.error || r.status !== 0) {
@@ -189,10 +191,8 @@ function startFloor(kit, program, n) {
   for (const name of fs.readdirSync(dir).filter((f) => f.endsWith('.pids'))) {
     const [supervisor, job] = fs.readFileSync(path.join(dir, name), 'utf8').trim().split(' ').map(Number)
     for (const pid of [supervisor, job]) {
-      try {
-        const raw = fs.readFileSync(`/proc/${pid}/stat`, 'latin1')
-        identities.push({ pid, start_ticks: Number(raw.slice(raw.lastIndexOf(')') + 2).split(' ')[19]) })
-      } catch {}
+      const f = statFields(pid)
+      if (f) identities.push({ pid, start_ticks: Number(f[19]) })
     }
   }
   return { name: 'floor', dir, program, identities, killed: false }

@@ -195,9 +195,7 @@ impl Row {
     pub fn is_helper(&self) -> bool {
         self.mark.is_some()
     }
-}
 
-impl Row {
     pub fn entry(&self) -> ProcessEntry {
         ProcessEntry {
             identity: self.identity,

@@ -214,7 +214,6 @@ impl<'r> TableIndex<'r> {
 /// them are not this job's.
 fn supervised(rows: &[Row], supervisor: Option<ProcessIdentity>) -> Vec<u32> {
     let Some(supervisor) = supervisor else { return Vec::new() };
-    // The table leaves out the caller, which may be the supervisor itself.
     // The table leaves out the caller, which may be the supervisor itself;
     // anything else must be a live supervisor (it carries the mark).
     let alive = supervisor.pid == std::process::id() || rows.iter().any(|r| r.identity.matches(&supervisor) && r.is_helper());

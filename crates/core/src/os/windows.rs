@@ -118,7 +118,7 @@ pub fn table() -> Vec<Row> {
                 ppid: p.parent().map_or(0, |pp| pp.as_u32()),
                 pgid: 0,
                 cookie: env_value(p, JOB_COOKIE),
-                        mark,
+                mark,
                 rss_kb: p.memory() / 1024,
             })
         })

@@ -556,10 +556,10 @@ impl Supervisor {
 
     /// Runs `errand` beside the loop (a notification the loop must not wait
     /// for): in a forked child of ours where the platform forks (its pid is
-    /// returned), else on a thread joined before we exit (`None`, as when
-    /// it could not start: noted). A forked errand is an ordinary process: a signal ends
-    /// it and never reaches the supervisor's flags, and it holds none of the
-    /// job's pipes open.
+    /// returned), else on a thread joined before we exit (`None`, as when it
+    /// could not start: noted). A forked errand is an ordinary process: a
+    /// signal ends it and never reaches the supervisor's flags, and it holds
+    /// none of the job's pipes open.
     pub(super) fn errand(&mut self, name: &str, errand: impl FnOnce() + Send + 'static) -> Option<u32> {
         if !supervision::FORKS {
             self.errands.retain(|running| !running.is_finished());

@@ -51,7 +51,7 @@ impl Context {
         seen.add(&tree::job_tree(tree).0);
         let nothing_left = job.status().is_final() && seen.is_empty();
         if let (Some(supervisor), false) = (supervised, nothing_left) {
-            let outcome = self.kill_supervised(vec![(job, supervisor)], grace, force, None).pop();
+            let outcome = procinfo::OwnIds::fixed_while(|| self.kill_supervised(vec![(job, supervisor)], grace, force, None)).pop();
             return outcome.expect("one outcome for one job").map_err(|(_, e)| e);
         }
         if job.status() == JobStatus::Orphaned {
@@ -145,7 +145,10 @@ impl Context {
                 .collect();
             let grace = grace.unwrap_or(Duration::from_millis(self.config.kill.grace_ms));
             let mut results: std::collections::HashMap<String, KillResult> =
-                self.kill_supervised(supervised, grace, force, table).into_iter().map(|r| (result_id(&r), r)).collect();
+                procinfo::OwnIds::fixed_while(|| self.kill_supervised(supervised, grace, force, table))
+                    .into_iter()
+                    .map(|r| (result_id(&r), r))
+                    .collect();
             for (id, handle) in handles {
                 let result = match handle.join() {
                     Ok(Ok(outcome)) => Ok(outcome),
@@ -169,20 +172,11 @@ impl Context {
     /// time, each waiting on the registry and on its own passes over the
     /// table, made `kill --all` of 1,000 jobs take 75 s (issue 25).
     /// `table`: the start time and rows of a pass over the table begun
-    /// after that time, if the caller made one.
+    /// after that time, if the caller made one. Called within
+    /// `procinfo::OwnIds::fixed_while`: our own pid, group and session,
+    /// which no signal may reach, asked once for the thousands of signals
+    /// and checks (nothing here changes them).
     fn kill_supervised(
-        &self,
-        jobs: Vec<(Job, ProcessIdentity)>,
-        grace: Duration,
-        force: bool,
-        table: Option<(Option<u64>, Vec<procinfo::Row>)>,
-    ) -> Vec<KillResult> {
-        // Our own pid, group and session, which no signal may reach, asked
-        // once for the thousands of signals and checks (nothing here changes them).
-        procinfo::OwnIds::fixed_while(|| self.kill_supervised_now(jobs, grace, force, table))
-    }
-
-    fn kill_supervised_now(
         &self,
         jobs: Vec<(Job, ProcessIdentity)>,
         grace: Duration,
