@@ -12,7 +12,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { spawn } from 'node:child_process'
-import { makeHome, runBg, startJob, checkJson, readRegistry, waitFor, waitForQuiet, isAlive, killPid, cookieProcesses, processStart, RUN_BG } from './helpers.mjs'
+import { makeHome, runBg, startJob, checkJson, readRegistry, waitFor, waitForQuiet, isAlive, killPid, cookieProcesses, processStart, processEnvironments, RUN_BG } from './helpers.mjs'
 
 function startSleeps(home, n, seconds = 300) {
   const ids = []
@@ -54,11 +54,46 @@ test('kill --all over the cap: the directories of the jobs it forgets are delete
   const r = runBg(home, ['kill', '--all', '--json'])
   assert.equal(r.code, 0, r.stderr)
   assert.deepEqual(JSON.parse(r.stdout).map((v) => v.jobId).sort(), [...ids].sort(), 'each job once')
-  // Out of readers' sight at once; deleted by a detached `run-bg __sweep`.
-  assert.equal(JSON.parse(runBg(home, ['list', '--json']).stdout).length, 2)
+  // Forgotten by the detached `run-bg __take-in` that records the ends,
+  // and deleted by the `run-bg __sweep` it starts.
+  await waitFor(() => JSON.parse(runBg(home, ['list', '--json']).stdout).length === 2, { what: 'the registry to keep only 2 jobs' })
   const left = () => fs.readdirSync(path.join(home, 'jobs')).sort()
   await waitFor(() => left().length === 2, { what: 'only the 2 kept jobs\' directories', timeout: 30_000 })
   assert.ok(left().every((name) => ids.includes(name)), left().join(' '))
+})
+
+test('kill --all of many jobs: their ends reach jobs.json after it returns, by a detached __take-in that then exits', async (t) => {
+  const { home } = makeHome(t)
+  const ids = startSleeps(home, 20)
+  // Every start has been taken into jobs.json: each of them reads running there.
+  runBg(home, ['list'])
+  const r = runBg(home, ['kill', '--all', '--json'])
+  assert.equal(r.code, 0, r.stderr)
+  for (const v of JSON.parse(r.stdout)) assert.equal(v.status, 'killed', JSON.stringify(v))
+  // jobs.json itself, not a reader's merge with the job.json files: only a
+  // registry write puts the ends there.
+  const registryStatuses = () => {
+    try {
+      const jobs = JSON.parse(fs.readFileSync(path.join(home, 'jobs.json'), 'utf8')).jobs
+      return ids.map((id) => jobs.find((j) => j.id === id)?.status ?? 'missing')
+    } catch {
+      return []
+    }
+  }
+  await waitFor(() => registryStatuses().length === ids.length && registryStatuses().every((s) => s === 'killed'), {
+    what: 'jobs.json to record every end',
+  })
+  // The errand runs in the home's name and is gone once it has written.
+  const mine = `\0PROC_MANAGER_HOME=${home}\0`
+  const takingIn = () => processEnvironments().filter(({ pid, environ }) => {
+    if (!environ.includes(mine)) return false
+    try {
+      return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes('__take-in')
+    } catch {
+      return false
+    }
+  })
+  await waitFor(() => takingIn().length === 0, { what: 'the __take-in errand to exit' })
 })
 
 test('kill --all writes the registry a fixed number of times, not once per job', async (t) => {

@@ -1,8 +1,9 @@
 //! The hidden background modes the core starts (`__announce`, `__deliver`,
-//! `__watch`): detached from whoever started them, in the home's context.
+//! `__watch`, `__sweep`, `__take-in`): detached from whoever started them, in the home's context.
 
 use super::{announce, deliver, watch};
 use proc_manager_core::model::protocol::Errand;
+use proc_manager_core::store::registry::Patience;
 use proc_manager_core::verbs::context::Context;
 
 /// Exit 1 when the errand fails, 2 when the core asked badly.
@@ -17,6 +18,10 @@ pub fn run(errand: proc_manager_core::Result<Errand>) -> i32 {
         Ok(Errand::Deliver) => deliver::run(&context),
         Ok(Errand::Watch { job_id }) => watch::run(context, &job_id),
         Ok(Errand::Sweep { folder }) => i32::from(context.registry().sweep_forgotten(&folder).is_err()),
+        Ok(Errand::TakeIn) => {
+            let taken = context.registry().take_in(Patience::Full, "record the ends of killed jobs");
+            i32::from(taken.is_err())
+        }
         Err(_) => 2,
     }
 }

@@ -116,12 +116,16 @@ pub enum Errand {
     /// `__sweep <folder>`: delete a folder of job directories a registry
     /// write forgot (`jobs/.gone-<pid>-<hex>`), off that writer's path.
     Sweep { folder: String },
+    /// `__take-in`: fold into the registry the ends that jobs' job.json
+    /// files hold, off the path of the `kill --all` that waited for them.
+    TakeIn,
 }
 
 const ANNOUNCE: &str = "__announce";
 const DELIVER: &str = "__deliver";
 const WATCH: &str = "__watch";
 const SWEEP: &str = "__sweep";
+const TAKE_IN: &str = "__take-in";
 
 impl Errand {
     /// The arguments to give `run-bg` for this errand.
@@ -135,6 +139,7 @@ impl Errand {
             Errand::Deliver => vec![DELIVER.to_string()],
             Errand::Watch { job_id } => vec![WATCH.to_string(), job_id.clone()],
             Errand::Sweep { folder } => vec![SWEEP.to_string(), folder.clone()],
+            Errand::TakeIn => vec![TAKE_IN.to_string()],
         }
     }
 
@@ -151,6 +156,7 @@ impl Errand {
                 claimed: args.get(2).and_then(|s| crate::model::job::JobStatus::parse(s)),
             }),
             DELIVER => Ok(Errand::Deliver),
+            TAKE_IN => Ok(Errand::TakeIn),
             WATCH => job_id(WATCH)
                 .and_then(|job_id| crate::model::ids::validate_job_id(&job_id).map(|()| Errand::Watch { job_id })),
             SWEEP => match args.get(1) {
@@ -197,6 +203,7 @@ mod tests {
             Errand::Deliver,
             Errand::Watch { job_id: "build-3f2a1c".into() },
             Errand::Sweep { folder: ".gone-4242-0a1b2c3d".into() },
+            Errand::TakeIn,
         ] {
             assert_eq!(Errand::parse(&errand.args()).map(Result::unwrap), Some(errand.clone()), "{:?}", errand.args());
         }

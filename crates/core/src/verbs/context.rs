@@ -57,10 +57,19 @@ impl Context {
     }
 
     pub(crate) fn run_in_background(&self, errand: Errand) {
-        if let Some(runner) = &self.runner {
-            let args = errand.args();
-            if let Err(e) = spawn::spawn_detached(runner, &self.home, &args) {
+        self.started_in_background(errand);
+    }
+
+    /// `run_in_background`, saying whether the errand was started (not
+    /// where no runner is known, or it could not be spawned).
+    pub(crate) fn started_in_background(&self, errand: Errand) -> bool {
+        let Some(runner) = &self.runner else { return false };
+        let args = errand.args();
+        match spawn::spawn_detached(runner, &self.home, &args) {
+            Ok(()) => true,
+            Err(e) => {
                 tracing::error!("cannot start background `{}`: {e}", args.join(" "));
+                false
             }
         }
     }
