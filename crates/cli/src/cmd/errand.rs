@@ -1,5 +1,6 @@
 //! The hidden background modes the core starts (`__announce`, `__deliver`,
-//! `__watch`, `__sweep`, `__take-in`): detached from whoever started them, in the home's context.
+//! `__watch`, `__sweep`, `__take-in`): detached from whoever started them,
+//! in the home's context.
 
 use super::{announce, deliver, watch};
 use proc_manager_core::model::protocol::Errand;

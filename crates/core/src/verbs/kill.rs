@@ -394,14 +394,15 @@ impl Context {
         }
         // Once for every end. Briefly: each is in its job.json already, which
         // readers prefer, and any later registry write takes it in; a kill
-        // must not wait on a lock a stopped process holds. Of many ends, by
-        // a detached `__take-in` once we have returned: reading 1,000
-        // job.json files, forgetting the jobs over the cap and rewriting
-        // jobs.json took 70-85 ms of a `kill --all` of 1,000 jobs that
-        // nothing reported needs (it cannot add a process to kill).
+        // must not wait on a lock a stopped process holds. Many ends are
+        // written by a detached `__take-in` started here, while we return:
+        // reading 1,000 job.json files, forgetting the jobs over the cap and
+        // rewriting jobs.json took 70-85 ms of a `kill --all` of 1,000 jobs,
+        // and nothing this kill reports depends on it.
         let action = format!("record the end of {} killed job(s)", answered.len());
         let in_background = answered.len() > TAKE_IN_INLINE_UP_TO && self.started_in_background(Errand::TakeIn);
-        let unrecorded = match if in_background { Ok(()) } else { self.registry().take_in(Patience::Brief, &action) } {
+        let written = if in_background { Ok(()) } else { self.registry().take_in(Patience::Brief, &action) };
+        let unrecorded = match written {
             Ok(()) | Err(Error::Busy(_)) => String::new(),
             Err(e) => format!("; the registry could not be written ({e}); the end is kept in its job.json"),
         };
