@@ -12,7 +12,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { spawn } from 'node:child_process'
-import { makeHome, runBg, startJob, checkJson, readRegistry, waitFor, waitForQuiet, isAlive, killPid, cookieProcesses, processStart, processEnvironments, RUN_BG } from './helpers.mjs'
+import { makeHome, runBg, startJob, checkJson, readRegistry, waitFor, waitForQuiet, isAlive, killPid, cookieProcesses, processStart, RUN_BG } from './helpers.mjs'
 
 function startSleeps(home, n, seconds = 300) {
   const ids = []
@@ -80,20 +80,13 @@ test('kill --all of many jobs: their ends reach jobs.json after it returns, by a
       return []
     }
   }
-  await waitFor(() => registryStatuses().length === ids.length && registryStatuses().every((s) => s === 'killed'), {
-    what: 'jobs.json to record every end',
-  })
-  // The errand runs in the home's name and is gone once it has written.
-  const mine = `\0PROC_MANAGER_HOME=${home}\0`
-  const takingIn = () => processEnvironments().filter(({ pid, environ }) => {
-    if (!environ.includes(mine)) return false
-    try {
-      return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes('__take-in')
-    } catch {
-      return false
-    }
-  })
-  await waitFor(() => takingIn().length === 0, { what: 'the __take-in errand to exit' })
+  await waitFor(() => {
+    const statuses = registryStatuses()
+    return statuses.length === ids.length && statuses.every((s) => s === 'killed')
+  }, { what: 'jobs.json to record every end' })
+  // The errand runs in the home's name, marked as our helper, and is gone
+  // once it has written (with every other background process of the home).
+  await waitForQuiet(home)
 })
 
 test('kill --all writes the registry a fixed number of times, not once per job', async (t) => {

@@ -608,6 +608,27 @@ fn fill_random(buf: &mut [u8]) -> std::io::Result<()> {
     File::open("/dev/urandom")?.read_exact(buf)
 }
 
+/// A FIFO planted at `path`, as a hostile or mistaken tool would leave one
+/// where a home file belongs, for the tests that it is refused, not waited on.
+#[cfg(all(test, unix))]
+pub(crate) mod planted_fifo {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::path::Path;
+
+    pub(crate) fn plant(path: &Path) {
+        let name = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `name` is a NUL-terminated path that lives across the call.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
+    }
+
+    /// Lets a reader or writer stuck on the FIFO go (the other end opened,
+    /// without waiting), so that a failing test fails instead of hanging.
+    pub(crate) fn release(path: &Path) {
+        let _ = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(path);
+        let _ = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path);
+    }
+}
+
 // Owners, modes and symlinks: Unix's home checks.
 #[cfg(all(test, unix))]
 mod tests {
@@ -749,12 +770,9 @@ mod tests {
     /// comes: `list` hung. It is refused at once, saying what it is.
     #[test]
     fn a_fifo_in_place_of_a_home_file_is_refused_not_waited_on() {
-        use std::os::unix::fs::OpenOptionsExt;
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("job.json");
-        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: `name` is a NUL-terminated path that lives across the call.
-        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo");
+        planted_fifo::plant(&fifo);
         let (sender, answers) = std::sync::mpsc::channel();
         let planted = fifo.clone();
         std::thread::spawn(move || {
@@ -762,9 +780,7 @@ mod tests {
         });
         let answered = answers.recv_timeout(std::time::Duration::from_secs(10));
         if answered.is_err() {
-            // Lets the stuck reader go (a writer and a reader open the FIFO) before failing.
-            let _ = OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(&fifo);
-            let _ = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&fifo);
+            planted_fifo::release(&fifo);
         }
         let (read, write) = answered.expect("a FIFO is refused at once, not waited on");
         for err in [read.unwrap_err(), write.unwrap_err()] {
