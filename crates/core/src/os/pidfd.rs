@@ -24,6 +24,12 @@ pub fn wait_readable_until(fd: &PinnedProcess, deadline: std::time::Instant) -> 
     crate::os::sys::wait_pinned_until(fd, deadline)
 }
 
+/// Whether the pinned process has exited (its pidfd is readable: a zombie,
+/// or reaped), asked without waiting.
+pub fn has_exited(fd: &PinnedProcess) -> bool {
+    wait_readable_until(fd, std::time::Instant::now())
+}
+
 /// The first 64 bits of this boot's random id, read once.
 pub fn boot_tag() -> Option<u64> {
     static TAG: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();

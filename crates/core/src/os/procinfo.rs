@@ -155,12 +155,17 @@ const NO_SUCH_PROCESS: i32 = libc::ESRCH;
 const NO_SUCH_PROCESS: i32 = -1;
 
 /// `is_same_process_alive` for a process pinned by `fd`, a pidfd opened
-/// for `who.pid`: its pidfs inode is the recorded one (where both are
-/// known) and the stat read after opening it has the recorded start time.
+/// for `who.pid`: its pidfs inode is the recorded one and it has not
+/// exited; where either inode is unknown, the stat read after opening it
+/// has the recorded start time.
 fn is_pinned_process_alive(who: &ProcessIdentity, fd: &crate::os::sys::PinnedProcess) -> bool {
     if let Some(recorded) = who.pidfs_ino {
-        if pidfd::inode(fd).is_some_and(|now| now != recorded) {
-            return false;
+        match pidfd::inode(fd) {
+            Some(now) if now != recorded => return false,
+            // The very process: pidfs numbers each process of a boot apart
+            // (see `signal_pinned`). Alive until it exits; no stat to read.
+            Some(_) => return !pidfd::has_exited(fd),
+            None => {}
         }
     }
     identify(who.pid).is_some_and(|now| now.start_ticks == who.start_ticks)
@@ -365,6 +370,43 @@ mod tests {
         assert!(is_same_process_alive(&me));
         let impostor = ProcessIdentity::from_stat(me.pid, me.start_ticks + 1);
         assert!(!is_same_process_alive(&impostor));
+    }
+
+    /// With pidfs (Linux 6.9+) a recorded process is told apart by its
+    /// inode alone: alive while it runs, gone once it is a zombie, and
+    /// another process's inode at its pid is refused, never signalled.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_process_recorded_with_its_pidfs_inode_is_told_apart_by_it() {
+        let mut first = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut second = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let recorded = identify_exactly(first.id()).unwrap();
+        let other = identify_exactly(second.id()).unwrap();
+        if recorded.pidfs_ino.is_none() {
+            eprintln!("skipped: pidfds here are not on pidfs (Linux before 6.9)");
+            for child in [&mut first, &mut second] {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            return;
+        }
+        assert!(is_same_process_alive(&recorded));
+        // The second's pid with the first's inode: a reused pid, as far as a record can tell.
+        let forged = ProcessIdentity { pidfs_ino: recorded.pidfs_ino, ..other };
+        assert!(!is_same_process_alive(&forged));
+        assert_eq!(signal_process(&forged, libc::SIGKILL), SignalOutcome::Replaced);
+        assert!(is_same_process_alive(&other), "a refused signal is not sent");
+        assert_eq!(signal_process(&recorded, libc::SIGKILL), SignalOutcome::Sent);
+        // Not reaped: a zombie, which is gone for every question asked.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while is_same_process_alive(&recorded) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!is_same_process_alive(&recorded), "a zombie is not alive");
+        assert_eq!(signal_process(&recorded, libc::SIGTERM), SignalOutcome::Gone);
+        first.wait().unwrap();
+        second.kill().unwrap();
+        second.wait().unwrap();
     }
 
     #[cfg(unix)]
