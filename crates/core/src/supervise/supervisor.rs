@@ -315,6 +315,11 @@ impl Supervisor {
     /// What rang: a child's end, a request left beside the job, a stop.
     fn on_bells(&mut self, woken: &crate::os::wait::Woken) {
         let bells = self.host.bells(woken);
+        // A kill request taken on this wake: read once. One written after
+        // the bells were taken comes with a ring of its own, heard on the
+        // next wake (in a kill of 1,000 jobs both bells ring together, and
+        // each supervisor read its request twice).
+        let mut kill_taken = false;
         if bells.children {
             // A kill whose caller signals the job itself may end the main
             // process before our doorbell is heard: its request, written
@@ -323,6 +328,7 @@ impl Supervisor {
             if self.kill.is_none() && self.phase.main_running() {
                 if let Some(request) = self.read_kill_request().filter(|r| r.caller_signalled_since.is_some()) {
                     self.begin_kill(KillReason::Requested, request);
+                    kill_taken = true;
                 }
             }
             self.reap();
@@ -338,7 +344,7 @@ impl Supervisor {
             }
             // Only a request left by `kill` counts: a job may well send SIGUSR1
             // to its parent (a readiness signal) without meaning to be killed.
-            if let Some(request) = self.read_kill_request() {
+            if let Some(request) = (!kill_taken).then(|| self.read_kill_request()).flatten() {
                 self.begin_kill(KillReason::Requested, request);
             }
             // `pause` and `resume` ring it too.
