@@ -126,11 +126,6 @@ fn from_earlier_boot(who: &ProcessIdentity) -> bool {
     who.boot.zip(pidfd::boot_tag()).is_some_and(|(then, now)| then != now)
 }
 
-/// Whether `who` can be running now: not recorded in an earlier boot.
-pub fn recorded_this_boot(who: &ProcessIdentity) -> bool {
-    !from_earlier_boot(who)
-}
-
 /// True when a live (non-zombie) process at `who.pid` is the very process we
 /// recorded: same start time, and the same pidfs inode and boot where the
 /// record has them, so neither a pid reused within one clock tick nor one

@@ -91,8 +91,8 @@ pub fn job_tree(tree: Tree) -> (Vec<ProcessEntry>, bool) {
 pub fn members_in<'r>(rows: &'r [Row], tree: Tree) -> (Vec<&'r Row>, bool) {
     let pgid = tree.main.map(|m| m.pid);
     let ours = |r: &Row| r.cookie.as_deref() == Some(tree.job_id);
-    let leader_is_main = tree.main.is_some_and(|m| rows.iter().any(|r| is_recorded_main(r, &m)));
-    let group_is_ours = leader_is_main || rows.iter().any(|r| Some(r.pgid) == pgid && ours(r));
+    let group_is_ours = tree.main.is_some_and(|m| procinfo::is_same_process_alive(&m))
+        || rows.iter().any(|r| Some(r.pgid) == pgid && ours(r));
     let mut members: HashSet<u32> = rows
         .iter()
         .filter(|r| ours(r) || (group_is_ours && Some(r.pgid) == pgid) || (!r.is_helper() && tree.recorded_matches(&r.identity)))
@@ -100,14 +100,6 @@ pub fn members_in<'r>(rows: &'r [Row], tree: Tree) -> (Vec<&'r Row>, bool) {
         .collect();
     members.extend(supervised(rows, tree.supervisor));
     (rows.iter().filter(|r| members.contains(&r.identity.pid)).collect(), group_is_ours)
-}
-
-/// Whether `row` is the job's recorded main process, which leads the job's
-/// group. Asked of the same table the members come from, not of /proc
-/// afresh: a kill of 1,000 jobs spent 7% of its CPU on that second look,
-/// which told nothing the table did not (it excludes zombies too).
-fn is_recorded_main(row: &Row, main: &ProcessIdentity) -> bool {
-    row.identity.matches(main) && procinfo::recorded_this_boot(main)
 }
 
 /// One pass over the process table indexed by pid, cookie, group and parent,
@@ -183,8 +175,7 @@ impl<'r> TableIndex<'r> {
         let ours = |i: &usize| rows[*i].cookie.as_deref() == Some(tree.job_id);
         let carriers = self.by_cookie.get(tree.job_id).map(Vec::as_slice).unwrap_or_default();
         let group = tree.main.and_then(|m| self.by_group.get(&m.pid)).map(Vec::as_slice).unwrap_or_default();
-        let leader_is_main = tree.main.is_some_and(|m| self.by_pid.get(&m.pid).is_some_and(|&i| is_recorded_main(&rows[i], &m)));
-        let group_is_ours = leader_is_main || group.iter().any(ours);
+        let group_is_ours = tree.main.is_some_and(|m| procinfo::is_same_process_alive(&m)) || group.iter().any(ours);
         let mut found: HashSet<usize> = carriers.iter().copied().collect();
         if group_is_ours {
             found.extend(group.iter().copied());
@@ -472,40 +463,6 @@ mod tests {
         let mut below: Vec<u32> = found.below_supervisor.into_iter().collect();
         below.sort_unstable();
         assert_eq!(below, [4_000_002, 4_000_003, 4_000_004, 4_000_005]);
-    }
-
-    /// A group whose members carry no cookie (a job that cleared its
-    /// environment) is the job's while the table holds its leader, the
-    /// recorded main process; not once the leader is gone, nor when its pid
-    /// now names another process. Both ways of finding members agree.
-    #[cfg(unix)]
-    #[test]
-    fn the_group_is_the_jobs_while_the_table_holds_its_recorded_leader() {
-        let row = |pid: u32, start: u64, ppid: u32, pgid: u32, helper: bool| Row {
-            identity: ProcessIdentity::from_stat(pid, start),
-            ppid,
-            pgid,
-            cookie: None,
-            mark: helper.then(|| "a job".to_string()),
-            rss_kb: 0,
-        };
-        let supervisor = row(4_000_001, 1, 1, 4_000_001, true);
-        let main = row(4_000_002, 2, 4_000_001, 4_000_002, false);
-        let elsewhere = row(4_000_003, 3, 7, 4_000_002, false); // in its group, outside the supervisor's subtree
-        let mut job = job_with_supervisor(supervisor.identity);
-        job.main = Some(main.identity);
-        let found = |rows: &[Row]| {
-            let (listed, group) = members_in(rows, Tree::of(&job));
-            let indexed = TableIndex::new(rows).members(Tree::of(&job));
-            let pids = |list: &[&Row]| list.iter().map(|r| r.identity.pid).collect::<Vec<_>>();
-            assert_eq!(pids(&indexed.rows), pids(&listed));
-            assert_eq!(indexed.group_is_ours, group);
-            (pids(&listed), group)
-        };
-        assert_eq!(found(&[supervisor.clone(), main.clone(), elsewhere.clone()]), (vec![4_000_002, 4_000_003], true));
-        assert_eq!(found(&[supervisor.clone(), elsewhere.clone()]), (vec![], false), "its leader gone");
-        let newcomer = row(4_000_002, 9, 7, 4_000_002, false);
-        assert_eq!(found(&[supervisor, newcomer, elsewhere]), (vec![], false), "its pid taken by another process");
     }
 
     #[cfg(unix)]
