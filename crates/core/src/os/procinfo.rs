@@ -127,9 +127,10 @@ fn from_earlier_boot(who: &ProcessIdentity) -> bool {
 }
 
 /// True when a live (non-zombie) process at `who.pid` is the very process we
-/// recorded: same start time, and the same pidfs inode and boot where the
-/// record has them, so neither a pid reused within one clock tick nor one
-/// reused after a reboot passes for it.
+/// recorded: the same pidfs inode and boot where the record has them (which
+/// prove it: no start time is read then), else the same start time; neither
+/// a pid reused within one clock tick nor one reused after a reboot passes
+/// for it.
 pub fn is_same_process_alive(who: &ProcessIdentity) -> bool {
     if from_earlier_boot(who) {
         return false;
@@ -151,19 +152,15 @@ const NO_SUCH_PROCESS: i32 = -1;
 
 /// `is_same_process_alive` for a process pinned by `fd`, a pidfd opened
 /// for `who.pid`: its pidfs inode is the recorded one and it has not
-/// exited; where either inode is unknown, the stat read after opening it
-/// has the recorded start time.
+/// exited; where the inode cannot tell (`pidfd::identifies`), the stat read
+/// after opening it has the recorded start time.
 fn is_pinned_process_alive(who: &ProcessIdentity, fd: &crate::os::sys::PinnedProcess) -> bool {
-    if let Some(recorded) = who.pidfs_ino {
-        match pidfd::inode(fd) {
-            Some(now) if now != recorded => return false,
-            // The very process: pidfs numbers each process of a boot apart
-            // (see `signal_pinned`). Alive until it exits; no stat to read.
-            Some(_) => return !pidfd::has_exited(fd),
-            None => {}
-        }
+    match pidfd::identifies(who, fd) {
+        Some(false) => false,
+        // The very process: alive until its pidfd says it exited.
+        Some(true) => !pidfd::has_exited(fd),
+        None => identify(who.pid).is_some_and(|now| now.start_ticks == who.start_ticks),
     }
-    identify(who.pid).is_some_and(|now| now.start_ticks == who.start_ticks)
 }
 
 /// A live process as seen in one pass over /proc.
@@ -334,8 +331,8 @@ pub fn signal_group(pgid: u32, signal: i32) -> SignalOutcome {
 }
 
 /// Signals the recorded process and nothing else. On Linux a pidfd is opened
-/// first and the start time checked after, so the pid cannot be reused between
-/// the check and the signal.
+/// first and the process checked after (its pidfs inode, else its start
+/// time), so the pid cannot be reused between the check and the signal.
 pub fn signal_process(who: &ProcessIdentity, signal: i32) -> SignalOutcome {
     if let Some(why) = forbidden_target(who.pid) {
         return SignalOutcome::Failed(format!("refused: {why}"));
@@ -368,8 +365,9 @@ mod tests {
     }
 
     /// With pidfs (Linux 6.9+) a recorded process is told apart by its
-    /// inode alone: alive while it runs, gone once it is a zombie, and
-    /// another process's inode at its pid is refused, never signalled.
+    /// inode alone (a start time it does not have changes nothing): alive
+    /// while it runs, gone once it is a zombie, and another process's inode
+    /// at its pid is refused, never signalled.
     #[cfg(target_os = "linux")]
     #[test]
     fn a_process_recorded_with_its_pidfs_inode_is_told_apart_by_it() {
@@ -377,8 +375,8 @@ mod tests {
         let mut second = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let recorded = identify_exactly(first.id()).unwrap();
         let other = identify_exactly(second.id()).unwrap();
-        if recorded.pidfs_ino.is_none() {
-            eprintln!("skipped: pidfds here are not on pidfs (Linux before 6.9)");
+        if recorded.pidfs_ino.is_none() || recorded.boot.is_none() {
+            eprintln!("skipped: pidfds here are not on pidfs (Linux before 6.9), or the boot id cannot be read");
             for child in [&mut first, &mut second] {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -386,6 +384,14 @@ mod tests {
             return;
         }
         assert!(is_same_process_alive(&recorded));
+        // The inode proves it: no start time is read (a stat per look was
+        // the cost), so a record's start time cannot refuse it.
+        let other_start = ProcessIdentity { start_ticks: recorded.start_ticks + 1, ..recorded };
+        assert!(is_same_process_alive(&other_start), "told apart by its inode alone");
+        // The same inode without the boot it was recorded in proves nothing:
+        // the start time decides again.
+        let bootless = ProcessIdentity { boot: None, ..other_start };
+        assert!(!is_same_process_alive(&bootless), "without its boot, the start time decides");
         // The second's pid with the first's inode: a reused pid, as far as a record can tell.
         let forged = ProcessIdentity { pidfs_ino: recorded.pidfs_ino, ..other };
         assert!(!is_same_process_alive(&forged));
