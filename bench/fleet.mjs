@@ -11,7 +11,8 @@
 //   (pueue's tasks followed until they are);
 //   the floor of a supervisor per job: N minimal C supervisors killed by a
 //   minimal C killer (bench/minisup.c), to tell what the design costs from
-//   what our supervisor and killer add to it.
+//   what our supervisor and killer add to it; linked dynamically as ours is
+//   (`floor`) and statically (`floor-static`, the lowest the design goes).
 //
 // Judged as ratios to pueue in the same run and as per-job slopes (what one
 // more job adds to a call, from the smallest N to the largest).
@@ -169,24 +170,34 @@ async function startOurs(kit, build, n) {
   return { home, env, ids, checkId: ids[Math.floor(ids.length / 2)] }
 }
 
-/** bench/minisup.c built into bench/out, or null (said why) where gcc cannot build it. */
-function buildFloor(kit) {
+/**
+ * bench/minisup.c built into bench/out, linked as ours is (dynamically) and,
+ * where the C library has a static archive, statically: with a few pages to
+ * map and unmap per process, the static one is the lowest a supervisor per
+ * job can cost. Those gcc cannot build are skipped, saying why.
+ */
+function buildFloors(kit) {
   const bench = path.dirname(fileURLToPath(import.meta.url))
-  const [src, out] = [path.join(bench, 'minisup.c'), path.join(bench, 'out', 'minisup')]
-  fs.mkdirSync(path.dirname(out), { recursive: true })
-  const r = spawnSync('gcc', ['-O2', '-o', out, src], { encoding: 'utf8' })
-  if (r.error || r.status !== 0) {
-    kit.log(`fleet: gcc could not build bench/minisup.c (${r.error?.message ?? r.stderr.trim().slice(0, 200)}); the floor's rows are skipped`)
-    return null
+  const src = path.join(bench, 'minisup.c')
+  fs.mkdirSync(path.join(bench, 'out'), { recursive: true })
+  const floors = []
+  for (const [name, flags] of [['floor', []], ['floor-static', ['-static']]]) {
+    const out = path.join(bench, 'out', name === 'floor' ? 'minisup' : 'minisup-static')
+    const r = spawnSync('gcc', ['-O2', ...flags, '-o', out, src], { encoding: 'utf8' })
+    if (r.error || r.status !== 0) {
+      kit.log(`fleet: gcc ${flags.join(' ')} could not build bench/minisup.c (${r.error?.message ?? r.stderr.trim().slice(0, 200)}); the ${name} rows are skipped`)
+      continue
+    }
+    floors.push({ name, program: out })
   }
-  return out
+  return floors
 }
 
 /** N minimal C supervisors of a `sleep 600` each (bench/minisup.c): the floor of a supervisor per job. */
-function startFloor(kit, program, n) {
-  const dir = kit.tempDir(`fleet-floor-${n}`)
+function startFloor(kit, { name, program }, n) {
+  const dir = kit.tempDir(`fleet-${name}-${n}`)
   const r = spawnSync(program, ['start', dir, String(n)], { encoding: 'utf8', timeout: 120_000 })
-  kit.check(`fleet ${n} floor: ${n} minimal supervisors started`, r.status === 0, `exit ${r.status}: ${r.stderr?.slice(0, 200)}`)
+  kit.check(`fleet ${n} ${name}: ${n} minimal supervisors started`, r.status === 0, `exit ${r.status}: ${r.stderr?.slice(0, 200)}`)
   const identities = []
   for (const name of fs.readdirSync(dir).filter((f) => f.endsWith('.pids'))) {
     const [supervisor, job] = fs.readFileSync(path.join(dir, name), 'utf8').trim().split(' ').map(Number)
@@ -195,7 +206,7 @@ function startFloor(kit, program, n) {
       if (f) identities.push({ pid, start_ticks: Number(f[19]) })
     }
   }
-  return { name: 'floor', dir, program, identities, killed: false }
+  return { name, dir, program, identities, killed: false }
 }
 
 /** Times one call of `file args`, returning ms and the child's result. */
@@ -210,14 +221,14 @@ async function fleetAt(kit, n, tools, reps) {
   const variants = []
   const samples = {}
   let pueue = null
-  let floor = null
+  const floors = []
   try {
     for (const build of kit.builds) variants.push({ name: build.name, build, ...(await startOurs(kit, build, n)) })
     if (tools) {
       const dir = kit.tempDir(`fleet-pueue-${n}`)
       pueue = { name: 'pueue', dir, ...(await startPueue(kit, tools, dir, n)) }
     }
-    if (kit.floorProgram) floor = startFloor(kit, kit.floorProgram, n)
+    for (const built of kit.floors) floors.push(startFloor(kit, built, n))
     // Each call of each variant once per rep, in an order rotating rep by rep.
     const calls = []
     for (const v of variants) {
@@ -275,15 +286,15 @@ async function fleetAt(kit, n, tools, reps) {
       kit.check(`fleet ${n} pueue: every task process gone within 60 s of kill --all`, left.length === 0, `${left.length} of ${tasks.length} alive`)
       samples['pueue.killGone'] = [gone]
     }
-    // The floor next, alone in the table with ours, as pueue was.
-    if (floor) {
+    // The floors next, each alone in the table with ours, as pueue was.
+    for (const floor of floors) {
       const { ms, r } = timed(floor.program, ['kill', floor.dir], process.env)
       floor.killed = true
       const left = floor.identities.filter(isAlive)
-      kit.check(`fleet ${n} floor: every minimal supervisor and its job gone as the kill returns`, r.status === 0 && left.length === 0 && r.stdout.includes(`killed=${n}`), `exit ${r.status}, ${left.length} alive, ${r.stdout.trim()}`)
-      samples['floor.kill'] = [ms]
-      samples['floor.killGone'] = [ms]
-      samples['floor.killSurvivors'] = [left.length]
+      kit.check(`fleet ${n} ${floor.name}: every minimal supervisor and its job gone as the kill returns`, r.status === 0 && left.length === 0 && r.stdout.includes(`killed=${n}`), `exit ${r.status}, ${left.length} alive, ${r.stdout.trim()}`)
+      samples[`${floor.name}.kill`] = [ms]
+      samples[`${floor.name}.killGone`] = [ms]
+      samples[`${floor.name}.killSurvivors`] = [left.length]
     }
     for (const v of variants.map((_, i) => variants[(i + turn) % variants.length])) {
       const recorded = recordedIdentities(v.home)
@@ -304,7 +315,7 @@ async function fleetAt(kit, n, tools, reps) {
     return samples
   } finally {
     for (const v of variants) kit.removeDir(v.home)
-    if (floor) {
+    for (const floor of floors) {
       if (!floor.killed) spawnSync(floor.program, ['kill', floor.dir], { timeout: 60_000 })
       kit.removeDir(floor.dir)
     }
@@ -322,8 +333,8 @@ export async function benchFleet(kit) {
   if (!tools) kit.log('fleet: pueue/pueued are not installed (or PUEUE_DIR names no folder holding both); its rows are skipped')
   const reps = kit.quick ? 5 : 11
   // The floor of a supervisor per job, beside: bench/minisup.c (gcc).
-  kit.floorProgram = buildFloor(kit)
-  const out = { ns: kit.ns, pueue: tools?.version ?? null, floor: Boolean(kit.floorProgram), reps, at: {} }
+  kit.floors = buildFloors(kit)
+  const out = { ns: kit.ns, pueue: tools?.version ?? null, floors: kit.floors.map((f) => f.name), reps, at: {} }
   for (const n of kit.ns) {
     kit.log(`fleet: ${n} running jobs per variant (${kit.builds.map((b) => b.name).join(', ')}${tools ? ', pueue' : ''}): check, list, summary × ${reps}, then kill --all`)
     out.at[n] = await fleetAt(kit, n, tools, reps)
@@ -335,7 +346,9 @@ export async function benchFleet(kit) {
 export function printFleet(result, builds) {
   if (!result) return
   const { ns, at } = result
-  const names = [...builds.map((b) => b.name), ...(result.pueue ? ['pueue'] : []), ...(result.floor ? ['floor'] : [])]
+  const floors = result.floors ?? []
+  const others = [...(result.pueue ? ['pueue'] : []), ...floors]
+  const names = [...builds.map((b) => b.name), ...others]
   const ours = builds.map((b) => b.name)
   const calls = [
     ['check', 'check <id>', 'status'],
@@ -345,7 +358,7 @@ export function printFleet(result, builds) {
     ['killGone', 'kill --all, until every process is gone', 'killGone'],
   ]
   const fmt = (v) => (v == null ? '—' : v < 10 ? v.toFixed(2) : v < 100 ? v.toFixed(1) : v.toFixed(0))
-  const header = ['fleet (ms, medians)', ...ns.flatMap((n) => names.map((name) => `${name}@${n}`)), ...ours.map((x) => `${x} µs/job`), ...(result.pueue ? ns.map((n) => `after/pueue@${n}`) : []), ...(result.floor ? ns.map((n) => `after/floor@${n}`) : [])]
+  const header = ['fleet (ms, medians)', ...ns.flatMap((n) => names.map((name) => `${name}@${n}`)), ...ours.map((x) => `${x} µs/job`), ...others.flatMap((other) => ns.map((n) => `${builds[0].name}/${other}@${n}`))]
   const rows = []
   for (const [key, label, pueueKey] of calls) {
     const med = (name, n) => median(at[n]?.[`${name}.${name === 'pueue' ? pueueKey : key}`])
@@ -355,7 +368,7 @@ export function printFleet(result, builds) {
       const slope = hi > lo && med(name, hi) != null && med(name, lo) != null ? ((med(name, hi) - med(name, lo)) / (hi - lo)) * 1000 : null
       cells.push(slope == null ? '—' : slope.toFixed(1))
     }
-    for (const other of [...(result.pueue ? ['pueue'] : []), ...(result.floor ? ['floor'] : [])]) {
+    for (const other of others) {
       for (const n of ns) cells.push(med(other, n) ? `${(med(builds[0].name, n) / med(other, n)).toFixed(2)}x` : '—')
     }
     rows.push(cells)
@@ -364,7 +377,7 @@ export function printFleet(result, builds) {
   rows.push(survivors)
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)))
   const line = (c) => c.map((x, i) => (i === 0 ? (x ?? '').padEnd(widths[i]) : (x ?? '').padStart(widths[i]))).join('  ')
-  console.log(`\nfleet: N running \`sleep 600\` jobs per variant${result.pueue ? `, ${result.pueue} beside` : ', pueue not installed'}${result.floor ? '; floor = a minimal C supervisor per job and a minimal killer (bench/minisup.c)' : ''}; ${result.reps} reps of each read, one kill --all`)
+  console.log(`\nfleet: N running \`sleep 600\` jobs per variant${result.pueue ? `, ${result.pueue} beside` : ', pueue not installed'}${floors.length ? `; ${floors.join(', ')} = a minimal C supervisor per job and a minimal killer (bench/minisup.c)${floors.includes('floor-static') ? ', linked dynamically as ours is and statically' : ''}` : ''}; ${result.reps} reps of each read, one kill --all`)
   console.log(line(header))
   console.log(widths.map((w) => '-'.repeat(w)).join('  '))
   for (const r of rows) console.log(line(r))
