@@ -143,6 +143,50 @@ test('CLI: a label or owner with control characters and a duration beyond a year
   assert.deepEqual(readRegistry(home), [], 'nothing was started')
 })
 
+test('CLI: a negative duration or count, a zero timeout, a port out of range and kill without ids say what is accepted', (t) => {
+  const { home } = makeHome(t)
+  const cases = [
+    // clap's own message was "unexpected argument '-5'", with a tip that made it the program.
+    [['--timeout', '-5s', '--', 'true'], /--timeout takes no negative duration: give one such as 500ms, 90s, 10m, 2h \(`-5s` was given\)/],
+    [['kill', '--all', '--grace', '-1m'], /--grace takes no negative duration/],
+    [['check', 'build-3f2a1c', '-n', '-1'], /`-1` is not a number of lines: give a whole number, 0 or more/],
+    // A bare 0 is zero in any unit: refused as zero, not for a missing unit.
+    [['--timeout', '0', '--', 'true'], /bad timeout: it must be greater than zero/],
+    [['--ready-port', '0', '--', 'true'], /0 is not in 1\.\.=65535/],
+    [['--ready-port', '99999', '--', 'true'], /99999 is not in 1\.\.=65535/],
+    [['kill'], /<ID\|--all>/],
+  ]
+  for (const [args, message] of cases) {
+    const r = runBg(home, args)
+    assert.equal(r.code, 2, `${JSON.stringify(args)}: ${r.stderr}`)
+    assert.match(r.stderr, message, JSON.stringify(args))
+    assert.doesNotMatch(r.stderr, /tip: to pass/, JSON.stringify(args))
+  }
+  // A value that merely starts with a dash is still clap's to refuse, as before.
+  const label = runBg(home, ['--label', '-5', '--', 'true'])
+  assert.equal(label.code, 2, label.stderr)
+  assert.doesNotMatch(label.stderr, /takes no negative/)
+  assert.deepEqual(readRegistry(home), [], 'nothing was started')
+})
+
+test('list says which jobs it looked for when none match', async (t) => {
+  const { home } = makeHome(t)
+  const id = runBg(home, ['--label', 'quick', '--', 'true']).stdout.match(/started (\S+)/)[1]
+  await waitFor(() => /success/.test(runBg(home, ['check', id]).stdout), { what: 'the job ended' })
+  const said = (args) => runBg(home, ['list', ...args]).stdout.trim()
+  // It had said "no jobs running or ended within the hour", with one that had.
+  assert.equal(said(['--status', 'running']), 'no running jobs')
+  assert.equal(said(['--status', 'failed', '--owner', 'bob']), 'no failed jobs of owner bob')
+  assert.equal(said(['--owner', 'bob']), 'no jobs of owner bob running or ended within the hour (--all for every job)')
+  assert.match(said([]), new RegExp(id), 'the job itself is listed')
+  const js = (options) => {
+    process.env.PROC_MANAGER_HOME = home
+    return pm.listJobsText(options)
+  }
+  assert.equal(js({ status: 'running' }), 'no running jobs')
+  assert.equal(js({ owner: 'bob' }), 'no jobs of owner bob running or ended within the hour (all: true for every job)')
+})
+
 test('ack, list, check, wait, summary and errors print a command with escape codes written out; --json stays faithful', async (t) => {
   const { home } = useHome(t)
   const command = ['sh', '-c', `echo started; sleep 30 # ${PWNED}`]

@@ -86,7 +86,8 @@ Start later: --after <id>... [--after-any], --queue <name>, --priority <n>.
 
 Durations: 500ms, 90s, 10m, 2h, 1h30m. Every subcommand takes --json.
 State lives in $PROC_MANAGER_HOME (default ~/.local/state/proc-manager).
-Exit status: 0 done, 1 failed, 2 bad usage; `wait` exits with the job's own code.";
+Exit status, of the command and not the job (`check` of a failed job exits 0): 0 done,
+1 failed, 2 bad usage; `wait` exits with the job's own code.";
 
 /// Run a command in the background under a small supervisor: bounded logs,
 /// a job registry, whole-tree kills.
@@ -171,8 +172,12 @@ pub enum Sub {
         json: JsonFlag,
     },
     /// SIGTERM a job's process tree, SIGKILL what is left after the grace period
+    // One group of the two ways to name the jobs: without either, clap's
+    // error named only `<ID>...`, and a user asking to kill everything was
+    // not told of --all.
+    #[command(group(clap::ArgGroup::new("jobs").required(true).args(["ids", "all"])))]
     Kill {
-        #[arg(value_name = "ID", required_unless_present = "all", conflicts_with = "all")]
+        #[arg(value_name = "ID", conflicts_with = "all")]
         ids: Vec<String>,
         /// Every running job (of --owner, when given)
         #[arg(long)]
@@ -353,11 +358,56 @@ fn usage_exit_saying(error: clap::Error, args: &[OsString], hint: Option<&str>) 
         eprintln!("run-bg: {}", visible(&not_text(args)));
         std::process::exit(error.exit_code())
     }
+    if let Some(said) = negative_value(&error, args) {
+        eprintln!("{}", visible(&said));
+        std::process::exit(error.exit_code())
+    }
     eprint!("{}", visible(&error.render().to_string()));
     if let Some(hint) = hint {
         eprintln!("{hint}");
     }
     std::process::exit(error.exit_code())
+}
+
+/// `--timeout -5s`, `-n -1`: clap takes the value for an option it does not
+/// know and says so, with a tip (`-- -5s`) that would make it the program.
+/// Said instead: the option before it takes no negative value.
+fn negative_value(error: &clap::Error, args: &[OsString]) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if error.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(refused)) = error.get(ContextKind::InvalidArg) else { return None };
+    let rest = refused.strip_prefix('-')?;
+    if !rest.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    // clap names `-5` of `-5s`, reading it as short flags.
+    let at = args.iter().position(|a| a.to_str().is_some_and(|a| a.starts_with(refused.as_str())))?;
+    let given = args[at].to_str()?;
+    let option = args.get(at.checked_sub(1)?)?.to_str()?;
+    let what = match value_name_of(option)?.as_str() {
+        "DUR" => "duration: give one such as 500ms, 90s, 10m, 2h",
+        "LINES" | "N" => "number: give a whole number, 0 or more",
+        _ => return None,
+    };
+    Some(format!("run-bg: {option} takes no negative {what} (`{given}` was given)"))
+}
+
+/// The value name (`DUR`, `LINES`) of the option spelled `--name` or `-c`,
+/// if any of our commands has such an option taking a value.
+fn value_name_of(spelled: &str) -> Option<String> {
+    use clap::CommandFactory;
+    let (start, sub) = (StartCli::command(), SubCli::command());
+    let named = |a: &clap::Arg| match spelled.strip_prefix("--") {
+        Some(long) => a.get_long() == Some(long),
+        None => spelled.strip_prefix('-').is_some_and(|short| a.get_short().is_some_and(|c| short == c.to_string())),
+    };
+    let found = std::iter::once(&start)
+        .chain(sub.get_subcommands())
+        .flat_map(|c| c.get_arguments())
+        .find(|a| named(a) && a.get_action().takes_values())?;
+    found.get_value_names().and_then(|names| names.first()).map(|name| name.to_string())
 }
 
 /// Why the arguments were refused when one that must be text is not UTF-8.

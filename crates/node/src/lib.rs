@@ -391,7 +391,7 @@ pub fn list_jobs_text(options: Option<Unknown>) -> Result<String> {
     let mut lines = proc_manager_core::present::format::list_text(&jobs, &places, &context.leftover_counts(&jobs));
     lines.extend(corrupt.iter().map(proc_manager_core::present::format::corrupt_line));
     Ok(if lines.is_empty() {
-        format!("no jobs{}", if filter.all { "" } else { " running or ended within the hour (all: true for every job)" })
+        proc_manager_core::present::format::nothing_listed(&filter, "all: true")
     } else {
         lines.join("\n")
     })

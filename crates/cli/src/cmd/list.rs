@@ -9,7 +9,6 @@ use proc_manager_core::verbs::verb_options::ListOptions;
 use proc_manager_core::{Error, Result};
 
 pub fn run(context: &Context, options: ListOptions, json: bool) -> Result<i32> {
-    let all = options.all;
     let filter = options.filter(&crate::face::CommandLine)?;
     // Unreadable records belong to no status and no owner that can be told.
     let unfiltered = filter.status.is_none() && filter.owner.is_none();
@@ -43,7 +42,7 @@ pub fn run(context: &Context, options: ListOptions, json: bool) -> Result<i32> {
             outln!("{}", format::corrupt_line(record));
         }
     } else if jobs.is_empty() {
-        outln!("no jobs{}", if all { "" } else { " running or ended within the hour (--all for every job)" });
+        outln!("{}", format::nothing_listed(&filter, "--all"));
     } else {
         for line in format::list_text(&jobs, &places, &context.leftover_counts(&jobs)) {
             outln!("{line}");

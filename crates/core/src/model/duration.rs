@@ -8,7 +8,9 @@ use crate::{Error, Result};
 pub const MAX_DURATION_MS: u64 = 365 * 86_400_000;
 
 /// Parses `500ms`, `90s`, `10m`, `2h`, `1d` and sums such as `1h30m`, up to
-/// `MAX_DURATION_MS`. A bare number is refused: its unit would be a guess.
+/// `MAX_DURATION_MS`. A bare number is refused: its unit would be a guess;
+/// but not a bare `0`, which is zero in every unit (where zero is refused,
+/// the caller then says so, not that a unit is missing).
 pub fn parse_duration_ms(text: &str) -> Result<u64> {
     let bad = || {
         Error::Usage(format!(
@@ -18,6 +20,9 @@ pub fn parse_duration_ms(text: &str) -> Result<u64> {
     let text_trimmed = text.trim();
     if text_trimmed.is_empty() {
         return Err(bad());
+    }
+    if text_trimmed.bytes().all(|b| b == b'0') {
+        return Ok(0);
     }
     let mut total: u64 = 0;
     let mut rest = text_trimmed;
@@ -81,8 +86,15 @@ mod tests {
     }
 
     #[test]
+    fn a_bare_zero_is_zero_in_any_unit() {
+        for zero in ["0", "00", " 0 "] {
+            assert_eq!(parse_duration_ms(zero).unwrap(), 0, "{zero}");
+        }
+    }
+
+    #[test]
     fn refuses_bare_numbers_and_junk() {
-        for bad in ["", "5", "s", "5x", "-5s", "1.5s", "99999999999999999999d"] {
+        for bad in ["", "5", "10", "s", "5x", "-5s", "-0", "1.5s", "99999999999999999999d"] {
             let err = parse_duration_ms(bad).unwrap_err().to_string();
             assert!(err.contains("bad duration"), "{bad}: {err}");
         }

@@ -216,6 +216,31 @@ pub fn list_text(
     jobs.iter().map(|j| line(j, leftovers.get(&j.id).copied().unwrap_or(0))).collect()
 }
 
+/// What `list` says when no job passed `filter`: which jobs it looked for,
+/// so that `--status running` with none running does not read as "no jobs at
+/// all". `every_job`: how this face spells the option that lists old jobs too.
+pub fn nothing_listed(filter: &crate::verbs::list::ListFilter, every_job: &str) -> String {
+    use crate::verbs::list::SessionFilter;
+    let mut said = match filter.status {
+        Some(status) => format!("no {status} jobs"),
+        None => "no jobs".to_string(),
+    };
+    if let Some(owner) = &filter.owner {
+        said.push_str(&format!(" of owner {}", visible(owner)));
+    }
+    match &filter.session {
+        Some(SessionFilter::Id(id)) => said.push_str(&format!(" in session {}", visible(id))),
+        Some(SessionFilter::Current) => said.push_str(" in this session"),
+        Some(SessionFilter::NoSession) => said.push_str(" outside agent sessions"),
+        None => {}
+    }
+    // A status filter looks at jobs of any age; without one, old ends are left out.
+    if filter.status.is_none() && !filter.all {
+        said.push_str(&format!(" running or ended within the hour ({every_job} for every job)"));
+    }
+    said
+}
+
 /// `list`'s line for a job directory whose record cannot be read.
 pub fn corrupt_line(record: &crate::store::registry::CorruptRecord) -> String {
     if !record.removable {
@@ -406,6 +431,25 @@ pub fn check_text(check: &CheckResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_list_says_which_jobs_it_looked_for() {
+        use crate::model::job::JobStatus;
+        use crate::verbs::list::{ListFilter, SessionFilter};
+        let said = |status, owner: Option<&str>, session, all| {
+            nothing_listed(&ListFilter { status, owner: owner.map(str::to_string), session, all }, "--all")
+        };
+        assert_eq!(said(None, None, None, false), "no jobs running or ended within the hour (--all for every job)");
+        assert_eq!(said(None, None, None, true), "no jobs");
+        // A status filter reads jobs of any age: no hour, no hint.
+        assert_eq!(said(Some(JobStatus::Running), None, None, false), "no running jobs");
+        assert_eq!(said(Some(JobStatus::Failed), Some("bob"), None, true), "no failed jobs of owner bob");
+        assert_eq!(
+            said(None, Some("bob"), Some(SessionFilter::Current), false),
+            "no jobs of owner bob in this session running or ended within the hour (--all for every job)"
+        );
+        assert_eq!(said(None, Some("a\x1b[2J"), Some(SessionFilter::NoSession), true), "no jobs of owner a\\x1b[2J outside agent sessions");
+    }
 
     fn place(position: usize, queue: Option<&str>, after: &[&str]) -> crate::verbs::request::QueuedPlace {
         crate::verbs::request::QueuedPlace { position, queue: queue.map(str::to_string), after: after.iter().map(|a| a.to_string()).collect() }

@@ -93,7 +93,7 @@ pub struct StartOptions {
     /// Ready once one of the job's own processes listens on this port (at
     /// 127.0.0.1, ::1 or a wildcard address); a stranger's listener is not
     /// readiness (`readyBlocked` names it). macOS: anything that accepts a connect.
-    #[cfg_attr(feature = "cli", arg(long, value_name = "PORT", display_order = 16,
+    #[cfg_attr(feature = "cli", arg(long, value_name = "PORT", display_order = 16, value_parser = clap::value_parser!(u16).range(1..),
         help = "Ready once one of the job's processes listens on PORT (127.0.0.1, ::1 or any address)"))]
     #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 65535),
         extend("x-mcp-omit" = "MCP takes readyLog, readyPort and readyUrl as one string, `ready`")))]

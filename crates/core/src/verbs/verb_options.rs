@@ -32,7 +32,8 @@ use std::time::Duration;
 pub struct CheckOptions {
     /// How many lines (default 20).
     // The CLI states its default in --help; a JSON caller leaves it out.
-    #[cfg_attr(feature = "cli", arg(short = 'n', long = "lines", default_value = "20", help = "How many lines to show"))]
+    #[cfg_attr(feature = "cli", arg(short = 'n', long = "lines", default_value = "20", allow_negative_numbers = true,
+        value_parser = crate::verbs::verb_options::line_count, help = "How many lines to show"))]
     #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "How many last lines (default 20)")))]
     #[serde(default, deserialize_with = "read_lines")]
     pub lines: Option<usize>,
@@ -55,6 +56,13 @@ impl CheckOptions {
     pub fn query(&self) -> Result<TailQuery> {
         TailQuery::new(self.lines, self.grep.as_deref())?.errors(self.errors)
     }
+}
+
+/// `-n` on the command line: clap's own message for `-n -1` was that `-1`
+/// is an unexpected argument, with a tip that made it the job's id.
+#[cfg(feature = "cli")]
+pub(crate) fn line_count(text: &str) -> std::result::Result<usize, String> {
+    text.trim().parse().map_err(|_| format!("`{text}` is not a number of lines: give a whole number, 0 or more (e.g. -n 50)"))
 }
 
 fn read_lines<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<usize>, D::Error> {
@@ -333,7 +341,8 @@ pub struct LogsOptions {
     /// How many lines (default 100). Following, the last lines to start
     /// with: `followLog` starts with the whole log kept when not given,
     /// `followLogs` with 10 of each job (0: only what is written from now on).
-    #[cfg_attr(feature = "cli", arg(short = 'n', long = "lines", help = "How many lines from the end (default 100; without an id, 10 a job)"))]
+    #[cfg_attr(feature = "cli", arg(short = 'n', long = "lines", allow_negative_numbers = true, value_parser = crate::verbs::verb_options::line_count,
+        help = "How many lines from the end (default 100; without an id, 10 a job)"))]
     #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "How many lines (default 100)")))]
     #[serde(default, deserialize_with = "read_lines")]
     pub lines: Option<usize>,
