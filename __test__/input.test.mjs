@@ -155,6 +155,12 @@ test('CLI: a negative duration or count, a zero timeout, a port out of range and
     [['--ready-port', '0', '--', 'true'], /0 is not in 1\.\.=65535/],
     [['--ready-port', '99999', '--', 'true'], /99999 is not in 1\.\.=65535/],
     [['kill'], /<ID\|--all>/],
+    // The refused one, not the first value that looks alike: --priority takes -5.
+    [['--priority', '-5', '--timeout', '-5s', '--', 'true'], /--timeout takes no negative duration/],
+    [['--ready-port', '-1', '--', 'true'], /--ready-port takes no negative port: give one from 1 to 65535/],
+    // clap let `requires = "all"` pass beside an id: the job was killed whoever owned it.
+    [['kill', 'build-3f2a1c', '--owner', 'bob'], /--owner selects among all jobs: give it with --all/],
+    [['kill', 'build-3f2a1c', '--session', 'abc'], /--session selects among all jobs/],
   ]
   for (const [args, message] of cases) {
     const r = runBg(home, args)

@@ -177,7 +177,7 @@ pub enum Sub {
     // not told of --all.
     #[command(group(clap::ArgGroup::new("jobs").required(true).args(["ids", "all"])))]
     Kill {
-        #[arg(value_name = "ID", conflicts_with = "all")]
+        #[arg(value_name = "ID")]
         ids: Vec<String>,
         /// Every running job (of --owner, when given)
         #[arg(long)]
@@ -369,34 +369,39 @@ fn usage_exit_saying(error: clap::Error, args: &[OsString], hint: Option<&str>) 
     std::process::exit(error.exit_code())
 }
 
-/// `--timeout -5s`, `-n -1`: clap takes the value for an option it does not
-/// know and says so, with a tip (`-- -5s`) that would make it the program.
-/// Said instead: the option before it takes no negative value.
+/// `--timeout -5s`, `--ready-port -1`: clap takes the value for an option it
+/// does not know and says so, with a tip (`-- -5s`) that would make it the
+/// program. Said instead: the option before it takes no negative value.
 fn negative_value(error: &clap::Error, args: &[OsString]) -> Option<String> {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     if error.kind() != ErrorKind::UnknownArgument {
         return None;
     }
     let Some(ContextValue::String(refused)) = error.get(ContextKind::InvalidArg) else { return None };
-    let rest = refused.strip_prefix('-')?;
-    if !rest.starts_with(|c: char| c.is_ascii_digit()) {
+    if !refused.strip_prefix('-')?.starts_with(|c: char| c.is_ascii_digit()) {
         return None;
     }
-    // clap names `-5` of `-5s`, reading it as short flags.
-    let at = args.iter().position(|a| a.to_str().is_some_and(|a| a.starts_with(refused.as_str())))?;
-    let given = args[at].to_str()?;
-    let option = args.get(at.checked_sub(1)?)?.to_str()?;
-    let what = match value_name_of(option)?.as_str() {
-        "DUR" => "duration: give one such as 500ms, 90s, 10m, 2h",
-        "LINES" | "N" => "number: give a whole number, 0 or more",
-        _ => return None,
-    };
-    Some(format!("run-bg: {option} takes no negative {what} (`{given}` was given)"))
+    // clap names `-5` of `-5s` (read as short flags); the argument it refused
+    // is the one after an option that takes a value but no negative one
+    // (`--priority -5 --timeout -5s`: the second).
+    (1..args.len()).find_map(|at| {
+        let given = args[at].to_str().filter(|given| given.starts_with(refused.as_str()))?;
+        let option = args[at - 1].to_str()?;
+        let what = match value_name_refusing_negatives(option)?.as_str() {
+            "DUR" => "duration: give one such as 500ms, 90s, 10m, 2h",
+            "PORT" => "port: give one from 1 to 65535",
+            "PID" => "pid: give a process id",
+            "N" => "number: give a whole number",
+            _ => return None,
+        };
+        Some(format!("run-bg: {option} takes no negative {what} (`{given}` was given)"))
+    })
 }
 
-/// The value name (`DUR`, `LINES`) of the option spelled `--name` or `-c`,
-/// if any of our commands has such an option taking a value.
-fn value_name_of(spelled: &str) -> Option<String> {
+/// The value name (`DUR`, `PORT`) of the option spelled `--name` or `-c`, if
+/// any of our commands has such an option taking a value that cannot be
+/// negative (those that can, `--priority`, take `-5` as it is).
+fn value_name_refusing_negatives(spelled: &str) -> Option<String> {
     use clap::CommandFactory;
     let (start, sub) = (StartCli::command(), SubCli::command());
     let named = |a: &clap::Arg| match spelled.strip_prefix("--") {
@@ -406,7 +411,7 @@ fn value_name_of(spelled: &str) -> Option<String> {
     let found = std::iter::once(&start)
         .chain(sub.get_subcommands())
         .flat_map(|c| c.get_arguments())
-        .find(|a| named(a) && a.get_action().takes_values())?;
+        .find(|a| named(a) && a.get_action().takes_values() && !a.is_allow_negative_numbers_set())?;
     found.get_value_names().and_then(|names| names.first()).map(|name| name.to_string())
 }
 
