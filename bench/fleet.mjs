@@ -185,7 +185,7 @@ function buildFloors(kit) {
     const out = path.join(bench, 'out', name === 'floor' ? 'minisup' : 'minisup-static')
     const r = spawnSync('gcc', ['-O2', ...flags, '-o', out, src], { encoding: 'utf8' })
     if (r.error || r.status !== 0) {
-      kit.log(`fleet: gcc ${flags.join(' ')} could not build bench/minisup.c (${r.error?.message ?? r.stderr.trim().slice(0, 200)}); the ${name} rows are skipped`)
+      kit.log(`fleet: ${['gcc', ...flags].join(' ')} could not build bench/minisup.c (${r.error?.message ?? r.stderr.trim().slice(0, 200)}); the ${name} rows are skipped`)
       continue
     }
     floors.push({ name, program: out })
@@ -199,8 +199,8 @@ function startFloor(kit, { name, program }, n) {
   const r = spawnSync(program, ['start', dir, String(n)], { encoding: 'utf8', timeout: 120_000 })
   kit.check(`fleet ${n} ${name}: ${n} minimal supervisors started`, r.status === 0, `exit ${r.status}: ${r.stderr?.slice(0, 200)}`)
   const identities = []
-  for (const name of fs.readdirSync(dir).filter((f) => f.endsWith('.pids'))) {
-    const [supervisor, job] = fs.readFileSync(path.join(dir, name), 'utf8').trim().split(' ').map(Number)
+  for (const file of fs.readdirSync(dir).filter((f) => f.endsWith('.pids'))) {
+    const [supervisor, job] = fs.readFileSync(path.join(dir, file), 'utf8').trim().split(' ').map(Number)
     for (const pid of [supervisor, job]) {
       const f = statFields(pid)
       if (f) identities.push({ pid, start_ticks: Number(f[19]) })
@@ -228,7 +228,6 @@ async function fleetAt(kit, n, tools, reps) {
       const dir = kit.tempDir(`fleet-pueue-${n}`)
       pueue = { name: 'pueue', dir, ...(await startPueue(kit, tools, dir, n)) }
     }
-    for (const built of kit.floors) floors.push(startFloor(kit, built, n))
     // Each call of each variant once per rep, in an order rotating rep by rep.
     const calls = []
     for (const v of variants) {
@@ -286,8 +285,12 @@ async function fleetAt(kit, n, tools, reps) {
       kit.check(`fleet ${n} pueue: every task process gone within 60 s of kill --all`, left.length === 0, `${left.length} of ${tasks.length} alive`)
       samples['pueue.killGone'] = [gone]
     }
-    // The floors next, each alone in the table with ours, as pueue was.
-    for (const floor of floors) {
+    // The floors next, each alone in the table with ours, as pueue was:
+    // started only now, one at a time (a floor's killer reads the whole
+    // table, and the reads above were timed without them).
+    for (const built of kit.floors) {
+      const floor = startFloor(kit, built, n)
+      floors.push(floor)
       const { ms, r } = timed(floor.program, ['kill', floor.dir], process.env)
       floor.killed = true
       const left = floor.identities.filter(isAlive)
