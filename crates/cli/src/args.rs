@@ -399,20 +399,11 @@ fn negative_value(error: &clap::Error, args: &[OsString]) -> Option<String> {
 }
 
 /// The value name (`DUR`, `PORT`) of the option spelled `--name` or `-c`, if
-/// any of our commands has such an option taking a value that cannot be
-/// negative (those that can, `--priority`, take `-5` as it is).
+/// it takes a value that cannot be negative (those that can, `--priority`,
+/// take `-5` as it is).
 fn value_name_refusing_negatives(spelled: &str) -> Option<String> {
-    use clap::CommandFactory;
-    let (start, sub) = (StartCli::command(), SubCli::command());
-    let named = |a: &clap::Arg| match spelled.strip_prefix("--") {
-        Some(long) => a.get_long() == Some(long),
-        None => spelled.strip_prefix('-').is_some_and(|short| a.get_short().is_some_and(|c| short == c.to_string())),
-    };
-    let found = std::iter::once(&start)
-        .chain(sub.get_subcommands())
-        .flat_map(|c| c.get_arguments())
-        .find(|a| named(a) && a.get_action().takes_values() && !a.is_allow_negative_numbers_set())?;
-    found.get_value_names().and_then(|names| names.first()).map(|name| name.to_string())
+    let option = our_option(spelled, |a| a.get_action().takes_values() && !a.is_allow_negative_numbers_set())?;
+    option.get_value_names().and_then(|names| names.first()).map(|name| name.to_string())
 }
 
 /// Why the arguments were refused when one that must be text is not UTF-8.
@@ -441,13 +432,23 @@ fn not_text(args: &[OsString]) -> String {
 
 /// Whether `--<name>` of any of our commands takes a value.
 fn option_takes_value(name: &str) -> bool {
+    our_option(&format!("--{name}"), |a| a.get_action().takes_values()).is_some()
+}
+
+/// The option of any of our commands spelled `--name` or `-c` that is `wanted`.
+fn our_option(spelled: &str, wanted: impl Fn(&clap::Arg) -> bool) -> Option<clap::Arg> {
     use clap::CommandFactory;
+    let named = |a: &clap::Arg| match spelled.strip_prefix("--") {
+        Some(long) => a.get_long() == Some(long),
+        None => spelled.strip_prefix('-').is_some_and(|short| a.get_short().is_some_and(|c| short == c.to_string())),
+    };
     let (start, sub) = (StartCli::command(), SubCli::command());
-    let takes_value = std::iter::once(&start)
+    let found = std::iter::once(&start)
         .chain(sub.get_subcommands())
         .flat_map(|c| c.get_arguments())
-        .any(|a| a.get_long() == Some(name) && a.get_action().takes_values());
-    takes_value
+        .find(|a| named(a) && wanted(a))
+        .cloned();
+    found
 }
 
 fn escaped(word: &OsStr) -> std::borrow::Cow<'_, str> {
