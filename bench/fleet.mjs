@@ -265,7 +265,11 @@ async function fleetAt(kit, n, tools, reps) {
     // its 2,000 processes made our read of the table a third longer). Ours
     // then in an order rotating with N.
     const turn = Math.round(Math.log10(n))
+    // Each kill starts on a quiet machine: starting 1,000 processes (a
+    // floor's, just before its kill) leaves the cores busy for a while.
+    const quiet = () => kit.settle(5000, { dropCaches: false })
     if (pueue) {
+      await quiet()
       const tasks = descendants(pueue.daemon.pid)
       const started = now()
       const { ms, r } = timed(...pueue.argv('kill', '--all'), process.env)
@@ -291,6 +295,7 @@ async function fleetAt(kit, n, tools, reps) {
     for (const built of kit.floors) {
       const floor = startFloor(kit, built, n)
       floors.push(floor)
+      await quiet()
       const { ms, r } = timed(floor.program, ['kill', floor.dir], process.env)
       floor.killed = true
       const left = floor.identities.filter(isAlive)
@@ -301,6 +306,7 @@ async function fleetAt(kit, n, tools, reps) {
     }
     for (const v of variants.map((_, i) => variants[(i + turn) % variants.length])) {
       const recorded = recordedIdentities(v.home)
+      await quiet()
       const { ms, r } = timed(v.build.runBg, ['kill', '--all', '--json'], v.env)
       const alive = recorded.filter(isAlive)
       let reported = []

@@ -119,14 +119,18 @@ export const memFreeKiB = () => Number(/^MemFree:\s+(\d+)/m.exec(fs.readFileSync
  * quiet for a moment: the CPUs under half busy and free memory no longer
  * moving (the hypervisor's free-page reporting hands freed pages back a
  * while after they are freed, and faulting them in again is slow). At most
- * `limitMs`; returns what it saw, reported with the sample.
+ * `limitMs`; returns what it saw, reported with the sample. `dropCaches:
+ * false` keeps the page cache: a kill of running jobs is timed with their
+ * programs' pages cached, as they are while they run.
  */
-export async function settle(limitMs = 5000) {
+export async function settle(limitMs = 5000, { dropCaches = true } = {}) {
   spawnSync('sync')
   let dropped = false
   try {
-    fs.writeFileSync('/proc/sys/vm/drop_caches', '1')
-    dropped = true
+    if (dropCaches) {
+      fs.writeFileSync('/proc/sys/vm/drop_caches', '1')
+      dropped = true
+    }
   } catch {} // not root: the page cache stays, for every variant alike
   const t0 = now()
   let quiet = 0

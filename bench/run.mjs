@@ -28,7 +28,7 @@ import { benchFootprint } from './footprint.mjs'
 import { benchHarness, printHarnessTexts } from './harness.mjs'
 import { benchIdle } from './idle.mjs'
 import { benchKill } from './kill.mjs'
-import { BUILDS, GROUPS, GiB, MiB, ONLY, OUT_FILE, PLAN, QUICK, ROOT, RUN_BG, check, checks, cleanup, freeBytes, log, now, removeDir, rotate, runs, spawnChild, tempDir, withBuild, writeConfig } from './kit.mjs'
+import { BUILDS, GROUPS, GiB, MiB, ONLY, OUT_FILE, PLAN, QUICK, ROOT, RUN_BG, check, checks, cleanup, freeBytes, log, now, removeDir, rotate, runs, settle, spawnChild, tempDir, withBuild, writeConfig } from './kit.mjs'
 import { benchThroughput, throughputOf } from './log.mjs'
 import { benchNotify } from './notify.mjs'
 import { benchQueue } from './queue.mjs'
@@ -108,7 +108,7 @@ async function main() {
   const queue = await timed('queue', () => perBuild('queue', benchQueue))
   const scale = await timed('scale', () => perBuild('scale', benchScale))
   // Every build at once, side by side (bench/fleet.mjs).
-  const fleetKit = { builds: BUILDS, ns: SCALE_NS, quick: QUICK, tempDir, removeDir, check, log, writeConfig, spawnChild }
+  const fleetKit = { builds: BUILDS, ns: SCALE_NS, quick: QUICK, tempDir, removeDir, check, log, writeConfig, spawnChild, settle }
   const fleet = runs('fleet') ? await timed('fleet', () => benchFleet(fleetKit)) : null
   const harness = runs('harness') ? await timed('harness', benchHarness) : null
   meta.loadavgEnd = os.loadavg()
