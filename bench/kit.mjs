@@ -126,12 +126,12 @@ export const memFreeKiB = () => Number(/^MemFree:\s+(\d+)/m.exec(fs.readFileSync
 export async function settle(limitMs = 5000, { dropCaches = true } = {}) {
   spawnSync('sync')
   let dropped = false
-  try {
-    if (dropCaches) {
+  if (dropCaches) {
+    try {
       fs.writeFileSync('/proc/sys/vm/drop_caches', '1')
       dropped = true
-    }
-  } catch {} // not root: the page cache stays, for every variant alike
+    } catch {} // not root: the page cache stays, for every variant alike
+  }
   const t0 = now()
   let quiet = 0
   let busy = 1

@@ -13,19 +13,18 @@ pub fn run(context: &Context, ids: &[String], all: bool, options: &KillOptions, 
     let grace = options.grace(&CommandLine)?;
     let older_than = options.older_than(&CommandLine)?;
     let force = options.force;
-    if older_than.is_some() && !all {
-        return Err(proc_manager_core::Error::Usage(
-            "--older-than selects among all jobs: give it with --all (run-bg kill --all --older-than 2h)".into(),
-        ));
-    }
-    // clap lets `requires = "all"` pass once an id (which conflicts with
-    // --all) is given: `kill <id> --owner bob` killed the job whoever owned it.
-    for (given, flag) in [(options.owner.is_some(), "--owner"), (options.session.is_some(), "--session")] {
-        if given && !all {
-            return Err(proc_manager_core::Error::Usage(format!(
-                "{flag} selects among all jobs: give it with --all (run-bg kill --all {flag} …), or name the jobs by id without it"
-            )));
-        }
+    // What selects among all jobs needs --all: clap lets `requires = "all"`
+    // pass once an id (which conflicts with --all) is given, and `kill <id>
+    // --owner bob` killed the job whoever owned it.
+    let selectors = [
+        (older_than.is_some(), "--older-than", "2h"),
+        (options.owner.is_some(), "--owner", "<name>"),
+        (options.session.is_some(), "--session", "<id>"),
+    ];
+    if let Some((_, flag, example)) = selectors.into_iter().find(|&(present, ..)| present && !all) {
+        return Err(proc_manager_core::Error::Usage(format!(
+            "{flag} selects among all jobs: give it with --all (run-bg kill --all {flag} {example}), or name the jobs by id without it"
+        )));
     }
     let results: Vec<std::result::Result<_, (String, _)>> = if all {
         context.kill_all(&options.selection(&CommandLine)?, older_than, grace, force)?
