@@ -18,6 +18,26 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue }
 
 /**
+ * The `Error` a function throws, or its promise rejects with (an aborted
+ * `signal` gives an `AbortError` instead): the message says what was wrong
+ * and what is accepted, `code` the kind of failure, to branch on:
+ * `ERR_USAGE` a bad argument or option, a malformed id; `ERR_UNKNOWN_JOB` no
+ * job has that id (pruned, or never started here); `ERR_START_FAILED` the
+ * program could not start (recorded as a failed job, `jobId`);
+ * `ERR_SKIPPED` submitted after a job that failed (recorded as skipped);
+ * `ERR_CONFIG` config.json is broken; `ERR_IO` a file of the home could
+ * not be read or written; `ERR_DISK_FULL` the disk holding the home is
+ * full; `ERR_BUSY` the registry stayed locked; `ERR_FAILED` anything else.
+ */
+export interface ProcManagerError extends Error {
+  code: ProcManagerErrorCode
+  /** The job the failure is about: the unknown id, or the job recorded as failed or skipped. */
+  jobId?: string
+}
+
+export type ProcManagerErrorCode = 'ERR_USAGE' | 'ERR_UNKNOWN_JOB' | 'ERR_START_FAILED' | 'ERR_SKIPPED' | 'ERR_CONFIG' | 'ERR_IO' | 'ERR_DISK_FULL' | 'ERR_BUSY' | 'ERR_FAILED'
+
+/**
  * A job's output lines as they are written, across log rotations, as an
  * async iterator: the whole log kept (or its last `lines` lines), then each
  * new line; it ends after the last line once the job has ended. `break`

@@ -123,27 +123,43 @@ test('timeoutMs ends the job as timeout', async (t) => {
   assert.ok(!isAlive(job.pid))
 })
 
-test('misuse throws an Error that says what is wrong and what is accepted', async (t) => {
+test('misuse throws an Error that says what is wrong and what is accepted, its code the kind of failure', async (t) => {
   const { home } = useHome(t)
-  const throwsWith = (fn, re) => assert.throws(fn, (e) => e instanceof Error && re.test(e.message))
-  throwsWith(() => pm.checkJob('../../etc'), /invalid job id `\.\.\/\.\.\/etc`: a job id is 1 to 64 characters/)
-  throwsWith(() => pm.checkJob(''), /invalid job id/)
-  throwsWith(() => pm.checkJob('z'.repeat(200)), /invalid job id/)
-  throwsWith(() => pm.checkJob('unknown-1'), /no job with id `unknown-1`/)
-  throwsWith(() => pm.checkJob('unknown-1', { grep: '[' }), /bad --grep pattern|no job/)
-  throwsWith(() => pm.listJobs({ status: 'finished' }), /bad status `finished`: expected one of running/)
-  throwsWith(() => pm.runBackground(''), /empty command/)
-  throwsWith(() => pm.runBackground('true', { timeoutMs: -5 }), /bad timeoutMs: -5/)
-  throwsWith(() => pm.runBackground('true', { env: { 'A=B': 'x' } }), /bad environment variable name `A=B`/)
-  throwsWith(() => pm.runBackground('no-such-program-xyz', { args: [] }), /command not found in PATH \(recorded as failed job no-such-program-xyz-/)
-  throwsWith(() => pm.runBackground('true', { cwd: '/no/such/dir' }), /working directory `\/no\/such\/dir` does not exist/)
-  throwsWith(() => pm.runBackground('true', { timeoutMs: 0 }), /bad timeoutMs: 0; give a number of milliseconds >= 1/)
-  throwsWith(() => pm.checkJob('unknown-1', { lines: -1 }), /bad lines: -1; give a whole number of lines >= 0/)
+  // `code` tells the kinds apart without parsing the message; `jobId` names the job a failure is about.
+  const failure = (re, code, jobId) => (e) => e instanceof Error && re.test(e.message) && e.code === code && e.jobId === jobId
+  const throwsWith = (fn, re, code, jobId) => assert.throws(fn, failure(re, code, jobId))
+  throwsWith(() => pm.checkJob('../../etc'), /invalid job id `\.\.\/\.\.\/etc`: a job id is 1 to 64 characters/, 'ERR_USAGE')
+  throwsWith(() => pm.checkJob(''), /invalid job id/, 'ERR_USAGE')
+  throwsWith(() => pm.checkJob('z'.repeat(200)), /invalid job id/, 'ERR_USAGE')
+  throwsWith(() => pm.checkJob('unknown-1'), /no job with id `unknown-1`/, 'ERR_UNKNOWN_JOB', 'unknown-1')
+  throwsWith(() => pm.checkJob('unknown-1', { grep: '[' }), /bad --grep pattern/, 'ERR_USAGE')
+  throwsWith(() => pm.checkJob(5), /bad jobId: 5; give a string/, 'ERR_USAGE')
+  throwsWith(() => pm.checkJob('unknown-1', { lnes: 3 }), /unknown option `lnes` for checkJob; accepted: lines/, 'ERR_USAGE')
+  throwsWith(() => pm.readLog('unknown-1'), /no job with id `unknown-1`/, 'ERR_UNKNOWN_JOB', 'unknown-1')
+  throwsWith(() => pm.followLog('unknown-1'), /no job with id `unknown-1`/, 'ERR_UNKNOWN_JOB', 'unknown-1')
+  throwsWith(() => pm.listJobs({ status: 'finished' }), /bad status `finished`: expected one of running/, 'ERR_USAGE')
+  throwsWith(() => pm.runBackground(''), /empty command/, 'ERR_USAGE')
+  throwsWith(() => pm.runBackground('true', { timeoutMs: -5 }), /bad timeoutMs: -5/, 'ERR_USAGE')
+  throwsWith(() => pm.runBackground('true', { env: { 'A=B': 'x' } }), /bad environment variable name `A=B`/, 'ERR_USAGE')
+  // A start that fails is recorded as a failed job: `jobId` names it.
+  const startFailure = (fn, re) => {
+    let thrown
+    assert.throws(fn, (e) => (thrown = e) instanceof Error && re.test(e.message) && e.code === 'ERR_START_FAILED')
+    assert.equal(thrown.jobId, thrown.message.match(/\(recorded as failed job (\S+)\)$/)?.[1], thrown.message)
+    assert.equal(pm.checkJob(thrown.jobId).status, 'failed')
+  }
+  startFailure(() => pm.runBackground('no-such-program-xyz', { args: [] }), /command not found in PATH \(recorded as failed job no-such-program-xyz-/)
+  startFailure(() => pm.runBackground('true', { cwd: '/no/such/dir' }), /working directory `\/no\/such\/dir` does not exist/)
+  throwsWith(() => pm.runBackground('true', { timeoutMs: 0 }), /bad timeoutMs: 0; give a number of milliseconds >= 1/, 'ERR_USAGE')
+  throwsWith(() => pm.checkJob('unknown-1', { lines: -1 }), /bad lines: -1; give a whole number of lines >= 0/, 'ERR_USAGE')
+  throwsWith(() => new pm.ResourceTracker({ enabld: false }), /unknown option `enabld` for ResourceTracker/, 'ERR_USAGE')
   // Promise-returning calls reject, as async functions do, instead of throwing.
-  await assert.rejects(pm.killJob('..'), /invalid job id/)
-  await assert.rejects(pm.waitJob('a/b'), /invalid job id/)
-  await assert.rejects(pm.killAll({ graceMs: -1 }), /bad graceMs: -1/)
-  await assert.rejects(pm.runYield('true', { yieldMs: -1 }), /bad yieldMs: -1/)
+  await assert.rejects(pm.killJob('..'), failure(/invalid job id/, 'ERR_USAGE'))
+  await assert.rejects(pm.killJob('unknown-1'), failure(/no job with id `unknown-1`/, 'ERR_UNKNOWN_JOB', 'unknown-1'))
+  await assert.rejects(pm.waitJob('a/b'), failure(/invalid job id/, 'ERR_USAGE'))
+  await assert.rejects(pm.waitJob('unknown-1'), failure(/no job with id `unknown-1`/, 'ERR_UNKNOWN_JOB', 'unknown-1'))
+  await assert.rejects(pm.killAll({ graceMs: -1 }), failure(/bad graceMs: -1/, 'ERR_USAGE'))
+  await assert.rejects(pm.runYield('true', { yieldMs: -1 }), failure(/bad yieldMs: -1/, 'ERR_USAGE'))
   assert.deepEqual(readRegistry(home).map((j) => j.status), ['failed', 'failed'])
 })
 

@@ -53,6 +53,19 @@ test('every function and class the addon exports is declared from its #[napi] it
   }
 })
 
+test('ProcManagerErrorCode lists each code the addon gives its errors, and docs/js-api.md names each', () => {
+  // The codes are made in one place (core_calls.rs `error_code` and
+  // `into_js`); the union and the docs are written by hand beside them.
+  const rust = fs.readFileSync(path.join(root, 'crates', 'node', 'src', 'core_calls.rs'), 'utf8')
+  const made = [...new Set([...rust.matchAll(/"(ERR_[A-Z_]+)"/g)].map((m) => m[1]))].sort()
+  const union = HEADER.match(/^export type ProcManagerErrorCode = (.*)$/m)?.[1] ?? ''
+  const declared = [...union.matchAll(/'(ERR_[A-Z_]+)'/g)].map((m) => m[1]).sort()
+  assert.ok(made.length >= 9, `codes found in core_calls.rs: ${made}`)
+  assert.deepEqual(declared, made, 'index.d.ts ProcManagerErrorCode against core_calls.rs')
+  const docs = fs.readFileSync(path.join(root, 'docs', 'js-api.md'), 'utf8')
+  assert.deepEqual(made.filter((code) => !docs.includes(`\`${code}\``)), [], 'codes docs/js-api.md does not name')
+})
+
 test('a stale index.d.ts is caught: a result, a class, an option or a function changed at its source, or the file edited by hand', () => {
   const dts = generate(fresh())
   const changed = (mutate) => {

@@ -219,13 +219,15 @@ function mismatch(value, type, at) {
     visited.add(type)
     // An object of a class (JobEvents extends EventEmitter): its class and methods, not its data.
     const runtime = dts.interfaces[type].parents.find((parent) => !(parent in dts.interfaces))
-    if (runtime) {
+    // An Error carries data of its own (`code`, `jobId`): its fields are checked below.
+    if (runtime === 'Error' && !(value instanceof Error)) return `${at}: ${show(value)} is not an Error`
+    if (runtime && runtime !== 'Error') {
       if (!RUNTIME_CLASSES[runtime]) return `${at}: the test cannot check ${type}'s parent ${runtime}; teach it (RUNTIME_CLASSES)`
       if (!(value instanceof RUNTIME_CLASSES[runtime])) return `${at}: ${show(value)} is not a ${type} (a ${runtime})`
       const lacking = dts.interfaces[type].methods.filter((method) => typeof value[method] !== 'function')
       return lacking.length ? `${at}: ${type} lacks the methods ${lacking.join(', ')}` : null
     }
-    if (!isPlainObject(value)) return `${at}: ${show(value)} is not a ${type} object`
+    if (!isPlainObject(value) && runtime !== 'Error') return `${at}: ${show(value)} is not a ${type} object`
     const fields = fieldsOf(type)
     for (const [key, item] of Object.entries(value)) {
       if (!(key in fields)) return `${at}: ${type} has ${key}, which index.d.ts does not declare`
@@ -398,6 +400,26 @@ async function realResults(t, signal, started) {
   const killed = await call('killAll', { force: true })
   assert.ok(killed.length > 0)
   await call('pruneJobs', 0)
+
+  // The errors: what a call throws, and what a promise rejects with.
+  const failing = async (f) => {
+    try {
+      await f()
+    } catch (e) {
+      return e
+    }
+    assert.fail(`${f} did not fail`)
+  }
+  for (const [f, code] of [
+    [() => pm.checkJob('surface-none-000000'), 'ERR_UNKNOWN_JOB'],
+    [() => pm.checkJob('surface-none-000000', { lnes: 1 }), 'ERR_USAGE'],
+    [() => pm.runBackground('no-such-program-surface', { args: [] }), 'ERR_START_FAILED'],
+    [() => pm.waitJob('surface-none-000000'), 'ERR_UNKNOWN_JOB'],
+  ]) {
+    const error = await failing(f)
+    assertType(error, 'ProcManagerError', `${f}`)
+    assert.equal(error.code, code, `${f}: ${error.message}`)
+  }
 
   const first = await ends.next()
   assertType(first.value, 'JobEnd', 'watchJobs() end')

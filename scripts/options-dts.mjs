@@ -128,7 +128,9 @@ export function napiFunctions(dir = path.join(root, 'crates', 'node', 'src')) {
     for (const [, docs, attrs = '', rust, params, returns] of text.matchAll(item)) {
       const name = camel(rust)
       const attr = (key) => attrs.match(new RegExp(`${key}\\s*=\\s*"([^"]*)"`))?.[1]
-      const args = attr('ts_args_type') ?? (params.trim() === '' ? '' : undefined)
+      // napi passes `env` itself: it is no JS argument.
+      const jsParams = params.split(',').map((p) => p.trim()).filter((p) => p !== '' && !/^env:\s*&?('\w+\s+)?Env$/.test(p))
+      const args = attr('ts_args_type') ?? (jsParams.length === 0 ? '' : undefined)
       const ts = attr('ts_return_type') ?? RUST_RETURNS[returns.replace(/\s+/g, '')]
       if (args === undefined || ts === undefined) {
         throw new Error(`options-dts: ${file}: ${rust} needs ts_args_type and ts_return_type in its #[napi(...)] (what index.d.ts declares)`)
@@ -325,6 +327,26 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 
 /** JSON data, as kept in a job's \`context\`. */
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue }
+
+/**
+ * The \`Error\` a function throws, or its promise rejects with (an aborted
+ * \`signal\` gives an \`AbortError\` instead): the message says what was wrong
+ * and what is accepted, \`code\` the kind of failure, to branch on:
+ * \`ERR_USAGE\` a bad argument or option, a malformed id; \`ERR_UNKNOWN_JOB\` no
+ * job has that id (pruned, or never started here); \`ERR_START_FAILED\` the
+ * program could not start (recorded as a failed job, \`jobId\`);
+ * \`ERR_SKIPPED\` submitted after a job that failed (recorded as skipped);
+ * \`ERR_CONFIG\` config.json is broken; \`ERR_IO\` a file of the home could
+ * not be read or written; \`ERR_DISK_FULL\` the disk holding the home is
+ * full; \`ERR_BUSY\` the registry stayed locked; \`ERR_FAILED\` anything else.
+ */
+export interface ProcManagerError extends Error {
+  code: ProcManagerErrorCode
+  /** The job the failure is about: the unknown id, or the job recorded as failed or skipped. */
+  jobId?: string
+}
+
+export type ProcManagerErrorCode = 'ERR_USAGE' | 'ERR_UNKNOWN_JOB' | 'ERR_START_FAILED' | 'ERR_SKIPPED' | 'ERR_CONFIG' | 'ERR_IO' | 'ERR_DISK_FULL' | 'ERR_BUSY' | 'ERR_FAILED'
 `
 
 /**

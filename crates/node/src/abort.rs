@@ -1,7 +1,7 @@
 //! `AbortSignal`s: an aborted call's `AbortError`, and a signal wired to a
 //! core `Cancel` through a listener removed once the call settles.
 
-use crate::core_calls::to_js_error;
+use crate::core_calls::Outcome;
 use napi::bindgen_prelude::*;
 use proc_manager_core::verbs::cancel::Cancel;
 
@@ -76,17 +76,17 @@ impl Listening {
 }
 
 /// A `Cancel` for `signal` (none needed without one), and its listener.
-pub(crate) fn cancel_for(env: &Env, signal: Option<Object>) -> Result<(Cancel, Option<Listening>)> {
+pub(crate) fn cancel_for(env: &Env, signal: Option<Object>) -> Outcome<(Cancel, Option<Listening>)> {
     if signal.is_none() {
         return Ok((Cancel::never(), None));
     }
-    let cancel = Cancel::new().map_err(to_js_error)?;
+    let cancel = Cancel::new()?;
     let thrower = cancel.clone();
     match cancel_on(env, signal, move || thrower.cancel()) {
         Ok(listening) => Ok((cancel, listening)),
         Err(e) => {
             cancel.release();
-            Err(e)
+            Err(e.into())
         }
     }
 }

@@ -3,7 +3,7 @@
 //! filter. The core defines each (start_options.rs, verb_options.rs); serde
 //! reads them here.
 
-use crate::core_calls::to_js_error;
+use crate::core_calls::Outcome;
 use crate::js_args::Options;
 use napi::bindgen_prelude::*;
 use proc_manager_core::verbs::check::TailQuery;
@@ -38,20 +38,20 @@ impl Face for JsApi {
     }
 }
 
-pub(crate) fn tail_query(function: &'static str, options: Option<Unknown>) -> Result<TailQuery> {
+pub(crate) fn tail_query(function: &'static str, options: Option<Unknown>) -> Outcome<TailQuery> {
     let mut o = Options::new(function, options)?;
     let query = read_tail_query(&mut o)?;
     o.finish()?;
     Ok(query)
 }
 
-pub(crate) fn read_tail_query(o: &mut Options) -> Result<TailQuery> {
-    o.serde::<CheckOptions>()?.query().map_err(to_js_error)
+pub(crate) fn read_tail_query(o: &mut Options) -> Outcome<TailQuery> {
+    Ok(o.serde::<CheckOptions>()?.query()?)
 }
 
-pub(crate) fn list_filter(function: &'static str, options: Option<Unknown>) -> Result<ListFilter> {
+pub(crate) fn list_filter(function: &'static str, options: Option<Unknown>) -> Outcome<ListFilter> {
     let mut o = Options::new(function, options)?;
     let list: ListOptions = o.serde()?;
     o.finish()?;
-    list.filter(&JsApi).map_err(to_js_error)
+    Ok(list.filter(&JsApi)?)
 }

@@ -8,31 +8,126 @@ use proc_manager_core::model::text::visible;
 use proc_manager_core::verbs::context::Context;
 use serde::Serialize;
 
-/// Error messages quote user input (a path, an id, a label): written out so
-/// that whoever prints them prints no control characters.
-pub(crate) fn to_js_error(error: proc_manager_core::Error) -> napi::Error {
-    let message = match error {
-        proc_manager_core::Error::StartFailed { job_id, message } => format!("{message} (recorded as failed job {job_id})"),
-        other => other.to_string(),
-    };
-    napi::Error::from_reason(visible(&message).into_owned())
+/// A call's failure on its way to JS. The core's error keeps its kind until
+/// `api` makes the JS error, whose `code` says that kind: a caller tells an
+/// unknown job from a bad option by `code`, not by parsing the message.
+pub(crate) enum Failure {
+    Core(proc_manager_core::Error),
+    Napi(napi::Error),
 }
 
-pub(crate) fn context() -> Result<Context> {
-    with_runner(Context::load().map_err(to_js_error)?)
+impl From<proc_manager_core::Error> for Failure {
+    fn from(error: proc_manager_core::Error) -> Failure {
+        Failure::Core(error)
+    }
+}
+
+impl From<napi::Error> for Failure {
+    fn from(error: napi::Error) -> Failure {
+        Failure::Napi(error)
+    }
+}
+
+/// What the calls' bodies return: `?` takes the core's errors and napi's alike.
+pub(crate) type Outcome<T> = std::result::Result<T, Failure>;
+
+/// The body of an exported call, its failure made the JS error it throws
+/// (or, in `rejecting`, rejects with).
+pub(crate) fn api<T>(env: &Env, body: impl FnOnce() -> Outcome<T>) -> Result<T> {
+    body().map_err(|failure| failure.into_js(env))
+}
+
+/// The `code` of the JS error for each kind of the core's errors (documented
+/// in docs/js-api.md and index.d.ts's `ProcManagerError`).
+pub(crate) fn error_code(error: &proc_manager_core::Error) -> &'static str {
+    use proc_manager_core::Error;
+    match error {
+        Error::Usage(_) => "ERR_USAGE",
+        Error::UnknownJob(_) => "ERR_UNKNOWN_JOB",
+        Error::StartFailed { .. } => "ERR_START_FAILED",
+        Error::Skipped { .. } => "ERR_SKIPPED",
+        Error::Config { .. } => "ERR_CONFIG",
+        Error::Io { .. } => "ERR_IO",
+        Error::DiskFull { .. } => "ERR_DISK_FULL",
+        Error::Busy(_) => "ERR_BUSY",
+        Error::Other(_) => "ERR_FAILED",
+    }
+}
+
+/// napi's own refusals of an argument's type, and ours (js_args.rs,
+/// js_serde.rs: `InvalidArg`), are the caller's mistake: `ERR_USAGE`.
+fn is_usage(status: Status) -> bool {
+    matches!(
+        status,
+        Status::InvalidArg
+            | Status::ObjectExpected
+            | Status::StringExpected
+            | Status::NameExpected
+            | Status::FunctionExpected
+            | Status::NumberExpected
+            | Status::BooleanExpected
+            | Status::ArrayExpected
+            | Status::BigintExpected
+            | Status::DateExpected
+    )
+}
+
+impl Failure {
+    /// The JS error: an `Error` with the message, `code` and, where the
+    /// failure is about one job, its `jobId`. A napi error that is not about
+    /// an argument (made in JS already, as an `AbortError` is) goes as it is.
+    pub(crate) fn into_js(self, env: &Env) -> napi::Error {
+        match self {
+            Failure::Core(error) => {
+                let code = error_code(&error);
+                let job_id = match &error {
+                    proc_manager_core::Error::UnknownJob(id) => Some(id.clone()),
+                    proc_manager_core::Error::StartFailed { job_id, .. } | proc_manager_core::Error::Skipped { job_id, .. } => Some(job_id.clone()),
+                    _ => None,
+                };
+                let message = match error {
+                    proc_manager_core::Error::StartFailed { job_id, message } => format!("{message} (recorded as failed job {job_id})"),
+                    other => other.to_string(),
+                };
+                // Error messages quote user input (a path, an id, a label):
+                // written out so that whoever prints them prints no control
+                // characters.
+                coded_error(env, code, &visible(&message), job_id.as_deref())
+            }
+            Failure::Napi(error) if is_usage(error.status) => coded_error(env, "ERR_USAGE", &error.reason, None),
+            Failure::Napi(error) => error,
+        }
+    }
+}
+
+/// A JS `Error` with `message`, `code` and `jobId` (when given). Should JS
+/// refuse to make it, the refusal is thrown instead.
+pub(crate) fn coded_error(env: &Env, code: &str, message: &str, job_id: Option<&str>) -> napi::Error {
+    let made = env.create_error(napi::Error::from_reason(message)).and_then(|mut error| {
+        error.set_named_property("code", code)?;
+        if let Some(job_id) = job_id {
+            error.set_named_property("jobId", job_id)?;
+        }
+        Ok(napi::Error::from(error.to_unknown()))
+    });
+    made.unwrap_or_else(|refused| refused)
+}
+
+pub(crate) fn context() -> Outcome<Context> {
+    Ok(with_runner(Context::load()?))
 }
 
 /// See `Context::load_for_kill`: a broken config.json never blocks a kill.
-pub(crate) fn context_for_kill() -> Result<Context> {
-    with_runner(Context::load_for_kill().map_err(to_js_error)?)
+pub(crate) fn context_for_kill() -> Outcome<Context> {
+    Ok(with_runner(Context::load_for_kill()?))
 }
 
-fn with_runner(context: Context) -> Result<Context> {
+fn with_runner(context: Context) -> Context {
     // Without the binary the API still reads jobs; starting one reports the problem.
-    Ok(match supervisor_exe() {
+    match supervisor_exe() {
         Ok(exe) => context.with_runner(exe),
         Err(_) => context,
-    })
+    }
 }
 
 /// Every result reaches JS as the core's `present` shape, serialized once
@@ -45,5 +140,5 @@ pub(crate) fn shape<T: Serialize>(view: &T) -> Result<serde_json::Value> {
 
 /// A conversion that failed on the worker thread, said as the core's errors are.
 pub(crate) fn napi_to_core(e: napi::Error) -> proc_manager_core::Error {
-    proc_manager_core::Error::Usage(e.reason.clone())
+    proc_manager_core::Error::Other(e.reason.clone())
 }

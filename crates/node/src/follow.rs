@@ -8,7 +8,7 @@
 
 use crate::js_args::{string_arg, Options};
 use crate::stream::{spawn_producer, stream_iterator, End, Stream};
-use crate::core_calls::{context, to_js_error};
+use crate::core_calls::{api, context};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use proc_manager_core::store::logs::{self, LogFollower};
@@ -83,48 +83,50 @@ stream_iterator!(
 /// ```
 #[napi(ts_args_type = "jobId: string, options?: FollowOptions | undefined | null", ts_return_type = "LogLines")]
 pub fn follow_log<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>) -> Result<Object<'env>> {
-    let job_id = string_arg("jobId", job_id)?;
-    let mut o = Options::new("followLog", options)?;
-    let lines = o.serde_without::<LogsOptions>(&LogsOptions::left_out("followLog"))?.lines;
-    let signal = o.signal("signal")?;
-    o.finish()?;
-    let context = context()?;
-    let job = context.mark_seen(context.job(&job_id).map_err(to_js_error)?).map_err(to_js_error)?;
-    let cancel = Cancel::new().map_err(to_js_error)?;
-    let stopper = cancel.clone();
-    let stream = Stream::new(env, signal, Some(READ_AHEAD), move || stopper.cancel()).inspect_err(|_| cancel.release())?;
+    api(env, || {
+        let job_id = string_arg("jobId", job_id)?;
+        let mut o = Options::new("followLog", options)?;
+        let lines = o.serde_without::<LogsOptions>(&LogsOptions::left_out("followLog"))?.lines;
+        let signal = o.signal("signal")?;
+        o.finish()?;
+        let context = context()?;
+        let job = context.mark_seen(context.job(&job_id)?)?;
+        let cancel = Cancel::new()?;
+        let stopper = cancel.clone();
+        let stream = Stream::new(env, signal, Some(READ_AHEAD), move || stopper.cancel()).inspect_err(|_| cancel.release())?;
 
-    spawn_producer(env, &stream, "proc-manager-follow", move |stream| {
-        let log = Path::new(&job.log_path).to_path_buf();
-        let mut sink = LineSink { stream: stream.clone(), partial: Vec::new() };
-        let mut follower = match lines {
-            None => LogFollower::from_start(&log),
-            Some(n) => {
-                let (tail, follower) = logs::tail_then_follow(&log, n);
-                for line in &tail {
-                    if sink.hand_over(line).is_err() {
-                        break;
+        spawn_producer(env, &stream, "proc-manager-follow", move |stream| {
+            let log = Path::new(&job.log_path).to_path_buf();
+            let mut sink = LineSink { stream: stream.clone(), partial: Vec::new() };
+            let mut follower = match lines {
+                None => LogFollower::from_start(&log),
+                Some(n) => {
+                    let (tail, follower) = logs::tail_then_follow(&log, n);
+                    for line in &tail {
+                        if sink.hand_over(line).is_err() {
+                            break;
+                        }
                     }
+                    follower
                 }
-                follower
-            }
-        };
-        let end = match context.follow_log(&job, &mut follower, &mut sink, &cancel) {
-            // A last line without its newline is still a line.
-            Ok(Followed::Ended) if !sink.partial.is_empty() => {
-                let last = std::mem::take(&mut sink.partial);
-                let _ = sink.hand_over(&last);
-                End::Done
-            }
-            Ok(_) => End::Done,
-            // The stream was stopped while the thread handed a line over.
-            Err(_) if cancel.is_cancelled() => End::Done,
-            Err(e) => End::Failed(proc_manager_core::model::text::visible(&e.to_string()).into_owned()),
-        };
-        stream.stop(end);
-        cancel.release();
-    })?;
-    LogLines::into_iterable(stream, env)
+            };
+            let end = match context.follow_log(&job, &mut follower, &mut sink, &cancel) {
+                // A last line without its newline is still a line.
+                Ok(Followed::Ended) if !sink.partial.is_empty() => {
+                    let last = std::mem::take(&mut sink.partial);
+                    let _ = sink.hand_over(&last);
+                    End::Done
+                }
+                Ok(_) => End::Done,
+                // The stream was stopped while the thread handed a line over.
+                Err(_) if cancel.is_cancelled() => End::Done,
+                Err(e) => End::failed(&e),
+            };
+            stream.stop(end);
+            cancel.release();
+        })?;
+        Ok(LogLines::into_iterable(stream, env)?)
+    })
 }
 
 /// Hands each line of the stream over as `{ id, label, line }`.
@@ -177,24 +179,26 @@ stream_iterator!(
 /// ```
 #[napi(ts_args_type = "options?: FollowLogsOptions | undefined | null", ts_return_type = "JobLogLines")]
 pub fn follow_logs<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object<'env>> {
-    let mut o = Options::new("followLogs", options)?;
-    let LogsOptions { owner, lines, .. } = o.serde_without(&LogsOptions::left_out("followLogs"))?;
-    let signal = o.signal("signal")?;
-    o.finish()?;
-    let context = context()?;
-    let cancel = Cancel::new().map_err(to_js_error)?;
-    let stopper = cancel.clone();
-    let stream = Stream::new(env, signal, Some(READ_AHEAD), move || stopper.cancel()).inspect_err(|_| cancel.release())?;
-    spawn_producer(env, &stream, "proc-manager-follow-all", move |stream| {
-        let mut sink = StreamLines { stream: stream.clone() };
-        let end = match context.follow_all_logs(&StreamQuery { owner, lines }, &mut sink, &cancel) {
-            Ok(()) => End::Done,
-            // The stream was stopped while the thread handed a line over.
-            Err(_) if cancel.is_cancelled() => End::Done,
-            Err(e) => End::Failed(proc_manager_core::model::text::visible(&e.to_string()).into_owned()),
-        };
-        stream.stop(end);
-        cancel.release();
-    })?;
-    JobLogLines::into_iterable(stream, env)
+    api(env, || {
+        let mut o = Options::new("followLogs", options)?;
+        let LogsOptions { owner, lines, .. } = o.serde_without(&LogsOptions::left_out("followLogs"))?;
+        let signal = o.signal("signal")?;
+        o.finish()?;
+        let context = context()?;
+        let cancel = Cancel::new()?;
+        let stopper = cancel.clone();
+        let stream = Stream::new(env, signal, Some(READ_AHEAD), move || stopper.cancel()).inspect_err(|_| cancel.release())?;
+        spawn_producer(env, &stream, "proc-manager-follow-all", move |stream| {
+            let mut sink = StreamLines { stream: stream.clone() };
+            let end = match context.follow_all_logs(&StreamQuery { owner, lines }, &mut sink, &cancel) {
+                Ok(()) => End::Done,
+                // The stream was stopped while the thread handed a line over.
+                Err(_) if cancel.is_cancelled() => End::Done,
+                Err(e) => End::failed(&e),
+            };
+            stream.stop(end);
+            cancel.release();
+        })?;
+        Ok(JobLogLines::into_iterable(stream, env)?)
+    })
 }

@@ -12,7 +12,7 @@ use napi::ValueType;
 use crate::js_shown::describe;
 
 fn bad(message: String) -> napi::Error {
-    napi::Error::from_reason(message)
+    napi::Error::new(Status::InvalidArg, message)
 }
 
 fn kind_of(value: &Unknown) -> Result<ValueType> {

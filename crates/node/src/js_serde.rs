@@ -36,7 +36,7 @@ impl Refusal {
     }
 
     pub fn into_napi(self) -> napi::Error {
-        napi::Error::from_reason(self.message)
+        napi::Error::new(napi::Status::InvalidArg, self.message)
     }
 }
 

@@ -24,7 +24,7 @@ pub mod watch;
 use abort::{cancel_for, refuse_aborted};
 use binary::supervisor_exe;
 use call_options::{list_filter, read_tail_query, tail_query, JsApi, RunOptions};
-use core_calls::{context, context_for_kill, napi_to_core, shape, to_js_error};
+use core_calls::{api, context, context_for_kill, napi_to_core, shape, Failure, Outcome};
 use js_args::{o_value, string_arg, Options};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -44,12 +44,14 @@ use proc_manager_core::verbs::yielding::Yielded;
 /// the main process has started; throws if it cannot (then recorded as a
 /// `failed` job). Without `options.args`, `command` runs with `/bin/sh -c` (on Windows `cmd.exe /d /s /c`).
 #[napi(ts_args_type = "command: string, options?: RunOptions | undefined | null", ts_return_type = "RunResult")]
-pub fn run_background(command: Unknown, options: Option<Unknown>) -> Result<serde_json::Value> {
-    let command = string_arg("command", command)?;
-    let mut o = Options::new("runBackground", options)?;
-    let options = RunOptions::read(&mut o)?;
-    o.finish()?;
-    shape(&StartView::from(&start(command, options)?))
+pub fn run_background(env: &Env, command: Unknown, options: Option<Unknown>) -> Result<serde_json::Value> {
+    api(env, || {
+        let command = string_arg("command", command)?;
+        let mut o = Options::new("runBackground", options)?;
+        let options = RunOptions::read(&mut o)?;
+        o.finish()?;
+        Ok(shape(&StartView::from(&start(command, options)?))?)
+    })
 }
 
 /// Starts an ended job again as a new job: the command, cwd, `env` additions
@@ -57,21 +59,23 @@ pub fn run_background(command: Unknown, options: Option<Unknown>) -> Result<serd
 /// Throws for a job still running (kill it first), an unknown one, and a
 /// record that keeps no command. `overrides`: only an empty object for now.
 #[napi(ts_args_type = "jobId: string, overrides?: Record<string, never> | undefined | null", ts_return_type = "RunResult")]
-pub fn rerun_job(job_id: Unknown, overrides: Option<Unknown>) -> Result<serde_json::Value> {
-    let job_id = string_arg("jobId", job_id)?;
-    let mut o = Options::new("rerunJob", overrides)?;
-    let RerunOptions {} = o.serde()?;
-    o.finish()?;
-    proc_manager_core::model::ids::validate_job_id(&job_id).map_err(to_js_error)?;
-    let started = context()?.rerun(&job_id, &JsApi, &supervisor_exe()?).map_err(to_js_error)?;
-    shape(&StartView::from(&started))
+pub fn rerun_job(env: &Env, job_id: Unknown, overrides: Option<Unknown>) -> Result<serde_json::Value> {
+    api(env, || {
+        let job_id = string_arg("jobId", job_id)?;
+        let mut o = Options::new("rerunJob", overrides)?;
+        let RerunOptions {} = o.serde()?;
+        o.finish()?;
+        proc_manager_core::model::ids::validate_job_id(&job_id)?;
+        let started = context()?.rerun(&job_id, &JsApi, &supervisor_exe()?)?;
+        Ok(shape(&StartView::from(&started))?)
+    })
 }
 
-fn start(command: String, options: RunOptions) -> Result<proc_manager_core::verbs::request::Started> {
-    let request = StartRequest::command_line(command, options.args).map_err(to_js_error)?;
-    let request = options.start.into_request(request, &JsApi).map_err(to_js_error)?;
+fn start(command: String, options: RunOptions) -> Outcome<proc_manager_core::verbs::request::Started> {
+    let request = StartRequest::command_line(command, options.args)?;
+    let request = options.start.into_request(request, &JsApi)?;
     let context = context()?;
-    start_job(&context, request, &supervisor_exe()?).map_err(to_js_error)
+    Ok(start_job(&context, request, &supervisor_exe()?)?)
 }
 
 /// The JSON Schema of `runBackground`'s options beyond `args`, from their one
@@ -121,40 +125,44 @@ pub fn result_types() -> serde_json::Value {
 /// Status, exit code, runtime and the last lines of a job's output; with
 /// `text: true` also `checkJobText`'s text of this same check.
 #[napi(ts_args_type = "jobId: string, options?: CheckJobOptions | undefined | null", ts_return_type = "CheckResult")]
-pub fn check_job(job_id: Unknown, options: Option<Unknown>) -> Result<serde_json::Value> {
-    let job_id = string_arg("jobId", job_id)?;
-    let mut o = Options::new("checkJob", options)?;
-    let query = read_tail_query(&mut o)?;
-    let with_text = o.serde::<CheckTextOptions>()?.text;
-    o.finish()?;
-    let check = context()?.check(&job_id, &query).map_err(to_js_error)?;
-    let mut view = CheckView::from(&check);
-    if with_text {
-        view.text = Some(proc_manager_core::present::format::check_text(&check));
-    }
-    shape(&view)
+pub fn check_job(env: &Env, job_id: Unknown, options: Option<Unknown>) -> Result<serde_json::Value> {
+    api(env, || {
+        let job_id = string_arg("jobId", job_id)?;
+        let mut o = Options::new("checkJob", options)?;
+        let query = read_tail_query(&mut o)?;
+        let with_text = o.serde::<CheckTextOptions>()?.text;
+        o.finish()?;
+        let check = context()?.check(&job_id, &query)?;
+        let mut view = CheckView::from(&check);
+        if with_text {
+            view.text = Some(proc_manager_core::present::format::check_text(&check));
+        }
+        Ok(shape(&view)?)
+    })
 }
 
 /// Jobs in the registry: running ones and those that ended within the hour,
 /// or every job with `all: true`; then any job whose record cannot be read
 /// (`CorruptJob`, without a `status` or `owner` filter).
 #[napi(ts_args_type = "options?: ListOptions | undefined | null", ts_return_type = "Array<JobSummary | CorruptJob>")]
-pub fn list_jobs(options: Option<Unknown>) -> Result<serde_json::Value> {
-    let filter = list_filter("listJobs", options)?;
-    let context = context()?;
-    let jobs = context.list(&filter).map_err(to_js_error)?;
-    let places = context.queue_places(&jobs).map_err(to_js_error)?;
-    let mut shown = Vec::new();
-    for job in &jobs {
-        shown.push(shape(&JobView::from(job).placed(places.get(&job.id)))?);
-    }
-    // Unreadable records belong to no status and no owner that can be told.
-    if filter.status.is_none() && filter.owner.is_none() {
-        for record in context.corrupt_records().map_err(to_js_error)? {
-            shown.push(shape(&proc_manager_core::present::view::CorruptJobView::from(&record))?);
+pub fn list_jobs(env: &Env, options: Option<Unknown>) -> Result<serde_json::Value> {
+    api(env, || {
+        let filter = list_filter("listJobs", options)?;
+        let context = context()?;
+        let jobs = context.list(&filter)?;
+        let places = context.queue_places(&jobs)?;
+        let mut shown = Vec::new();
+        for job in &jobs {
+            shown.push(shape(&JobView::from(job).placed(places.get(&job.id)))?);
         }
-    }
-    Ok(serde_json::Value::Array(shown))
+        // Unreadable records belong to no status and no owner that can be told.
+        if filter.status.is_none() && filter.owner.is_none() {
+            for record in context.corrupt_records()? {
+                shown.push(shape(&proc_manager_core::present::view::CorruptJobView::from(&record))?);
+            }
+        }
+        Ok(serde_json::Value::Array(shown))
+    })
 }
 
 /// SIGTERM to the job's whole tree, SIGKILL after the grace period (at once
@@ -167,9 +175,9 @@ pub fn kill_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>)
         // A kill of one job chooses among none: no owner, no olderThanMs.
         let kill: KillOptions = o.serde_without(&KillOptions::ALL_ONLY)?;
         o.finish()?;
-        let (grace, force) = (kill.grace(&JsApi).map_err(to_js_error)?, kill.force);
+        let (grace, force) = (kill.grace(&JsApi)?, kill.force);
         let context = context_for_kill()?;
-        proc_manager_core::model::ids::validate_job_id(&job_id).map_err(to_js_error)?;
+        proc_manager_core::model::ids::validate_job_id(&job_id)?;
         spawn_promise(env, (Cancel::never(), None), move || {
             let outcome = context.kill(&job_id, grace, force)?;
             Ok(Settled::Done(shape(&KillView::from(&outcome)).map_err(napi_to_core)?))
@@ -199,7 +207,7 @@ fn pause_or_resume<'env>(env: &'env Env, job_id: Unknown, pause: bool) -> Result
     rejecting(env, || {
         let job_id = string_arg("jobId", job_id)?;
         let context = context()?;
-        proc_manager_core::model::ids::validate_job_id(&job_id).map_err(to_js_error)?;
+        proc_manager_core::model::ids::validate_job_id(&job_id)?;
         spawn_promise(env, (Cancel::never(), None), move || {
             let outcome = if pause { context.pause(&job_id)? } else { context.resume(&job_id)? };
             Ok(Settled::Done(shape(&PauseView::from(&outcome)).map_err(napi_to_core)?))
@@ -215,9 +223,9 @@ pub fn kill_all<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object
         let mut o = Options::new("killAll", options)?;
         let kill: KillOptions = o.serde()?;
         o.finish()?;
-        let grace = kill.grace(&JsApi).map_err(to_js_error)?;
-        let older_than = kill.older_than(&JsApi).map_err(to_js_error)?;
-        let selection = kill.selection(&JsApi).map_err(to_js_error)?;
+        let grace = kill.grace(&JsApi)?;
+        let older_than = kill.older_than(&JsApi)?;
+        let selection = kill.selection(&JsApi)?;
         let force = kill.force;
         let context = context_for_kill()?;
         spawn_promise(env, (Cancel::never(), None), move || {
@@ -246,9 +254,9 @@ pub fn wait_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>)
         // `signal` is this face's own, listed after timeoutMs as index.d.ts has it.
         let (wait, signal) = o.serde_with::<WaitOptions, _>("timeoutMs", |o| o.signal("signal"))?;
         o.finish()?;
-        let (timeout, ready) = (wait.timeout(&JsApi).map_err(to_js_error)?, wait.ready);
+        let (timeout, ready) = (wait.timeout(&JsApi)?, wait.ready);
         let context = context()?;
-        proc_manager_core::model::ids::validate_job_id(&job_id).map_err(to_js_error)?;
+        proc_manager_core::model::ids::validate_job_id(&job_id)?;
         let cancel = cancel_for(env, signal)?;
         let waiting = cancel.0.clone();
         spawn_promise(env, cancel, move || {
@@ -267,29 +275,33 @@ pub fn wait_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>)
 /// Verifies running jobs against the OS: supervisor gone but processes alive
 /// → `orphaned`; both gone with no exit status → `lost`.
 #[napi(ts_return_type = "ReconcileResult")]
-pub fn reconcile() -> Result<serde_json::Value> {
-    let (orphaned, lost) = context()?.reconcile().map_err(to_js_error)?;
-    shape(&ReconcileView::new(&orphaned, &lost))
+pub fn reconcile(env: &Env) -> Result<serde_json::Value> {
+    api(env, || {
+        let (orphaned, lost) = context()?.reconcile()?;
+        Ok(shape(&ReconcileView::new(&orphaned, &lost))?)
+    })
 }
 
 /// Forgets finished jobs (that ended over `olderThanMs` ago, when given) and
 /// deletes their logs. Returns the ids removed. `olderThanMs` may be given
 /// as the number itself.
 #[napi(ts_args_type = "options?: PruneOptions | number | undefined | null")]
-pub fn prune_jobs(options: Option<Unknown>) -> Result<Vec<String>> {
-    let prune: PruneOptions = match options {
-        // Anything but an options object is `olderThanMs` itself, read and checked as that option.
-        Some(value) if !matches!(value.get_type()?, napi::ValueType::Object | napi::ValueType::Undefined | napi::ValueType::Null) => {
-            o_value("olderThanMs", value)?
-        }
-        options => {
-            let mut o = Options::new("pruneJobs", options)?;
-            let prune = o.serde()?;
-            o.finish()?;
-            prune
-        }
-    };
-    context()?.prune(prune.older_than(&JsApi).map_err(to_js_error)?).map_err(to_js_error)
+pub fn prune_jobs(env: &Env, options: Option<Unknown>) -> Result<Vec<String>> {
+    api(env, || {
+        let prune: PruneOptions = match options {
+            // Anything but an options object is `olderThanMs` itself, read and checked as that option.
+            Some(value) if !matches!(value.get_type()?, napi::ValueType::Object | napi::ValueType::Undefined | napi::ValueType::Null) => {
+                o_value("olderThanMs", value)?
+            }
+            options => {
+                let mut o = Options::new("pruneJobs", options)?;
+                let prune = o.serde()?;
+                o.finish()?;
+                prune
+            }
+        };
+        Ok(context()?.prune(prune.older_than(&JsApi)?)?)
+    })
 }
 
 /// Finds orphaned jobs and processes left behind by ended jobs; with
@@ -300,7 +312,7 @@ pub fn cleanup_orphans<'env>(env: &'env Env, options: Option<Unknown>) -> Result
         let mut o = Options::new("cleanupOrphans", options)?;
         let orphans: OrphansOptions = o.serde()?;
         o.finish()?;
-        let orphan_options = orphans.options(&JsApi).map_err(to_js_error)?;
+        let orphan_options = orphans.options(&JsApi)?;
         let kill = orphan_options.kill;
         let context = if kill { context_for_kill()? } else { context()? };
         spawn_promise(env, (Cancel::never(), None), move || {
@@ -314,12 +326,14 @@ pub fn cleanup_orphans<'env>(env: &'env Env, options: Option<Unknown>) -> Result
 /// (pid, command, runtime, last line) and ended jobs not looked at yet. An
 /// empty string when there is nothing to say.
 #[napi(ts_args_type = "options?: SummaryOptions | undefined | null")]
-pub fn summary(options: Option<Unknown>) -> Result<String> {
-    let mut o = Options::new("summary", options)?;
-    let summary: SummaryOptions = o.serde()?;
-    o.finish()?;
-    let session = summary.session(&JsApi).map_err(to_js_error)?;
-    Ok(context()?.summary(summary.owner.as_deref(), session.as_ref()).map_err(to_js_error)?.join("\n"))
+pub fn summary(env: &Env, options: Option<Unknown>) -> Result<String> {
+    api(env, || {
+        let mut o = Options::new("summary", options)?;
+        let summary: SummaryOptions = o.serde()?;
+        o.finish()?;
+        let session = summary.session(&JsApi)?;
+        Ok(context()?.summary(summary.owner.as_deref(), session.as_ref())?.join("\n"))
+    })
 }
 
 /// Starts `command` like `runBackground` (the same options), then waits up
@@ -336,14 +350,15 @@ pub fn run_yield<'env>(env: &'env Env, command: Unknown, options: Option<Unknown
         let run = RunOptions::read(&mut o)?;
         let signal = o.signal("signal")?;
         o.finish()?;
-        let yield_for = wait.required(&JsApi).map_err(to_js_error)?;
+        let yield_for = wait.required(&JsApi)?;
         // Refused before the job starts; the listener is added after, so a
         // start that fails leaves neither a listener nor a cancel pipe.
         refuse_aborted(env, signal.as_ref())?;
         let context = context()?;
         let started = start(command, run)?;
         let cancel = cancel_for(env, signal).map_err(|e| {
-            napi::Error::from_reason(format!("{} (job {} was started and runs on)", e.reason, started.job_id))
+            let reason = e.into_js(env).reason;
+            proc_manager_core::Error::Other(format!("{reason} (job {} was started and runs on)", started.job_id))
         })?;
         let waiting = cancel.0.clone();
         spawn_promise(env, cancel, move || {
@@ -369,31 +384,35 @@ pub fn run_yield<'env>(env: &'env Env, command: Unknown, options: Option<Unknown
 /// `checkJob` as the CLI prints it: a header line, what needs attention, then
 /// the lines. For agents and tools that relay text (the MCP server).
 #[napi(ts_args_type = "jobId: string, options?: CheckOptions | undefined | null")]
-pub fn check_job_text(job_id: Unknown, options: Option<Unknown>) -> Result<String> {
-    let job_id = string_arg("jobId", job_id)?;
-    let query = tail_query("checkJobText", options)?;
-    let check = context()?.check(&job_id, &query).map_err(to_js_error)?;
-    Ok(proc_manager_core::present::format::check_text(&check))
+pub fn check_job_text(env: &Env, job_id: Unknown, options: Option<Unknown>) -> Result<String> {
+    api(env, || {
+        let job_id = string_arg("jobId", job_id)?;
+        let query = tail_query("checkJobText", options)?;
+        let check = context()?.check(&job_id, &query)?;
+        Ok(proc_manager_core::present::format::check_text(&check))
+    })
 }
 
 /// `listJobs` as the CLI prints it, one line per job.
 #[napi(ts_args_type = "options?: ListOptions | undefined | null")]
-pub fn list_jobs_text(options: Option<Unknown>) -> Result<String> {
-    let filter = list_filter("listJobsText", options)?;
-    let context = context()?;
-    let jobs = context.list(&filter).map_err(to_js_error)?;
-    let places = context.queue_places(&jobs).map_err(to_js_error)?;
-    let corrupt = if filter.status.is_none() && filter.owner.is_none() {
-        context.corrupt_records().map_err(to_js_error)?
-    } else {
-        Vec::new()
-    };
-    let mut lines = proc_manager_core::present::format::list_text(&jobs, &places, &context.leftover_counts(&jobs));
-    lines.extend(corrupt.iter().map(proc_manager_core::present::format::corrupt_line));
-    Ok(if lines.is_empty() {
-        proc_manager_core::present::format::nothing_listed(&filter, "all: true")
-    } else {
-        lines.join("\n")
+pub fn list_jobs_text(env: &Env, options: Option<Unknown>) -> Result<String> {
+    api(env, || {
+        let filter = list_filter("listJobsText", options)?;
+        let context = context()?;
+        let jobs = context.list(&filter)?;
+        let places = context.queue_places(&jobs)?;
+        let corrupt = if filter.status.is_none() && filter.owner.is_none() {
+            context.corrupt_records()?
+        } else {
+            Vec::new()
+        };
+        let mut lines = proc_manager_core::present::format::list_text(&jobs, &places, &context.leftover_counts(&jobs));
+        lines.extend(corrupt.iter().map(proc_manager_core::present::format::corrupt_line));
+        Ok(if lines.is_empty() {
+            proc_manager_core::present::format::nothing_listed(&filter, "all: true")
+        } else {
+            lines.join("\n")
+        })
     })
 }
 
@@ -401,14 +420,16 @@ pub fn list_jobs_text(options: Option<Unknown>) -> Result<String> {
 /// after a cursor (`since`, from `checkJob` or an earlier `readLog`), across
 /// rotations; a line of any length is one line, shown cut.
 #[napi(ts_args_type = "jobId: string, options?: ReadLogOptions | undefined | null", ts_return_type = "LogRead")]
-pub fn read_log(job_id: Unknown, options: Option<Unknown>) -> Result<serde_json::Value> {
-    let job_id = string_arg("jobId", job_id)?;
-    let mut o = Options::new("readLog", options)?;
-    let read: LogsOptions = o.serde_without(&LogsOptions::left_out("readLog"))?;
-    o.finish()?;
-    let range = read.range(&JsApi).map_err(to_js_error)?;
-    let (job, read) = context()?.read_log_within(&job_id, range, read.max_chars).map_err(to_js_error)?;
-    shape(&LogReadView::new(&job.id, &read))
+pub fn read_log(env: &Env, job_id: Unknown, options: Option<Unknown>) -> Result<serde_json::Value> {
+    api(env, || {
+        let job_id = string_arg("jobId", job_id)?;
+        let mut o = Options::new("readLog", options)?;
+        let read: LogsOptions = o.serde_without(&LogsOptions::left_out("readLog"))?;
+        o.finish()?;
+        let range = read.range(&JsApi)?;
+        let (job, read) = context()?.read_log_within(&job_id, range, read.max_chars)?;
+        Ok(shape(&LogReadView::new(&job.id, &read))?)
+    })
 }
 
 /// Writes `text` and a newline (unless `newline: false`) to the stdin of a
@@ -434,7 +455,7 @@ pub fn send_input<'env>(env: &'env Env, job_id: Unknown, text: Unknown, options:
                 let sent = context.send_input(&job_id, &data, eof)?;
                 shape(&proc_manager_core::present::view::SendView::from(&sent)).map_err(napi_to_core)
             });
-            deferred.resolve(Box::new(move |_| sent.map_err(to_js_error)));
+            deferred.resolve(Box::new(move |env| sent.map_err(|e| Failure::Core(e).into_js(&env))));
         }));
         Ok(promise)
     })

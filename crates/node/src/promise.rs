@@ -2,7 +2,7 @@
 //! into a promise, and bad input rejected rather than thrown.
 
 use crate::abort::{abort_error, Listening};
-use crate::core_calls::to_js_error;
+use crate::core_calls::{Failure, Outcome};
 use napi::bindgen_prelude::*;
 use proc_manager_core::verbs::cancel::Cancel;
 use std::sync::{Arc, Mutex};
@@ -20,7 +20,7 @@ pub(crate) type Settle = Box<dyn FnOnce(Env) -> Result<serde_json::Value> + Send
 /// a long wait never occupies one of libuv's few pool threads. `cancel` is
 /// released once the work is done (its pipe closed), and the signal's
 /// listener removed as the promise settles (on the JS thread).
-pub(crate) fn spawn_promise<'env, F>(env: &'env Env, (cancel, listening): (Cancel, Option<Listening>), work: F) -> Result<Object<'env>>
+pub(crate) fn spawn_promise<'env, F>(env: &'env Env, (cancel, listening): (Cancel, Option<Listening>), work: F) -> Outcome<Object<'env>>
 where
     F: FnOnce() -> std::result::Result<Settled<serde_json::Value>, proc_manager_core::Error> + Send + 'static,
 {
@@ -37,7 +37,7 @@ where
             let value = match settled {
                 Ok(Settled::Done(value)) => value,
                 Ok(Settled::Aborted(job_id)) => return Err(abort_error(&env, job_id.as_deref())),
-                Err(e) => return Err(to_js_error(e)),
+                Err(e) => return Err(Failure::Core(e).into_js(&env)),
             };
             removed.map(|()| value)
         }))
@@ -47,7 +47,7 @@ where
         if let Some(listening) = lock(&slot).take() {
             let _ = listening.remove(env);
         }
-        napi::Error::from_reason(format!("cannot start a thread: {e}"))
+        proc_manager_core::Error::Other(format!("cannot start a thread: {e}"))
     })?;
     Ok(promise)
 }
@@ -58,10 +58,10 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// A promise-returning function rejects, never throws, on bad input, as an
 /// async function would: `body` checks its arguments before any work starts.
-pub(crate) fn rejecting<'env>(env: &'env Env, body: impl FnOnce() -> Result<Object<'env>>) -> Result<Object<'env>> {
-    body().or_else(|e| {
+pub(crate) fn rejecting<'env>(env: &'env Env, body: impl FnOnce() -> Outcome<Object<'env>>) -> Result<Object<'env>> {
+    body().or_else(|failure| {
         let (deferred, promise) = env.create_deferred::<(), fn(Env) -> Result<()>>()?;
-        deferred.reject(e);
+        deferred.reject(failure.into_js(env));
         Ok(promise)
     })
 }

@@ -4,7 +4,7 @@
 use crate::abort::{cancel_for, refuse_aborted};
 use crate::binary::supervisor_exe;
 use crate::call_options::JsApi;
-use crate::core_calls::{context, context_for_kill, napi_to_core, shape, to_js_error};
+use crate::core_calls::{context, context_for_kill, napi_to_core, shape};
 use crate::js_args::{string_arg, Options};
 use crate::promise::{rejecting, spawn_promise, Settled};
 use napi::bindgen_prelude::*;
@@ -47,7 +47,7 @@ pub fn up<'env>(env: &'env Env, file: Option<Unknown>, options: Option<Unknown>)
         let options: UpOptions = o.serde()?;
         let signal = o.signal("signal")?;
         o.finish()?;
-        let bound = options.yield_for(&JsApi).map_err(to_js_error)?;
+        let bound = options.yield_for(&JsApi)?;
         let file = file_arg(file)?;
         refuse_aborted(env, signal.as_ref())?;
         let context = context()?;

@@ -19,7 +19,15 @@ pub enum End {
     /// Everything was handed over (or `return()` was called).
     Done,
     Aborted,
-    Failed(String),
+    /// The producer failed: the JS error's `code` (`error_code`) and message.
+    Failed { code: &'static str, message: String },
+}
+
+impl End {
+    pub fn failed(error: &proc_manager_core::Error) -> End {
+        let message = proc_manager_core::model::text::visible(&error.to_string()).into_owned();
+        End::Failed { code: crate::core_calls::error_code(error), message }
+    }
 }
 
 struct State<T> {
@@ -71,7 +79,7 @@ fn settle_end(end: &End, listening: &Unlisten) -> Settle {
         match end {
             End::Done => step::<()>(None)(env),
             End::Aborted => Err(abort_error(&env, None)),
-            End::Failed(message) => Err(napi::Error::from_reason(message)),
+            End::Failed { code, message } => Err(crate::core_calls::coded_error(&env, code, &message, None)),
         }
     })
 }

@@ -2,7 +2,7 @@
 //! core's verbs/left_behind.rs and verbs/resource_tracker.rs), with the
 //! libuv walk that tells the tracker which children Node started itself.
 
-use crate::core_calls::{shape, to_js_error};
+use crate::core_calls::{api, shape};
 use crate::js_args::Options;
 use crate::logging;
 use napi::bindgen_prelude::*;
@@ -16,9 +16,11 @@ use std::collections::HashMap;
 /// Every process visible to this user: pid, ppid, command, memoryMb,
 /// startTime, isMcp; with the time taken and the total resident memory.
 #[napi(ts_return_type = "ProcessSnapshot")]
-pub fn snapshot() -> Result<serde_json::Value> {
-    let patterns = Context::load().map_err(to_js_error)?.config.diagnostics.resource_tracking.mcp_patterns;
-    shape(&SnapshotView::new(&left_behind::snapshot(&patterns), |_| true))
+pub fn snapshot(env: &Env) -> Result<serde_json::Value> {
+    api(env, || {
+        let patterns = Context::load()?.config.diagnostics.resource_tracking.mcp_patterns;
+        Ok(shape(&SnapshotView::new(&left_behind::snapshot(&patterns), |_| true))?)
+    })
 }
 
 /// Processes in `after` that were not in `before` (by pid and start time) and
@@ -28,11 +30,13 @@ pub fn snapshot() -> Result<serde_json::Value> {
     ts_args_type = "before: ProcessSnapshot | Array<ProcessInfo>, after: ProcessSnapshot | Array<ProcessInfo>",
     ts_return_type = "Array<ProcessInfo>"
 )]
-pub fn detect_orphans(before: serde_json::Value, after: serde_json::Value) -> Result<serde_json::Value> {
-    let before = processes_from_json("before", before).map_err(to_js_error)?;
-    let after = processes_from_json("after", after).map_err(to_js_error)?;
-    let orphans = left_behind::detect_orphans(&before, &after, std::process::id());
-    shape(&orphans.iter().map(ProcessInfoView::from).collect::<Vec<_>>())
+pub fn detect_orphans(env: &Env, before: serde_json::Value, after: serde_json::Value) -> Result<serde_json::Value> {
+    api(env, || {
+        let before = processes_from_json("before", before)?;
+        let after = processes_from_json("after", after)?;
+        let orphans = left_behind::detect_orphans(&before, &after, std::process::id());
+        Ok(shape(&orphans.iter().map(ProcessInfoView::from).collect::<Vec<_>>())?)
+    })
 }
 
 /// Snapshots around each phase of a task; reports what it left behind and
@@ -45,15 +49,17 @@ pub struct ResourceTracker {
 #[napi]
 impl ResourceTracker {
     #[napi(constructor, ts_args_type = "options?: TrackerOptions | undefined | null")]
-    pub fn new(options: Option<Unknown>) -> Result<ResourceTracker> {
-        let mut o = Options::new("ResourceTracker", options)?;
-        let overrides: TrackerOptions = o.serde()?;
-        o.finish()?;
-        let config = overrides.over(Context::load().map_err(to_js_error)?.config.diagnostics.resource_tracking);
-        if config.enabled {
-            logging::init();
-        }
-        Ok(ResourceTracker { inner: resource_tracker::ResourceTracker::new(config) })
+    pub fn new(env: &Env, options: Option<Unknown>) -> Result<ResourceTracker> {
+        api(env, || {
+            let mut o = Options::new("ResourceTracker", options)?;
+            let overrides: TrackerOptions = o.serde()?;
+            o.finish()?;
+            let config = overrides.over(Context::load()?.config.diagnostics.resource_tracking);
+            if config.enabled {
+                logging::init();
+            }
+            Ok(ResourceTracker { inner: resource_tracker::ResourceTracker::new(config) })
+        })
     }
 
     /// Whether it tracks: `false` when `enabled: false` or config.json's

@@ -4,7 +4,7 @@
 //! when the consumer stops (`return()`, as `break` calls it), when the
 //! `signal` aborts, or when the iterator is collected.
 
-use crate::core_calls::context;
+use crate::core_calls::{api, context};
 use crate::js_args::Options;
 use crate::stream::{spawn_producer, stream_iterator, End, Stream};
 use napi::bindgen_prelude::*;
@@ -33,31 +33,33 @@ stream_iterator!(
 /// ```
 #[napi(ts_args_type = "options?: WatchJobsOptions | undefined | null", ts_return_type = "JobEnds")]
 pub fn watch_jobs<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object<'env>> {
-    let mut o = Options::new("watchJobs", options)?;
-    let WatchOptions { owner } = o.serde()?;
-    let signal = o.signal("signal")?;
-    o.finish()?;
-    let context = context()?;
-    let (reader, writer) = std::io::pipe().map_err(|e| napi::Error::from_reason(format!("cannot create a pipe: {e}")))?;
-    // Written (then dropped) to wake the watching thread so that it stops.
-    let stop = Mutex::new(Some(writer));
-    let stream = Stream::new(env, signal, None, move || {
-        if let Some(mut writer) = stop.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take() {
-            let _ = writer.write_all(&[1]);
-        }
-    })?;
-    spawn_producer(env, &stream, "proc-manager-watch-jobs", move |watcher| {
-        let result = proc_manager_core::supervise::end_watch::watch(
-            &context.home,
-            &context.config,
-            owner.as_deref(),
-            &reader,
-            |value| watcher.push(value),
-        );
-        match result {
-            Ok(()) => watcher.stop(End::Done),
-            Err(e) => watcher.stop(End::Failed(proc_manager_core::model::text::visible(&e.to_string()).into_owned())),
-        }
-    })?;
-    JobEnds::into_iterable(stream, env)
+    api(env, || {
+        let mut o = Options::new("watchJobs", options)?;
+        let WatchOptions { owner } = o.serde()?;
+        let signal = o.signal("signal")?;
+        o.finish()?;
+        let context = context()?;
+        let (reader, writer) = std::io::pipe().map_err(|e| proc_manager_core::Error::Other(format!("cannot create a pipe: {e}")))?;
+        // Written (then dropped) to wake the watching thread so that it stops.
+        let stop = Mutex::new(Some(writer));
+        let stream = Stream::new(env, signal, None, move || {
+            if let Some(mut writer) = stop.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take() {
+                let _ = writer.write_all(&[1]);
+            }
+        })?;
+        spawn_producer(env, &stream, "proc-manager-watch-jobs", move |watcher| {
+            let result = proc_manager_core::supervise::end_watch::watch(
+                &context.home,
+                &context.config,
+                owner.as_deref(),
+                &reader,
+                |value| watcher.push(value),
+            );
+            match result {
+                Ok(()) => watcher.stop(End::Done),
+                Err(e) => watcher.stop(End::failed(&e)),
+            }
+        })?;
+        Ok(JobEnds::into_iterable(stream, env)?)
+    })
 }
