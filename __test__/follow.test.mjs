@@ -8,7 +8,8 @@ import path from 'node:path'
 import { getEventListeners } from 'node:events'
 import v8 from 'node:v8'
 import vm from 'node:vm'
-import { pm, makeHome, waitFor, killPid } from './helpers.mjs'
+import { pm, makeHome, waitFor, killPid, readRegistry, RUN_BG } from './helpers.mjs'
+import { spawn } from 'node:child_process'
 
 function useHome(t, config) {
   const fixture = makeHome(t, config)
@@ -49,6 +50,62 @@ test('followLog gives every line of a job writing across many log rotations, in 
   assert.ok(rotated.length >= 20, `the log rotated while followed (${rotated.length} rotated files)`)
   assert.equal(pm.checkJob(job.jobId).status, 'success')
   await threadsBackTo(Infinity, 'an ended follow')
+})
+
+// A follower is a reader like any other: with no other call looking at the
+// job, it notices the supervisor's death itself, and the watcher that call
+// starts takes up the output (else what the job writes after waits in the
+// pipe, and is lost when the job ends). Found by a new user's pass: followLog
+// stayed at the last line before the kill, and never ended.
+const ticker = 'i=0; while [ $i -lt 15 ]; do i=$((i+1)); echo x$i; sleep 0.2; done'
+const ticks = Array.from({ length: 15 }, (_, i) => `x${i + 1}`)
+
+test('followLog of a job whose supervisor is killed: every line comes, and the follow ends with the job', async (t) => {
+  const { home } = useHome(t)
+  const job = pm.runBackground(ticker)
+  t.after(() => killPid(job.pid))
+  const supervisor = readRegistry(home).find((j) => j.id === job.jobId).supervisor.pid
+  const lines = []
+  const followed = (async () => {
+    for await (const line of pm.followLog(job.jobId)) {
+      lines.push(line)
+      if (line === 'x3') process.kill(supervisor, 'SIGKILL')
+    }
+  })()
+  let timer
+  const stuck = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`followLog stuck after ${JSON.stringify(lines)}`)), 20_000) })
+  try {
+    await Promise.race([followed, stuck])
+  } finally {
+    clearTimeout(timer)
+  }
+  assert.deepEqual(lines, ticks)
+  assert.ok(pm.checkJob(job.jobId).tail.includes('x15'), 'the log holds the lines after the kill')
+})
+
+test('run-bg logs --follow of a job whose supervisor is killed: every line comes, and it exits with the job', async (t) => {
+  const { home } = useHome(t)
+  const job = pm.runBackground(ticker)
+  t.after(() => killPid(job.pid))
+  const supervisor = readRegistry(home).find((j) => j.id === job.jobId).supervisor.pid
+  const follower = spawn(RUN_BG, ['logs', job.jobId, '--follow'], { env: process.env })
+  t.after(() => killPid(follower.pid))
+  let out = ''
+  follower.stdout.on('data', (d) => {
+    out += d
+    if (out.includes('x3\n') && !follower.killedSupervisor) {
+      follower.killedSupervisor = true
+      process.kill(supervisor, 'SIGKILL')
+    }
+  })
+  const exited = new Promise((resolve) => follower.on('exit', (code, signal) => resolve(code ?? signal)))
+  let timer
+  const stuck = new Promise((resolve) => { timer = setTimeout(() => resolve(`still following after ${JSON.stringify(out)}`), 20_000) })
+  const code = await Promise.race([exited, stuck])
+  clearTimeout(timer)
+  assert.ok(follower.killedSupervisor, 'the supervisor was killed while followed')
+  assert.equal(code, 0, String(code))
+  assert.deepEqual(out.trim().split('\n'), ticks)
 })
 
 test('followLog with lines starts with the last lines; a last line without newline is still given', async (t) => {

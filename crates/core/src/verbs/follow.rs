@@ -8,10 +8,14 @@ use crate::verbs::cancel::Cancel;
 use crate::verbs::context::Context;
 use crate::{Error, Result};
 use std::io::Write;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often the log and the job's state are looked at while nothing new comes.
 const FOLLOW_POLL: Duration = Duration::from_millis(100);
+
+/// How often, while nothing new comes, the job is also reconciled with the OS
+/// (is its supervisor still there?), as `wait` does.
+const RECONCILE_EVERY: Duration = Duration::from_secs(1);
 
 /// How a follow ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +36,7 @@ impl Context {
         let read_new = |follower: &mut LogFollower, sink: &mut dyn Write| {
             follower.read_new(sink).map_err(|e| Error::io("copy the output of", &log, e))
         };
+        let mut reconciled = Instant::now();
         loop {
             if cancel.is_cancelled() {
                 return Ok(Followed::Cancelled);
@@ -39,7 +44,18 @@ impl Context {
             if read_new(follower, sink)? > 0 {
                 continue;
             }
-            let current = self.registry().get(&job.id)?;
+            let mut current = self.registry().get(&job.id)?;
+            // A supervisor that died writes nothing that says so: the follower
+            // looks, as any reader does, and that look starts the watcher that
+            // takes up the job's output. Without it, what the job writes waits
+            // in the pipe, the follow never ends, and the output is lost with
+            // the job's end unless another call happens to look first.
+            if !current.status().is_final() && reconciled.elapsed() >= RECONCILE_EVERY {
+                reconciled = Instant::now();
+                if let Some(looked) = self.reconcile_jobs(vec![current.clone()])?.pop() {
+                    current = looked;
+                }
+            }
             if crate::verbs::check::log_has_no_writer(&current) {
                 // Asked before a read, never after one: what the writer wrote
                 // between that read and the question would be left unread.
