@@ -2,6 +2,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import { spawnSync } from 'node:child_process'
 import { pm, root, makeHome, runNode, waitFor, isAlive, readRegistry, RUN_BG } from './helpers.mjs'
@@ -132,7 +133,12 @@ test('misuse throws an Error that says what is wrong and what is accepted, its c
   throwsWith(() => pm.checkJob(''), /invalid job id/, 'ERR_USAGE')
   throwsWith(() => pm.checkJob('z'.repeat(200)), /invalid job id/, 'ERR_USAGE')
   throwsWith(() => pm.checkJob('unknown-1'), /no job with id `unknown-1`/, 'ERR_UNKNOWN_JOB', 'unknown-1')
-  throwsWith(() => pm.checkJob('unknown-1', { grep: '[' }), /bad --grep pattern/, 'ERR_USAGE')
+  // Options are named as the caller gave them, not by the CLI's flags.
+  throwsWith(() => pm.checkJob('unknown-1', { grep: '[' }), /^bad grep pattern `\[`/, 'ERR_USAGE')
+  throwsWith(() => pm.checkJob('unknown-1', { grep: 'x', errors: true }), /^give either grep or errors, not both$/, 'ERR_USAGE')
+  throwsWith(() => pm.runBackground('true', { afterAny: true }), /^afterAny needs the jobs to run after: give after <id>/, 'ERR_USAGE')
+  throwsWith(() => pm.runBackground('true', { readyUrl: 'https://127.0.0.1:1/' }), /probe the plain port with readyPort instead/, 'ERR_USAGE')
+  throwsWith(() => pm.runBackground('', { args: ['x'] }), /^empty program name: give the program to run as command$/, 'ERR_USAGE')
   throwsWith(() => pm.checkJob(5), /bad jobId: 5; give a string/, 'ERR_USAGE')
   throwsWith(() => pm.checkJob('unknown-1', { lnes: 3 }), /unknown option `lnes` for checkJob; accepted: lines/, 'ERR_USAGE')
   throwsWith(() => pm.readLog('unknown-1'), /no job with id `unknown-1`/, 'ERR_UNKNOWN_JOB', 'unknown-1')
@@ -153,6 +159,11 @@ test('misuse throws an Error that says what is wrong and what is accepted, its c
   throwsWith(() => pm.runBackground('true', { timeoutMs: 0 }), /bad timeoutMs: 0; give a number of milliseconds >= 1/, 'ERR_USAGE')
   throwsWith(() => pm.checkJob('unknown-1', { lines: -1 }), /bad lines: -1; give a whole number of lines >= 0/, 'ERR_USAGE')
   throwsWith(() => new pm.ResourceTracker({ enabld: false }), /unknown option `enabld` for ResourceTracker/, 'ERR_USAGE')
+  // An empty cwd names no directory (it ran the job in this one); line numbers start at 1, both messages say so.
+  throwsWith(() => pm.runBackground('pwd', { cwd: '' }), /^bad cwd: ""; give a path that is not empty$/, 'ERR_USAGE')
+  throwsWith(() => pm.readLog('unknown-1', { fromLine: -1 }), /^bad fromLine: -1; give a whole line number >= 1 \(1 = the oldest line kept\)$/, 'ERR_USAGE')
+  throwsWith(() => pm.readLog('unknown-1', { fromLine: 0 }), /^bad fromLine: 0; give a whole line number >= 1/, 'ERR_USAGE')
+  startFailure(() => pm.runBackground(os.tmpdir(), { args: [] }), /permission denied \(a directory, or a file without execute permission\)/)
   // Promise-returning calls reject, as async functions do, instead of throwing.
   await assert.rejects(pm.killJob('..'), failure(/invalid job id/, 'ERR_USAGE'))
   await assert.rejects(pm.killJob('unknown-1'), failure(/no job with id `unknown-1`/, 'ERR_UNKNOWN_JOB', 'unknown-1'))
@@ -160,7 +171,7 @@ test('misuse throws an Error that says what is wrong and what is accepted, its c
   await assert.rejects(pm.waitJob('unknown-1'), failure(/no job with id `unknown-1`/, 'ERR_UNKNOWN_JOB', 'unknown-1'))
   await assert.rejects(pm.killAll({ graceMs: -1 }), failure(/bad graceMs: -1/, 'ERR_USAGE'))
   await assert.rejects(pm.runYield('true', { yieldMs: -1 }), failure(/bad yieldMs: -1/, 'ERR_USAGE'))
-  assert.deepEqual(readRegistry(home).map((j) => j.status), ['failed', 'failed'])
+  assert.deepEqual(readRegistry(home).map((j) => j.status), ['failed', 'failed', 'failed'])
 })
 
 test('reconcile marks a job whose supervisor was SIGKILLed: orphaned while it runs, lost once gone', async (t) => {

@@ -110,6 +110,8 @@ test('tools/list: 8 tools, every argument described, integer minimums, annotatio
     ['wait_job', { jobId: 'x-123456', timeoutMs: 0.5 }, /integer/],
     ['kill_job', { jobId: 'x-123456', graceMs: -1 }, /greater than or equal to 0/],
     ['read_log', { jobId: 'x-123456', fromLine: 0 }, /greater than or equal to 1/],
+    // Not one of them dropped in silence.
+    ['read_log', { jobId: 'x-123456', since: 0, fromLine: 1 }, /^fromLine and since: give one, not both/],
     ['run_background', { command: 'true', yieldMs: 60_000 }, /less than or equal to 45000/],
     ['control_job', { jobId: 'x-123456', action: 'stop' }, /Invalid enum value.*'pause' \| 'resume' \| 'rerun' \| 'send'/],
     ['control_job', { jobId: 'x-123456', action: 'pause', text: 'y', eof: true }, /^text, eof: only with action send$/],
@@ -507,6 +509,11 @@ test('answers stop near 16,000 characters and say how to see more; a 5 MB line i
   assert.equal(withoutCursor(following), `${id}: lines ${Number(next).toLocaleString('en-US')}–${(Number(next) + 2).toLocaleString('en-US')} of 100,000\n${next}\n${Number(next) + 1}\n${Number(next) + 2}`)
   const last = await call('read_log', { jobId: id, lines: 2 })
   assert.equal(withoutCursor(last), `${id}: lines 99,999–100,000 of 100,000\n99999\n100000`)
+  // The last 60,000 lines start at line 40,001, however few of them fit.
+  const lastMany = withoutCursor(await call('read_log', { jobId: id, lines: 60_000 }))
+  assert.match(lastMany, new RegExp(`^${id}: lines 40,001–[\\d,]+ of 100,000\\n40001\\n40002\\n`))
+  const [, lastLeft] = lastMany.match(/\n\[([\d,]+) more lines not shown: answers stop at 16,000 characters; use read_log with fromLine \d+\]$/)
+  assert.equal(Number(lastLeft.replaceAll(',', '')) + lastMany.split('\n').length - 2, 60_000, 'what is left out of the 60,000 counted in full')
   // The same cap after a cursor: the cursor given is after the last line shown.
   const since = await call('read_log', { jobId: id, since: 0, lines: 100_000 })
   assert.ok(text(since).length <= 16_000, `${text(since).length} characters`)
@@ -515,7 +522,7 @@ test('answers stop near 16,000 characters and say how to see more; a 5 MB line i
   assert.equal(sinceLines.shift(), `${id}: ${sinceLines.length.toLocaleString('en-US')} lines after cursor 0`)
   assert.deepEqual(sinceLines, Array.from({ length: sinceLines.length }, (_, i) => String(i + 1)))
   assert.equal(Number(sinceNext), since.structuredContent.cursor)
-  assert.equal(Number(sinceMore.replaceAll(',', '')) + sinceLines.length, 8_000, 'of the 8,000 lines one read gives at most')
+  assert.equal(Number(sinceMore.replaceAll(',', '')) + sinceLines.length, 100_000, 'the lines left out counted in full')
   const sinceFollowing = await call('read_log', { jobId: id, since: Number(sinceNext), lines: 2 })
   const n = sinceLines.length
   assert.equal(withoutCursor(sinceFollowing), `${id}: 2 lines after cursor ${sinceNext}\n${n + 1}\n${n + 2}\n[more lines follow: use read_log with since ${sinceFollowing.structuredContent.cursor}]`)
@@ -562,12 +569,15 @@ test('no answer names a CLI command: lingering processes, unknown ids, usage err
   await waitFor(async () => (await call('list_jobs', { status: 'failed' })).structuredContent.jobs.length === 1, { what: 'the failure' })
   const summary = await call('list_jobs', { summary: true })
   assert.match(text(summary), new RegExp(`finished: ${failed.structuredContent.jobId} \`exit 4\` failed \\(exit 4\\) after \\S+ — call check_job with jobId ${failed.structuredContent.jobId}`))
+  assert.deepEqual(summary.structuredContent.lines, text(summary).split('\n'), 'the structured lines say what the text says')
 
   for (const [name, args, said] of [
     ['check_job', { jobId: id, grep: '(' }, /^bad grep pattern `\(`/],
     ['check_job', { jobId: id, grep: 'x', errors: true }, /^give either grep or errors, not both$/],
     ['run_background', { command: '', args: [] }, /^empty program name: give the program to run as command$/],
     ['run_background', { command: 'true', cwd: '/no/such/dir' }, /working directory `\/no\/such\/dir` does not exist/],
+    ['run_background', { command: 'true', after: ['nope-123456'] }, /^after: no job `nope-123456` in the registry; give the id of a job started before \(list_jobs with all: true shows them\)$/],
+    ['run_background', { command: 'true', ready: 'https://127.0.0.1:1/' }, /https is not probed \(no TLS in the supervisor\); give ready the plain port number instead/],
   ]) {
     const result = await call(name, args)
     assert.equal(result.isError, true, `${name} ${JSON.stringify(args)}: ${text(result)}`)

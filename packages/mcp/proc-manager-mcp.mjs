@@ -58,6 +58,8 @@ const CLI_TO_MCP = [
   [/`?run-bg kill (\S+?)`?(?=[\s;,)]|$)/g, 'call kill_job with jobId $1'],
   [/`?run-bg check (\S+?)`?(?=[\s;,)]|$)/g, 'call check_job with jobId $1'],
   [/\(run-bg list\)/g, '(call list_jobs)'],
+  [/`run-bg list --all` shows them/g, 'list_jobs with all: true shows them'],
+  [/probe the plain port with readyPort instead/g, 'give ready the plain port number instead'],
   [/put the program and its arguments after `--`, e\.g\. run-bg -- npm install/g, 'give command (a shell line, or a program with args)'],
   [/give the program to run after `--`/g, 'give the program to run as command'],
   [/e\.g\. --env NODE_ENV=test/g, 'e.g. env: {"NODE_ENV": "test"}'],
@@ -426,7 +428,8 @@ server.registerTool('read_log', {
   },
   annotations: readOnly,
 }, tool(({ jobId: id, fromLine, since, lines = 100 }) => {
-  const range = since === undefined ? { fromLine } : { since }
+  // Both given go to the core, which refuses the pair.
+  const range = { fromLine, since }
   // Looked at before the read: a job still writing has its lines renumbered
   // by each rotation, so its next page is given as the cursor, which stays put.
   const byLine = since === undefined && !stillWriting(pm.checkJob(id, { lines: 0 }))
@@ -437,8 +440,11 @@ server.registerTool('read_log', {
   // and for the notes at the end (what was left out, the cursor or why
   // there is none).
   const maxChars = CAP - (id.length + 160) - 500
-  // Each line takes at least two characters: more than CAP / 2 never fit.
-  const log = pm.readLog(id, { ...range, lines: Math.min(lines, CAP / 2), maxChars })
+  // The whole count asked for goes to the read, though fewer lines fit: the
+  // last `lines` lines start where that count says, and what is left out is
+  // counted in full. (Cut to CAP / 2 lines, the last 100,000 of 200,002
+  // lines started at line 192,003, and the note counted only 8,000.)
+  const log = pm.readLog(id, { ...range, lines, maxChars })
   const head = []
   if (log.rotatedAwayBytes) head.push(`[${count(log.rotatedAwayBytes)} bytes rotated away since your cursor]`)
   if (since !== undefined) {
@@ -486,7 +492,8 @@ server.registerTool('list_jobs', {
   if (other.length) throw new Error(`${other.join(' and ')}: not with summary (running jobs and ended ones not checked yet)`)
   const said = pm.summary(options)
   if (!said) return { text: 'no jobs running and none ended unseen', structured: { lines: [] } }
-  const lines = said.split('\n')
+  // The lines in the words of the text (`call check_job with jobId …`), not the CLI's.
+  const lines = speakMcp(said).split('\n')
   const text = capText(said, 'lines')
   // The lines the text shows: all, or all but the note of those left out.
   return { text, structured: { lines: lines.slice(0, text === said ? lines.length : text.split('\n').length - 1) } }

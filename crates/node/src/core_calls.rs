@@ -92,12 +92,74 @@ impl Failure {
                 // Error messages quote user input (a path, an id, a label):
                 // written out so that whoever prints them prints no control
                 // characters.
-                coded_error(env, code, &visible(&message), job_id.as_deref())
+                coded_error(env, code, &in_js_words(&visible(&message)), job_id.as_deref())
             }
             Failure::Napi(error) if is_usage(error.status) => coded_error(env, "ERR_USAGE", &error.reason, None),
             Failure::Napi(error) => error,
         }
     }
+}
+
+/// The core's messages name options as the CLI spells them (`--grep`,
+/// `--after-any`, `--ready-port`); a JS caller gave them by their JS names
+/// (`grep`, `afterAny`, `readyPort`), and is told those. Only outside
+/// backticks: they quote the caller's own text and commands to run
+/// (`run-bg list --all`), which stay as they are.
+fn in_js_words(message: &str) -> String {
+    let names = js_option_names();
+    let mut said = String::with_capacity(message.len());
+    for (i, part) in message.split('`').enumerate() {
+        if i > 0 {
+            said.push('`');
+        }
+        if i % 2 == 1 {
+            said.push_str(part);
+            continue;
+        }
+        let mut rest = part;
+        while let Some(at) = rest.find("--") {
+            said.push_str(&rest[..at]);
+            let after = &rest[at + 2..];
+            let flag_len = after.find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')).unwrap_or(after.len());
+            match names.get(&after[..flag_len]) {
+                Some(name) => said.push_str(name),
+                None => said.push_str(&rest[at..at + 2 + flag_len]),
+            }
+            rest = &after[flag_len..];
+        }
+        said.push_str(rest);
+    }
+    // With `args`, `command` is the program: there is no `--` to put it after.
+    said.replace("to run after `--`", "to run as command")
+}
+
+/// Every option of the JS API by its CLI spelling without the dashes
+/// (`after-any` → `afterAny`), from the core's schemas of the options.
+fn js_option_names() -> &'static std::collections::HashMap<String, String> {
+    static NAMES: std::sync::OnceLock<std::collections::HashMap<String, String>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        let start = proc_manager_core::verbs::start_options::schema();
+        let verbs = proc_manager_core::verbs::verb_options::schema();
+        let properties = std::iter::once(&start)
+            .chain(verbs.as_object().into_iter().flat_map(|by_verb| by_verb.values()))
+            .filter_map(|schema| schema.get("properties")?.as_object())
+            .flat_map(|properties| properties.keys());
+        properties.map(|name| (kebab(name), name.clone())).collect()
+    })
+}
+
+/// `afterAny` → `after-any`, as clap spells a field's flag.
+fn kebab(name: &str) -> String {
+    let mut flag = String::with_capacity(name.len() + 4);
+    for c in name.chars() {
+        if c.is_ascii_uppercase() {
+            flag.push('-');
+            flag.push(c.to_ascii_lowercase());
+        } else {
+            flag.push(c);
+        }
+    }
+    flag
 }
 
 /// A JS `Error` with `message`, `code` and `jobId` (when given). Should JS

@@ -263,6 +263,11 @@ pub mod read {
         whole(d, what.into(), 0.0, SAFE_WHOLE)
     }
 
+    /// A whole number >= 1 a double holds exactly (`fromLine`: lines are counted from 1), refused in `what`'s words.
+    pub fn whole_number_from_one<'de, D: Deserializer<'de>>(d: D, what: &str) -> std::result::Result<f64, D::Error> {
+        whole(d, what.into(), 1.0, SAFE_WHOLE)
+    }
+
     /// Any finite number >= 0, fractions kept (`memoryThresholdMb`), refused in `what`'s words.
     pub fn amount<'de, D: Deserializer<'de>>(d: D, what: &str) -> std::result::Result<f64, D::Error> {
         d.deserialize_any(NumberIn { what: what.into(), min: 0.0, max: f64::MAX, whole: false })
@@ -309,8 +314,25 @@ pub mod read {
 
     /// A path given as text (the JS API's strings; the CLI takes any bytes):
     /// serde's own reading of a `PathBuf` would ask for "a path string".
+    /// A path given as text; an empty one is refused (it names no
+    /// directory: a `cwd: ''` ran the job in the caller's directory).
     pub fn path<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<std::path::PathBuf>, D::Error> {
-        String::deserialize(d).map(|text| Some(text.into()))
+        d.deserialize_string(PathText).map(Some)
+    }
+
+    /// Refused inside the visitor, where the reader names the option.
+    struct PathText;
+    impl Visitor<'_> for PathText {
+        type Value = std::path::PathBuf;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a path that is not empty")
+        }
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> std::result::Result<Self::Value, E> {
+            if text.is_empty() {
+                return Err(E::invalid_value(serde::de::Unexpected::Str(text), &self));
+            }
+            Ok(text.into())
+        }
     }
 
     struct Texts;

@@ -108,7 +108,7 @@ pub fn describe_spawn_error(program: &str, error: &std::io::Error) -> String {
         std::io::ErrorKind::NotFound if program.contains('/') => format!("cannot start `{program}`: no such file"),
         std::io::ErrorKind::NotFound => format!("cannot start `{program}`: command not found in PATH"),
         std::io::ErrorKind::PermissionDenied => {
-            format!("cannot start `{program}`: permission denied (is it executable?)")
+            format!("cannot start `{program}`: permission denied (a directory, or a file without execute permission)")
         }
         _ => format!("cannot start `{program}`: {error}"),
     }
@@ -549,10 +549,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         write_script(&dir.path().join("not-executable"), "#!/bin/sh\n", 0o644);
         let denied = run(&["./not-executable"], dir.path(), &[], &[]).unwrap_err();
-        assert_eq!(denied, "cannot start `./not-executable`: permission denied (is it executable?)");
+        assert_eq!(denied, "cannot start `./not-executable`: permission denied (a directory, or a file without execute permission)");
         let path = dir.path().to_str().unwrap().to_string();
         let denied_in_path = run(&["not-executable"], dir.path(), &[("PATH", &path)], &[]).unwrap_err();
-        assert_eq!(denied_in_path, "cannot start `not-executable`: permission denied (is it executable?)");
+        assert_eq!(denied_in_path, "cannot start `not-executable`: permission denied (a directory, or a file without execute permission)");
         let absent = run(&["/no/such/program"], dir.path(), &[], &[]).unwrap_err();
         assert_eq!(absent, "cannot start `/no/such/program`: no such file");
         let gone = dir.path().join("gone");
@@ -573,7 +573,7 @@ mod tests {
         let path = format!("a:b:c:{}", std::env::var("PATH").unwrap_or_default());
         assert_eq!(run(&["tool"], dir.path(), &[("PATH", &path)], &[]), Ok(5));
         let without_c = run(&["tool"], dir.path(), &[("PATH", "a:b")], &[]).unwrap_err();
-        assert_eq!(without_c, "cannot start `tool`: permission denied (is it executable?)");
+        assert_eq!(without_c, "cannot start `tool`: permission denied (a directory, or a file without execute permission)");
     }
 
     #[test]

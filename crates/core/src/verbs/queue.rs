@@ -106,7 +106,7 @@ pub fn waits_for_request(context: &Context, request: &StartRequest) -> Result<Op
         let jobs = context.registry().load()?;
         if let Some(unknown) = after.iter().find(|id| !jobs.iter().any(|j| &j.id == *id)) {
             return Err(Error::Usage(format!(
-                "--after: no job `{unknown}` in the registry; give the id of a job started before (run-bg list --all shows them)"
+                "--after: no job `{unknown}` in the registry; give the id of a job started before (`run-bg list --all` shows them)"
             )));
         }
     }

@@ -388,7 +388,7 @@ impl LogsOptions {
 }
 
 fn read_line_number<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<usize>, D::Error> {
-    read::whole_number(d, "a whole line number >= 0 (1 = the oldest line kept)").map(|n| Some(n as usize))
+    read::whole_number_from_one(d, "a whole line number >= 1 (1 = the oldest line kept)").map(|n| Some(n as usize))
 }
 
 fn read_cursor<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<u64>, D::Error> {
