@@ -61,7 +61,6 @@ const CLI_TO_MCP = [
   [/`run-bg list --all` shows them/g, 'list_jobs with all: true shows them'],
   [/probe the plain port with readyPort instead/g, 'give ready the plain port number instead'],
   [/put the program and its arguments after `--`, e\.g\. run-bg -- npm install/g, 'give command (a shell line, or a program with args)'],
-  [/give the program to run after `--`/g, 'give the program to run as command'],
   [/e\.g\. --env NODE_ENV=test/g, 'e.g. env: {"NODE_ENV": "test"}'],
   [/--(grep|errors|env)\b/g, '$1'],
 ]
@@ -440,11 +439,16 @@ server.registerTool('read_log', {
   // and for the notes at the end (what was left out, the cursor or why
   // there is none).
   const maxChars = CAP - (id.length + 160) - 500
-  // The whole count asked for goes to the read, though fewer lines fit: the
-  // last `lines` lines start where that count says, and what is left out is
-  // counted in full. (Cut to CAP / 2 lines, the last 100,000 of 200,002
-  // lines started at line 192,003, and the note counted only 8,000.)
-  const log = pm.readLog(id, { ...range, lines, maxChars })
+  // Each line takes at least two characters: more than CAP / 2 never fit,
+  // and no more are read (the read holds the lines it reads). The last
+  // `lines` lines start where the whole count says, found first: cut to
+  // CAP / 2, the last 100,000 of 200,002 lines started at line 192,003.
+  const window = Math.min(lines, CAP / 2)
+  if (range.fromLine === undefined && range.since === undefined && lines > window) {
+    const { totalLines } = pm.readLog(id, { lines: 1, maxChars })
+    range.fromLine = Math.max(1, totalLines - lines + 1)
+  }
+  const log = pm.readLog(id, { ...range, lines: window, maxChars })
   const head = []
   if (log.rotatedAwayBytes) head.push(`[${count(log.rotatedAwayBytes)} bytes rotated away since your cursor]`)
   if (since !== undefined) {
@@ -462,7 +466,9 @@ server.registerTool('read_log', {
     // the CAP / 2 read included; after a cursor, what the read left out.
     const left = since === undefined ? Math.min(lines, log.totalLines - log.fromLine + 1) - shown : log.notShown
     const next = byLine ? `fromLine ${log.fromLine + shown}` : `since ${log.cursor}`
-    text += `\n[${count(left)} more lines not shown: answers stop at ${count(CAP)} characters; use read_log with ${next}]`
+    // After a cursor only the CAP / 2 lines read are counted; more may follow them.
+    const beyond = since !== undefined && lines > window && log.more ? ', and more after them' : ''
+    text += `\n[${count(left)} more lines not shown${beyond}: answers stop at ${count(CAP)} characters; use read_log with ${next}]`
   } else if (log.more) {
     text += `\n[more lines follow: use read_log with since ${log.cursor}]`
   }

@@ -79,28 +79,58 @@ impl Failure {
     pub(crate) fn into_js(self, env: &Env) -> napi::Error {
         match self {
             Failure::Core(error) => {
-                let code = error_code(&error);
-                let job_id = match &error {
-                    proc_manager_core::Error::UnknownJob(id) => Some(id.clone()),
-                    proc_manager_core::Error::StartFailed { job_id, .. } | proc_manager_core::Error::Skipped { job_id, .. } => Some(job_id.clone()),
-                    _ => None,
-                };
-                let message = match error {
-                    proc_manager_core::Error::StartFailed { job_id, message } => format!("{message} (recorded as failed job {job_id})"),
-                    other => other.to_string(),
-                };
-                // Error messages quote user input (a path, an id, a label):
-                // written out so that whoever prints them prints no control
-                // characters.
-                coded_error(env, code, &in_js_words(&visible(&message)), job_id.as_deref())
+                let said = Said::of(&error);
+                coded_error(env, said.code, &said.message, said.job_id.as_deref())
             }
             Failure::Napi(error) if is_usage(error.status) => coded_error(env, "ERR_USAGE", &error.reason, None),
             Failure::Napi(error) => error,
         }
     }
+
+    /// The message alone, for a failure said inside another one.
+    pub(crate) fn message(&self) -> String {
+        match self {
+            Failure::Core(error) => Said::of(error).message,
+            Failure::Napi(error) => error.reason.clone(),
+        }
+    }
 }
 
-/// The core's messages name options as the CLI spells them (`--grep`,
+/// What a JS error says of one of the core's errors: kept as data where the
+/// error is made later, on the JS thread (a stream's failed `next()`).
+#[derive(Clone)]
+pub struct Said {
+    pub code: &'static str,
+    pub message: String,
+    pub job_id: Option<String>,
+}
+
+impl Said {
+    pub(crate) fn of(error: &proc_manager_core::Error) -> Said {
+        use proc_manager_core::Error;
+        let job_id = match error {
+            Error::UnknownJob(id) => Some(id.clone()),
+            Error::StartFailed { job_id, .. } | Error::Skipped { job_id, .. } => Some(job_id.clone()),
+            _ => None,
+        };
+        let message = match error {
+            Error::StartFailed { job_id, message } => format!("{message} (recorded as failed job {job_id})"),
+            // Only a usage error names options, and only there is every
+            // `--flag` the core writes one.
+            Error::Usage(message) => in_js_words(message),
+            other => other.to_string(),
+        };
+        // Error messages quote user input (a path, an id, a label): written
+        // out so that whoever prints them prints no control characters.
+        Said { code: error_code(error), message: visible(&message).into_owned(), job_id }
+    }
+
+    pub(crate) fn into_js(self, env: &Env) -> napi::Error {
+        coded_error(env, self.code, &self.message, self.job_id.as_deref())
+    }
+}
+
+/// The core's usage errors name options as the CLI spells them (`--grep`,
 /// `--after-any`, `--ready-port`); a JS caller gave them by their JS names
 /// (`grep`, `afterAny`, `readyPort`), and is told those. Only outside
 /// backticks: they quote the caller's own text and commands to run
@@ -118,10 +148,13 @@ fn in_js_words(message: &str) -> String {
         }
         let mut rest = part;
         while let Some(at) = rest.find("--") {
+            // A flag starts a word (`give --after`, `(--grep`); a `--` inside
+            // one (a path `a--b`) is no flag.
+            let starts_word = rest[..at].chars().next_back().is_none_or(|c| c.is_whitespace() || c == '(');
             said.push_str(&rest[..at]);
             let after = &rest[at + 2..];
             let flag_len = after.find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')).unwrap_or(after.len());
-            match names.get(&after[..flag_len]) {
+            match names.get(&after[..flag_len]).filter(|_| starts_word) {
                 Some(name) => said.push_str(name),
                 None => said.push_str(&rest[at..at + 2 + flag_len]),
             }

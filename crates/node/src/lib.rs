@@ -357,8 +357,7 @@ pub fn run_yield<'env>(env: &'env Env, command: Unknown, options: Option<Unknown
         let context = context()?;
         let started = start(command, run)?;
         let cancel = cancel_for(env, signal).map_err(|e| {
-            let reason = e.into_js(env).reason;
-            proc_manager_core::Error::Other(format!("{reason} (job {} was started and runs on)", started.job_id))
+            proc_manager_core::Error::Other(format!("{} (job {} was started and runs on)", e.message(), started.job_id))
         })?;
         let waiting = cancel.0.clone();
         spawn_promise(env, cancel, move || {

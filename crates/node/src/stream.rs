@@ -19,14 +19,13 @@ pub enum End {
     /// Everything was handed over (or `return()` was called).
     Done,
     Aborted,
-    /// The producer failed: the JS error's `code` (`error_code`) and message.
-    Failed { code: &'static str, message: String },
+    /// The producer failed: what its JS error says, as a thrown one would.
+    Failed(crate::core_calls::Said),
 }
 
 impl End {
     pub fn failed(error: &proc_manager_core::Error) -> End {
-        let message = proc_manager_core::model::text::visible(&error.to_string()).into_owned();
-        End::Failed { code: crate::core_calls::error_code(error), message }
+        End::Failed(crate::core_calls::Said::of(error))
     }
 }
 
@@ -79,7 +78,7 @@ fn settle_end(end: &End, listening: &Unlisten) -> Settle {
         match end {
             End::Done => step::<()>(None)(env),
             End::Aborted => Err(abort_error(&env, None)),
-            End::Failed { code, message } => Err(crate::core_calls::coded_error(&env, code, &message, None)),
+            End::Failed(said) => Err(said.into_js(&env)),
         }
     })
 }
@@ -195,7 +194,7 @@ impl<T: Serialize + Send + 'static> Stream<T> {
     /// so its listener goes now.
     pub fn not_started(&self, env: &Env, error: std::io::Error) -> napi::Error {
         let _ = unlisten(&self.listening, env);
-        napi::Error::from_reason(format!("cannot start a thread: {error}"))
+        crate::core_calls::coded_error(env, "ERR_FAILED", &format!("cannot start a thread: {error}"), None)
     }
 }
 

@@ -3,7 +3,7 @@
 //! libuv walk that tells the tracker which children Node started itself.
 
 use crate::core_calls::{api, shape};
-use crate::js_args::Options;
+use crate::js_args::{string_arg, Options};
 use crate::logging;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -30,10 +30,11 @@ pub fn snapshot(env: &Env) -> Result<serde_json::Value> {
     ts_args_type = "before: ProcessSnapshot | Array<ProcessInfo>, after: ProcessSnapshot | Array<ProcessInfo>",
     ts_return_type = "Array<ProcessInfo>"
 )]
-pub fn detect_orphans(env: &Env, before: serde_json::Value, after: serde_json::Value) -> Result<serde_json::Value> {
+pub fn detect_orphans(env: &Env, before: Unknown, after: Unknown) -> Result<serde_json::Value> {
     api(env, || {
-        let before = processes_from_json("before", before)?;
-        let after = processes_from_json("after", after)?;
+        // Converted here, not by napi before the call: a refusal is then `ERR_USAGE`.
+        let before = processes_from_json("before", env.from_js_value(before)?)?;
+        let after = processes_from_json("after", env.from_js_value(after)?)?;
         let orphans = left_behind::detect_orphans(&before, &after, std::process::id());
         Ok(shape(&orphans.iter().map(ProcessInfoView::from).collect::<Vec<_>>())?)
     })
@@ -82,12 +83,15 @@ impl ResourceTracker {
     /// subreaper (Linux) until the last open phase's `snapshotAfter`, so what
     /// the task orphans is re-parented here and found by ancestry even when a
     /// launcher stripped the cookie. `null` when disabled.
-    #[napi(ts_return_type = "ProcessSnapshot | null")]
-    pub fn snapshot_before(&mut self, label: String) -> Result<serde_json::Value> {
-        match self.inner.snapshot_before(&label) {
-            Some(snapshot) => shape(&SnapshotView::new(&snapshot, |_| true)),
-            None => Ok(serde_json::Value::Null),
-        }
+    #[napi(ts_args_type = "label: string", ts_return_type = "ProcessSnapshot | null")]
+    pub fn snapshot_before(&mut self, env: &Env, label: Unknown) -> Result<serde_json::Value> {
+        api(env, || {
+            let label = string_arg("label", label)?;
+            Ok(match self.inner.snapshot_before(&label) {
+                Some(snapshot) => shape(&SnapshotView::new(&snapshot, |_| true))?,
+                None => serde_json::Value::Null,
+            })
+        })
     }
 
     /// Compares with the snapshot taken before `label`: orphans, memory delta,
@@ -96,14 +100,17 @@ impl ResourceTracker {
     /// zombies it adopted that provably are not children this process started
     /// (never the exit status of a `child_process`), and stops being a
     /// subreaper if it was not one before.
-    #[napi(ts_return_type = "PhaseResult")]
-    pub fn snapshot_after(&mut self, env: Env, label: String) -> Result<serde_json::Value> {
-        // A live child this thread's loop still tracks was started here
-        // (child_process), not adopted: it is not a leftover.
-        let own = loop_children(&env);
-        let owns = |pid: u32| own.as_ref().is_some_and(|own| own.contains(&pid));
-        let owns: Option<&dyn Fn(u32) -> bool> = if own.is_some() { Some(&owns) } else { None };
-        shape(&PhaseView::new(&label, self.inner.snapshot_after_with(&label, owns).as_ref()))
+    #[napi(ts_args_type = "label: string", ts_return_type = "PhaseResult")]
+    pub fn snapshot_after(&mut self, env: &Env, label: Unknown) -> Result<serde_json::Value> {
+        api(env, || {
+            let label = string_arg("label", label)?;
+            // A live child this thread's loop still tracks was started here
+            // (child_process), not adopted: it is not a leftover.
+            let own = loop_children(env);
+            let owns = |pid: u32| own.as_ref().is_some_and(|own| own.contains(&pid));
+            let owns: Option<&dyn Fn(u32) -> bool> = if own.is_some() { Some(&owns) } else { None };
+            Ok(shape(&PhaseView::new(&label, self.inner.snapshot_after_with(&label, owns).as_ref()))?)
+        })
     }
 }
 

@@ -456,7 +456,7 @@ impl SinceRead {
         if let Some(problem) = &files.record_problem {
             // Placed from a guess, the cursor would silently skip or repeat lines.
             return Err(crate::Error::Other(format!(
-                "cannot read after cursor {since}: {problem}; read by line number instead (fromLine, or run-bg logs without --since)"
+                "cannot read after cursor {since}: {problem}; read by line number instead (fromLine, or `run-bg logs` without `--since`)"
             )));
         }
         let end = files.end();

@@ -2,7 +2,7 @@
 //! until the job has ended and nothing can write to its log any more, or
 //! until the follower is cancelled.
 
-use crate::model::job::Job;
+use crate::model::job::{Job, JobStatus};
 use crate::store::logs::LogFollower;
 use crate::verbs::cancel::Cancel;
 use crate::verbs::context::Context;
@@ -50,7 +50,11 @@ impl Context {
             // takes up the job's output. Without it, what the job writes waits
             // in the pipe, the follow never ends, and the output is lost with
             // the job's end unless another call happens to look first.
-            if !current.status().is_final() && reconciled.elapsed() >= RECONCILE_EVERY {
+            // Only a job whose supervisor was last known alive: an orphaned
+            // one has its watcher (which records its end), and a queued one
+            // no supervisor yet.
+            let supervised = matches!(current.status(), JobStatus::Running | JobStatus::Paused);
+            if supervised && reconciled.elapsed() >= RECONCILE_EVERY {
                 reconciled = Instant::now();
                 if let Some(looked) = self.reconcile_jobs(vec![current.clone()])?.pop() {
                     current = looked;

@@ -561,7 +561,7 @@ impl Context {
                 }
                 Err(std::fs::TryLockError::WouldBlock) => {
                     return Err(Error::Busy(format!(
-                        "another run-bg up or down of the stack `{}` has been starting or killing its processes for {} s: let it finish (run-bg list --owner '{}' shows them)",
+                        "another run-bg up or down of the stack `{}` has been starting or killing its processes for {} s: let it finish (`run-bg list --owner '{}'` shows them)",
                         crate::model::text::visible(owner),
                         STACK_LOCK_PATIENCE.as_secs(),
                         crate::model::text::visible(owner)
