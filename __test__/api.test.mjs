@@ -164,6 +164,12 @@ test('misuse throws an Error that says what is wrong and what is accepted, its c
   throwsWith(() => pm.readLog('unknown-1', { fromLine: -1 }), /^bad fromLine: -1; give a whole line number >= 1 \(1 = the oldest line kept\)$/, 'ERR_USAGE')
   throwsWith(() => pm.readLog('unknown-1', { fromLine: 0 }), /^bad fromLine: 0; give a whole line number >= 1/, 'ERR_USAGE')
   startFailure(() => pm.runBackground(os.tmpdir(), { args: [] }), /permission denied \(a directory, or a file without execute permission\)/)
+  // What a call does not take is refused, not dropped (napi ignores extra arguments).
+  throwsWith(() => pm.reconcile({ x: 1 }), /^bad argument to reconcile: an object; it takes no arguments$/, 'ERR_USAGE')
+  throwsWith(() => pm.snapshot({}), /^bad argument to snapshot: an object; it takes no arguments$/, 'ERR_USAGE')
+  assert.ok(pm.reconcile(undefined) && pm.snapshot(null), 'undefined and null are not given')
+  await assert.rejects(pm.pauseJob('unknown-1', { force: true }), failure(/^bad argument to pauseJob: an object; it takes only jobId$/, 'ERR_USAGE'))
+  await assert.rejects(pm.resumeJob('unknown-1', 5), failure(/^bad argument to resumeJob: 5; it takes only jobId$/, 'ERR_USAGE'))
   // Promise-returning calls reject, as async functions do, instead of throwing.
   await assert.rejects(pm.killJob('..'), failure(/invalid job id/, 'ERR_USAGE'))
   await assert.rejects(pm.killJob('unknown-1'), failure(/no job with id `unknown-1`/, 'ERR_UNKNOWN_JOB', 'unknown-1'))

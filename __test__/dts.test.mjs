@@ -101,9 +101,13 @@ test('a stale index.d.ts is caught: a result, a class, an option or a function c
     assert.match(withClass, /export declare class ResourceTracker \{[\s\S]*?\n {2}\/\*\* Planted\. \*\/\n {2}planted\(label: string\): boolean\n/)
     assert.equal(withClass.match(/Planted stop/g)?.length, 3, 'each iterator class\'s return() doc')
     // A function gone from the addon goes from the file.
-    fs.writeFileSync(path.join(dir, 'lib.rs'), fs.readFileSync(path.join(dir, 'lib.rs'), 'utf8').replace('#[napi(ts_return_type = "ReconcileResult")]\npub fn reconcile', '#[napi(ts_return_type = "ReconcileResult")]\nfn reconcile'))
-    const withoutReconcile = generate({ ...fresh(), classes: napiClasses(dir), functions: napiFunctions(dir) })
-    assert.doesNotMatch(withoutReconcile, /function reconcile\(/)
+    // (listJobsText: its options and result stay referred to by others.)
+    const lib = fs.readFileSync(path.join(dir, 'lib.rs'), 'utf8')
+    assert.ok(lib.includes(')]\npub fn list_jobs_text('), 'lib.rs still declares list_jobs_text so')
+    fs.writeFileSync(path.join(dir, 'lib.rs'), lib.replace(')]\npub fn list_jobs_text(', ')]\nfn list_jobs_text('))
+    const without = generate({ ...fresh(), classes: napiClasses(dir), functions: napiFunctions(dir) })
+    assert.doesNotMatch(without, /function listJobsText\(/)
+    assert.match(without, /function readLog\(jobId: string, options\?: ReadLogOptions \| undefined \| null\): LogRead\n/, 'the function after it keeps its own signature')
   } finally {
     fs.rmSync(dir, { recursive: true, force: true })
   }

@@ -19,6 +19,19 @@ fn kind_of(value: &Unknown) -> Result<ValueType> {
     value.get_type()
 }
 
+/// Nothing after the last argument a call takes: napi would ignore it, so an
+/// options object given to a call that takes none (`pauseJob(id, { force:
+/// true })`) would be dropped without a word, where a misspelt option is
+/// refused everywhere else.
+pub fn no_more(function: &str, takes: &str, extra: Option<Unknown>) -> Result<()> {
+    match extra {
+        Some(value) if !matches!(kind_of(&value)?, ValueType::Undefined | ValueType::Null) => {
+            Err(bad(format!("bad argument to {function}: {}; it takes {takes}", describe(&value))))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// A positional string argument (`jobId`, `command`).
 pub fn string_arg(name: &str, value: Unknown) -> Result<String> {
     if kind_of(&value)? == ValueType::String {

@@ -25,7 +25,7 @@ use abort::{cancel_for, refuse_aborted};
 use binary::supervisor_exe;
 use call_options::{list_filter, read_tail_query, tail_query, JsApi, RunOptions};
 use core_calls::{api, context, context_for_kill, napi_to_core, shape, Failure, Outcome};
-use js_args::{o_value, string_arg, Options};
+use js_args::{no_more, o_value, string_arg, Options};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use promise::{rejecting, spawn_promise, Settle, Settled};
@@ -191,21 +191,22 @@ pub fn kill_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>)
 /// recorded `paused`; `changed` is false for a job already paused. Rejects
 /// for a job that does not run (queued, ended, orphaned).
 #[napi(ts_args_type = "jobId: string", ts_return_type = "Promise<PauseResult>")]
-pub fn pause_job<'env>(env: &'env Env, job_id: Unknown) -> Result<Object<'env>> {
-    pause_or_resume(env, job_id, true)
+pub fn pause_job<'env>(env: &'env Env, job_id: Unknown, extra: Option<Unknown>) -> Result<Object<'env>> {
+    pause_or_resume(env, job_id, extra, true)
 }
 
 /// Continues a paused job's tree (SIGCONT; on Windows, its processes
 /// resumed) and its `timeoutMs` clock from where the pause stopped it;
 /// `changed` is false for a job not paused.
 #[napi(ts_args_type = "jobId: string", ts_return_type = "Promise<PauseResult>")]
-pub fn resume_job<'env>(env: &'env Env, job_id: Unknown) -> Result<Object<'env>> {
-    pause_or_resume(env, job_id, false)
+pub fn resume_job<'env>(env: &'env Env, job_id: Unknown, extra: Option<Unknown>) -> Result<Object<'env>> {
+    pause_or_resume(env, job_id, extra, false)
 }
 
-fn pause_or_resume<'env>(env: &'env Env, job_id: Unknown, pause: bool) -> Result<Object<'env>> {
+fn pause_or_resume<'env>(env: &'env Env, job_id: Unknown, extra: Option<Unknown>, pause: bool) -> Result<Object<'env>> {
     rejecting(env, || {
         let job_id = string_arg("jobId", job_id)?;
+        no_more(if pause { "pauseJob" } else { "resumeJob" }, "only jobId", extra)?;
         let context = context()?;
         proc_manager_core::model::ids::validate_job_id(&job_id)?;
         spawn_promise(env, (Cancel::never(), None), move || {
@@ -274,9 +275,10 @@ pub fn wait_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>)
 
 /// Verifies running jobs against the OS: supervisor gone but processes alive
 /// → `orphaned`; both gone with no exit status → `lost`.
-#[napi(ts_return_type = "ReconcileResult")]
-pub fn reconcile(env: &Env) -> Result<serde_json::Value> {
+#[napi(ts_args_type = "", ts_return_type = "ReconcileResult")]
+pub fn reconcile(env: &Env, extra: Option<Unknown>) -> Result<serde_json::Value> {
     api(env, || {
+        no_more("reconcile", "no arguments", extra)?;
         let (orphaned, lost) = context()?.reconcile()?;
         Ok(shape(&ReconcileView::new(&orphaned, &lost))?)
     })

@@ -3,7 +3,7 @@
 //! libuv walk that tells the tracker which children Node started itself.
 
 use crate::core_calls::{api, shape};
-use crate::js_args::{string_arg, Options};
+use crate::js_args::{no_more, string_arg, Options};
 use crate::logging;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -15,9 +15,10 @@ use std::collections::HashMap;
 
 /// Every process visible to this user: pid, ppid, command, memoryMb,
 /// startTime, isMcp; with the time taken and the total resident memory.
-#[napi(ts_return_type = "ProcessSnapshot")]
-pub fn snapshot(env: &Env) -> Result<serde_json::Value> {
+#[napi(ts_args_type = "", ts_return_type = "ProcessSnapshot")]
+pub fn snapshot(env: &Env, extra: Option<Unknown>) -> Result<serde_json::Value> {
     api(env, || {
+        no_more("snapshot", "no arguments", extra)?;
         let patterns = Context::load()?.config.diagnostics.resource_tracking.mcp_patterns;
         Ok(shape(&SnapshotView::new(&left_behind::snapshot(&patterns), |_| true))?)
     })
