@@ -85,7 +85,9 @@ for (const cookie of [true, false]) {
     t.after(() => tracking.stop())
     assert.deepEqual(await tracking.next(), { before: true })
     // Started meanwhile by another parent (this test process): not the task's.
-    const bystander = spawn('sh', ['-c', 'sleep 30'], { stdio: 'ignore' })
+    // `sleep` itself, not under `sh -c`: the pid killed at the end is then
+    // the whole of it (a shell killed left its sleep to init for 30 s).
+    const bystander = spawn('sleep', ['30'], { stdio: 'ignore' })
     extraPids.push(bystander.pid)
     const bystanderJob = startJob(home, ['sleep', '603'])
     await waitFor(() => isAlive(bystander.pid), { what: 'the bystander' })
