@@ -78,10 +78,7 @@ impl Failure {
     /// an argument (made in JS already, as an `AbortError` is) goes as it is.
     pub(crate) fn into_js(self, env: &Env) -> napi::Error {
         match self {
-            Failure::Core(error) => {
-                let said = Said::of(&error);
-                coded_error(env, said.code, &said.message, said.job_id.as_deref())
-            }
+            Failure::Core(error) => Said::of(&error).into_js(env),
             Failure::Napi(error) if is_usage(error.status) => coded_error(env, "ERR_USAGE", &error.reason, None),
             Failure::Napi(error) => error,
         }
