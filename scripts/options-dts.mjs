@@ -109,6 +109,9 @@ export function verbInterface(name, verbs) {
 /** The functions index.d.ts declares that are no #[napi] item: written in JS (job-events.js). */
 export const JS_FUNCTIONS = new Set(['jobEvents'])
 
+/** A Rust parameter napi fills in itself (`env: &Env`, `env: &'env Env`): no JS argument. */
+const isEnvParam = (param) => /^\w+:\s*&?(?:'\w+\s+)?Env$/.test(param)
+
 /** A Rust identifier as napi names it in JS: `check_job` → `checkJob`. */
 const camel = (name) => name.replace(/_([a-z])/g, (_, c) => c.toUpperCase())
 
@@ -129,8 +132,7 @@ export function napiFunctions(dir = path.join(root, 'crates', 'node', 'src')) {
     for (const [, docs, attrs = '', rust, params, returns] of text.matchAll(item)) {
       const name = camel(rust)
       const attr = (key) => attrs.match(new RegExp(`${key}\\s*=\\s*"([^"]*)"`))?.[1]
-      // napi passes `env` itself: it is no JS argument.
-      const jsParams = params.split(',').map((p) => p.trim()).filter((p) => p !== '' && !/^env:\s*&?('\w+\s+)?Env$/.test(p))
+      const jsParams = params.split(',').map((p) => p.trim()).filter((p) => p !== '' && !isEnvParam(p))
       const args = attr('ts_args_type') ?? (jsParams.length === 0 ? '' : undefined)
       const ts = attr('ts_return_type') ?? RUST_RETURNS[returns.replace(/\s+/g, '')]
       if (args === undefined || ts === undefined) {
@@ -215,7 +217,7 @@ export function napiClasses(dir = path.join(root, 'crates', 'node', 'src')) {
       for (const [, mdocs, attrs = '', rust, params, returns = '()'] of body[1].matchAll(method)) {
         const attr = (key) => attrs.match(new RegExp(`${key}\\s*=\\s*"([^"]*)"`))?.[1]
         const rustType = (t) => RUST_TYPES[t.replace(/\s+/g, '')] ?? RUST_TYPES[t.replace(/\s+/g, '').replace(/^Result<(.*)>$/, '$1')]
-        const args = attr('ts_args_type') ?? params.split(',').map((p) => p.trim()).filter((p) => p && !/self$/.test(p) && !/^\w+: &?(?:'\w+ )?Env$/.test(p))
+        const args = attr('ts_args_type') ?? params.split(',').map((p) => p.trim()).filter((p) => p && !/self$/.test(p) && !isEnvParam(p))
           .map((p) => {
             const [arg, type] = p.split(/:\s*/)
             const ts = rustType(type)

@@ -39,7 +39,7 @@ pub(crate) fn api<T>(env: &Env, body: impl FnOnce() -> Outcome<T>) -> Result<T> 
 
 /// The `code` of the JS error for each kind of the core's errors (documented
 /// in docs/js-api.md and index.d.ts's `ProcManagerError`).
-pub(crate) fn error_code(error: &proc_manager_core::Error) -> &'static str {
+fn error_code(error: &proc_manager_core::Error) -> &'static str {
     use proc_manager_core::Error;
     match error {
         Error::Usage(_) => "ERR_USAGE",
