@@ -184,6 +184,35 @@ test('aborting runYield stops its wait at once with an AbortError and leaves the
   assert.deepEqual([quick.done, quick.check.tail], [true, ['fast']])
 })
 
+test('an aborted call\'s AbortError carries the signal\'s reason as its cause, as Node\'s own APIs do', async (t) => {
+  useHome(t)
+  const job = pm.runBackground('sleep 300')
+  const why = new Error('the user pressed Esc')
+  const waitController = new AbortController()
+  const waiting = pm.waitJob(job.jobId, { signal: waitController.signal })
+  await waitFor(() => ours() === 1, { what: 'the wait thread' })
+  waitController.abort(why)
+  await assert.rejects(waiting, (e) => isAbort(e) && e.cause === why)
+  await assert.rejects(pm.waitJob(job.jobId, { signal: waitController.signal }), (e) => isAbort(e) && e.cause === why, 'already aborted')
+
+  const followController = new AbortController()
+  const lines = pm.followLog(job.jobId, { signal: followController.signal })
+  const pending = lines.next()
+  await waitFor(() => ours() === 1, { what: 'the follow thread' })
+  followController.abort('timeout')
+  await assert.rejects(pending, (e) => isAbort(e) && e.cause === 'timeout')
+  assert.throws(() => pm.followLog(job.jobId, { signal: followController.signal }), (e) => isAbort(e) && e.cause === 'timeout')
+
+  const yieldController = new AbortController()
+  const yielding = pm.runYield('sleep 300', { yieldMs: 3_600_000, signal: yieldController.signal })
+  await waitFor(() => ours() === 1, { what: 'the yield thread' })
+  yieldController.abort()
+  const aborted = await yielding.then(() => assert.fail('runYield resolved'), (e) => e)
+  assert.ok(isAbort(aborted) && aborted.cause instanceof DOMException && aborted.cause.name === 'AbortError', 'abort() without a reason: the DOMException it makes')
+  const timed = pm.waitJob(job.jobId, { signal: AbortSignal.timeout(50) })
+  await assert.rejects(timed, (e) => isAbort(e) && e.cause?.name === 'TimeoutError', 'AbortSignal.timeout says it timed out')
+})
+
 const listeners = (signal) => getEventListeners(signal, 'abort').length
 const openFds = () => fs.readdirSync('/proc/self/fd').length
 

@@ -6,12 +6,17 @@ use napi::bindgen_prelude::*;
 use proc_manager_core::verbs::cancel::Cancel;
 
 /// The error an aborted call rejects with, as Node's own APIs do
-/// (`name: 'AbortError'`, `code: 'ABORT_ERR'`), with the `jobId` of the job
-/// the call started, if it started one: it runs on.
-pub(crate) fn abort_error(env: &Env, job_id: Option<&str>) -> napi::Error {
+/// (`name: 'AbortError'`, `code: 'ABORT_ERR'`, the signal's `reason` as its
+/// `cause`: a caller that aborts for a timeout or a user's request can tell
+/// which), with the `jobId` of the job the call started, if it started one:
+/// it runs on.
+pub(crate) fn abort_error(env: &Env, job_id: Option<&str>, reason: Option<Unknown>) -> napi::Error {
     let made = env.create_error(napi::Error::from_reason("The operation was aborted")).and_then(|mut error| {
         error.set_named_property("name", "AbortError")?;
         error.set_named_property("code", "ABORT_ERR")?;
+        if let Some(reason) = reason {
+            error.set_named_property("cause", reason)?;
+        }
         if let Some(job_id) = job_id {
             error.set_named_property("jobId", job_id)?;
         }
@@ -23,7 +28,7 @@ pub(crate) fn abort_error(env: &Env, job_id: Option<&str>) -> napi::Error {
 /// An already aborted signal is an error (`AbortError`) before any work starts.
 pub(crate) fn refuse_aborted(env: &Env, signal: Option<&Object>) -> Result<()> {
     match signal {
-        Some(signal) if signal.get_named_property::<bool>("aborted")? => Err(abort_error(env, None)),
+        Some(signal) if signal.get_named_property::<bool>("aborted")? => Err(abort_error(env, None, signal.get_named_property("reason").ok())),
         _ => Ok(()),
     }
 }
@@ -65,13 +70,16 @@ pub(crate) struct Listening {
 }
 
 impl Listening {
-    pub(crate) fn remove(self, env: &Env) -> Result<()> {
+    /// Removes the listener; gives the signal's `reason` (what an aborted
+    /// call's error carries), read before the signal is let go.
+    pub(crate) fn remove(self, env: &Env) -> Result<Unknown<'_>> {
         let signal = self.signal.get_value(env)?;
+        let reason = signal.get_named_property::<Unknown>("reason");
         let listener = self.listener.borrow_back(env)?;
         let remove: RemoveEventListener = signal.get_named_property("removeEventListener")?;
         let removed = remove.apply(signal, ("abort", listener).into());
         self.signal.unref(env)?;
-        removed
+        removed.and(reason)
     }
 }
 

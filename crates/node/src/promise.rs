@@ -33,13 +33,13 @@ where
         cancel.release();
         let listening = lock(&listening).take();
         deferred.resolve(Box::new(move |env| {
-            let removed = listening.map_or(Ok(()), |listening| listening.remove(&env));
+            let reason = listening.map(|listening| listening.remove(&env)).transpose();
             let value = match settled {
                 Ok(Settled::Done(value)) => value,
-                Ok(Settled::Aborted(job_id)) => return Err(abort_error(&env, job_id.as_deref())),
+                Ok(Settled::Aborted(job_id)) => return Err(abort_error(&env, job_id.as_deref(), reason.ok().flatten())),
                 Err(e) => return Err(Failure::Core(e).into_js(&env)),
             };
-            removed.map(|()| value)
+            reason.map(|_| value)
         }))
     });
     spawned.map_err(|e| {

@@ -51,10 +51,11 @@ pub struct Stream<T> {
     listening: Unlisten,
 }
 
-/// Removes the signal's listener, if it is still there. On the JS thread.
-fn unlisten(slot: &Unlisten, env: &Env) -> Result<()> {
+/// Removes the signal's listener, if it is still there; gives the signal's
+/// `reason` then. On the JS thread.
+fn unlisten<'env>(slot: &Unlisten, env: &'env Env) -> Result<Option<Unknown<'env>>> {
     let taken = slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
-    taken.map_or(Ok(()), |listening| listening.remove(env))
+    taken.map(|listening| listening.remove(env)).transpose()
 }
 
 /// An `IteratorResult`: `{ value, done: false }`, or `{ done: true }` at the end.
@@ -74,10 +75,10 @@ fn step<T: Serialize + Send + 'static>(value: Option<T>) -> Settle {
 fn settle_end(end: &End, listening: &Unlisten) -> Settle {
     let (end, listening) = (end.clone(), listening.clone());
     Box::new(move |env| {
-        unlisten(&listening, &env)?;
+        let reason = unlisten(&listening, &env)?;
         match end {
             End::Done => step::<()>(None)(env),
-            End::Aborted => Err(abort_error(&env, None)),
+            End::Aborted => Err(abort_error(&env, None, reason)),
             End::Failed(said) => Err(said.into_js(&env)),
         }
     })
@@ -187,7 +188,7 @@ impl<T: Serialize + Send + 'static> Stream<T> {
     /// The iterator was collected: the signal lets go of the listener (the
     /// iterator's `Drop` then ends the thread).
     pub fn collected(&self, env: &Env) -> Result<()> {
-        unlisten(&self.listening, env)
+        unlisten(&self.listening, env).map(drop)
     }
 
     /// The producing thread could not start: nothing will end this stream,
