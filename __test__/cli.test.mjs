@@ -426,3 +426,21 @@ test('logs --since prints a 40 MB log as it reads it: its memory stays far below
   t.diagnostic(`run-bg logs --since: peak ${peakKb} kB for a ${size}-byte log`)
   assert.ok(peakKb < 20 * 1024, `peak memory ${peakKb} kB while printing a ${size}-byte log`)
 })
+
+test('`run-bg help` says how to start a job and lists every command, as `--help` does', (t) => {
+  const { home } = makeHome(t)
+  const help = runBg(home, ['help'])
+  assert.equal(help.code, 0, help.stderr)
+  assert.equal(help.stdout, runBg(home, ['--help']).stdout, '`help` and `--help` are one text')
+  assert.match(help.stdout, /run-bg \[options\] -- <program> \[args\.\.\.\]/, 'the start form, the first thing a new user needs')
+  assert.match(help.stdout, /--label <NAME>/)
+  for (const command of ['check', 'logs', 'kill', 'hooks', 'hook']) {
+    assert.match(help.stdout, new RegExp(`run-bg ${command}\\b`), command)
+  }
+  const kill = runBg(home, ['help', 'kill'])
+  assert.equal(kill.code, 0, kill.stderr)
+  assert.equal(kill.stdout, runBg(home, ['kill', '--help']).stdout, '`help <command>` is that command\'s help')
+  const unknown = runBg(home, ['help', 'nosuch'])
+  assert.equal(unknown.code, 2)
+  assert.match(unknown.stderr, /nosuch/)
+})

@@ -27,6 +27,15 @@ pub enum Parsed {
 /// `--version`) ends the process here, as clap would, its text made safe.
 pub fn parse(args: &[OsString]) -> Result<Parsed> {
     let first = args.get(1).map(|word| word.as_os_str());
+    // `run-bg help` alone is `run-bg --help`: the start form and every
+    // command with its flags, not clap's bare list of subcommands, which
+    // never says how to start a job.
+    if first.is_some_and(|word| word == "help") && args.len() == 2 {
+        let asked = [args[0].clone(), OsString::from("--help")];
+        if let Err(help) = StartCli::try_parse_from(asked) {
+            usage_exit(help, args);
+        }
+    }
     match first {
         Some(word) if !bytes_of(word).starts_with(b"-") => {
             let known = word.to_str().is_some_and(|word| {
@@ -80,8 +89,10 @@ Commands:
   run-bg up [-f <file>] [--owner <name>] [--yield [DUR]]   start a Procfile's or run-bg.json's processes
   run-bg down [-f <file>] [--owner <name>]     kill them, what runs after others first
   run-bg top [--owner <name>]                  a live full-screen view of the jobs (? for its keys)
-  run-bg hooks install claude-code|codex|gemini [--project [DIR]] [--dry-run] [--remove]
+  run-bg hooks install claude-code|codex|gemini [--project [DIR] | --user] [--dry-run] [--remove]
                                                a job's end wakes the agent in that harness; its session's end kills its jobs
+  run-bg hook <harness> <event>                what those hooks run (the harness's JSON on stdin)
+  run-bg help [<command>]                      this text, or a command's flags (also run-bg <command> --help)
 Start later: --after <id>... [--after-any], --queue <name>, --priority <n>.
 
 Durations: 500ms, 90s, 10m, 2h, 1h30m. Every subcommand takes --json.
@@ -453,4 +464,17 @@ fn our_option(spelled: &str, wanted: impl Fn(&clap::Arg) -> bool) -> Option<clap
 
 fn escaped(word: &OsStr) -> std::borrow::Cow<'_, str> {
     proc_manager_core::model::os_text::escaped(word)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_start_help_names_every_command() {
+        let commands = <SubCli as clap::CommandFactory>::command();
+        let unnamed: Vec<&str> =
+            commands.get_subcommands().map(|c| c.get_name()).filter(|name| !START_HELP.contains(&format!("run-bg {name} "))).collect();
+        assert!(unnamed.is_empty(), "`run-bg --help` (and `run-bg help`) leaves out {unnamed:?}");
+    }
 }
