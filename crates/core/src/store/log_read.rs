@@ -11,11 +11,15 @@ use std::path::Path;
 /// Longer lines are cut (with a marker saying how much was dropped).
 pub const LINE_CHARS: usize = 400;
 
+/// Words that say something went wrong, as whole words; then, case-sensitive,
+/// an exception named by its class (`TypeError:`, `KeyError`,
+/// `java.lang.NullPointerException`: the line that says what went wrong,
+/// where `\berror\b` never matches) and pytest's `E   ` assertion lines.
 fn error_pattern() -> &'static regex::Regex {
     static PATTERN: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     PATTERN.get_or_init(|| {
         regex::Regex::new(
-            r"(?i)\berror\b|\berror(\[|:)|\berr!|\bfailed\b|\bfailure\b|\bfatal\b|\bpanic(ked)?\b|\bexception\b|traceback \(most recent call last\)|segmentation fault|\bFAIL\b|✗|✖",
+            r"(?i)\berror\b|\berror(\[|:)|\berr!|\bfailed\b|\bfailure\b|\bfatal\b|\bpanic(ked)?\b|\bexception\b|traceback \(most recent call last\)|segmentation fault|\bFAIL\b|✗|✖|(?-i:\b[A-Z]\w*(Error|Exception)\b|^E {2,}\S)",
         )
         .expect("error pattern compiles")
     })
@@ -628,6 +632,37 @@ mod tests {
         assert!(!looks_like_error("compiled without errors"));
         assert!(!looks_like_error("Tests: 10 passed, 0 failed"));
         assert!(looks_like_error("Tests: 1 failed, 9 passed"));
+    }
+
+    #[test]
+    fn exceptions_named_by_their_class_look_like_errors() {
+        for line in [
+            "TypeError: Cannot read properties of undefined (reading 'foo')",
+            "json.decoder.JSONDecodeError: Expecting property name enclosed in double quotes",
+            "ValueError: bad value",
+            "KeyError: 'foo'",
+            "AssertionError: expected 1 to equal 2",
+            "ModuleNotFoundError: No module named 'requests'",
+            "RuntimeError: boom",
+            "ZeroDivisionError: division by zero",
+            "Exception in thread \"main\" java.lang.NullPointerException",
+            "java.lang.IllegalStateException: closed",
+            "Uncaught ReferenceError: x is not defined",
+            "E       assert 1 == 2",
+            "E   AssertionError",
+        ] {
+            assert!(looks_like_error(line), "{line}");
+        }
+        for line in [
+            "ErrorBoundary mounted",
+            "handleTypeError is a function name",
+            "E2E suite: 12 specs",
+            "Everything is fine",
+            "E found",
+            "the terror of it",
+        ] {
+            assert!(!looks_like_error(line), "{line}");
+        }
     }
     #[test]
     fn a_line_window_numbers_lines_across_rotations_and_never_folds() {
