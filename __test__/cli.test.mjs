@@ -209,21 +209,44 @@ test('logs prints the tail, --all the whole log across rotated files', (t) => {
   assert.equal(lines.at(-1), '3000')
 })
 
-test('the registry keeps at most max_jobs entries, evicting the oldest finished with their logs', (t) => {
+test('the registry keeps at most max_jobs ended jobs, evicting the oldest with their logs', (t) => {
   const { home } = makeHome(t, { registry: { max_jobs: 4 } })
   const running = startJob(home, ['sleep', '30'])
   const finished = []
-  for (let i = 0; i < 5; i++) {
+  for (let i = 0; i < 6; i++) {
     const job = startJob(home, ['true'])
     runBg(home, ['wait', job.jobId])
     finished.push(job)
   }
   const ids = readRegistry(home).map((j) => j.id)
-  assert.equal(ids.length, 4)
+  assert.equal(ids.length, 5, 'the running job and the 4 newest ended ones')
   assert.ok(ids.includes(running.jobId), 'the running job is never evicted')
   assert.deepEqual(ids.slice(1), finished.slice(2).map((j) => j.jobId))
   assert.ok(!fs.existsSync(path.dirname(finished[0].logPath)), 'evicted job directory deleted')
   assert.equal(runBg(home, ['check', finished[0].jobId]).code, 1)
+})
+
+test('running jobs beyond max_jobs do not push out the outcome of a job that just ended', async (t) => {
+  // The cap counts ended jobs: with more jobs running than it, each end was
+  // forgotten as it was recorded, and `check`, `summary` and `--yield` of it
+  // said "no job with id".
+  const { home } = makeHome(t, { registry: { max_jobs: 2 } })
+  for (let i = 0; i < 3; i++) startJob(home, ['sleep', '30'])
+  const failing = startJob(home, ['sh', '-c', 'echo compile error; exit 3'])
+  assert.equal(runBg(home, ['wait', failing.jobId]).code, 3)
+  const check = runBg(home, ['check', failing.jobId, '--json'])
+  assert.equal(check.code, 0, check.stderr)
+  assert.deepEqual([JSON.parse(check.stdout).status, JSON.parse(check.stdout).exitCode], ['failed', 3])
+  // `wait` and `check` count as looking at an end; `list` does not.
+  const unseen = startJob(home, ['sh', '-c', 'exit 5'])
+  const listed = () => JSON.parse(runBg(home, ['list', '--all', '--json']).stdout).find((j) => j.jobId === unseen.jobId)
+  await waitFor(() => listed()?.status === 'failed', { what: 'the unseen job to end' })
+  assert.match(runBg(home, ['summary']).stdout, new RegExp(`${unseen.jobId}.*exit 5`))
+  const yielded = runBg(home, ['--yield', '20s', '--', 'sh', '-c', 'exit 4'])
+  assert.equal(yielded.code, 4, yielded.stderr)
+  assert.match(yielded.stdout, /failed \(exit 4\)/)
+  const kept = JSON.parse(runBg(home, ['list', '--all', '--json']).stdout)
+  assert.deepEqual(kept.map((j) => j.status).sort(), ['failed', 'failed', 'running', 'running', 'running'], 'the 3 running and the 2 newest ended')
 })
 
 test('a corrupt jobs.json is moved aside, never overwritten, and running jobs survive', async (t) => {

@@ -51,6 +51,8 @@ pub struct LogsConfig {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct RegistryConfig {
+    /// How many ended jobs are kept (the oldest beyond it forgotten); jobs
+    /// that run, wait or are orphaned are never forgotten and do not count.
     pub max_jobs: usize,
     /// How long one process may hold the registry lock before whoever waits
     /// for it gives up, naming the holder (a stopped process holds it forever).

@@ -627,19 +627,18 @@ impl Registry {
 
 
 
-    /// Drops the oldest finished jobs beyond `max_jobs`. A job whose main process
-    /// ended while some of its processes live on stays.
+    /// Drops the oldest ended jobs beyond `max_jobs` ended ones. A job whose
+    /// main process ended while some of its processes live on stays. Running,
+    /// paused, queued and orphaned jobs do not count: with the cap
+    /// counting every job, more running jobs than the cap had each end
+    /// forgotten as it was recorded, its outcome never seen.
     fn evict_over_cap(&self, jobs: &mut Vec<Job>) {
-        let mut excess = jobs.len().saturating_sub(self.max_jobs);
+        let mut order: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].status().is_final()).collect();
+        let mut excess = order.len().saturating_sub(self.max_jobs);
         if excess == 0 {
             return;
         }
-        let mut order: Vec<usize> = (0..jobs.len()).collect();
         order.sort_by_key(|&i| jobs[i].started_at);
-        order.retain(|&i| jobs[i].status().is_final());
-        if order.is_empty() {
-            return;
-        }
         let mut evict = vec![false; jobs.len()];
         // One pass over /proc for all candidates that need it, if any does:
         // a job whose supervisor saw everything below it end and left its
