@@ -4,7 +4,7 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import path from 'node:path'
 import {
-  makeHome, runBg, startJob, readRegistry, checkJson, waitFor, isAlive, logBytes, waitForQuiet, processStart, RUN_BG,
+  makeHome, runBg, startJob, readRegistry, checkJson, waitFor, isAlive, killPid, logBytes, waitForQuiet, processStart, RUN_BG,
 } from './helpers.mjs'
 
 test('a job that succeeds: ack, wait exit 0, check shows status and its lines', (t) => {
@@ -466,4 +466,54 @@ test('`run-bg help` says how to start a job and lists every command, as `--help`
   const unknown = runBg(home, ['help', 'nosuch'])
   assert.equal(unknown.code, 2)
   assert.match(unknown.stderr, /nosuch/)
+})
+
+test('kill of a running job whose job.json is unreadable ends its processes before anything is removed; prune leaves it', async (t) => {
+  // A start writes only its own job.json: garbled before any registry write,
+  // nothing else names the job. kill removed its directory and signalled
+  // nothing, and the job ran on where no verb could find or stop it.
+  const { home } = makeHome(t)
+  const job = startJob(home, ['sleep', '300'], ['--label', 'garbled'])
+  const record = path.join(home, 'jobs', job.jobId, 'job.json')
+  const supervisorPid = JSON.parse(fs.readFileSync(record, 'utf8')).supervisor.pid
+  t.after(() => { killPid(job.pid); killPid(supervisorPid) })
+  assert.ok(!fs.existsSync(path.join(home, 'jobs.json')) || !fs.readFileSync(path.join(home, 'jobs.json'), 'utf8').includes(job.jobId), 'the test needs a job the registry does not hold')
+  fs.writeFileSync(record, 'garbage')
+
+  const pruned = runBg(home, ['prune', '--json'])
+  assert.equal(pruned.code, 0, pruned.stderr)
+  assert.ok(!JSON.parse(pruned.stdout).removed?.includes(job.jobId), `prune leaves a job whose processes run: ${pruned.stdout}`)
+  assert.ok(fs.existsSync(path.dirname(record)) && isAlive(job.pid))
+
+  const killed = runBg(home, ['kill', job.jobId, '--json'])
+  assert.equal(killed.code, 0, killed.stderr)
+  const [outcome] = JSON.parse(killed.stdout)
+  assert.equal(outcome.signalled, true, outcome.message)
+  await waitFor(() => !isAlive(job.pid) && !isAlive(supervisorPid), { what: 'the job and its supervisor to end' })
+  // Its supervisor wrote the end over the garbage: the job reads killed.
+  assert.equal(checkJson(home, job.jobId).status, 'killed', outcome.message)
+})
+
+test('kill --all ends a running job whose job.json is unreadable, beside the others', async (t) => {
+  const { home } = makeHome(t)
+  const plain = startJob(home, ['sleep', '300'])
+  const job = startJob(home, ['sleep', '300'], ['--label', 'garbled'])
+  const record = path.join(home, 'jobs', job.jobId, 'job.json')
+  const supervisorPid = JSON.parse(fs.readFileSync(record, 'utf8')).supervisor.pid
+  t.after(() => { killPid(job.pid); killPid(supervisorPid); killPid(plain.pid) })
+  fs.writeFileSync(record, '{"version": 99}')
+  const killed = runBg(home, ['kill', '--all', '--json'])
+  assert.equal(killed.code, 0, killed.stderr)
+  const outcomes = JSON.parse(killed.stdout)
+  assert.deepEqual(outcomes.map((o) => o.jobId).sort(), [plain.jobId, job.jobId].sort(), killed.stdout)
+  await waitFor(() => !isAlive(job.pid) && !isAlive(supervisorPid) && !isAlive(plain.pid), { what: 'both jobs to end' })
+  assert.equal(checkJson(home, job.jobId).status, 'killed')
+  // Selected by owner, an unreadable record is not taken: it names no owner.
+  const other = startJob(home, ['sleep', '300'], ['--label', 'garbled2'])
+  t.after(() => killPid(other.pid))
+  fs.writeFileSync(path.join(home, 'jobs', other.jobId, 'job.json'), 'garbage')
+  assert.equal(runBg(home, ['kill', '--all', '--owner', 'someone']).code, 0)
+  assert.ok(isAlive(other.pid), 'kill --all --owner leaves a job it cannot tell the owner of')
+  assert.equal(runBg(home, ['kill', other.jobId]).code, 0)
+  await waitFor(() => !isAlive(other.pid), { what: 'the second garbled job to end' })
 })

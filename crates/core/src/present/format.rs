@@ -245,7 +245,7 @@ pub fn nothing_listed(filter: &crate::verbs::list::ListFilter, every_job: &str) 
 pub fn corrupt_line(record: &crate::store::registry::CorruptRecord) -> String {
     if !record.removable {
         return format!(
-            "{}  unreadable: record {} cannot be read ({}) — not run, not removed: a newer version's record, or a read that failed for now",
+            "{}  unreadable: record {} cannot be read ({}) — not removed: a newer version's record, or a read that failed for now",
             visible(&record.id),
             visible(&record.file.display().to_string()),
             visible(&shorten(&record.reason, 80))

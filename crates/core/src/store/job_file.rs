@@ -41,16 +41,17 @@ impl CorruptRecord {
     pub fn describe(&self) -> String {
         if !self.removable {
             return format!(
-                "job {} cannot be read: its record {} ({}); it is not run, and not removed: it may be a \
-                 newer version's record or a read that failed for now; look at the file",
+                "job {} cannot be read: its record {} ({}); not removed: it may be a newer version's record or a \
+                 read that failed for now; look at the file (`run-bg kill {}` ends whatever of it still runs)",
                 self.id,
                 self.file.display(),
-                self.reason
+                self.reason,
+                self.id
             );
         }
         format!(
-            "job {} is corrupt: its record {} cannot be read ({}); it is not run. \
-             `run-bg kill {}` or `run-bg prune` removes its directory",
+            "job {} is corrupt: its record {} cannot be read ({}). `run-bg kill {}` ends whatever of it still runs \
+             and removes its directory; `run-bg prune` removes it once nothing of it runs",
             self.id,
             self.file.display(),
             self.reason,

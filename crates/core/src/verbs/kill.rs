@@ -38,7 +38,7 @@ impl Context {
     pub fn kill(&self, id: &str, grace: Option<Duration>, force: bool) -> Result<KillOutcome> {
         let job = match self.job(id) {
             Ok(job) => job,
-            Err(e) => return self.registry().corrupt_record(id).map_or(Err(e), |record| self.kill_corrupt(record)),
+            Err(e) => return self.registry().corrupt_record(id).map_or(Err(e), |record| self.kill_corrupt(record, grace, force)),
         };
         if job.status() == JobStatus::Queued {
             if let Some(job) = self.kill_queued(id)? {
@@ -109,7 +109,39 @@ impl Context {
             .into_iter()
             .filter(|j| !j.status().is_final() || left.contains_key(&j.id))
             .collect();
-        Ok(self.kill_jobs(targets, grace, force))
+        // A job whose record cannot be read has no owner, session or age to
+        // select it by: only a kill of everything takes it, and only while
+        // something of it lives (its processes ended, its record then most
+        // often written anew by its supervisor; see `kill_corrupt`).
+        let everything = filter.owner.is_none() && filter.session.is_none() && filter.status.is_none() && older_than.is_none();
+        let unreadable = if everything { self.live_unreadable_jobs() } else { Vec::new() };
+        if unreadable.is_empty() {
+            return Ok(self.kill_jobs(targets, grace, force));
+        }
+        Ok(std::thread::scope(|scope| {
+            let handles: Vec<_> = unreadable
+                .into_iter()
+                .map(|record| (record.id.clone(), scope.spawn(move || self.kill_corrupt(record, grace, force))))
+                .collect();
+            let mut results = self.kill_jobs(targets, grace, force);
+            for (id, handle) in handles {
+                results.push(match handle.join() {
+                    Ok(result) => result.map_err(|e| (id, e)),
+                    Err(_) => Err((id, Error::Other("kill thread panicked".into()))),
+                });
+            }
+            results
+        }))
+    }
+
+    /// Records that cannot be read of jobs something of which lives.
+    fn live_unreadable_jobs(&self) -> Vec<crate::store::registry::CorruptRecord> {
+        let records = self.corrupt_records().unwrap_or_default();
+        if records.is_empty() {
+            return records;
+        }
+        let rows = procinfo::table();
+        records.into_iter().filter(|r| unreadable_job_tree(&rows, &r.id, &self.home).is_some()).collect()
     }
 
     /// Kills `jobs` at once, each reported once (in their order): those with
@@ -515,19 +547,39 @@ impl Context {
         write_json_file(&dir.join(KILL_REQUEST_FILE), &request, false)
     }
 
-    /// `kill` of a job whose record cannot be read: nothing can be known to
-    /// signal, so its directory (its launch spec with the submitter's
-    /// environment) is what is removed.
-    fn kill_corrupt(&self, record: crate::store::registry::CorruptRecord) -> Result<KillOutcome> {
+    /// `kill` of a job whose record cannot be read. The record names no
+    /// process, but the job's processes carry its cookie, its supervisor its
+    /// mark, and what the supervisor recorded lies beside the record: they
+    /// are ended first, the supervisor asked as for any kill, so that it
+    /// records the end over the unreadable file. Only a record still
+    /// unreadable then goes, with its directory (its launch spec with the
+    /// submitter's environment): removed first, a running job ran on where no
+    /// verb could find or stop it.
+    fn kill_corrupt(&self, record: crate::store::registry::CorruptRecord, grace: Option<Duration>, force: bool) -> Result<KillOutcome> {
+        let grace = grace.unwrap_or(Duration::from_millis(self.config.kill.grace_ms));
+        let signalled = self.end_unreadable_job(&record.id, grace, force);
+        if signalled > 0 {
+            if let Ok(job) = self.job(&record.id) {
+                let message = format!(
+                    "killed {}: {signalled} process(es) signalled; its record, unreadable before ({}), was written anew by its supervisor",
+                    job.id, record.reason
+                );
+                return Ok(KillOutcome { job, signalled: true, message });
+            }
+        }
+        let signals = match signalled {
+            0 => "nothing was signalled".to_string(),
+            n => format!("its {n} process(es) were signalled first"),
+        };
         if !record.removable {
-            return Err(Error::Other(record.describe()));
+            return Err(Error::Other(format!("{}; {signals}", record.describe())));
         }
         if !self.registry().remove_corrupt(&record.id)? {
             // Recorded meanwhile (or removed): it is a job again, or gone.
             return self.kill(&record.id, None, false);
         }
         let message = format!(
-            "removed {}: its record {} could not be read ({}); its directory, launch spec included, is deleted; nothing was signalled",
+            "removed {}: its record {} could not be read ({}); its directory, launch spec included, is deleted; {signals}",
             record.id,
             record.file.display(),
             record.reason
@@ -539,8 +591,60 @@ impl Context {
             "log_path": self.home.job_dir(&record.id).join("output.log"),
         });
         let job: Job = serde_json::from_value(placeholder).map_err(|e| Error::Other(e.to_string()))?;
-        Ok(KillOutcome { job, signalled: false, message })
+        Ok(KillOutcome { job, signalled: signalled > 0, message })
     }
+
+    /// Ends the live processes of a job whose record cannot be read (see
+    /// `kill_corrupt`) and waits for its supervisor to exit; how many were
+    /// signalled.
+    fn end_unreadable_job(&self, id: &str, grace: Duration, force: bool) -> usize {
+        let rows = procinfo::table();
+        let Some(unreadable) = unreadable_job_tree(&rows, id, &self.home) else { return 0 };
+        let tree = Tree { recorded: &unreadable.recorded, ..unreadable.tree(id) };
+        // The supervisor, rung as for any kill, ends its tree and records
+        // the end as a kill (our own signals first would have it record a
+        // death by signal); it counts as one signalled.
+        let rung = tree.supervisor.filter(|&supervisor| {
+            let request = KillRequest { grace_ms: grace.as_millis() as u64, force, caller_sweeps: false, caller_signalled_since: None };
+            let doorbell = match self.write_kill_request(id, request) {
+                Ok(()) => crate::model::signals::SIGUSR1,
+                Err(_) => crate::os::sys::DOORBELL_FALLBACK,
+            };
+            matches!(procinfo::signal_process(&supervisor, doorbell), SignalOutcome::Sent)
+        });
+        if let Some(supervisor) = rung {
+            let bound = if force { Duration::ZERO } else { grace } + STILL_EXITING_PATIENCE;
+            wait_until(bound, Duration::from_millis(20), || !procinfo::is_same_process_alive(&supervisor));
+        }
+        // What is left (all of it, without a supervisor): paused or not,
+        // nothing says, so a SIGCONT after the SIGTERM lets a stopped tree act.
+        let (count, _) = procinfo::OwnIds::fixed_while(|| terminate_tree(tree, grace, force, true));
+        count + usize::from(rung.is_some())
+    }
+}
+
+/// What can be known of the processes of a job whose record cannot be read:
+/// its supervisor (the live process that carries the job's mark), what that
+/// supervisor recorded, and whether anything carries the job's cookie.
+/// `None` when nothing of the job lives.
+pub(crate) struct UnreadableJob {
+    pub supervisor: Option<ProcessIdentity>,
+    pub recorded: Vec<ProcessIdentity>,
+}
+
+impl UnreadableJob {
+    fn tree<'a>(&self, id: &'a str) -> Tree<'a> {
+        Tree { job_id: id, main: None, supervisor: self.supervisor, recorded: &[] }
+    }
+}
+
+pub(crate) fn unreadable_job_tree(rows: &[procinfo::Row], id: &str, home: &crate::store::paths::Home) -> Option<UnreadableJob> {
+    let supervisor = rows.iter().find(|r| r.mark.as_deref() == Some(id) && r.identity.is_possible_job_process()).map(|r| r.identity);
+    let recorded = crate::store::procset::load(&home.job_dir(id));
+    let job = UnreadableJob { supervisor, recorded };
+    let tree = Tree { recorded: &job.recorded, ..job.tree(id) };
+    let lives = supervisor.is_some() || !tree::members_in(rows, tree).0.is_empty();
+    lives.then_some(job)
 }
 
 pub(crate) fn mark_killed(job: &mut Job) -> bool {

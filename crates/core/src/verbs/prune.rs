@@ -31,8 +31,14 @@ impl Context {
             let _ = std::fs::remove_dir_all(self.home.job_dir(id));
         }
         let mut removed = removed;
-        // Unreadable records never run: as old as their job.json, they go too.
-        for record in self.registry().corrupt_records()?.into_iter().filter(|r| r.removable && r.modified_ms <= cutoff) {
+        // Unreadable records as old as their job.json go too, unless
+        // something of their job lives (its supervisor, its cookie): its
+        // `kill` ends that first, and then the record is most often written
+        // anew by its supervisor.
+        let unreadable: Vec<_> = self.registry().corrupt_records()?.into_iter().filter(|r| r.removable && r.modified_ms <= cutoff).collect();
+        let rows = if unreadable.is_empty() { Vec::new() } else { crate::os::procinfo::table() };
+        let lives = |id: &str| crate::verbs::kill::unreadable_job_tree(&rows, id, &self.home).is_some();
+        for record in unreadable.into_iter().filter(|r| !lives(&r.id)) {
             if self.registry().remove_corrupt(&record.id)? {
                 removed.push(record.id);
             }
