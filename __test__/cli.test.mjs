@@ -517,3 +517,22 @@ test('kill --all ends a running job whose job.json is unreadable, beside the oth
   assert.equal(runBg(home, ['kill', other.jobId]).code, 0)
   await waitFor(() => !isAlive(other.pid), { what: 'the second garbled job to end' })
 })
+
+test('kill --all still ends every job when jobs.json cannot be read (a newer version\'s, a directory in its place)', async (t) => {
+  // A session-end hook runs `kill --all`: after a downgrade, or with the
+  // registry broken, it killed nothing and left every job running.
+  const { home } = makeHome(t)
+  const jobs = [startJob(home, ['sleep', '300']), startJob(home, ['sleep', '300'])]
+  t.after(() => jobs.forEach((j) => killPid(j.pid)))
+  runBg(home, ['list']) // both taken into jobs.json
+  const registry = path.join(home, 'jobs.json')
+  const held = JSON.parse(fs.readFileSync(registry, 'utf8'))
+  fs.writeFileSync(registry, JSON.stringify({ ...held, version: 2 }))
+  assert.notEqual(runBg(home, ['list']).code, 0, 'the test needs a registry this version refuses')
+  const killed = runBg(home, ['kill', '--all', '--json'])
+  assert.equal(killed.code, 0, killed.stderr)
+  assert.match(killed.stderr, /warning: .*jobs\.json.*newer/)
+  assert.deepEqual(JSON.parse(killed.stdout).map((o) => [o.jobId, o.status]).sort(), jobs.map((j) => [j.jobId, 'killed']).sort())
+  await waitFor(() => jobs.every((j) => !isAlive(j.pid)), { what: 'both jobs to end' })
+  assert.equal(fs.readFileSync(registry, 'utf8'), JSON.stringify({ ...held, version: 2 }), 'a newer version\'s registry is left as it was')
+})

@@ -229,6 +229,14 @@ impl Registry {
         Ok(jobs)
     }
 
+    /// Every job the job directories know, oldest first, without reading
+    /// `jobs.json`: what a kill of everything goes by when the registry
+    /// cannot be read (a newer version's, a directory in its place), so that
+    /// it never keeps a job alive.
+    pub fn load_job_files_only(&self) -> Vec<Job> {
+        self.merged(Vec::new(), false).0
+    }
+
     /// A job's own `jobs/<id>/job.json`, without reading the registry: what
     /// its supervisor or a killer recorded last.
     pub fn own_record(&self, id: &str) -> Option<Job> {

@@ -100,8 +100,17 @@ impl Context {
         pick: &dyn Fn(&Job) -> bool,
     ) -> Result<Vec<std::result::Result<KillOutcome, (String, Error)>>> {
         let started_by = older_than.map(|age| now_ms().saturating_sub(age.as_millis() as u64));
-        let jobs: Vec<Job> =
-            self.list(filter)?.into_iter().filter(|j| started_by.is_none_or(|cut| j.started_at <= cut) && pick(j)).collect();
+        let listed = match self.list(filter) {
+            Ok(jobs) => jobs,
+            // A registry that cannot be read never keeps a job alive: its
+            // jobs' own records say what runs, as for `kill <id>`.
+            Err(e @ (Error::Io { .. } | Error::Other(_))) => {
+                tracing::warn!("{e}; killing by the job directories' own records instead");
+                self.list_without_registry(filter)?
+            }
+            Err(e) => return Err(e),
+        };
+        let jobs: Vec<Job> = listed.into_iter().filter(|j| started_by.is_none_or(|cut| j.started_at <= cut) && pick(j)).collect();
         // Ended jobs whose processes live on are part of "everything I started"
         // (one pass over the process table for all of them).
         let left = self.leftover_counts(&jobs);

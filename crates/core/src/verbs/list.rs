@@ -53,10 +53,19 @@ impl Context {
     }
 
     pub fn list(&self, filter: &ListFilter) -> Result<Vec<Job>> {
+        self.list_of(self.registry().load()?, filter)
+    }
+
+    /// `list` from the job directories alone (`Registry::load_job_files_only`).
+    pub fn list_without_registry(&self, filter: &ListFilter) -> Result<Vec<Job>> {
+        self.list_of(self.registry().load_job_files_only(), filter)
+    }
+
+    fn list_of(&self, loaded: Vec<Job>, filter: &ListFilter) -> Result<Vec<Job>> {
         let recent_since = now_ms().saturating_sub(3_600_000);
         let session = filter.session.as_ref().map(|s| self.session_of(s)).transpose()?;
         let mut jobs = Vec::new();
-        for job in self.reconcile_jobs(self.registry().load()?)? {
+        for job in self.reconcile_jobs(loaded)? {
             if let Some(status) = filter.status {
                 if job.shown_status() != status {
                     continue;
