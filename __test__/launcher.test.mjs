@@ -51,6 +51,7 @@ case "$1" in
   exit7) exit 7 ;;
   term) kill -TERM $$ ;;
   sleep) echo $$ > "$2"; exec sleep 300 ;;
+  caller) echo "caller=\${PROC_MANAGER_TIE_PARENT#*:}"; exit 0 ;;
 esac
 echo "${tag} by=\${PROC_MANAGER_TIE_PARENT%%:*} args=$#:$*"
 `, { mode: 0o755 })
@@ -236,4 +237,49 @@ test('exit status and signals pass through, and a signal to the command alone re
   const own = run(SHIM, ['--version'])
   assert.equal(own.status, 0, own.stderr)
   assert.match(own.stdout, /^run-bg \d+\.\d+\.\d+/)
+})
+
+/**
+ * What `npx run-bg …` makes: npm (a node process titled `npm exec …`, with
+ * `npm_command=exec` in the environment it hands on) runs the bin through
+ * `sh -c`, and on SIGTERM ends that shell alone. Says its own parent's pid
+ * (`npmParent=`), then passes the bin's output on.
+ */
+function fakeNpx(dir) {
+  const file = path.join(dir, 'npm-exec.js')
+  fs.writeFileSync(file, `process.title = 'npm exec run-bg'
+const { spawn } = require('node:child_process')
+console.log('npmParent=' + process.ppid)
+const shell = spawn('sh', ['-c', '"$0" "$@"', ...process.argv.slice(2)], { stdio: 'inherit', env: { ...process.env, npm_command: 'exec', npm_lifecycle_event: 'npx' } })
+process.on('SIGTERM', () => { shell.kill('SIGTERM'); process.exit(143) })
+shell.on('exit', (code) => process.exit(code ?? 1))
+`)
+  return file
+}
+
+test('under npx, --tie ties to the shell that ran npx, and npx ended ends run-bg', async (t) => {
+  // npm's `sh -c` exits as soon as run-bg does: tied to it, a job was killed
+  // as soon as npx returned; and npm, ended by a tool's timeout, ends that
+  // shell alone, so a `run-bg wait` ran on.
+  const project = path.join(work, 'npx')
+  fakeMain(path.join(project, 'node_modules', 'proc-manager'))
+  fakePlatform(path.join(project, 'node_modules'), 'npx')
+  const aBin = link('../proc-manager/bin/run-bg.js', path.join(project, 'node_modules', '.bin', 'run-bg'))
+  const npx = fakeNpx(work)
+  const said = run('sh', ['-c', '"$0" "$@"; true', process.execPath, npx, aBin, 'caller'])
+  assert.equal(said.status, 0, said.stderr)
+  const npmParent = said.stdout.match(/^npmParent=(\d+)$/m)?.[1]
+  const caller = said.stdout.match(/^caller=(\d+)$/m)?.[1]
+  assert.ok(npmParent && caller, said.stdout)
+  assert.equal(caller, npmParent, 'the process that ran npx, not npm\'s sh -c')
+  // Outside npx the shim's own parent is the caller, as before.
+  const plain = run('sh', ['-c', 'echo "shell=$$"; "$0" caller; true', aBin])
+  assert.equal(plain.stdout.match(/^caller=(\d+)$/m)?.[1], plain.stdout.match(/^shell=(\d+)$/m)?.[1], plain.stdout)
+
+  const pidFile = path.join(work, 'sleeper-npx')
+  const npm = spawn(process.execPath, [npx, aBin, 'sleep', pidFile], { env: cleanEnv(), stdio: 'ignore' })
+  const child = await waitFor(() => { try { return Number(fs.readFileSync(pidFile, 'utf8')) || null } catch { return null } }, { what: 'run-bg under npx' })
+  t.after(() => killPid(child))
+  process.kill(npm.pid, 'SIGTERM')
+  await waitFor(() => !exists(child), { what: 'run-bg to end once npx was ended' })
 })

@@ -28,10 +28,45 @@ try {
   process.exit(1)
 }
 const args = process.argv.slice(2)
+
+// `npx run-bg …` (npm sets npm_command=exec): npm runs this through a
+// `sh -c` of its own that exits with us, and on a signal ends that shell
+// alone. So the caller is the process that ran npx, and npx ended (our
+// parent gone) ends run-bg, as a signal to us would.
+const underNpx = process.env.npm_command === 'exec' && process.platform !== 'win32'
+
+/** A process's parent and command line, or null. */
+function parentAndCommand(pid) {
+  try {
+    if (process.platform === 'linux') {
+      const stat = require('node:fs').readFileSync(`/proc/${pid}/stat`, 'utf8')
+      // The name in parentheses may hold spaces and parentheses itself.
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+      const command = require('node:fs').readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ')
+      return { ppid, command }
+    }
+    const ps = spawnSync('ps', ['-o', 'ppid=,command=', '-p', String(pid)], { encoding: 'utf8' })
+    const found = /^\s*(\d+)\s+(.*)$/.exec(ps.stdout?.trim() ?? '')
+    return found && { ppid: Number(found[1]), command: found[2] }
+  } catch {
+    return null
+  }
+}
+
+/** Under npx, the process that ran npx: past npm's shell and npm itself; else null. */
+function npxCaller() {
+  const shell = parentAndCommand(process.ppid)
+  if (!shell || !/^(\S*\/)?(sh|bash|dash|zsh) /.test(shell.command)) return null
+  const npm = parentAndCommand(shell.ppid)
+  if (!npm || !/^npm exec\b|npx-cli\.js|npm-cli\.js|^(\S*\/)?npx /.test(npm.command)) return null
+  return npm.ppid > 1 ? npm.ppid : null
+}
+
 // `run-bg --tie` ties a job to whoever ran run-bg: that is our caller, not
 // this shim, which exits with run-bg. The binary trusts this only when the
 // shim (this pid) is its parent.
-const env = { ...process.env, PROC_MANAGER_TIE_PARENT: `${process.pid}:${process.ppid}` }
+const caller = (underNpx && npxCaller()) || process.ppid
+const env = { ...process.env, PROC_MANAGER_TIE_PARENT: `${process.pid}:${caller}` }
 
 function cannotRun(error) {
   const how = process.env.PROC_MANAGER_BINARY_PATH === binary ? ' (from PROC_MANAGER_BINARY_PATH)' : ''
@@ -59,6 +94,16 @@ let early = null
 for (const signal of passed) process.on(signal, () => (child ? child.kill(signal) : (early = signal)))
 child = spawn(binary, args, { stdio: 'inherit', env })
 if (early) child.kill(early)
+if (underNpx) {
+  const parent = process.ppid
+  const watch = setInterval(() => {
+    if (process.ppid !== parent) {
+      clearInterval(watch)
+      child.kill('SIGTERM')
+    }
+  }, 200)
+  watch.unref()
+}
 child.on('error', cannotRun)
 child.on('exit', (code, signal) => {
   if (signal) {
