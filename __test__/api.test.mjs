@@ -106,6 +106,25 @@ test('killJob and killAll work with a broken config.json (defaults); other calls
   assert.ok(!isAlive(one.pid) && !isAlive(two.pid))
 })
 
+test('killAll of a job that ends on its own as the kill begins does not say it killed it', async (t) => {
+  // A job listed running whose main process exits before its supervisor
+  // answers keeps its own outcome: it read "killed x (success): 0
+  // process(es) signalled", signalled true, and MCP listed it as killed.
+  useHome(t)
+  let raced = 0
+  for (let i = 0; i < 8; i++) {
+    const job = pm.runBackground('true', { owner: `race-${i}` })
+    for (const outcome of await pm.killAll({ owner: `race-${i}` })) {
+      assert.equal(outcome.jobId, job.jobId)
+      if (outcome.status === 'killed') continue
+      raced++
+      assert.equal(outcome.signalled, false, outcome.message)
+      assert.match(outcome.message, new RegExp(`^${job.jobId} ended on its own \\(success\\) before the kill; nothing was signalled$`))
+    }
+  }
+  t.diagnostic(`${raced} of 8 kills met a job that had ended on its own`)
+})
+
 test('waitJob with timeoutMs resolves timedOut while the job runs on', async (t) => {
   useHome(t)
   const job = pm.runBackground('sleep 30')

@@ -466,9 +466,14 @@ impl Context {
                 } else {
                     String::new()
                 };
-                format!("killed {} ({}): {count} process(es) signalled{exiting}{supervisor}{unrecorded}{kept}", after.id, after.status())
+                match ended_by_itself(&after, count) {
+                    true => format!("{} ended on its own ({}) before the kill; nothing was signalled", after.id, after.status()),
+                    false => format!("killed {} ({}): {count} process(es) signalled{exiting}{supervisor}{unrecorded}{kept}", after.id, after.status()),
+                }
             };
-            results.push(Ok(KillOutcome { message, signalled: true, job: after }));
+            // A job whose own exit came first was not killed, and nothing of it was signalled.
+            let signalled = !ended_by_itself(&after, count);
+            results.push(Ok(KillOutcome { message, signalled, job: after }));
         }
         results.extend(late);
         results
@@ -696,6 +701,12 @@ fn terminate_tree(tree: Tree, grace: Duration, force: bool, paused: bool) -> (us
 
 
 /// What `kill` says of an ended job whose left-over processes it removed.
+/// The job's own exit decided its outcome (it ended as the kill began,
+/// before its supervisor took the request) and nothing of it was signalled.
+fn ended_by_itself(job: &Job, signalled: usize) -> bool {
+    signalled == 0 && job.status().is_final() && !matches!(job.status(), JobStatus::Killed | JobStatus::Timeout)
+}
+
 fn left_running_removed(job: &Job, count: usize, exiting: &str) -> String {
     format!(
         "{} had already ended ({}); removed the processes it left running ({count} process(es) signalled){exiting}",
