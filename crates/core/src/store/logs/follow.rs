@@ -15,13 +15,36 @@ pub(super) struct Held {
     file: File,
     id: FileId,
     pos: u64,
+    /// Where its first byte lies in everything written to the log, when the
+    /// log's files could be placed (see `LogFiles`): what a drop took from
+    /// under a follower is then said in bytes.
+    start: Option<u64>,
 }
 
 impl Held {
     pub(super) fn new(mut file: File, pos: u64) -> Option<Held> {
         let id = file_id(&file)?;
         file.seek(SeekFrom::Start(pos)).ok()?;
-        Some(Held { file, id, pos })
+        Some(Held { file, id, pos, start: None })
+    }
+
+    /// With its place in the log, as the log's files place it now.
+    fn placed(mut self, log: &Path) -> Held {
+        let files = super::LogFiles::open(log);
+        if files.record_problem.is_none() {
+            self.start = files.files.iter().find(|f| f.id == self.id).map(|f| f.start);
+        }
+        self
+    }
+}
+
+/// Said in the followed output where files were dropped past `keep` before
+/// the follower read them, so that a gap is never silent: `--since` says the
+/// same of a cursor that fell behind.
+fn gap_note(bytes: Option<u64>) -> String {
+    match bytes {
+        Some(bytes) => format!("[run-bg: {bytes} bytes rotated away before they were read]\n"),
+        None => "[run-bg: output rotated away before it was read]\n".to_string(),
     }
 }
 
@@ -38,15 +61,19 @@ pub struct LogFollower {
     held: Option<Held>,
     buffer: Vec<u8>,
     seams: Seams,
+    /// The last byte given to the sink: a gap's note starts a line of its own.
+    last_byte: Option<u8>,
 }
 
 impl LogFollower {
     pub(super) fn new(log: &Path, held: Option<Held>) -> LogFollower {
+        let held = held.map(|held| held.placed(log));
         LogFollower {
             log: log.to_path_buf(),
             held,
             buffer: vec![0u8; 64 * 1024],
             seams: Seams::default(),
+            last_byte: None,
         }
     }
 
@@ -107,7 +134,7 @@ impl LogFollower {
         let mut copied = 0;
         loop {
             if self.held.is_none() {
-                self.held = self.open_oldest();
+                self.held = self.open_oldest().map(|held| held.placed(&self.log));
                 if self.held.is_none() {
                     break;
                 }
@@ -123,7 +150,12 @@ impl LogFollower {
             // read now, before moving on.
             copied += self.read_held(sink)?;
             match self.successor() {
-                Some(next) => self.held = Some(next),
+                Some((next, dropped)) => {
+                    if let Some(bytes) = dropped {
+                        copied += self.note_gap(sink, bytes)?;
+                    }
+                    self.held = Some(next);
+                }
                 None => break,
             }
         }
@@ -148,6 +180,7 @@ impl LogFollower {
                     sink.write_all(&self.buffer[..n])?;
                     held.pos += n as u64;
                     copied += n as u64;
+                    self.last_byte = Some(self.buffer[n - 1]);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => break,
@@ -156,28 +189,49 @@ impl LogFollower {
         Ok(copied)
     }
 
-    /// The file written after the held one, which has been rotated; None
-    /// while a rotation is halfway done.
+    /// Writes the note of a gap (`bytes` dropped, if known) on a line of its own.
+    fn note_gap(&mut self, sink: &mut dyn Write, bytes: Option<u64>) -> std::io::Result<u64> {
+        let mut note = gap_note(bytes);
+        if self.last_byte.is_some_and(|b| b != b'\n') {
+            note.insert(0, '\n');
+        }
+        sink.write_all(note.as_bytes())?;
+        self.last_byte = Some(b'\n');
+        Ok(note.len() as u64)
+    }
+
+    /// The file written after the held one, which has been rotated, and, when
+    /// files were dropped past `keep` in between, how many bytes they held
+    /// (`Some(None)`: some, how many unknown); None while a rotation is
+    /// halfway done.
     ///
     /// The writer renames from the oldest file down to `output.log`, so while
     /// the held file stays at `.<i>`, the name `.<i-1>` (or `output.log`) is
     /// either free or taken by the file written after it. Finding the held
     /// file at the same index before and after opening that name proves
     /// that no rotation went past it in between.
-    fn successor(&mut self) -> Option<Held> {
-        let held = self.held.as_ref()?.id;
+    #[allow(clippy::type_complexity)]
+    fn successor(&mut self) -> Option<(Held, Option<Option<u64>>)> {
+        let (held, held_end) = self.held.as_ref().map(|h| (h.id, h.start.map(|start| start + h.pos)))?;
         loop {
             self.seams.at("find held");
             let Some(index) = (1..=MAX_KEEP).find(|&i| id_at(&rotated_path(&self.log, i)) == Some(held)) else {
                 // Dropped past `keep` (renamed aside): the oldest file kept
-                // comes next; whatever was dropped in between is gone.
-                return self.open_oldest();
+                // comes next; whatever was dropped in between is gone, and
+                // said to be: the oldest file placed after where we stopped.
+                let oldest = self.open_oldest()?.placed(&self.log);
+                let dropped = match (held_end, oldest.start) {
+                    (Some(end), Some(start)) => (start > end).then_some(Some(start - end)),
+                    _ => Some(None),
+                };
+                return Some((oldest, dropped));
             };
             self.seams.at("open next");
             let next = File::open(rotated_path(&self.log, index - 1)).ok()?;
             self.seams.at("check held");
             if id_at(&rotated_path(&self.log, index)) == Some(held) {
-                return Held::new(next, 0);
+                let next = Held::new(next, 0)?;
+                return Some((Held { start: held_end, ..next }, None));
             }
         }
     }
