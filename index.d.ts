@@ -623,7 +623,8 @@ export interface JobResult extends JobSummary {
   timedOut: boolean
   /**
    * The exit status a shell would report (128+signal for a signal), or
-   * 124 when `timeoutMs` passed first, as `run-bg wait` exits.
+   * 124 when `timeoutMs` passed first, as `run-bg wait` exits; with
+   * `ready`, 0 once the job is ready (1 for one that ended with exit 0 first).
    */
   shellExitCode: number
 }

@@ -276,6 +276,7 @@ test('wait --ready waits for readiness and exits 0; a job without a readiness ch
   assert.ok(listened && returned - listened < 1000, `wait returned ${returned - listened} ms after the port opened`)
   const view = JSON.parse(r.stdout)
   assert.equal(view.jobs[0].status, 'running')
+  assert.deepEqual([view.shellExitCode, view.jobs[0].shellExitCode], [0, 0], 'ready: 0, for the wait and for its job')
   assert.ok(view.jobs[0].readyAt >= listened - 5)
   assert.equal(checkJson(home, started.jobId).readyAt, view.jobs[0].readyAt)
 
@@ -318,6 +319,7 @@ test('waitJob with ready: true resolves once the server is ready, the job runnin
   const returned = Date.now()
   assert.equal(result.timedOut, false)
   assert.equal(result.status, 'running')
+  assert.equal(result.shellExitCode, 0, 'ready: what `run-bg wait --ready` exits with')
   const listened = await listenedAt(result.logPath)
   assert.ok(listened && returned - listened < 500, `waitJob resolved ${returned - listened} ms after the port opened`)
   assert.ok(result.readyAt >= listened - 5, `readyAt ${result.readyAt}, listened ${listened}`)

@@ -266,7 +266,7 @@ pub fn wait_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>)
             let Some(outcome) = waited? else {
                 return Ok(Settled::Aborted(None));
             };
-            let mut view = WaitView::from(&outcome);
+            let mut view = if ready { WaitView::until_ready(&outcome) } else { WaitView::from(&outcome) };
             let one: JobResultView = view.jobs.remove(0);
             Ok(Settled::Done(shape(&one).map_err(napi_to_core)?))
         })

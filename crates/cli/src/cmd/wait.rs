@@ -35,10 +35,9 @@ pub fn run(context: &Context, ids: &[String], timeout: Option<Duration>, json: b
 pub fn until_ready(context: &Context, ids: &[String], timeout: Option<Duration>, json: bool) -> Result<i32> {
     let cancel = proc_manager_core::verbs::cancel::Cancel::never();
     let outcome = context.wait_ready_or_cancel(ids, timeout, &cancel)?.expect("never cancelled");
-    let code = ready_exit_code(&outcome.jobs, outcome.timed_out);
+    let view = WaitView::until_ready(&outcome);
+    let code = view.shell_exit_code;
     if json {
-        let mut view = WaitView::from(&outcome);
-        view.shell_exit_code = code;
         print_json(&view);
     } else {
         for job in &outcome.jobs {
@@ -49,17 +48,4 @@ pub fn until_ready(context: &Context, ids: &[String], timeout: Option<Duration>,
         eprintln!("run-bg: wait timed out before the job was ready; it is still running");
     }
     Ok(code)
-}
-
-fn ready_exit_code(jobs: &[proc_manager_core::model::job::Job], timed_out: bool) -> i32 {
-    if let Some(ended) = jobs.iter().find(|j| j.ready_at.is_none() && j.status().is_final()) {
-        return match ended.state.shell_exit_code() {
-            0 => 1,
-            code => code,
-        };
-    }
-    if timed_out || jobs.iter().any(|j| j.ready_at.is_none()) {
-        return 124;
-    }
-    0
 }

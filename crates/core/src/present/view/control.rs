@@ -1,7 +1,7 @@
 //! What the verbs that start and steer a job return: start, yield, wait, kill, pause, send.
 
 use super::job::{shell_exit_code, CheckView, JobView};
-use crate::model::job::JobStatus;
+use crate::model::job::{Job, JobStatus};
 use crate::verbs::kill::KillOutcome;
 use crate::verbs::request::Started;
 use crate::verbs::wait::WaitOutcome;
@@ -95,7 +95,8 @@ pub struct JobResultView {
     /// `timeoutMs` passed while the job still ran.
     pub timed_out: bool,
     /// The exit status a shell would report (128+signal for a signal), or
-    /// 124 when `timeoutMs` passed first, as `run-bg wait` exits.
+    /// 124 when `timeoutMs` passed first, as `run-bg wait` exits; with
+    /// `ready`, 0 once the job is ready (1 for one that ended with exit 0 first).
     pub shell_exit_code: i32,
 }
 
@@ -121,6 +122,36 @@ impl From<&WaitOutcome> for WaitView {
             .collect();
         WaitView { timed_out: outcome.timed_out, shell_exit_code: wait_exit_code(outcome), jobs }
     }
+}
+
+impl WaitView {
+    /// A wait until the jobs were ready (`wait --ready`, `waitJob` with
+    /// `ready`): each status as `ready_exit_code` gives it, the whole wait's
+    /// and each job's (a ready job read 1, a running job's status).
+    pub fn until_ready(outcome: &WaitOutcome) -> WaitView {
+        let mut view = WaitView::from(outcome);
+        view.shell_exit_code = ready_exit_code(&outcome.jobs, outcome.timed_out);
+        for (shown, job) in view.jobs.iter_mut().zip(&outcome.jobs) {
+            shown.shell_exit_code = ready_exit_code(std::slice::from_ref(job), outcome.timed_out);
+        }
+        view
+    }
+}
+
+/// The status of a wait until ready: 0 once every job is; the first job's
+/// own status that ended before it was ready (1 where that was exit 0); 124
+/// when the time limit or a job's readiness timeout passed first.
+pub fn ready_exit_code(jobs: &[Job], timed_out: bool) -> i32 {
+    if let Some(ended) = jobs.iter().find(|j| j.ready_at.is_none() && j.status().is_final()) {
+        return match ended.state.shell_exit_code() {
+            0 => 1,
+            code => code,
+        };
+    }
+    if timed_out || jobs.iter().any(|j| j.ready_at.is_none()) {
+        return 124;
+    }
+    0
 }
 
 /// `killJob`, each entry of `killAll` and of `run-bg kill --json`.
