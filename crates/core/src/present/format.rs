@@ -422,6 +422,7 @@ pub fn check_text(check: &CheckResult) -> String {
             Selection::Last => format!("(no output{yet})"),
             Selection::Matching => format!("(no line matches{yet})"),
             Selection::Errors => format!("(no line looks like an error{yet})"),
+            Selection::NoLines => return lines.join("\n"),
         });
     }
     lines.extend(check.tail.iter().cloned());
@@ -512,6 +513,8 @@ mod tests {
         assert_eq!(text(JobStatus::Success, Selection::Matching), "(no line matches)");
         assert_eq!(text(JobStatus::Failed, Selection::Errors), "(no line looks like an error)");
         assert_eq!(text(JobStatus::Running, Selection::Errors), "(no line looks like an error yet)");
+        // `-n 0` asks for the header alone: that says nothing of the output.
+        assert!(text(JobStatus::Success, Selection::NoLines).starts_with("build-3f2a1c: success"), "the header is the last line");
     }
 
     #[test]

@@ -39,6 +39,7 @@ impl TailQuery {
     /// Which lines the query keeps.
     pub fn selection(&self) -> Selection {
         match (self.errors, &self.grep) {
+            _ if self.lines == 0 => Selection::NoLines,
             (true, _) => Selection::Errors,
             (false, Some(_)) => Selection::Matching,
             (false, None) => Selection::Last,
@@ -72,6 +73,8 @@ pub enum Selection {
     Matching,
     /// Only those that look like errors, with context.
     Errors,
+    /// None (`-n 0`: the status alone).
+    NoLines,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
