@@ -164,6 +164,16 @@ test('pause and resume refuse what cannot be paused, saying why', async (t) => {
     assert.equal(ended.code, 1, `${verb} of an ended job`)
     assert.match(ended.stderr, new RegExp(`${done.jobId} has ended \\(success`))
   }
+  // --json gives each refusal its own entry, as kill does; only unknown ids give none.
+  const running = startJob(home, ['sleep', '30'])
+  const both = runBg(home, ['pause', done.jobId, running.jobId, 'nosuch-123456', '--json'])
+  assert.equal(both.code, 1)
+  const views = JSON.parse(both.stdout)
+  assert.deepEqual(views.map((v) => [v.jobId, v.status, v.changed]), [[done.jobId, 'success', false], [running.jobId, 'paused', true]])
+  assert.match(views[0].error, /has ended/)
+  const alone = JSON.parse(runBg(home, ['resume', done.jobId, '--json']).stdout)
+  assert.deepEqual([alone.jobId, alone.changed, /has ended/.test(alone.error)], [done.jobId, false, true])
+  runBg(home, ['kill', running.jobId, '--force'])
   const first = startJob(home, ['sleep', '30'], ['--queue', 'one'])
   const waiting = startJob(home, ['sleep', '30'], ['--queue', 'one'])
   assert.equal(waiting.status, 'queued')

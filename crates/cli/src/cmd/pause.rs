@@ -25,6 +25,10 @@ pub fn run(context: &Context, ids: &[String], pause: bool, json: bool) -> Result
             Err(e) => {
                 failed = true;
                 eprintln!("run-bg: {}", visible(&e.to_string()));
+                // Its own entry, as `kill --json` gives one; an unknown id has none.
+                if let Ok(job) = context.job(id) {
+                    views.push(PauseView::refused(&job, &e));
+                }
             }
         }
     }

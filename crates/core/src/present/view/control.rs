@@ -200,6 +200,26 @@ pub struct PauseView {
     pub changed: bool,
     /// What happened, to show.
     pub message: String,
+    /// Why the job could not be paused or resumed (`run-bg pause --json`
+    /// only: the JS API rejects instead).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(skip))]
+    pub error: Option<String>,
+}
+
+impl PauseView {
+    /// A job that could not be paused or resumed, as it stands.
+    pub fn refused(job: &crate::model::job::Job, error: &crate::Error) -> PauseView {
+        let said = crate::model::text::visible(&error.to_string()).into_owned();
+        PauseView {
+            job_id: job.id.clone(),
+            status: job.shown_status().as_str().to_string(),
+            paused_at: job.paused_at,
+            changed: false,
+            message: said.clone(),
+            error: Some(said),
+        }
+    }
 }
 
 impl From<&crate::verbs::pause::PauseOutcome> for PauseView {
@@ -210,6 +230,7 @@ impl From<&crate::verbs::pause::PauseOutcome> for PauseView {
             paused_at: outcome.job.paused_at,
             changed: outcome.changed,
             message: crate::model::text::visible(&outcome.message).into_owned(),
+            error: None,
         }
     }
 }
