@@ -300,7 +300,9 @@ test('bad input gets a clear error and changes nothing', (t) => {
     [['list', '--status', 'done'], 2, /--status: bad status `done`: expected one of running, paused, success/],
     [['check', jobId, '--grep', '('], 2, /bad --grep pattern/],
     [['npm', 'install'], 2, /unknown command `npm`; to run a program, put it after `--`/],
-    [['--label', 'x', 'sleep', '1'], 2, /unexpected argument 'sleep'[\s\S]*the program and its arguments go after `--`: run-bg \[options\] -- <program>/],
+    // One message, with the command as it should be, not clap's error and then a hint.
+    [['--label', 'x', 'sleep', '1'], 2, /^run-bg: `sleep` is not an option: the program and its arguments go after `--`: run-bg --label x -- sleep 1\n$/],
+    [['--timeout', '5s', 'make'], 2, /^run-bg: `make` is not an option: the program and its arguments go after `--`: run-bg --timeout 5s -- make\n$/],
   ]
   for (const [args, code, message] of cases) {
     const r = runBg(home, args)

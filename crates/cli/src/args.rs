@@ -53,15 +53,13 @@ pub fn parse(args: &[OsString]) -> Result<Parsed> {
         _ => {
             let cli = StartCli::try_parse_from(args).unwrap_or_else(|e| {
                 // `run-bg --label x npm test`: the program, without `--`
-                // before it, reads as a stray argument to clap.
-                let program_without_dashes =
-                    e.kind() == clap::error::ErrorKind::UnknownArgument && !args.iter().any(|a| a == "--");
-                usage_exit_saying(
-                    e,
-                    args,
-                    program_without_dashes
-                        .then_some("run-bg: the program and its arguments go after `--`: run-bg [options] -- <program> [args...]"),
-                )
+                // before it, reads as a stray argument to clap. Said once,
+                // with the command as it should be.
+                if let Some(said) = program_without_dashes(&e, args) {
+                    eprintln!("{}", visible(&said));
+                    std::process::exit(e.exit_code());
+                }
+                usage_exit(e, args)
             });
             Ok(Parsed::Start(Box::new(cli)))
         }
@@ -378,6 +376,27 @@ fn usage_exit_saying(error: clap::Error, args: &[OsString], hint: Option<&str>) 
         eprintln!("{hint}");
     }
     std::process::exit(error.exit_code())
+}
+
+/// `run-bg --label x sleep 10`: the first word clap found no place for, a
+/// program's name (not an option), and no `--` anywhere: the command with
+/// `--` put before it.
+fn program_without_dashes(error: &clap::Error, args: &[OsString]) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if error.kind() != ErrorKind::UnknownArgument || args.iter().any(|a| a == "--") {
+        return None;
+    }
+    let Some(ContextValue::String(refused)) = error.get(ContextKind::InvalidArg) else { return None };
+    if refused.starts_with('-') {
+        return None;
+    }
+    let at = (1..args.len()).find(|&i| args[i].to_str() == Some(refused.as_str()))?;
+    use proc_manager_core::verbs::request::display_argv;
+    Some(format!(
+        "run-bg: `{refused}` is not an option: the program and its arguments go after `--`: run-bg {} -- {}",
+        display_argv(&args[1..at]),
+        display_argv(&args[at..])
+    ))
 }
 
 /// `--timeout -5s`, `--ready-port -1`: clap takes the value for an option it
