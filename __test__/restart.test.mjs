@@ -291,6 +291,21 @@ test('run-bg send reaches a read in the job; --eof closes its stdin', async (t) 
   assert.match(late.stderr, /has ended \(success\); nothing reads its stdin any more/)
 })
 
+test('send after send --eof is refused at once, saying the stdin was closed', async (t) => {
+  // It waited 5 s, then said the job had not read its stdin (the pipe is full).
+  const { home } = makeHome(t)
+  const { jobId } = startJob(home, ['sh', '-c', 'cat; echo eof; sleep 30'], ['--stdin', 'pipe'])
+  t.after(() => runBg(home, ['kill', jobId, '--force']))
+  assert.equal(runBg(home, ['send', jobId, '--eof']).code, 0)
+  await waitFor(() => checkJson(home, jobId).tail.includes('eof'), { what: 'cat to read end-of-file' })
+  const began = Date.now()
+  const late = runBg(home, ['send', jobId, 'hi'])
+  assert.equal(late.code, 1)
+  assert.match(late.stderr, /its stdin was closed by an earlier `send --eof`; nothing more can be sent to it/)
+  assert.ok(Date.now() - began < 2000, `refused after ${Date.now() - began} ms`)
+  assert.equal(runBg(home, ['send', jobId, '--eof']).code, 1, 'a second --eof is refused too')
+})
+
 test('send to a job without --stdin pipe fails clearly', async (t) => {
   const { home } = makeHome(t)
   const { jobId } = startJob(home, ['sleep', '30'])

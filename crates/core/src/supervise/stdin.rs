@@ -29,6 +29,12 @@ pub fn fifo_path(job_dir: &Path) -> PathBuf {
 /// Left beside the job by `send --eof` before it sends SIGUSR1.
 pub const CLOSE_REQUEST: &str = "stdin-close";
 
+/// Left beside the job by a `send --eof` its supervisor was rung for: later
+/// sends are refused at once (the job's own processes may still hold the
+/// pipe, and a write into it went nowhere, or waited for a reader that had
+/// read its end-of-file).
+pub const CLOSED_MARK: &str = "stdin-closed";
+
 /// The two ends of a job's stdin pipe the supervisor opens.
 pub struct JobStdin {
     /// The job's stdin: read-only and blocking, as a terminal's is.
@@ -57,4 +63,5 @@ pub fn create(job_dir: &Path) -> std::io::Result<JobStdin> {
 pub fn remove(job_dir: &Path) {
     pipes::remove_pipe(job_dir, FIFO_NAME, EARLIER_PATH);
     let _ = std::fs::remove_file(job_dir.join(CLOSE_REQUEST));
+    let _ = std::fs::remove_file(job_dir.join(CLOSED_MARK));
 }

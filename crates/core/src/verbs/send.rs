@@ -74,6 +74,13 @@ impl Context {
     /// Writes into the job's FIFO, then asks its supervisor to let go of it.
     #[cfg(unix)]
     fn deliver(&self, job: &Job, data: &[u8], eof: bool) -> Result<()> {
+        // Windows's supervisor says so itself (`SendRefused::Closed`).
+        if self.home.job_dir(&job.id).join(stdin::CLOSED_MARK).exists() {
+            return Err(Error::Other(format!(
+                "{}: its stdin was closed by an earlier `send --eof`; nothing more can be sent to it",
+                job.id
+            )));
+        }
         let path = stdin::fifo_path(&self.home.job_dir(&job.id));
         if !data.is_empty() {
             // Non-blocking: an open with no reader fails (ENXIO) instead of waiting.
@@ -121,7 +128,10 @@ impl Context {
         let request = self.home.job_dir(&job.id).join(stdin::CLOSE_REQUEST);
         crate::store::registry::write_json_file(&request, &true, false)?;
         match procinfo::signal_process(&supervisor, crate::model::signals::SIGUSR1) {
-            SignalOutcome::Sent => Ok(()),
+            SignalOutcome::Sent => {
+                let _ = crate::store::registry::write_json_file(&self.home.job_dir(&job.id).join(stdin::CLOSED_MARK), &true, false);
+                Ok(())
+            }
             SignalOutcome::Gone | SignalOutcome::Replaced => {
                 let _ = std::fs::remove_file(&request);
                 Err(Error::Other(format!("{} has ended; its stdin is closed", job.id)))
