@@ -388,6 +388,8 @@ export interface JobSummary {
   lastRestart?: string
   /** When that run ended (ms since the epoch). */
   lastRestartAt?: number
+  /** While it waits out the restart delay: when its next run starts (ms since the epoch). */
+  nextRunAt?: number
   /** `pipe` when started with `stdin: 'pipe'` (`sendInput` writes to it). */
   stdin?: 'pipe'
   /** The job's wake rule at the interrupt service (`wake` / `--wake`). */

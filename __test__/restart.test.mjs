@@ -170,6 +170,23 @@ test('a kill during the restart delay ends the job, and no run starts after it',
   assert.equal(lines(runs).length, 1, 'a run started after the kill')
 })
 
+test('during the restart delay the job is not ready, and says when its next run starts', async (t) => {
+  // It read "running (ready after 318ms)" with the crashed run's pid, and
+  // `wait --ready` returned 0 while nothing listened.
+  const { home } = makeHome(t)
+  const { jobId, logPath } = startJob(home, ['sh', '-c', 'echo ready; sleep 0.3; exit 1'],
+    ['--restart', 'on-failure', '--restart-delay', '1m', '--ready-log', '^ready$'])
+  t.after(() => runBg(home, ['kill', jobId, '--force']))
+  await waitFor(() => fs.readFileSync(logPath, 'utf8').includes('restart 1 after exit 1 (delay 1m00s)'), { what: 'the restart scheduled' })
+  const check = checkJson(home, jobId)
+  assert.equal(check.status, 'running')
+  assert.equal(check.readyAt, undefined, 'the ended run\'s readiness is gone')
+  assert.ok(check.nextRunAt > Date.now() + 50_000 && check.nextRunAt < Date.now() + 61_000, `nextRunAt ${check.nextRunAt}`)
+  assert.match(runBg(home, ['check', jobId]).stdout, /restarts: 1 \(last: exit 1 at [\d:]+ UTC\); run 2 starts in (59|60)s/)
+  const ready = runBg(home, ['wait', jobId, '--ready', '--timeout', '300ms'])
+  assert.equal(ready.code, 124, 'not ready while it waits to restart')
+})
+
 test('a kill during the restart delay is stamped when it happens, not at the previous run\'s end', async (t) => {
   const { home } = makeHome(t)
   const { jobId, logPath } = startJob(home, ['sh', '-c', 'exit 3'], ['--restart', 'always', '--restart-delay', '20s'])

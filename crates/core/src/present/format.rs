@@ -287,7 +287,12 @@ pub fn restart_line(job: &Job) -> Option<String> {
         (Some(reason), None) => format!(" (last: {})", visible(reason)),
         _ => String::new(),
     };
-    Some(format!("  restarts: {}{last}", restart.count))
+    let next = restart
+        .next_run_at
+        .filter(|_| !job.status().is_final())
+        .and_then(|at| at.checked_sub(crate::now_ms()))
+        .map_or(String::new(), |wait| format!("; run {} starts in {}s", restart.count + 1, wait.div_ceil(1000)));
+    Some(format!("  restarts: {}{last}{next}", restart.count))
 }
 
 /// Why an ended job was never ready, when its supervisor saw why (a running

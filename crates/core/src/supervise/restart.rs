@@ -197,6 +197,11 @@ pub fn step<S: BetweenRuns + ?Sized>(s: &mut S, exit: Option<Exit>) -> bool {
             let ran_for = s.runs().started.elapsed();
             let decision = s.runs().restarter.as_mut().map_or(Decision::Done, |r| r.after_run(&exit, ran_for, count));
             let Decision::Restart { number, delay } = decision else { return false };
+            // The ended run's readiness ended with it: between runs the job
+            // is not ready (`wait --ready` waits for the next run's).
+            if s.job_mut().ready_at.take().is_some() {
+                s.save_run();
+            }
             s.going_on();
             let next = Next { number, delay, exit };
             if s.is_paused() {
@@ -247,6 +252,7 @@ fn record_restart<S: BetweenRuns + ?Sized>(s: &mut S, next: &Next) {
         record.count = *number;
         record.last_reason = Some(reason);
         record.last_at = Some(crate::now_ms());
+        record.next_run_at = Some(crate::now_ms() + delay.as_millis() as u64);
     }
     s.save_run();
     let (home, config, job) = s.context();
@@ -355,7 +361,7 @@ mod tests {
     const S: Duration = Duration::from_secs(1);
 
     fn restarter(policy: RestartPolicy, max_restarts: u32, delay_ms: u64) -> Restarter {
-        Restarter::new(&Restart { policy, max_restarts, delay_ms, count: 0, last_reason: None, last_at: None })
+        Restarter::new(&Restart { policy, max_restarts, delay_ms, count: 0, last_reason: None, last_at: None, next_run_at: None })
     }
 
     #[test]

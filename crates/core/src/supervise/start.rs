@@ -198,6 +198,9 @@ impl Supervisor {
         };
         self.output.new_run(run);
         self.job.main = Some(identity);
+        if let Some(restart) = &mut self.job.restart {
+            restart.next_run_at = None;
+        }
         self.phase = self.phase.restarted();
         self.runs.run_started();
         if ready::new_run(&mut self.job, &self.config, &mut self.watch) {

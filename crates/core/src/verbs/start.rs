@@ -64,6 +64,7 @@ pub fn start_job(context: &Context, request: StartRequest, supervisor_exe: &Path
             count: 0,
             last_reason: None,
             last_at: None,
+            next_run_at: None,
         }),
         stdin_pipe: request.stdin_pipe,
         wake: request.wake,

@@ -129,4 +129,8 @@ pub struct Restart {
     /// When that run ended (ms since the epoch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_at: Option<u64>,
+    /// While it waits out the restart delay: when the next run starts (ms
+    /// since the epoch; later if the job is paused meanwhile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_run_at: Option<u64>,
 }

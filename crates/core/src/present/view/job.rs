@@ -60,6 +60,9 @@ pub struct JobView {
     /// When that run ended (ms since the epoch).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_restart_at: Option<u64>,
+    /// While it waits out the restart delay: when its next run starts (ms since the epoch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_run_at: Option<u64>,
     /// `pipe` when started with `stdin: 'pipe'` (`sendInput` writes to it).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(schema_with = "crate::present::view::unions::stdin_pipe"))]
@@ -235,6 +238,7 @@ impl From<&Job> for JobView {
             restarts: job.restart.as_ref().map(|r| r.count),
             last_restart: job.restart.as_ref().and_then(|r| r.last_reason.clone()),
             last_restart_at: job.restart.as_ref().and_then(|r| r.last_at),
+            next_run_at: job.restart.as_ref().and_then(|r| r.next_run_at).filter(|_| !job.status().is_final()),
             stdin: job.stdin_pipe.then(|| "pipe".to_string()),
             wake: job.wake.as_ref().map(|w| WakeView {
                 state: w.state.as_str().to_string(),
