@@ -562,7 +562,7 @@ test('no answer names a CLI command: lingering processes, unknown ids, usage err
   const wait = await call('wait_job', { jobId: id })
   assert.match(text(wait), /call kill_job with jobId/)
   const orphans = await call('cleanup_orphans')
-  assert.match(text(orphans), new RegExp(`^pid \\d+ sleep 300 \\(jobId: ${id}, success\\)$`))
+  assert.match(text(orphans), new RegExp(`^pid \\d+ sleep 300 \\(jobId: ${id}, success\\)\ncall cleanup_orphans with mode: kill to remove them$`))
   assert.equal(orphans.structuredContent.pids.length, 1)
 
   const failed = await call('run_background', { command: 'exit 4' })
@@ -577,7 +577,8 @@ test('no answer names a CLI command: lingering processes, unknown ids, usage err
     ['run_background', { command: '', args: [] }, /^empty program name: give the program to run as command$/],
     ['run_background', { command: 'true', cwd: '/no/such/dir' }, /working directory `\/no\/such\/dir` does not exist/],
     ['run_background', { command: 'true', after: ['nope-123456'] }, /^after: no job `nope-123456` in the registry; give the id of a job started before \(list_jobs with all: true shows them\)$/],
-    ['run_background', { command: 'true', ready: 'https://127.0.0.1:1/' }, /https is not probed \(no TLS in the supervisor\); give ready the plain port number instead/],
+    ['run_background', { command: 'true', ready: 'https://127.0.0.1:1/' }, /^bad ready `https:\/\/127\.0\.0\.1:1\/`: https is not probed \(no TLS in the supervisor\); give ready the plain port number instead, or an http:\/\/ URL, e\.g\./],
+    ['run_background', { command: 'true', ready: '70000' }, /^bad ready/],
   ]) {
     const result = await call(name, args)
     assert.equal(result.isError, true, `${name} ${JSON.stringify(args)}: ${text(result)}`)

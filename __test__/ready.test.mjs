@@ -390,4 +390,17 @@ test('MCP run_background with yieldMs and readyPort answers with the check once 
   assert.match(text, /running for [\d.ms]+ \(ready after [\d.]+s\)/, text)
   const listened = await listenedAt(checkJson(home, jobId).logPath)
   assert.ok(listened && returned - listened < 1000, `answered ${returned - listened} ms after the port opened`)
+
+  // `localhost:PORT`, as an agent copies it from a server's banner, is a port, not a log pattern.
+  const other = await freePort()
+  const hosted = await client.callTool({
+    name: 'run_background',
+    arguments: { command: `${process.execPath} ${script} ${other} 300`, yieldMs: 30_000, ready: `localhost:${other}` },
+  })
+  t.after(() => killJob(home, hosted.structuredContent.jobId))
+  assert.match(hosted.content[0].text, /running for [\d.ms]+ \(ready after [\d.]+m?s\)/, hosted.content[0].text)
+  // Still not ready at the end of the yield: the answer says what it waits for.
+  const never = await client.callTool({ name: 'run_background', arguments: { command: 'sleep 30', yieldMs: 200, ready: 'never printed' } })
+  t.after(() => killJob(home, never.structuredContent.jobId))
+  assert.match(never.content[0].text, /^still running after 0\.2s, not ready yet \(waiting for a log line matching `never printed`\): jobId /)
 })

@@ -59,7 +59,9 @@ const CLI_TO_MCP = [
   [/`?run-bg check (\S+?)`?(?=[\s;,)]|$)/g, 'call check_job with jobId $1'],
   [/\(run-bg list\)/g, '(call list_jobs)'],
   [/`run-bg list --all` shows them/g, 'list_jobs with all: true shows them'],
+  [/probe the plain port with readyPort instead; give an http:\/\/ URL/g, 'give ready the plain port number instead, or an http:// URL'],
   [/probe the plain port with readyPort instead/g, 'give ready the plain port number instead'],
+  [/\bbad ready(?:Url|Port|Log)\b/g, 'bad ready'],
   [/put the program and its arguments after `--`, e\.g\. run-bg -- npm install/g, 'give command (a shell line, or a program with args)'],
   [/e\.g\. --env NODE_ENV=test/g, 'e.g. env: {"NODE_ENV": "test"}'],
   [/--(grep|errors|env)\b/g, '$1'],
@@ -192,8 +194,19 @@ const jobFields = (job) => ({
 /** run_background's `ready`: one string for runBackground's readyPort, readyUrl or readyLog. */
 function readiness(ready) {
   if (/^\d+$/.test(ready)) return { readyPort: Number(ready) }
+  // `localhost:3000`, `127.0.0.1:3000`, `:3000`, as a server's banner says it: the port.
+  const hostPort = /^(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1?\])?:(\d+)$/.exec(ready)
+  if (hostPort) return { readyPort: Number(hostPort[1]) }
   if (/^https?:\/\//.test(ready)) return { readyUrl: ready }
   return { readyLog: ready }
+}
+
+/** What a start with `ready` waits for, in words. */
+function awaited(ready) {
+  const { readyPort, readyUrl, readyLog } = readiness(ready)
+  if (readyPort !== undefined) return `port ${readyPort} to listen`
+  if (readyUrl !== undefined) return `${readyUrl} to answer`
+  return `a log line matching \`${readyLog}\``
 }
 
 const jobId = z.string().describe('e.g. npm-test-3f2a1c')
@@ -397,8 +410,9 @@ server.registerTool('run_background', {
     const { text, structured: { cursor, ...structured } } = checkAnswer(result.jobId)
     return { text, structured }
   }
+  const notReady = ready === undefined ? '' : `, not ready yet (waiting for ${awaited(ready)})`
   return {
-    text: `still running after ${seconds(yieldMs)}: jobId ${result.jobId}; call wait_job or check_job with it`,
+    text: `still running after ${seconds(yieldMs)}${notReady}: jobId ${result.jobId}; call wait_job or check_job with it`,
     structured: { jobId: result.jobId, status: 'running' },
   }
 }))
@@ -630,6 +644,7 @@ server.registerTool('cleanup_orphans', {
     lines.push(...report.failed.map((p) => `failed ${line(p)}: ${visible(p.reason)}`))
   } else {
     lines.push(...report.processes.map(line))
+    if (lines.length) lines.push('call cleanup_orphans with mode: kill to remove them')
   }
   return {
     text: capText(lines.length ? lines.join('\n') : 'no orphans', 'lines'),
