@@ -147,6 +147,22 @@ test('memory tracking counts what the task left, not the machine', async (t) => 
   assert.match(stderr, /^ *WARN memory growth exceeded threshold delta_mb=1[2-4]\d threshold_mb=100$/m)
 })
 
+test('snapshotAfter of a phase that was never begun (or already ended) is refused; a clean report would say nothing was left', async (t) => {
+  const { home } = makeHome(t)
+  const { result } = await trackerScenario(home, `
+    const tracker = new pm.ResourceTracker({})
+    const said = (f) => { try { f(); return null } catch (e) { return [e.code, e.message] } }
+    const never = said(() => tracker.snapshotAfter('never-started'))
+    tracker.snapshotBefore('p')
+    const first = said(() => tracker.snapshotAfter('p'))
+    const again = said(() => tracker.snapshotAfter('p'))
+    console.log(JSON.stringify({ never, first, again }))
+  `)
+  assert.deepEqual(result.never, ['ERR_USAGE', "no phase `never-started` is open: call snapshotBefore('never-started') when it begins (none is open)"])
+  assert.equal(result.first, null)
+  assert.deepEqual(result.again, ['ERR_USAGE', "no phase `p` is open: call snapshotBefore('p') when it begins (none is open)"])
+})
+
 test('resource tracker config', async (t) => {
   const { home } = makeHome(t)
   const leaveOrphan = `

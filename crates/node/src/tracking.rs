@@ -105,6 +105,16 @@ impl ResourceTracker {
     pub fn snapshot_after(&mut self, env: &Env, label: Unknown) -> Result<serde_json::Value> {
         api(env, || {
             let label = string_arg("label", label)?;
+            // Compared with nothing, every phase would read clean: "nothing
+            // was left behind" for a phase nobody measured.
+            let open = self.inner.open_phases();
+            if self.inner.enabled() && !open.contains(&label) {
+                let open = if open.is_empty() { "none is open".to_string() } else { format!("open: {}", open.join(", ")) };
+                return Err(proc_manager_core::Error::Usage(format!(
+                    "no phase `{label}` is open: call snapshotBefore('{label}') when it begins ({open})"
+                ))
+                .into());
+            }
             // A live child this thread's loop still tracks was started here
             // (child_process), not adopted: it is not a leftover.
             let own = loop_children(env);

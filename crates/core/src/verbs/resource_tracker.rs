@@ -179,6 +179,13 @@ impl ResourceTracker {
         Some(snap)
     }
 
+    /// The labels of the phases begun (`snapshot_before`) and not ended yet.
+    pub fn open_phases(&self) -> Vec<String> {
+        let mut labels: Vec<String> = self.phases.keys().cloned().collect();
+        labels.sort();
+        labels
+    }
+
     /// Compares with the snapshot taken before `label` (an empty one if none
     /// was). Every live child of ours counts as adopted: see
     /// `snapshot_after_with` for a caller that knows its own children.
