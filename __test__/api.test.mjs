@@ -189,6 +189,31 @@ test('misuse throws an Error that says what is wrong and what is accepted, its c
   assert.ok(pm.reconcile(undefined) && pm.snapshot(null), 'undefined and null are not given')
   await assert.rejects(pm.pauseJob('unknown-1', { force: true }), failure(/^bad argument to pauseJob: an object; it takes only jobId$/, 'ERR_USAGE'))
   await assert.rejects(pm.resumeJob('unknown-1', 5), failure(/^bad argument to resumeJob: 5; it takes only jobId$/, 'ERR_USAGE'))
+  // And past the options, for every function that takes some.
+  for (const [name, call] of [
+    ['checkJob', () => pm.checkJob('unknown-1', {}, 5)],
+    ['checkJobText', () => pm.checkJobText('unknown-1', {}, 5)],
+    ['listJobs', () => pm.listJobs({}, 1)],
+    ['listJobsText', () => pm.listJobsText({}, 1)],
+    ['readLog', () => pm.readLog('unknown-1', {}, 3)],
+    ['summary', () => pm.summary({}, 2)],
+    ['runBackground', () => pm.runBackground('true', {}, 3)],
+    ['rerunJob', () => pm.rerunJob('unknown-1', {}, 3)],
+    ['pruneJobs', () => pm.pruneJobs({}, 3)],
+    ['watchJobs', () => pm.watchJobs({}, 3)],
+    ['followLog', () => pm.followLog('unknown-1', {}, 3)],
+    ['followLogs', () => pm.followLogs({}, 3)],
+  ]) throwsWith(call, new RegExp(`^bad argument to ${name}: \\d; it takes `), 'ERR_USAGE')
+  for (const [name, call] of [
+    ['killJob', () => pm.killJob('unknown-1', {}, 3)],
+    ['killAll', () => pm.killAll({}, 3)],
+    ['waitJob', () => pm.waitJob('unknown-1', {}, 3)],
+    ['runYield', () => pm.runYield('true', { yieldMs: 1 }, 3)],
+    ['cleanupOrphans', () => pm.cleanupOrphans({}, 3)],
+    ['sendInput', () => pm.sendInput('unknown-1', 'x', {}, 3)],
+    ['up', () => pm.up('run-bg.json', {}, 3)],
+    ['down', () => pm.down('run-bg.json', {}, 3)],
+  ]) await assert.rejects(call(), failure(new RegExp(`^bad argument to ${name}: 3; it takes `), 'ERR_USAGE'), name)
   // Promise-returning calls reject, as async functions do, instead of throwing.
   await assert.rejects(pm.killJob('..'), failure(/invalid job id/, 'ERR_USAGE'))
   await assert.rejects(pm.killJob('unknown-1'), failure(/no job with id `unknown-1`/, 'ERR_UNKNOWN_JOB', 'unknown-1'))

@@ -6,7 +6,7 @@
 //! the consumer stops (`return()`, as `break` calls it), when the `signal`
 //! aborts, or when the iterator is collected.
 
-use crate::js_args::{string_arg, Options};
+use crate::js_args::{no_more, string_arg, Options};
 use crate::stream::{spawn_producer, stream_iterator, End, Stream};
 use crate::core_calls::{api, context};
 use napi::bindgen_prelude::*;
@@ -82,8 +82,9 @@ stream_iterator!(
 /// for await (const line of pm.followLog(jobId, { signal })) console.log(line)
 /// ```
 #[napi(ts_args_type = "jobId: string, options?: FollowOptions | undefined | null", ts_return_type = "LogLines")]
-pub fn follow_log<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>) -> Result<Object<'env>> {
+pub fn follow_log<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>, extra: Option<Unknown>) -> Result<Object<'env>> {
     api(env, || {
+        no_more("followLog", "jobId and options", extra)?;
         let job_id = string_arg("jobId", job_id)?;
         let mut o = Options::new("followLog", options)?;
         let lines = o.serde_without::<LogsOptions>(&LogsOptions::left_out("followLog"))?.lines;
@@ -178,8 +179,9 @@ stream_iterator!(
 /// for await (const { label, line } of pm.followLogs({ owner: 'stack', signal })) console.log(`${label} | ${line}`)
 /// ```
 #[napi(ts_args_type = "options?: FollowLogsOptions | undefined | null", ts_return_type = "JobLogLines")]
-pub fn follow_logs<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object<'env>> {
+pub fn follow_logs<'env>(env: &'env Env, options: Option<Unknown>, extra: Option<Unknown>) -> Result<Object<'env>> {
     api(env, || {
+        no_more("followLogs", "options", extra)?;
         let mut o = Options::new("followLogs", options)?;
         let LogsOptions { owner, lines, .. } = o.serde_without(&LogsOptions::left_out("followLogs"))?;
         let signal = o.signal("signal")?;

@@ -44,8 +44,9 @@ use proc_manager_core::verbs::yielding::Yielded;
 /// the main process has started; throws if it cannot (then recorded as a
 /// `failed` job). Without `options.args`, `command` runs with `/bin/sh -c` (on Windows `cmd.exe /d /s /c`).
 #[napi(ts_args_type = "command: string, options?: RunOptions | undefined | null", ts_return_type = "RunResult")]
-pub fn run_background(env: &Env, command: Unknown, options: Option<Unknown>) -> Result<serde_json::Value> {
+pub fn run_background(env: &Env, command: Unknown, options: Option<Unknown>, extra: Option<Unknown>) -> Result<serde_json::Value> {
     api(env, || {
+        no_more("runBackground", "command and options", extra)?;
         let command = string_arg("command", command)?;
         let mut o = Options::new("runBackground", options)?;
         let options = RunOptions::read(&mut o)?;
@@ -59,8 +60,9 @@ pub fn run_background(env: &Env, command: Unknown, options: Option<Unknown>) -> 
 /// Throws for a job still running (kill it first), an unknown one, and a
 /// record that keeps no command. `overrides`: only an empty object for now.
 #[napi(ts_args_type = "jobId: string, overrides?: Record<string, never> | undefined | null", ts_return_type = "RunResult")]
-pub fn rerun_job(env: &Env, job_id: Unknown, overrides: Option<Unknown>) -> Result<serde_json::Value> {
+pub fn rerun_job(env: &Env, job_id: Unknown, overrides: Option<Unknown>, extra: Option<Unknown>) -> Result<serde_json::Value> {
     api(env, || {
+        no_more("rerunJob", "jobId and overrides", extra)?;
         let job_id = string_arg("jobId", job_id)?;
         let mut o = Options::new("rerunJob", overrides)?;
         let RerunOptions {} = o.serde()?;
@@ -125,8 +127,9 @@ pub fn result_types() -> serde_json::Value {
 /// Status, exit code, runtime and the last lines of a job's output; with
 /// `text: true` also `checkJobText`'s text of this same check.
 #[napi(ts_args_type = "jobId: string, options?: CheckJobOptions | undefined | null", ts_return_type = "CheckResult")]
-pub fn check_job(env: &Env, job_id: Unknown, options: Option<Unknown>) -> Result<serde_json::Value> {
+pub fn check_job(env: &Env, job_id: Unknown, options: Option<Unknown>, extra: Option<Unknown>) -> Result<serde_json::Value> {
     api(env, || {
+        no_more("checkJob", "jobId and options", extra)?;
         let job_id = string_arg("jobId", job_id)?;
         let mut o = Options::new("checkJob", options)?;
         let query = read_tail_query(&mut o)?;
@@ -145,8 +148,9 @@ pub fn check_job(env: &Env, job_id: Unknown, options: Option<Unknown>) -> Result
 /// or every job with `all: true`; then any job whose record cannot be read
 /// (`CorruptJob`, without a `status` or `owner` filter).
 #[napi(ts_args_type = "options?: ListOptions | undefined | null", ts_return_type = "Array<JobSummary | CorruptJob>")]
-pub fn list_jobs(env: &Env, options: Option<Unknown>) -> Result<serde_json::Value> {
+pub fn list_jobs(env: &Env, options: Option<Unknown>, extra: Option<Unknown>) -> Result<serde_json::Value> {
     api(env, || {
+        no_more("listJobs", "options", extra)?;
         let filter = list_filter("listJobs", options)?;
         let context = context()?;
         let jobs = context.list(&filter)?;
@@ -168,8 +172,9 @@ pub fn list_jobs(env: &Env, options: Option<Unknown>) -> Result<serde_json::Valu
 /// SIGTERM to the job's whole tree, SIGKILL after the grace period (at once
 /// with `force`). Resolves once the tree is gone.
 #[napi(ts_args_type = "jobId: string, options?: KillOptions | undefined | null", ts_return_type = "Promise<KillResult>")]
-pub fn kill_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>) -> Result<Object<'env>> {
+pub fn kill_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>, extra: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
+        no_more("killJob", "jobId and options", extra)?;
         let job_id = string_arg("jobId", job_id)?;
         let mut o = Options::new("killJob", options)?;
         // A kill of one job chooses among none: no owner, no olderThanMs.
@@ -219,8 +224,9 @@ fn pause_or_resume<'env>(env: &'env Env, job_id: Unknown, extra: Option<Unknown>
 /// Kills every running job, and every ended one whose processes live on (of
 /// `owner`, when given; started over `olderThanMs` ago, when given), all at once.
 #[napi(ts_args_type = "options?: KillAllOptions | undefined | null", ts_return_type = "Promise<KillResult[]>")]
-pub fn kill_all<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object<'env>> {
+pub fn kill_all<'env>(env: &'env Env, options: Option<Unknown>, extra: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
+        no_more("killAll", "options", extra)?;
         let mut o = Options::new("killAll", options)?;
         let kill: KillOptions = o.serde()?;
         o.finish()?;
@@ -248,8 +254,9 @@ pub fn kill_all<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object
 /// `timeoutMs` passes (`timedOut: true`); rejects with an `AbortError` at
 /// once when `signal` aborts (the job runs on).
 #[napi(ts_args_type = "jobId: string, options?: WaitOptions | undefined | null", ts_return_type = "Promise<JobResult>")]
-pub fn wait_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>) -> Result<Object<'env>> {
+pub fn wait_job<'env>(env: &'env Env, job_id: Unknown, options: Option<Unknown>, extra: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
+        no_more("waitJob", "jobId and options", extra)?;
         let job_id = string_arg("jobId", job_id)?;
         let mut o = Options::new("waitJob", options)?;
         // `signal` is this face's own, listed after timeoutMs as index.d.ts has it.
@@ -288,8 +295,9 @@ pub fn reconcile(env: &Env, extra: Option<Unknown>) -> Result<serde_json::Value>
 /// deletes their logs. Returns the ids removed. `olderThanMs` may be given
 /// as the number itself.
 #[napi(ts_args_type = "options?: PruneOptions | number | undefined | null")]
-pub fn prune_jobs(env: &Env, options: Option<Unknown>) -> Result<Vec<String>> {
+pub fn prune_jobs(env: &Env, options: Option<Unknown>, extra: Option<Unknown>) -> Result<Vec<String>> {
     api(env, || {
+        no_more("pruneJobs", "options (or olderThanMs)", extra)?;
         let prune: PruneOptions = match options {
             // Anything but an options object is `olderThanMs` itself, read and checked as that option.
             Some(value) if !matches!(value.get_type()?, napi::ValueType::Object | napi::ValueType::Undefined | napi::ValueType::Null) => {
@@ -309,8 +317,9 @@ pub fn prune_jobs(env: &Env, options: Option<Unknown>) -> Result<Vec<String>> {
 /// Finds orphaned jobs and processes left behind by ended jobs; with
 /// `mode: 'kill'` removes them. Resolves with what was found, killed and failed.
 #[napi(ts_args_type = "options?: CleanupOptions | undefined | null", ts_return_type = "Promise<CleanupReport>")]
-pub fn cleanup_orphans<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object<'env>> {
+pub fn cleanup_orphans<'env>(env: &'env Env, options: Option<Unknown>, extra: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
+        no_more("cleanupOrphans", "options", extra)?;
         let mut o = Options::new("cleanupOrphans", options)?;
         let orphans: OrphansOptions = o.serde()?;
         o.finish()?;
@@ -328,8 +337,9 @@ pub fn cleanup_orphans<'env>(env: &'env Env, options: Option<Unknown>) -> Result
 /// (pid, command, runtime, last line) and ended jobs not looked at yet. An
 /// empty string when there is nothing to say.
 #[napi(ts_args_type = "options?: SummaryOptions | undefined | null")]
-pub fn summary(env: &Env, options: Option<Unknown>) -> Result<String> {
+pub fn summary(env: &Env, options: Option<Unknown>, extra: Option<Unknown>) -> Result<String> {
     api(env, || {
+        no_more("summary", "options", extra)?;
         let mut o = Options::new("summary", options)?;
         let summary: SummaryOptions = o.serde()?;
         o.finish()?;
@@ -344,8 +354,9 @@ pub fn summary(env: &Env, options: Option<Unknown>) -> Result<String> {
 /// aborted `signal` stops the wait at once (the job runs on) and rejects
 /// with an `AbortError` whose `jobId` names that job.
 #[napi(ts_args_type = "command: string, options: YieldOptions", ts_return_type = "Promise<YieldResult>")]
-pub fn run_yield<'env>(env: &'env Env, command: Unknown, options: Option<Unknown>) -> Result<Object<'env>> {
+pub fn run_yield<'env>(env: &'env Env, command: Unknown, options: Option<Unknown>, extra: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
+        no_more("runYield", "command and options", extra)?;
         let command = string_arg("command", command)?;
         let mut o = Options::new("runYield", options)?;
         let wait: YieldOptions = o.serde()?;
@@ -385,8 +396,9 @@ pub fn run_yield<'env>(env: &'env Env, command: Unknown, options: Option<Unknown
 /// `checkJob` as the CLI prints it: a header line, what needs attention, then
 /// the lines. For agents and tools that relay text (the MCP server).
 #[napi(ts_args_type = "jobId: string, options?: CheckOptions | undefined | null")]
-pub fn check_job_text(env: &Env, job_id: Unknown, options: Option<Unknown>) -> Result<String> {
+pub fn check_job_text(env: &Env, job_id: Unknown, options: Option<Unknown>, extra: Option<Unknown>) -> Result<String> {
     api(env, || {
+        no_more("checkJobText", "jobId and options", extra)?;
         let job_id = string_arg("jobId", job_id)?;
         let query = tail_query("checkJobText", options)?;
         let check = context()?.check(&job_id, &query)?;
@@ -396,8 +408,9 @@ pub fn check_job_text(env: &Env, job_id: Unknown, options: Option<Unknown>) -> R
 
 /// `listJobs` as the CLI prints it, one line per job.
 #[napi(ts_args_type = "options?: ListOptions | undefined | null")]
-pub fn list_jobs_text(env: &Env, options: Option<Unknown>) -> Result<String> {
+pub fn list_jobs_text(env: &Env, options: Option<Unknown>, extra: Option<Unknown>) -> Result<String> {
     api(env, || {
+        no_more("listJobsText", "options", extra)?;
         let filter = list_filter("listJobsText", options)?;
         let context = context()?;
         let jobs = context.list(&filter)?;
@@ -421,8 +434,9 @@ pub fn list_jobs_text(env: &Env, options: Option<Unknown>) -> Result<String> {
 /// after a cursor (`since`, from `checkJob` or an earlier `readLog`), across
 /// rotations; a line of any length is one line, shown cut.
 #[napi(ts_args_type = "jobId: string, options?: ReadLogOptions | undefined | null", ts_return_type = "LogRead")]
-pub fn read_log(env: &Env, job_id: Unknown, options: Option<Unknown>) -> Result<serde_json::Value> {
+pub fn read_log(env: &Env, job_id: Unknown, options: Option<Unknown>, extra: Option<Unknown>) -> Result<serde_json::Value> {
     api(env, || {
+        no_more("readLog", "jobId and options", extra)?;
         let job_id = string_arg("jobId", job_id)?;
         let mut o = Options::new("readLog", options)?;
         let read: LogsOptions = o.serde_without(&LogsOptions::left_out("readLog"))?;
@@ -440,8 +454,9 @@ pub fn read_log(env: &Env, job_id: Unknown, options: Option<Unknown>) -> Result<
 /// a worker thread, not on the event loop. Calls to one job are written one at
 /// a time, in the order they were made.
 #[napi(ts_args_type = "jobId: string, text: string, options?: SendInputOptions | undefined | null", ts_return_type = "Promise<SendResult>")]
-pub fn send_input<'env>(env: &'env Env, job_id: Unknown, text: Unknown, options: Option<Unknown>) -> Result<Object<'env>> {
+pub fn send_input<'env>(env: &'env Env, job_id: Unknown, text: Unknown, options: Option<Unknown>, extra: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
+        no_more("sendInput", "jobId, text and options", extra)?;
         let job_id = string_arg("jobId", job_id)?;
         let text = string_arg("text", text)?;
         let mut o = Options::new("sendInput", options)?;

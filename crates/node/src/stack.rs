@@ -5,7 +5,7 @@ use crate::abort::{cancel_for, refuse_aborted};
 use crate::binary::supervisor_exe;
 use crate::call_options::JsApi;
 use crate::core_calls::{context, context_for_kill, napi_to_core, shape};
-use crate::js_args::{string_arg, Options};
+use crate::js_args::{no_more, string_arg, Options};
 use crate::promise::{rejecting, spawn_promise, Settled};
 use napi::bindgen_prelude::*;
 use napi::ValueType;
@@ -41,8 +41,9 @@ fn read(file: Option<PathBuf>) -> proc_manager_core::Result<stack::StackFile> {
 /// `problems`); an aborted `signal` rejects with an `AbortError`, what
 /// started runs on.
 #[napi(ts_args_type = "file?: string | undefined | null, options?: UpOptions | undefined | null", ts_return_type = "Promise<StackUpResult>")]
-pub fn up<'env>(env: &'env Env, file: Option<Unknown>, options: Option<Unknown>) -> Result<Object<'env>> {
+pub fn up<'env>(env: &'env Env, file: Option<Unknown>, options: Option<Unknown>, extra: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
+        no_more("up", "file and options", extra)?;
         let mut o = Options::new("up", options)?;
         let options: UpOptions = o.serde()?;
         let signal = o.signal("signal")?;
@@ -72,8 +73,9 @@ pub fn up<'env>(env: &'env Env, file: Option<Unknown>, options: Option<Unknown>)
 /// directory name), what runs after others first; resolves once their trees
 /// are gone.
 #[napi(ts_args_type = "file?: string | undefined | null, options?: DownOptions | undefined | null", ts_return_type = "Promise<StackDownResult>")]
-pub fn down<'env>(env: &'env Env, file: Option<Unknown>, options: Option<Unknown>) -> Result<Object<'env>> {
+pub fn down<'env>(env: &'env Env, file: Option<Unknown>, options: Option<Unknown>, extra: Option<Unknown>) -> Result<Object<'env>> {
     rejecting(env, || {
+        no_more("down", "file and options", extra)?;
         let mut o = Options::new("down", options)?;
         let DownOptions { owner } = o.serde()?;
         o.finish()?;

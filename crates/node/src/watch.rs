@@ -5,7 +5,7 @@
 //! `signal` aborts, or when the iterator is collected.
 
 use crate::core_calls::{api, context};
-use crate::js_args::Options;
+use crate::js_args::{no_more, Options};
 use crate::stream::{spawn_producer, stream_iterator, End, Stream};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -32,8 +32,9 @@ stream_iterator!(
 /// for await (const end of pm.watchJobs({ owner: 'agent-a' })) console.log(end.message)
 /// ```
 #[napi(ts_args_type = "options?: WatchJobsOptions | undefined | null", ts_return_type = "JobEnds")]
-pub fn watch_jobs<'env>(env: &'env Env, options: Option<Unknown>) -> Result<Object<'env>> {
+pub fn watch_jobs<'env>(env: &'env Env, options: Option<Unknown>, extra: Option<Unknown>) -> Result<Object<'env>> {
     api(env, || {
+        no_more("watchJobs", "options", extra)?;
         let mut o = Options::new("watchJobs", options)?;
         let WatchOptions { owner } = o.serde()?;
         let signal = o.signal("signal")?;
