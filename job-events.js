@@ -44,8 +44,14 @@ class JobEvents extends EventEmitter {
 
 /** `jobEvents` for a loaded binding (index.js passes its own). */
 function jobEventsOf(binding) {
-  return function jobEvents(options) {
-    return new JobEvents(binding.watchJobs(options))
+  return function jobEvents(options, ...extra) {
+    try {
+      return new JobEvents(binding.watchJobs(options, ...extra))
+    } catch (error) {
+      // The caller called jobEvents: its errors name it, not watchJobs.
+      if (error instanceof Error) error.message = error.message.replace(/\bwatchJobs\b/g, 'jobEvents')
+      throw error
+    }
   }
 }
 

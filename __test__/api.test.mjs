@@ -189,6 +189,7 @@ test('misuse throws an Error that says what is wrong and what is accepted, its c
   assert.ok(pm.reconcile(undefined) && pm.snapshot(null), 'undefined and null are not given')
   await assert.rejects(pm.pauseJob('unknown-1', { force: true }), failure(/^bad argument to pauseJob: an object; it takes only jobId$/, 'ERR_USAGE'))
   await assert.rejects(pm.resumeJob('unknown-1', 5), failure(/^bad argument to resumeJob: 5; it takes only jobId$/, 'ERR_USAGE'))
+  throwsWith(() => pm.jobEvents({ bogus: 1 }), /^unknown option `bogus` for jobEvents/, 'ERR_USAGE')
   // And past the options, for every function that takes some.
   for (const [name, call] of [
     ['checkJob', () => pm.checkJob('unknown-1', {}, 5)],
@@ -203,6 +204,7 @@ test('misuse throws an Error that says what is wrong and what is accepted, its c
     ['watchJobs', () => pm.watchJobs({}, 3)],
     ['followLog', () => pm.followLog('unknown-1', {}, 3)],
     ['followLogs', () => pm.followLogs({}, 3)],
+    ['jobEvents', () => pm.jobEvents({}, 3)],
   ]) throwsWith(call, new RegExp(`^bad argument to ${name}: \\d; it takes `), 'ERR_USAGE')
   for (const [name, call] of [
     ['killJob', () => pm.killJob('unknown-1', {}, 3)],
