@@ -81,5 +81,5 @@ test('jobEvents: the same ends as an EventEmitter (\'end\'), closed by close(); 
   controller.abort()
   assert.equal((await failure).name, 'AbortError')
   await closedToo
-  assert.throws(() => pm.jobEvents({ ownr: 'x' }), /unknown option `ownr` for watchJobs/)
+  assert.throws(() => pm.jobEvents({ ownr: 'x' }), /unknown option `ownr` for jobEvents/)
 })
