@@ -190,6 +190,9 @@ test('misuse throws an Error that says what is wrong and what is accepted, its c
   await assert.rejects(pm.pauseJob('unknown-1', { force: true }), failure(/^bad argument to pauseJob: an object; it takes only jobId$/, 'ERR_USAGE'))
   await assert.rejects(pm.resumeJob('unknown-1', 5), failure(/^bad argument to resumeJob: 5; it takes only jobId$/, 'ERR_USAGE'))
   throwsWith(() => pm.jobEvents({ bogus: 1 }), /^unknown option `bogus` for jobEvents/, 'ERR_USAGE')
+  // Past the largest value a bound is named (it read "give a whole number of lines >= 0" of 2^53).
+  throwsWith(() => pm.checkJob('unknown-1', { lines: 2 ** 53 }), /^bad lines: 9007199254740992; give a whole number of lines >= 0, at most 9007199254740991$/, 'ERR_USAGE')
+  throwsWith(() => pm.runBackground('true', { queue: 'q', priority: 2 ** 60 }), /, at most 9007199254740991$/, 'ERR_USAGE')
   // And past the options, for every function that takes some.
   for (const [name, call] of [
     ['checkJob', () => pm.checkJob('unknown-1', {}, 5)],

@@ -193,7 +193,17 @@ struct NumberIn {
 impl NumberIn {
     fn check<E: de::Error>(&self, n: f64, unexpected: de::Unexpected) -> std::result::Result<f64, E> {
         let fits = n.is_finite() && n >= self.min && n <= self.max && (!self.whole || n.fract() == 0.0);
-        if fits { Ok(n) } else { Err(E::invalid_value(unexpected, self)) }
+        if fits {
+            return Ok(n);
+        }
+        // Over the bound a text that does not name it ("a whole number of
+        // lines >= 0" of 2^53) would read as a contradiction: it names it.
+        let bound = format!("{}", self.max);
+        if n > self.max && n.is_finite() && !self.what.contains(&bound) {
+            let said = NumberIn { what: format!("{}, at most {bound}", self.what), ..*self };
+            return Err(E::invalid_value(unexpected, &said));
+        }
+        Err(E::invalid_value(unexpected, self))
     }
 }
 
