@@ -302,6 +302,8 @@ test('bad input gets a clear error and changes nothing', (t) => {
     [['npm', 'install'], 2, /unknown command `npm`; to run a program, put it after `--`/],
     // One message, with the command as it should be, not clap's error and then a hint.
     [['--label', 'x', 'sleep', '1'], 2, /^run-bg: `sleep` is not an option: the program and its arguments go after `--`: run-bg --label x -- sleep 1\n$/],
+    [['--restart', 'always', '--max-restarts', '99999999999999999999', '--', 'true'], 2, /`99999999999999999999` is not a number of restarts: give a whole number from 0 to 4294967295/],
+    [['logs', jobId, '--since', '-1'], 2, /^run-bg: --since takes no negative cursor: give one a read gave/],
     [['--timeout', '5s', 'make'], 2, /^run-bg: `make` is not an option: the program and its arguments go after `--`: run-bg --timeout 5s -- make\n$/],
   ]
   for (const [args, code, message] of cases) {

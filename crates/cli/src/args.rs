@@ -422,6 +422,7 @@ fn negative_value(error: &clap::Error, args: &[OsString]) -> Option<String> {
             "PORT" => "port: give one from 1 to 65535",
             "PID" => "pid: give a process id",
             "N" => "number: give a whole number",
+            "CURSOR" => "cursor: give one a read gave (check --json's or logs --json's `cursor`), 0 or more",
             _ => return None,
         };
         Some(format!("run-bg: {option} takes no negative {what} (`{given}` was given)"))

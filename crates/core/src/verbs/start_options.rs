@@ -132,7 +132,7 @@ pub struct StartOptions {
     pub restart: Option<RestartPolicy>,
 
     /// With `restart`: restarts in a row (no 10 s run between) before giving up (default 10).
-    #[cfg_attr(feature = "cli", arg(long, value_name = "N", display_order = 11,
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N", display_order = 11, value_parser = restart_count,
         help = "With --restart: give up after this many restarts in a row (default 10)"))]
     #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "Max restarts in a row (default 10)")))]
     #[serde(default, deserialize_with = "read::restarts")]
@@ -324,6 +324,13 @@ pub trait Face {
     /// The process `tie` ties a job to: the CLI's caller (its parent, the
     /// agent's shell), the Node process itself.
     fn caller_pid(&self) -> u32;
+}
+
+/// `--max-restarts` on the command line: clap's own message for a number
+/// over `u32` said only "number too large to fit in target type".
+#[cfg(feature = "cli")]
+fn restart_count(text: &str) -> std::result::Result<u32, String> {
+    text.trim().parse().map_err(|_| format!("`{text}` is not a number of restarts: give a whole number from 0 to {}", u32::MAX))
 }
 
 impl StartOptions {

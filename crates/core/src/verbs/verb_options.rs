@@ -32,7 +32,7 @@ use std::time::Duration;
 pub struct CheckOptions {
     /// How many lines (default 20).
     // The CLI states its default in --help; a JSON caller leaves it out.
-    #[cfg_attr(feature = "cli", arg(short = 'n', long = "lines", default_value = "20", allow_negative_numbers = true,
+    #[cfg_attr(feature = "cli", arg(short = 'n', long = "lines", alias = "tail", default_value = "20", allow_negative_numbers = true,
         value_parser = line_count, help = "How many lines to show"))]
     #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "How many last lines (default 20)")))]
     #[serde(default, deserialize_with = "read_lines")]
@@ -341,7 +341,7 @@ pub struct LogsOptions {
     /// How many lines (default 100). Following, the last lines to start
     /// with: `followLog` starts with the whole log kept when not given,
     /// `followLogs` with 10 of each job (0: only what is written from now on).
-    #[cfg_attr(feature = "cli", arg(short = 'n', long = "lines", allow_negative_numbers = true, value_parser = line_count,
+    #[cfg_attr(feature = "cli", arg(short = 'n', long = "lines", alias = "tail", allow_negative_numbers = true, value_parser = line_count,
         help = "How many lines from the end (default 100; without an id, 10 a job)"))]
     #[cfg_attr(feature = "schema", schemars(extend("x-mcp" = "How many lines (default 100)")))]
     #[serde(default, deserialize_with = "read_lines")]
