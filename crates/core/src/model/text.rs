@@ -98,9 +98,15 @@ pub fn cut(line: &str, max_chars: usize) -> String {
     if line.chars().count() <= max_chars {
         return line.to_string();
     }
-    let kept: String = line.chars().take(max_chars).collect();
     let dropped = line.chars().count() - max_chars;
-    format!("{kept}… [{dropped} more chars]")
+    let marker = format!("… [{dropped} more chars]");
+    // A marker as long as what it would hide hides nothing: the line is shown
+    // whole (never longer than it would be cut).
+    if dropped <= marker.chars().count() {
+        return line.to_string();
+    }
+    let kept: String = line.chars().take(max_chars).collect();
+    format!("{kept}{marker}")
 }
 
 /// What a reader should see of one raw output line.
@@ -111,6 +117,15 @@ pub fn clean_line(raw: &str, max_chars: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cut_never_hides_less_than_its_marker_says() {
+        assert_eq!(cut("abcdef", 5), "abcdef", "one char over: shown whole, not `abcde… [1 more chars]`");
+        let just_over = "x".repeat(400 + 17);
+        assert_eq!(cut(&just_over, 400), just_over);
+        let long = "y".repeat(500);
+        assert_eq!(cut(&long, 400), format!("{}… [100 more chars]", "y".repeat(400)));
+    }
 
     #[test]
     fn strips_colours_cursor_moves_and_titles() {
@@ -137,7 +152,7 @@ mod tests {
 
     #[test]
     fn cuts_long_lines_with_a_marker() {
-        assert_eq!(cut("abcdef", 4), "abcd… [2 more chars]");
+        assert_eq!(cut(&"abcdef".repeat(10), 4), "abcd… [56 more chars]");
         assert_eq!(cut("abc", 4), "abc");
         assert_eq!(clean_line("\u{1b}[32mok\u{1b}[0m\rfinal", 100), "final");
     }
