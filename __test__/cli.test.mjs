@@ -245,8 +245,13 @@ test('running jobs beyond max_jobs do not push out the outcome of a job that jus
   const yielded = runBg(home, ['--yield', '20s', '--', 'sh', '-c', 'exit 4'])
   assert.equal(yielded.code, 4, yielded.stderr)
   assert.match(yielded.stdout, /failed \(exit 4\)/)
+  // A long job that ends after the cap's worth of short ones keeps its outcome too.
+  const long = startJob(home, ['sh', '-c', 'sleep 1; exit 7'])
+  for (let i = 0; i < 3; i++) runBg(home, ['wait', startJob(home, ['true']).jobId])
+  assert.equal(runBg(home, ['wait', long.jobId]).code, 7)
+  assert.equal(checkJson(home, long.jobId).exitCode, 7, 'the end just recorded is not the one forgotten')
   const kept = JSON.parse(runBg(home, ['list', '--all', '--json']).stdout)
-  assert.deepEqual(kept.map((j) => j.status).sort(), ['failed', 'failed', 'running', 'running', 'running'], 'the 3 running and the 2 newest ended')
+  assert.deepEqual(kept.map((j) => j.status).sort(), ['failed', 'running', 'running', 'running', 'success'], 'the 3 running and the 2 newest ended')
 })
 
 test('a corrupt jobs.json is moved aside, never overwritten, and running jobs survive', async (t) => {

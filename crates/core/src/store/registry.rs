@@ -646,7 +646,9 @@ impl Registry {
         if excess == 0 {
             return;
         }
-        order.sort_by_key(|&i| jobs[i].started_at);
+        // Oldest end first: by its start, a long job that ended after the
+        // cap's worth of short ones was forgotten by the write of its end.
+        order.sort_by_key(|&i| jobs[i].ended_at().unwrap_or(jobs[i].started_at));
         let mut evict = vec![false; jobs.len()];
         // One pass over /proc for all candidates that need it, if any does:
         // a job whose supervisor saw everything below it end and left its
