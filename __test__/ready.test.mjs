@@ -280,6 +280,15 @@ test('wait --ready waits for readiness and exits 0; a job without a readiness ch
   assert.ok(view.jobs[0].readyAt >= listened - 5)
   assert.equal(checkJson(home, started.jobId).readyAt, view.jobs[0].readyAt)
 
+  // Waited for beside a job that never gets ready: each says its own.
+  const never = JSON.parse(runBg(home, ['--ready-log', 'never printed', '--json', '--', 'sleep', '30']).stdout)
+  t.after(() => killJob(home, never.jobId))
+  const both = runBg(home, ['wait', started.jobId, never.jobId, '--ready', '--timeout', '500ms', '--json'])
+  assert.equal(both.code, 124)
+  const [ready, notReady] = JSON.parse(both.stdout).jobs
+  assert.deepEqual([ready.timedOut, ready.shellExitCode], [false, 0], 'the ready job')
+  assert.deepEqual([notReady.timedOut, notReady.shellExitCode], [true, 124], 'the one still not ready')
+
   const plain = JSON.parse(runBg(home, ['--json', '--', 'sleep', '30']).stdout)
   t.after(() => killJob(home, plain.jobId))
   const refused = runBg(home, ['wait', plain.jobId, '--ready'])

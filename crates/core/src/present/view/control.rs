@@ -132,7 +132,9 @@ impl WaitView {
         let mut view = WaitView::from(outcome);
         view.shell_exit_code = ready_exit_code(&outcome.jobs, outcome.timed_out);
         for (shown, job) in view.jobs.iter_mut().zip(&outcome.jobs) {
-            shown.shell_exit_code = ready_exit_code(std::slice::from_ref(job), outcome.timed_out);
+            // A job that became ready did not time out, whatever another did.
+            shown.timed_out = outcome.timed_out && job.ready_at.is_none() && !job.status().is_final();
+            shown.shell_exit_code = ready_exit_code(std::slice::from_ref(job), shown.timed_out);
         }
         view
     }
