@@ -245,12 +245,12 @@ test('exit status and signals pass through, and a signal to the command alone re
  * `sh -c`, and on SIGTERM ends that shell alone. Says its own parent's pid
  * (`npmParent=`), then passes the bin's output on.
  */
-function fakeNpx(dir) {
-  const file = path.join(dir, 'npm-exec.js')
+function fakeNpx(dir, shell = 'sh') {
+  const file = path.join(dir, `npm-exec-${shell}.js`)
   fs.writeFileSync(file, `process.title = 'npm exec run-bg'
 const { spawn } = require('node:child_process')
 console.log('npmParent=' + process.ppid)
-const shell = spawn('sh', ['-c', '"$0" "$@"', ...process.argv.slice(2)], { stdio: 'inherit', env: { ...process.env, npm_command: 'exec', npm_lifecycle_event: 'npx' } })
+const shell = spawn('${shell}', ['-c', '"$0" "$@"', ...process.argv.slice(2)], { stdio: 'inherit', env: { ...process.env, npm_command: 'exec', npm_lifecycle_event: 'npx' } })
 process.on('SIGTERM', () => { shell.kill('SIGTERM'); process.exit(143) })
 shell.on('exit', (code) => process.exit(code ?? 1))
 `)
@@ -272,6 +272,14 @@ test('under npx, --tie ties to the shell that ran npx, and npx ended ends run-bg
   const caller = said.stdout.match(/^caller=(\d+)$/m)?.[1]
   assert.ok(npmParent && caller, said.stdout)
   assert.equal(caller, npmParent, 'the process that ran npx, not npm\'s sh -c')
+  // Where sh is bash (macOS, Fedora), it execs run-bg: npm is then its parent.
+  if (bash) {
+    const viaBash = run('sh', ['-c', '"$0" "$@"; true', process.execPath, fakeNpx(work, 'bash'), aBin, 'caller'])
+    assert.equal(viaBash.stdout.match(/^caller=(\d+)$/m)?.[1], viaBash.stdout.match(/^npmParent=(\d+)$/m)?.[1], viaBash.stdout)
+  }
+  // Handed npm_command by a tool npx ran, but not under npm itself: its own parent, and no watch.
+  const inherited = run('sh', ['-c', 'echo "shell=$$"; "$0" caller; true', aBin], { env: cleanEnv({ npm_command: 'exec' }) })
+  assert.equal(inherited.stdout.match(/^caller=(\d+)$/m)?.[1], inherited.stdout.match(/^shell=(\d+)$/m)?.[1], inherited.stdout)
   // Outside npx the shim's own parent is the caller, as before.
   const plain = run('sh', ['-c', 'echo "shell=$$"; "$0" caller; true', aBin])
   assert.equal(plain.stdout.match(/^caller=(\d+)$/m)?.[1], plain.stdout.match(/^shell=(\d+)$/m)?.[1], plain.stdout)

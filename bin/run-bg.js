@@ -53,19 +53,22 @@ function parentAndCommand(pid) {
   }
 }
 
-/** Under npx, the process that ran npx: past npm's shell and npm itself; else null. */
+/**
+ * Under npx, the process that ran npx: past npm's `sh -c` (gone where sh is
+ * bash, which execs its last command) and npm itself; else null.
+ */
 function npxCaller() {
-  const shell = parentAndCommand(process.ppid)
-  if (!shell || !/^(\S*\/)?(sh|bash|dash|zsh) /.test(shell.command)) return null
-  const npm = parentAndCommand(shell.ppid)
+  let npm = parentAndCommand(process.ppid)
+  if (npm && /^(\S*\/)?(sh|bash|dash|zsh) /.test(npm.command)) npm = parentAndCommand(npm.ppid)
   if (!npm || !/^npm exec\b|npx-cli\.js|npm-cli\.js|^(\S*\/)?npx /.test(npm.command)) return null
   return npm.ppid > 1 ? npm.ppid : null
 }
+const npxParent = underNpx ? npxCaller() : null
 
 // `run-bg --tie` ties a job to whoever ran run-bg: that is our caller, not
 // this shim, which exits with run-bg. The binary trusts this only when the
 // shim (this pid) is its parent.
-const caller = (underNpx && npxCaller()) || process.ppid
+const caller = npxParent || process.ppid
 const env = { ...process.env, PROC_MANAGER_TIE_PARENT: `${process.pid}:${caller}` }
 
 function cannotRun(error) {
@@ -94,7 +97,9 @@ let early = null
 for (const signal of passed) process.on(signal, () => (child ? child.kill(signal) : (early = signal)))
 child = spawn(binary, args, { stdio: 'inherit', env })
 if (early) child.kill(early)
-if (underNpx) {
+// Only where npm was found above us: a run-bg merely handed npm_command by
+// a tool npx started, whose own parent may well exit first, runs on.
+if (npxParent) {
   const parent = process.ppid
   const watch = setInterval(() => {
     if (process.ppid !== parent) {
