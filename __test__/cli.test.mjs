@@ -309,6 +309,10 @@ test('bad input gets a clear error and changes nothing', (t) => {
     [['--label', 'x', 'sleep', '1'], 2, /^run-bg: `sleep` is not an option: the program and its arguments go after `--`: run-bg --label x -- sleep 1\n$/],
     [['--restart', 'always', '--max-restarts', '99999999999999999999', '--', 'true'], 2, /`99999999999999999999` is not a number of restarts: give a whole number from 0 to 4294967295/],
     [['logs', jobId, '--since', '-1'], 2, /^run-bg: --since takes no negative cursor: give one a read gave/],
+    [['--label', 'sleep', 'sleep', '10'], 2, /^run-bg: `sleep` is not an option: the program and its arguments go after `--`: run-bg --label sleep -- sleep 10\n$/],
+    // `--yield` took `sleep` for its duration: no placing of `--` holds, so the form is said.
+    [['--yield', 'sleep', '1'], 2, /^run-bg: `1` is not an option: the program and its arguments go after `--`: run-bg \[options\] -- <program> \[args\.\.\.\]\n$/],
+    [['--yield', '5s', 'sleep', '1'], 2, /^run-bg: `sleep` is not an option: the program and its arguments go after `--`: run-bg --yield 5s -- sleep 1\n$/],
     [['--timeout', '5s', 'make'], 2, /^run-bg: `make` is not an option: the program and its arguments go after `--`: run-bg --timeout 5s -- make\n$/],
   ]
   for (const [args, code, message] of cases) {

@@ -390,13 +390,32 @@ fn program_without_dashes(error: &clap::Error, args: &[OsString]) -> Option<Stri
     if refused.starts_with('-') {
         return None;
     }
-    let at = (1..args.len()).find(|&i| args[i].to_str() == Some(refused.as_str()))?;
+    // Where `--` goes: the latest place, up to the refused word, that makes
+    // a command whose options hold (`--label sleep sleep 10`: before the
+    // second `sleep`; `--yield sleep 1`: `--yield` took `sleep` for its
+    // duration, so before `sleep`).
+    let last = (1..args.len()).rev().find(|&i| args[i].to_str() == Some(refused.as_str()))?;
+    let holds = |i: usize| {
+        let mut fixed = args[..i].to_vec();
+        fixed.push("--".into());
+        fixed.extend_from_slice(&args[i..]);
+        StartCli::try_parse_from(fixed).is_ok_and(|cli| {
+            let face = crate::face::CommandLine;
+            cli.yield_for.bound(&face).is_ok() && cli.options.validate(&face).is_ok()
+        })
+    };
+    let at = (1..=last).rev().filter(|&i| !bytes_of(&args[i]).starts_with(b"-")).find(|&i| holds(i));
     use proc_manager_core::verbs::request::display_argv;
-    Some(format!(
-        "run-bg: `{refused}` is not an option: the program and its arguments go after `--`: run-bg {} -- {}",
-        display_argv(&args[1..at]),
-        display_argv(&args[at..])
-    ))
+    Some(match at {
+        Some(at) => format!(
+            "run-bg: `{refused}` is not an option: the program and its arguments go after `--`: run-bg {} -- {}",
+            display_argv(&args[1..at]),
+            display_argv(&args[at..])
+        ),
+        None => format!(
+            "run-bg: `{refused}` is not an option: the program and its arguments go after `--`: run-bg [options] -- <program> [args...]"
+        ),
+    })
 }
 
 /// `--timeout -5s`, `--ready-port -1`: clap takes the value for an option it
