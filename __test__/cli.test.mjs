@@ -549,3 +549,23 @@ test('kill --all still ends every job when jobs.json cannot be read (a newer ver
   await waitFor(() => jobs.every((j) => !isAlive(j.pid)), { what: 'both jobs to end' })
   assert.equal(fs.readFileSync(registry, 'utf8'), JSON.stringify({ ...held, version: 2 }), 'a newer version\'s registry is left as it was')
 })
+
+test('kill and kill --all end a running job whose job.json and jobs.json both cannot be read (a downgrade)', async (t) => {
+  const { home } = makeHome(t)
+  const plain = startJob(home, ['sleep', '300'])
+  const job = startJob(home, ['sleep', '300'], ['--label', 'garbled'])
+  const other = startJob(home, ['sleep', '300'], ['--label', 'garbled2'])
+  const supervisors = [job, other].map((j) => JSON.parse(fs.readFileSync(path.join(home, 'jobs', j.jobId, 'job.json'), 'utf8')).supervisor.pid)
+  t.after(() => [plain.pid, job.pid, other.pid, ...supervisors].forEach(killPid))
+  runBg(home, ['list']) // all three in jobs.json
+  const registry = path.join(home, 'jobs.json')
+  fs.writeFileSync(registry, JSON.stringify({ ...JSON.parse(fs.readFileSync(registry, 'utf8')), version: 999 }))
+  for (const j of [job, other]) fs.writeFileSync(path.join(home, 'jobs', j.jobId, 'job.json'), '{"version": 999}')
+  const one = runBg(home, ['kill', other.jobId, '--json'])
+  assert.equal(one.code, 0, one.stderr)
+  await waitFor(() => !isAlive(other.pid), { what: 'the job killed by id to end' })
+  const all = runBg(home, ['kill', '--all', '--json'])
+  assert.equal(all.code, 0, all.stderr)
+  await waitFor(() => !isAlive(plain.pid) && !isAlive(job.pid), { what: 'every job to end' })
+  assert.ok(JSON.parse(all.stdout).some((o) => o.jobId === job.jobId), all.stdout)
+})

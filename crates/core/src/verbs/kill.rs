@@ -145,7 +145,7 @@ impl Context {
 
     /// Records that cannot be read of jobs something of which lives.
     fn live_unreadable_jobs(&self) -> Vec<crate::store::registry::CorruptRecord> {
-        let records = self.corrupt_records().unwrap_or_default();
+        let records = self.corrupt_records().unwrap_or_else(|_| self.registry().corrupt_records_without_registry());
         if records.is_empty() {
             return records;
         }
@@ -571,53 +571,67 @@ impl Context {
     /// verb could find or stop it.
     fn kill_corrupt(&self, record: crate::store::registry::CorruptRecord, grace: Option<Duration>, force: bool) -> Result<KillOutcome> {
         let grace = grace.unwrap_or(Duration::from_millis(self.config.kill.grace_ms));
-        let signalled = self.end_unreadable_job(&record.id, grace, force);
-        if signalled > 0 {
+        let ended = self.end_unreadable_job(&record.id, grace, force);
+        if ended.anything() {
             if let Ok(job) = self.job(&record.id) {
                 let message = format!(
-                    "killed {}: {signalled} process(es) signalled; its record, unreadable before ({}), was written anew by its supervisor",
-                    job.id, record.reason
+                    "killed {}: {}; its record, unreadable before ({}), was written anew by its supervisor",
+                    job.id,
+                    ended.said(),
+                    record.reason
                 );
                 return Ok(KillOutcome { job, signalled: true, message });
             }
         }
-        let signals = match signalled {
-            0 => "nothing was signalled".to_string(),
-            n => format!("its {n} process(es) were signalled first"),
+        let placeholder = || {
+            // What the outcome names: the id, and that it is gone or ended.
+            let placeholder = serde_json::json!({
+                "id": record.id, "label": record.id, "argv": [], "command": "", "cwd": "",
+                "status": "killed", "started_at": record.modified_ms, "ended_at": now_ms(),
+                "log_path": self.home.job_dir(&record.id).join("output.log"),
+            });
+            serde_json::from_value::<Job>(placeholder).map_err(|e| Error::Other(e.to_string()))
+        };
+        // Its processes are ended; what is kept of its record is said.
+        let kept = |why: String| -> Result<KillOutcome> {
+            let message = format!("killed {}: {}; its directory is kept: {why}", record.id, ended.said());
+            Ok(KillOutcome { job: placeholder()?, signalled: true, message })
         };
         if !record.removable {
-            return Err(Error::Other(format!("{}; {signals}", record.describe())));
+            return match ended.anything() {
+                true => kept(format!("its record {} cannot be read ({}), and may be a newer version's", record.file.display(), record.reason)),
+                false => Err(Error::Other(format!("{}; nothing of it runs", record.describe()))),
+            };
         }
-        if !self.registry().remove_corrupt(&record.id)? {
+        let removed = match self.registry().remove_corrupt(&record.id) {
+            Ok(removed) => removed,
+            Err(e) if ended.anything() => return kept(format!("it could not be removed ({e})")),
+            Err(e) => return Err(e),
+        };
+        if !removed {
             // Recorded meanwhile (or removed): it is a job again, or gone.
-            return self.kill(&record.id, None, false);
+            return self.kill(&record.id, Some(grace), force);
         }
         let message = format!(
-            "removed {}: its record {} could not be read ({}); its directory, launch spec included, is deleted; {signals}",
+            "removed {}: its record {} could not be read ({}); its directory, launch spec included, is deleted; {}",
             record.id,
             record.file.display(),
-            record.reason
+            record.reason,
+            if ended.anything() { ended.said() } else { "nothing of it ran".to_string() }
         );
-        // What the outcome names: the id, and that it is gone for good.
-        let placeholder = serde_json::json!({
-            "id": record.id, "label": record.id, "argv": [], "command": "", "cwd": "",
-            "status": "killed", "started_at": record.modified_ms, "ended_at": now_ms(),
-            "log_path": self.home.job_dir(&record.id).join("output.log"),
-        });
-        let job: Job = serde_json::from_value(placeholder).map_err(|e| Error::Other(e.to_string()))?;
-        Ok(KillOutcome { job, signalled: signalled > 0, message })
+        Ok(KillOutcome { job: placeholder()?, signalled: ended.anything(), message })
     }
 
     /// Ends the live processes of a job whose record cannot be read (see
-    /// `kill_corrupt`) and waits for its supervisor to exit; how many were
-    /// signalled.
-    fn end_unreadable_job(&self, id: &str, grace: Duration, force: bool) -> usize {
+    /// `kill_corrupt`): its supervisor asked as for any kill and waited for
+    /// until it has recorded the end (or is gone), then what is left
+    /// signalled here.
+    fn end_unreadable_job(&self, id: &str, grace: Duration, force: bool) -> UnreadableEnded {
         let rows = procinfo::table();
-        let Some(unreadable) = unreadable_job_tree(&rows, id, &self.home) else { return 0 };
+        let Some(unreadable) = unreadable_job_tree(&rows, id, &self.home) else { return UnreadableEnded::default() };
         let tree = Tree { recorded: &unreadable.recorded, ..unreadable.tree(id) };
-        // The supervisor, rung as for any kill, ends its tree and records
-        // the end as a kill (our own signals first would have it record a
-        // death by signal); it counts as one signalled.
+        // Asked first: it ends its tree and records the end as a kill (our
+        // own signals first would have it record a death by signal).
         let rung = tree.supervisor.filter(|&supervisor| {
             let request = KillRequest { grace_ms: grace.as_millis() as u64, force, caller_sweeps: false, caller_signalled_since: None };
             let doorbell = match self.write_kill_request(id, request) {
@@ -627,13 +641,39 @@ impl Context {
             matches!(procinfo::signal_process(&supervisor, doorbell), SignalOutcome::Sent)
         });
         if let Some(supervisor) = rung {
+            // Until its end is recorded, not until it exits: one with a
+            // notifier stays for its retries.
             let bound = if force { Duration::ZERO } else { grace } + STILL_EXITING_PATIENCE;
-            wait_until(bound, Duration::from_millis(20), || !procinfo::is_same_process_alive(&supervisor));
+            let recorded = || self.registry().own_record(id).is_some_and(|job| job.status().is_final());
+            wait_until(bound, Duration::from_millis(20), || recorded() || !procinfo::is_same_process_alive(&supervisor));
         }
         // What is left (all of it, without a supervisor): paused or not,
         // nothing says, so a SIGCONT after the SIGTERM lets a stopped tree act.
-        let (count, _) = procinfo::OwnIds::fixed_while(|| terminate_tree(tree, grace, force, true));
-        count + usize::from(rung.is_some())
+        let (signalled, _) = procinfo::OwnIds::fixed_while(|| terminate_tree(tree, grace, force, true));
+        UnreadableEnded { asked_supervisor: rung.is_some(), signalled }
+    }
+}
+
+/// What `end_unreadable_job` did.
+#[derive(Default)]
+struct UnreadableEnded {
+    /// Its supervisor was asked to end it.
+    asked_supervisor: bool,
+    /// Processes signalled here (outside the supervisor's care, or without one).
+    signalled: usize,
+}
+
+impl UnreadableEnded {
+    fn anything(&self) -> bool {
+        self.asked_supervisor || self.signalled > 0
+    }
+
+    fn said(&self) -> String {
+        match (self.asked_supervisor, self.signalled) {
+            (true, 0) => "its supervisor ended it".to_string(),
+            (true, n) => format!("its supervisor ended it, and {n} process(es) left were signalled"),
+            (false, n) => format!("{n} process(es) of it signalled"),
+        }
     }
 }
 
@@ -699,14 +739,13 @@ fn terminate_tree(tree: Tree, grace: Duration, force: bool, paused: bool) -> (us
     (signalled.len(), exiting)
 }
 
-
-/// What `kill` says of an ended job whose left-over processes it removed.
 /// The job's own exit decided its outcome (it ended as the kill began,
 /// before its supervisor took the request) and nothing of it was signalled.
 fn ended_by_itself(job: &Job, signalled: usize) -> bool {
     signalled == 0 && job.status().is_final() && !matches!(job.status(), JobStatus::Killed | JobStatus::Timeout)
 }
 
+/// What `kill` says of an ended job whose left-over processes it removed.
 fn left_running_removed(job: &Job, count: usize, exiting: &str) -> String {
     format!(
         "{} had already ended ({}); removed the processes it left running ({count} process(es) signalled){exiting}",

@@ -76,8 +76,19 @@ impl Registry {
     /// job.json is a job being created (its spec.json comes first).
     pub fn corrupt_records(&self) -> Result<Vec<CorruptRecord>> {
         let known: HashSet<String> = self.load()?.into_iter().map(|j| j.id).collect();
+        Ok(self.corrupt_records_besides(&known))
+    }
+
+    /// `corrupt_records` when the registry cannot be read: every directory
+    /// whose job.json cannot be read (what a kill of everything still ends;
+    /// nothing is removed without the registry's word, see `remove_corrupt`).
+    pub fn corrupt_records_without_registry(&self) -> Vec<CorruptRecord> {
+        self.corrupt_records_besides(&HashSet::new())
+    }
+
+    fn corrupt_records_besides(&self, known: &HashSet<String>) -> Vec<CorruptRecord> {
         let mut found = Vec::new();
-        let Ok(entries) = std::fs::read_dir(self.home.jobs_dir()) else { return Ok(found) };
+        let Ok(entries) = std::fs::read_dir(self.home.jobs_dir()) else { return found };
         for entry in entries.flatten() {
             let name = entry.file_name();
             let Some(id) = name.to_str() else { continue };
@@ -87,17 +98,19 @@ impl Registry {
             found.extend(corrupt_record(&self.home, id));
         }
         found.sort_by(|a, b| (a.modified_ms, &a.id).cmp(&(b.modified_ms, &b.id)));
-        Ok(found)
+        found
     }
 
     /// The corrupt record of job `id` (see `corrupt_records`), if that is what it has.
     pub fn corrupt_record(&self, id: &str) -> Option<CorruptRecord> {
         validate_job_id(id).ok()?;
         let record = corrupt_record(&self.home, id)?;
-        // A job the registry knows is that job, whatever its job.json says.
+        // A job the registry knows is that job, whatever its job.json says;
+        // with a registry that cannot be read, the record is all there is
+        // (a kill then still ends what of the job runs).
         match self.get(id) {
-            Err(Error::UnknownJob(_)) => Some(record),
-            _ => None,
+            Ok(_) => None,
+            Err(_) => Some(record),
         }
     }
 
