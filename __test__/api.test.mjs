@@ -119,7 +119,8 @@ test('killAll of a job that ends on its own as the kill begins does not say it k
       if (outcome.status === 'killed') continue
       raced++
       assert.equal(outcome.signalled, false, outcome.message)
-      assert.match(outcome.message, new RegExp(`^${job.jobId} ended on its own \\(success\\) before the kill; nothing was signalled$`))
+      // Its supervisor still there (asked), or gone already (then it is simply not running).
+      assert.match(outcome.message, new RegExp(`^${job.jobId} (ended on its own \\(success\\) before the kill; nothing was signalled|is not running \\(success\\); nothing to kill)$`))
     }
   }
   t.diagnostic(`${raced} of 8 kills met a job that had ended on its own`)
