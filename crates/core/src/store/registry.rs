@@ -590,8 +590,10 @@ impl Registry {
                     own.seen_at = own.seen_at.or(job.seen_at);
                     *job = own;
                 } else {
-                    // Its supervisor records readiness in job.json, without the lock.
-                    if job.ready_at.is_none() {
+                    // Its supervisor records readiness in job.json, without
+                    // the lock: for the same state job.json has the last
+                    // word (a restart clears it between runs).
+                    if job.ready_at.is_none() || job.state == own.state {
                         job.ready_at = own.ready_at;
                     }
                     // And a pause or resume (supervise/pause.rs): job.json has the last word.

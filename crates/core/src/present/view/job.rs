@@ -238,7 +238,8 @@ impl From<&Job> for JobView {
             restarts: job.restart.as_ref().map(|r| r.count),
             last_restart: job.restart.as_ref().and_then(|r| r.last_reason.clone()),
             last_restart_at: job.restart.as_ref().and_then(|r| r.last_at),
-            next_run_at: job.restart.as_ref().and_then(|r| r.next_run_at).filter(|_| !job.status().is_final()),
+            // Past while paused between runs: then no time is known.
+            next_run_at: job.restart.as_ref().and_then(|r| r.next_run_at).filter(|&at| !job.status().is_final() && at > crate::now_ms()),
             stdin: job.stdin_pipe.then(|| "pipe".to_string()),
             wake: job.wake.as_ref().map(|w| WakeView {
                 state: w.state.as_str().to_string(),
