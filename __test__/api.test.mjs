@@ -152,7 +152,8 @@ test('misuse throws an Error that says what is wrong and what is accepted, its c
   throwsWith(() => pm.checkJob('../../etc'), /invalid job id `\.\.\/\.\.\/etc`: a job id is 1 to 64 characters/, 'ERR_USAGE')
   throwsWith(() => pm.checkJob(''), /invalid job id/, 'ERR_USAGE')
   throwsWith(() => pm.checkJob('z'.repeat(200)), /invalid job id/, 'ERR_USAGE')
-  throwsWith(() => pm.checkJob('unknown-1'), /no job with id `unknown-1`/, 'ERR_UNKNOWN_JOB', 'unknown-1')
+  // What to do next is said as the call, not as the CLI command.
+  throwsWith(() => pm.checkJob('unknown-1'), /^no job with id `unknown-1` \(call `listJobs\(\{ all: true \}\)` to see known jobs\)$/, 'ERR_UNKNOWN_JOB', 'unknown-1')
   // Options are named as the caller gave them, not by the CLI's flags.
   throwsWith(() => pm.checkJob('unknown-1', { grep: '[' }), /^bad grep pattern `\[`/, 'ERR_USAGE')
   throwsWith(() => pm.checkJob('unknown-1', { grep: 'x', errors: true }), /^give either grep or errors, not both$/, 'ERR_USAGE')

@@ -257,7 +257,7 @@ shell.on('exit', (code) => process.exit(code ?? 1))
   return file
 }
 
-test('under npx, --tie ties to the shell that ran npx, and npx ended ends run-bg', async (t) => {
+test('under npx, the caller a tie goes to is the shell that ran npx, and npx ended ends run-bg', async (t) => {
   // npm's `sh -c` exits as soon as run-bg does: tied to it, a job was killed
   // as soon as npx returned; and npm, ended by a tool's timeout, ends that
   // shell alone, so a `run-bg wait` ran on.

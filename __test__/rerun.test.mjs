@@ -99,6 +99,9 @@ test('JS rerunJob and the MCP tool control_job rerun', async (t) => {
   assert.equal(pm.rerunJob(first.jobId, {}).label, 'greet', 'an empty overrides object is accepted')
   assert.throws(() => pm.rerunJob(first.jobId, { label: 'other' }), /rerunJob takes no overrides yet/)
   assert.throws(() => pm.rerunJob('nosuch-123456'), /nosuch-123456/)
+  const busy = pm.runBackground('sleep 30')
+  assert.throws(() => pm.rerunJob(busy.jobId), new RegExp(`end it first \\(\`killJob\\('${busy.jobId}'\\)\`\\), then rerun it$`), 'the JS call, not the CLI command')
+  await pm.killJob(busy.jobId, { force: true })
 
   const client = await connectMcp(t, home)
   const { tools } = await client.listTools()

@@ -53,6 +53,14 @@ const visible = (value) => String(value).replace(/[\x00-\x09\x0b-\x1f\x7f-\x9f]/
  * verbs/ops.rs summary, verbs/spawn.rs and ops.rs usage errors, supervise/notify.rs).
  */
 const CLI_TO_MCP = [
+  // The JS API's errors name its calls (`killJob('<id>')`) where the core's name the CLI.
+  [/call `listJobs\(\{ all: true \}\)` to see known jobs/g, 'call list_jobs with all: true to see known jobs'],
+  [/`listJobs\(\{ all: true \}\)` shows them/g, 'list_jobs with all: true shows them'],
+  [/`listJobs\(\{ all: true \}\)`/g, 'list_jobs with all: true'],
+  [/`killJob\('(\S+?)'\)`/g, 'call kill_job with jobId $1'],
+  [/`checkJob\('(\S+?)'\)`/g, 'call check_job with jobId $1'],
+  [/`waitJob\('(\S+?)'\)`/g, 'call wait_job with jobId $1'],
+  [/`(pause|resume|rerun)Job\('(\S+?)'\)`/g, 'call control_job with jobId $2 and action $1'],
   [/run `run-bg list --all` to see known jobs/g, 'call list_jobs with all: true to see known jobs'],
   [/`run-bg kill (\S+)` removes them/g, 'call kill_job with jobId $1 to remove them'],
   [/`?run-bg kill (\S+?)`?(?=[\s;,)]|$)/g, 'call kill_job with jobId $1'],

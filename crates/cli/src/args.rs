@@ -6,7 +6,7 @@
 use clap::{Args, Parser, Subcommand};
 use proc_manager_core::model::os_text::bytes_of;
 use proc_manager_core::model::text::visible;
-use proc_manager_core::verbs::start_options::StartOptions;
+use proc_manager_core::verbs::start_options::{Face, StartOptions};
 use proc_manager_core::verbs::verb_options::{
     CheckOptions, DownOptions, KillOptions, ListOptions, LogsOptions, OrphansOptions, PruneOptions, SendOptions, SummaryOptions, UpOptions,
     WaitOptions, YieldOptions,
@@ -25,7 +25,9 @@ pub enum Parsed {
 
 /// The arguments as clap reads them. A usage error (and `--help`,
 /// `--version`) ends the process here, as clap would, its text made safe.
-pub fn parse(args: &[OsString]) -> Result<Parsed> {
+/// `face`: how the command line speaks to the core (face.rs), to try a
+/// suggested command's options with.
+pub fn parse(args: &[OsString], face: &dyn Face) -> Result<Parsed> {
     let first = args.get(1).map(|word| word.as_os_str());
     // `run-bg help` alone is `run-bg --help`: the start form and every
     // command with its flags, not clap's bare list of subcommands, which
@@ -55,7 +57,7 @@ pub fn parse(args: &[OsString]) -> Result<Parsed> {
                 // `run-bg --label x npm test`: the program, without `--`
                 // before it, reads as a stray argument to clap. Said once,
                 // with the command as it should be.
-                if let Some(said) = program_without_dashes(&e, args) {
+                if let Some(said) = program_without_dashes(&e, args, face) {
                     eprintln!("{}", visible(&said));
                     std::process::exit(e.exit_code());
                 }
@@ -381,7 +383,7 @@ fn usage_exit_saying(error: clap::Error, args: &[OsString], hint: Option<&str>) 
 /// `run-bg --label x sleep 10`: the first word clap found no place for, a
 /// program's name (not an option), and no `--` anywhere: the command with
 /// `--` put before it.
-fn program_without_dashes(error: &clap::Error, args: &[OsString]) -> Option<String> {
+fn program_without_dashes(error: &clap::Error, args: &[OsString], face: &dyn Face) -> Option<String> {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     if error.kind() != ErrorKind::UnknownArgument || args.iter().any(|a| a == "--") {
         return None;
@@ -399,10 +401,7 @@ fn program_without_dashes(error: &clap::Error, args: &[OsString]) -> Option<Stri
         let mut fixed = args[..i].to_vec();
         fixed.push("--".into());
         fixed.extend_from_slice(&args[i..]);
-        StartCli::try_parse_from(fixed).is_ok_and(|cli| {
-            let face = crate::face::CommandLine;
-            cli.yield_for.bound(&face).is_ok() && cli.options.validate(&face).is_ok()
-        })
+        StartCli::try_parse_from(fixed).is_ok_and(|cli| cli.yield_for.bound(face).is_ok() && cli.options.validate(face).is_ok())
     };
     let at = (1..=last).rev().filter(|&i| !bytes_of(&args[i]).starts_with(b"-")).find(|&i| holds(i));
     use proc_manager_core::verbs::request::display_argv;

@@ -94,7 +94,7 @@ fn run_bg() -> i32 {
 }
 
 fn run(args: &[OsString]) -> Result<i32> {
-    match args::parse(args)? {
+    match args::parse(args, &CommandLine)? {
         Parsed::Start(cli) => cmd::start::run(*cli),
         Parsed::Sub(command) => run_sub(command),
     }

@@ -117,6 +117,7 @@ impl Said {
             Error::Usage(message) => in_js_words(message),
             other => other.to_string(),
         };
+        let message = js_calls(&message);
         // Error messages quote user input (a path, an id, a label): written
         // out so that whoever prints them prints no control characters.
         Said { code: error_code(error), message: visible(&message).into_owned(), job_id }
@@ -161,6 +162,54 @@ fn in_js_words(message: &str) -> String {
     }
     // With `args`, `command` is the program: there is no `--` to put it after.
     said.replace("to run after `--`", "to run as command")
+}
+
+/// The core's errors say what to run next as a shell user types it (`run
+/// `run-bg list --all``, `` `run-bg kill <id>` ``); a JS caller is told the
+/// call instead (`listJobs({ all: true })`, `killJob('<id>')`). A command
+/// without a call of its own stays as it is.
+fn js_calls(message: &str) -> String {
+    let mut said = String::with_capacity(message.len());
+    for (i, part) in message.split('`').enumerate() {
+        if i > 0 {
+            said.push('`');
+        }
+        let call = (i % 2 == 1).then(|| js_call(part)).flatten();
+        match call {
+            Some(call) => {
+                // "run `…`" reads "call `…`".
+                if said.ends_with("run `") {
+                    said.truncate(said.len() - "run `".len());
+                    said.push_str("call `");
+                }
+                said.push_str(&call);
+            }
+            None => said.push_str(part),
+        }
+    }
+    said
+}
+
+/// The JS call for one CLI command, if it has one.
+fn js_call(command: &str) -> Option<String> {
+    let words: Vec<&str> = command.strip_prefix("run-bg ")?.split(' ').collect();
+    let by_id = |function: &str| match words.as_slice() {
+        [_, id] if !id.starts_with('-') => Some(format!("{function}('{id}')")),
+        _ => None,
+    };
+    match words.as_slice() {
+        ["list", "--all"] => Some("listJobs({ all: true })".to_string()),
+        ["list"] => Some("listJobs()".to_string()),
+        ["prune"] => Some("pruneJobs()".to_string()),
+        ["reconcile"] => Some("reconcile()".to_string()),
+        ["kill", ..] => by_id("killJob"),
+        ["check", ..] => by_id("checkJob"),
+        ["wait", ..] => by_id("waitJob"),
+        ["pause", ..] => by_id("pauseJob"),
+        ["resume", ..] => by_id("resumeJob"),
+        ["rerun", ..] => by_id("rerunJob"),
+        _ => None,
+    }
 }
 
 /// Every option of the JS API by its CLI spelling without the dashes

@@ -37,7 +37,7 @@ impl Context {
         // anew by its supervisor.
         let unreadable: Vec<_> = self.registry().corrupt_records()?.into_iter().filter(|r| r.removable && r.modified_ms <= cutoff).collect();
         let rows = if unreadable.is_empty() { Vec::new() } else { crate::os::procinfo::table() };
-        let lives = |id: &str| crate::verbs::kill::unreadable_job_tree(&rows, id, &self.home).is_some();
+        let lives = |id: &str| crate::verbs::kill::unreadable::unreadable_job_tree(&rows, id, &self.home).is_some();
         for record in unreadable.into_iter().filter(|r| !lives(&r.id)) {
             if self.registry().remove_corrupt(&record.id)? {
                 removed.push(record.id);
