@@ -308,6 +308,8 @@ test('bad input gets a clear error and changes nothing', (t) => {
     // One message, with the command as it should be, not clap's error and then a hint.
     [['--label', 'x', 'sleep', '1'], 2, /^run-bg: `sleep` is not an option: the program and its arguments go after `--`: run-bg --label x -- sleep 1\n$/],
     [['--restart', 'always', '--max-restarts', '99999999999999999999', '--', 'true'], 2, /`99999999999999999999` is not a number of restarts: give a whole number from 0 to 4294967295/],
+    [['list', '--owner', ''], 2, /^run-bg: bad owner "": give 1 to 200 printable characters on one line\n$/],
+    [['summary', '--owner', ' '], 2, /bad owner " "/],
     [['logs', jobId, '--since', '-1'], 2, /^run-bg: --since takes no negative cursor: give one a read gave/],
     [['--label', 'sleep', 'sleep', '10'], 2, /^run-bg: `sleep` is not an option: the program and its arguments go after `--`: run-bg --label sleep -- sleep 10\n$/],
     // `--yield` took `sleep` for its duration: no placing of `--` holds, so the form is said.

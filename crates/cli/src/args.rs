@@ -95,7 +95,7 @@ Commands:
   run-bg help [<command>]                      this text, or a command's flags (also run-bg <command> --help)
 Start later: --after <id>... [--after-any], --queue <name>, --priority <n>.
 
-Durations: 500ms, 90s, 10m, 2h, 1h30m. Every subcommand takes --json.
+Durations: 500ms, 90s, 10m, 2h, 1h30m. Every subcommand but top and hooks takes --json.
 State lives in $PROC_MANAGER_HOME (default ~/.local/state/proc-manager).
 Exit status, of the command and not the job (`check` of a failed job exits 0): 0 done,
 1 failed, 2 bad usage; `wait` exits with the job's own code.";

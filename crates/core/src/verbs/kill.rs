@@ -101,13 +101,18 @@ impl Context {
         pick: &dyn Fn(&Job) -> bool,
     ) -> Result<Vec<std::result::Result<KillOutcome, (String, Error)>>> {
         let started_by = older_than.map(|age| now_ms().saturating_sub(age.as_millis() as u64));
-        let listed = match self.list(filter) {
-            Ok(jobs) => jobs,
+        // One read of the registry: what is listed, and which directories
+        // it names (those it does not may hold an unreadable record).
+        let (listed, known) = match self.registry().load() {
+            Ok(jobs) => {
+                let known: std::collections::HashSet<String> = jobs.iter().map(|j| j.id.clone()).collect();
+                (self.list_of(jobs, filter)?, known)
+            }
             // A registry that cannot be read never keeps a job alive: its
             // jobs' own records say what runs, as for `kill <id>`.
             Err(e @ (Error::Io { .. } | Error::Other(_))) => {
                 tracing::warn!("{e}; killing by the job directories' own records instead");
-                self.list_without_registry(filter)?
+                (self.list_without_registry(filter)?, Default::default())
             }
             Err(e) => return Err(e),
         };
@@ -124,7 +129,7 @@ impl Context {
         // something of it lives (its processes ended, its record then most
         // often written anew by its supervisor; see `kill_corrupt`).
         let everything = filter.owner.is_none() && filter.session.is_none() && filter.status.is_none() && older_than.is_none();
-        let unreadable = if everything { self.live_unreadable_jobs() } else { Vec::new() };
+        let unreadable = if everything { self.live_unreadable_jobs(&known) } else { Vec::new() };
         if unreadable.is_empty() {
             return Ok(self.kill_jobs(targets, grace, force));
         }

@@ -61,7 +61,12 @@ impl Context {
         self.list_of(self.registry().load_job_files_only(), filter)
     }
 
-    fn list_of(&self, loaded: Vec<Job>, filter: &ListFilter) -> Result<Vec<Job>> {
+    /// `list` of the jobs a registry read gave.
+    pub(crate) fn list_of(&self, loaded: Vec<Job>, filter: &ListFilter) -> Result<Vec<Job>> {
+        // An owner no start accepts selects nothing: refused as a start refuses it.
+        if let Some(owner) = &filter.owner {
+            crate::verbs::request::validate_name("owner", owner)?;
+        }
         let recent_since = now_ms().saturating_sub(3_600_000);
         let session = filter.session.as_ref().map(|s| self.session_of(s)).transpose()?;
         let mut jobs = Vec::new();

@@ -79,14 +79,11 @@ impl Registry {
         Ok(self.corrupt_records_besides(&known))
     }
 
-    /// `corrupt_records` when the registry cannot be read: every directory
-    /// whose job.json cannot be read (what a kill of everything still ends;
-    /// nothing is removed without the registry's word, see `remove_corrupt`).
-    pub fn corrupt_records_without_registry(&self) -> Vec<CorruptRecord> {
-        self.corrupt_records_besides(&HashSet::new())
-    }
-
-    fn corrupt_records_besides(&self, known: &HashSet<String>) -> Vec<CorruptRecord> {
+    /// `corrupt_records` of the directories `known` does not name (the ids a
+    /// registry read gave; none when it cannot be read: then every directory
+    /// whose job.json cannot be read, which a kill of everything still ends,
+    /// and nothing is removed without the registry's word, see `remove_corrupt`).
+    pub fn corrupt_records_besides(&self, known: &HashSet<String>) -> Vec<CorruptRecord> {
         let mut found = Vec::new();
         let Ok(entries) = std::fs::read_dir(self.home.jobs_dir()) else { return found };
         for entry in entries.flatten() {

@@ -13,8 +13,9 @@ use std::time::Duration;
 
 impl Context {
     /// Records that cannot be read of jobs something of which lives.
-    pub(super) fn live_unreadable_jobs(&self) -> Vec<crate::store::registry::CorruptRecord> {
-        let records = self.corrupt_records().unwrap_or_else(|_| self.registry().corrupt_records_without_registry());
+    /// `known`: the ids the registry names (none when it cannot be read).
+    pub(super) fn live_unreadable_jobs(&self, known: &std::collections::HashSet<String>) -> Vec<crate::store::registry::CorruptRecord> {
+        let records = self.registry().corrupt_records_besides(known);
         if records.is_empty() {
             return records;
         }
