@@ -149,7 +149,6 @@ impl Context {
         }))
     }
 
-
     /// Kills `jobs` at once, each reported once (in their order): those with
     /// a live supervisor together (`kill_supervised`), any other (queued,
     /// orphaned, ended with processes left and no supervisor) on its own
