@@ -17,6 +17,7 @@
 // loop run the platform package's native/run-bg, which findRunBg names.
 'use strict'
 const { spawn, spawnSync } = require('node:child_process')
+const fs = require('node:fs')
 const { constants } = require('node:os')
 const { findRunBg } = require('../platform.js')
 
@@ -39,10 +40,10 @@ const underNpx = process.env.npm_command === 'exec' && process.platform !== 'win
 function parentAndCommand(pid) {
   try {
     if (process.platform === 'linux') {
-      const stat = require('node:fs').readFileSync(`/proc/${pid}/stat`, 'utf8')
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
       // The name in parentheses may hold spaces and parentheses itself.
       const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
-      const command = require('node:fs').readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ')
+      const command = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ')
       return { ppid, command }
     }
     const ps = spawnSync('ps', ['-o', 'ppid=,command=', '-p', String(pid)], { encoding: 'utf8' })

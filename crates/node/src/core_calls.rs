@@ -132,7 +132,7 @@ impl Said {
 /// `--after-any`, `--ready-port`); a JS caller gave them by their JS names
 /// (`grep`, `afterAny`, `readyPort`), and is told those. Only outside
 /// backticks: they quote the caller's own text and commands to run
-/// (`run-bg list --all`), which stay as they are.
+/// (`run-bg list --all`, which `js_calls` turns into calls).
 fn in_js_words(message: &str) -> String {
     let names = js_option_names();
     let mut said = String::with_capacity(message.len());

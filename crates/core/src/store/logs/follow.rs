@@ -38,13 +38,19 @@ impl Held {
     }
 }
 
-/// Said in the followed output where files were dropped past `keep` before
-/// the follower read them, so that a gap is never silent: `--since` says the
-/// same of a cursor that fell behind.
-fn gap_note(bytes: Option<u64>) -> String {
-    match bytes {
-        Some(bytes) => format!("[run-bg: {bytes} bytes rotated away before they were read]\n"),
-        None => "[run-bg: output rotated away before it was read]\n".to_string(),
+/// What files dropped past `keep` before the follower read them held.
+enum Dropped {
+    Bytes(u64),
+    /// Some: the log's files could not be placed to say how much.
+    Unknown,
+}
+
+/// Said in the followed output where files were dropped, so that a gap is
+/// never silent: `--since` says the same of a cursor that fell behind.
+fn gap_note(dropped: &Dropped) -> String {
+    match dropped {
+        Dropped::Bytes(bytes) => format!("[run-bg: {bytes} bytes rotated away before they were read]\n"),
+        Dropped::Unknown => "[run-bg: output rotated away before it was read]\n".to_string(),
     }
 }
 
@@ -151,8 +157,8 @@ impl LogFollower {
             copied += self.read_held(sink)?;
             match self.successor() {
                 Some((next, dropped)) => {
-                    if let Some(bytes) = dropped {
-                        copied += self.note_gap(sink, bytes)?;
+                    if let Some(dropped) = dropped {
+                        copied += self.note_gap(sink, &dropped)?;
                     }
                     self.held = Some(next);
                 }
@@ -189,9 +195,9 @@ impl LogFollower {
         Ok(copied)
     }
 
-    /// Writes the note of a gap (`bytes` dropped, if known) on a line of its own.
-    fn note_gap(&mut self, sink: &mut dyn Write, bytes: Option<u64>) -> std::io::Result<u64> {
-        let mut note = gap_note(bytes);
+    /// Writes the note of a gap on a line of its own.
+    fn note_gap(&mut self, sink: &mut dyn Write, dropped: &Dropped) -> std::io::Result<u64> {
+        let mut note = gap_note(dropped);
         if self.last_byte.is_some_and(|b| b != b'\n') {
             note.insert(0, '\n');
         }
@@ -200,18 +206,16 @@ impl LogFollower {
         Ok(note.len() as u64)
     }
 
-    /// The file written after the held one, which has been rotated, and, when
-    /// files were dropped past `keep` in between, how many bytes they held
-    /// (`Some(None)`: some, how many unknown); None while a rotation is
-    /// halfway done.
+    /// The file written after the held one, which has been rotated, and what
+    /// files dropped past `keep` in between held, if any were; None while a
+    /// rotation is halfway done.
     ///
     /// The writer renames from the oldest file down to `output.log`, so while
     /// the held file stays at `.<i>`, the name `.<i-1>` (or `output.log`) is
     /// either free or taken by the file written after it. Finding the held
     /// file at the same index before and after opening that name proves
     /// that no rotation went past it in between.
-    #[allow(clippy::type_complexity)]
-    fn successor(&mut self) -> Option<(Held, Option<Option<u64>>)> {
+    fn successor(&mut self) -> Option<(Held, Option<Dropped>)> {
         let (held, held_end) = self.held.as_ref().map(|h| (h.id, h.start.map(|start| start + h.pos)))?;
         loop {
             self.seams.at("find held");
@@ -221,8 +225,8 @@ impl LogFollower {
                 // said to be: the oldest file placed after where we stopped.
                 let oldest = self.open_oldest()?.placed(&self.log);
                 let dropped = match (held_end, oldest.start) {
-                    (Some(end), Some(start)) => (start > end).then_some(Some(start - end)),
-                    _ => Some(None),
+                    (Some(end), Some(start)) => (start > end).then_some(Dropped::Bytes(start - end)),
+                    _ => Some(Dropped::Unknown),
                 };
                 return Some((oldest, dropped));
             };

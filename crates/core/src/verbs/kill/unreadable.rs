@@ -116,7 +116,6 @@ impl Context {
     }
 }
 
-
 /// What `end_unreadable_job` did.
 #[derive(Default)]
 struct UnreadableEnded {
@@ -141,9 +140,8 @@ impl UnreadableEnded {
 }
 
 /// What can be known of the processes of a job whose record cannot be read:
-/// its supervisor (the live process that carries the job's mark), what that
-/// supervisor recorded, and whether anything carries the job's cookie.
-/// `None` when nothing of the job lives.
+/// its supervisor (the live process that carries the job's mark) and what
+/// that supervisor recorded (its cookie carriers are found by `Tree` itself).
 pub(crate) struct UnreadableJob {
     pub supervisor: Option<ProcessIdentity>,
     pub recorded: Vec<ProcessIdentity>,
@@ -155,6 +153,7 @@ impl UnreadableJob {
     }
 }
 
+/// The job's `UnreadableJob`, or `None` when nothing of it lives.
 pub(crate) fn unreadable_job_tree(rows: &[procinfo::Row], id: &str, home: &crate::store::paths::Home) -> Option<UnreadableJob> {
     let supervisor = rows.iter().find(|r| r.mark.as_deref() == Some(id) && r.identity.is_possible_job_process()).map(|r| r.identity);
     let recorded = crate::store::procset::load(&home.job_dir(id));
@@ -163,4 +162,3 @@ pub(crate) fn unreadable_job_tree(rows: &[procinfo::Row], id: &str, home: &crate
     let lives = supervisor.is_some() || !tree::members_in(rows, tree).0.is_empty();
     lives.then_some(job)
 }
-
